@@ -1,0 +1,84 @@
+"""The infrastructure side of the contract with the runtime code.
+
+The construct and the runtime meet only through the code asset's location, environment
+variables and metric names. This module holds the construct's copy of those names; the
+runtime's copy is ``lambda_src/session_expiry_runtime/config.py``. ``tests/test_contract.py``
+checks that both agree. Nothing here imports the runtime code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: Python package that holds the cleanup handler and the session runtime.
+RUNTIME_PACKAGE = "session_expiry_runtime"
+#: Lambda handler of the cleanup function, relative to the code asset's root.
+CLEANUP_HANDLER = f"{RUNTIME_PACKAGE}.handler.handler"
+
+
+def runtime_package_dir() -> Path:
+    """Directory of the runtime package, located from this file.
+
+    In a source checkout (editable install) it is ``<repo>/lambda_src/session_expiry_runtime``;
+    in an installed wheel hatchling ships it beside this package in ``site-packages``.
+
+    Raises:
+        FileNotFoundError: neither location holds the runtime package (a broken install).
+    """
+    here = Path(__file__).resolve().parent
+    candidates = (
+        here.parent / "lambda_src" / RUNTIME_PACKAGE,  # source checkout
+        here.parent / RUNTIME_PACKAGE,  # installed wheel: sibling in site-packages
+    )
+    for candidate in candidates:
+        if (candidate / "handler.py").is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"cannot find the {RUNTIME_PACKAGE!r} runtime package; looked in "
+        + ", ".join(str(c) for c in candidates)
+        + ". Reinstall cdk-session-expiry."
+    )
+
+
+# --- environment variable names (same values as session_expiry_runtime.config.ENV_*) -------
+ENV_TABLE_NAME = "SESSION_EXPIRY_TABLE_NAME"
+ENV_PARTITION_KEY = "SESSION_EXPIRY_PARTITION_KEY"
+ENV_SORT_KEY = "SESSION_EXPIRY_SORT_KEY"
+ENV_TTL_ATTRIBUTE = "SESSION_EXPIRY_TTL_ATTRIBUTE"
+ENV_CONNECTION_ID_ATTRIBUTE = "SESSION_EXPIRY_CONNECTION_ID_ATTRIBUTE"
+ENV_GRANT_ID_ATTRIBUTE = "SESSION_EXPIRY_GRANT_ID_ATTRIBUTE"
+ENV_GRANT_TOKEN_ATTRIBUTE = "SESSION_EXPIRY_GRANT_TOKEN_ATTRIBUTE"
+ENV_SCRATCH_PREFIX_ATTRIBUTE = "SESSION_EXPIRY_SCRATCH_PREFIX_ATTRIBUTE"
+ENV_TENANT_ATTRIBUTE = "SESSION_EXPIRY_TENANT_ATTRIBUTE"
+ENV_WEBSOCKET_ENDPOINT = "SESSION_EXPIRY_WEBSOCKET_ENDPOINT"
+ENV_GRANT_KEY_ARN = "SESSION_EXPIRY_GRANT_KEY_ARN"
+ENV_SCRATCH_BUCKET = "SESSION_EXPIRY_SCRATCH_BUCKET"
+ENV_SCRATCH_ROOT = "SESSION_EXPIRY_SCRATCH_ROOT"
+ENV_TENANT_SCOPED_SCRATCH = "SESSION_EXPIRY_TENANT_SCOPED_SCRATCH"
+ENV_RETIRING_PRINCIPAL = "SESSION_EXPIRY_RETIRING_PRINCIPAL"
+ENV_METRICS_NAMESPACE = "SESSION_EXPIRY_METRICS_NAMESPACE"
+ENV_MAX_WORKERS = "SESSION_EXPIRY_MAX_WORKERS"
+ENV_TIME_GUARD_MS = "SESSION_EXPIRY_TIME_GUARD_MS"
+
+# --- defaults (the props document them) ----------------------------------------------------
+DEFAULT_PARTITION_KEY = "pk"
+DEFAULT_TTL_ATTRIBUTE = "expiresAt"
+DEFAULT_CONNECTION_ID_ATTRIBUTE = "connectionId"
+DEFAULT_GRANT_ID_ATTRIBUTE = "grantId"
+DEFAULT_GRANT_TOKEN_ATTRIBUTE = "grantToken"
+DEFAULT_SCRATCH_PREFIX_ATTRIBUTE = "scratchPrefix"
+DEFAULT_TENANT_ATTRIBUTE = "tenantId"
+DEFAULT_SCRATCH_ROOT = "sessions/"
+DEFAULT_METRICS_NAMESPACE = "SessionExpiry"
+DEFAULT_MAX_WORKERS = 8
+
+# --- metric names the runtime emits (embedded metric format) ------------------------------
+METRIC_SESSIONS_CLEANED = "SessionsCleaned"
+METRIC_CLEANUP_FAILURES = "CleanupFailures"
+METRIC_RECORDS_SKIPPED = "RecordsSkipped"
+METRIC_TTL_LAG = "TtlLagSeconds"
+METRIC_OBJECTS_DELETED = "ScratchObjectsDeleted"
+METRIC_PREFIXES_REFUSED = "ScratchPrefixesRefused"
+DIMENSION_REASON = "Reason"
+DIMENSION_ACTION = "Action"
+DIMENSION_CAUSE = "Cause"

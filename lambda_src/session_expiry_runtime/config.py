@@ -1,0 +1,145 @@
+"""The runtime side of the contract with the construct.
+
+Every environment variable the runtime reads, its default, and every metric name the
+runtime emits are defined here and nowhere else. ``cdk_session_expiry/_runtime_contract.py``
+holds the same names for the infrastructure side; ``tests/test_contract.py`` checks they agree.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+# --- environment variable names -------------------------------------------------------------
+ENV_TABLE_NAME = "SESSION_EXPIRY_TABLE_NAME"
+ENV_PARTITION_KEY = "SESSION_EXPIRY_PARTITION_KEY"
+ENV_SORT_KEY = "SESSION_EXPIRY_SORT_KEY"
+ENV_TTL_ATTRIBUTE = "SESSION_EXPIRY_TTL_ATTRIBUTE"
+ENV_CONNECTION_ID_ATTRIBUTE = "SESSION_EXPIRY_CONNECTION_ID_ATTRIBUTE"
+ENV_GRANT_ID_ATTRIBUTE = "SESSION_EXPIRY_GRANT_ID_ATTRIBUTE"
+ENV_GRANT_TOKEN_ATTRIBUTE = "SESSION_EXPIRY_GRANT_TOKEN_ATTRIBUTE"
+ENV_SCRATCH_PREFIX_ATTRIBUTE = "SESSION_EXPIRY_SCRATCH_PREFIX_ATTRIBUTE"
+ENV_TENANT_ATTRIBUTE = "SESSION_EXPIRY_TENANT_ATTRIBUTE"
+ENV_WEBSOCKET_ENDPOINT = "SESSION_EXPIRY_WEBSOCKET_ENDPOINT"
+ENV_GRANT_KEY_ARN = "SESSION_EXPIRY_GRANT_KEY_ARN"
+ENV_SCRATCH_BUCKET = "SESSION_EXPIRY_SCRATCH_BUCKET"
+ENV_SCRATCH_ROOT = "SESSION_EXPIRY_SCRATCH_ROOT"
+ENV_TENANT_SCOPED_SCRATCH = "SESSION_EXPIRY_TENANT_SCOPED_SCRATCH"
+ENV_RETIRING_PRINCIPAL = "SESSION_EXPIRY_RETIRING_PRINCIPAL"
+ENV_METRICS_NAMESPACE = "SESSION_EXPIRY_METRICS_NAMESPACE"
+ENV_MAX_WORKERS = "SESSION_EXPIRY_MAX_WORKERS"
+ENV_TIME_GUARD_MS = "SESSION_EXPIRY_TIME_GUARD_MS"
+
+# --- defaults (documented in the construct's props) ----------------------------------------
+DEFAULT_PARTITION_KEY = "pk"
+DEFAULT_TTL_ATTRIBUTE = "expiresAt"
+DEFAULT_CONNECTION_ID_ATTRIBUTE = "connectionId"
+DEFAULT_GRANT_ID_ATTRIBUTE = "grantId"
+DEFAULT_GRANT_TOKEN_ATTRIBUTE = "grantToken"
+DEFAULT_SCRATCH_PREFIX_ATTRIBUTE = "scratchPrefix"
+DEFAULT_TENANT_ATTRIBUTE = "tenantId"
+DEFAULT_SCRATCH_ROOT = "sessions/"
+DEFAULT_METRICS_NAMESPACE = "SessionExpiry"
+DEFAULT_MAX_WORKERS = 8
+DEFAULT_TIME_GUARD_MS = 10_000
+
+# --- metric names (CloudWatch embedded metric format) --------------------------------------
+METRIC_SESSIONS_CLEANED = "SessionsCleaned"  # dimension Reason
+METRIC_CLEANUP_FAILURES = "CleanupFailures"  # dimension Action
+METRIC_RECORDS_SKIPPED = "RecordsSkipped"  # dimension Cause
+METRIC_TTL_LAG = "TtlLagSeconds"  # no dimension; unit Seconds
+METRIC_OBJECTS_DELETED = "ScratchObjectsDeleted"
+METRIC_PREFIXES_REFUSED = "ScratchPrefixesRefused"
+DIMENSION_REASON = "Reason"
+DIMENSION_ACTION = "Action"
+DIMENSION_CAUSE = "Cause"
+
+# --- classification reasons ----------------------------------------------------------------
+REASON_TTL = "ttl"
+REASON_TTL_REPLICATED = "ttl-replicated"
+REASON_EXPLICIT = "explicit"
+
+# --- cleanup actions (dimension values of CleanupFailures) ---------------------------------
+ACTION_DELETE_CONNECTION = "DeleteConnection"
+ACTION_RETIRE_GRANT = "RetireGrant"
+ACTION_DELETE_SCRATCH = "DeleteScratch"
+ACTION_DECODE = "Decode"
+ACTION_TIME_GUARD = "TimeGuard"
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """What the cleanup function and the session runtime read from their environment.
+
+    Build it with :meth:`from_env`; tests build it directly. Optional targets are ``None``
+    when the construct did not configure them, and the matching cleanup step is skipped.
+    """
+
+    table_name: str | None = None
+    partition_key: str = DEFAULT_PARTITION_KEY
+    sort_key: str | None = None
+    ttl_attribute: str = DEFAULT_TTL_ATTRIBUTE
+    connection_id_attribute: str = DEFAULT_CONNECTION_ID_ATTRIBUTE
+    grant_id_attribute: str = DEFAULT_GRANT_ID_ATTRIBUTE
+    grant_token_attribute: str = DEFAULT_GRANT_TOKEN_ATTRIBUTE
+    scratch_prefix_attribute: str = DEFAULT_SCRATCH_PREFIX_ATTRIBUTE
+    tenant_attribute: str = DEFAULT_TENANT_ATTRIBUTE
+    websocket_endpoint: str | None = None
+    grant_key_arn: str | None = None
+    scratch_bucket: str | None = None
+    scratch_root: str = DEFAULT_SCRATCH_ROOT
+    tenant_scoped_scratch: bool = False
+    retiring_principal: str | None = None
+    metrics_namespace: str = DEFAULT_METRICS_NAMESPACE
+    max_workers: int = DEFAULT_MAX_WORKERS
+    time_guard_ms: int = DEFAULT_TIME_GUARD_MS
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeConfig:
+        """Read the configuration from ``env`` (default: ``os.environ``).
+
+        Raises:
+            ValueError: a numeric variable is not a positive integer.
+        """
+        e = os.environ if env is None else env
+
+        def positive_int(name: str, default: int) -> int:
+            raw = e.get(name)
+            if raw is None or raw == "":
+                return default
+            try:
+                value = int(raw)
+            except ValueError:
+                raise ValueError(f"{name}={raw!r}: expected a positive integer") from None
+            if value <= 0:
+                raise ValueError(f"{name}={raw!r}: expected a positive integer")
+            return value
+
+        return cls(
+            table_name=e.get(ENV_TABLE_NAME) or None,
+            partition_key=e.get(ENV_PARTITION_KEY) or DEFAULT_PARTITION_KEY,
+            sort_key=e.get(ENV_SORT_KEY) or None,
+            ttl_attribute=e.get(ENV_TTL_ATTRIBUTE) or DEFAULT_TTL_ATTRIBUTE,
+            connection_id_attribute=e.get(ENV_CONNECTION_ID_ATTRIBUTE)
+            or DEFAULT_CONNECTION_ID_ATTRIBUTE,
+            grant_id_attribute=e.get(ENV_GRANT_ID_ATTRIBUTE) or DEFAULT_GRANT_ID_ATTRIBUTE,
+            grant_token_attribute=e.get(ENV_GRANT_TOKEN_ATTRIBUTE)
+            or DEFAULT_GRANT_TOKEN_ATTRIBUTE,
+            scratch_prefix_attribute=e.get(ENV_SCRATCH_PREFIX_ATTRIBUTE)
+            or DEFAULT_SCRATCH_PREFIX_ATTRIBUTE,
+            tenant_attribute=e.get(ENV_TENANT_ATTRIBUTE) or DEFAULT_TENANT_ATTRIBUTE,
+            websocket_endpoint=e.get(ENV_WEBSOCKET_ENDPOINT) or None,
+            grant_key_arn=e.get(ENV_GRANT_KEY_ARN) or None,
+            scratch_bucket=e.get(ENV_SCRATCH_BUCKET) or None,
+            scratch_root=e.get(ENV_SCRATCH_ROOT) or DEFAULT_SCRATCH_ROOT,
+            tenant_scoped_scratch=_truthy(e.get(ENV_TENANT_SCOPED_SCRATCH)),
+            retiring_principal=e.get(ENV_RETIRING_PRINCIPAL) or None,
+            metrics_namespace=e.get(ENV_METRICS_NAMESPACE) or DEFAULT_METRICS_NAMESPACE,
+            max_workers=positive_int(ENV_MAX_WORKERS, DEFAULT_MAX_WORKERS),
+            time_guard_ms=positive_int(ENV_TIME_GUARD_MS, DEFAULT_TIME_GUARD_MS),
+        )
