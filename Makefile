@@ -1,0 +1,42 @@
+# Every target sets up what it needs from nothing: a venv with the package and its dev
+# dependencies, and the CDK CLI from the committed package-lock.json.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PY_STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export NODE_NO_WARNINGS := 1
+export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
+# The venv's python3 runs app.py when the CDK CLI calls "python3 app.py".
+export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
+
+.PHONY: setup synth test lint clean
+
+setup: $(PY_STAMP) $(NODE_STAMP)
+
+$(PY_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+synth: setup
+	cdk synth --quiet
+	@echo "Templates written to cdk.out/"
+
+test: setup
+	$(PY) -m pytest
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy cdk_session_expiry lambda_src/session_expiry_runtime
+
+clean:
+	rm -rf cdk.out .pytest_cache dist build

@@ -1,0 +1,26 @@
+"""Shared test settings.
+
+Environment defaults are set before any test module imports aws_cdk or boto3: the jsii
+runtime reads its variables when it starts, and boto3 must never reach a real account.
+"""
+
+from __future__ import annotations
+
+import os
+
+_DEFAULTS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",  # noqa: S105 - moto's dummy credentials
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+    # boto3 against moto's DynamoDB Streams endpoint needs the plain endpoint.
+    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    "JSII_DEPRECATED": "quiet",
+    "NODE_NO_WARNINGS": "1",
+}
+for _name, _value in _DEFAULTS.items():
+    os.environ.setdefault(_name, _value)
+# Never let a developer's real profile leak into a test.
+os.environ.pop("AWS_PROFILE", None)
