@@ -1,0 +1,832 @@
+"""Application-facing session store: create, read, heartbeat and end sessions that fail closed.
+
+DynamoDB deletes expired items lazily, typically within a few days, and until then they are
+still returned by GetItem/Query and can still be updated (Amazon DynamoDB Developer Guide,
+"Working with time to live (TTL)"). Every call here therefore enforces expiry itself:
+reads return live sessions only, and every write that needs a live session carries a
+condition expression that requires it (Developer Guide, "Condition expressions"), so an
+expired session is never revived by a heartbeat. The liveness rules are in :mod:`.ttl`.
+
+Usage (the construct's ``grant_session_access`` sets the environment read by ``from_env``)::
+
+    from datetime import timedelta
+    from session_expiry_runtime.store import SessionStore, SessionGoneError
+
+    store = SessionStore.from_env()
+    s = store.create("s-1", ttl=timedelta(hours=1), connection_id=event_connection_id)
+    store.touch("s-1", ttl=timedelta(minutes=30))     # SessionGoneError once expired
+    store.end("s-1")                                  # cleanup runs from the stream
+
+Every attribute name goes through ``ExpressionAttributeNames``, so a TTL attribute named
+``ttl`` (a DynamoDB reserved word) works. Errors other than the ones documented per method
+(throttling, access denied, a missing table) propagate as ``botocore`` ``ClientError``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from .config import ENV_GRANT_KEY_ARN, ENV_RETIRING_PRINCIPAL, ENV_TABLE_NAME, RuntimeConfig
+from .prefixes import build_scratch_prefix, validate_scratch_root, validate_segment
+from .ttl import (
+    DEFAULT_SESSION_TTL,
+    MAX_SESSION_TTL,
+    expiry_from_timestamp,
+    expiry_from_ttl,
+    horizon_seconds,
+    is_live,
+    now_seconds,
+    ttl_from_attribute,
+    validate_max_ttl,
+)
+
+__all__ = [
+    "Clock",
+    "Session",
+    "SessionConflictError",
+    "SessionError",
+    "SessionGoneError",
+    "SessionStore",
+]
+
+_LOG = logging.getLogger(__name__)
+
+#: The clock type: a callable returning the current time as an **aware** ``datetime``.
+Clock = Callable[[], datetime]
+
+# Lost races with concurrent creators/enders before create gives up with a conflict.
+_CREATE_ATTEMPTS = 3
+# DynamoDB partition key values are at most 2048 bytes; sort key values at most 1024.
+_MAX_PARTITION_BYTES = 2048
+_CONDITION_FAILED = "ConditionalCheckFailedException"
+# Expression placeholders. Every attribute name is aliased, reserved word or not.
+_LIVE = "attribute_exists(#pk) AND #t > :now AND #t <= :horizon"
+_NOT_LIVE = (
+    "attribute_not_exists(#pk) OR attribute_not_exists(#t) OR NOT attribute_type(#t, :num)"
+    " OR #t <= :now OR #t > :horizon"
+)
+
+_SERIALIZER = TypeSerializer()
+_DESERIALIZER = TypeDeserializer()
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class SessionError(Exception):
+    """Base class of the session errors; ``session_id`` and ``partition`` name the session."""
+
+    def __init__(self, message: str, *, session_id: str, partition: str | None = None) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.partition = partition
+
+
+class SessionConflictError(SessionError):
+    """A live session with this id already exists (``create``), or it already carries a
+    different KMS grant (``attach_grant``/``create_grant``)."""
+
+
+class SessionGoneError(SessionError):
+    """The session does not exist or has expired (its TTL is at or before now, missing,
+    not a Number, or implausible); nothing was written."""
+
+
+def _describe(session_id: str, partition: str | None) -> str:
+    return f"session {session_id!r}" + (f" in partition {partition!r}" if partition else "")
+
+
+@dataclass(frozen=True)
+class Session:
+    """A live session as read or written by :class:`SessionStore`.
+
+    Attributes:
+        session_id: the session id (partition key value, or sort key value with a sort key).
+        partition: the partition key value when the table has a sort key, else ``None``.
+        expires_at: the TTL attribute, epoch **seconds** (``int``).
+        scratch_prefix: this incarnation's S3 scratch prefix (ends in ``/``), or ``None`` on
+            an item not written by :meth:`SessionStore.create`.
+        connection_id: API Gateway WebSocket connection id, or ``None``.
+        grant_id: KMS grant id, or ``None``.
+        grant_token: KMS grant token, or ``None`` (left out of ``repr``).
+        tenant_id: tenant id, or ``None``.
+        attributes: the other (application) attributes, deserialized by boto3's
+            ``TypeDeserializer`` (numbers as ``Decimal``).
+    """
+
+    session_id: str
+    partition: str | None
+    expires_at: int
+    scratch_prefix: str | None = None
+    connection_id: str | None = None
+    grant_id: str | None = None
+    grant_token: str | None = field(default=None, repr=False)
+    tenant_id: str | None = None
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def expires_at_datetime(self) -> datetime:
+        """``expires_at`` as an aware UTC ``datetime``."""
+        return datetime.fromtimestamp(self.expires_at, tz=timezone.utc)
+
+
+class SessionStore:
+    """Sessions in one DynamoDB table, bound to the key schema and attribute names the
+    construct configured.
+
+    Key schema: without a sort key the session id is the partition key value; with a sort
+    key (``config.sort_key``), ``partition`` is the partition key value (a user or tenant,
+    say) and the session id is the sort key value, and :meth:`list` returns a partition's
+    sessions. Key values are stored as Strings.
+
+    Args:
+        table_name: the table; default ``config.table_name``.
+        dynamodb_client: a boto3 DynamoDB client; default ``boto3.client("dynamodb")``.
+        kms_client: a boto3 KMS client for :meth:`create_grant`; default created on first use.
+        clock: returns the current time as an **aware** ``datetime``; default
+            ``datetime.now(timezone.utc)``. Every call reads it once.
+        config: key names, attribute names, scratch root, grant key and retiring principal;
+            default ``RuntimeConfig()`` (the construct's defaults).
+        max_ttl: the longest lifetime accepted on writes and the read-side plausibility
+            horizon (plus a five-minute clock-skew allowance); default
+            :data:`~.ttl.MAX_SESSION_TTL` (365 days).
+        default_ttl: lifetime used when a call gives neither ``ttl`` nor ``expires_at``;
+            default :data:`~.ttl.DEFAULT_SESSION_TTL` (1 hour).
+
+    Raises:
+        ValueError: no table name, a bad scratch root, two roles sharing one attribute
+            name, or a bad ``max_ttl``/``default_ttl``.
+    """
+
+    def __init__(
+        self,
+        table_name: str | None = None,
+        *,
+        dynamodb_client: Any = None,
+        kms_client: Any = None,
+        clock: Clock | None = None,
+        config: RuntimeConfig | None = None,
+        max_ttl: timedelta = MAX_SESSION_TTL,
+        default_ttl: timedelta = DEFAULT_SESSION_TTL,
+    ) -> None:
+        self._config = config or RuntimeConfig()
+        name = table_name or self._config.table_name
+        if not name:
+            raise ValueError(
+                f"table name {name!r}: expected the session table's name "
+                f"(argument table_name, RuntimeConfig.table_name or ${ENV_TABLE_NAME})"
+            )
+        self.table_name: str = name
+        validate_scratch_root(self._config.scratch_root)
+        self._max_ttl = validate_max_ttl(max_ttl)
+        validate_max_ttl(default_ttl)
+        if default_ttl > max_ttl:
+            raise ValueError(f"default_ttl {default_ttl!r}: beyond max_ttl {max_ttl!r}")
+        self._default_ttl = default_ttl
+        c = self._config
+        roles = {
+            "partition key": c.partition_key,
+            "sort key": c.sort_key,
+            "TTL attribute": c.ttl_attribute,
+            "connection id attribute": c.connection_id_attribute,
+            "grant id attribute": c.grant_id_attribute,
+            "grant token attribute": c.grant_token_attribute,
+            "scratch prefix attribute": c.scratch_prefix_attribute,
+            "tenant attribute": c.tenant_attribute,
+        }
+        seen: dict[str, str] = {}
+        for role, attr in roles.items():
+            if attr is None:
+                continue
+            if attr in seen:
+                raise ValueError(
+                    f"attribute name {attr!r} is used as both {seen[attr]} and {role}; "
+                    "expected distinct names"
+                )
+            seen[attr] = role
+        self._reserved = frozenset(seen)
+        if dynamodb_client is None:
+            import boto3
+
+            dynamodb_client = boto3.client("dynamodb")
+        self._ddb = dynamodb_client
+        self._kms = kms_client
+        self._clock: Clock = clock or _utc_now
+
+    @classmethod
+    def from_env(
+        cls,
+        env: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> SessionStore:
+        """Build a store from the environment the construct sets (``RuntimeConfig.from_env``).
+
+        Reads ``SESSION_EXPIRY_TABLE_NAME`` (required), ``..._PARTITION_KEY``,
+        ``..._SORT_KEY``, ``..._TTL_ATTRIBUTE``, the attribute-name variables,
+        ``..._SCRATCH_ROOT``, ``..._TENANT_SCOPED_SCRATCH``, ``..._GRANT_KEY_ARN`` and
+        ``..._RETIRING_PRINCIPAL`` (see :mod:`.config`). ``kwargs`` go to the constructor
+        (``dynamodb_client``, ``kms_client``, ``clock``, ``max_ttl``, ``default_ttl``).
+
+        Raises:
+            ValueError: the table name variable is unset, or see the constructor.
+        """
+        return cls(config=RuntimeConfig.from_env(env), **kwargs)
+
+    @property
+    def config(self) -> RuntimeConfig:
+        """The configuration this store is bound to."""
+        return self._config
+
+    # ------------------------------------------------------------------ public API --------
+
+    def create(
+        self,
+        session_id: str,
+        *,
+        ttl: timedelta | None = None,
+        expires_at: datetime | int | None = None,
+        connection_id: str | None = None,
+        tenant_id: str | None = None,
+        partition: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> Session:
+        """Create a session with a fresh scratch prefix; conditional PutItem.
+
+        The TTL attribute is written as a Number of epoch seconds, ``now + ttl`` rounded up.
+        The scratch prefix is unique to this incarnation (``{root}[{tenant}/]{id}/{token}/``).
+
+        Reuse after expiry: an item that exists but is not live (expired and not yet
+        deleted by TTL, or with a missing/non-Number/implausible TTL) does not block the id.
+        It is removed first with a DeleteItem conditioned on it still being not live, so its
+        REMOVE record reaches the stream and the cleanup releases the old incarnation's
+        connection, grant and scratch prefix; then the new item is put with
+        ``attribute_not_exists``. The old and new incarnations never share a scratch prefix.
+
+        Args:
+            session_id: 1-255 characters ``A-Z a-z 0-9 . _ : @ = + -``, starting with a
+                letter or digit (it becomes a scratch prefix segment).
+            ttl: lifetime, a ``timedelta`` from 1 second to ``max_ttl``; default the
+                store's ``default_ttl`` (1 hour). Mutually exclusive with ``expires_at``.
+            expires_at: absolute expiry, an aware ``datetime`` or ``int`` epoch seconds.
+            connection_id: WebSocket connection id to store; default none.
+            tenant_id: tenant to store; required with tenant-scoped scratch.
+            partition: partition key value; required with a sort key, else must be ``None``.
+            attributes: extra application attributes (boto3 ``TypeSerializer`` types:
+                ``Decimal`` not ``float``); their names must not be the key, TTL or
+                runtime attribute names.
+
+        Returns:
+            The new :class:`Session`.
+
+        Raises:
+            SessionConflictError: a live session with this id exists.
+            ValueError: a bad id, partition, tenant, connection id, attribute name, or
+                TTL (see :func:`.ttl.expiry_from_ttl`); the message names the value.
+        """
+        key = self._key(session_id, partition)
+        now = self._now()
+        expiry = self._expiry(ttl, expires_at, now)
+        c = self._config
+        if tenant_id is not None:
+            _require_text(tenant_id, "tenant id")
+        prefix = build_scratch_prefix(
+            c.scratch_root,
+            session_id,
+            tenant_id=tenant_id,
+            tenant_scoped=c.tenant_scoped_scratch,
+        )
+        item: dict[str, Any] = dict(key)
+        for name, value in (attributes or {}).items():
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"attribute name {name!r}: expected a non-empty string")
+            if name in self._reserved:
+                raise ValueError(
+                    f"attribute name {name!r}: reserved for the key or the runtime; "
+                    f"choose a name other than {sorted(self._reserved)}"
+                )
+            item[name] = _SERIALIZER.serialize(value)
+        item[c.ttl_attribute] = {"N": str(expiry)}
+        item[c.scratch_prefix_attribute] = {"S": prefix}
+        if tenant_id is not None:
+            item[c.tenant_attribute] = {"S": tenant_id}
+        if connection_id is not None:
+            item[c.connection_id_attribute] = {"S": _require_text(connection_id, "connection id")}
+
+        for _ in range(_CREATE_ATTEMPTS):
+            try:
+                self._ddb.put_item(
+                    TableName=self.table_name,
+                    Item=item,
+                    ConditionExpression="attribute_not_exists(#pk)",
+                    ExpressionAttributeNames={"#pk": c.partition_key},
+                )
+                return self._to_session(item)
+            except ClientError as err:
+                if not _is_condition_failure(err):
+                    raise
+            # An item holds the id. Remove it only while it is still not live.
+            try:
+                self._ddb.delete_item(
+                    TableName=self.table_name,
+                    Key=key,
+                    ConditionExpression=_NOT_LIVE,
+                    ExpressionAttributeNames=self._names(),
+                    ExpressionAttributeValues={
+                        **self._time_values(self._now()),
+                        ":num": {"S": "N"},
+                    },
+                )
+            except ClientError as err:
+                if not _is_condition_failure(err):
+                    raise
+                raise SessionConflictError(
+                    f"{_describe(session_id, partition)} already exists and is live; "
+                    "end it or wait for it to expire before creating it again",
+                    session_id=session_id,
+                    partition=partition,
+                ) from None
+        raise SessionConflictError(
+            f"{_describe(session_id, partition)}: lost {_CREATE_ATTEMPTS} races with concurrent "
+            "writers of the same id",
+            session_id=session_id,
+            partition=partition,
+        )
+
+    def get(
+        self, session_id: str, *, partition: str | None = None, consistent: bool = False
+    ) -> Session | None:
+        """Read a session; ``None`` unless it exists and is live (fails closed on time).
+
+        Args:
+            consistent: strongly consistent read (``ConsistentRead``; twice the read
+                capacity). Default ``False``: eventually consistent, may miss a write made
+                within about a second.
+
+        Raises:
+            ValueError: a bad id or partition.
+        """
+        key = self._key(session_id, partition)
+        now = self._now()
+        resp = self._ddb.get_item(TableName=self.table_name, Key=key, ConsistentRead=consistent)
+        item = resp.get("Item")
+        if item is None or not self._live(item, now):
+            return None
+        return self._to_session(item)
+
+    def iter_sessions(
+        self, partition: str, *, consistent: bool = False, page_size: int | None = None
+    ) -> Iterator[Session]:
+        """Yield the live sessions of one partition, page by page (lazy :meth:`list`)."""
+        if not self._config.sort_key:
+            raise ValueError(
+                f"list({partition!r}): the table has no sort key, so a partition holds one "
+                "session; configure a sort key or use get()"
+            )
+        if page_size is not None and (
+            isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1
+        ):
+            raise ValueError(f"page_size {page_size!r}: expected a positive int or None")
+        pk_value = self._partition_value(partition)
+        now = self._now()
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "#pk = :pk",
+            # The filter saves transfer; each item is checked again below.
+            "FilterExpression": "#t > :now AND #t <= :horizon",
+            "ExpressionAttributeNames": self._names(),
+            "ExpressionAttributeValues": {":pk": {"S": pk_value}, **self._time_values(now)},
+            "ConsistentRead": consistent,
+        }
+        if page_size is not None:
+            request["Limit"] = page_size
+        while True:
+            resp = self._ddb.query(**request)
+            for item in resp.get("Items", []):
+                if self._live(item, now):
+                    yield self._to_session(item)
+            # A page the filter emptied still carries LastEvaluatedKey: keep going.
+            last = resp.get("LastEvaluatedKey")
+            if not last:
+                return
+            request["ExclusiveStartKey"] = last
+
+    def list(
+        self, partition: str, *, consistent: bool = False, page_size: int | None = None
+    ) -> builtins.list[Session]:
+        """The live sessions of one partition (tables with a sort key only).
+
+        A Query on the partition key with a FilterExpression on the TTL, following
+        ``LastEvaluatedKey`` across all pages, including pages the filter empties entirely
+        (Developer Guide, "Paginating table query results": the filter applies after
+        ``Limit``). Items are ordered by sort key (session id).
+
+        Args:
+            partition: the partition key value (e.g. the user or tenant id).
+            consistent: strongly consistent Query; default ``False``.
+            page_size: ``Limit`` per Query page; default DynamoDB's (up to 1 MB per page).
+
+        Raises:
+            ValueError: no sort key configured, or a bad partition or page size.
+        """
+        return builtins.list(
+            self.iter_sessions(partition, consistent=consistent, page_size=page_size)
+        )
+
+    def touch(
+        self,
+        session_id: str,
+        *,
+        ttl: timedelta | None = None,
+        expires_at: datetime | int | None = None,
+        partition: str | None = None,
+    ) -> Session:
+        """Heartbeat: set a new expiry on a live session; conditional UpdateItem.
+
+        The condition requires the item to exist and be live (``attribute_exists(#pk) AND
+        #t > :now AND #t <= :horizon``), so an expired session is never revived, even
+        while DynamoDB has not deleted it yet. ``ttl`` counts from now (it may shorten the
+        session).
+
+        Args:
+            ttl: new lifetime from now; default the store's ``default_ttl`` (1 hour).
+            expires_at: absolute new expiry instead (aware ``datetime`` or epoch seconds).
+
+        Returns:
+            The updated :class:`Session`.
+
+        Raises:
+            SessionGoneError: the session is missing or not live; the item is unchanged.
+            ValueError: a bad id, partition or TTL.
+        """
+        key = self._key(session_id, partition)
+        now = self._now()
+        expiry = self._expiry(ttl, expires_at, now)
+        return self._update_live(
+            session_id,
+            partition,
+            key,
+            now,
+            "SET #t = :expiry",
+            {},
+            {":expiry": {"N": str(expiry)}},
+        )
+
+    def heartbeat(
+        self,
+        session_id: str,
+        *,
+        ttl: timedelta | None = None,
+        expires_at: datetime | int | None = None,
+        partition: str | None = None,
+    ) -> Session:
+        """Alias of :meth:`touch`."""
+        return self.touch(session_id, ttl=ttl, expires_at=expires_at, partition=partition)
+
+    def attach_connection(
+        self, session_id: str, connection_id: str, *, partition: str | None = None
+    ) -> Session:
+        """Store the WebSocket connection id on a live session (replacing any earlier one).
+
+        Raises:
+            SessionGoneError: the session is missing or not live; the item is unchanged.
+            ValueError: a bad id, partition or connection id.
+        """
+        key = self._key(session_id, partition)
+        _require_text(connection_id, "connection id")
+        return self._update_live(
+            session_id,
+            partition,
+            key,
+            self._now(),
+            "SET #conn = :conn",
+            {"#conn": self._config.connection_id_attribute},
+            {":conn": {"S": connection_id}},
+        )
+
+    def attach_grant(
+        self,
+        session_id: str,
+        *,
+        grant_id: str,
+        grant_token: str,
+        partition: str | None = None,
+    ) -> Session:
+        """Store a KMS grant id and token on a live session, for the cleanup to retire.
+
+        The grant must name the cleanup role as its retiring principal (KMS Developer
+        Guide, "Retiring and revoking grants"); :meth:`create_grant` does this for you.
+        A session carries at most one grant: attaching a different grant id to a session
+        that already has one is refused, since the replaced grant would never be retired.
+        Re-attaching the same grant id is allowed (idempotent retries).
+
+        Raises:
+            SessionGoneError: the session is missing or not live; the item is unchanged.
+            SessionConflictError: the session already carries a different grant id.
+            ValueError: a bad id, partition, grant id or token.
+        """
+        key = self._key(session_id, partition)
+        _require_text(grant_id, "grant id")
+        _require_text(grant_token, "grant token")
+        return self._update_live(
+            session_id,
+            partition,
+            key,
+            self._now(),
+            "SET #gid = :gid, #gtok = :gtok",
+            {"#gid": self._config.grant_id_attribute, "#gtok": self._config.grant_token_attribute},
+            {":gid": {"S": grant_id}, ":gtok": {"S": grant_token}},
+            extra_condition="(attribute_not_exists(#gid) OR #gid = :gid)",
+        )
+
+    def create_grant(
+        self,
+        session_id: str,
+        *,
+        grantee_principal: str,
+        operations: Sequence[str],
+        partition: str | None = None,
+        constraints: Mapping[str, Any] | None = None,
+    ) -> Session:
+        """Create the session's KMS grant and store its id and token on the session.
+
+        Calls KMS ``CreateGrant`` on the configured key (``SESSION_EXPIRY_GRANT_KEY_ARN``)
+        with ``RetiringPrincipal`` set to the configured retiring principal
+        (``SESSION_EXPIRY_RETIRING_PRINCIPAL``, the construct's cleanup role), because only
+        a principal the grant names can retire it (KMS Developer Guide, "Grants in AWS KMS"
+        and "Retiring and revoking grants"). The grant ``Name`` is derived from the session
+        incarnation, so a retried call returns the same grant instead of a second one.
+
+        If the session ends or expires between the liveness check and storing the grant,
+        the new grant is retired at once (best effort; a failure is logged with the grant
+        id) and :class:`SessionGoneError` is raised.
+
+        Args:
+            grantee_principal: ARN of the principal that receives the permissions.
+            operations: KMS grant operations, e.g. ``["Decrypt", "GenerateDataKey"]``.
+            constraints: optional ``Constraints`` (encryption context) for ``CreateGrant``.
+
+        Returns:
+            The updated :class:`Session` (with ``grant_id`` and ``grant_token``).
+
+        Raises:
+            ValueError: no grant key or retiring principal configured, or an empty grantee
+                or operations list; the message names the setting or value.
+            SessionGoneError: the session is missing or not live.
+            SessionConflictError: the session already carries a grant.
+        """
+        c = self._config
+        if not c.retiring_principal:
+            raise ValueError(
+                f"retiring principal {c.retiring_principal!r}: create_grant needs the cleanup "
+                f"role ARN (${ENV_RETIRING_PRINCIPAL} or RuntimeConfig.retiring_principal); "
+                "without it the cleanup can never retire the grant"
+            )
+        if not c.grant_key_arn:
+            raise ValueError(
+                f"grant key {c.grant_key_arn!r}: create_grant needs the KMS key ARN "
+                f"(${ENV_GRANT_KEY_ARN} or RuntimeConfig.grant_key_arn)"
+            )
+        _require_text(grantee_principal, "grantee principal")
+        if (
+            isinstance(operations, str)
+            or not isinstance(operations, Sequence)
+            or not operations
+            or not all(isinstance(op, str) and op for op in operations)
+        ):
+            raise ValueError(
+                f"operations {operations!r}: expected a non-empty list of KMS grant operations, "
+                "e.g. ['Decrypt']"
+            )
+        current = self.get(session_id, partition=partition, consistent=True)
+        if current is None:
+            raise SessionGoneError(
+                f"{_describe(session_id, partition)} is missing or expired; no grant created",
+                session_id=session_id,
+                partition=partition,
+            )
+        if current.grant_id:
+            raise SessionConflictError(
+                f"{_describe(session_id, partition)} already carries grant "
+                f"{current.grant_id!r}; a session holds one grant",
+                session_id=session_id,
+                partition=partition,
+            )
+        incarnation = (current.scratch_prefix or "").rstrip("/").rsplit("/", 1)[-1]
+        request: dict[str, Any] = {
+            "KeyId": c.grant_key_arn,
+            "GranteePrincipal": grantee_principal,
+            "RetiringPrincipal": c.retiring_principal,
+            "Operations": builtins.list(operations),
+        }
+        if incarnation and incarnation.isalnum():
+            request["Name"] = f"session-{incarnation}"
+        if constraints:
+            request["Constraints"] = dict(constraints)
+        kms = self._kms_client()
+        grant = kms.create_grant(**request)
+        try:
+            return self.attach_grant(
+                session_id,
+                grant_id=grant["GrantId"],
+                grant_token=grant["GrantToken"],
+                partition=partition,
+            )
+        except SessionError:
+            try:
+                kms.retire_grant(GrantToken=grant["GrantToken"])
+            except ClientError:
+                _LOG.warning(
+                    "could not retire grant %s on %s after %s ended; revoke it",
+                    grant["GrantId"],
+                    c.grant_key_arn,
+                    _describe(session_id, partition),
+                    exc_info=True,
+                )
+            raise
+
+    def end(self, session_id: str, *, partition: str | None = None) -> bool:
+        """End a session: an unconditional DeleteItem.
+
+        The REMOVE record on the table's stream (no ``userIdentity``: an explicit delete)
+        carries the old image, from which the cleanup function closes the connection,
+        retires the grant and deletes the scratch prefix. Ending an expired session that
+        DynamoDB has not deleted yet is allowed and starts that cleanup sooner.
+
+        Returns:
+            ``True`` if an item (live or expired) was deleted, ``False`` if none existed.
+
+        Raises:
+            ValueError: a bad id or partition.
+        """
+        key = self._key(session_id, partition)
+        resp = self._ddb.delete_item(TableName=self.table_name, Key=key, ReturnValues="ALL_OLD")
+        return bool(resp.get("Attributes"))
+
+    # ------------------------------------------------------------------ internals ---------
+
+    def _kms_client(self) -> Any:
+        if self._kms is None:
+            import boto3
+
+            self._kms = boto3.client("kms")
+        return self._kms
+
+    def _now(self) -> Decimal:
+        return now_seconds(self._clock())
+
+    def _expiry(self, ttl: object, expires_at: object, now: Decimal) -> int:
+        if ttl is not None and expires_at is not None:
+            raise ValueError(
+                f"ttl {ttl!r} and expires_at {expires_at!r}: give one of them, not both"
+            )
+        if expires_at is not None:
+            return expiry_from_timestamp(expires_at, now=now, max_ttl=self._max_ttl)
+        return expiry_from_ttl(
+            self._default_ttl if ttl is None else ttl, now=now, max_ttl=self._max_ttl
+        )
+
+    def _names(self) -> dict[str, str]:
+        return {"#pk": self._config.partition_key, "#t": self._config.ttl_attribute}
+
+    def _time_values(self, now: Decimal) -> dict[str, dict[str, str]]:
+        return {
+            ":now": {"N": _number(now)},
+            ":horizon": {"N": _number(horizon_seconds(now, self._max_ttl))},
+        }
+
+    def _live(self, item: Mapping[str, Any], now: Decimal) -> bool:
+        ttl = ttl_from_attribute(item.get(self._config.ttl_attribute))
+        return is_live(ttl, now=now, max_ttl=self._max_ttl)
+
+    def _partition_value(self, partition: object) -> str:
+        if not isinstance(partition, str) or not partition:
+            raise ValueError(
+                f"partition {partition!r}: the table has sort key {self._config.sort_key!r}; "
+                "expected a non-empty partition key value (e.g. a user or tenant id)"
+            )
+        if len(partition.encode("utf-8")) > _MAX_PARTITION_BYTES:
+            raise ValueError(
+                f"partition {partition[:40]!r}...: longer than {_MAX_PARTITION_BYTES} bytes"
+            )
+        return partition
+
+    def _key(self, session_id: object, partition: object) -> dict[str, dict[str, str]]:
+        if not isinstance(session_id, str):
+            raise ValueError(f"session id {session_id!r}: expected a string")
+        validate_segment(session_id, "session id")
+        c = self._config
+        if c.sort_key:
+            return {
+                c.partition_key: {"S": self._partition_value(partition)},
+                c.sort_key: {"S": session_id},
+            }
+        if partition is not None:
+            raise ValueError(
+                f"partition {partition!r}: the table has no sort key, the session id is the "
+                "partition key value; expected partition=None"
+            )
+        return {c.partition_key: {"S": session_id}}
+
+    def _update_live(
+        self,
+        session_id: str,
+        partition: str | None,
+        key: Mapping[str, Any],
+        now: Decimal,
+        update: str,
+        names: Mapping[str, str],
+        values: Mapping[str, Any],
+        *,
+        extra_condition: str | None = None,
+    ) -> Session:
+        condition = _LIVE if extra_condition is None else f"{_LIVE} AND {extra_condition}"
+        try:
+            resp = self._ddb.update_item(
+                TableName=self.table_name,
+                Key=key,
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeNames={**self._names(), **names},
+                ExpressionAttributeValues={**self._time_values(now), **values},
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as err:
+            if not _is_condition_failure(err):
+                raise
+            old = err.response.get("Item")
+            current = self._to_session(old) if old is not None and self._live(old, now) else None
+            if current is not None and current.grant_id and extra_condition is not None:
+                raise SessionConflictError(
+                    f"{_describe(session_id, partition)} already carries grant "
+                    f"{current.grant_id!r}; a session holds one grant",
+                    session_id=session_id,
+                    partition=partition,
+                ) from None
+            raise SessionGoneError(
+                f"{_describe(session_id, partition)} is missing or expired; nothing was written",
+                session_id=session_id,
+                partition=partition,
+            ) from None
+        return self._to_session(resp["Attributes"])
+
+    def _to_session(self, item: Mapping[str, Any]) -> Session:
+        c = self._config
+
+        def text(name: str) -> str | None:
+            value = item.get(name)
+            if isinstance(value, Mapping) and isinstance(value.get("S"), str):
+                return str(value["S"])
+            return None
+
+        ttl = ttl_from_attribute(item.get(c.ttl_attribute))
+        if c.sort_key:
+            session_id, partition = text(c.sort_key), text(c.partition_key)
+        else:
+            session_id, partition = text(c.partition_key), None
+        return Session(
+            session_id=session_id or "",
+            partition=partition,
+            expires_at=math.floor(ttl) if ttl is not None else 0,
+            scratch_prefix=text(c.scratch_prefix_attribute),
+            connection_id=text(c.connection_id_attribute),
+            grant_id=text(c.grant_id_attribute),
+            grant_token=text(c.grant_token_attribute),
+            tenant_id=text(c.tenant_attribute),
+            attributes={
+                name: _DESERIALIZER.deserialize(value)
+                for name, value in item.items()
+                if name not in self._reserved
+            },
+        )
+
+
+def _number(value: Decimal) -> str:
+    return format(value, "f")
+
+
+def _require_text(value: object, what: str) -> str:
+    if (
+        not isinstance(value, str)
+        or not value
+        or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value)
+    ):
+        raise ValueError(
+            f"{what} {value!r}: expected a non-empty string without control characters"
+        )
+    return value
+
+
+def _is_condition_failure(err: ClientError) -> bool:
+    return bool(err.response.get("Error", {}).get("Code") == _CONDITION_FAILED)

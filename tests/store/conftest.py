@@ -1,0 +1,54 @@
+"""Fixtures for the session store tests (moto in-process, real boto3 calls)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from session_expiry_runtime.config import RuntimeConfig
+from session_expiry_runtime.store import SessionStore
+
+from ._support import TABLE, FakeClock, create_table
+
+
+@pytest.fixture
+def aws() -> Iterator[None]:
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def ddb(aws: None) -> Any:
+    return boto3.client("dynamodb", region_name="us-east-1")
+
+
+@pytest.fixture
+def kms(aws: None) -> Any:
+    return boto3.client("kms", region_name="us-east-1")
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+MakeStore = Callable[..., SessionStore]
+
+
+@pytest.fixture
+def make_store(ddb: Any, kms: Any, clock: FakeClock) -> MakeStore:
+    """``make_store(ttl_attribute=..., sort_key=..., **config)`` creates the table and a store."""
+
+    def make(
+        *, sort_key: str | None = None, partition_key: str = "pk", **config: Any
+    ) -> SessionStore:
+        create_table(ddb, partition_key=partition_key, sort_key=sort_key)
+        cfg = RuntimeConfig(
+            table_name=TABLE, partition_key=partition_key, sort_key=sort_key, **config
+        )
+        return SessionStore(dynamodb_client=ddb, kms_client=kms, clock=clock, config=cfg)
+
+    return make
