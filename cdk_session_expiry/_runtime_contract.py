@@ -82,3 +82,15 @@ METRIC_PREFIXES_REFUSED = "ScratchPrefixesRefused"
 DIMENSION_REASON = "Reason"
 DIMENSION_ACTION = "Action"
 DIMENSION_CAUSE = "Cause"
+
+# --- dimension values of the metrics above ---------------------------------------------------
+#: Values of the ``Reason`` dimension of ``SessionsCleaned``.
+REASON_TTL = "ttl"
+REASON_TTL_REPLICATED = "ttl-replicated"
+REASON_EXPLICIT = "explicit"
+#: Values of the ``Action`` dimension of ``CleanupFailures``.
+ACTION_DELETE_CONNECTION = "DeleteConnection"
+ACTION_RETIRE_GRANT = "RetireGrant"
+ACTION_DELETE_SCRATCH = "DeleteScratch"
+ACTION_DECODE = "Decode"
+ACTION_TIME_GUARD = "TimeGuard"

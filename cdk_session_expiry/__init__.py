@@ -1,0 +1,9 @@
+"""AWS CDK construct for DynamoDB-backed sessions that fail closed on time.
+
+Re-exports only; see :class:`SessionExpiry`.
+"""
+
+from .construct import CLEANUP_RUNTIME, SessionExpiry
+from .filters import CleanupEventFilter
+
+__all__ = ["CLEANUP_RUNTIME", "CleanupEventFilter", "SessionExpiry"]

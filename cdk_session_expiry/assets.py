@@ -1,0 +1,81 @@
+"""Code assets of the cleanup function and the runtime layer, built without Docker.
+
+Both assets are copies of the runtime package (located by ``runtime_package_dir()`` from this
+file, so an installed wheel and an editable checkout both work), placed where Lambda looks:
+- function code: ``session_expiry_runtime/`` at the asset root, so the handler
+  ``session_expiry_runtime.handler.handler`` resolves;
+- layer: ``python/session_expiry_runtime/``, which Lambda puts on ``sys.path`` for Python
+  runtimes (Lambda developer guide, "Packaging your layer content").
+The runtime needs only the standard library and boto3, which the Lambda Python runtime ships,
+so the copy is the whole build. Bundling always succeeds locally; the Docker image named below
+is never pulled.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import jsii
+from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
+from aws_cdk import aws_lambda as lambda_
+
+from . import _runtime_contract as contract
+
+#: A name that makes it obvious in any error output that Docker was never meant to run.
+_NO_DOCKER_IMAGE = "local-bundling-only"
+_IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
+
+#: Layer directory that Lambda adds to ``sys.path`` for every Python runtime.
+LAYER_PYTHON_DIR = "python"
+
+
+@jsii.implements(ILocalBundling)
+class _CopyPackage:
+    """Local bundling that copies a package directory to ``<output>/<target>``."""
+
+    def __init__(self, source: Path, target: str) -> None:
+        self._source = source
+        self._target = target
+
+    # jsii passes the bundling options positionally; the copy does not need them.
+    def try_bundle(self, output_dir: str, *_options: Any, **_kw_options: Any) -> bool:
+        shutil.copytree(self._source, Path(output_dir) / self._target, ignore=_IGNORED)
+        return True
+
+
+def _package_code(target: str) -> lambda_.Code:
+    source = contract.runtime_package_dir()
+    return lambda_.Code.from_asset(
+        str(source),
+        exclude=["__pycache__", "*.pyc", "*.pyo"],
+        # The function and the layer copy the same source to different places: hash the
+        # output, or both would share one staged asset.
+        asset_hash_type=AssetHashType.OUTPUT,
+        bundling=BundlingOptions(
+            image=DockerImage.from_registry(_NO_DOCKER_IMAGE),
+            # What Docker would run, were it ever used. It also keys CDK's bundling cache,
+            # which would otherwise hand the layer the function's staged output.
+            command=["cp", "-R", "/asset-input/.", f"/asset-output/{target}"],
+            local=_CopyPackage(source, target),
+        ),
+    )
+
+
+def cleanup_function_code() -> lambda_.Code:
+    """Code asset of the cleanup function: ``session_expiry_runtime/`` at its root.
+
+    Raises:
+        FileNotFoundError: the runtime package is missing (a broken install).
+    """
+    return _package_code(contract.RUNTIME_PACKAGE)
+
+
+def runtime_layer_code() -> lambda_.Code:
+    """Code asset of the runtime layer: ``python/session_expiry_runtime/`` inside.
+
+    Raises:
+        FileNotFoundError: the runtime package is missing (a broken install).
+    """
+    return _package_code(f"{LAYER_PYTHON_DIR}/{contract.RUNTIME_PACKAGE}")

@@ -1,0 +1,53 @@
+"""Event filter patterns of the cleanup function's event source mapping.
+
+AWS references: Lambda developer guide, "Lambda event filtering" and "Using event filtering
+with a DynamoDB event source"; DynamoDB developer guide, "DynamoDB Streams and Time to Live".
+A record that matches no filter is dropped for good, so the cleanup handler never depends on
+the filter: it skips any record that is not a REMOVE.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from aws_cdk import aws_lambda as lambda_
+
+#: Principal DynamoDB writes into ``userIdentity`` of a REMOVE record caused by TTL.
+TTL_PRINCIPAL_ID = "dynamodb.amazonaws.com"
+
+
+class CleanupEventFilter(enum.Enum):
+    """Which stream records reach the cleanup function."""
+
+    #: Every REMOVE record: sessions deleted by TTL and sessions ended explicitly
+    #: (``SessionStore.end``). Use this unless explicit deletes are cleaned elsewhere.
+    ALL_REMOVES = "ALL_REMOVES"
+    #: Only REMOVE records whose ``userIdentity`` says DynamoDB's TTL process deleted the item.
+    #: Explicit deletes are dropped by the filter. In a global table, replicated TTL deletes
+    #: carry no ``userIdentity`` in the other Regions and are dropped there too, so use this
+    #: only on a single-Region table.
+    TTL_DELETES_ONLY = "TTL_DELETES_ONLY"
+
+
+def filter_pattern(event_filter: CleanupEventFilter) -> dict[str, Any]:
+    """The filter pattern for ``event_filter``, as the dict that ``FilterCriteria.filter`` takes.
+
+    Every leaf is a list of ``FilterRule`` values, matched case sensitively.
+    """
+    pattern: dict[str, Any] = {"eventName": lambda_.FilterRule.is_equal("REMOVE")}
+    if event_filter is CleanupEventFilter.TTL_DELETES_ONLY:
+        pattern["userIdentity"] = {
+            "type": lambda_.FilterRule.is_equal("Service"),
+            "principalId": lambda_.FilterRule.is_equal(TTL_PRINCIPAL_ID),
+        }
+    return pattern
+
+
+def filter_criteria(event_filter: CleanupEventFilter) -> list[dict[str, Any]]:
+    """The ``filters`` of the event source mapping for ``event_filter``.
+
+    Built with ``FilterCriteria.filter``: a bare dict of ``FilterRule`` values would
+    synthesize an empty pattern, which matches every record.
+    """
+    return [lambda_.FilterCriteria.filter(filter_pattern(event_filter))]
