@@ -69,8 +69,10 @@ _CREATE_ATTEMPTS = 3
 # DynamoDB partition key values are at most 2048 bytes; sort key values at most 1024.
 _MAX_PARTITION_BYTES = 2048
 _CONDITION_FAILED = "ConditionalCheckFailedException"
-# Expression placeholders. Every attribute name is aliased, reserved word or not.
-_LIVE = "attribute_exists(#pk) AND #t > :now AND #t <= :horizon"
+# Expression placeholders. Every attribute name is aliased, reserved word or not. The type
+# test comes first so a TTL of another type never reaches a numeric comparison.
+_LIVE_TTL = "attribute_type(#t, :num) AND #t > :now AND #t <= :horizon"
+_LIVE = f"attribute_exists(#pk) AND {_LIVE_TTL}"
 _NOT_LIVE = (
     "attribute_not_exists(#pk) OR attribute_not_exists(#t) OR NOT attribute_type(#t, :num)"
     " OR #t <= :now OR #t > :horizon"
@@ -342,10 +344,7 @@ class SessionStore:
                     Key=key,
                     ConditionExpression=_NOT_LIVE,
                     ExpressionAttributeNames=self._names(),
-                    ExpressionAttributeValues={
-                        **self._time_values(self._now()),
-                        ":num": {"S": "N"},
-                    },
+                    ExpressionAttributeValues=self._time_values(self._now()),
                 )
             except ClientError as err:
                 if not _is_condition_failure(err):
@@ -403,7 +402,7 @@ class SessionStore:
             "TableName": self.table_name,
             "KeyConditionExpression": "#pk = :pk",
             # The filter saves transfer; each item is checked again below.
-            "FilterExpression": "#t > :now AND #t <= :horizon",
+            "FilterExpression": _LIVE_TTL,
             "ExpressionAttributeNames": self._names(),
             "ExpressionAttributeValues": {":pk": {"S": pk_value}, **self._time_values(now)},
             "ConsistentRead": consistent,
@@ -703,6 +702,7 @@ class SessionStore:
         return {
             ":now": {"N": _number(now)},
             ":horizon": {"N": _number(horizon_seconds(now, self._max_ttl))},
+            ":num": {"S": "N"},
         }
 
     def _live(self, item: Mapping[str, Any], now: Decimal) -> bool:

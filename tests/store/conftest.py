@@ -11,7 +11,7 @@ from moto import mock_aws
 from session_expiry_runtime.config import RuntimeConfig
 from session_expiry_runtime.store import SessionStore
 
-from ._support import TABLE, FakeClock, create_table
+from ._support import TABLE, FakeClock, create_table, stream_records
 
 
 @pytest.fixture
@@ -52,3 +52,14 @@ def make_store(ddb: Any, kms: Any, clock: FakeClock) -> MakeStore:
         return SessionStore(dynamodb_client=ddb, kms_client=kms, clock=clock, config=cfg)
 
     return make
+
+
+@pytest.fixture
+def make_stream(ddb: Any) -> Callable[[], list[dict[str, Any]]]:
+    """``make_stream()`` returns every record so far on the session table's stream."""
+
+    def read() -> list[dict[str, Any]]:
+        arn = ddb.describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+        return stream_records(arn)
+
+    return read
