@@ -1,0 +1,142 @@
+"""One throughput run in a fresh process: ``python -m bench.case SPEC.json RESULT.json``.
+
+The spec names the implementation (``handler``: ``session_expiry_runtime.handler``;
+``naive``: ``bench.naive``), the event file and the environment. The process applies the
+environment, counts every AWS API call through botocore's ``before-call``/``after-call``
+events on every client created in it (whatever session creates it), imports the module,
+invokes ``handler(event, context)`` once and writes the wall time, the calls, the in-flight
+concurrency seen and ``ru_maxrss`` (what Lambda reports as "Max Memory Used") to RESULT.json.
+Its stdout and stderr (the handler's logs and metrics) go wherever the caller sends them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import resource
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+MODULES = {"handler": "session_expiry_runtime.handler", "naive": "bench.naive"}
+
+
+class CallRecorder:
+    """Counts API calls (``before-call``) and HTTP attempts (``before-send``) on every client."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.attempts: Counter[str] = Counter()
+        self.spans: list[tuple[float, float]] = []
+        self._open: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def install(self) -> None:
+        import botocore.session
+
+        original = botocore.session.Session.create_client
+        recorder = self
+
+        def create_client(self: Any, *args: Any, **kwargs: Any) -> Any:
+            client = original(self, *args, **kwargs)
+            client.meta.events.register("before-call", recorder._before_call)
+            client.meta.events.register("after-call", recorder._after_call)
+            client.meta.events.register("before-send", recorder._before_send)
+            return client
+
+        botocore.session.Session.create_client = create_client  # type: ignore[method-assign]
+
+    def _before_call(self, model: Any, **_: Any) -> None:
+        with self._lock:
+            self.calls[model.name] += 1
+            self._open[threading.get_ident()] = time.perf_counter()
+
+    def _after_call(self, **_: Any) -> None:
+        end = time.perf_counter()
+        with self._lock:
+            start = self._open.pop(threading.get_ident(), None)
+            if start is not None:
+                self.spans.append((start, end))
+
+    def _before_send(self, event_name: str, **_: Any) -> None:
+        with self._lock:  # event_name: before-send.<service>.<Operation>
+            self.attempts[event_name.rsplit(".", 1)[-1]] += 1
+
+    def concurrency(self, wall_start: float, wall_end: float) -> dict[str, float]:
+        """Mean and maximum number of API calls in flight during the invocation."""
+        events = sorted([(s, 1) for s, _ in self.spans] + [(e, -1) for _, e in self.spans])
+        level = peak = 0
+        for _, delta in events:
+            level += delta
+            peak = max(peak, level)
+        busy = sum(e - s for s, e in self.spans)
+        wall = max(wall_end - wall_start, 1e-9)
+        return {"mean_in_flight": busy / wall, "max_in_flight": float(peak)}
+
+
+class FakeContext:
+    """The parts of the Lambda context object a handler reads."""
+
+    def __init__(self, timeout_s: float, memory_mb: int) -> None:
+        self._deadline = time.monotonic() + timeout_s
+        self.function_name = "bench-cleanup"
+        self.function_version = "$LATEST"
+        self.memory_limit_in_mb = memory_mb
+        self.invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:bench-cleanup"
+        self.aws_request_id = "bench-request"
+        self.log_group_name = "/aws/lambda/bench-cleanup"
+        self.log_stream_name = "bench"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    os.environ.update(spec["env"])
+    sys.path.insert(0, spec["lambda_src"])
+    sys.path.insert(0, spec["repo"])
+    event = json.loads(Path(spec["event_path"]).read_text())
+    recorder = CallRecorder()
+    recorder.install()
+    rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    module = importlib.import_module(MODULES[spec["impl"]])
+    t_import = time.perf_counter() - t0
+    rss_imported = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    context = FakeContext(spec["timeout_s"], spec["memory_mb"])
+    wall_start = time.perf_counter()
+    cpu_start = time.process_time()
+    response = module.handler(event, context)
+    cpu = time.process_time() - cpu_start
+    wall_end = time.perf_counter()
+    rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    failures = (response or {}).get("batchItemFailures", [])
+    return {
+        "impl": spec["impl"],
+        "records": len(event["Records"]),
+        "wall_s": wall_end - wall_start,
+        "cpu_s": cpu,
+        "import_s": t_import,
+        "failures": len(failures),
+        "bad_identifiers": sum(1 for f in failures if not f.get("itemIdentifier")),
+        "calls": dict(recorder.calls),
+        "attempts": dict(recorder.attempts),
+        **recorder.concurrency(wall_start, wall_end),
+        "rss_start_mb": rss_start / 1024,
+        "rss_imported_mb": rss_imported / 1024,
+        "rss_peak_mb": rss_peak / 1024,
+    }
+
+
+def main() -> None:
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    result = run(spec)
+    Path(sys.argv[2]).write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

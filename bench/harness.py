@@ -1,0 +1,355 @@
+"""The moto server process, the fixtures of one throughput run, and their verification.
+
+Fixture of a run (one scenario, one implementation, its own table, bucket and KMS key):
+
+* ``sessions`` expired sessions, each with a WebSocket connection (registered in moto's API
+  Gateway Management API backend), a KMS grant (``CreateGrant`` naming a retiring principal)
+  and ``objects`` scratch objects under its own per-incarnation prefix;
+* ``controls`` live sessions whose session ids extend an expired one's (``b-1`` / ``b-1x``),
+  so a prefix listed without its trailing ``/`` would reach them; they are never deleted and
+  must come through untouched (each holds a few objects: enough to see damage, few enough not
+  to slow moto's listing of the bucket).
+
+The expired items are written with ``PutItem`` and removed with ``DeleteItem`` on a table with
+a ``NEW_AND_OLD_IMAGES`` stream; the REMOVE records are read back from moto's stream with
+``GetRecords`` and converted to the shape Lambda delivers (see :func:`to_lambda_record`).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REGION = "us-east-1"
+ACCOUNT_ID = "123456789012"  # moto's default account
+STAGE = "prod"
+SCRATCH_ROOT = "sessions/"
+RETIRING_PRINCIPAL = f"arn:aws:iam::{ACCOUNT_ID}:role/bench-cleanup-function-role"
+GRANTEE_PRINCIPAL = f"arn:aws:iam::{ACCOUNT_ID}:role/bench-session-role"
+TTL_LAG_S = 3_600  # the expired sessions' TTL lies this far before their REMOVE
+
+#: Environment of every bench process that talks to moto: fake credentials, no real account.
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "lambda_src"))  # the runtime package, as the Lambda asset has it
+
+
+def aws_env() -> None:
+    """Apply :data:`AWS_ENV` to this process; drop any real profile."""
+    os.environ.update(AWS_ENV)
+    for name in ("AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        os.environ.pop(name, None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class MotoServer:
+    """``python -m bench.server`` as a child process; stopped by :meth:`stop` (its own pid)."""
+
+    def __init__(self, log_path: Path) -> None:
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(  # noqa: S603 - our own module, fixed arguments
+            [sys.executable, "-m", "bench.server", "--port", str(self.port)],
+            cwd=REPO,
+            env={**os.environ, **AWS_ENV},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.latency_ms()
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto server did not start; see {log_path}") from None
+                time.sleep(0.1)
+
+    def _call(self, method: str, path: str) -> Any:
+        req = urllib.request.Request(self.endpoint + path, method=method)  # noqa: S310
+        with urllib.request.urlopen(req, timeout=600) as resp:  # noqa: S310 - localhost
+            return json.loads(resp.read())
+
+    def latency_ms(self) -> float:
+        return float(self._call("GET", "/_bench/latency")["latency_ms"])
+
+    def set_latency_ms(self, ms: float) -> None:
+        self._call("PUT", f"/_bench/latency?ms={ms}")
+
+    def seed_objects(self, bucket: str, prefix: str, count: int) -> None:
+        from urllib.parse import quote
+
+        self._call(
+            "POST", f"/_bench/seed-objects?bucket={quote(bucket)}&prefix={quote(prefix)}&count={count}"
+        )
+
+    def connections(self) -> set[str]:
+        return set(self._call("GET", "/_bench/connections")["connections"])
+
+    def stats(self) -> dict[str, int]:
+        return dict(self._call("GET", "/_bench/stats")["requests"])
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
+
+
+def clients(endpoint: str) -> dict[str, Any]:
+    import boto3
+    from botocore.config import Config
+
+    cfg = Config(retries={"mode": "standard"}, max_pool_connections=50)
+    kw: dict[str, Any] = {"region_name": REGION, "endpoint_url": endpoint, "config": cfg}
+    return {
+        "dynamodb": boto3.client("dynamodb", **kw),
+        "dynamodbstreams": boto3.client("dynamodbstreams", **kw),
+        "s3": boto3.client("s3", **kw),
+        "kms": boto3.client("kms", **kw),
+        "apigw": boto3.client(
+            "apigatewaymanagementapi",
+            region_name=REGION,
+            endpoint_url=f"{endpoint}/{STAGE}",
+            config=cfg,
+        ),
+    }
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One throughput case: ``sessions`` REMOVE records of sessions with ``objects`` objects."""
+
+    name: str
+    sessions: int
+    objects: int
+    controls: int = 3
+
+
+@dataclass
+class Session:
+    session_id: str
+    connection_id: str
+    grant_id: str
+    grant_token: str
+    scratch_prefix: str
+    objects: int
+
+
+@dataclass
+class Fixture:
+    scenario: Scenario
+    run_id: str
+    table: str
+    bucket: str
+    key_arn: str
+    event: dict[str, Any]
+    expired: list[Session]
+    controls: list[Session]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def to_lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
+    """Turn a boto3 ``GetRecords`` record into the record Lambda's event source mapping delivers.
+
+    Differences handled: Lambda adds ``eventSourceARN``; ``ApproximateCreationDateTime`` is epoch
+    seconds (a number, not a timestamp); ``B`` values are base64 text, not bytes. moto never
+    expires items, so the REMOVE came from ``DeleteItem``; the ``userIdentity`` that DynamoDB
+    puts on a TTL delete (DynamoDB developer guide, "DynamoDB Streams and Time to Live") is
+    added, making the records exactly what a TTL expiry delivers.
+    """
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, bytes):
+            return base64.b64encode(value).decode()
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return value
+
+    ddb = dict(record["dynamodb"])
+    created = ddb["ApproximateCreationDateTime"]
+    if isinstance(created, dt.datetime):
+        ddb["ApproximateCreationDateTime"] = float(int(created.timestamp()))
+    out = {
+        "eventID": record["eventID"],
+        "eventName": record["eventName"],
+        "eventVersion": record.get("eventVersion", "1.1"),
+        "eventSource": "aws:dynamodb",
+        "awsRegion": record.get("awsRegion", REGION),
+        "dynamodb": plain(ddb),
+        "eventSourceARN": stream_arn,
+    }
+    if record["eventName"] == "REMOVE":
+        out["userIdentity"] = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+    return out
+
+
+def build_fixture(server: MotoServer, scenario: Scenario, impl: str) -> Fixture:
+    """Create the resources, sessions and REMOVE event of one run (latency off while it runs)."""
+    from session_expiry_runtime.prefixes import build_scratch_prefix
+
+    server.set_latency_ms(0)
+    c = clients(server.endpoint)
+    run_id = f"{scenario.name}-{impl}".lower().replace("_", "-")
+    table = f"bench-{run_id}"
+    bucket = f"bench-{run_id}"
+    c["dynamodb"].create_table(
+        TableName=table,
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )
+    stream_arn = c["dynamodb"].describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    c["s3"].create_bucket(Bucket=bucket)
+    key_arn = c["kms"].create_key(Description=f"bench {run_id}")["KeyMetadata"]["Arn"]
+
+    def new_session(session_id: str, objects: int) -> Session:
+        connection_id = f"conn-{session_id}="
+        c["apigw"].get_connection(ConnectionId=connection_id)  # moto registers it on first sight
+        grant = c["kms"].create_grant(
+            KeyId=key_arn,
+            GranteePrincipal=GRANTEE_PRINCIPAL,
+            RetiringPrincipal=RETIRING_PRINCIPAL,
+            Operations=["Decrypt", "Encrypt"],
+        )
+        prefix = build_scratch_prefix(SCRATCH_ROOT, session_id)
+        if objects:
+            server.seed_objects(bucket, prefix, objects)
+        return Session(session_id, connection_id, grant["GrantId"], grant["GrantToken"], prefix, objects)
+
+    expired = [new_session(f"b-{i}", scenario.objects) for i in range(1, scenario.sessions + 1)]
+    controls = [new_session(f"b-{i}x", 5) for i in range(1, scenario.controls + 1)]
+    now = int(time.time())
+    for s in expired + controls:
+        live = s in controls
+        c["dynamodb"].put_item(
+            TableName=table,
+            Item={
+                "pk": {"S": s.session_id},
+                "expiresAt": {"N": str(now + 3_600 if live else now - TTL_LAG_S)},
+                "connectionId": {"S": s.connection_id},
+                "grantId": {"S": s.grant_id},
+                "grantToken": {"S": s.grant_token},
+                "scratchPrefix": {"S": s.scratch_prefix},
+                "tenantId": {"S": "t-bench"},
+            },
+        )
+    for s in expired:
+        c["dynamodb"].delete_item(TableName=table, Key={"pk": {"S": s.session_id}})
+
+    streams = c["dynamodbstreams"]
+    shards = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
+    records: list[dict[str, Any]] = []
+    for shard in shards:
+        it = streams.get_shard_iterator(
+            StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+        while it:
+            page = streams.get_records(ShardIterator=it, Limit=1000)
+            if not page["Records"]:
+                break
+            records.extend(page["Records"])
+            it = page.get("NextShardIterator")
+    # The event source mapping's filter ({"eventName": ["REMOVE"]}) passes only these.
+    removes = [to_lambda_record(r, stream_arn) for r in records if r["eventName"] == "REMOVE"]
+    if len(removes) != scenario.sessions:
+        raise RuntimeError(f"{run_id}: expected {scenario.sessions} REMOVE records, got {len(removes)}")
+    return Fixture(
+        scenario=scenario,
+        run_id=run_id,
+        table=table,
+        bucket=bucket,
+        key_arn=key_arn,
+        event={"Records": removes},
+        expired=expired,
+        controls=controls,
+    )
+
+
+@dataclass
+class Verification:
+    sessions: int
+    objects_left: int
+    sessions_with_objects_left: int
+    connections_left: int
+    grants_left: int
+    controls_damaged: int
+
+    @property
+    def clean(self) -> bool:
+        return not (
+            self.objects_left or self.connections_left or self.grants_left or self.controls_damaged
+        )
+
+    def summary(self) -> str:
+        if self.clean:
+            return f"all {self.sessions} clean, controls intact"
+        return (
+            f"LEAKED: {self.sessions_with_objects_left} sessions with {self.objects_left} objects, "
+            f"{self.connections_left} connections, {self.grants_left} grants; "
+            f"{self.controls_damaged} controls damaged"
+        )
+
+
+def verify(server: MotoServer, fx: Fixture) -> Verification:
+    """After a run: every expired session's objects, connection and grant gone; controls intact."""
+    server.set_latency_ms(0)
+    c = clients(server.endpoint)
+
+    def count(prefix: str) -> int:
+        n = 0
+        for page in c["s3"].get_paginator("list_objects_v2").paginate(Bucket=fx.bucket, Prefix=prefix):
+            n += page.get("KeyCount", 0)
+        return n
+
+    grants: set[str] = set()
+    for page in c["kms"].get_paginator("list_grants").paginate(KeyId=fx.key_arn):
+        grants.update(g["GrantId"] for g in page["Grants"])
+    connections = server.connections()
+    left = [count(s.scratch_prefix) for s in fx.expired]
+    damaged = sum(
+        1
+        for s in fx.controls
+        if count(s.scratch_prefix) != s.objects
+        or s.connection_id not in connections
+        or s.grant_id not in grants
+    )
+    return Verification(
+        sessions=len(fx.expired),
+        objects_left=sum(left),
+        sessions_with_objects_left=sum(1 for n in left if n),
+        connections_left=sum(1 for s in fx.expired if s.connection_id in connections),
+        grants_left=sum(1 for s in fx.expired if s.grant_id in grants),
+        controls_damaged=damaged,
+    )
