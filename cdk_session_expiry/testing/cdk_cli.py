@@ -1,0 +1,131 @@
+"""Run the real CDK CLI against a :class:`~cdk_session_expiry.testing.emulator.LocalEmulator`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from cdk_session_expiry.testing.emulator import LocalEmulator
+
+
+class CdkCliError(RuntimeError):
+    """The CDK CLI failed; the message holds the command and the end of its output."""
+
+
+def find_cdk_cli(start: Path) -> list[str]:
+    """The command that runs the CDK CLI: ``node_modules/.bin/cdk`` of ``start`` or a parent
+    (the version pinned by a committed package-lock.json), else ``cdk`` on ``PATH``.
+
+    Raises:
+        CdkCliError: no CDK CLI is installed (run ``npm ci``).
+    """
+    for directory in (start.resolve(), *start.resolve().parents):
+        candidate = directory / "node_modules" / ".bin" / "cdk"
+        if candidate.is_file():
+            return [str(candidate)]
+    found = shutil.which("cdk")
+    if found:
+        return [found]
+    raise CdkCliError(
+        f"no CDK CLI found in node_modules/.bin above {start} nor on PATH; run 'npm ci' "
+        "(or 'make setup') first"
+    )
+
+
+class CdkCli:
+    """``cdk bootstrap`` and ``cdk deploy`` of one CDK app into the emulator.
+
+    Args:
+        emulator: a running emulator; every AWS call of the CLI goes to it.
+        app_dir: directory holding the app's ``cdk.json``.
+        app: ``--app`` override (a command or a cloud assembly directory). Default: ``cdk.json``'s.
+        context: ``--context`` values.
+        output_dir: cloud assembly directory. Default: a fresh temporary directory, so the
+            working tree's ``cdk.out`` is never touched.
+        timeout_s: per command. Default: 600.
+    """
+
+    def __init__(self, emulator: LocalEmulator, app_dir: Path | str, *, app: str | None = None,
+                 context: Mapping[str, str] | None = None, output_dir: Path | str | None = None,
+                 timeout_s: float = 600) -> None:
+        self.emulator = emulator
+        self.app_dir = Path(app_dir).resolve()
+        self.app = app
+        self.context = dict(context or {})
+        self.output_dir = Path(output_dir) if output_dir else Path(
+            tempfile.mkdtemp(prefix="cdk-session-expiry-out-"))
+        self.timeout_s = timeout_s
+        self._cdk = find_cdk_cli(self.app_dir)
+
+    def env(self) -> dict[str, str]:
+        """The CLI's environment: this interpreter's bin directory first on PATH (so
+        ``python3 app.py`` uses it), the emulator's endpoint and fake credentials, nothing of
+        the caller's AWS profile."""
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("AWS_") and k not in ("CDK_DEFAULT_ACCOUNT",
+                                                        "CDK_DEFAULT_REGION")}
+        env.update(self.emulator.aws_env())
+        env.update({
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+            "CDK_DEFAULT_ACCOUNT": self.emulator.account_id,
+            "CDK_DEFAULT_REGION": self.emulator.region,
+            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+            "JSII_DEPRECATED": "quiet",
+            "NODE_NO_WARNINGS": "1",
+            "CDK_DISABLE_VERSION_CHECK": "1",
+        })
+        return env
+
+    def _common(self) -> list[str]:
+        args = ["--no-notices", "--no-version-reporting", "--output", str(self.output_dir)]
+        if self.app:
+            args += ["--app", self.app]
+        for key, value in self.context.items():
+            args += ["--context", f"{key}={value}"]
+        return args
+
+    def run(self, args: Sequence[str]) -> str:
+        """Run ``cdk <args>``; return its combined output.
+
+        Raises:
+            CdkCliError: non-zero exit or timeout.
+        """
+        command = [*self._cdk, *args]
+        try:
+            done = subprocess.run(  # noqa: S603 - fixed executable, arguments from the caller
+                command, cwd=self.app_dir, env=self.env(), capture_output=True, text=True,
+                timeout=self.timeout_s, check=False,
+            )
+        except subprocess.TimeoutExpired as err:
+            raise CdkCliError(f"{' '.join(command)} timed out after {self.timeout_s}s") from err
+        output = (done.stdout or "") + (done.stderr or "")
+        if done.returncode != 0:
+            tail = "\n".join(output.splitlines()[-40:])
+            raise CdkCliError(f"{' '.join(command)} exited {done.returncode}:\n{tail}")
+        return output
+
+    def bootstrap(self) -> str:
+        """``cdk bootstrap aws://{account}/{region}`` into the emulator."""
+        target = f"aws://{self.emulator.account_id}/{self.emulator.region}"
+        return self.run(["bootstrap", target, *self._common()])
+
+    def deploy(self, stacks: Sequence[str] = ()) -> dict[str, dict[str, str]]:
+        """``cdk deploy --require-approval never`` of ``stacks`` (default: all).
+
+        Returns:
+            Stack outputs by stack name, as ``--outputs-file`` writes them.
+        """
+        outputs = self.output_dir / "outputs.json"
+        selection = list(stacks) or ["--all"]
+        self.run(["deploy", *selection, "--require-approval", "never", "--outputs-file",
+                  str(outputs), *self._common()])
+        if not outputs.is_file():
+            return {}
+        loaded: dict[str, dict[str, str]] = json.loads(outputs.read_text(encoding="utf-8"))
+        return loaded

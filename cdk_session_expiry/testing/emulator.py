@@ -1,0 +1,223 @@
+"""An AWS emulator on localhost: moto's server, in this process, with stream records kept.
+
+Needs the ``[testing]`` extra (``moto[server]>=5.2.5,<5.3`` and ``boto3``); both are imported
+when an emulator starts, never when :mod:`cdk_session_expiry.testing` is imported.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import warnings
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+from cdk_session_expiry.testing import _moto_internals
+
+#: Account and Region the emulator answers for (moto's default account).
+ACCOUNT_ID = "123456789012"
+REGION = "us-east-1"
+
+#: Credentials the emulator accepts; never real ones.
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",  # noqa: S105 - moto's dummy credentials
+    "AWS_SESSION_TOKEN": "testing",
+}
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LocalEmulator:
+    """moto's server on ``http://localhost:{port}``, running in a thread of this process.
+
+    moto's internal DynamoDB-to-Lambda delivery is switched off while the emulator runs, so
+    stream records stay readable through GetRecords (see :mod:`._moto_internals`). Use it as
+    a context manager, or call :meth:`start`/:meth:`stop`.
+
+    Args:
+        port: TCP port on 127.0.0.1. Default: a free port chosen by the OS.
+        region: Region clients use. Default: ``us-east-1``.
+
+    Caveat: moto keeps its state in module globals. ``moto.mock_aws`` resets that state when it
+    starts, so do not use ``mock_aws`` in the same process while an emulator holds a deployment.
+    """
+
+    def __init__(self, *, port: int | None = None, region: str = REGION) -> None:
+        self.port = port
+        self.region = region
+        self.account_id = ACCOUNT_ID
+        self._server: Any = None
+        self._lock = threading.Lock()
+        self._clients: dict[str, Any] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> LocalEmulator:
+        """Start the server; return ``self``.
+
+        Raises:
+            MotoInternalsChanged: the installed moto no longer has the internals patched here.
+        """
+        from moto.server import ThreadedMotoServer
+
+        if self._server is not None:
+            return self
+        # One access-log line per request drowns every report; errors still show.
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        # moto warns once per resource type its CloudFormation does not model (bucket
+        # policies, alarms, ...); the CDK deploy still succeeds.
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"moto\.cloudformation")
+        _moto_internals.disable_stream_delivery()
+        try:
+            port = self.port or _free_port()
+            server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+            server.start()
+        except BaseException:
+            _moto_internals.restore_stream_delivery()
+            raise
+        self._server = server
+        self.port = int(server.get_host_and_port()[1])
+        return self
+
+    def stop(self) -> None:
+        """Stop the server and restore moto's stream delivery. Idempotent."""
+        if self._server is None:
+            return
+        try:
+            self._server.stop()
+        finally:
+            self._server = None
+            self._clients.clear()
+            _moto_internals.restore_stream_delivery()
+
+    def __enter__(self) -> LocalEmulator:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    # -- endpoints and clients ---------------------------------------------------------------
+    @property
+    def endpoint_url(self) -> str:
+        """``http://localhost:{port}``. The CDK CLI needs ``localhost``, not ``127.0.0.1``."""
+        if self.port is None or self._server is None:
+            raise RuntimeError("the emulator is not running; call start() first")
+        return f"http://localhost:{self.port}"
+
+    def aws_env(self) -> dict[str, str]:
+        """Environment for any AWS SDK or the CDK CLI to talk to this emulator only.
+
+        ``AWS_ACCOUNT_ID_ENDPOINT_MODE=disabled`` keeps botocore from building account-based
+        DynamoDB endpoints, which moto's stream API does not answer.
+        """
+        return {
+            **FAKE_CREDENTIALS,
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "AWS_REGION": self.region,
+            "AWS_DEFAULT_REGION": self.region,
+            "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+
+    def client(self, service: str, **kwargs: Any) -> Any:
+        """A boto3 client for ``service`` bound to this emulator (cached per service)."""
+        import boto3
+        from botocore.config import Config
+
+        if kwargs:
+            return self._new_client(boto3, Config, service, **kwargs)
+        with self._lock:
+            if service not in self._clients:
+                self._clients[service] = self._new_client(boto3, Config, service)
+            return self._clients[service]
+
+    def _new_client(self, boto3: Any, config_cls: Any, service: str, **kwargs: Any) -> Any:
+        kwargs.setdefault(
+            "config",
+            config_cls(retries={"mode": "standard", "max_attempts": 3},
+                       max_pool_connections=32, account_id_endpoint_mode="disabled"),
+        )
+        return boto3.session.Session().client(
+            service,
+            endpoint_url=self.endpoint_url,
+            region_name=self.region,
+            aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            aws_session_token=FAKE_CREDENTIALS["AWS_SESSION_TOKEN"],
+            **kwargs,
+        )
+
+    # -- behaviour moto does not have --------------------------------------------------------
+    def ttl_delete(self, table_name: str, key: Mapping[str, Any], *, ttl_attribute: str,
+                   now: float | None = None) -> str | None:
+        """Delete an item the way DynamoDB's TTL service does; return the REMOVE record's sequence number.
+
+        The item is deleted only while its TTL attribute is a Number of epoch seconds at or
+        before ``now`` (the TTL service re-checks before deleting), and the REMOVE record on the
+        stream then carries ``userIdentity`` ``{type: Service, principalId: dynamodb.amazonaws.com}``.
+
+        Args:
+            key: the item's key in DynamoDB JSON, e.g. ``{"pk": {"S": "s-1"}}``.
+            ttl_attribute: the table's TTL attribute name.
+            now: epoch seconds. Default: the current time.
+
+        Returns:
+            The sequence number of the REMOVE record, or ``None`` when the item does not exist
+            or has not expired (nothing deleted).
+        """
+        import time
+
+        ddb = self.client("dynamodb")
+        now_s = int(time.time() if now is None else now)
+        try:
+            ddb.delete_item(
+                TableName=table_name,
+                Key=dict(key),
+                ConditionExpression="#t <= :now",
+                ExpressionAttributeNames={"#t": ttl_attribute},
+                ExpressionAttributeValues={":now": {"N": str(now_s)}},
+            )
+        except ddb.exceptions.ConditionalCheckFailedException:
+            return None
+        return _moto_internals.mark_ttl_delete(self.account_id, self.region, table_name, key)
+
+    def open_connection_ids(self) -> set[str]:
+        """WebSocket connection ids the API Gateway Management API holds open."""
+        return _moto_internals.open_connection_ids(self.account_id, self.region)
+
+    def open_connection(self, connection_id: str) -> None:
+        """Open a WebSocket connection (moto creates one on its first PostToConnection)."""
+        self.client("apigatewaymanagementapi").post_to_connection(
+            ConnectionId=connection_id, Data=b"connected"
+        )
+
+
+def apply_env(env: Mapping[str, str]) -> dict[str, str | None]:
+    """Set ``env`` in ``os.environ``; return the previous values for :func:`restore_env`."""
+    previous = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    return previous
+
+
+def restore_env(previous: Mapping[str, str | None]) -> None:
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

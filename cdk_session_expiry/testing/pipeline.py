@@ -1,0 +1,305 @@
+"""The deployed-shape cleanup pipeline, run locally: table → stream → mapping → function."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cdk_session_expiry.testing.cdk_cli import CdkCli
+from cdk_session_expiry.testing.deployment import DeployedFunction, DeployedStack, LocalLambda
+from cdk_session_expiry.testing.emulator import LocalEmulator
+from cdk_session_expiry.testing.poller import (
+    EventSourceMappingConfig,
+    EventSourceMappingPoller,
+    Handler,
+    Invocation,
+    PollReport,
+)
+
+
+@dataclass
+class EmfMetrics:
+    """Metric values the function wrote in CloudWatch embedded metric format, summed.
+
+    ``values[(metric_name, ((dimension, value), ...))]`` is the sum over all log lines.
+    """
+
+    values: Counter[tuple[str, tuple[tuple[str, str], ...]]] = field(default_factory=Counter)
+
+    def add_log_line(self, line: str) -> None:
+        """Add the metrics of one log line (ignored unless it is an EMF document)."""
+        if "_aws" not in line:
+            return
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            return
+        meta = doc.get("_aws") if isinstance(doc, dict) else None
+        if not isinstance(meta, dict):
+            return
+        for directive in meta.get("CloudWatchMetrics") or []:
+            dimension_sets = directive.get("Dimensions") or [[]]
+            for metric in directive.get("Metrics") or []:
+                name = metric.get("Name")
+                value = doc.get(name)
+                values = value if isinstance(value, list) else [value]
+                total = sum(float(v) for v in values if isinstance(v, (int, float)))
+                for dims in dimension_sets:
+                    key = tuple((d, str(doc.get(d, ""))) for d in dims)
+                    self.values[(name, key)] += total
+
+    def total(self, name: str, **dimensions: str) -> float:
+        """Sum of ``name`` over every dimension set that includes ``dimensions``."""
+        wanted = set(dimensions.items())
+        return sum(v for (n, dims), v in self.values.items()
+                   if n == name and wanted <= set(dims))
+
+    def by_dimension(self, name: str, dimension: str) -> dict[str, float]:
+        """``{dimension value: sum}`` of ``name`` over the dimension sets that have ``dimension``."""
+        out: dict[str, float] = {}
+        for (n, dims), v in self.values.items():
+            d = dict(dims)
+            if n == name and dimension in d and len(d) == 1:
+                out[d[dimension]] = out.get(d[dimension], 0.0) + v
+        return out
+
+
+class LocalPipeline:
+    """A deployed stack's stream-to-function pipeline, driven locally.
+
+    Everything is read back from the emulator: the table and its stream ARN, the event source
+    mapping (filters, batch size, partial batch response, bisect, retries, record age,
+    on-failure destination), and the function's configuration and code asset. The function's
+    handler runs from that code asset in its own process (:class:`LocalLambda`), and
+    :meth:`run_cleanup` delivers the stream to it with the mapping's semantics
+    (:class:`EventSourceMappingPoller`).
+
+    Build it with :meth:`deploy` (bootstrap and deploy a CDK app with the CDK CLI) or
+    :meth:`from_stack` (a stack already deployed into ``emulator``).
+    """
+
+    def __init__(self, emulator: LocalEmulator, stack: DeployedStack,
+                 mapping: EventSourceMappingConfig, function: DeployedFunction, *,
+                 table_logical_id: str, owns_emulator: bool = False) -> None:
+        self.emulator = emulator
+        self.stack = stack
+        self.mapping = mapping
+        self.function = function
+        self.table_logical_id = table_logical_id
+        self.table_name = stack.resources[table_logical_id][1]
+        self.metrics = EmfMetrics()
+        self.logs: list[str] = []
+        self._owns_emulator = owns_emulator
+        self._lambda: LocalLambda | None = None
+        self._poller: EventSourceMappingPoller | None = None
+        self._log_listeners: list[Callable[[str], None]] = []
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def deploy(cls, app_dir: Path | str, *, emulator: LocalEmulator | None = None,
+               stack: str | None = None, app: str | None = None,
+               context: Mapping[str, str] | None = None,
+               function_logical_id: str | None = None) -> LocalPipeline:
+        """Start an emulator (unless given), ``cdk bootstrap`` and ``cdk deploy`` the app in
+        ``app_dir`` into it with the CDK CLI, and read the pipeline back.
+
+        Args:
+            app_dir: directory holding the app's ``cdk.json``.
+            stack: the stack holding the pipeline. Default: the only deployed stack with a
+                DynamoDB Streams event source mapping.
+            app: ``--app`` override. context: ``--context`` values.
+            function_logical_id: choose among several mappings by their function.
+
+        Raises:
+            CdkCliError: bootstrap or deploy failed. LookupError: no pipeline found.
+        """
+        owns = emulator is None
+        emu = emulator or LocalEmulator().start()
+        try:
+            cli = CdkCli(emu, app_dir, app=app, context=context)
+            cli.bootstrap()
+            outputs = cli.deploy([stack] if stack else [])
+            names = [stack] if stack else list(outputs) or _deployed_stack_names(emu)
+            pipeline = cls._find(emu, names, function_logical_id)
+            pipeline._owns_emulator = owns
+            return pipeline
+        except BaseException:
+            if owns:
+                emu.stop()
+            raise
+
+    @classmethod
+    def from_stack(cls, emulator: LocalEmulator, stack_name: str, *,
+                   function_logical_id: str | None = None) -> LocalPipeline:
+        """Read the pipeline of ``stack_name``, already deployed into ``emulator``."""
+        return cls._find(emulator, [stack_name], function_logical_id)
+
+    @classmethod
+    def _find(cls, emulator: LocalEmulator, stack_names: Sequence[str],
+              function_logical_id: str | None) -> LocalPipeline:
+        candidates = []
+        for name in stack_names:
+            stack = DeployedStack.read(emulator, name)
+            functions = stack.physical_ids("AWS::Lambda::Function")
+            tables = stack.physical_ids("AWS::DynamoDB::Table")
+            for mapping in stack.event_source_mappings():
+                fn_name = mapping.function_arn.rsplit(":", 1)[-1]
+                fn_lid = next((lid for lid, pid in functions.items() if pid == fn_name), None)
+                table_name = mapping.event_source_arn.split(":table/", 1)[1].split("/stream/")[0]
+                table_lid = next((lid for lid, pid in tables.items() if pid == table_name), None)
+                if table_lid is None:
+                    continue
+                if function_logical_id and fn_lid != function_logical_id:
+                    continue
+                candidates.append((stack, mapping, table_lid))
+        if len(candidates) != 1:
+            found = [(s.name, m.function_arn) for s, m, _ in candidates]
+            raise LookupError(
+                f"expected exactly one DynamoDB Streams event source mapping on a table of "
+                f"stacks {list(stack_names)}, found {found}; pass stack=/function_logical_id="
+            )
+        stack, mapping, table_lid = candidates[0]
+        function = DeployedFunction.read(emulator, mapping.function_arn)
+        return cls(emulator, stack, mapping, function, table_logical_id=table_lid)
+
+    # -- what application code needs -----------------------------------------------------------
+    @property
+    def ttl_attribute(self) -> str:
+        """The table's TTL attribute, from the deployed template (moto ignores TTL settings)."""
+        name = self.stack.ttl_attribute(self.table_logical_id)
+        if name is None:
+            raise LookupError(f"table {self.table_logical_id} has no TimeToLiveSpecification")
+        return name
+
+    @property
+    def stream_arn(self) -> str:
+        return self.mapping.event_source_arn
+
+    def application_env(self) -> dict[str, str]:
+        """Environment for application code (e.g. ``SessionStore.from_env()``): the cleanup
+        function's deployed variables (table name, attribute names, scratch bucket, …) plus the
+        emulator's endpoint and fake credentials."""
+        env = self.function.environment
+        env.update(self.function.runtime_env())
+        return {k: v for k, v in env.items()
+                if not k.startswith(("AWS_LAMBDA_", "LAMBDA_", "_HANDLER", "AWS_EXECUTION_ENV",
+                                     "PYTHON"))}
+
+    # -- TTL --------------------------------------------------------------------------------------
+    def ttl_delete(self, key: Mapping[str, Any], *, now: float | None = None) -> str | None:
+        """Delete one item the way DynamoDB's TTL service does (see :meth:`LocalEmulator.ttl_delete`)."""
+        return self.emulator.ttl_delete(self.table_name, key, ttl_attribute=self.ttl_attribute,
+                                        now=now)
+
+    def expire_due(self, *, now: float | None = None) -> list[str]:
+        """Run DynamoDB's TTL sweep once: TTL-delete every item whose TTL attribute is a Number
+        at or before ``now``. Returns the REMOVE records' sequence numbers."""
+        now_s = int(time.time() if now is None else now)
+        ddb = self.emulator.client("dynamodb")
+        keys = [a["AttributeName"] for a in
+                ddb.describe_table(TableName=self.table_name)["Table"]["KeySchema"]]
+        names = {f"#k{i}": k for i, k in enumerate(keys)}
+        names["#t"] = self.ttl_attribute
+        sequence_numbers = []
+        for item in self._scan(ddb, names, now_s):
+            seq = self.ttl_delete({k: item[k] for k in keys}, now=now_s)
+            if seq is not None:
+                sequence_numbers.append(seq)
+        return sequence_numbers
+
+    def _scan(self, ddb: Any, names: dict[str, str], now_s: int) -> Iterator[dict[str, Any]]:
+        projection = ", ".join(names)
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name, "FilterExpression": "#t <= :now",
+            "ProjectionExpression": projection, "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": {":now": {"N": str(now_s)}},
+        }
+        while True:
+            page = ddb.scan(**kwargs)
+            yield from page.get("Items", [])
+            if "LastEvaluatedKey" not in page:
+                return
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    # -- running the cleanup ---------------------------------------------------------------------
+    def on_log(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener`` with every log line of the function."""
+        self._log_listeners.append(listener)
+
+    def _log(self, line: str) -> None:
+        self.logs.append(line)
+        self.metrics.add_log_line(line)
+        for listener in self._log_listeners:
+            listener(line)
+
+    def local_lambda(self) -> LocalLambda:
+        """The deployed handler running in its worker process (started on first use)."""
+        if self._lambda is None:
+            self._lambda = self.function.start(on_log=self._log)
+        return self._lambda
+
+    def poller(self, *, handler: Handler | None = None, clock: Callable[[], float] = time.time,
+               on_invocation: Callable[[Invocation], None] | None = None,
+               stall_after_attempts: int = 50) -> EventSourceMappingPoller:
+        """A new poller for the deployed mapping, delivering to ``handler`` (default: the
+        deployed function's code)."""
+        return EventSourceMappingPoller(
+            self.mapping, handler or self.local_lambda(), clients=self.emulator.client,
+            clock=clock, function_timeout_ms=self.function.timeout_ms,
+            stall_after_attempts=stall_after_attempts, on_invocation=on_invocation,
+        )
+
+    def run_cleanup(self, *, on_invocation: Callable[[Invocation], None] | None = None
+                    ) -> PollReport:
+        """Deliver every stream record written since the last call to the deployed function,
+        with the deployed mapping's semantics. Returns the cumulative report."""
+        if self._poller is None:
+            self._poller = self.poller(on_invocation=on_invocation)
+        return self._poller.poll()
+
+    def on_failure_messages(self, *, max_messages: int = 10_000) -> list[dict[str, Any]]:
+        """Messages on the mapping's SQS on-failure destination (received, not deleted)."""
+        destination = self.mapping.on_failure_destination
+        if not destination or ":sqs:" not in destination:
+            return []
+        sqs = self.emulator.client("sqs")
+        account, name = destination.split(":")[4], destination.split(":")[5]
+        url = sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
+        seen: dict[str, dict[str, Any]] = {}
+        while len(seen) < max_messages:
+            got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=60)
+            messages = got.get("Messages", [])
+            if not messages:
+                break
+            for message in messages:
+                seen[message["MessageId"]] = json.loads(message["Body"])
+        return list(seen.values())
+
+    def close(self) -> None:
+        """Stop the function's worker process, and the emulator if this pipeline started it."""
+        if self._lambda is not None:
+            self._lambda.close()
+            self._lambda = None
+        if self._owns_emulator:
+            self.emulator.stop()
+
+    def __enter__(self) -> LocalPipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _deployed_stack_names(emulator: LocalEmulator) -> list[str]:
+    cfn = emulator.client("cloudformation")
+    names = []
+    for page in cfn.get_paginator("describe_stacks").paginate():
+        for stack in page["Stacks"]:
+            if stack["StackName"] != "CDKToolkit":
+                names.append(stack["StackName"])
+    return names
