@@ -1,0 +1,48 @@
+"""Builds the sample CDK app from context, with cdk-nag's AWS Solutions checks registered."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from aws_cdk import App, Duration, Environment, Validations
+from cdk_nag import AwsSolutionsChecks
+
+from .stack import DEFAULT_STAGE_NAME, SessionExpirySampleStack
+
+#: Context keys (``cdk synth -c key=value`` or ``cdk.json``) and their defaults.
+CONTEXT_STACK_NAME = "sample:stackName"  # default "SessionExpirySample"
+CONTEXT_ACCOUNT = "sample:account"  # default $CDK_DEFAULT_ACCOUNT, else environment-agnostic
+CONTEXT_REGION = "sample:region"  # default $CDK_DEFAULT_REGION, else us-east-1
+CONTEXT_STAGE_NAME = "sample:stageName"  # default "live"
+CONTEXT_SESSION_TTL_MINUTES = "sample:sessionTtlMinutes"  # default 60
+DEFAULT_STACK_NAME = "SessionExpirySample"
+FALLBACK_REGION = "us-east-1"
+
+
+def build_app(
+    context: dict[str, Any] | None = None, *, outdir: str | None = None, **app_kwargs: Any
+) -> App:
+    """The sample app with its one stack; ``context`` adds to ``cdk.json``'s context.
+
+    Account and region come from context, else from the CLI's ``CDK_DEFAULT_ACCOUNT`` /
+    ``CDK_DEFAULT_REGION``; without an account the stack is environment-agnostic, so
+    ``cdk synth`` needs no credentials.
+    """
+    app = App(context=context, outdir=outdir, **app_kwargs)
+
+    def ctx(key: str) -> Any:
+        return app.node.try_get_context(key)
+
+    account = ctx(CONTEXT_ACCOUNT) or os.environ.get("CDK_DEFAULT_ACCOUNT")
+    region = ctx(CONTEXT_REGION) or os.environ.get("CDK_DEFAULT_REGION") or FALLBACK_REGION
+    SessionExpirySampleStack(
+        app,
+        ctx(CONTEXT_STACK_NAME) or DEFAULT_STACK_NAME,
+        env=Environment(account=account, region=region),
+        stage_name=ctx(CONTEXT_STAGE_NAME) or DEFAULT_STAGE_NAME,
+        session_ttl=Duration.minutes(int(ctx(CONTEXT_SESSION_TTL_MINUTES) or 60)),
+        description="Sample app of cdk-session-expiry: WebSocket sessions that fail closed",
+    )
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    return app

@@ -1,0 +1,212 @@
+"""The sample stack: a WebSocket API whose sessions fail closed on time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import Acknowledgment, Duration, Stack, Token, Validations
+from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_apigatewayv2_authorizers as authorizers
+from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from cdk_session_expiry import CLEANUP_RUNTIME, SessionExpiry
+
+HANDLERS_DIR = Path(__file__).resolve().parent / "handlers"
+DEFAULT_STAGE_NAME = "live"
+DEFAULT_SESSION_TTL = Duration.hours(1)
+
+
+class SessionExpirySampleStack(Stack):
+    """WebSocket API ($connect/$default/$disconnect) with sessions managed by SessionExpiry.
+
+    ``$connect`` (IAM-authorized) creates a session and a KMS grant on the session key for the
+    message handler's role, ``$default`` heartbeats the session, ``$disconnect`` ends it.
+    The cleanup function deletes connections, retires grants and clears scratch objects.
+
+    Args:
+        stage_name: WebSocket stage name. Default: ``"live"``.
+        session_ttl: session lifetime, renewed by each message. Default: 1 hour.
+        acknowledge_findings: acknowledge the cdk-nag findings this design accepts (see
+            ``acknowledge``). Tests turn it off to show every acknowledgement still matches a
+            real finding. Default: on.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage_name: str = DEFAULT_STAGE_NAME,
+        session_ttl: Duration = DEFAULT_SESSION_TTL,
+        acknowledge_findings: bool = True,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
+        self._acknowledge_findings = acknowledge_findings
+        #: (construct path, finding id) of every acknowledgement made.
+        self.acknowledgements: list[tuple[str, str]] = []
+
+        # --- keys, buckets, topic --------------------------------------------------------
+        session_key = kms.Key(
+            self,
+            "SessionKey",
+            description="Per-session grants of the sample app (retired by session cleanup)",
+            enable_key_rotation=True,
+        )
+        access_logs = s3.Bucket(
+            self,
+            "AccessLogsBucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(90))],
+        )
+        scratch = s3.Bucket(
+            self,
+            "ScratchBucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            server_access_logs_bucket=access_logs,
+            server_access_logs_prefix="scratch/",
+        )
+        alarm_key = kms.Key(
+            self,
+            "AlarmTopicKey",
+            description="Encrypts the alarm topic; CloudWatch alarms may use it to publish",
+            enable_key_rotation=True,
+        )
+        # Alarms cannot publish to a topic encrypted with the AWS managed key aws/sns.
+        alarm_key.grant(
+            iam.ServicePrincipal("cloudwatch.amazonaws.com"), "kms:Decrypt", "kms:GenerateDataKey*"
+        )
+        alarm_topic = sns.Topic(self, "AlarmTopic", master_key=alarm_key, enforce_ssl=True)
+
+        # --- WebSocket API -----------------------------------------------------------------
+        connect_fn = self._handler("ConnectHandler", "connect.handler", session_ttl)
+        message_fn = self._handler("MessageHandler", "message.handler", session_ttl)
+        disconnect_fn = self._handler("DisconnectHandler", "disconnect.handler", session_ttl)
+        api = apigwv2.WebSocketApi(
+            self,
+            "WebSocketApi",
+            description="Sample WebSocket API whose sessions expire (cdk-session-expiry)",
+            connect_route_options=apigwv2.WebSocketRouteOptions(
+                integration=integrations.WebSocketLambdaIntegration("Connect", connect_fn),
+                authorizer=authorizers.WebSocketIamAuthorizer(),
+            ),
+            default_route_options=apigwv2.WebSocketRouteOptions(
+                integration=integrations.WebSocketLambdaIntegration("Message", message_fn)
+            ),
+            disconnect_route_options=apigwv2.WebSocketRouteOptions(
+                integration=integrations.WebSocketLambdaIntegration("Disconnect", disconnect_fn)
+            ),
+        )
+        for route_id in ("$default-Route", "$disconnect-Route"):
+            self.acknowledge(
+                api.node.find_child(route_id),
+                "AwsSolutions-APIG4",
+                "API Gateway accepts an authorizer only on $connect (IAM here); later messages "
+                "and the disconnect ride on the connection authorized there.",
+            )
+        stage = apigwv2.WebSocketStage(
+            self, "WebSocketStage", web_socket_api=api, stage_name=stage_name, auto_deploy=True
+        )
+        self.acknowledge(
+            stage,
+            "AwsSolutions-APIG1",
+            "WebSocket access logging needs the account-wide API Gateway CloudWatch Logs role, "
+            "which a sample stack must not change; set it in the account and add "
+            "access_log_settings to enable it.",
+        )
+
+        # --- sessions ----------------------------------------------------------------------
+        self.sessions = SessionExpiry(
+            self,
+            "Sessions",
+            websocket_stage=stage,
+            grant_key=session_key,
+            scratch_bucket=scratch,
+            alarm_actions=[cloudwatch_actions.SnsAction(alarm_topic)],
+        )
+        for fn in (connect_fn, message_fn, disconnect_fn):
+            self.sessions.grant_session_access(fn)
+        # The session grant lets the message handler use the session key while it lasts.
+        connect_fn.add_environment("SESSION_GRANTEE_ROLE_ARN", message_fn.role.role_arn)  # type: ignore[union-attr]
+        self.acknowledge(
+            self.sessions.cleanup_role.node.find_child("DefaultPolicy"),
+            "AwsSolutions-IAM5[Resource::*]",
+            "dynamodb:ListStreams has no resource-level scope; the stream read actions are "
+            "scoped to the session table's stream.",
+        )
+        self.acknowledge(
+            self.sessions.node.find_child("FailureQueue"),
+            "AwsSolutions-SQS3",
+            "This queue is the on-failure destination of the cleanup's event source mapping: "
+            "the dead end for failed batches, watched by an alarm. A DLQ behind it would only "
+            "move the same metadata again.",
+        )
+        for resource, reason in (
+            (
+                f"Resource::<{self.get_logical_id(scratch.node.default_child)}.Arn>/sessions/*",  # type: ignore[arg-type]
+                "Cleanup deletes any object of an ended session under the scratch root, and only "
+                "there; session prefixes are not known in advance.",
+            ),
+            (
+                f"Resource::arn:<AWS::Partition>:execute-api:{self._nag_region_and_account()}:"
+                f"<{self.get_logical_id(api.node.default_child)}>/{stage_name}"  # type: ignore[arg-type]
+                "/DELETE/@connections/*",
+                "Cleanup deletes connections of ended sessions on this stage only (DELETE "
+                "method); connection ids are not known in advance.",
+            ),
+        ):
+            self.acknowledge(
+                self.sessions.cleanup_role.node.find_child("DefaultPolicy"),
+                f"AwsSolutions-IAM5[{resource}]",
+                reason,
+            )
+
+    def _nag_region_and_account(self) -> str:
+        """Region and account as cdk-nag spells them in a finding id: literal when the stack
+        has an environment, else the pseudo parameter."""
+        region = "<AWS::Region>" if Token.is_unresolved(self.region) else self.region
+        account = "<AWS::AccountId>" if Token.is_unresolved(self.account) else self.account
+        return f"{region}:{account}"
+
+    def acknowledge(self, construct: Construct, finding_id: str, reason: str) -> None:
+        """Acknowledge one cdk-nag finding on ``construct`` (the narrowest that holds it)."""
+        self.acknowledgements.append((construct.node.path, finding_id))
+        if self._acknowledge_findings:
+            Validations.of(construct).acknowledge(Acknowledgment(id=finding_id, reason=reason))
+
+    def _handler(self, construct_id: str, handler: str, session_ttl: Duration) -> lambda_.Function:
+        """A route handler: own log group and role (no managed policy), runtime layer added
+        by ``grant_session_access``."""
+        log_group = logs.LogGroup(
+            self, f"{construct_id}LogGroup", retention=logs.RetentionDays.ONE_MONTH
+        )
+        role = iam.Role(
+            self, f"{construct_id}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com")
+        )
+        log_group.grant_write(role)
+        return lambda_.Function(
+            self,
+            construct_id,
+            runtime=CLEANUP_RUNTIME,
+            architecture=lambda_.Architecture.ARM_64,
+            handler=handler,
+            code=lambda_.Code.from_asset(str(HANDLERS_DIR), exclude=["__pycache__", "*.pyc"]),
+            role=role,
+            timeout=Duration.seconds(10),
+            memory_size=256,
+            logging_format=lambda_.LoggingFormat.JSON,
+            log_group=log_group,
+            environment={"SESSION_TTL_SECONDS": str(int(session_ttl.to_seconds()))},
+        )
