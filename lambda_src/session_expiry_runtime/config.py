@@ -18,7 +18,7 @@ ENV_SORT_KEY = "SESSION_EXPIRY_SORT_KEY"
 ENV_TTL_ATTRIBUTE = "SESSION_EXPIRY_TTL_ATTRIBUTE"
 ENV_CONNECTION_ID_ATTRIBUTE = "SESSION_EXPIRY_CONNECTION_ID_ATTRIBUTE"
 ENV_GRANT_ID_ATTRIBUTE = "SESSION_EXPIRY_GRANT_ID_ATTRIBUTE"
-ENV_GRANT_TOKEN_ATTRIBUTE = "SESSION_EXPIRY_GRANT_TOKEN_ATTRIBUTE"
+ENV_GRANT_TOKEN_ATTRIBUTE = "SESSION_EXPIRY_GRANT_TOKEN_ATTRIBUTE"  # noqa: S105 - a name
 ENV_SCRATCH_PREFIX_ATTRIBUTE = "SESSION_EXPIRY_SCRATCH_PREFIX_ATTRIBUTE"
 ENV_TENANT_ATTRIBUTE = "SESSION_EXPIRY_TENANT_ATTRIBUTE"
 ENV_WEBSOCKET_ENDPOINT = "SESSION_EXPIRY_WEBSOCKET_ENDPOINT"
@@ -36,7 +36,7 @@ DEFAULT_PARTITION_KEY = "pk"
 DEFAULT_TTL_ATTRIBUTE = "expiresAt"
 DEFAULT_CONNECTION_ID_ATTRIBUTE = "connectionId"
 DEFAULT_GRANT_ID_ATTRIBUTE = "grantId"
-DEFAULT_GRANT_TOKEN_ATTRIBUTE = "grantToken"
+DEFAULT_GRANT_TOKEN_ATTRIBUTE = "grantToken"  # noqa: S105 - an attribute name
 DEFAULT_SCRATCH_PREFIX_ATTRIBUTE = "scratchPrefix"
 DEFAULT_TENANT_ATTRIBUTE = "tenantId"
 DEFAULT_SCRATCH_ROOT = "sessions/"
@@ -66,6 +66,60 @@ ACTION_RETIRE_GRANT = "RetireGrant"
 ACTION_DELETE_SCRATCH = "DeleteScratch"
 ACTION_DECODE = "Decode"
 ACTION_TIME_GUARD = "TimeGuard"
+#: A bug or an error outside the AWS calls; the record is reported, never lost.
+ACTION_UNEXPECTED = "Unexpected"
+
+# --- reasons a record is skipped (dimension values of RecordsSkipped) ----------------------
+#: ``eventName`` is not ``REMOVE`` (the filter changed or was dropped).
+CAUSE_NOT_REMOVE = "NotRemove"
+#: A REMOVE record without ``OldImage`` (stream view type KEYS_ONLY or NEW_IMAGE).
+CAUSE_NO_OLD_IMAGE = "NoOldImage"
+#: The old image names nothing the configured targets can clean (absent or unusable values).
+CAUSE_MISSING_ATTRIBUTES = "MissingAttributes"
+#: The record has no ``dynamodb.SequenceNumber``, so it cannot be reported or retried.
+CAUSE_NO_SEQUENCE_NUMBER = "NoSequenceNumber"
+#: The same ``SequenceNumber`` appeared earlier in the same batch; it was cleaned once.
+CAUSE_DUPLICATE = "DuplicateInBatch"
+
+
+def _is_url(value: str, schemes: tuple[str, ...]) -> bool:
+    scheme, sep, rest = value.partition("://")
+    return bool(sep) and scheme in schemes and bool(rest.split("/", 1)[0])
+
+
+def validate_cleanup_config(config: RuntimeConfig) -> RuntimeConfig:
+    """Check the settings the cleanup function needs and return ``config`` unchanged.
+
+    Called once per process when the cleanup handler starts, so a bad deployment fails every
+    invocation loudly (function errors alarm) instead of skipping cleanups silently.
+
+    Raises:
+        ValueError: the WebSocket endpoint is not an ``https://`` (or, for local endpoints such as
+            moto_server, ``http://``) URL; the grant key is not a key ARN; the scratch root breaks
+            :func:`session_expiry_runtime.prefixes.validate_scratch_root`; the metrics namespace
+            is empty or longer than 1024 characters.
+    """
+    from .prefixes import validate_scratch_root  # local: prefixes imports nothing from here
+
+    endpoint = config.websocket_endpoint
+    if endpoint is not None and not _is_url(endpoint, ("https", "http")):
+        raise ValueError(
+            f"{ENV_WEBSOCKET_ENDPOINT}={endpoint!r}: expected the API Gateway management endpoint "
+            "https://{api-id}.execute-api.{region}.amazonaws.com/{stage}"
+        )
+    key = config.grant_key_arn
+    if key is not None and not (key.startswith("arn:") and ":key/" in key):
+        raise ValueError(
+            f"{ENV_GRANT_KEY_ARN}={key!r}: expected a KMS key ARN "
+            "arn:aws:kms:{region}:{account}:key/{key-id}"
+        )
+    if config.scratch_bucket is not None:
+        validate_scratch_root(config.scratch_root)
+    if not 1 <= len(config.metrics_namespace) <= 1024:
+        raise ValueError(
+            f"{ENV_METRICS_NAMESPACE}={config.metrics_namespace!r}: expected 1-1024 characters"
+        )
+    return config
 
 
 def _truthy(value: str | None) -> bool:

@@ -40,7 +40,9 @@ def validate_scratch_root(root: str) -> str:
             holds an empty, ``.`` or ``..`` segment, a wildcard or a control character.
     """
     if not isinstance(root, str) or not root:
-        raise ScratchPrefixError(f"scratch root {root!r}: expected a non-empty prefix like 'sessions/'")
+        raise ScratchPrefixError(
+            f"scratch root {root!r}: expected a non-empty prefix like 'sessions/'"
+        )
     if root.startswith("/"):
         raise ScratchPrefixError(f"scratch root {root!r}: must not start with '/'")
     if not root.endswith("/"):
@@ -147,7 +149,8 @@ def validate_scratch_prefix(
     for segment in prefix[:-1].split("/"):
         if segment in {"", ".", ".."}:
             raise ScratchPrefixError(
-                f"scratch prefix {prefix!r}: segment {segment!r} is not allowed (no '//', '.' or '..')"
+                f"scratch prefix {prefix!r}: segment {segment!r} is not allowed "
+                "(no '//', '.' or '..')"
             )
     if tenant_scoped:
         if not isinstance(tenant_id, str) or not _SEGMENT.fullmatch(tenant_id):

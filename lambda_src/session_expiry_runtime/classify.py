@@ -1,0 +1,111 @@
+"""Why was a session item removed: time to live, time to live replicated, or an explicit delete.
+
+Rules (Amazon DynamoDB Developer Guide, "Time to Live (TTL)" and "DynamoDB Streams and Time to
+Live"; "Working with expired items" for global tables):
+
+* ``ttl`` -- the record carries ``userIdentity``
+  ``{"type": "Service", "principalId": "dynamodb.amazonaws.com"}`` and the old image's TTL
+  attribute is a plausible epoch-seconds Number.
+* ``ttl-replicated`` -- no ``userIdentity`` at all (TTL deletes replicated into a global-table
+  replica carry none), and the old image's TTL is a plausible epoch-seconds Number at or before
+  ``dynamodb.ApproximateCreationDateTime``: the item had expired when it was removed.
+* ``explicit`` -- everything else: an application DeleteItem of a live item, a TTL held as a
+  String, in milliseconds, or missing (DynamoDB never expires those), an unknown identity.
+
+An application that deletes an item *after* it expired (and before TTL got to it) produces a
+record indistinguishable from a replicated TTL delete; it is reported as ``ttl-replicated``.
+The reason only labels logs and metrics: every reason gets the same cleanup.
+
+Pure functions only: no AWS calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+
+from .config import REASON_EXPLICIT, REASON_TTL, REASON_TTL_REPLICATED
+
+#: ``userIdentity`` of a TTL delete (DynamoDB Developer Guide, "DynamoDB Streams and TTL").
+TTL_IDENTITY_TYPE = "Service"
+TTL_IDENTITY_PRINCIPAL = "dynamodb.amazonaws.com"
+
+#: Epoch seconds stay below 10**11 until the year 5138; a value in epoch *milliseconds* of any
+#: date after March 1973 is at least 10**11 (13 digits today), and DynamoDB never expires it.
+MAX_EPOCH_SECONDS = Decimal(10**11)
+
+
+@dataclass(frozen=True)
+class Classification:
+    """Outcome of :func:`classify_removal`.
+
+    Attributes:
+        reason: ``"ttl"``, ``"ttl-replicated"`` or ``"explicit"`` (``config.REASON_*``).
+        ttl_seconds: the old image's TTL in epoch seconds, when it is a plausible one.
+        lag_seconds: ``ApproximateCreationDateTime - ttl_seconds`` for the two TTL reasons when
+            both are known: how late DynamoDB removed the item. ``None`` otherwise.
+    """
+
+    reason: str
+    ttl_seconds: Decimal | None = None
+    lag_seconds: Decimal | None = None
+
+
+def ttl_epoch_seconds(value: object) -> Decimal | None:
+    """Return a decoded TTL attribute as epoch seconds, or ``None`` if DynamoDB would ignore it.
+
+    Accepted: a finite, non-negative number (``Decimal``/``int``, as :mod:`.decode` yields for
+    ``N``) below :data:`MAX_EPOCH_SECONDS`. Rejected: strings (even numeric ones), booleans,
+    sets, milliseconds, negatives, ``None``.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, Decimal)):
+        return None
+    number = Decimal(value)
+    if not number.is_finite() or number < 0 or number >= MAX_EPOCH_SECONDS:
+        return None
+    return number
+
+
+def is_ttl_identity(user_identity: object) -> bool:
+    """True when ``user_identity`` is DynamoDB's TTL service identity (exact, case sensitive)."""
+    return (
+        isinstance(user_identity, Mapping)
+        and user_identity.get("type") == TTL_IDENTITY_TYPE
+        and user_identity.get("principalId") == TTL_IDENTITY_PRINCIPAL
+    )
+
+
+def ttl_lag_seconds(ttl_seconds: Decimal | None, removed_at: Decimal | None) -> Decimal | None:
+    """Seconds from expiry (``ttl_seconds``) to removal (``removed_at``); ``None`` if either is."""
+    if ttl_seconds is None or removed_at is None:
+        return None
+    return removed_at - ttl_seconds
+
+
+def classify_removal(
+    *,
+    user_identity: object,
+    ttl_value: object,
+    approximate_creation_time: Decimal | None,
+) -> Classification:
+    """Classify one REMOVE record (see the module docstring for the rules).
+
+    Args:
+        user_identity: the record's top-level ``userIdentity`` as delivered, ``None`` if absent.
+        ttl_value: the old image's TTL attribute, decoded (``None`` if absent).
+        approximate_creation_time: ``dynamodb.ApproximateCreationDateTime`` in epoch seconds.
+    """
+    ttl = ttl_epoch_seconds(ttl_value)
+    if ttl is not None:
+        if is_ttl_identity(user_identity):
+            return Classification(REASON_TTL, ttl, ttl_lag_seconds(ttl, approximate_creation_time))
+        if (
+            user_identity is None
+            and approximate_creation_time is not None
+            and ttl <= approximate_creation_time
+        ):
+            return Classification(
+                REASON_TTL_REPLICATED, ttl, ttl_lag_seconds(ttl, approximate_creation_time)
+            )
+    return Classification(REASON_EXPLICIT, ttl)

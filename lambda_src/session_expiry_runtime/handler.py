@@ -1,0 +1,42 @@
+"""Lambda entry point of the cleanup function: ``session_expiry_runtime.handler.handler``.
+
+The event source mapping delivers batches of DynamoDB stream records; the handler returns a
+partial batch response (the mapping must have ``ReportBatchItemFailures``). Configuration is
+read and checked once per execution environment, and the boto3 clients are shared by every
+invocation and worker thread. A bad configuration raises on every invocation (function errors,
+so the errors alarm fires) rather than skipping cleanups.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from .cleaner import SessionCleaner, build_clients, process_batch
+from .config import RuntimeConfig, validate_cleanup_config
+from .metrics import MetricsRecorder
+
+_cleaner: SessionCleaner | None = None
+_lock = threading.Lock()
+
+
+def get_cleaner() -> SessionCleaner:
+    """The process-wide :class:`SessionCleaner`, built from the environment on first use.
+
+    Raises:
+        ValueError: a ``SESSION_EXPIRY_*`` variable is invalid (see
+            :func:`~session_expiry_runtime.config.validate_cleanup_config`).
+    """
+    global _cleaner
+    with _lock:
+        if _cleaner is None:
+            config = validate_cleanup_config(RuntimeConfig.from_env())
+            _cleaner = SessionCleaner(
+                config, build_clients(config), MetricsRecorder(config.metrics_namespace)
+            )
+        return _cleaner
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Clean up after every removed session in ``event``; return the partial batch response."""
+    return process_batch(event, context, get_cleaner())
