@@ -386,7 +386,11 @@ class SessionStore:
     def iter_sessions(
         self, partition: str, *, consistent: bool = False, page_size: int | None = None
     ) -> Iterator[Session]:
-        """Yield the live sessions of one partition, page by page (lazy :meth:`list`)."""
+        """Yield the live sessions of one partition, page by page (lazy :meth:`list`).
+
+        Liveness is judged against the clock read once when iteration starts. Arguments and
+        errors as for :meth:`list`; a ``ValueError`` is raised on the first ``next()``.
+        """
         if not self._config.sort_key:
             raise ValueError(
                 f"list({partition!r}): the table has no sort key, so a partition holds one "
