@@ -189,9 +189,10 @@ class LocalEmulator:
             ddb.delete_item(
                 TableName=table_name,
                 Key=dict(key),
-                ConditionExpression="#t <= :now",
+                # A String (or any non-Number) TTL never expires; moto cannot compare S with N.
+                ConditionExpression="attribute_type(#t, :n) AND #t <= :now",
                 ExpressionAttributeNames={"#t": ttl_attribute},
-                ExpressionAttributeValues={":now": {"N": str(now_s)}},
+                ExpressionAttributeValues={":now": {"N": str(now_s)}, ":n": {"S": "N"}},
             )
         except ddb.exceptions.ConditionalCheckFailedException:
             return None

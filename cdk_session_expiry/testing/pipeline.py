@@ -215,9 +215,9 @@ class LocalPipeline:
     def _scan(self, ddb: Any, names: dict[str, str], now_s: int) -> Iterator[dict[str, Any]]:
         projection = ", ".join(names)
         kwargs: dict[str, Any] = {
-            "TableName": self.table_name, "FilterExpression": "#t <= :now",
+            "TableName": self.table_name, "FilterExpression": "attribute_type(#t, :n) AND #t <= :now",
             "ProjectionExpression": projection, "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": {":now": {"N": str(now_s)}},
+            "ExpressionAttributeValues": {":now": {"N": str(now_s)}, ":n": {"S": "N"}},
         }
         while True:
             page = ddb.scan(**kwargs)
