@@ -388,8 +388,8 @@ class SessionStore:
     ) -> Iterator[Session]:
         """Yield the live sessions of one partition, page by page (lazy :meth:`list`).
 
-        Liveness is judged against the clock read once when iteration starts. Arguments and
-        errors as for :meth:`list`; a ``ValueError`` is raised on the first ``next()``.
+        Arguments are checked at once; liveness is judged against the clock read once, here.
+        Arguments and errors as for :meth:`list`.
         """
         if not self._config.sort_key:
             raise ValueError(
@@ -405,7 +405,7 @@ class SessionStore:
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": "#pk = :pk",
-            # The filter saves transfer; each item is checked again below.
+            # The filter saves transfer; _pages checks each item again.
             "FilterExpression": _LIVE_TTL,
             "ExpressionAttributeNames": self._names(),
             "ExpressionAttributeValues": {":pk": {"S": pk_value}, **self._time_values(now)},
@@ -413,6 +413,9 @@ class SessionStore:
         }
         if page_size is not None:
             request["Limit"] = page_size
+        return self._pages(request, now)
+
+    def _pages(self, request: dict[str, Any], now: Decimal) -> Iterator[Session]:
         while True:
             resp = self._ddb.query(**request)
             for item in resp.get("Items", []):

@@ -228,3 +228,8 @@ def test_from_env_reads_the_construct_environment(make_store: Any, ddb: Any, clo
     )
     store.create("s-1", ttl=HOUR, partition="u-1")
     assert raw_item(ddb, {"pk": {"S": "u-1"}, "sk": {"S": "s-1"}}) is not None
+
+
+def test_fails_iter_sessions_eagerly(store: SessionStore) -> None:
+    with pytest.raises(ValueError, match="no sort key"):
+        store.iter_sessions("u-1")  # raises before any next()
