@@ -1,0 +1,304 @@
+"""Helpers for the cleanup runtime tests: moto resources, real stream records, Lambda shapes.
+
+Stream records always come from real writes and deletes on a moto table whose stream has view
+type NEW_AND_OLD_IMAGES, read back with ``dynamodbstreams`` GetShardIterator/GetRecords, and
+reshaped into what the Lambda event source mapping delivers. The differences (checked against
+the example event in the Lambda Developer Guide, "Using AWS Lambda with Amazon DynamoDB"):
+
+* boto3 parses ``ApproximateCreationDateTime`` into a ``datetime``; Lambda delivers epoch seconds
+  as a JSON number.
+* boto3 hands ``B``/``BS`` values over as ``bytes``; Lambda delivers base64 text.
+* Lambda adds ``eventSourceARN`` and uses ``eventVersion`` "1.1".
+* moto never deletes items by TTL, so a TTL delete is an explicit DeleteItem whose record then
+  gets the ``userIdentity`` AWS documents for TTL deletes
+  (``{"type": "Service", "principalId": "dynamodb.amazonaws.com"}``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from urllib.parse import quote
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
+from moto.core import DEFAULT_ACCOUNT_ID
+
+from session_expiry_runtime.cleaner import SessionCleaner, build_clients
+from session_expiry_runtime.config import RuntimeConfig
+from session_expiry_runtime.metrics import MetricsRecorder
+from session_expiry_runtime.prefixes import build_scratch_prefix
+
+REGION = "us-east-1"
+TABLE = "sessions"
+BUCKET = "scratch-bucket"
+ENDPOINT = "https://abc123defg.execute-api.us-east-1.amazonaws.com/prod"
+CLEANUP_ROLE = f"arn:aws:iam::{DEFAULT_ACCOUNT_ID}:role/session-cleanup"
+APP_ROLE = f"arn:aws:iam::{DEFAULT_ACCOUNT_ID}:role/session-app"
+TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+
+
+class FakeContext:
+    """The part of the Lambda context object the handler uses."""
+
+    def __init__(self, remaining_ms: int = 300_000) -> None:
+        self.remaining_ms = remaining_ms
+        self.aws_request_id = "test-request"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+def _wire_value(value: dict[str, Any]) -> dict[str, Any]:
+    ((tag, inner),) = value.items()
+    if tag == "B":
+        return {"B": base64.b64encode(inner).decode("ascii")}
+    if tag == "BS":
+        return {"BS": [base64.b64encode(v).decode("ascii") for v in inner]}
+    if tag == "M":
+        return {"M": {k: _wire_value(v) for k, v in inner.items()}}
+    if tag == "L":
+        return {"L": [_wire_value(v) for v in inner]}
+    return {tag: inner}
+
+
+def to_lambda_record(
+    record: dict[str, Any], stream_arn: str, *, ttl_delete: bool = False
+) -> dict[str, Any]:
+    """Reshape a ``dynamodbstreams`` GetRecords record into a Lambda event record."""
+    body = record["dynamodb"]
+    lambda_body: dict[str, Any] = {
+        "ApproximateCreationDateTime": int(body["ApproximateCreationDateTime"].timestamp()),
+        "Keys": {k: _wire_value(v) for k, v in body["Keys"].items()},
+        "SequenceNumber": body["SequenceNumber"],
+        "SizeBytes": body["SizeBytes"],
+        "StreamViewType": body["StreamViewType"],
+    }
+    for image in ("NewImage", "OldImage"):
+        if image in body:
+            lambda_body[image] = {k: _wire_value(v) for k, v in body[image].items()}
+    shaped: dict[str, Any] = {
+        "eventID": record["eventID"],
+        "eventName": record["eventName"],
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": record["awsRegion"],
+        "dynamodb": lambda_body,
+        "eventSourceARN": stream_arn,
+    }
+    if ttl_delete:
+        shaped["userIdentity"] = dict(TTL_IDENTITY)
+    # Lambda hands the function parsed JSON: prove the shape survives a JSON round trip.
+    return json.loads(json.dumps(shaped))
+
+
+def event(*records: dict[str, Any]) -> dict[str, Any]:
+    return {"Records": list(records)}
+
+
+@dataclass
+class Session:
+    session_id: str
+    connection_id: str
+    grant_id: str
+    grant_token: str
+    prefix: str
+    keys: list[str]
+    tenant: str | None = None
+    item: dict[str, Any] = field(default_factory=dict)
+
+
+class Sandbox:
+    """moto resources of one test: table + stream, scratch bucket, KMS key, WebSocket endpoint."""
+
+    def __init__(self, *, tenant_scoped: bool = False, max_workers: int = 4) -> None:
+        self.ddb = boto3.client("dynamodb", region_name=REGION)
+        self.streams = boto3.client("dynamodbstreams", region_name=REGION)
+        self.s3 = boto3.client("s3", region_name=REGION)
+        self.kms = boto3.client("kms", region_name=REGION)
+        self.apigw = boto3.client(
+            "apigatewaymanagementapi", region_name=REGION, endpoint_url=ENDPOINT
+        )
+        table = self.ddb.create_table(
+            TableName=TABLE,
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )
+        self.stream_arn = table["TableDescription"]["LatestStreamArn"]
+        self.s3.create_bucket(Bucket=BUCKET)
+        self.key_arn = self.kms.create_key(Description="session grants")["KeyMetadata"]["Arn"]
+        self.config = RuntimeConfig(
+            table_name=TABLE,
+            websocket_endpoint=ENDPOINT,
+            grant_key_arn=self.key_arn,
+            scratch_bucket=BUCKET,
+            tenant_scoped_scratch=tenant_scoped,
+            retiring_principal=CLEANUP_ROLE,
+            max_workers=max_workers,
+        )
+        self._read_after: str | None = None
+
+    # --- environment for the real handler -------------------------------------------------
+    def env(self) -> dict[str, str]:
+        c = self.config
+        env = {
+            "SESSION_EXPIRY_TABLE_NAME": TABLE,
+            "SESSION_EXPIRY_WEBSOCKET_ENDPOINT": ENDPOINT,
+            "SESSION_EXPIRY_GRANT_KEY_ARN": self.key_arn,
+            "SESSION_EXPIRY_SCRATCH_BUCKET": BUCKET,
+            "SESSION_EXPIRY_RETIRING_PRINCIPAL": CLEANUP_ROLE,
+            "SESSION_EXPIRY_MAX_WORKERS": str(c.max_workers),
+        }
+        if c.tenant_scoped_scratch:
+            env["SESSION_EXPIRY_TENANT_SCOPED_SCRATCH"] = "true"
+        return env
+
+    def cleaner(self, config: RuntimeConfig | None = None) -> SessionCleaner:
+        config = config or self.config
+        return SessionCleaner(config, build_clients(config), MetricsRecorder(config.metrics_namespace))
+
+    # --- sessions -------------------------------------------------------------------------
+    def open_connection(self, connection_id: str) -> None:
+        # moto's management API keeps connections in a defaultdict: PostToConnection creates one.
+        self.apigw.post_to_connection(ConnectionId=connection_id, Data=b"hello")
+
+    def connection_exists(self, connection_id: str) -> bool:
+        backend = apigatewaymanagementapi_backends[DEFAULT_ACCOUNT_ID][REGION]
+        # moto keys connections by the id as it appears in the URL path (percent-encoded).
+        return quote(connection_id, safe="-_.~") in backend.connections
+
+    def grant_ids(self) -> set[str]:
+        grants: set[str] = set()
+        for page in self.kms.get_paginator("list_grants").paginate(KeyId=self.key_arn):
+            grants.update(g["GrantId"] for g in page["Grants"])
+        return grants
+
+    def keys_under(self, prefix: str) -> list[str]:
+        keys: list[str] = []
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix):
+            keys.extend(o["Key"] for o in page.get("Contents", []))
+        return keys
+
+    def create_session(
+        self,
+        session_id: str,
+        *,
+        expires_at: Any = None,
+        object_names: tuple[str, ...] = ("a.txt", "b/c.bin"),
+        tenant: str | None = None,
+        prefix: str | None = None,
+        extra: dict[str, Any] | None = None,
+        write_item: bool = True,
+    ) -> Session:
+        """Create a connection, a grant (retiring principal: the cleanup role), scratch objects
+        under a fresh incarnation prefix, and the session item that names them."""
+        connection_id = f"{session_id}-conn="
+        self.open_connection(connection_id)
+        grant = self.kms.create_grant(
+            KeyId=self.key_arn,
+            GranteePrincipal=APP_ROLE,
+            RetiringPrincipal=CLEANUP_ROLE,
+            Operations=["Encrypt", "Decrypt", "GenerateDataKey"],
+        )
+        if prefix is None:
+            prefix = build_scratch_prefix(
+                "sessions/",
+                session_id,
+                tenant_id=tenant,
+                tenant_scoped=self.config.tenant_scoped_scratch,
+            )
+        keys = [prefix + name for name in object_names]
+        for key in keys:
+            self.s3.put_object(Bucket=BUCKET, Key=key, Body=b"scratch")
+        expires = int(time.time()) + 3600 if expires_at is None else expires_at
+        item: dict[str, Any] = {
+            "pk": {"S": session_id},
+            "expiresAt": expires if isinstance(expires, dict) else {"N": str(expires)},
+            "connectionId": {"S": connection_id},
+            "grantId": {"S": grant["GrantId"]},
+            "grantToken": {"S": grant["GrantToken"]},
+            "scratchPrefix": {"S": prefix},
+        }
+        if tenant is not None:
+            item["tenantId"] = {"S": tenant}
+        item.update(extra or {})
+        if write_item:
+            self.ddb.put_item(TableName=TABLE, Item=item)
+        return Session(
+            session_id,
+            connection_id,
+            grant["GrantId"],
+            grant["GrantToken"],
+            prefix,
+            keys,
+            tenant,
+            item,
+        )
+
+    def delete(self, session_id: str) -> None:
+        self.ddb.delete_item(TableName=TABLE, Key={"pk": {"S": session_id}})
+
+    def is_clean(self, session: Session) -> bool:
+        return (
+            not self.connection_exists(session.connection_id)
+            and session.grant_id not in self.grant_ids()
+            and not self.keys_under(session.prefix)
+        )
+
+    def is_intact(self, session: Session) -> bool:
+        return (
+            self.connection_exists(session.connection_id)
+            and session.grant_id in self.grant_ids()
+            and sorted(self.keys_under(session.prefix)) == sorted(session.keys)
+        )
+
+    # --- the stream -----------------------------------------------------------------------
+    def read_stream(self) -> list[dict[str, Any]]:
+        """Every record written since the last call, in shard order (boto3 shape)."""
+        shards = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"][
+            "Shards"
+        ]
+        records: list[dict[str, Any]] = []
+        for shard in shards:
+            if self._read_after is None:
+                iterator = self.streams.get_shard_iterator(
+                    StreamArn=self.stream_arn,
+                    ShardId=shard["ShardId"],
+                    ShardIteratorType="TRIM_HORIZON",
+                )["ShardIterator"]
+            else:
+                iterator = self.streams.get_shard_iterator(
+                    StreamArn=self.stream_arn,
+                    ShardId=shard["ShardId"],
+                    ShardIteratorType="AFTER_SEQUENCE_NUMBER",
+                    SequenceNumber=self._read_after,
+                )["ShardIterator"]
+            while iterator:
+                page = self.streams.get_records(ShardIterator=iterator, Limit=1000)
+                records.extend(page["Records"])
+                if not page["Records"]:
+                    break
+                iterator = page.get("NextShardIterator")
+        if records:
+            self._read_after = records[-1]["dynamodb"]["SequenceNumber"]
+        return records
+
+    def lambda_records(
+        self, *, ttl_deletes: set[str] | frozenset[str] = frozenset()
+    ) -> list[dict[str, Any]]:
+        """New stream records in Lambda's shape; REMOVEs of ``ttl_deletes`` ids get the TTL
+        ``userIdentity``."""
+        shaped = []
+        for record in self.read_stream():
+            pk = record["dynamodb"]["Keys"]["pk"].get("S")
+            ttl = record["eventName"] == "REMOVE" and pk in ttl_deletes
+            shaped.append(to_lambda_record(record, self.stream_arn, ttl_delete=ttl))
+        return shaped
+
+    def removes(self, *, ttl_deletes: set[str] | frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+        return [r for r in self.lambda_records(ttl_deletes=ttl_deletes) if r["eventName"] == "REMOVE"]
