@@ -140,7 +140,7 @@ class SessionExpiry(Construct):
     def __init__(
         self,
         scope: Construct,
-        id: str,  # noqa: A002 - the CDK name
+        id: str,
         *,
         table: dynamodb.ITable | None = None,
         partition_key_name: str | None = None,
@@ -208,7 +208,10 @@ class SessionExpiry(Construct):
             limit=alarm_defaults.STREAM_RETENTION,
         )
         if scratch_bucket is None:
-            for name, value in (("scratch_root", scratch_root), ("scratch_retention", scratch_retention)):
+            for name, value in (
+                ("scratch_root", scratch_root),
+                ("scratch_retention", scratch_retention),
+            ):
                 if value is not None:
                     raise ValueError(
                         f"{name}={value!r} is set without scratch_bucket: expected a "
@@ -233,15 +236,16 @@ class SessionExpiry(Construct):
             self.sort_key_name = sort_key_name
             self.time_to_live_attribute = time_to_live_attribute or contract.DEFAULT_TTL_ATTRIBUTE
         else:
-            for name, value in (
+            table_only: tuple[tuple[str, object], ...] = (
                 ("table_encryption_key", table_encryption_key),
                 ("removal_policy", removal_policy),
                 ("deletion_protection", deletion_protection),
-            ):
-                if value is not None:
+            )
+            for prop, given in table_only:
+                if given is not None:
                     raise ValueError(
-                        f"{name}={value!r} applies only to a table the construct creates: "
-                        f"expected no {name} together with table=, set it on that table instead"
+                        f"{prop}={given!r} applies only to a table the construct creates: "
+                        f"expected no {prop} together with table=, set it on that table instead"
                     )
             (
                 self.partition_key_name,
@@ -395,7 +399,7 @@ class SessionExpiry(Construct):
         return self.cleanup_role.role_arn
 
     def grant_read_write_data(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Grant all data read/write actions on the session table (``ITable.grant_read_write_data``)."""
+        """Grant every data read/write action on the session table (``grant_read_write_data``)."""
         return self.table.grant_read_write_data(grantee)
 
     def grant_session_access(self, function: lambda_.IFunction) -> iam.Grant:
@@ -623,9 +627,7 @@ class SessionExpiry(Construct):
             # the IAM permission only covers the account's own delegation (KMS developer guide,
             # "Retiring and revoking grants").
             fn.add_to_role_policy(
-                iam.PolicyStatement(
-                    actions=["kms:RetireGrant"], resources=[self.grant_key.key_arn]
-                )
+                iam.PolicyStatement(actions=["kms:RetireGrant"], resources=[self.grant_key.key_arn])
             )
         if self.scratch_bucket is not None:
             fn.add_to_role_policy(
@@ -727,16 +729,18 @@ def _check_existing_table(
         )
     keys = {
         getattr(k, "key_type", None): getattr(k, "attribute_name", None)
-        for k in (cfn.key_schema or [])
+        for k in (cfn.key_schema if isinstance(cfn.key_schema, list) else [])
     }
     own = {
         "partition_key_name": (partition_key_name, keys.get("HASH")),
         "sort_key_name": (sort_key_name, keys.get("RANGE")),
     }
     ttl_spec = cfn.time_to_live_specification
-    table_ttl = getattr(ttl_spec, "attribute_name", None) if getattr(
-        ttl_spec, "enabled", False
-    ) is True else None
+    table_ttl = (
+        getattr(ttl_spec, "attribute_name", None)
+        if getattr(ttl_spec, "enabled", False) is True
+        else None
+    )
     if table_ttl is None:
         raise ValueError(
             f"table {table.node.path} has no time to live: expected "

@@ -9,6 +9,7 @@ the filter: it skips any record that is not a REMOVE.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Any
 
 from aws_cdk import aws_lambda as lambda_
@@ -44,7 +45,7 @@ def filter_pattern(event_filter: CleanupEventFilter) -> dict[str, Any]:
     return pattern
 
 
-def filter_criteria(event_filter: CleanupEventFilter) -> list[dict[str, Any]]:
+def filter_criteria(event_filter: CleanupEventFilter) -> list[Mapping[str, Any]]:
     """The ``filters`` of the event source mapping for ``event_filter``.
 
     Built with ``FilterCriteria.filter``: a bare dict of ``FilterRule`` values would

@@ -15,7 +15,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from cdk_session_expiry import CLEANUP_RUNTIME, SessionExpiry
 
@@ -180,7 +180,7 @@ class SessionExpirySampleStack(Stack):
         account = "<AWS::AccountId>" if Token.is_unresolved(self.account) else self.account
         return f"{region}:{account}"
 
-    def acknowledge(self, construct: Construct, finding_id: str, reason: str) -> None:
+    def acknowledge(self, construct: IConstruct, finding_id: str, reason: str) -> None:
         """Acknowledge one cdk-nag finding on ``construct`` (the narrowest that holds it)."""
         self.acknowledgements.append((construct.node.path, finding_id))
         if self._acknowledge_findings:

@@ -17,7 +17,7 @@ _store: SessionStore | None = None
 
 def store() -> SessionStore:
     """The session store, built from the environment ``grant_session_access`` set."""
-    global _store  # noqa: PLW0603 - one client per execution environment
+    global _store
     if _store is None:
         _store = SessionStore.from_env()
     return _store

@@ -1,0 +1,28 @@
+"""Helpers shared by the template tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cdk_json_context() -> dict[str, Any]:
+    """The feature flags and context of ``cdk.json``, as the CDK CLI would pass them."""
+    return dict(json.loads((REPO / "cdk.json").read_text())["context"])
+
+
+def asset_dir(outdir: str | Path, code: dict[str, Any]) -> Path:
+    """The staged asset directory in a cloud assembly for a Lambda ``Code``/``Content``."""
+    key = code["S3Key"]
+    return Path(outdir) / f"asset.{key.removesuffix('.zip')}"
+
+
+def resources_of(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
+    return {
+        logical_id: resource
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] == resource_type
+    }
