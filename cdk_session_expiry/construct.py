@@ -32,6 +32,15 @@ from .filters import CleanupEventFilter, filter_criteria
 #: The newest Python runtime aws-cdk-lib offers (a test fails when a newer one appears).
 CLEANUP_RUNTIME = lambda_.Runtime.PYTHON_3_14
 CLEANUP_ARCHITECTURE = lambda_.Architecture.ARM_64
+#: Runtimes the runtime layer declares: every Python the session runtime supports (>= 3.10),
+#: so application functions need not move to the cleanup function's runtime.
+LAYER_RUNTIMES = (
+    lambda_.Runtime.PYTHON_3_10,
+    lambda_.Runtime.PYTHON_3_11,
+    lambda_.Runtime.PYTHON_3_12,
+    lambda_.Runtime.PYTHON_3_13,
+    CLEANUP_RUNTIME,
+)
 
 DEFAULT_CLEANUP_TIMEOUT = Duration.minutes(5)
 DEFAULT_CLEANUP_MEMORY_SIZE = 256
@@ -361,7 +370,7 @@ class SessionExpiry(Construct):
             self,
             "RuntimeLayer",
             code=assets.runtime_layer_code(),
-            compatible_runtimes=[CLEANUP_RUNTIME],
+            compatible_runtimes=list(LAYER_RUNTIMES),
             compatible_architectures=[lambda_.Architecture.ARM_64, lambda_.Architecture.X86_64],
             description="Session runtime of cdk-session-expiry (import session_expiry_runtime)",
         )

@@ -171,7 +171,16 @@ def test_cleanup_code_asset_has_the_handler_package_at_its_root(synth: Synth) ->
 def test_runtime_layer(synth: Synth) -> None:
     synth.template.has_resource_properties(
         "AWS::Lambda::LayerVersion",
-        {"CompatibleRuntimes": ["python3.14"], "CompatibleArchitectures": ["arm64", "x86_64"]},
+        {
+            "CompatibleRuntimes": [
+                "python3.10",
+                "python3.11",
+                "python3.12",
+                "python3.13",
+                "python3.14",
+            ],
+            "CompatibleArchitectures": ["arm64", "x86_64"],
+        },
     )
     (layer,) = resources_of(synth.json, "AWS::Lambda::LayerVersion").values()
     root = asset_dir(synth.outdir, layer["Properties"]["Content"])
