@@ -241,9 +241,15 @@ class SessionExpiry(Construct):
 
         # --- session table -----------------------------------------------------------------
         if table is None:
-            self.partition_key_name = partition_key_name or contract.DEFAULT_PARTITION_KEY
+            self.partition_key_name = (
+                contract.DEFAULT_PARTITION_KEY if partition_key_name is None else partition_key_name
+            )
             self.sort_key_name = sort_key_name
-            self.time_to_live_attribute = time_to_live_attribute or contract.DEFAULT_TTL_ATTRIBUTE
+            self.time_to_live_attribute = (
+                contract.DEFAULT_TTL_ATTRIBUTE
+                if time_to_live_attribute is None
+                else time_to_live_attribute
+            )
         else:
             table_only: tuple[tuple[str, object], ...] = (
                 ("table_encryption_key", table_encryption_key),
@@ -724,9 +730,11 @@ def _check_existing_table(
     cfn = table.node.default_child
     if not isinstance(cfn, (dynamodb.CfnTable, dynamodb.CfnGlobalTable)):
         return (
-            partition_key_name or contract.DEFAULT_PARTITION_KEY,
+            contract.DEFAULT_PARTITION_KEY if partition_key_name is None else partition_key_name,
             sort_key_name,
-            time_to_live_attribute or contract.DEFAULT_TTL_ATTRIBUTE,
+            contract.DEFAULT_TTL_ATTRIBUTE
+            if time_to_live_attribute is None
+            else time_to_live_attribute,
         )
     stream = cfn.stream_specification
     view_type = getattr(stream, "stream_view_type", None)
