@@ -65,7 +65,8 @@ LOGGER = logging.getLogger("session_expiry_runtime.cleanup")
 #: ``DeleteObjects`` takes at most 1,000 keys (Amazon S3 API Reference, DeleteObjects).
 DELETE_OBJECTS_MAX_KEYS = 1000
 #: botocore ``standard`` retry mode: exponential backoff with jitter, retry quota, and retries
-#: of throttling (incl. 429 LimitExceededException), 5xx and connection errors.
+#: of throttling (incl. 429 LimitExceededException), 5xx and connection errors. Attempts per
+#: call, the first one included (botocore's ``total_max_attempts``).
 MAX_ATTEMPTS = 4
 CONNECT_TIMEOUT_SECONDS = 5
 READ_TIMEOUT_SECONDS = 10
@@ -91,7 +92,7 @@ def client_config(max_workers: int) -> Config:
     cannot outlast the time guard), and a connection pool at least as large as the worker pool.
     """
     return Config(
-        retries={"mode": "standard", "max_attempts": MAX_ATTEMPTS},
+        retries={"mode": "standard", "total_max_attempts": MAX_ATTEMPTS},
         max_pool_connections=max(10, max_workers),
         connect_timeout=CONNECT_TIMEOUT_SECONDS,
         read_timeout=READ_TIMEOUT_SECONDS,

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 
 import pytest
 from moto import mock_aws
-
 from runtime_support import Sandbox
 from session_expiry_runtime import handler as handler_module
 
@@ -36,3 +35,11 @@ def fresh_handler(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(handler_module, "_cleaner", None)
     yield
     handler_module._cleaner = None
+
+
+@pytest.fixture
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore's standard retry mode, minus its exponential backoff sleeps (tests only)."""
+    from botocore.retries import standard
+
+    monkeypatch.setattr(standard.ExponentialBackoff, "delay_amount", lambda self, context: 0)

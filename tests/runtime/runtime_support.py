@@ -19,26 +19,32 @@ from __future__ import annotations
 import base64
 import json
 import time
-from urllib.parse import quote
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import boto3
 from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
 from moto.core import DEFAULT_ACCOUNT_ID
-
+from moto.s3.models import s3_backends
 from session_expiry_runtime.cleaner import SessionCleaner, build_clients
 from session_expiry_runtime.config import RuntimeConfig
 from session_expiry_runtime.metrics import MetricsRecorder
 from session_expiry_runtime.prefixes import build_scratch_prefix
 
 REGION = "us-east-1"
+PARTITION = "aws"
 TABLE = "sessions"
 BUCKET = "scratch-bucket"
 ENDPOINT = "https://abc123defg.execute-api.us-east-1.amazonaws.com/prod"
 CLEANUP_ROLE = f"arn:aws:iam::{DEFAULT_ACCOUNT_ID}:role/session-cleanup"
 APP_ROLE = f"arn:aws:iam::{DEFAULT_ACCOUNT_ID}:role/session-app"
 TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+
+#: One boto3 session for every test client: each new session reloads botocore's service models,
+#: which costs more than the moto calls of a whole test.
+SESSION = boto3.session.Session(region_name=REGION)
 
 
 class FakeContext:
@@ -115,13 +121,11 @@ class Sandbox:
     """moto resources of one test: table + stream, scratch bucket, KMS key, WebSocket endpoint."""
 
     def __init__(self, *, tenant_scoped: bool = False, max_workers: int = 4) -> None:
-        self.ddb = boto3.client("dynamodb", region_name=REGION)
-        self.streams = boto3.client("dynamodbstreams", region_name=REGION)
-        self.s3 = boto3.client("s3", region_name=REGION)
-        self.kms = boto3.client("kms", region_name=REGION)
-        self.apigw = boto3.client(
-            "apigatewaymanagementapi", region_name=REGION, endpoint_url=ENDPOINT
-        )
+        self.ddb = SESSION.client("dynamodb")
+        self.streams = SESSION.client("dynamodbstreams")
+        self.s3 = SESSION.client("s3")
+        self.kms = SESSION.client("kms")
+        self.apigw = SESSION.client("apigatewaymanagementapi", endpoint_url=ENDPOINT)
         table = self.ddb.create_table(
             TableName=TABLE,
             KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
@@ -160,7 +164,9 @@ class Sandbox:
 
     def cleaner(self, config: RuntimeConfig | None = None) -> SessionCleaner:
         config = config or self.config
-        return SessionCleaner(config, build_clients(config), MetricsRecorder(config.metrics_namespace))
+        return SessionCleaner(
+            config, build_clients(config, SESSION), MetricsRecorder(config.metrics_namespace)
+        )
 
     # --- sessions -------------------------------------------------------------------------
     def open_connection(self, connection_id: str) -> None:
@@ -177,6 +183,17 @@ class Sandbox:
         for page in self.kms.get_paginator("list_grants").paginate(KeyId=self.key_arn):
             grants.update(g["GrantId"] for g in page["Grants"])
         return grants
+
+    def put_objects(self, keys: list[str]) -> None:
+        if len(keys) <= 20:
+            for key in keys:
+                self.s3.put_object(Bucket=BUCKET, Key=key, Body=b"scratch")
+            return
+        # Bulk set-up straight into moto's backend (thousands of PutObject calls would dominate
+        # the suite's time); listing and deleting still go through boto3.
+        backend = s3_backends[DEFAULT_ACCOUNT_ID][PARTITION]
+        for key in keys:
+            backend.put_object(BUCKET, key, b"scratch")
 
     def keys_under(self, prefix: str) -> list[str]:
         keys: list[str] = []
@@ -197,7 +214,8 @@ class Sandbox:
     ) -> Session:
         """Create a connection, a grant (retiring principal: the cleanup role), scratch objects
         under a fresh incarnation prefix, and the session item that names them."""
-        connection_id = f"{session_id}-conn="
+        # API Gateway connection ids are unique per connection, like "L0SM9cOFvHcCIhw=".
+        connection_id = f"{session_id}-{uuid.uuid4().hex[:8]}="
         self.open_connection(connection_id)
         grant = self.kms.create_grant(
             KeyId=self.key_arn,
@@ -213,8 +231,7 @@ class Sandbox:
                 tenant_scoped=self.config.tenant_scoped_scratch,
             )
         keys = [prefix + name for name in object_names]
-        for key in keys:
-            self.s3.put_object(Bucket=BUCKET, Key=key, Body=b"scratch")
+        self.put_objects(keys)
         expires = int(time.time()) + 3600 if expires_at is None else expires_at
         item: dict[str, Any] = {
             "pk": {"S": session_id},
@@ -300,5 +317,9 @@ class Sandbox:
             shaped.append(to_lambda_record(record, self.stream_arn, ttl_delete=ttl))
         return shaped
 
-    def removes(self, *, ttl_deletes: set[str] | frozenset[str] = frozenset()) -> list[dict[str, Any]]:
-        return [r for r in self.lambda_records(ttl_deletes=ttl_deletes) if r["eventName"] == "REMOVE"]
+    def removes(
+        self, *, ttl_deletes: set[str] | frozenset[str] = frozenset()
+    ) -> list[dict[str, Any]]:
+        return [
+            r for r in self.lambda_records(ttl_deletes=ttl_deletes) if r["eventName"] == "REMOVE"
+        ]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from runtime_support import TTL_IDENTITY, FakeContext, Sandbox, event
 from session_expiry_runtime.handler import handler
 
@@ -43,7 +42,11 @@ def test_deleted_session_is_cleaned_and_neighbour_prefix_survives(
     (line,) = [r.session for r in session_logs.records if hasattr(r, "session")]
     assert line["outcome"] == "cleaned"
     assert line["reason"] == "explicit"
-    assert line["steps"] == {"DeleteConnection": "done", "RetireGrant": "done", "DeleteScratch": "done"}
+    assert line["steps"] == {
+        "DeleteConnection": "done",
+        "RetireGrant": "done",
+        "DeleteScratch": "done",
+    }
     assert line["objectsDeleted"] == 3
     assert line["sequenceNumber"] == record["dynamodb"]["SequenceNumber"]
     assert "grantToken" not in json.dumps(line)  # the bearer token never reaches the logs
