@@ -1,0 +1,177 @@
+"""The sample app: whole-template snapshot, cdk-nag, cfn-lint, and how it uses the construct."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import App, Environment, Stack, assertions
+from cdk_nag import AwsSolutionsChecks
+from cfnlint.api import ManualArgs, lint
+
+from cdk_session_expiry import _runtime_contract as contract
+from sample_app.app import build_app
+from sample_app.stack import SessionExpirySampleStack
+
+from .helpers import cdk_json_context, resources_of
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "sample_app.json"
+ACCOUNT, REGION = "123456789012", "us-east-1"
+CONTEXT = {"sample:account": ACCOUNT, "sample:region": REGION}
+_ASSET_HASH = re.compile(r"\b[0-9a-f]{64}\b")
+
+
+class Sample:
+    def __init__(self, outdir: Path) -> None:
+        self.app = build_app({**cdk_json_context(), **CONTEXT}, outdir=str(outdir))
+        (stack,) = (c for c in self.app.node.children if isinstance(c, Stack))
+        assert isinstance(stack, SessionExpirySampleStack)
+        self.stack = stack
+        self.template = assertions.Template.from_stack(stack)
+        self.json: dict[str, Any] = self.template.to_json()
+
+    def id(self, construct: Any) -> str:
+        return self.stack.get_logical_id(construct.node.default_child)
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Sample:
+    return Sample(tmp_path_factory.mktemp("sample"))
+
+
+@pytest.fixture(scope="module")
+def findings_without_acknowledgements() -> tuple[SessionExpirySampleStack, list[Any]]:
+    """cdk-nag findings of the sample stack built with every acknowledgement left out."""
+    app = App(context=cdk_json_context())
+    stack = SessionExpirySampleStack(
+        app,
+        "Unacknowledged",
+        env=Environment(account=ACCOUNT, region=REGION),
+        acknowledge_findings=False,
+    )
+    return stack, list(AwsSolutionsChecks().validate_scope(stack).violations)
+
+
+def _normalised(template: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(_ASSET_HASH.sub("<asset-hash>", json.dumps(template)))  # type: ignore[no-any-return]
+
+
+# --- snapshot -------------------------------------------------------------------------------
+
+
+def test_snapshot(sample: Sample) -> None:
+    actual = _normalised(sample.json)
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
+        SNAPSHOT.parent.mkdir(exist_ok=True)
+        SNAPSHOT.write_text(json.dumps(actual, indent=1, sort_keys=True) + "\n")
+    assert SNAPSHOT.is_file(), f"no snapshot at {SNAPSHOT}: run with UPDATE_SNAPSHOTS=1"
+    assert actual == json.loads(SNAPSHOT.read_text()), (
+        "the sample template changed; review the diff and run with UPDATE_SNAPSHOTS=1"
+    )
+
+
+# --- cdk-nag --------------------------------------------------------------------------------
+
+
+def test_cdk_nag_finds_nothing_unacknowledged(sample: Sample) -> None:
+    report = AwsSolutionsChecks().validate_scope(sample.stack)
+    assert [
+        (v.rule_name, [r.construct_path for r in v.violating_resources]) for v in report.violations
+    ] == []
+    assert report.success
+
+
+def test_every_acknowledgement_still_suppresses_a_real_finding(
+    sample: Sample,
+    findings_without_acknowledgements: tuple[SessionExpirySampleStack, list[Any]],
+) -> None:
+    stack, violations = findings_without_acknowledgements
+    found = {(r.construct_path, v.rule_name) for v in violations for r in v.violating_resources}
+    # Same construct tree apart from the stack name: compare paths below the stack.
+    found = {(path.split("/", 1)[1], rule) for path, rule in found}
+    acknowledged = [(path.split("/", 1)[1], rule) for path, rule in sample.stack.acknowledgements]
+    assert acknowledged, "the sample app acknowledges nothing: drop this test"
+    for path, rule in acknowledged:
+        assert any(
+            rule == found_rule and (found_path == path or found_path.startswith(path + "/"))
+            for found_path, found_rule in found
+        ), f"acknowledgement {rule} on {path} suppresses no finding"
+    # And nothing else was found: every finding is one of the acknowledged ones.
+    for found_path, found_rule in found:
+        assert any(
+            rule == found_rule and (found_path == path or found_path.startswith(path + "/"))
+            for path, rule in acknowledged
+        ), f"unacknowledged finding {found_rule} on {found_path}"
+    assert len(stack.acknowledgements) == len(sample.stack.acknowledgements)
+
+
+# --- cfn-lint -------------------------------------------------------------------------------
+
+
+def test_cfn_lint_reports_no_errors(sample: Sample) -> None:
+    matches = lint(json.dumps(sample.json), config=ManualArgs(regions=[REGION]))
+    errors = [str(m) for m in matches if m.rule.id.startswith("E")]
+    assert errors == []
+
+
+# --- how the sample uses the construct ------------------------------------------------------
+
+
+def test_route_handlers_use_the_runtime_layer_and_session_environment(sample: Sample) -> None:
+    layer = {"Ref": sample.id(sample.stack.sessions.runtime_layer)}
+    handlers = {
+        logical_id: resource["Properties"]
+        for logical_id, resource in resources_of(sample.json, "AWS::Lambda::Function").items()
+        if resource["Properties"]["Handler"]
+        in {"connect.handler", "message.handler", "disconnect.handler"}
+    }
+    assert len(handlers) == 3
+    for props in handlers.values():
+        assert props["Layers"] == [layer]
+        variables = props["Environment"]["Variables"]
+        assert variables[contract.ENV_TABLE_NAME] == {"Ref": sample.id(sample.stack.sessions.table)}
+        assert variables[contract.ENV_RETIRING_PRINCIPAL] == {
+            "Fn::GetAtt": [sample.id(sample.stack.sessions.cleanup_role), "Arn"]
+        }
+        assert props["Runtime"] == "python3.14"
+        assert props["Architectures"] == ["arm64"]
+
+
+def test_connect_route_is_iam_authorized(sample: Sample) -> None:
+    sample.template.has_resource_properties(
+        "AWS::ApiGatewayV2::Route", {"RouteKey": "$connect", "AuthorizationType": "AWS_IAM"}
+    )
+
+
+def test_cleanup_targets_the_stage_key_and_scratch_bucket(sample: Sample) -> None:
+    (cleanup,) = (
+        resource["Properties"]
+        for resource in resources_of(sample.json, "AWS::Lambda::Function").values()
+        if resource["Properties"]["Handler"] == contract.CLEANUP_HANDLER
+    )
+    variables = cleanup["Environment"]["Variables"]
+    for name in (
+        contract.ENV_WEBSOCKET_ENDPOINT,
+        contract.ENV_GRANT_KEY_ARN,
+        contract.ENV_SCRATCH_BUCKET,
+        contract.ENV_SCRATCH_ROOT,
+    ):
+        assert name in variables
+
+
+def test_alarms_notify_the_encrypted_topic(sample: Sample) -> None:
+    (topic_id,) = resources_of(sample.json, "AWS::SNS::Topic")
+    for alarm in resources_of(sample.json, "AWS::CloudWatch::Alarm").values():
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
+    sample.template.has_resource_properties(
+        "AWS::SNS::Topic", {"KmsMasterKeyId": assertions.Match.any_value()}
+    )
+
+
+def test_keys_rotate(sample: Sample) -> None:
+    for key in resources_of(sample.json, "AWS::KMS::Key").values():
+        assert key["Properties"]["EnableKeyRotation"] is True
