@@ -1,10 +1,11 @@
 """One throughput run in a fresh process: ``python -m bench.case SPEC.json RESULT.json``.
 
-The spec names the implementation (``handler``: ``session_expiry_runtime.handler``;
-``naive``: ``bench.naive``), the event file and the environment. The process applies the
+The spec names the module whose ``handler`` runs (``session_expiry_runtime.handler`` or
+``bench.naive``), the event file and the environment. The process applies the
 environment, counts every AWS API call through botocore's ``before-call``/``after-call``
 events on every client created in it (whatever session creates it), imports the module,
-invokes ``handler(event, context)`` once and writes the wall time, the calls, the in-flight
+invokes the handler once untimed on the warm-up event (one other session), then
+``handler(event, context)`` once, and writes the wall time, the calls, the in-flight
 concurrency seen and ``ru_maxrss`` (what Lambda reports as "Max Memory Used") to RESULT.json.
 Its stdout and stderr (the handler's logs and metrics) go wherever the caller sends them.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
 import resource
 import sys
@@ -22,7 +24,23 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-MODULES = {"handler": "session_expiry_runtime.handler", "naive": "bench.naive"}
+
+
+class LambdaJsonFormatter(logging.Formatter):
+    """Roughly what the Lambda runtime writes with the JSON log format: one JSON object per
+    record, extra fields included, so log volume costs what it costs in Lambda."""
+
+    _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message"}
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc = {
+            "timestamp": self.formatTime(record),
+            "level": record.levelname,
+            "message": record.getMessage(),
+            "logger": record.name,
+        }
+        doc.update({k: v for k, v in vars(record).items() if k not in self._STANDARD})
+        return json.dumps(doc, default=str)
 
 
 class CallRecorder:
@@ -34,6 +52,13 @@ class CallRecorder:
         self.spans: list[tuple[float, float]] = []
         self._open: dict[int, float] = {}
         self._lock = threading.Lock()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.calls.clear()
+            self.attempts.clear()
+            self.spans.clear()
+            self._open.clear()
 
     def install(self) -> None:
         import botocore.session
@@ -97,6 +122,12 @@ class FakeContext:
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     os.environ.update(spec["env"])
+    # Lambda's JSON log format: the application log level defaults to INFO.
+    stream = logging.StreamHandler(sys.stdout)
+    stream.setFormatter(LambdaJsonFormatter())
+    logging.basicConfig(level=logging.INFO, handlers=[stream])
+    for noisy in ("botocore", "boto3", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     sys.path.insert(0, spec["lambda_src"])
     sys.path.insert(0, spec["repo"])
     event = json.loads(Path(spec["event_path"]).read_text())
@@ -104,9 +135,16 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     recorder.install()
     rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
-    module = importlib.import_module(MODULES[spec["impl"]])
+    module = importlib.import_module(spec["module"])
     t_import = time.perf_counter() - t0
     rss_imported = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # Warm-up: one invocation with one other session, untimed, uncounted. Both implementations
+    # then run warm, as every invocation but an execution environment's first does: clients
+    # created, endpoint rules loaded, credentials resolved. Cold start is measured on its own.
+    first = time.perf_counter()
+    module.handler(json.loads(Path(spec["warmup_path"]).read_text()), FakeContext(60, spec["memory_mb"]))
+    t_warmup = time.perf_counter() - first
+    recorder.reset()
     context = FakeContext(spec["timeout_s"], spec["memory_mb"])
     wall_start = time.perf_counter()
     cpu_start = time.process_time()
@@ -121,6 +159,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "wall_s": wall_end - wall_start,
         "cpu_s": cpu,
         "import_s": t_import,
+        "warmup_s": t_warmup,
         "failures": len(failures),
         "bad_identifiers": sum(1 for f in failures if not f.get("itemIdentifier")),
         "calls": dict(recorder.calls),

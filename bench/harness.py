@@ -2,9 +2,10 @@
 
 Fixture of a run (one scenario, one implementation, its own table, bucket and KMS key):
 
-* ``sessions`` expired sessions, each with a WebSocket connection (registered in moto's API
-  Gateway Management API backend), a KMS grant (``CreateGrant`` naming a retiring principal)
-  and ``objects`` scratch objects under its own per-incarnation prefix;
+* ``sessions`` expired sessions (plus one, ``w-1``, for an untimed warm-up invocation), each
+  with a WebSocket connection (registered in moto's API Gateway Management API backend), a
+  KMS grant (``CreateGrant`` naming a retiring principal) and ``objects`` scratch objects
+  under its own per-incarnation prefix;
 * ``controls`` live sessions whose session ids extend an expired one's (``b-1`` / ``b-1x``),
   so a prefix listed without its trailing ``/`` would reach them; they are never deleted and
   must come through untouched (each holds a few objects: enough to see damage, few enough not
@@ -21,6 +22,7 @@ import base64
 import datetime as dt
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -172,6 +174,7 @@ class Fixture:
     bucket: str
     key_arn: str
     event: dict[str, Any]
+    warmup_event: dict[str, Any]
     expired: list[Session]
     controls: list[Session]
     env: dict[str, str] = field(default_factory=dict)
@@ -220,7 +223,7 @@ def build_fixture(server: MotoServer, scenario: Scenario, impl: str) -> Fixture:
 
     server.set_latency_ms(0)
     c = clients(server.endpoint)
-    run_id = f"{scenario.name}-{impl}".lower().replace("_", "-")
+    run_id = re.sub(r"[^a-z0-9]+", "-", f"{scenario.name}-{impl}".lower()).strip("-")[:50]
     table = f"bench-{run_id}"
     bucket = f"bench-{run_id}"
     c["dynamodb"].create_table(
@@ -248,7 +251,9 @@ def build_fixture(server: MotoServer, scenario: Scenario, impl: str) -> Fixture:
             server.seed_objects(bucket, prefix, objects)
         return Session(session_id, connection_id, grant["GrantId"], grant["GrantToken"], prefix, objects)
 
+    # One more expired session, "w-1", whose REMOVE is the warm-up invocation's only record.
     expired = [new_session(f"b-{i}", scenario.objects) for i in range(1, scenario.sessions + 1)]
+    expired.append(new_session("w-1", scenario.objects))
     controls = [new_session(f"b-{i}x", 5) for i in range(1, scenario.controls + 1)]
     now = int(time.time())
     for s in expired + controls:
@@ -283,15 +288,18 @@ def build_fixture(server: MotoServer, scenario: Scenario, impl: str) -> Fixture:
             it = page.get("NextShardIterator")
     # The event source mapping's filter ({"eventName": ["REMOVE"]}) passes only these.
     removes = [to_lambda_record(r, stream_arn) for r in records if r["eventName"] == "REMOVE"]
-    if len(removes) != scenario.sessions:
-        raise RuntimeError(f"{run_id}: expected {scenario.sessions} REMOVE records, got {len(removes)}")
+    if len(removes) != scenario.sessions + 1:
+        raise RuntimeError(f"{run_id}: expected {scenario.sessions + 1} REMOVE records, got {len(removes)}")
+    warmup = [r for r in removes if r["dynamodb"]["Keys"]["pk"]["S"] == "w-1"]
+    measured = [r for r in removes if r["dynamodb"]["Keys"]["pk"]["S"] != "w-1"]
     return Fixture(
         scenario=scenario,
         run_id=run_id,
         table=table,
         bucket=bucket,
         key_arn=key_arn,
-        event={"Records": removes},
+        event={"Records": measured},
+        warmup_event={"Records": warmup},
         expired=expired,
         controls=controls,
     )

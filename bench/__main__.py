@@ -1,0 +1,129 @@
+"""``python -m bench`` (what ``make bench`` runs): every measurement, one table, BENCHMARKS.md.
+
+Order: synth (gives the construct's deployed defaults: memory, timeout, the function's
+environment), cleanup throughput and calls per session against moto_server, cold start. The
+tables go to stdout and, with the machine description, the commands and the date, into
+``BENCHMARKS.md``; raw numbers go to ``bench/results/latest.json`` (git-ignored).
+
+Options: ``--quick`` runs smaller sizes and does not write BENCHMARKS.md (a check that the
+bench works, not a measurement); ``--no-write`` keeps BENCHMARKS.md as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from . import coldstart, harness, report, throughput
+
+LATENCY_MS = 20.0
+
+
+def plan(quick: bool) -> dict[str, Any]:
+    if quick:
+        return {
+            "scenarios": [
+                harness.Scenario("0 objects", 20, 0),
+                harness.Scenario("50 objects", 20, 50),
+                harness.Scenario("2,500 objects", 4, 2_500),
+            ],
+            "coldstart_runs": 5,
+            "synth_sizes": "1,5",
+            "synth_repeats": 1,
+        }
+    return {
+        "scenarios": [
+            harness.Scenario("0 objects", 100, 0),
+            harness.Scenario("50 objects", 100, 50),
+            # 2,500 objects a session: 16 sessions (40,000 objects) instead of 100 keep moto's
+            # S3 listing in budget; 16 is still twice the default worker count.
+            harness.Scenario("2,500 objects", 16, 2_500),
+        ],
+        "coldstart_runs": 15,
+        "synth_sizes": "1,10,50",
+        "synth_repeats": 2,
+    }
+
+
+def run_synth(sizes: str, repeats: int, log: Any) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-synth-out-") as tmp:
+        out = Path(tmp) / "synth.json"
+        proc = subprocess.run(  # noqa: S603 - our own module
+            [sys.executable, "-m", "bench.synth", str(out)],
+            cwd=harness.REPO,
+            env={**os.environ, "BENCH_SYNTH_SIZES": sizes, "BENCH_SYNTH_REPEATS": str(repeats)},
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode:
+            print(proc.stdout, proc.stderr, file=log)
+            proc.check_returncode()
+        return dict(json.loads(out.read_text()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes; BENCHMARKS.md untouched")
+    parser.add_argument("--no-write", action="store_true", help="leave BENCHMARKS.md untouched")
+    args = parser.parse_args(argv)
+    log = sys.stderr
+    p = plan(args.quick)
+    started = time.time()
+    machine_before = report.machine()
+
+    print("[1/3] synth: construct defaults and scaling ...", file=log, flush=True)
+    synth = run_synth(p["synth_sizes"], p["synth_repeats"], log)
+    defaults = synth["defaults"]
+
+    print(
+        f"[2/3] cleanup throughput against moto_server, {LATENCY_MS:g} ms per AWS call ...",
+        file=log,
+        flush=True,
+    )
+    wide = {"SESSION_EXPIRY_MAX_WORKERS": "32"}
+    extra = [
+        (s, "handler (max_workers=32)", "session_expiry_runtime.handler", wide)
+        for s in p["scenarios"]
+        if s.objects <= 50
+    ]
+    runs = throughput.run_all(
+        p["scenarios"], latency_ms=LATENCY_MS, defaults=defaults, log=log, extra=extra
+    )
+
+    print("[3/3] cold start ...", file=log, flush=True)
+    cold = coldstart.run_all(p["coldstart_runs"], log)
+
+    elapsed = time.time() - started
+    data = {
+        "quick": args.quick,
+        "latency_ms": LATENCY_MS,
+        "machine": machine_before,
+        "load_after": os.getloadavg(),
+        "elapsed_s": elapsed,
+        "synth": synth,
+        "throughput": [r.to_json() for r in runs],
+        "coldstart": cold,
+    }
+    results_dir = harness.REPO / "bench" / "results"
+    results_dir.mkdir(exist_ok=True)
+    (results_dir / "latest.json").write_text(json.dumps(data, indent=2, default=str))
+
+    tables = report.tables(data)
+    print(tables)
+    if not (args.quick or args.no_write):
+        (harness.REPO / "BENCHMARKS.md").write_text(report.document(data, tables))
+        print("BENCHMARKS.md written", file=log)
+    ok = all(r.verification.clean and not r.case["failures"] for r in runs)
+    print(f"bench finished in {elapsed:.0f} s", file=log)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
