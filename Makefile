@@ -40,3 +40,8 @@ lint: setup
 
 clean:
 	rm -rf cdk.out .pytest_cache dist build
+
+# Benchmarks (issue 7): prints the tables and rewrites BENCHMARKS.md; a few minutes.
+.PHONY: bench
+bench: setup
+	$(PY) -m bench
