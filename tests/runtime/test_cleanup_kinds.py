@@ -114,7 +114,6 @@ def test_removal_is_classified(
 
     (line,) = session_lines(session_logs)
     assert line["reason"] == expected
-    assert cleaner.metrics.snapshot() == {} or True  # flushed after the batch
     if expected == "explicit":
         assert "ttlLagSeconds" not in line
     else:

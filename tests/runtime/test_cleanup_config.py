@@ -1,0 +1,100 @@
+"""The cleanup function's environment: what it accepts, what it rejects, which clients it builds."""
+
+from __future__ import annotations
+
+import pytest
+from runtime_support import FakeContext, Sandbox, event
+from session_expiry_runtime import handler as handler_module
+from session_expiry_runtime.cleaner import build_clients
+from session_expiry_runtime.config import RuntimeConfig, validate_cleanup_config
+
+KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+ENDPOINT = "https://abc123defg.execute-api.us-east-1.amazonaws.com/prod"
+GOOD = {
+    "SESSION_EXPIRY_WEBSOCKET_ENDPOINT": ENDPOINT,
+    "SESSION_EXPIRY_GRANT_KEY_ARN": KEY_ARN,
+    "SESSION_EXPIRY_SCRATCH_BUCKET": "scratch-bucket",
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("SESSION_EXPIRY_MAX_WORKERS", "0", "positive integer"),
+        ("SESSION_EXPIRY_MAX_WORKERS", "eight", "positive integer"),
+        ("SESSION_EXPIRY_TIME_GUARD_MS", "-1", "positive integer"),
+        (
+            "SESSION_EXPIRY_WEBSOCKET_ENDPOINT",
+            "abc123defg.execute-api.us-east-1.amazonaws.com/prod",
+            "https://",
+        ),
+        (
+            "SESSION_EXPIRY_WEBSOCKET_ENDPOINT",
+            "wss://abc123defg.execute-api.us-east-1.amazonaws.com/prod",
+            "https://",
+        ),
+        ("SESSION_EXPIRY_WEBSOCKET_ENDPOINT", "https:///prod", "https://"),
+        ("SESSION_EXPIRY_GRANT_KEY_ARN", "alias/sessions", "key ARN"),
+        ("SESSION_EXPIRY_GRANT_KEY_ARN", "1234abcd-12ab-34cd-56ef-1234567890ab", "key ARN"),
+        ("SESSION_EXPIRY_SCRATCH_ROOT", "/sessions/", "must not start with '/'"),
+        ("SESSION_EXPIRY_SCRATCH_ROOT", "sessions", "must end with '/'"),
+        ("SESSION_EXPIRY_SCRATCH_ROOT", "sessions/*/", "wildcards"),
+        ("SESSION_EXPIRY_SCRATCH_ROOT", "a//b/", "segment"),
+        ("SESSION_EXPIRY_METRICS_NAMESPACE", "x" * 1025, "1-1024"),
+    ],
+)
+def test_fails_on_bad_environment(
+    monkeypatch: pytest.MonkeyPatch, fresh_handler: None, name: str, value: str, message: str
+) -> None:
+    for k, v in {**GOOD, name: value}.items():
+        monkeypatch.setenv(k, v)
+
+    with pytest.raises(ValueError, match=message) as raised:
+        handler_module.handler(event(), FakeContext())
+    assert name in str(raised.value) or "scratch root" in str(raised.value)
+
+
+def test_fails_again_on_every_invocation_until_fixed(
+    monkeypatch: pytest.MonkeyPatch, fresh_handler: None
+) -> None:
+    monkeypatch.setenv("SESSION_EXPIRY_MAX_WORKERS", "0")
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            handler_module.handler(event(), FakeContext())
+
+
+def test_only_configured_targets_get_clients() -> None:
+    clients = build_clients(RuntimeConfig(scratch_bucket="b"))
+    assert clients.s3 is not None and clients.kms is None and clients.apigateway is None
+
+
+def test_clients_use_the_management_endpoint_and_endpoint_overrides(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:5000")
+    config = validate_cleanup_config(
+        RuntimeConfig.from_env({**GOOD, "SESSION_EXPIRY_MAX_WORKERS": "16"})
+    )
+
+    clients = build_clients(config)
+
+    assert clients.apigateway.meta.endpoint_url == ENDPOINT
+    assert clients.s3.meta.endpoint_url == "http://127.0.0.1:5000"  # moto_server style override
+    for client in (clients.apigateway, clients.kms, clients.s3):
+        assert client.meta.config.retries["mode"] == "standard"
+        assert client.meta.config.max_pool_connections >= 16
+
+
+def test_local_http_endpoint_is_accepted_for_moto_server() -> None:
+    config = RuntimeConfig(websocket_endpoint="http://127.0.0.1:5000/prod")
+    assert validate_cleanup_config(config) is config
+
+
+def test_event_without_records_is_a_no_op(
+    aws: None, monkeypatch: pytest.MonkeyPatch, fresh_handler: None
+) -> None:
+    sandbox = Sandbox()
+    for k, v in sandbox.env().items():
+        monkeypatch.setenv(k, v)
+    assert handler_module.handler({}, FakeContext()) == {"batchItemFailures": []}
+    assert handler_module.handler(event(), None) == {"batchItemFailures": []}
