@@ -13,7 +13,7 @@ export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 # The venv's python3 runs app.py when the CDK CLI calls "python3 app.py".
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: setup synth test lint clean
+.PHONY: setup synth test lint clean sandbox
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -30,6 +30,11 @@ $(NODE_STAMP): package.json package-lock.json
 synth: setup
 	cdk synth --quiet
 	@echo "Templates written to cdk.out/"
+
+# Deploy the sample app into a local AWS emulator with the CDK CLI and drive sessions
+# through their life; exits non-zero on any leaked or wrongly deleted resource.
+sandbox: setup
+	$(PY) -m sandbox $(SANDBOX_ARGS)
 
 test: setup
 	$(PY) -m pytest

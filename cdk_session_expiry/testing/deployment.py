@@ -12,6 +12,7 @@ import io
 import json
 import queue
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -127,6 +128,12 @@ class DeployedFunction:
                 archive.extractall(root)  # noqa: S202 - entries checked above
             self._task_root = root
         return self._task_root
+
+    def remove_task_root(self) -> None:
+        """Delete the extracted code asset, if any."""
+        if self._task_root is not None:
+            shutil.rmtree(self._task_root, ignore_errors=True)
+            self._task_root = None
 
     def runtime_env(self, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment the handler runs with: its deployed variables, Lambda's reserved

@@ -45,13 +45,21 @@ class LocalEmulator:
     Args:
         port: TCP port on 127.0.0.1. Default: a free port chosen by the OS.
         region: Region clients use. Default: ``us-east-1``.
+        verbose_errors: print moto's tracebacks of requests it failed with HTTP 500.
+            Default: off (they are counted in :attr:`internal_errors`).
 
     Caveat: moto keeps its state in module globals. ``moto.mock_aws`` resets that state when it
     starts, so do not use ``mock_aws`` in the same process while an emulator holds a deployment.
     """
 
-    def __init__(self, *, port: int | None = None, region: str = REGION) -> None:
+    def __init__(self, *, port: int | None = None, region: str = REGION,
+                 verbose_errors: bool = False) -> None:
         self.port = port
+        self.verbose_errors = verbose_errors
+        #: First lines of errors moto raised while answering a request (answered with HTTP
+        #: 500; SDK clients retry them). moto's models are not all thread-safe, e.g. listing a
+        #: bucket while keys are deleted concurrently.
+        self.internal_errors: list[str] = []
         self.region = region
         self.account_id = ACCOUNT_ID
         self._server: Any = None
@@ -69,8 +77,12 @@ class LocalEmulator:
 
         if self._server is not None:
             return self
-        # One access-log line per request drowns every report; errors still show.
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        # One access-log line per request drowns every report. Errors inside moto (a 500
+        # answered to the client, which the SDK retries) are counted in internal_errors and
+        # printed only with verbose_errors.
+        werkzeug_log = logging.getLogger("werkzeug")
+        werkzeug_log.setLevel(logging.ERROR)
+        werkzeug_log.addFilter(self._error_filter)
         # moto warns once per resource type its CloudFormation does not model (bucket
         # policies, alarms, ...); the CDK deploy still succeeds.
         warnings.filterwarnings("ignore", category=UserWarning, module=r"moto\.cloudformation")
@@ -86,8 +98,15 @@ class LocalEmulator:
         self.port = int(server.get_host_and_port()[1])
         return self
 
+    def _error_filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            self.internal_errors.append(record.getMessage().splitlines()[0][:200])
+            return self.verbose_errors
+        return True
+
     def stop(self) -> None:
         """Stop the server and restore moto's stream delivery. Idempotent."""
+        logging.getLogger("werkzeug").removeFilter(self._error_filter)
         if self._server is None:
             return
         try:

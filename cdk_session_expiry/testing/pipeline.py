@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import re
+import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -10,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cdk_session_expiry import _runtime_contract as contract
 from cdk_session_expiry.testing.cdk_cli import CdkCli
 from cdk_session_expiry.testing.deployment import DeployedFunction, DeployedStack, LocalLambda
 from cdk_session_expiry.testing.emulator import LocalEmulator
@@ -20,6 +25,8 @@ from cdk_session_expiry.testing.poller import (
     Invocation,
     PollReport,
 )
+
+_UNSUPPORTED = re.compile(r"No Moto CloudFormation support for (\S+)")
 
 
 @dataclass
@@ -95,6 +102,9 @@ class LocalPipeline:
         self.metrics = EmfMetrics()
         self.logs: list[str] = []
         self._owns_emulator = owns_emulator
+        #: Resource types of the deployed template that moto's CloudFormation does not create
+        #: (filled by :meth:`deploy`), e.g. ``AWS::CloudWatch::Alarm``.
+        self.unmodelled_resource_types: list[str] = []
         self._lambda: LocalLambda | None = None
         self._poller: EventSourceMappingPoller | None = None
         self._log_listeners: list[Callable[[str], None]] = []
@@ -122,11 +132,19 @@ class LocalPipeline:
         emu = emulator or LocalEmulator().start()
         try:
             cli = CdkCli(emu, app_dir, app=app, context=context)
-            cli.bootstrap()
-            outputs = cli.deploy([stack] if stack else [])
+            # moto logs a warning per resource type its CloudFormation does not model; keep
+            # them as data instead of noise.
+            with _collect_log("moto.cloudformation.parsing") as captured:
+                try:
+                    cli.bootstrap()
+                    outputs = cli.deploy([stack] if stack else [])
+                finally:
+                    shutil.rmtree(cli.output_dir, ignore_errors=True)
             names = [stack] if stack else list(outputs) or _deployed_stack_names(emu)
             pipeline = cls._find(emu, names, function_logical_id)
             pipeline._owns_emulator = owns
+            pipeline.unmodelled_resource_types = sorted(set(
+                _UNSUPPORTED.findall("\n".join(captured))))
             return pipeline
         except BaseException:
             if owns:
@@ -180,15 +198,26 @@ class LocalPipeline:
     def stream_arn(self) -> str:
         return self.mapping.event_source_arn
 
+    def session_environment(self) -> dict[str, str]:
+        """The session runtime's environment as deployed (what ``SessionStore.from_env()`` reads).
+
+        Taken from a function of the stack whose ``SESSION_EXPIRY_TABLE_NAME`` names the session
+        table (``SessionExpiry.grant_session_access`` sets it on application functions);
+        without one, the cleanup function's variables plus the table name.
+        """
+        lam = self.emulator.client("lambda")
+        for logical_id, physical_id in sorted(
+                self.stack.physical_ids("AWS::Lambda::Function").items()):
+            config = lam.get_function_configuration(FunctionName=physical_id)
+            variables = dict((config.get("Environment") or {}).get("Variables") or {})
+            if variables.get(contract.ENV_TABLE_NAME) == self.table_name:
+                return variables
+        return {**self.function.environment, contract.ENV_TABLE_NAME: self.table_name}
+
     def application_env(self) -> dict[str, str]:
-        """Environment for application code (e.g. ``SessionStore.from_env()``): the cleanup
-        function's deployed variables (table name, attribute names, scratch bucket, …) plus the
-        emulator's endpoint and fake credentials."""
-        env = self.function.environment
-        env.update(self.function.runtime_env())
-        return {k: v for k, v in env.items()
-                if not k.startswith(("AWS_LAMBDA_", "LAMBDA_", "_HANDLER", "AWS_EXECUTION_ENV",
-                                     "PYTHON"))}
+        """Environment for application code in tests: :meth:`session_environment` plus the
+        emulator's endpoint, Region and fake credentials (``AWS_ENDPOINT_URL`` and friends)."""
+        return {**self.session_environment(), **self.emulator.aws_env()}
 
     # -- TTL --------------------------------------------------------------------------------------
     def ttl_delete(self, key: Mapping[str, Any], *, now: float | None = None) -> str | None:
@@ -285,6 +314,7 @@ class LocalPipeline:
         if self._lambda is not None:
             self._lambda.close()
             self._lambda = None
+        self.function.remove_task_root()
         if self._owns_emulator:
             self.emulator.stop()
 
@@ -293,6 +323,27 @@ class LocalPipeline:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def _collect_log(name: str) -> Iterator[list[str]]:
+    """Collect (and silence) the records of logger ``name`` while the block runs."""
+    lines: list[str] = []
+
+    class _Collector(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    logger = logging.getLogger(name)
+    handler = _Collector()
+    previous = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = previous
 
 
 def _deployed_stack_names(emulator: LocalEmulator) -> list[str]:

@@ -1,0 +1,452 @@
+"""The sandbox scenario: sessions through their whole life against the deployed sample app.
+
+1. Start the emulator (moto's server in this process) and ``cdk bootstrap`` + ``cdk deploy``
+   the sample app into it with the CDK CLI.
+2. Read the pipeline back from the emulator (table, stream, event source mapping, cleanup
+   function and its code asset) and the session runtime's deployed environment.
+3. Create sessions through the session runtime (``SessionStore``), each with a WebSocket
+   connection, a KMS grant whose retiring principal is the cleanup role, and scratch objects
+   (some sessions with more than 1,000 objects, some with awkward key names).
+4. Expire some (TTL-shaped deletes), end some (``SessionStore.end``), leave some live, and
+   reuse some expired session ids for a new incarnation before the cleanup runs.
+5. Run the cleanup: the deployed function's code, fed from the deployed stream with the
+   deployed mapping's settings.
+6. Verify against the emulator: every ended/expired session's connection, grant and scratch
+   objects are gone; every live session's are intact. Print a report; exit 1 on any mismatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+#: Key names that trip naive cleanups: spaces, ``+``, ``%``, Unicode, control characters.
+AWKWARD_NAMES = (
+    "with space.txt",
+    "plus+sign",
+    "100%",
+    "%2F-encoded",
+    "ünïcødé/☃ snow",
+    "tab\there",
+    "ctrl\x01char",
+    "unit\x1fsep",
+)
+BIG_OBJECT_COUNT = 1_050  # more than one ListObjectsV2 page and one DeleteObjects request
+
+
+@dataclass
+class SessionPlan:
+    session_id: str
+    fate: str  # "expire" | "end" | "live"
+    connection_id: str
+    object_names: list[str]
+    reuse: bool = False  # expire, then create a new live incarnation with the same id
+    prefix: str = ""
+    grant_id: str = ""
+    keys: list[str] = field(default_factory=list)
+    # the new incarnation, for reused ids
+    new_connection_id: str = ""
+    new_prefix: str = ""
+    new_grant_id: str = ""
+    new_keys: list[str] = field(default_factory=list)
+
+
+class Progress:
+    def __init__(self, quiet: bool = False) -> None:
+        self.start = time.monotonic()
+        self.quiet = quiet
+        self._lock = threading.Lock()
+
+    def __call__(self, message: str) -> None:
+        if not self.quiet:
+            with self._lock:
+                print(f"[{time.monotonic() - self.start:6.1f}s] {message}", flush=True)
+
+
+def plan_sessions(count: int, seed: int) -> list[SessionPlan]:
+    """Fates 40 % expire / 30 % end / 30 % live; 4 big sessions; awkward names spread out."""
+    rng = random.Random(seed)
+    fates = ["expire"] * (count * 4 // 10) + ["end"] * (count * 3 // 10)
+    fates += ["live"] * (count - len(fates))
+    rng.shuffle(fates)
+    plans = [
+        SessionPlan(session_id=f"s-{i}", fate=fate, connection_id=f"conn-{i}-{seed}",
+                    object_names=[f"part-{n}.bin" for n in range(3)])
+        for i, fate in enumerate(fates, start=1)
+    ]
+    by_fate: dict[str, list[SessionPlan]] = {f: [p for p in plans if p.fate == f]
+                                               for f in ("expire", "end", "live")}
+    for fate, how_many in (("expire", 2), ("end", 1), ("live", 1)):
+        for plan in by_fate[fate][:how_many]:
+            plan.object_names = [f"chunk {n:05d}.dat" for n in range(BIG_OBJECT_COUNT)]
+    for fate in ("expire", "end", "live"):
+        for plan in by_fate[fate][how_many_big(fate):how_many_big(fate) + 3]:
+            plan.object_names = [*plan.object_names, *AWKWARD_NAMES]
+    for plan in by_fate["expire"][-max(1, count // 40):]:
+        plan.reuse = True
+    return plans
+
+
+def how_many_big(fate: str) -> int:
+    return {"expire": 2, "end": 1, "live": 1}[fate]
+
+
+def _fmt(counter: Iterable[tuple[str, float]]) -> str:
+    items = [f"{k}={int(v)}" for k, v in sorted(counter)]
+    return ", ".join(items) if items else "none"
+
+
+def run(args: argparse.Namespace) -> int:  # noqa: C901 - a scenario reads best top to bottom
+    from cdk_session_expiry import _runtime_contract as contract
+    from cdk_session_expiry.testing import LocalEmulator, LocalPipeline
+
+    say = Progress(args.quiet)
+    emulator = LocalEmulator(verbose_errors=args.verbose_errors).start()
+    pipeline: LocalPipeline | None = None
+    try:
+        say(f"emulator (moto {_moto_version()}) on {emulator.endpoint_url}")
+        say(f"cdk bootstrap + cdk deploy of {args.app_dir} (the real CDK CLI) ...")
+        pipeline = LocalPipeline.deploy(args.app_dir, emulator=emulator, stack=args.stack)
+        m = pipeline.mapping
+        say(f"deployed stack {pipeline.stack.name}: table {pipeline.table_name}")
+        say(f"  event source mapping (read back): filters={list(m.filter_patterns)} "
+            f"batch={m.batch_size} bisect={m.bisect_batch_on_function_error} "
+            f"retries={m.maximum_retry_attempts} maxAge={m.maximum_record_age_seconds}s "
+            f"reportBatchItemFailures={m.report_batch_item_failures}")
+        say(f"  on-failure destination: {m.on_failure_destination}")
+        say("  not created by moto's CloudFormation (ignored locally): "
+            + (", ".join(pipeline.unmodelled_resource_types) or "none"))
+        say(f"  cleanup function: {pipeline.function.name} handler={pipeline.function.handler} "
+            f"code asset {pipeline.function.configuration.get('CodeSha256')}")
+
+        env = pipeline.session_environment()
+        for name in (contract.ENV_SCRATCH_BUCKET, contract.ENV_GRANT_KEY_ARN,
+                     contract.ENV_RETIRING_PRINCIPAL):
+            if not env.get(name):
+                raise SystemExit(f"the deployed session environment lacks {name}: {env}")
+        bucket = env[contract.ENV_SCRATCH_BUCKET]
+        key_arn = env[contract.ENV_GRANT_KEY_ARN]
+        cleanup_role = pipeline.function.role_arn
+        grantee = env.get("SESSION_GRANTEE_ROLE_ARN") or cleanup_role
+        if env[contract.ENV_RETIRING_PRINCIPAL] != cleanup_role:
+            say(f"MISMATCH retiring principal {env[contract.ENV_RETIRING_PRINCIPAL]} is not the "
+                f"cleanup role {cleanup_role}")
+
+        from session_expiry_runtime.store import SessionStore
+
+        ddb, kms, s3 = emulator.client("dynamodb"), emulator.client("kms"), emulator.client("s3")
+        real_clock = lambda: datetime.now(timezone.utc)  # noqa: E731
+        # Sessions that will have expired by the time the TTL sweep runs were "created two
+        # minutes ago" with a one-minute lifetime: live for their own calls, expired now.
+        past_clock = lambda: datetime.now(timezone.utc) - timedelta(minutes=2)  # noqa: E731
+        store = SessionStore.from_env(env, dynamodb_client=ddb, kms_client=kms, clock=real_clock)
+        past_store = SessionStore.from_env(env, dynamodb_client=ddb, kms_client=kms,
+                                           clock=past_clock)
+
+        plans = plan_sessions(args.sessions, args.seed)
+        total_objects = sum(len(p.object_names) for p in plans)
+        say(f"creating {len(plans)} sessions ({total_objects} scratch objects) through "
+            "SessionStore: connection + KMS grant + scratch objects each ...")
+
+        def put_objects(prefix: str, names: list[str]) -> list[str]:
+            keys = [prefix + name for name in names]
+            for key in keys:
+                s3.put_object(Bucket=bucket, Key=key, Body=b"scratch")
+            return keys
+
+        def create(plan: SessionPlan) -> None:
+            st = past_store if plan.fate == "expire" else store
+            ttl = timedelta(minutes=1) if plan.fate == "expire" else timedelta(hours=1)
+            session = st.create(plan.session_id, ttl=ttl, connection_id=plan.connection_id)
+            emulator.open_connection(plan.connection_id)
+            session = st.create_grant(plan.session_id, grantee_principal=grantee,
+                                      operations=["Decrypt", "GenerateDataKey"])
+            plan.prefix = session.scratch_prefix or ""
+            plan.grant_id = session.grant_id or ""
+            plan.keys = put_objects(plan.prefix, plan.object_names)
+
+        _parallel(plans, create, say, "sessions created", args.workers)
+
+        say("expiring: one TTL sweep (deletes every item whose TTL has passed, REMOVE records "
+            "carry the TTL service's userIdentity) ...")
+        expired_seqs = pipeline.expire_due()
+        expected_expired = sum(1 for p in plans if p.fate == "expire")
+        say(f"  {len(expired_seqs)} items deleted by TTL (expected {expected_expired})")
+        ended = [p for p in plans if p.fate == "end"]
+        for plan in ended:
+            store.end(plan.session_id)
+        say(f"ended {len(ended)} sessions explicitly (SessionStore.end)")
+
+        reused = [p for p in plans if p.reuse]
+
+        def recreate(plan: SessionPlan) -> None:
+            plan.new_connection_id = plan.connection_id + "-again"
+            session = store.create(plan.session_id, ttl=timedelta(hours=1),
+                                   connection_id=plan.new_connection_id)
+            emulator.open_connection(plan.new_connection_id)
+            session = store.create_grant(plan.session_id, grantee_principal=grantee,
+                                         operations=["Decrypt"])
+            plan.new_prefix = session.scratch_prefix or ""
+            plan.new_grant_id = session.grant_id or ""
+            plan.new_keys = put_objects(plan.new_prefix, ["new-incarnation.txt", "with space"])
+
+        _parallel(reused, recreate, say, "expired session ids reused (new incarnation, "
+                  "before the old one's cleanup ran)", args.workers)
+
+        say("running the cleanup: deployed code, deployed stream, deployed mapping settings ...")
+        invocations = 0
+        delivered = 0
+
+        def on_invocation(inv: Any) -> None:
+            nonlocal invocations, delivered
+            invocations += 1
+            delivered += len(inv.sequence_numbers)
+            if not args.quiet:
+                say(f"  invocation {invocations}: {len(inv.sequence_numbers)} records "
+                    f"(retry {inv.retry}) -> {inv.outcome}"
+                    + (f" [{inv.detail}]" if inv.detail else ""))
+
+        started = time.monotonic()
+        report = pipeline.run_cleanup(on_invocation=on_invocation)
+        cleanup_seconds = time.monotonic() - started
+        queue_messages = pipeline.on_failure_messages()
+
+        say("verifying against the emulator ...")
+        verification = verify(emulator, pipeline, plans, bucket=bucket, key_arn=key_arn,
+                              cleanup_role=cleanup_role, table_name=pipeline.table_name)
+
+        metrics = pipeline.metrics
+        summary = {
+            "sessions": {"expired": expected_expired, "ended": len(ended),
+                         "live": sum(1 for p in plans if p.fate == "live"),
+                         "reused_after_expiry": len(reused)},
+            "ttl_deletes": len(expired_seqs),
+            "stream": {"records_read": report.records_read,
+                       "filtered_out": report.records_filtered_out,
+                       "invocations": len(report.invocations),
+                       "records_delivered": delivered,
+                       "function_errors": report.function_errors,
+                       "partial_batch_failures": report.partial_failures,
+                       "bisections": report.bisections, "retries": report.retries},
+            "cleaned_by_reason": metrics.by_dimension(contract.METRIC_SESSIONS_CLEANED,
+                                                      contract.DIMENSION_REASON),
+            "failures_by_action": metrics.by_dimension(contract.METRIC_CLEANUP_FAILURES,
+                                                       contract.DIMENSION_ACTION),
+            "records_skipped_by_cause": metrics.by_dimension(contract.METRIC_RECORDS_SKIPPED,
+                                                             contract.DIMENSION_CAUSE),
+            "objects_deleted_metric": metrics.total(contract.METRIC_OBJECTS_DELETED),
+            **verification["counts"],
+            "records_sent_to_on_failure": report.records_sent_to_on_failure,
+            "emulator_internal_errors": len(emulator.internal_errors),
+            "on_failure_queue_messages": len(queue_messages),
+            "cleanup_seconds": round(cleanup_seconds, 1),
+            "total_seconds": round(time.monotonic() - say.start, 1),
+            "mismatches": verification["mismatches"],
+        }
+        print_report(summary)
+        if args.report_json:
+            Path(args.report_json).write_text(json.dumps(summary, indent=2, default=str),
+                                              encoding="utf-8")
+        failed = bool(verification["mismatches"]) or report.records_sent_to_on_failure > 0
+        if len(expired_seqs) != expected_expired:
+            failed = True
+        return 1 if failed else 0
+    finally:
+        if pipeline is not None:
+            pipeline.close()
+        emulator.stop()
+
+
+def _parallel(items: list[SessionPlan], fn: Callable[[SessionPlan], None], say: Progress,
+              label: str, workers: int) -> None:
+    done = 0
+    step = max(1, len(items) // 5) if len(items) >= 20 else max(1, len(items))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(fn, item) for item in items]
+        for future in as_completed(futures):
+            future.result()
+            done += 1
+            if done % step == 0 or done == len(items):
+                say(f"  {done}/{len(items)} {label}")
+
+
+def _list_all_keys(s3: Any, bucket: str) -> set[str]:
+    keys: set[str] = set()
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        keys.update(o["Key"] for o in page.get("Contents", []))
+    return keys
+
+
+def _list_grants(kms: Any, key_arn: str) -> dict[str, dict[str, Any]]:
+    grants: dict[str, dict[str, Any]] = {}
+    kwargs: dict[str, Any] = {"KeyId": key_arn}
+    while True:
+        page = kms.list_grants(**kwargs)
+        for grant in page.get("Grants", []):
+            grants[grant["GrantId"]] = grant
+        if not page.get("Truncated") or not page.get("NextMarker"):
+            return grants
+        kwargs["Marker"] = page["NextMarker"]
+
+
+def verify(emulator: Any, pipeline: Any, plans: list[SessionPlan], *, bucket: str, key_arn: str,
+           cleanup_role: str, table_name: str) -> dict[str, Any]:
+    """Compare the emulator's state with what every session's fate requires."""
+    s3, kms, ddb = emulator.client("s3"), emulator.client("kms"), emulator.client("dynamodb")
+    keys = _list_all_keys(s3, bucket)
+    grants = _list_grants(kms, key_arn)
+    connections = emulator.open_connection_ids()
+    items = set()
+    for page in ddb.get_paginator("scan").paginate(TableName=table_name):
+        for item in page.get("Items", []):
+            items.add(item[pipeline.session_environment().get(
+                "SESSION_EXPIRY_PARTITION_KEY", "pk")]["S"])
+    mismatches: list[str] = []
+    counts = Counter[str]()
+
+    def gone(plan: SessionPlan, connection_id: str, grant_id: str, session_keys: list[str]
+             ) -> None:
+        if connection_id in connections:
+            mismatches.append(f"LEAKED connection {connection_id} of {plan.fate} {plan.session_id}")
+        else:
+            counts["connections_closed"] += 1
+        if grant_id in grants:
+            mismatches.append(f"LEAKED grant {grant_id} of {plan.fate} {plan.session_id}")
+        else:
+            counts["grants_retired"] += 1
+        left = [k for k in session_keys if k in keys]
+        if left:
+            mismatches.append(f"LEAKED {len(left)}/{len(session_keys)} objects of {plan.fate} "
+                              f"{plan.session_id}, e.g. {left[0]!r}")
+        counts["objects_deleted"] += len(session_keys) - len(left)
+
+    def intact(plan: SessionPlan, connection_id: str, grant_id: str, session_keys: list[str]
+               ) -> None:
+        if connection_id not in connections:
+            mismatches.append(f"WRONGLY DELETED connection {connection_id} of live "
+                              f"{plan.session_id}")
+        grant = grants.get(grant_id)
+        if grant is None:
+            mismatches.append(f"WRONGLY RETIRED grant {grant_id} of live {plan.session_id}")
+        elif grant.get("RetiringPrincipal") != cleanup_role:
+            mismatches.append(f"grant {grant_id} of {plan.session_id} names retiring principal "
+                              f"{grant.get('RetiringPrincipal')}, not the cleanup role")
+        missing = [k for k in session_keys if k not in keys]
+        if missing:
+            mismatches.append(f"WRONGLY DELETED {len(missing)}/{len(session_keys)} objects of "
+                              f"live {plan.session_id}, e.g. {missing[0]!r}")
+        if plan.session_id not in items:
+            mismatches.append(f"live session {plan.session_id} is missing from the table")
+        counts["live_objects_intact"] += len(session_keys) - len(missing)
+
+    for plan in plans:
+        if plan.fate in ("expire", "end"):
+            gone(plan, plan.connection_id, plan.grant_id, plan.keys)
+            if plan.reuse:
+                intact(plan, plan.new_connection_id, plan.new_grant_id, plan.new_keys)
+            elif plan.session_id in items:
+                mismatches.append(f"{plan.fate} session {plan.session_id} is still in the table")
+        else:
+            intact(plan, plan.connection_id, plan.grant_id, plan.keys)
+    leaked = sum(1 for m in mismatches if m.startswith("LEAKED"))
+    wrong = sum(1 for m in mismatches if m.startswith("WRONGLY"))
+    return {"counts": {**counts, "leaked": leaked, "wrongly_deleted": wrong},
+            "mismatches": mismatches}
+
+
+def print_report(s: dict[str, Any]) -> None:
+    st = s["stream"]
+    lines = [
+        "",
+        "=" * 72,
+        "SANDBOX REPORT",
+        "=" * 72,
+        f"sessions          expired {s['sessions']['expired']} | ended {s['sessions']['ended']}"
+        f" | live {s['sessions']['live']} | expired ids reused "
+        f"{s['sessions']['reused_after_expiry']}",
+        f"TTL deletes       {s['ttl_deletes']}",
+        f"stream            {st['records_read']} records read, {st['filtered_out']} filtered out,"
+        f" {st['records_delivered']} delivered in {st['invocations']} invocations",
+        f"                  function errors {st['function_errors']}, partial batch failures "
+        f"{st['partial_batch_failures']}, bisections {st['bisections']}, retries {st['retries']}",
+        f"cleaned by reason {_fmt(s['cleaned_by_reason'].items())}   (function's EMF metrics)",
+        f"failures          {_fmt(s['failures_by_action'].items())}",
+        f"records skipped   {_fmt(s['records_skipped_by_cause'].items())}",
+        f"objects deleted   {s.get('objects_deleted', 0)} verified "
+        f"(metric {int(s['objects_deleted_metric'])})",
+        f"connections closed {s.get('connections_closed', 0)} verified",
+        f"grants retired    {s.get('grants_retired', 0)} verified",
+        f"live objects      {s.get('live_objects_intact', 0)} intact",
+        f"on-failure queue  {s['records_sent_to_on_failure']} records in "
+        f"{s['on_failure_queue_messages']} messages",
+        f"emulator errors   {s['emulator_internal_errors']} HTTP 500s from moto (retried by the "
+        "SDK; moto is not thread-safe everywhere)",
+        f"leaked            {s['leaked']}",
+        f"wrongly deleted   {s['wrongly_deleted']}",
+        f"time              cleanup {s['cleanup_seconds']}s, total {s['total_seconds']}s",
+    ]
+    for mismatch in s["mismatches"][:50]:
+        lines.append(f"  ! {mismatch}")
+    if len(s["mismatches"]) > 50:
+        lines.append(f"  ! ... and {len(s['mismatches']) - 50} more")
+    lines.append("RESULT            " + ("OK" if not s["mismatches"]
+                                         and not s["records_sent_to_on_failure"] else "MISMATCH"))
+    print("\n".join(lines), flush=True)
+
+
+def _moto_version() -> str:
+    import moto
+
+    return str(moto.__version__)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--app-dir", type=Path, default=REPO_ROOT,
+                        help="directory of the CDK app (its cdk.json); default: the repository")
+    parser.add_argument("--stack", default=None, help="stack to deploy (default: all)")
+    parser.add_argument("--sessions", type=int, default=300, help="sessions to create (300)")
+    parser.add_argument("--seed", type=int, default=5, help="random seed of the fates (5)")
+    parser.add_argument("--workers", type=int, default=6,
+                        help="threads creating sessions (6)")
+    parser.add_argument("--report-json", default=None, help="also write the report here")
+    parser.add_argument("--quiet", action="store_true", help="only the final report")
+    parser.add_argument("--verbose-errors", action="store_true",
+                        help="print moto's tracebacks of requests it answered with HTTP 500")
+    args = parser.parse_args(argv)
+    if args.sessions < 20:
+        parser.error("--sessions: at least 20, so every kind of session is present")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    for name, value in {"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+                        "NODE_NO_WARNINGS": "1", "JSII_DEPRECATED": "quiet"}.items():
+        os.environ.setdefault(name, value)
+    # Never reach a real account, whatever the caller's shell holds.
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        del os.environ[name]
+    os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1",
+                       "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled"})
+    args = parse_args(argv)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

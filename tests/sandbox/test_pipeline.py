@@ -1,0 +1,107 @@
+"""The deployed-shape pipeline, through the library's pytest fixtures.
+
+A stand-in app (tests/sandbox/standin_app) is bootstrapped and deployed into the emulator with
+the real CDK CLI once for this module; everything asserted here is read back from the emulator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from cdk_session_expiry.testing import LocalPipeline
+from cdk_session_expiry.testing.pytest_plugin import (  # noqa: F401 - fixtures
+    session_expiry_app_dir,
+    session_expiry_app_env,
+    session_expiry_emulator,
+    session_expiry_pipeline,
+    session_expiry_stack,
+)
+
+pytestmark = pytest.mark.slow
+
+STANDIN = Path(__file__).resolve().parent / "standin_app"
+
+
+@pytest.fixture(scope="module")
+def session_expiry_app_dir() -> Path:  # noqa: F811 - overrides the plugin's default
+    return STANDIN
+
+
+def test_mapping_is_read_back_from_the_emulator(session_expiry_pipeline: LocalPipeline) -> None:
+    m = session_expiry_pipeline.mapping
+    assert m.event_source_arn == session_expiry_pipeline.emulator.client("dynamodb").describe_table(
+        TableName=session_expiry_pipeline.table_name)["Table"]["LatestStreamArn"]
+    assert m.filter_patterns == ('{"eventName":["REMOVE"]}',)
+    assert (m.batch_size, m.bisect_batch_on_function_error, m.maximum_retry_attempts,
+            m.maximum_record_age_seconds, m.report_batch_item_failures,
+            m.starting_position) == (4, True, 2, 3600, True, "TRIM_HORIZON")
+    assert m.on_failure_destination and ":sqs:" in m.on_failure_destination
+    assert session_expiry_pipeline.ttl_attribute == "expiresAt"
+
+
+def test_handler_runs_from_the_deployed_code_asset(session_expiry_pipeline: LocalPipeline) -> None:
+    fn = session_expiry_pipeline.function
+    assert fn.handler == "standin_handler.handler"
+    root = fn.task_root()
+    assert (root / "standin_handler.py").read_text() == (
+        STANDIN / "handler_src" / "standin_handler.py").read_text()
+    env = fn.runtime_env()
+    assert env["SCRATCH_BUCKET"] == fn.environment["SCRATCH_BUCKET"]
+    assert env["AWS_ENDPOINT_URL"] == session_expiry_pipeline.emulator.endpoint_url
+    # The execute-api endpoint is pointed at the emulator's API Gateway Management API.
+    assert env["WEBSOCKET_ENDPOINT"] == session_expiry_pipeline.emulator.endpoint_url
+
+
+def test_expired_and_ended_items_are_cleaned_by_the_deployed_function(
+        session_expiry_pipeline: LocalPipeline, session_expiry_app_env: dict[str, str]) -> None:
+    p = session_expiry_pipeline
+    emu = p.emulator
+    import boto3  # application code: plain boto3 from the environment the fixture applied
+
+    assert os.environ["AWS_ENDPOINT_URL"] == emu.endpoint_url
+    s3, ddb = boto3.client("s3"), boto3.client("dynamodb")
+    bucket = p.function.environment["SCRATCH_BUCKET"]
+    now = int(time.time())
+    for name, ttl in (("expired", now - 10), ("ended", now + 3600), ("live", now + 3600),
+                      ("poison", now + 3600)):
+        s3.put_object(Bucket=bucket, Key=f"obj-{name}", Body=b"x")
+        emu.open_connection(f"conn-{name}")
+        item = {"pk": {"S": name}, "expiresAt": {"N": str(ttl)},
+                "scratchKey": {"S": f"obj-{name}"}, "connectionId": {"S": f"conn-{name}"}}
+        if name == "poison":
+            item["poison"] = {"BOOL": True}
+        ddb.put_item(TableName=p.table_name, Item=item)
+    assert p.expire_due() and len(p.expire_due()) == 0  # one sweep; nothing left due
+    ddb.delete_item(TableName=p.table_name, Key={"pk": {"S": "ended"}})
+    ddb.delete_item(TableName=p.table_name, Key={"pk": {"S": "poison"}})
+
+    report = p.run_cleanup()
+
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])}
+    assert "obj-expired" not in keys and "obj-ended" not in keys
+    assert {"obj-live", "obj-poison"} <= keys
+    open_ids = emu.open_connection_ids()
+    assert "conn-live" in open_ids and "conn-expired" not in open_ids
+    # The handler's log lines come from the extracted asset and carry the TTL identity.
+    logged = [json.loads(line) for line in p.logs if line.startswith("{")]
+    assert all(entry["module"].startswith(str(p.function.task_root())) for entry in logged)
+    identities = [entry["userIdentity"] for entry in logged]
+    assert {"type": "Service", "principalId": "dynamodb.amazonaws.com"} in identities
+    # The poison record is reported by the partial batch response: 1 + 2 retries, then the
+    # deployed on-failure queue receives its metadata.
+    assert report.records_sent_to_on_failure == 1
+    messages = p.on_failure_messages()
+    assert len(messages) == 1
+    assert messages[0]["DDBStreamBatchInfo"]["batchSize"] == 1
+    assert messages[0]["requestContext"]["condition"] == "RetryAttemptsExhausted"
+    assert messages[0]["DDBStreamBatchInfo"]["streamArn"] == p.stream_arn
+
+
+def test_a_second_run_delivers_only_new_records(session_expiry_pipeline: LocalPipeline) -> None:
+    before = len(session_expiry_pipeline.run_cleanup().invocations)
+    assert len(session_expiry_pipeline.run_cleanup().invocations) == before
