@@ -1,0 +1,56 @@
+"""The construct and the runtime agree on every name they share.
+
+``cdk_session_expiry/_runtime_contract.py`` (infrastructure) and
+``session_expiry_runtime.config`` (runtime) each hold a copy of the environment variable
+names, defaults, metric names, dimension names and dimension values. Only this test imports
+both; the construct itself never imports the runtime.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from session_expiry_runtime import config as runtime
+
+from cdk_session_expiry import _runtime_contract as infra
+
+SHARED_PREFIXES = ("ENV_", "DEFAULT_", "METRIC_", "DIMENSION_", "REASON_", "ACTION_")
+SHARED_NAMES = sorted(n for n in dir(infra) if n.startswith(SHARED_PREFIXES))
+PACKAGE = Path(infra.__file__).resolve().parent
+
+
+def test_the_contract_shares_names() -> None:
+    assert len([n for n in SHARED_NAMES if n.startswith("ENV_")]) >= 10
+    assert any(n.startswith("METRIC_") for n in SHARED_NAMES)
+
+
+@pytest.mark.parametrize("name", SHARED_NAMES)
+def test_runtime_has_the_same_value(name: str) -> None:
+    assert hasattr(runtime, name), f"session_expiry_runtime.config has no {name}"
+    assert getattr(runtime, name) == getattr(infra, name)
+
+
+def test_every_runtime_variable_is_known_to_the_construct() -> None:
+    runtime_env = {n for n in dir(runtime) if n.startswith("ENV_")}
+    assert runtime_env <= set(SHARED_NAMES)
+
+
+def test_cleanup_handler_exists_in_the_runtime_package() -> None:
+    module, function = infra.CLEANUP_HANDLER.rsplit(".", 1)
+    path = infra.runtime_package_dir().parent.joinpath(*module.split(".")).with_suffix(".py")
+    tree = ast.parse(path.read_text())
+    assert function in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: p.name)
+def test_the_construct_never_imports_the_runtime(path: Path) -> None:
+    tree = ast.parse(path.read_text())
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    } | {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not any(m.split(".")[0] == infra.RUNTIME_PACKAGE for m in imported)
