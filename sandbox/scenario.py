@@ -27,7 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -79,24 +79,29 @@ class Progress:
 
 def plan_sessions(count: int, seed: int) -> list[SessionPlan]:
     """Fates 40 % expire / 30 % end / 30 % live; 4 big sessions; awkward names spread out."""
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 - a reproducible plan, not a secret
     fates = ["expire"] * (count * 4 // 10) + ["end"] * (count * 3 // 10)
     fates += ["live"] * (count - len(fates))
     rng.shuffle(fates)
     plans = [
-        SessionPlan(session_id=f"s-{i}", fate=fate, connection_id=f"conn-{i}-{seed}",
-                    object_names=[f"part-{n}.bin" for n in range(3)])
+        SessionPlan(
+            session_id=f"s-{i}",
+            fate=fate,
+            connection_id=f"conn-{i}-{seed}",
+            object_names=[f"part-{n}.bin" for n in range(3)],
+        )
         for i, fate in enumerate(fates, start=1)
     ]
-    by_fate: dict[str, list[SessionPlan]] = {f: [p for p in plans if p.fate == f]
-                                               for f in ("expire", "end", "live")}
+    by_fate: dict[str, list[SessionPlan]] = {
+        f: [p for p in plans if p.fate == f] for f in ("expire", "end", "live")
+    }
     for fate, how_many in (("expire", 2), ("end", 1), ("live", 1)):
         for plan in by_fate[fate][:how_many]:
             plan.object_names = [f"chunk {n:05d}.dat" for n in range(BIG_OBJECT_COUNT)]
     for fate in ("expire", "end", "live"):
-        for plan in by_fate[fate][how_many_big(fate):how_many_big(fate) + 3]:
+        for plan in by_fate[fate][how_many_big(fate) : how_many_big(fate) + 3]:
             plan.object_names = [*plan.object_names, *AWKWARD_NAMES]
-    for plan in by_fate["expire"][-max(1, count // 40):]:
+    for plan in by_fate["expire"][-max(1, count // 40) :]:
         plan.reuse = True
     return plans
 
@@ -110,7 +115,7 @@ def _fmt(counter: Iterable[tuple[str, float]]) -> str:
     return ", ".join(items) if items else "none"
 
 
-def run(args: argparse.Namespace) -> int:  # noqa: C901 - a scenario reads best top to bottom
+def run(args: argparse.Namespace) -> int:
     from cdk_session_expiry import _runtime_contract as contract
     from cdk_session_expiry.testing import LocalEmulator, LocalPipeline
 
@@ -123,19 +128,28 @@ def run(args: argparse.Namespace) -> int:  # noqa: C901 - a scenario reads best 
         pipeline = LocalPipeline.deploy(args.app_dir, emulator=emulator, stack=args.stack)
         m = pipeline.mapping
         say(f"deployed stack {pipeline.stack.name}: table {pipeline.table_name}")
-        say(f"  event source mapping (read back): filters={list(m.filter_patterns)} "
+        say(
+            f"  event source mapping (read back): filters={list(m.filter_patterns)} "
             f"batch={m.batch_size} bisect={m.bisect_batch_on_function_error} "
             f"retries={m.maximum_retry_attempts} maxAge={m.maximum_record_age_seconds}s "
-            f"reportBatchItemFailures={m.report_batch_item_failures}")
+            f"reportBatchItemFailures={m.report_batch_item_failures}"
+        )
         say(f"  on-failure destination: {m.on_failure_destination}")
-        say("  not created by moto's CloudFormation (ignored locally): "
-            + (", ".join(pipeline.unmodelled_resource_types) or "none"))
-        say(f"  cleanup function: {pipeline.function.name} handler={pipeline.function.handler} "
-            f"code asset {pipeline.function.configuration.get('CodeSha256')}")
+        say(
+            "  not created by moto's CloudFormation (ignored locally): "
+            + (", ".join(pipeline.unmodelled_resource_types) or "none")
+        )
+        say(
+            f"  cleanup function: {pipeline.function.name} handler={pipeline.function.handler} "
+            f"code asset {pipeline.function.configuration.get('CodeSha256')}"
+        )
 
         env = pipeline.session_environment()
-        for name in (contract.ENV_SCRATCH_BUCKET, contract.ENV_GRANT_KEY_ARN,
-                     contract.ENV_RETIRING_PRINCIPAL):
+        for name in (
+            contract.ENV_SCRATCH_BUCKET,
+            contract.ENV_GRANT_KEY_ARN,
+            contract.ENV_RETIRING_PRINCIPAL,
+        ):
             if not env.get(name):
                 raise SystemExit(f"the deployed session environment lacks {name}: {env}")
         bucket = env[contract.ENV_SCRATCH_BUCKET]
@@ -143,8 +157,10 @@ def run(args: argparse.Namespace) -> int:  # noqa: C901 - a scenario reads best 
         cleanup_role = pipeline.function.role_arn
         grantee = env.get("SESSION_GRANTEE_ROLE_ARN") or cleanup_role
         if env[contract.ENV_RETIRING_PRINCIPAL] != cleanup_role:
-            say(f"MISMATCH retiring principal {env[contract.ENV_RETIRING_PRINCIPAL]} is not the "
-                f"cleanup role {cleanup_role}")
+            say(
+                f"MISMATCH retiring principal {env[contract.ENV_RETIRING_PRINCIPAL]} is not the "
+                f"cleanup role {cleanup_role}"
+            )
 
         from session_expiry_runtime.store import SessionStore
 
@@ -154,13 +170,16 @@ def run(args: argparse.Namespace) -> int:  # noqa: C901 - a scenario reads best 
         # minutes ago" with a one-minute lifetime: live for their own calls, expired now.
         past_clock = lambda: datetime.now(timezone.utc) - timedelta(minutes=2)  # noqa: E731
         store = SessionStore.from_env(env, dynamodb_client=ddb, kms_client=kms, clock=real_clock)
-        past_store = SessionStore.from_env(env, dynamodb_client=ddb, kms_client=kms,
-                                           clock=past_clock)
+        past_store = SessionStore.from_env(
+            env, dynamodb_client=ddb, kms_client=kms, clock=past_clock
+        )
 
         plans = plan_sessions(args.sessions, args.seed)
         total_objects = sum(len(p.object_names) for p in plans)
-        say(f"creating {len(plans)} sessions ({total_objects} scratch objects) through "
-            "SessionStore: connection + KMS grant + scratch objects each ...")
+        say(
+            f"creating {len(plans)} sessions ({total_objects} scratch objects) through "
+            "SessionStore: connection + KMS grant + scratch objects each ..."
+        )
 
         def put_objects(prefix: str, names: list[str]) -> list[str]:
             keys = [prefix + name for name in names]
@@ -173,16 +192,21 @@ def run(args: argparse.Namespace) -> int:  # noqa: C901 - a scenario reads best 
             ttl = timedelta(minutes=1) if plan.fate == "expire" else timedelta(hours=1)
             session = st.create(plan.session_id, ttl=ttl, connection_id=plan.connection_id)
             emulator.open_connection(plan.connection_id)
-            session = st.create_grant(plan.session_id, grantee_principal=grantee,
-                                      operations=["Decrypt", "GenerateDataKey"])
+            session = st.create_grant(
+                plan.session_id,
+                grantee_principal=grantee,
+                operations=["Decrypt", "GenerateDataKey"],
+            )
             plan.prefix = session.scratch_prefix or ""
             plan.grant_id = session.grant_id or ""
             plan.keys = put_objects(plan.prefix, plan.object_names)
 
         _parallel(plans, create, say, "sessions created", args.workers)
 
-        say("expiring: one TTL sweep (deletes every item whose TTL has passed, REMOVE records "
-            "carry the TTL service's userIdentity) ...")
+        say(
+            "expiring: one TTL sweep (deletes every item whose TTL has passed, REMOVE records "
+            "carry the TTL service's userIdentity) ..."
+        )
         expired_seqs = pipeline.expire_due()
         expected_expired = sum(1 for p in plans if p.fate == "expire")
         say(f"  {len(expired_seqs)} items deleted by TTL (expected {expected_expired})")
@@ -195,17 +219,24 @@ def run(args: argparse.Namespace) -> int:  # noqa: C901 - a scenario reads best 
 
         def recreate(plan: SessionPlan) -> None:
             plan.new_connection_id = plan.connection_id + "-again"
-            session = store.create(plan.session_id, ttl=timedelta(hours=1),
-                                   connection_id=plan.new_connection_id)
+            session = store.create(
+                plan.session_id, ttl=timedelta(hours=1), connection_id=plan.new_connection_id
+            )
             emulator.open_connection(plan.new_connection_id)
-            session = store.create_grant(plan.session_id, grantee_principal=grantee,
-                                         operations=["Decrypt"])
+            session = store.create_grant(
+                plan.session_id, grantee_principal=grantee, operations=["Decrypt"]
+            )
             plan.new_prefix = session.scratch_prefix or ""
             plan.new_grant_id = session.grant_id or ""
             plan.new_keys = put_objects(plan.new_prefix, ["new-incarnation.txt", "with space"])
 
-        _parallel(reused, recreate, say, "expired session ids reused (new incarnation, "
-                  "before the old one's cleanup ran)", args.workers)
+        _parallel(
+            reused,
+            recreate,
+            say,
+            "expired session ids reused (new incarnation, before the old one's cleanup ran)",
+            args.workers,
+        )
 
         say("running the cleanup: deployed code, deployed stream, deployed mapping settings ...")
         invocations = 0
@@ -216,9 +247,11 @@ def run(args: argparse.Namespace) -> int:  # noqa: C901 - a scenario reads best 
             invocations += 1
             delivered += len(inv.sequence_numbers)
             if not args.quiet:
-                say(f"  invocation {invocations}: {len(inv.sequence_numbers)} records "
+                say(
+                    f"  invocation {invocations}: {len(inv.sequence_numbers)} records "
                     f"(retry {inv.retry}) -> {inv.outcome}"
-                    + (f" [{inv.detail}]" if inv.detail else ""))
+                    + (f" [{inv.detail}]" if inv.detail else "")
+                )
 
         started = time.monotonic()
         report = pipeline.run_cleanup(on_invocation=on_invocation)
@@ -226,28 +259,44 @@ def run(args: argparse.Namespace) -> int:  # noqa: C901 - a scenario reads best 
         queue_messages = pipeline.on_failure_messages()
 
         say("verifying against the emulator ...")
-        verification = verify(emulator, pipeline, plans, bucket=bucket, key_arn=key_arn,
-                              cleanup_role=cleanup_role, table_name=pipeline.table_name)
+        verification = verify(
+            emulator,
+            pipeline,
+            plans,
+            bucket=bucket,
+            key_arn=key_arn,
+            cleanup_role=cleanup_role,
+            table_name=pipeline.table_name,
+        )
 
         metrics = pipeline.metrics
         summary = {
-            "sessions": {"expired": expected_expired, "ended": len(ended),
-                         "live": sum(1 for p in plans if p.fate == "live"),
-                         "reused_after_expiry": len(reused)},
+            "sessions": {
+                "expired": expected_expired,
+                "ended": len(ended),
+                "live": sum(1 for p in plans if p.fate == "live"),
+                "reused_after_expiry": len(reused),
+            },
             "ttl_deletes": len(expired_seqs),
-            "stream": {"records_read": report.records_read,
-                       "filtered_out": report.records_filtered_out,
-                       "invocations": len(report.invocations),
-                       "records_delivered": delivered,
-                       "function_errors": report.function_errors,
-                       "partial_batch_failures": report.partial_failures,
-                       "bisections": report.bisections, "retries": report.retries},
-            "cleaned_by_reason": metrics.by_dimension(contract.METRIC_SESSIONS_CLEANED,
-                                                      contract.DIMENSION_REASON),
-            "failures_by_action": metrics.by_dimension(contract.METRIC_CLEANUP_FAILURES,
-                                                       contract.DIMENSION_ACTION),
-            "records_skipped_by_cause": metrics.by_dimension(contract.METRIC_RECORDS_SKIPPED,
-                                                             contract.DIMENSION_CAUSE),
+            "stream": {
+                "records_read": report.records_read,
+                "filtered_out": report.records_filtered_out,
+                "invocations": len(report.invocations),
+                "records_delivered": delivered,
+                "function_errors": report.function_errors,
+                "partial_batch_failures": report.partial_failures,
+                "bisections": report.bisections,
+                "retries": report.retries,
+            },
+            "cleaned_by_reason": metrics.by_dimension(
+                contract.METRIC_SESSIONS_CLEANED, contract.DIMENSION_REASON
+            ),
+            "failures_by_action": metrics.by_dimension(
+                contract.METRIC_CLEANUP_FAILURES, contract.DIMENSION_ACTION
+            ),
+            "records_skipped_by_cause": metrics.by_dimension(
+                contract.METRIC_RECORDS_SKIPPED, contract.DIMENSION_CAUSE
+            ),
             "objects_deleted_metric": metrics.total(contract.METRIC_OBJECTS_DELETED),
             **verification["counts"],
             "records_sent_to_on_failure": report.records_sent_to_on_failure,
@@ -259,8 +308,9 @@ def run(args: argparse.Namespace) -> int:  # noqa: C901 - a scenario reads best 
         }
         print_report(summary)
         if args.report_json:
-            Path(args.report_json).write_text(json.dumps(summary, indent=2, default=str),
-                                              encoding="utf-8")
+            Path(args.report_json).write_text(
+                json.dumps(summary, indent=2, default=str), encoding="utf-8"
+            )
         failed = bool(verification["mismatches"]) or report.records_sent_to_on_failure > 0
         if len(expired_seqs) != expected_expired:
             failed = True
@@ -271,8 +321,13 @@ def run(args: argparse.Namespace) -> int:  # noqa: C901 - a scenario reads best 
         emulator.stop()
 
 
-def _parallel(items: list[SessionPlan], fn: Callable[[SessionPlan], None], say: Progress,
-              label: str, workers: int) -> None:
+def _parallel(
+    items: list[SessionPlan],
+    fn: Callable[[SessionPlan], None],
+    say: Progress,
+    label: str,
+    workers: int,
+) -> None:
     done = 0
     step = max(1, len(items) // 5) if len(items) >= 20 else max(1, len(items))
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -303,8 +358,16 @@ def _list_grants(kms: Any, key_arn: str) -> dict[str, dict[str, Any]]:
         kwargs["Marker"] = page["NextMarker"]
 
 
-def verify(emulator: Any, pipeline: Any, plans: list[SessionPlan], *, bucket: str, key_arn: str,
-           cleanup_role: str, table_name: str) -> dict[str, Any]:
+def verify(
+    emulator: Any,
+    pipeline: Any,
+    plans: list[SessionPlan],
+    *,
+    bucket: str,
+    key_arn: str,
+    cleanup_role: str,
+    table_name: str,
+) -> dict[str, Any]:
     """Compare the emulator's state with what every session's fate requires."""
     s3, kms, ddb = emulator.client("s3"), emulator.client("kms"), emulator.client("dynamodb")
     keys = _list_all_keys(s3, bucket)
@@ -313,13 +376,13 @@ def verify(emulator: Any, pipeline: Any, plans: list[SessionPlan], *, bucket: st
     items = set()
     for page in ddb.get_paginator("scan").paginate(TableName=table_name):
         for item in page.get("Items", []):
-            items.add(item[pipeline.session_environment().get(
-                "SESSION_EXPIRY_PARTITION_KEY", "pk")]["S"])
+            items.add(
+                item[pipeline.session_environment().get("SESSION_EXPIRY_PARTITION_KEY", "pk")]["S"]
+            )
     mismatches: list[str] = []
     counts = Counter[str]()
 
-    def gone(plan: SessionPlan, connection_id: str, grant_id: str, session_keys: list[str]
-             ) -> None:
+    def gone(plan: SessionPlan, connection_id: str, grant_id: str, session_keys: list[str]) -> None:
         if connection_id in connections:
             mismatches.append(f"LEAKED connection {connection_id} of {plan.fate} {plan.session_id}")
         else:
@@ -330,25 +393,33 @@ def verify(emulator: Any, pipeline: Any, plans: list[SessionPlan], *, bucket: st
             counts["grants_retired"] += 1
         left = [k for k in session_keys if k in keys]
         if left:
-            mismatches.append(f"LEAKED {len(left)}/{len(session_keys)} objects of {plan.fate} "
-                              f"{plan.session_id}, e.g. {left[0]!r}")
+            mismatches.append(
+                f"LEAKED {len(left)}/{len(session_keys)} objects of {plan.fate} "
+                f"{plan.session_id}, e.g. {left[0]!r}"
+            )
         counts["objects_deleted"] += len(session_keys) - len(left)
 
-    def intact(plan: SessionPlan, connection_id: str, grant_id: str, session_keys: list[str]
-               ) -> None:
+    def intact(
+        plan: SessionPlan, connection_id: str, grant_id: str, session_keys: list[str]
+    ) -> None:
         if connection_id not in connections:
-            mismatches.append(f"WRONGLY DELETED connection {connection_id} of live "
-                              f"{plan.session_id}")
+            mismatches.append(
+                f"WRONGLY DELETED connection {connection_id} of live {plan.session_id}"
+            )
         grant = grants.get(grant_id)
         if grant is None:
             mismatches.append(f"WRONGLY RETIRED grant {grant_id} of live {plan.session_id}")
         elif grant.get("RetiringPrincipal") != cleanup_role:
-            mismatches.append(f"grant {grant_id} of {plan.session_id} names retiring principal "
-                              f"{grant.get('RetiringPrincipal')}, not the cleanup role")
+            mismatches.append(
+                f"grant {grant_id} of {plan.session_id} names retiring principal "
+                f"{grant.get('RetiringPrincipal')}, not the cleanup role"
+            )
         missing = [k for k in session_keys if k not in keys]
         if missing:
-            mismatches.append(f"WRONGLY DELETED {len(missing)}/{len(session_keys)} objects of "
-                              f"live {plan.session_id}, e.g. {missing[0]!r}")
+            mismatches.append(
+                f"WRONGLY DELETED {len(missing)}/{len(session_keys)} objects of "
+                f"live {plan.session_id}, e.g. {missing[0]!r}"
+            )
         if plan.session_id not in items:
             mismatches.append(f"live session {plan.session_id} is missing from the table")
         counts["live_objects_intact"] += len(session_keys) - len(missing)
@@ -364,8 +435,10 @@ def verify(emulator: Any, pipeline: Any, plans: list[SessionPlan], *, bucket: st
             intact(plan, plan.connection_id, plan.grant_id, plan.keys)
     leaked = sum(1 for m in mismatches if m.startswith("LEAKED"))
     wrong = sum(1 for m in mismatches if m.startswith("WRONGLY"))
-    return {"counts": {**counts, "leaked": leaked, "wrongly_deleted": wrong},
-            "mismatches": mismatches}
+    return {
+        "counts": {**counts, "leaked": leaked, "wrongly_deleted": wrong},
+        "mismatches": mismatches,
+    }
 
 
 def print_report(s: dict[str, Any]) -> None:
@@ -403,8 +476,10 @@ def print_report(s: dict[str, Any]) -> None:
         lines.append(f"  ! {mismatch}")
     if len(s["mismatches"]) > 50:
         lines.append(f"  ! ... and {len(s['mismatches']) - 50} more")
-    lines.append("RESULT            " + ("OK" if not s["mismatches"]
-                                         and not s["records_sent_to_on_failure"] else "MISMATCH"))
+    lines.append(
+        "RESULT            "
+        + ("OK" if not s["mismatches"] and not s["records_sent_to_on_failure"] else "MISMATCH")
+    )
     print("\n".join(lines), flush=True)
 
 
@@ -415,19 +490,28 @@ def _moto_version() -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--app-dir", type=Path, default=REPO_ROOT,
-                        help="directory of the CDK app (its cdk.json); default: the repository")
+    parser = argparse.ArgumentParser(
+        prog="python -m sandbox",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--app-dir",
+        type=Path,
+        default=REPO_ROOT,
+        help="directory of the CDK app (its cdk.json); default: the repository",
+    )
     parser.add_argument("--stack", default=None, help="stack to deploy (default: all)")
     parser.add_argument("--sessions", type=int, default=300, help="sessions to create (300)")
     parser.add_argument("--seed", type=int, default=5, help="random seed of the fates (5)")
-    parser.add_argument("--workers", type=int, default=6,
-                        help="threads creating sessions (6)")
+    parser.add_argument("--workers", type=int, default=6, help="threads creating sessions (6)")
     parser.add_argument("--report-json", default=None, help="also write the report here")
     parser.add_argument("--quiet", action="store_true", help="only the final report")
-    parser.add_argument("--verbose-errors", action="store_true",
-                        help="print moto's tracebacks of requests it answered with HTTP 500")
+    parser.add_argument(
+        "--verbose-errors",
+        action="store_true",
+        help="print moto's tracebacks of requests it answered with HTTP 500",
+    )
     args = parser.parse_args(argv)
     if args.sessions < 20:
         parser.error("--sessions: at least 20, so every kind of session is present")
@@ -435,15 +519,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    for name, value in {"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-                        "NODE_NO_WARNINGS": "1", "JSII_DEPRECATED": "quiet"}.items():
+    for name, value in {
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        "NODE_NO_WARNINGS": "1",
+        "JSII_DEPRECATED": "quiet",
+    }.items():
         os.environ.setdefault(name, value)
     # Never reach a real account, whatever the caller's shell holds.
     for name in [n for n in os.environ if n.startswith("AWS_")]:
         del os.environ[name]
-    os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1",
-                       "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled"})
+    os.environ.update(
+        {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_REGION": "us-east-1",
+            "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+        }
+    )
     args = parse_args(argv)
     return run(args)
 

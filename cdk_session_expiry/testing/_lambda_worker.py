@@ -50,13 +50,21 @@ def main() -> None:
         handler = getattr(module, function_name)
         origin = Path(getattr(module, "__file__", "") or "").resolve()
         if Path(task_root).resolve() not in origin.parents:
-            raise ImportError(f"{module_name} was imported from {origin}, not from the code "
-                              f"asset in {task_root}")
+            raise ImportError(
+                f"{module_name} was imported from {origin}, not from the code asset in {task_root}"
+            )
         protocol.write(json.dumps({"ready": True}) + "\n")
     except Exception as err:  # init error: report it, like Runtime.ImportModuleError
-        protocol.write(json.dumps({"errorType": "Runtime.ImportModuleError",
-                                   "errorMessage": f"{type(err).__name__}: {err}",
-                                   "stackTrace": traceback.format_exc().splitlines()}) + "\n")
+        protocol.write(
+            json.dumps(
+                {
+                    "errorType": "Runtime.ImportModuleError",
+                    "errorMessage": f"{type(err).__name__}: {err}",
+                    "stackTrace": traceback.format_exc().splitlines(),
+                }
+            )
+            + "\n"
+        )
         return
     for line in sys.stdin:
         request = json.loads(line)
@@ -65,8 +73,13 @@ def main() -> None:
             out = {"response": response}
             text = json.dumps(out)
         except Exception as err:
-            text = json.dumps({"errorType": type(err).__name__, "errorMessage": str(err),
-                               "stackTrace": traceback.format_exc().splitlines()})
+            text = json.dumps(
+                {
+                    "errorType": type(err).__name__,
+                    "errorMessage": str(err),
+                    "stackTrace": traceback.format_exc().splitlines(),
+                }
+            )
         protocol.write(text + "\n")
         sys.stderr.flush()
 

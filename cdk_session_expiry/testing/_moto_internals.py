@@ -97,8 +97,9 @@ def _connections_backend_dict() -> Any:
     module = importlib.import_module("moto.apigatewaymanagementapi.models")
     backends = getattr(module, "apigatewaymanagementapi_backends", None)
     if backends is None:
-        raise _fail("moto.apigatewaymanagementapi.models.apigatewaymanagementapi_backends",
-                    "does not exist")
+        raise _fail(
+            "moto.apigatewaymanagementapi.models.apigatewaymanagementapi_backends", "does not exist"
+        )
     return backends
 
 
@@ -169,9 +170,7 @@ def _shard_records(table: Any) -> Iterator[Any]:
     return reversed(items)
 
 
-def mark_ttl_delete(
-    account_id: str, region: str, table_name: str, key: Mapping[str, Any]
-) -> str:
+def mark_ttl_delete(account_id: str, region: str, table_name: str, key: Mapping[str, Any]) -> str:
     """Give the newest REMOVE record for ``key`` the TTL service's ``userIdentity``.
 
     Args:

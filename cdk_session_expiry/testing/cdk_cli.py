@@ -51,15 +51,25 @@ class CdkCli:
         timeout_s: per command. Default: 600.
     """
 
-    def __init__(self, emulator: LocalEmulator, app_dir: Path | str, *, app: str | None = None,
-                 context: Mapping[str, str] | None = None, output_dir: Path | str | None = None,
-                 timeout_s: float = 600) -> None:
+    def __init__(
+        self,
+        emulator: LocalEmulator,
+        app_dir: Path | str,
+        *,
+        app: str | None = None,
+        context: Mapping[str, str] | None = None,
+        output_dir: Path | str | None = None,
+        timeout_s: float = 600,
+    ) -> None:
         self.emulator = emulator
         self.app_dir = Path(app_dir).resolve()
         self.app = app
         self.context = dict(context or {})
-        self.output_dir = Path(output_dir) if output_dir else Path(
-            tempfile.mkdtemp(prefix="cdk-session-expiry-out-"))
+        self.output_dir = (
+            Path(output_dir)
+            if output_dir
+            else Path(tempfile.mkdtemp(prefix="cdk-session-expiry-out-"))
+        )
         self.timeout_s = timeout_s
         self._cdk = find_cdk_cli(self.app_dir)
 
@@ -67,19 +77,23 @@ class CdkCli:
         """The CLI's environment: this interpreter's bin directory first on PATH (so
         ``python3 app.py`` uses it), the emulator's endpoint and fake credentials, nothing of
         the caller's AWS profile."""
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("AWS_") and k not in ("CDK_DEFAULT_ACCOUNT",
-                                                        "CDK_DEFAULT_REGION")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("AWS_") and k not in ("CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION")
+        }
         env.update(self.emulator.aws_env())
-        env.update({
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
-            "CDK_DEFAULT_ACCOUNT": self.emulator.account_id,
-            "CDK_DEFAULT_REGION": self.emulator.region,
-            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-            "JSII_DEPRECATED": "quiet",
-            "NODE_NO_WARNINGS": "1",
-            "CDK_DISABLE_VERSION_CHECK": "1",
-        })
+        env.update(
+            {
+                "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+                "CDK_DEFAULT_ACCOUNT": self.emulator.account_id,
+                "CDK_DEFAULT_REGION": self.emulator.region,
+                "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+                "JSII_DEPRECATED": "quiet",
+                "NODE_NO_WARNINGS": "1",
+                "CDK_DISABLE_VERSION_CHECK": "1",
+            }
+        )
         return env
 
     def _common(self) -> list[str]:
@@ -99,8 +113,13 @@ class CdkCli:
         command = [*self._cdk, *args]
         try:
             done = subprocess.run(  # noqa: S603 - fixed executable, arguments from the caller
-                command, cwd=self.app_dir, env=self.env(), capture_output=True, text=True,
-                timeout=self.timeout_s, check=False,
+                command,
+                cwd=self.app_dir,
+                env=self.env(),
+                capture_output=True,
+                text=True,
+                timeout=self.timeout_s,
+                check=False,
             )
         except subprocess.TimeoutExpired as err:
             raise CdkCliError(f"{' '.join(command)} timed out after {self.timeout_s}s") from err
@@ -123,8 +142,17 @@ class CdkCli:
         """
         outputs = self.output_dir / "outputs.json"
         selection = list(stacks) or ["--all"]
-        self.run(["deploy", *selection, "--require-approval", "never", "--outputs-file",
-                  str(outputs), *self._common()])
+        self.run(
+            [
+                "deploy",
+                *selection,
+                "--require-approval",
+                "never",
+                "--outputs-file",
+                str(outputs),
+                *self._common(),
+            ]
+        )
         if not outputs.is_file():
             return {}
         loaded: dict[str, dict[str, str]] = json.loads(outputs.read_text(encoding="utf-8"))

@@ -111,8 +111,10 @@ class DeployedFunction:
                 continue
             digest = base64.b64encode(hashlib.sha256(body).digest()).decode("ascii")
             if expected and digest != expected:
-                raise LookupError(f"s3://{bucket}/{key} has sha256 {digest}, but function "
-                                  f"{self.name} was deployed with {expected}")
+                raise LookupError(
+                    f"s3://{bucket}/{key} has sha256 {digest}, but function "
+                    f"{self.name} was deployed with {expected}"
+                )
             return bytes(body)
         raise LookupError(f"code asset {key} of {self.name} not found in buckets {tried}")
 
@@ -125,7 +127,7 @@ class DeployedFunction:
                     target = (root / member.filename).resolve()
                     if root.resolve() not in target.parents and target != root.resolve():
                         raise ValueError(f"code asset entry {member.filename!r} escapes the root")
-                archive.extractall(root)  # noqa: S202 - entries checked above
+                archive.extractall(root)
             self._task_root = root
         return self._task_root
 
@@ -148,23 +150,29 @@ class DeployedFunction:
             if _EXECUTE_API.match(value):
                 env[name] = self.emulator.endpoint_url
         env.update(self.emulator.aws_env())
-        env.update({
-            "AWS_LAMBDA_FUNCTION_NAME": self.name,
-            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
-            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(self.configuration.get("MemorySize", 128)),
-            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{self.name}",
-            "AWS_EXECUTION_ENV": f"AWS_Lambda_{self.configuration.get('Runtime', 'python')}",
-            "_HANDLER": self.handler,
-            "LAMBDA_TASK_ROOT": str(self.task_root()),
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONUNBUFFERED": "1",
-        })
+        env.update(
+            {
+                "AWS_LAMBDA_FUNCTION_NAME": self.name,
+                "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(self.configuration.get("MemorySize", 128)),
+                "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{self.name}",
+                "AWS_EXECUTION_ENV": f"AWS_Lambda_{self.configuration.get('Runtime', 'python')}",
+                "_HANDLER": self.handler,
+                "LAMBDA_TASK_ROOT": str(self.task_root()),
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         if overrides:
             env.update(overrides)
         return env
 
-    def start(self, *, env_overrides: Mapping[str, str] | None = None,
-              on_log: Callable[[str], None] | None = None) -> LocalLambda:
+    def start(
+        self,
+        *,
+        env_overrides: Mapping[str, str] | None = None,
+        on_log: Callable[[str], None] | None = None,
+    ) -> LocalLambda:
         """Start a worker process that hosts the deployed handler; see :class:`LocalLambda`."""
         return LocalLambda(self, self.runtime_env(env_overrides), on_log=on_log)
 
@@ -180,8 +188,13 @@ class LocalLambda:
     are kept in :attr:`logs`.
     """
 
-    def __init__(self, function: DeployedFunction, env: Mapping[str, str], *,
-                 on_log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        function: DeployedFunction,
+        env: Mapping[str, str],
+        *,
+        on_log: Callable[[str], None] | None = None,
+    ) -> None:
         self.function = function
         self.env = dict(env)
         self.logs: list[str] = []
@@ -193,23 +206,37 @@ class LocalLambda:
 
     def _spawn(self) -> None:
         proc = subprocess.Popen(  # noqa: S603 - this interpreter running our worker file
-            [sys.executable, "-u", str(_WORKER), str(self.function.task_root()),
-             self.function.handler],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=self.env, text=True, encoding="utf-8", bufsize=1,
+            [
+                sys.executable,
+                "-u",
+                str(_WORKER),
+                str(self.function.task_root()),
+                self.function.handler,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self.env,
+            text=True,
+            encoding="utf-8",
+            bufsize=1,
         )
         self._proc = proc
         self._responses = queue.Queue()
         assert proc.stdout is not None and proc.stderr is not None
-        threading.Thread(target=self._pump, args=(proc.stdout, self._responses),
-                         daemon=True).start()
+        threading.Thread(
+            target=self._pump, args=(proc.stdout, self._responses), daemon=True
+        ).start()
         threading.Thread(target=self._pump_logs, args=(proc.stderr,), daemon=True).start()
         first = self._next_line(timeout_s=120)
         reply = json.loads(first)
         if not reply.get("ready"):
             self.close()
-            raise FunctionError(reply.get("errorType", "Runtime.Error"),
-                                reply.get("errorMessage", first), reply.get("stackTrace", []))
+            raise FunctionError(
+                reply.get("errorType", "Runtime.Error"),
+                reply.get("errorMessage", first),
+                reply.get("stackTrace", []),
+            )
 
     @staticmethod
     def _pump(stream: IO[str], sink: queue.Queue[str | None]) -> None:
@@ -228,12 +255,14 @@ class LocalLambda:
         try:
             line = self._responses.get(timeout=timeout_s)
         except queue.Empty:
-            raise FunctionTimeout("Sandbox.Timedout",
-                                  f"Task timed out after {timeout_s:.2f} seconds", []) from None
+            raise FunctionTimeout(
+                "Sandbox.Timedout", f"Task timed out after {timeout_s:.2f} seconds", []
+            ) from None
         if line is None:
             code = self._proc.wait() if self._proc else None
-            raise FunctionError("Runtime.ExitError",
-                                f"the runtime process exited with {code}", self.logs[-20:])
+            raise FunctionError(
+                "Runtime.ExitError", f"the runtime process exited with {code}", self.logs[-20:]
+            )
         return line
 
     def __call__(self, event: Mapping[str, Any], context: Any = None) -> Any:
@@ -247,9 +276,12 @@ class LocalLambda:
             if self._proc is None or self._proc.poll() is not None:
                 self._spawn()
             assert self._proc is not None and self._proc.stdin is not None
-            request = {"event": event, "timeout_ms": self.function.timeout_ms,
-                       "function_arn": self.function.arn,
-                       "request_id": getattr(context, "aws_request_id", str(uuid.uuid4()))}
+            request = {
+                "event": event,
+                "timeout_ms": self.function.timeout_ms,
+                "function_arn": self.function.arn,
+                "request_id": getattr(context, "aws_request_id", str(uuid.uuid4())),
+            }
             self._proc.stdin.write(json.dumps(request) + "\n")
             self._proc.stdin.flush()
             try:
@@ -259,8 +291,11 @@ class LocalLambda:
                 raise
         if "response" in reply:
             return reply["response"]
-        raise FunctionError(reply.get("errorType", "Error"), reply.get("errorMessage", ""),
-                            reply.get("stackTrace", []))
+        raise FunctionError(
+            reply.get("errorType", "Error"),
+            reply.get("errorMessage", ""),
+            reply.get("stackTrace", []),
+        )
 
     def close(self) -> None:
         """Stop the worker process. Idempotent."""
@@ -284,7 +319,7 @@ def _bootstrap_buckets(emulator: LocalEmulator) -> list[str]:
     buckets: list[str] = []
     try:
         stacks = cfn.describe_stacks(StackName="CDKToolkit")["Stacks"]
-    except Exception:  # noqa: BLE001 - no bootstrap stack: fall back to bucket names
+    except Exception:
         stacks = []
     for stack in stacks:
         for output in stack.get("Outputs", []):
@@ -316,7 +351,9 @@ class DeployedStack:
         for page in paginator.paginate(StackName=stack_name):
             for summary in page["StackResourceSummaries"]:
                 resources[summary["LogicalResourceId"]] = (
-                    summary["ResourceType"], summary.get("PhysicalResourceId", ""))
+                    summary["ResourceType"],
+                    summary.get("PhysicalResourceId", ""),
+                )
         stack = cfn.describe_stacks(StackName=stack_name)["Stacks"][0]
         outputs = {o["OutputKey"]: o.get("OutputValue", "") for o in stack.get("Outputs", [])}
         return cls(emulator, stack_name, template, resources, outputs)

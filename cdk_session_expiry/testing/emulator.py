@@ -24,7 +24,7 @@ REGION = "us-east-1"
 #: Credentials the emulator accepts; never real ones.
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",  # noqa: S105 - moto's dummy credentials
+    "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_SESSION_TOKEN": "testing",
 }
 
@@ -52,8 +52,9 @@ class LocalEmulator:
     starts, so do not use ``mock_aws`` in the same process while an emulator holds a deployment.
     """
 
-    def __init__(self, *, port: int | None = None, region: str = REGION,
-                 verbose_errors: bool = False) -> None:
+    def __init__(
+        self, *, port: int | None = None, region: str = REGION, verbose_errors: bool = False
+    ) -> None:
         self.port = port
         self.verbose_errors = verbose_errors
         #: First lines of errors moto raised while answering a request (answered with HTTP
@@ -169,8 +170,11 @@ class LocalEmulator:
     def _new_client(self, boto3: Any, config_cls: Any, service: str, **kwargs: Any) -> Any:
         kwargs.setdefault(
             "config",
-            config_cls(retries={"mode": "standard", "max_attempts": 3},
-                       max_pool_connections=32, account_id_endpoint_mode="disabled"),
+            config_cls(
+                retries={"mode": "standard", "max_attempts": 3},
+                max_pool_connections=32,
+                account_id_endpoint_mode="disabled",
+            ),
         )
         return boto3.session.Session().client(
             service,
@@ -183,13 +187,20 @@ class LocalEmulator:
         )
 
     # -- behaviour moto does not have --------------------------------------------------------
-    def ttl_delete(self, table_name: str, key: Mapping[str, Any], *, ttl_attribute: str,
-                   now: float | None = None) -> str | None:
-        """Delete an item the way DynamoDB's TTL service does; return the REMOVE record's sequence number.
+    def ttl_delete(
+        self,
+        table_name: str,
+        key: Mapping[str, Any],
+        *,
+        ttl_attribute: str,
+        now: float | None = None,
+    ) -> str | None:
+        """Delete an item the way DynamoDB's TTL service does; return the REMOVE record's number.
 
         The item is deleted only while its TTL attribute is a Number of epoch seconds at or
         before ``now`` (the TTL service re-checks before deleting), and the REMOVE record on the
-        stream then carries ``userIdentity`` ``{type: Service, principalId: dynamodb.amazonaws.com}``.
+        stream then carries ``userIdentity``
+        ``{type: Service, principalId: dynamodb.amazonaws.com}``.
 
         Args:
             key: the item's key in DynamoDB JSON, e.g. ``{"pk": {"S": "s-1"}}``.

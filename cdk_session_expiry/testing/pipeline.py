@@ -8,7 +8,6 @@ import logging
 import re
 import shutil
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,7 @@ class EmfMetrics:
     ``values[(metric_name, ((dimension, value), ...))]`` is the sum over all log lines.
     """
 
-    values: Counter[tuple[str, tuple[tuple[str, str], ...]]] = field(default_factory=Counter)
+    values: dict[tuple[str, tuple[tuple[str, str], ...]], float] = field(default_factory=dict)
 
     def add_log_line(self, line: str) -> None:
         """Add the metrics of one log line (ignored unless it is an EMF document)."""
@@ -58,16 +57,15 @@ class EmfMetrics:
                 total = sum(float(v) for v in values if isinstance(v, (int, float)))
                 for dims in dimension_sets:
                     key = tuple((d, str(doc.get(d, ""))) for d in dims)
-                    self.values[(name, key)] += total
+                    self.values[(name, key)] = self.values.get((name, key), 0.0) + total
 
     def total(self, name: str, **dimensions: str) -> float:
         """Sum of ``name`` over every dimension set that includes ``dimensions``."""
         wanted = set(dimensions.items())
-        return sum(v for (n, dims), v in self.values.items()
-                   if n == name and wanted <= set(dims))
+        return sum(v for (n, dims), v in self.values.items() if n == name and wanted <= set(dims))
 
     def by_dimension(self, name: str, dimension: str) -> dict[str, float]:
-        """``{dimension value: sum}`` of ``name`` over the dimension sets that have ``dimension``."""
+        """``{dimension value: sum}`` of ``name`` over the dimension sets ``[dimension]``."""
         out: dict[str, float] = {}
         for (n, dims), v in self.values.items():
             d = dict(dims)
@@ -90,9 +88,16 @@ class LocalPipeline:
     :meth:`from_stack` (a stack already deployed into ``emulator``).
     """
 
-    def __init__(self, emulator: LocalEmulator, stack: DeployedStack,
-                 mapping: EventSourceMappingConfig, function: DeployedFunction, *,
-                 table_logical_id: str, owns_emulator: bool = False) -> None:
+    def __init__(
+        self,
+        emulator: LocalEmulator,
+        stack: DeployedStack,
+        mapping: EventSourceMappingConfig,
+        function: DeployedFunction,
+        *,
+        table_logical_id: str,
+        owns_emulator: bool = False,
+    ) -> None:
         self.emulator = emulator
         self.stack = stack
         self.mapping = mapping
@@ -111,10 +116,16 @@ class LocalPipeline:
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
-    def deploy(cls, app_dir: Path | str, *, emulator: LocalEmulator | None = None,
-               stack: str | None = None, app: str | None = None,
-               context: Mapping[str, str] | None = None,
-               function_logical_id: str | None = None) -> LocalPipeline:
+    def deploy(
+        cls,
+        app_dir: Path | str,
+        *,
+        emulator: LocalEmulator | None = None,
+        stack: str | None = None,
+        app: str | None = None,
+        context: Mapping[str, str] | None = None,
+        function_logical_id: str | None = None,
+    ) -> LocalPipeline:
         """Start an emulator (unless given), ``cdk bootstrap`` and ``cdk deploy`` the app in
         ``app_dir`` into it with the CDK CLI, and read the pipeline back.
 
@@ -143,8 +154,9 @@ class LocalPipeline:
             names = [stack] if stack else list(outputs) or _deployed_stack_names(emu)
             pipeline = cls._find(emu, names, function_logical_id)
             pipeline._owns_emulator = owns
-            pipeline.unmodelled_resource_types = sorted(set(
-                _UNSUPPORTED.findall("\n".join(captured))))
+            pipeline.unmodelled_resource_types = sorted(
+                set(_UNSUPPORTED.findall("\n".join(captured)))
+            )
             return pipeline
         except BaseException:
             if owns:
@@ -152,14 +164,16 @@ class LocalPipeline:
             raise
 
     @classmethod
-    def from_stack(cls, emulator: LocalEmulator, stack_name: str, *,
-                   function_logical_id: str | None = None) -> LocalPipeline:
+    def from_stack(
+        cls, emulator: LocalEmulator, stack_name: str, *, function_logical_id: str | None = None
+    ) -> LocalPipeline:
         """Read the pipeline of ``stack_name``, already deployed into ``emulator``."""
         return cls._find(emulator, [stack_name], function_logical_id)
 
     @classmethod
-    def _find(cls, emulator: LocalEmulator, stack_names: Sequence[str],
-              function_logical_id: str | None) -> LocalPipeline:
+    def _find(
+        cls, emulator: LocalEmulator, stack_names: Sequence[str], function_logical_id: str | None
+    ) -> LocalPipeline:
         candidates = []
         for name in stack_names:
             stack = DeployedStack.read(emulator, name)
@@ -206,8 +220,7 @@ class LocalPipeline:
         without one, the cleanup function's variables plus the table name.
         """
         lam = self.emulator.client("lambda")
-        for logical_id, physical_id in sorted(
-                self.stack.physical_ids("AWS::Lambda::Function").items()):
+        for _, physical_id in sorted(self.stack.physical_ids("AWS::Lambda::Function").items()):
             config = lam.get_function_configuration(FunctionName=physical_id)
             variables = dict((config.get("Environment") or {}).get("Variables") or {})
             if variables.get(contract.ENV_TABLE_NAME) == self.table_name:
@@ -221,17 +234,20 @@ class LocalPipeline:
 
     # -- TTL --------------------------------------------------------------------------------------
     def ttl_delete(self, key: Mapping[str, Any], *, now: float | None = None) -> str | None:
-        """Delete one item the way DynamoDB's TTL service does (see :meth:`LocalEmulator.ttl_delete`)."""
-        return self.emulator.ttl_delete(self.table_name, key, ttl_attribute=self.ttl_attribute,
-                                        now=now)
+        """Delete one item the way the TTL service does (:meth:`LocalEmulator.ttl_delete`)."""
+        return self.emulator.ttl_delete(
+            self.table_name, key, ttl_attribute=self.ttl_attribute, now=now
+        )
 
     def expire_due(self, *, now: float | None = None) -> list[str]:
         """Run DynamoDB's TTL sweep once: TTL-delete every item whose TTL attribute is a Number
         at or before ``now``. Returns the REMOVE records' sequence numbers."""
         now_s = int(time.time() if now is None else now)
         ddb = self.emulator.client("dynamodb")
-        keys = [a["AttributeName"] for a in
-                ddb.describe_table(TableName=self.table_name)["Table"]["KeySchema"]]
+        keys = [
+            a["AttributeName"]
+            for a in ddb.describe_table(TableName=self.table_name)["Table"]["KeySchema"]
+        ]
         names = {f"#k{i}": k for i, k in enumerate(keys)}
         names["#t"] = self.ttl_attribute
         sequence_numbers = []
@@ -244,8 +260,10 @@ class LocalPipeline:
     def _scan(self, ddb: Any, names: dict[str, str], now_s: int) -> Iterator[dict[str, Any]]:
         projection = ", ".join(names)
         kwargs: dict[str, Any] = {
-            "TableName": self.table_name, "FilterExpression": "attribute_type(#t, :n) AND #t <= :now",
-            "ProjectionExpression": projection, "ExpressionAttributeNames": names,
+            "TableName": self.table_name,
+            "FilterExpression": "attribute_type(#t, :n) AND #t <= :now",
+            "ProjectionExpression": projection,
+            "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": {":now": {"N": str(now_s)}, ":n": {"S": "N"}},
         }
         while True:
@@ -272,19 +290,29 @@ class LocalPipeline:
             self._lambda = self.function.start(on_log=self._log)
         return self._lambda
 
-    def poller(self, *, handler: Handler | None = None, clock: Callable[[], float] = time.time,
-               on_invocation: Callable[[Invocation], None] | None = None,
-               stall_after_attempts: int = 50) -> EventSourceMappingPoller:
+    def poller(
+        self,
+        *,
+        handler: Handler | None = None,
+        clock: Callable[[], float] = time.time,
+        on_invocation: Callable[[Invocation], None] | None = None,
+        stall_after_attempts: int = 50,
+    ) -> EventSourceMappingPoller:
         """A new poller for the deployed mapping, delivering to ``handler`` (default: the
         deployed function's code)."""
         return EventSourceMappingPoller(
-            self.mapping, handler or self.local_lambda(), clients=self.emulator.client,
-            clock=clock, function_timeout_ms=self.function.timeout_ms,
-            stall_after_attempts=stall_after_attempts, on_invocation=on_invocation,
+            self.mapping,
+            handler or self.local_lambda(),
+            clients=self.emulator.client,
+            clock=clock,
+            function_timeout_ms=self.function.timeout_ms,
+            stall_after_attempts=stall_after_attempts,
+            on_invocation=on_invocation,
         )
 
-    def run_cleanup(self, *, on_invocation: Callable[[Invocation], None] | None = None
-                    ) -> PollReport:
+    def run_cleanup(
+        self, *, on_invocation: Callable[[Invocation], None] | None = None
+    ) -> PollReport:
         """Deliver every stream record written since the last call to the deployed function,
         with the deployed mapping's semantics. Returns the cumulative report."""
         if self._poller is None:

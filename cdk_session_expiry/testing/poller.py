@@ -86,8 +86,8 @@ class EventSourceMappingConfig:
     def from_api(cls, mapping: Mapping[str, Any]) -> EventSourceMappingConfig:
         """From one element of ``lambda:ListEventSourceMappings()["EventSourceMappings"]``."""
         filters = (mapping.get("FilterCriteria") or {}).get("Filters") or []
-        destination = (
-            ((mapping.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
+        destination = ((mapping.get("DestinationConfig") or {}).get("OnFailure") or {}).get(
+            "Destination"
         )
         state = mapping.get("State", "Enabled")
         return cls(
@@ -138,8 +138,9 @@ class PollReport:
 
     @property
     def function_errors(self) -> int:
-        return sum(1 for i in self.invocations if i.outcome in ("function_error",
-                                                                 "invalid_response"))
+        return sum(
+            1 for i in self.invocations if i.outcome in ("function_error", "invalid_response")
+        )
 
     @property
     def partial_failures(self) -> int:
@@ -182,7 +183,11 @@ def pattern_matcher(patterns: Iterable[str]) -> Callable[[Mapping[str, Any]], bo
             raise ValueError(f"invalid filter pattern {raw!r}: {err}") from err
     if not loaded:
         return lambda record: True
-    return lambda record: any(p.matches_event(dict(record)) for p in loaded)
+
+    def matches(record: Mapping[str, Any]) -> bool:
+        return any(p.matches_event(dict(record)) for p in loaded)  # type: ignore[arg-type]
+
+    return matches
 
 
 class _BatchFailed(Exception):
@@ -264,8 +269,10 @@ class EventSourceMappingPoller:
         streams = self._clients("dynamodbstreams")
         for shard in self._shards():
             iterator = streams.get_shard_iterator(
-                StreamArn=self.config.event_source_arn, ShardId=shard["ShardId"],
-                ShardIteratorType="LATEST")["ShardIterator"]
+                StreamArn=self.config.event_source_arn,
+                ShardId=shard["ShardId"],
+                ShardIteratorType="LATEST",
+            )["ShardIterator"]
             records = streams.get_records(ShardIterator=iterator, Limit=1).get("Records", [])
             # LATEST on an idle shard: remember "nothing read yet, start after what exists".
             self._positions[shard["ShardId"]] = self._last_sequence(shard) if not records else None
@@ -273,8 +280,10 @@ class EventSourceMappingPoller:
     def _last_sequence(self, shard: Mapping[str, Any]) -> str | None:
         streams = self._clients("dynamodbstreams")
         iterator = streams.get_shard_iterator(
-            StreamArn=self.config.event_source_arn, ShardId=shard["ShardId"],
-            ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+            StreamArn=self.config.event_source_arn,
+            ShardId=shard["ShardId"],
+            ShardIteratorType="TRIM_HORIZON",
+        )["ShardIterator"]
         last: str | None = None
         while True:
             page = streams.get_records(ShardIterator=iterator, Limit=1000)
@@ -289,12 +298,16 @@ class EventSourceMappingPoller:
         position = self._positions.get(shard_id)
         if position is None:
             iterator = streams.get_shard_iterator(
-                StreamArn=self.config.event_source_arn, ShardId=shard_id,
-                ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+                StreamArn=self.config.event_source_arn,
+                ShardId=shard_id,
+                ShardIteratorType="TRIM_HORIZON",
+            )["ShardIterator"]
         else:
             iterator = streams.get_shard_iterator(
-                StreamArn=self.config.event_source_arn, ShardId=shard_id,
-                ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=position,
+                StreamArn=self.config.event_source_arn,
+                ShardId=shard_id,
+                ShardIteratorType="AFTER_SEQUENCE_NUMBER",
+                SequenceNumber=position,
             )["ShardIterator"]
         out: list[dict[str, Any]] = []
         while iterator:
@@ -332,7 +345,7 @@ class EventSourceMappingPoller:
                 self.report.records_filtered_out += len(records) - len(matching)
                 size = self.config.batch_size
                 for start in range(0, len(matching), size):
-                    self._deliver(shard_id, matching[start:start + size])
+                    self._deliver(shard_id, matching[start : start + size])
                 # Filtered-out records are consumed too: the checkpoint passes them.
                 self._checkpoint(shard_id, sequence_number(records[-1]))
         return self.report
@@ -359,8 +372,9 @@ class EventSourceMappingPoller:
                     if index:
                         self._checkpoint(shard_id, sequence_number(records[index - 1]))
                     if 0 <= max_retries <= retries:
-                        self._send_on_failure(shard_id, remaining, CONDITION_RETRIES_EXHAUSTED,
-                                              invokes)
+                        self._send_on_failure(
+                            shard_id, remaining, CONDITION_RETRIES_EXHAUSTED, invokes
+                        )
                     else:
                         self._count_retry(retries)
                         pending.appendleft((remaining, retries + 1, invokes))
@@ -390,8 +404,9 @@ class EventSourceMappingPoller:
     def _count_retry(self, retries: int) -> None:
         self.report.retries += 1
 
-    def _discard_too_old(self, shard_id: str, records: list[dict[str, Any]],
-                         invokes: int) -> list[dict[str, Any]]:
+    def _discard_too_old(
+        self, shard_id: str, records: list[dict[str, Any]], invokes: int
+    ) -> list[dict[str, Any]]:
         max_age = self.config.maximum_record_age_seconds
         if max_age < 0:
             return records
@@ -402,8 +417,9 @@ class EventSourceMappingPoller:
             if now - created > max_age:
                 keep_from = index + 1
         if keep_from:
-            self._send_on_failure(shard_id, records[:keep_from], CONDITION_RECORD_AGE_EXCEEDED,
-                                  invokes)
+            self._send_on_failure(
+                shard_id, records[:keep_from], CONDITION_RECORD_AGE_EXCEEDED, invokes
+            )
         return records[keep_from:]
 
     def _invoke(self, shard_id: str, records: list[dict[str, Any]], retry: int) -> None:
@@ -413,8 +429,9 @@ class EventSourceMappingPoller:
         try:
             response = self.handler(event, context)
         except Exception as err:
-            self._record(Invocation(shard_id, seqs, "function_error", retry,
-                                    f"{type(err).__name__}: {err}"))
+            self._record(
+                Invocation(shard_id, seqs, "function_error", retry, f"{type(err).__name__}: {err}")
+            )
             raise _BatchFailed("function_error", f"{type(err).__name__}: {err}") from err
         if not self.config.report_batch_item_failures:
             self._record(Invocation(shard_id, seqs, "success", retry))
@@ -435,15 +452,19 @@ class EventSourceMappingPoller:
             self._on_invocation(invocation)
 
     # -- on-failure destination -------------------------------------------------------------
-    def _send_on_failure(self, shard_id: str, records: Sequence[dict[str, Any]], condition: str,
-                         invokes: int) -> None:
+    def _send_on_failure(
+        self, shard_id: str, records: Sequence[dict[str, Any]], condition: str, invokes: int
+    ) -> None:
         if not records:
             return
         self._checkpoint(shard_id, sequence_number(records[-1]))
         self.report.records_sent_to_on_failure += len(records)
         message = on_failure_record(
-            records, shard_id=shard_id, stream_arn=self.config.event_source_arn,
-            function_arn=self.config.function_arn, condition=condition,
+            records,
+            shard_id=shard_id,
+            stream_arn=self.config.event_source_arn,
+            function_arn=self.config.function_arn,
+            condition=condition,
             approximate_invoke_count=invokes,
         )
         self.report.on_failure_messages.append(message)
@@ -461,15 +482,19 @@ class EventSourceMappingPoller:
         elif service == "s3":
             bucket = destination.split(":::", 1)[1]
             stamp = dt.datetime.now(dt.timezone.utc)
-            key = (f"aws/lambda/{self.config.uuid}/{shard_id}/{stamp:%Y/%m/%d}/"
-                   f"{stamp:%Y-%m-%dT%H.%M.%S}-{uuid.uuid4()}")
+            key = (
+                f"aws/lambda/{self.config.uuid}/{shard_id}/{stamp:%Y/%m/%d}/"
+                f"{stamp:%Y-%m-%dT%H.%M.%S}-{uuid.uuid4()}"
+            )
             body = {**message, "payload": json.dumps({"Records": list(records)})}
             self._clients("s3").put_object(Bucket=bucket, Key=key, Body=json.dumps(body))
         else:
             raise ValueError(f"on-failure destination {destination!r}: expected SQS, SNS or S3")
 
 
-def interpret_partial_batch_response(response: Any, sequence_numbers: Sequence[str]) -> int | str | None:
+def interpret_partial_batch_response(
+    response: Any, sequence_numbers: Sequence[str]
+) -> int | str | None:
     """Read a partial batch response the way Lambda does for stream sources.
 
     Returns:
@@ -504,9 +529,15 @@ def _iso(epoch: float) -> str:
     return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def on_failure_record(records: Sequence[Mapping[str, Any]], *, shard_id: str, stream_arn: str,
-                      function_arn: str, condition: str,
-                      approximate_invoke_count: int) -> dict[str, Any]:
+def on_failure_record(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    shard_id: str,
+    stream_arn: str,
+    function_arn: str,
+    condition: str,
+    approximate_invoke_count: int,
+) -> dict[str, Any]:
     """The metadata Lambda sends to an SQS/SNS on-failure destination for a DynamoDB stream.
 
     Shape of the "Example invocation record" for DynamoDB Streams in the Lambda developer
@@ -524,7 +555,8 @@ def on_failure_record(records: Sequence[Mapping[str, Any]], *, shard_id: str, st
             "approximateInvokeCount": approximate_invoke_count,
         },
         "version": "1.0",
-        "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+        "timestamp": dt.datetime.now(dt.timezone.utc)
+        .isoformat(timespec="milliseconds")
         .replace("+00:00", "Z"),
         "DDBStreamBatchInfo": {
             "shardId": shard_id,

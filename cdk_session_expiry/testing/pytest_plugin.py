@@ -64,11 +64,15 @@ def session_expiry_emulator() -> Iterator[LocalEmulator]:
 
 
 @pytest.fixture(scope="module")
-def session_expiry_pipeline(session_expiry_emulator: LocalEmulator, session_expiry_app_dir: Path,
-                            session_expiry_stack: str | None) -> Iterator[LocalPipeline]:
+def session_expiry_pipeline(
+    session_expiry_emulator: LocalEmulator,
+    session_expiry_app_dir: Path,
+    session_expiry_stack: str | None,
+) -> Iterator[LocalPipeline]:
     """The app deployed into the emulator with the CDK CLI, read back as a pipeline."""
-    pipeline = LocalPipeline.deploy(session_expiry_app_dir, emulator=session_expiry_emulator,
-                                    stack=session_expiry_stack)
+    pipeline = LocalPipeline.deploy(
+        session_expiry_app_dir, emulator=session_expiry_emulator, stack=session_expiry_stack
+    )
     try:
         yield pipeline
     finally:
@@ -76,8 +80,9 @@ def session_expiry_pipeline(session_expiry_emulator: LocalEmulator, session_expi
 
 
 @pytest.fixture
-def session_expiry_app_env(session_expiry_pipeline: LocalPipeline,
-                           monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def session_expiry_app_env(
+    session_expiry_pipeline: LocalPipeline, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
     """Apply the pipeline's application environment to ``os.environ`` for one test."""
     env = session_expiry_pipeline.application_env()
     monkeypatch.delenv("AWS_PROFILE", raising=False)

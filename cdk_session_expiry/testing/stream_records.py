@@ -55,8 +55,9 @@ def _epoch_seconds(value: Any) -> int | float:
     raise TypeError(f"ApproximateCreationDateTime {value!r}: expected a datetime or a number")
 
 
-def to_lambda_record(api_record: Mapping[str, Any], *, stream_arn: str,
-                     region: str) -> dict[str, Any]:
+def to_lambda_record(
+    api_record: Mapping[str, Any], *, stream_arn: str, region: str
+) -> dict[str, Any]:
     """Convert one GetRecords ``Record`` (as boto3 parses it) to a Lambda event record.
 
     Args:

@@ -13,8 +13,12 @@ import moto
 import pytest
 from moto.awslambda.models import LambdaBackend
 
-from cdk_session_expiry.testing import LocalEmulator, MotoInternalsChanged, check_moto_internals
-from cdk_session_expiry.testing import _moto_internals
+from cdk_session_expiry.testing import (
+    LocalEmulator,
+    MotoInternalsChanged,
+    _moto_internals,
+    check_moto_internals,
+)
 
 
 def test_moto_is_inside_the_pinned_range() -> None:
@@ -28,14 +32,15 @@ def test_every_patched_or_read_internal_exists() -> None:
 
 def test_fails_loudly_when_send_dynamodb_items_is_gone(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delattr(LambdaBackend, "send_dynamodb_items")
-    with pytest.raises(MotoInternalsChanged, match="LambdaBackend.send_dynamodb_items"):
+    with pytest.raises(MotoInternalsChanged, match=r"LambdaBackend\.send_dynamodb_items"):
         _moto_internals.disable_stream_delivery()
     with pytest.raises(MotoInternalsChanged):
         LocalEmulator().start()
 
 
 def test_fails_loudly_when_send_dynamodb_items_changes_signature(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(LambdaBackend, "send_dynamodb_items", lambda self, records: None)
     with pytest.raises(MotoInternalsChanged, match="parameters"):
         check_moto_internals()
@@ -58,22 +63,30 @@ def _zip() -> bytes:
 def test_stream_records_stay_readable_when_the_table_has_a_mapping(emulator: LocalEmulator) -> None:
     ddb, lam, iam = emulator.client("dynamodb"), emulator.client("lambda"), emulator.client("iam")
     stream_arn = ddb.create_table(
-        TableName="with-mapping", BillingMode="PAY_PER_REQUEST",
+        TableName="with-mapping",
+        BillingMode="PAY_PER_REQUEST",
         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
     )["TableDescription"]["LatestStreamArn"]
     role = iam.create_role(RoleName="r-with-mapping", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-    lam.create_function(FunctionName="f-with-mapping", Runtime="python3.12", Role=role,
-                        Handler="index.handler", Code={"ZipFile": _zip()})
-    lam.create_event_source_mapping(EventSourceArn=stream_arn, FunctionName="f-with-mapping",
-                                    StartingPosition="TRIM_HORIZON")
+    lam.create_function(
+        FunctionName="f-with-mapping",
+        Runtime="python3.12",
+        Role=role,
+        Handler="index.handler",
+        Code={"ZipFile": _zip()},
+    )
+    lam.create_event_source_mapping(
+        EventSourceArn=stream_arn, FunctionName="f-with-mapping", StartingPosition="TRIM_HORIZON"
+    )
     ddb.put_item(TableName="with-mapping", Item={"pk": {"S": "a"}})
     ddb.delete_item(TableName="with-mapping", Key={"pk": {"S": "a"}})
     streams = emulator.client("dynamodbstreams")
     shard = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"][0]
-    iterator = streams.get_shard_iterator(StreamArn=stream_arn, ShardId=shard["ShardId"],
-                                          ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    iterator = streams.get_shard_iterator(
+        StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
     records = streams.get_records(ShardIterator=iterator)["Records"]
     assert [r["eventName"] for r in records] == ["INSERT", "REMOVE"]
 
@@ -81,7 +94,8 @@ def test_stream_records_stay_readable_when_the_table_has_a_mapping(emulator: Loc
 def test_ttl_identity_reaches_get_records(emulator: LocalEmulator) -> None:
     ddb = emulator.client("dynamodb")
     stream_arn = ddb.create_table(
-        TableName="ttl-identity", BillingMode="PAY_PER_REQUEST",
+        TableName="ttl-identity",
+        BillingMode="PAY_PER_REQUEST",
         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
@@ -90,8 +104,9 @@ def test_ttl_identity_reaches_get_records(emulator: LocalEmulator) -> None:
     assert emulator.ttl_delete("ttl-identity", {"pk": {"S": "a"}}, ttl_attribute="ttl")
     streams = emulator.client("dynamodbstreams")
     shard = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"][0]
-    iterator = streams.get_shard_iterator(StreamArn=stream_arn, ShardId=shard["ShardId"],
-                                          ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    iterator = streams.get_shard_iterator(
+        StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
     remove = streams.get_records(ShardIterator=iterator)["Records"][-1]
     assert remove["eventName"] == "REMOVE"
     assert remove["userIdentity"] == {"PrincipalId": "dynamodb.amazonaws.com", "Type": "Service"}

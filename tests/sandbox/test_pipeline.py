@@ -14,13 +14,6 @@ from pathlib import Path
 import pytest
 
 from cdk_session_expiry.testing import LocalPipeline
-from cdk_session_expiry.testing.pytest_plugin import (  # noqa: F401 - fixtures
-    session_expiry_app_dir,
-    session_expiry_app_env,
-    session_expiry_emulator,
-    session_expiry_pipeline,
-    session_expiry_stack,
-)
 
 pytestmark = pytest.mark.slow
 
@@ -28,18 +21,27 @@ STANDIN = Path(__file__).resolve().parent / "standin_app"
 
 
 @pytest.fixture(scope="module")
-def session_expiry_app_dir() -> Path:  # noqa: F811 - overrides the plugin's default
+def session_expiry_app_dir() -> Path:  # overrides the plugin's default (rootdir)
     return STANDIN
 
 
 def test_mapping_is_read_back_from_the_emulator(session_expiry_pipeline: LocalPipeline) -> None:
     m = session_expiry_pipeline.mapping
-    assert m.event_source_arn == session_expiry_pipeline.emulator.client("dynamodb").describe_table(
-        TableName=session_expiry_pipeline.table_name)["Table"]["LatestStreamArn"]
+    assert (
+        m.event_source_arn
+        == session_expiry_pipeline.emulator.client("dynamodb").describe_table(
+            TableName=session_expiry_pipeline.table_name
+        )["Table"]["LatestStreamArn"]
+    )
     assert m.filter_patterns == ('{"eventName":["REMOVE"]}',)
-    assert (m.batch_size, m.bisect_batch_on_function_error, m.maximum_retry_attempts,
-            m.maximum_record_age_seconds, m.report_batch_item_failures,
-            m.starting_position) == (4, True, 2, 3600, True, "TRIM_HORIZON")
+    assert (
+        m.batch_size,
+        m.bisect_batch_on_function_error,
+        m.maximum_retry_attempts,
+        m.maximum_record_age_seconds,
+        m.report_batch_item_failures,
+        m.starting_position,
+    ) == (4, True, 2, 3600, True, "TRIM_HORIZON")
     assert m.on_failure_destination and ":sqs:" in m.on_failure_destination
     assert session_expiry_pipeline.ttl_attribute == "expiresAt"
 
@@ -49,7 +51,8 @@ def test_handler_runs_from_the_deployed_code_asset(session_expiry_pipeline: Loca
     assert fn.handler == "standin_handler.handler"
     root = fn.task_root()
     assert (root / "standin_handler.py").read_text() == (
-        STANDIN / "handler_src" / "standin_handler.py").read_text()
+        STANDIN / "handler_src" / "standin_handler.py"
+    ).read_text()
     env = fn.runtime_env()
     assert env["SCRATCH_BUCKET"] == fn.environment["SCRATCH_BUCKET"]
     assert env["AWS_ENDPOINT_URL"] == session_expiry_pipeline.emulator.endpoint_url
@@ -58,7 +61,8 @@ def test_handler_runs_from_the_deployed_code_asset(session_expiry_pipeline: Loca
 
 
 def test_expired_and_ended_items_are_cleaned_by_the_deployed_function(
-        session_expiry_pipeline: LocalPipeline, session_expiry_app_env: dict[str, str]) -> None:
+    session_expiry_pipeline: LocalPipeline, session_expiry_app_env: dict[str, str]
+) -> None:
     p = session_expiry_pipeline
     emu = p.emulator
     import boto3  # application code: plain boto3 from the environment the fixture applied
@@ -67,12 +71,20 @@ def test_expired_and_ended_items_are_cleaned_by_the_deployed_function(
     s3, ddb = boto3.client("s3"), boto3.client("dynamodb")
     bucket = p.function.environment["SCRATCH_BUCKET"]
     now = int(time.time())
-    for name, ttl in (("expired", now - 10), ("ended", now + 3600), ("live", now + 3600),
-                      ("poison", now + 3600)):
+    for name, ttl in (
+        ("expired", now - 10),
+        ("ended", now + 3600),
+        ("live", now + 3600),
+        ("poison", now + 3600),
+    ):
         s3.put_object(Bucket=bucket, Key=f"obj-{name}", Body=b"x")
         emu.open_connection(f"conn-{name}")
-        item = {"pk": {"S": name}, "expiresAt": {"N": str(ttl)},
-                "scratchKey": {"S": f"obj-{name}"}, "connectionId": {"S": f"conn-{name}"}}
+        item = {
+            "pk": {"S": name},
+            "expiresAt": {"N": str(ttl)},
+            "scratchKey": {"S": f"obj-{name}"},
+            "connectionId": {"S": f"conn-{name}"},
+        }
         if name == "poison":
             item["poison"] = {"BOOL": True}
         ddb.put_item(TableName=p.table_name, Item=item)

@@ -23,10 +23,12 @@ from cdk_session_expiry.testing import (
     ShardBlocked,
 )
 
-TTL_FILTER = json.dumps({
-    "eventName": ["REMOVE"],
-    "userIdentity": {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]},
-})
+TTL_FILTER = json.dumps(
+    {
+        "eventName": ["REMOVE"],
+        "userIdentity": {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]},
+    }
+)
 REMOVE_FILTER = json.dumps({"eventName": ["REMOVE"]})
 
 
@@ -38,7 +40,8 @@ class Table:
         self.ddb = emulator.client("dynamodb")
         self.name = f"t-{uuid.uuid4().hex[:8]}"
         desc = self.ddb.create_table(
-            TableName=self.name, BillingMode="PAY_PER_REQUEST",
+            TableName=self.name,
+            BillingMode="PAY_PER_REQUEST",
             AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
             KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
             StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
@@ -61,8 +64,9 @@ class Table:
     def queue(self) -> tuple[str, str]:
         sqs = self.emulator.client("sqs")
         url = sqs.create_queue(QueueName=f"q-{self.name}")["QueueUrl"]
-        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
-            "Attributes"]["QueueArn"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
         return url, arn
 
 
@@ -89,8 +93,12 @@ def poller(table: Table, handler: Any, **config: Any) -> EventSourceMappingPolle
     clock = config.pop("clock", time.time)
     stall = config.pop("stall_after_attempts", 50)
     return EventSourceMappingPoller(
-        EventSourceMappingConfig(event_source_arn=table.stream_arn, **config), handler,
-        clients=table.emulator.client, clock=clock, stall_after_attempts=stall)
+        EventSourceMappingConfig(event_source_arn=table.stream_arn, **config),
+        handler,
+        clients=table.emulator.client,
+        clock=clock,
+        stall_after_attempts=stall,
+    )
 
 
 @pytest.fixture
@@ -155,8 +163,10 @@ def test_ttl_delete_skips_items_not_yet_expired_or_with_wrong_ttl_type(table: Ta
     table.put("due", expiresAt={"N": str(now)})
     emu = table.emulator
     for pk in ("future", "millis", "string"):
-        assert emu.ttl_delete(table.name, {"pk": {"S": pk}}, ttl_attribute="expiresAt",
-                              now=now) is None
+        assert (
+            emu.ttl_delete(table.name, {"pk": {"S": pk}}, ttl_attribute="expiresAt", now=now)
+            is None
+        )
     assert emu.ttl_delete(table.name, {"pk": {"S": "due"}}, ttl_attribute="expiresAt", now=now)
     remaining = {i["pk"]["S"] for i in table.ddb.scan(TableName=table.name)["Items"]}
     assert remaining == {"future", "millis", "string"}
@@ -171,8 +181,12 @@ def test_explicit_deletes_carry_no_user_identity(table: Table) -> None:
 
 # -- record shape ------------------------------------------------------------------------------
 def test_records_have_the_lambda_event_shape(table: Table) -> None:
-    table.put("a", blob={"B": b"\x00\xffhi"}, big={"N": "12345678901234567890123456789012345678"},
-              tags={"SS": ["x", "y"]})
+    table.put(
+        "a",
+        blob={"B": b"\x00\xffhi"},
+        big={"N": "12345678901234567890123456789012345678"},
+        tags={"SS": ["x", "y"]},
+    )
     table.delete("a")
     handler = Recorder()
     poller(table, handler, filter_patterns=(REMOVE_FILTER,)).poll()
@@ -213,8 +227,13 @@ def test_a_later_poll_delivers_only_new_records(table: Table) -> None:
 def test_partial_batch_response_is_ignored_without_report_batch_item_failures(table: Table) -> None:
     table.put_and_delete("a", "b", "c")
     handler = Recorder(lambda keys, seqs: {"batchItemFailures": [{"itemIdentifier": seqs[1]}]})
-    report = poller(table, handler, filter_patterns=(REMOVE_FILTER,), batch_size=3,
-                    report_batch_item_failures=False).poll()
+    report = poller(
+        table,
+        handler,
+        filter_patterns=(REMOVE_FILTER,),
+        batch_size=3,
+        report_batch_item_failures=False,
+    ).poll()
     assert handler.calls == [["a", "b", "c"]]
     assert report.retries == 0
 
@@ -224,38 +243,59 @@ def test_partial_batch_response_redelivers_from_the_lowest_reported_record(table
 
     def respond(keys: list[str], seqs: list[str]) -> Any:
         if len(keys) == 5:  # report d and b: checkpoint after a, re-deliver b..e
-            return {"batchItemFailures": [{"itemIdentifier": seqs[3]},
-                                          {"itemIdentifier": seqs[1]}]}
+            return {"batchItemFailures": [{"itemIdentifier": seqs[3]}, {"itemIdentifier": seqs[1]}]}
         return {"batchItemFailures": []}
 
     handler = Recorder(respond)
-    report = poller(table, handler, filter_patterns=(REMOVE_FILTER,), batch_size=5,
-                    report_batch_item_failures=True, maximum_retry_attempts=3).poll()
+    report = poller(
+        table,
+        handler,
+        filter_patterns=(REMOVE_FILTER,),
+        batch_size=5,
+        report_batch_item_failures=True,
+        maximum_retry_attempts=3,
+    ).poll()
     assert handler.calls == [["a", "b", "c", "d", "e"], ["b", "c", "d", "e"]]
     assert [i.outcome for i in report.invocations] == ["partial", "success"]
     assert report.retries == 1
     assert report.records_sent_to_on_failure == 0
 
 
-@pytest.mark.parametrize("response", [
-    None, {}, {"batchItemFailures": []}, {"batchItemFailures": None}, {"other": 1},
-])
+@pytest.mark.parametrize(
+    "response",
+    [
+        None,
+        {},
+        {"batchItemFailures": []},
+        {"batchItemFailures": None},
+        {"other": 1},
+    ],
+)
 def test_empty_or_null_responses_are_complete_success(table: Table, response: Any) -> None:
     table.put_and_delete("a", "b")
     handler = Recorder(lambda keys, seqs: response)
-    report = poller(table, handler, filter_patterns=(REMOVE_FILTER,),
-                    report_batch_item_failures=True, maximum_retry_attempts=3).poll()
+    report = poller(
+        table,
+        handler,
+        filter_patterns=(REMOVE_FILTER,),
+        report_batch_item_failures=True,
+        maximum_retry_attempts=3,
+    ).poll()
     assert handler.calls == [["a", "b"]]
     assert report.retries == 0
 
 
-@pytest.mark.parametrize("failure", [
-    {"itemIdentifier": ""},
-    {"itemIdentifier": None},
-    {"itemIdentifer": "SEQ"},  # wrong key name
-    {"itemIdentifier": "999"},  # not a sequence number of this batch
-    "SEQ",  # not an object
-], ids=["empty", "none", "wrong-key", "unknown", "not-an-object"])
+@pytest.mark.parametrize(
+    "failure",
+    [
+        {"itemIdentifier": ""},
+        {"itemIdentifier": None},
+        {"itemIdentifer": "SEQ"},  # wrong key name
+        {"itemIdentifier": "999"},  # not a sequence number of this batch
+        "SEQ",  # not an object
+    ],
+    ids=["empty", "none", "wrong-key", "unknown", "not-an-object"],
+)
 def test_fails_whole_batch_on_bad_item_identifier(table: Table, failure: Any) -> None:
     table.put_and_delete("a", "b", "c")
 
@@ -266,8 +306,14 @@ def test_fails_whole_batch_on_bad_item_identifier(table: Table, failure: Any) ->
         return {"batchItemFailures": []}
 
     handler = Recorder(respond)
-    report = poller(table, handler, filter_patterns=(REMOVE_FILTER,), batch_size=3,
-                    report_batch_item_failures=True, maximum_retry_attempts=3).poll()
+    report = poller(
+        table,
+        handler,
+        filter_patterns=(REMOVE_FILTER,),
+        batch_size=3,
+        report_batch_item_failures=True,
+        maximum_retry_attempts=3,
+    ).poll()
     # The whole batch failed and was retried as a whole, not from c.
     assert handler.calls == [["a", "b", "c"], ["a", "b", "c"]]
     assert report.invocations[0].outcome == "invalid_response"
@@ -277,15 +323,21 @@ def test_fails_whole_batch_on_bad_item_identifier(table: Table, failure: Any) ->
 def test_fails_whole_batch_when_response_is_not_an_object(table: Table) -> None:
     table.put_and_delete("a")
     handler = Recorder(lambda keys, seqs: "ok" if len(handler.calls) == 1 else None)
-    report = poller(table, handler, filter_patterns=(REMOVE_FILTER,),
-                    report_batch_item_failures=True, maximum_retry_attempts=1).poll()
+    report = poller(
+        table,
+        handler,
+        filter_patterns=(REMOVE_FILTER,),
+        report_batch_item_failures=True,
+        maximum_retry_attempts=1,
+    ).poll()
     assert handler.calls == [["a"], ["a"]]
     assert report.invocations[0].outcome == "invalid_response"
 
 
 # -- function errors, retries, bisect, on-failure destination ---------------------------------
 def test_function_error_retries_whole_batch_then_sends_metadata_to_on_failure_queue(
-        table: Table) -> None:
+    table: Table,
+) -> None:
     table.put_and_delete("a", "b", "c", "d")
     url, arn = table.queue()
 
@@ -295,14 +347,21 @@ def test_function_error_retries_whole_batch_then_sends_metadata_to_on_failure_qu
         return None
 
     handler = Recorder(respond)
-    report = poller(table, handler, filter_patterns=(REMOVE_FILTER,), batch_size=3,
-                    maximum_retry_attempts=2, on_failure_destination=arn).poll()
+    report = poller(
+        table,
+        handler,
+        filter_patterns=(REMOVE_FILTER,),
+        batch_size=3,
+        maximum_retry_attempts=2,
+        on_failure_destination=arn,
+    ).poll()
     # 1 invocation + 2 retries of [a, b, c], then the next batch [d].
     assert handler.calls == [["a", "b", "c"]] * 3 + [["d"]]
     assert report.retries == 2
     assert report.records_sent_to_on_failure == 3
-    messages = table.emulator.client("sqs").receive_message(
-        QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    messages = table.emulator.client("sqs").receive_message(QueueUrl=url, MaxNumberOfMessages=10)[
+        "Messages"
+    ]
     assert len(messages) == 1
     body = json.loads(messages[0]["Body"])
     seqs = [r["dynamodb"]["SequenceNumber"] for r in handler.events[0]["Records"]]
@@ -321,8 +380,9 @@ def test_function_error_retries_whole_batch_then_sends_metadata_to_on_failure_qu
 def test_maximum_retry_attempts_zero_means_no_retry(table: Table) -> None:
     table.put_and_delete("a")
     handler = Recorder(lambda keys, seqs: (_ for _ in ()).throw(ValueError("x")))
-    report = poller(table, handler, filter_patterns=(REMOVE_FILTER,),
-                    maximum_retry_attempts=0).poll()
+    report = poller(
+        table, handler, filter_patterns=(REMOVE_FILTER,), maximum_retry_attempts=0
+    ).poll()
     assert handler.calls == [["a"]]
     assert report.records_sent_to_on_failure == 1
 
@@ -337,22 +397,29 @@ def test_bisect_isolates_a_poison_record_without_consuming_retries(table: Table)
         return {"batchItemFailures": []}
 
     handler = Recorder(respond)
-    report = poller(table, handler, filter_patterns=(REMOVE_FILTER,), batch_size=4,
-                    bisect_batch_on_function_error=True, maximum_retry_attempts=1,
-                    on_failure_destination=arn).poll()
+    report = poller(
+        table,
+        handler,
+        filter_patterns=(REMOVE_FILTER,),
+        batch_size=4,
+        bisect_batch_on_function_error=True,
+        maximum_retry_attempts=1,
+        on_failure_destination=arn,
+    ).poll()
     assert handler.calls == [
         ["a", "b", "c", "d"],  # fails: bisect, no retry used
-        ["a", "b"],            # succeeds
-        ["c", "d"],            # fails: bisect, no retry used
-        ["c"],                 # fails
-        ["c"],                 # the one retry fails: on-failure destination
-        ["d"],                 # succeeds
+        ["a", "b"],  # succeeds
+        ["c", "d"],  # fails: bisect, no retry used
+        ["c"],  # fails
+        ["c"],  # the one retry fails: on-failure destination
+        ["d"],  # succeeds
     ]
     assert report.bisections == 2
     assert report.retries == 1
     assert report.records_sent_to_on_failure == 1
-    body = json.loads(table.emulator.client("sqs").receive_message(QueueUrl=url)["Messages"][0][
-        "Body"])
+    body = json.loads(
+        table.emulator.client("sqs").receive_message(QueueUrl=url)["Messages"][0]["Body"]
+    )
     assert body["DDBStreamBatchInfo"]["batchSize"] == 1
     c_seq = handler.events[3]["Records"][0]["dynamodb"]["SequenceNumber"]
     assert body["DDBStreamBatchInfo"]["startSequenceNumber"] == c_seq
@@ -367,9 +434,15 @@ def test_partial_response_with_bisect_retries_only_the_remaining_records(table: 
         return None
 
     handler = Recorder(respond)
-    report = poller(table, handler, filter_patterns=(REMOVE_FILTER,), batch_size=4,
-                    bisect_batch_on_function_error=True, report_batch_item_failures=True,
-                    maximum_retry_attempts=2).poll()
+    report = poller(
+        table,
+        handler,
+        filter_patterns=(REMOVE_FILTER,),
+        batch_size=4,
+        bisect_batch_on_function_error=True,
+        report_batch_item_failures=True,
+        maximum_retry_attempts=2,
+    ).poll()
     assert handler.calls == [["a", "b", "c", "d"], ["c", "d"], ["c", "d"]]
     assert report.bisections == 0
     assert report.records_sent_to_on_failure == 2
@@ -380,13 +453,19 @@ def test_maximum_record_age_discards_old_records_without_invoking(table: Table) 
     table.put_and_delete("a", "b")
     url, arn = table.queue()
     handler = Recorder()
-    report = poller(table, handler, filter_patterns=(REMOVE_FILTER,),
-                    maximum_record_age_seconds=60, on_failure_destination=arn,
-                    clock=lambda: time.time() + 120).poll()
+    report = poller(
+        table,
+        handler,
+        filter_patterns=(REMOVE_FILTER,),
+        maximum_record_age_seconds=60,
+        on_failure_destination=arn,
+        clock=lambda: time.time() + 120,
+    ).poll()
     assert handler.calls == []
     assert report.records_sent_to_on_failure == 2
-    body = json.loads(table.emulator.client("sqs").receive_message(QueueUrl=url)["Messages"][0][
-        "Body"])
+    body = json.loads(
+        table.emulator.client("sqs").receive_message(QueueUrl=url)["Messages"][0]["Body"]
+    )
     assert body["requestContext"]["condition"] == "RecordAgeExceeded"
     assert body["requestContext"]["approximateInvokeCount"] == 0
     assert "responseContext" not in body
@@ -396,18 +475,25 @@ def test_maximum_record_age_discards_old_records_without_invoking(table: Table) 
 def test_records_younger_than_maximum_record_age_are_delivered(table: Table) -> None:
     table.put_and_delete("a")
     handler = Recorder()
-    report = poller(table, handler, filter_patterns=(REMOVE_FILTER,),
-                    maximum_record_age_seconds=60, clock=lambda: time.time() + 30).poll()
+    report = poller(
+        table,
+        handler,
+        filter_patterns=(REMOVE_FILTER,),
+        maximum_record_age_seconds=60,
+        clock=lambda: time.time() + 30,
+    ).poll()
     assert handler.calls == [["a"]]
     assert report.records_sent_to_on_failure == 0
 
 
 def test_without_destination_exhausted_records_are_discarded(table: Table) -> None:
     table.put_and_delete("a", "b")
-    handler = Recorder(lambda keys, seqs: (_ for _ in ()).throw(ValueError("x"))
-                       if "a" in keys else None)
-    report = poller(table, handler, filter_patterns=(REMOVE_FILTER,), batch_size=1,
-                    maximum_retry_attempts=1).poll()
+    handler = Recorder(
+        lambda keys, seqs: (_ for _ in ()).throw(ValueError("x")) if "a" in keys else None
+    )
+    report = poller(
+        table, handler, filter_patterns=(REMOVE_FILTER,), batch_size=1, maximum_retry_attempts=1
+    ).poll()
     assert handler.calls == [["a"], ["a"], ["b"]]
     assert report.records_sent_to_on_failure == 1
     assert len(report.on_failure_messages) == 1
@@ -417,29 +503,50 @@ def test_fails_loudly_when_retries_are_unbounded_and_the_batch_keeps_failing(tab
     table.put_and_delete("a")
     handler = Recorder(lambda keys, seqs: (_ for _ in ()).throw(ValueError("x")))
     with pytest.raises(ShardBlocked, match="MaximumRetryAttempts=-1"):
-        poller(table, handler, filter_patterns=(REMOVE_FILTER,), maximum_retry_attempts=-1,
-               stall_after_attempts=5).poll()
+        poller(
+            table,
+            handler,
+            filter_patterns=(REMOVE_FILTER,),
+            maximum_retry_attempts=-1,
+            stall_after_attempts=5,
+        ).poll()
     assert len(handler.calls) == 5
 
 
 def test_config_reads_the_mapping_as_lambda_reports_it() -> None:
-    config = EventSourceMappingConfig.from_api({
-        "UUID": "u", "EventSourceArn": "arn:aws:dynamodb:us-east-1:1:table/t/stream/x",
-        "FunctionArn": "arn:aws:lambda:us-east-1:1:function:f", "BatchSize": 25,
-        "FilterCriteria": {"Filters": [{"Pattern": REMOVE_FILTER}]},
-        "BisectBatchOnFunctionError": True, "MaximumRetryAttempts": 5,
-        "MaximumRecordAgeInSeconds": 3600, "FunctionResponseTypes": ["ReportBatchItemFailures"],
-        "DestinationConfig": {"OnFailure": {"Destination": "arn:aws:sqs:us-east-1:1:q"}},
-        "StartingPosition": "TRIM_HORIZON", "State": "Enabled",
-    })
-    assert (config.batch_size, config.filter_patterns, config.bisect_batch_on_function_error,
-            config.maximum_retry_attempts, config.maximum_record_age_seconds,
-            config.report_batch_item_failures, config.on_failure_destination) == (
-        25, (REMOVE_FILTER,), True, 5, 3600, True, "arn:aws:sqs:us-east-1:1:q")
+    config = EventSourceMappingConfig.from_api(
+        {
+            "UUID": "u",
+            "EventSourceArn": "arn:aws:dynamodb:us-east-1:1:table/t/stream/x",
+            "FunctionArn": "arn:aws:lambda:us-east-1:1:function:f",
+            "BatchSize": 25,
+            "FilterCriteria": {"Filters": [{"Pattern": REMOVE_FILTER}]},
+            "BisectBatchOnFunctionError": True,
+            "MaximumRetryAttempts": 5,
+            "MaximumRecordAgeInSeconds": 3600,
+            "FunctionResponseTypes": ["ReportBatchItemFailures"],
+            "DestinationConfig": {"OnFailure": {"Destination": "arn:aws:sqs:us-east-1:1:q"}},
+            "StartingPosition": "TRIM_HORIZON",
+            "State": "Enabled",
+        }
+    )
+    assert (
+        config.batch_size,
+        config.filter_patterns,
+        config.bisect_batch_on_function_error,
+        config.maximum_retry_attempts,
+        config.maximum_record_age_seconds,
+        config.report_batch_item_failures,
+        config.on_failure_destination,
+    ) == (25, (REMOVE_FILTER,), True, 5, 3600, True, "arn:aws:sqs:us-east-1:1:q")
     defaults = EventSourceMappingConfig.from_api({"EventSourceArn": "a", "FunctionArn": "f"})
-    assert (defaults.batch_size, defaults.maximum_retry_attempts,
-            defaults.maximum_record_age_seconds, defaults.report_batch_item_failures,
-            defaults.bisect_batch_on_function_error) == (100, -1, -1, False, False)
+    assert (
+        defaults.batch_size,
+        defaults.maximum_retry_attempts,
+        defaults.maximum_record_age_seconds,
+        defaults.report_batch_item_failures,
+        defaults.bisect_batch_on_function_error,
+    ) == (100, -1, -1, False, False)
 
 
 def test_fails_on_invalid_filter_pattern(table: Table) -> None:

@@ -18,7 +18,11 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
     report_path = tmp_path / "report.json"
     done = subprocess.run(
         [sys.executable, "-m", "sandbox", "--quiet", "--report-json", str(report_path)],
-        cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-6000:]

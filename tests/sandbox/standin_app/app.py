@@ -16,10 +16,12 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 
 app = cdk.App()
-stack = cdk.Stack(app, "StandInPipeline",
-                  env=cdk.Environment(account="123456789012", region="us-east-1"))
+stack = cdk.Stack(
+    app, "StandInPipeline", env=cdk.Environment(account="123456789012", region="us-east-1")
+)
 table = dynamodb.Table(
-    stack, "Sessions",
+    stack,
+    "Sessions",
     partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
     stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
     time_to_live_attribute="expiresAt",
@@ -29,7 +31,8 @@ table = dynamodb.Table(
 bucket = s3.Bucket(stack, "Scratch", removal_policy=cdk.RemovalPolicy.DESTROY)
 queue = sqs.Queue(stack, "OnFailure")
 function = lambda_.Function(
-    stack, "Cleanup",
+    stack,
+    "Cleanup",
     runtime=lambda_.Runtime.PYTHON_3_12,
     handler="standin_handler.handler",
     code=lambda_.Code.from_asset(str(Path(__file__).parent / "handler_src")),
@@ -40,15 +43,19 @@ function = lambda_.Function(
     },
 )
 bucket.grant_delete(function)
-function.add_event_source(sources.DynamoEventSource(
-    table,
-    starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-    batch_size=4,
-    bisect_batch_on_error=True,
-    retry_attempts=2,
-    max_record_age=cdk.Duration.hours(1),
-    report_batch_item_failures=True,
-    on_failure=sources.SqsDlq(queue),
-    filters=[lambda_.FilterCriteria.filter({"eventName": lambda_.FilterRule.is_equal("REMOVE")})],
-))
+function.add_event_source(
+    sources.DynamoEventSource(
+        table,
+        starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+        batch_size=4,
+        bisect_batch_on_error=True,
+        retry_attempts=2,
+        max_record_age=cdk.Duration.hours(1),
+        report_batch_item_failures=True,
+        on_failure=sources.SqsDlq(queue),
+        filters=[
+            lambda_.FilterCriteria.filter({"eventName": lambda_.FilterRule.is_equal("REMOVE")})
+        ],
+    )
+)
 app.synth()

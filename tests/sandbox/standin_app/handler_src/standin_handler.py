@@ -15,8 +15,9 @@ def handler(event, context):
     for record in event["Records"]:
         old = record["dynamodb"].get("OldImage", {})
         seq = record["dynamodb"]["SequenceNumber"]
-        print(json.dumps({"seq": seq, "userIdentity": record.get("userIdentity"),
-                          "module": __file__}))
+        print(
+            json.dumps({"seq": seq, "userIdentity": record.get("userIdentity"), "module": __file__})
+        )
         if "poison" in old:
             failures.append({"itemIdentifier": seq})
             continue
