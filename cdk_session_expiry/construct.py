@@ -721,12 +721,13 @@ def _check_existing_table(
         ValueError: the table has no stream, a stream without old images, no time to live,
             or a key/TTL attribute different from the one given.
     """
+    no_stream = ValueError(
+        f"table {table.node.path} has no stream: expected "
+        "stream=StreamViewType.NEW_AND_OLD_IMAGES on the table (dynamo_stream= on a TableV2), "
+        "or table_stream_arn when importing it with Table.from_table_attributes"
+    )
     if table.table_stream_arn is None:
-        raise ValueError(
-            f"table {table.node.path} has no stream: expected "
-            "stream=StreamViewType.NEW_AND_OLD_IMAGES on the table, or table_stream_arn when "
-            "importing it with Table.from_table_attributes"
-        )
+        raise no_stream
     cfn = table.node.default_child
     if not isinstance(cfn, (dynamodb.CfnTable, dynamodb.CfnGlobalTable)):
         return (
@@ -736,28 +737,26 @@ def _check_existing_table(
             if time_to_live_attribute is None
             else time_to_live_attribute,
         )
-    stream = cfn.stream_specification
-    view_type = getattr(stream, "stream_view_type", None)
+    # The resolved properties of the table's resource, read the same way for Table (CfnTable)
+    # and TableV2 (CfnGlobalTable, whose typed struct getters fail on its lazy values).
+    props = Stack.of(table).resolve(cfn._cfn_properties)
+    view_type = (props.get("streamSpecification") or {}).get("streamViewType")
+    if view_type is None:
+        raise no_stream
     if isinstance(view_type, str) and view_type not in _VIEW_TYPES_WITH_OLD_IMAGES:
         raise ValueError(
             f"table {table.node.path} has stream view type {view_type}: expected "
             "NEW_AND_OLD_IMAGES (or OLD_IMAGE), since REMOVE records must carry the old image. "
-            "The view type cannot change in place: set stream=StreamViewType.NEW_AND_OLD_IMAGES."
+            "The view type cannot change in place: set stream=StreamViewType.NEW_AND_OLD_IMAGES "
+            "(dynamo_stream= on a TableV2)."
         )
-    keys = {
-        getattr(k, "key_type", None): getattr(k, "attribute_name", None)
-        for k in (cfn.key_schema if isinstance(cfn.key_schema, list) else [])
-    }
+    keys = {k.get("keyType"): k.get("attributeName") for k in props.get("keySchema") or []}
     own = {
         "partition_key_name": (partition_key_name, keys.get("HASH")),
         "sort_key_name": (sort_key_name, keys.get("RANGE")),
     }
-    ttl_spec = cfn.time_to_live_specification
-    table_ttl = (
-        getattr(ttl_spec, "attribute_name", None)
-        if getattr(ttl_spec, "enabled", False) is True
-        else None
-    )
+    ttl_spec = props.get("timeToLiveSpecification") or {}
+    table_ttl = ttl_spec.get("attributeName") if ttl_spec.get("enabled") is True else None
     if table_ttl is None:
         raise ValueError(
             f"table {table.node.path} has no time to live: expected "

@@ -340,3 +340,33 @@ def test_fails_table_only_props_with_an_existing_table(stack: Stack, prop: str, 
 def test_table_with_old_image_stream_is_accepted(stack: Stack) -> None:
     table = _table(stack, stream=dynamodb.StreamViewType.OLD_IMAGE)
     assert SessionExpiry(stack, "Sessions", table=table).table is table
+
+
+def _table_v2(stack: Stack, **overrides: Any) -> dynamodb.TableV2:
+    props: dict[str, Any] = {
+        "partition_key": dynamodb.Attribute(name="id", type=dynamodb.AttributeType.STRING),
+        "sort_key": dynamodb.Attribute(name="started", type=dynamodb.AttributeType.STRING),
+        "time_to_live_attribute": "exp",
+        "dynamo_stream": dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
+        **overrides,
+    }
+    return dynamodb.TableV2(stack, "OwnV2", **props)
+
+
+def test_table_v2_supplies_its_key_and_ttl_names(stack: Stack) -> None:
+    sessions = SessionExpiry(stack, "Sessions", table=_table_v2(stack))
+    assert (
+        sessions.partition_key_name,
+        sessions.sort_key_name,
+        sessions.time_to_live_attribute,
+    ) == ("id", "started", "exp")
+
+
+def test_fails_table_v2_stream_without_old_images(stack: Stack) -> None:
+    table = _table_v2(stack, dynamo_stream=dynamodb.StreamViewType.KEYS_ONLY)
+    _fails(stack, "stream view type KEYS_ONLY: expected NEW_AND_OLD_IMAGES", table=table)
+
+
+def test_fails_table_v2_without_stream(stack: Stack) -> None:
+    table = _table_v2(stack, dynamo_stream=None)
+    _fails(stack, "table Validation/OwnV2 has no stream", table=table)
