@@ -3,16 +3,36 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from moto import mock_aws
+from moto.core.botocore_stubber import BotocoreStubber
 from runtime_support import Sandbox
 from session_expiry_runtime import handler as handler_module
 
+_MOTO_LOCK = threading.RLock()
+
 
 @pytest.fixture
-def aws() -> Iterator[None]:
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """moto in-process, with its request handling serialised.
+
+    moto's backends are not thread safe (KMS ``Key.retire_grant_by_token`` rebuilds the key's
+    grant dict without a lock, so two concurrent RetireGrant calls on one key lose one of the
+    retirements); AWS is. The cleanup's worker threads still run concurrently: serialisation,
+    signing, retries and parsing in botocore; only moto's handling of each request is one at a
+    time.
+    """
+    original = BotocoreStubber.process_request
+
+    def serialised(self: BotocoreStubber, request: Any) -> Any:
+        with _MOTO_LOCK:
+            return original(self, request)
+
+    monkeypatch.setattr(BotocoreStubber, "process_request", serialised)
     with mock_aws():
         yield
 
