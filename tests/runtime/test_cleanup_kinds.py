@@ -649,3 +649,65 @@ def test_redelivered_batch_ends_in_the_same_state_without_failures(sandbox: Sand
 
     assert all(sandbox.is_clean(s) for s in sessions)
     assert sandbox.is_intact(live)
+
+
+def test_time_guard_stops_a_large_scratch_deletion_between_pages(sandbox: Sandbox) -> None:
+    names = tuple(f"obj-{i:05d}" for i in range(1_500))
+    session = sandbox.create_session("s-big", object_names=names)
+    sandbox.read_stream()
+    sandbox.delete("s-big")
+    (record,) = sandbox.removes()
+    # Enough time to start the record, not enough to list a second page.
+    response = run(sandbox.cleaner(), [record], ShrinkingContext(calls=1))
+
+    assert failed_ids(response) == [seq(record)]
+    assert len(sandbox.keys_under(session.prefix)) == 500  # first page of 1,000 deleted
+    # The event source mapping re-delivers it; it finishes.
+    assert failed_ids(run(sandbox.cleaner(), [record])) == []
+    assert sandbox.is_clean(session)
+
+
+def test_fails_closed_when_a_listing_names_a_key_outside_the_prefix(sandbox: Sandbox) -> None:
+    session, record = _removed(sandbox, "s-1", prefix="sessions/s-1/")
+    sandbox.s3.put_object(Bucket=BUCKET, Key="sessions/s-10/keep", Body=b"x")
+    cleaner = sandbox.cleaner()
+    # Stub: S3 never lists a key outside the requested prefix; a decoding bug could. The
+    # cleanup must then delete nothing and report the record.
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        f"<Name>{BUCKET}</Name><Prefix>sessions/s-1/</Prefix><KeyCount>2</KeyCount>"
+        "<MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated>"
+        "<Contents><Key>sessions/s-1/a.txt</Key><Size>1</Size></Contents>"
+        "<Contents><Key>sessions/s-10/keep</Key><Size>1</Size></Contents>"
+        "</ListBucketResult>"
+    )
+    answer(cleaner.clients.s3, "ListObjectsV2", lambda _: (200, {}, body.encode()))
+
+    assert failed_ids(run(cleaner, [record])) == [seq(record)]
+    assert sandbox.keys_under("sessions/s-10/") == ["sessions/s-10/keep"]
+    assert sorted(sandbox.keys_under(session.prefix)) == sorted(session.keys)
+
+
+def test_log_lines_survive_lambdas_json_log_formatter(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    sandbox.create_session(
+        "s-fmt",
+        extra={"blob": {"B": b"\x00"}, "nums": {"NS": ["1", "2.5"]}, "big": {"N": "1" * 38}},
+    )
+    sandbox.read_stream()
+    # A binary key attribute too: the logged keys must serialise.
+    sandbox.delete("s-fmt")
+    (record,) = sandbox.removes()
+    record["dynamodb"]["Keys"]["bin"] = {"B": "AP8="}
+
+    run(sandbox.cleaner(), [record])
+
+    (log_record,) = [r for r in session_logs.records if hasattr(r, "session")]
+    # Lambda's JSON formatter (awslambdaric JsonFormatter) adds every extra attribute of the
+    # record and encodes with a plain json.JSONEncoder: no default= to rescue Decimal or bytes.
+    line = json.JSONEncoder(ensure_ascii=False).encode(
+        {"message": log_record.getMessage(), "session": log_record.session}
+    )
+    assert json.loads(line)["session"]["keys"] == {"pk": "s-fmt", "bin": "AP8="}
