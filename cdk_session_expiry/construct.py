@@ -423,7 +423,9 @@ class SessionExpiry(Construct):
         Grants ``dynamodb:GetItem``, ``PutItem``, ``UpdateItem``, ``DeleteItem`` and ``Query``
         on the table (and use of its customer managed key, if any); with ``grant_key``,
         ``kms:CreateGrant`` on that key only for grants that name ``cleanup_role`` as their
-        retiring principal (condition key ``kms:RetiringPrincipal``).
+        retiring principal (condition key ``kms:RetiringPrincipal``), and ``kms:RetireGrant``
+        on it, with which the runtime retires a grant whose session ended while it was being
+        created.
 
         For a ``lambda_.Function`` it also adds ``runtime_layer`` and sets the environment
         ``SessionStore.from_env()`` reads: table name, key names, TTL attribute, session
@@ -450,6 +452,17 @@ class SessionExpiry(Construct):
                     conditions={
                         "StringEquals": {"kms:RetiringPrincipal": self.retiring_principal_arn}
                     },
+                )
+            )
+            # When a session ends while its grant is being created, the runtime retires the
+            # new grant at once, or the grantee would keep key access past the session. Only
+            # the account's IAM delegation allows that (KMS developer guide, "Retiring and
+            # revoking grants").
+            grant = grant.combine(
+                iam.Grant.add_to_principal(
+                    grantee=function,
+                    actions=["kms:RetireGrant"],
+                    resource_arns=[self.grant_key.key_arn],
                 )
             )
         if isinstance(function, lambda_.Function):

@@ -394,6 +394,11 @@ def test_grant_session_access_create_grant_requires_the_cleanup_role_as_retiring
         "Effect": "Allow",
         "Resource": _arn(synth.id(synth.grant_key)),
     } in statements
+    assert {
+        "Action": "kms:RetireGrant",
+        "Effect": "Allow",
+        "Resource": _arn(synth.id(synth.grant_key)),
+    } in statements
 
 
 def test_grant_session_access_uses_the_table_key(synth: Synth) -> None:
