@@ -285,7 +285,7 @@ class LocalLambda:
             self._proc.stdin.write(json.dumps(request) + "\n")
             self._proc.stdin.flush()
             try:
-                reply = json.loads(self._next_line(self.function.timeout_ms / 1000 + 5))
+                reply = json.loads(self._next_line(self.function.timeout_ms / 1000 + 2))
             except FunctionError:
                 self.close()
                 raise
