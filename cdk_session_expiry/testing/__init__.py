@@ -32,8 +32,13 @@ What differs from AWS
   ``userIdentity`` by editing the record moto stored, so GetRecords returns it. AWS's TTL lag
   (minutes to days) does not exist locally; global-table replicas are not emulated.
 * The handler runs in a local Python process from the deployed code asset with the function's
-  environment, not in the Lambda runtime: the local interpreter's version and the locally
-  installed boto3 are used, memory size and architecture are not enforced, the timeout is.
+  environment, not in the Lambda runtime: the local interpreter's version (not the function's
+  ``Runtime``) and the locally installed boto3 are used, layers are not mounted, memory size and
+  architecture are not enforced; the timeout is (the process is restarted, as a new execution
+  environment). IAM is not evaluated: the function's role does not limit what it can call.
+* moto's models are not all thread-safe (e.g. listing a bucket while keys are deleted
+  concurrently); such requests fail with HTTP 500, which the SDK retries. They are counted in
+  :attr:`LocalEmulator.internal_errors`.
 * API Gateway Management API: moto serves it at the emulator's root (``/@connections/{id}``)
   without api id or stage, so a function variable holding an ``execute-api`` endpoint is pointed
   at the emulator. moto's GetConnection/PostToConnection create unknown connections, and
