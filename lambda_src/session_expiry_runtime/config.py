@@ -182,8 +182,7 @@ class RuntimeConfig:
             connection_id_attribute=e.get(ENV_CONNECTION_ID_ATTRIBUTE)
             or DEFAULT_CONNECTION_ID_ATTRIBUTE,
             grant_id_attribute=e.get(ENV_GRANT_ID_ATTRIBUTE) or DEFAULT_GRANT_ID_ATTRIBUTE,
-            grant_token_attribute=e.get(ENV_GRANT_TOKEN_ATTRIBUTE)
-            or DEFAULT_GRANT_TOKEN_ATTRIBUTE,
+            grant_token_attribute=e.get(ENV_GRANT_TOKEN_ATTRIBUTE) or DEFAULT_GRANT_TOKEN_ATTRIBUTE,
             scratch_prefix_attribute=e.get(ENV_SCRATCH_PREFIX_ATTRIBUTE)
             or DEFAULT_SCRATCH_PREFIX_ATTRIBUTE,
             tenant_attribute=e.get(ENV_TENANT_ATTRIBUTE) or DEFAULT_TENANT_ATTRIBUTE,
