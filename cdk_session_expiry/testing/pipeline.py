@@ -110,6 +110,8 @@ class LocalPipeline:
         #: Resource types of the deployed template that moto's CloudFormation does not create
         #: (filled by :meth:`deploy`), e.g. ``AWS::CloudWatch::Alarm``.
         self.unmodelled_resource_types: list[str] = []
+        #: Other warnings moto logged while the CDK CLI deployed (filled by :meth:`deploy`).
+        self.deploy_warnings: list[str] = []
         self._lambda: LocalLambda | None = None
         self._poller: EventSourceMappingPoller | None = None
         self._log_listeners: list[Callable[[str], None]] = []
@@ -145,7 +147,7 @@ class LocalPipeline:
             cli = CdkCli(emu, app_dir, app=app, context=context)
             # moto logs a warning per resource type its CloudFormation does not model; keep
             # them as data instead of noise.
-            with _collect_log("moto.cloudformation.parsing") as captured:
+            with _collect_log("moto") as captured:
                 try:
                     cli.bootstrap()
                     outputs = cli.deploy([stack] if stack else [])
@@ -157,6 +159,7 @@ class LocalPipeline:
             pipeline.unmodelled_resource_types = sorted(
                 set(_UNSUPPORTED.findall("\n".join(captured)))
             )
+            pipeline.deploy_warnings = [c for c in captured if not _UNSUPPORTED.search(c)]
             return pipeline
         except BaseException:
             if owns:

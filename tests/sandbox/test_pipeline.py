@@ -44,6 +44,8 @@ def test_mapping_is_read_back_from_the_emulator(session_expiry_pipeline: LocalPi
     ) == (4, True, 2, 3600, True, "TRIM_HORIZON")
     assert m.on_failure_destination and ":sqs:" in m.on_failure_destination
     assert session_expiry_pipeline.ttl_attribute == "expiresAt"
+    # The bootstrap stack's bucket policy is one of the types moto's CloudFormation skips.
+    assert "AWS::S3::BucketPolicy" in session_expiry_pipeline.unmodelled_resource_types
 
 
 def test_handler_runs_from_the_deployed_code_asset(session_expiry_pipeline: LocalPipeline) -> None:
