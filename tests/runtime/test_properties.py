@@ -18,6 +18,8 @@ from session_expiry_runtime.prefixes import (
 )
 
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: Whole item images are big examples; fewer of them keep the suite fast.
+IMAGES = settings(FAST, max_examples=120)
 
 # --- DynamoDB AttributeValues in Lambda's wire form --------------------------------------------
 # DynamoDB numbers: up to 38 significant digits, magnitude 1E-130 .. 9.99..E+125, or zero.
@@ -78,7 +80,7 @@ def _check_exact(wire: dict[str, Any], value: Any, as_json: Any) -> None:
             _check_exact(w, value[k], as_json[k])
 
 
-@FAST
+@IMAGES
 @given(images)
 def test_any_image_decodes_exactly_and_serialises(image: dict[str, Any]) -> None:
     decoded = decode_image(image)
