@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 
-
 class LambdaJsonFormatter(logging.Formatter):
     """Roughly what the Lambda runtime writes with the JSON log format: one JSON object per
     record, extra fields included, so log volume costs what it costs in Lambda."""
@@ -49,6 +48,8 @@ class CallRecorder:
     def __init__(self) -> None:
         self.calls: Counter[str] = Counter()
         self.attempts: Counter[str] = Counter()
+        #: attempts that failed, by "<Operation>: <HTTP status or exception>" (why retries ran)
+        self.failed_attempts: Counter[str] = Counter()
         self.spans: list[tuple[float, float]] = []
         self._open: dict[int, float] = {}
         self._lock = threading.Lock()
@@ -57,6 +58,7 @@ class CallRecorder:
         with self._lock:
             self.calls.clear()
             self.attempts.clear()
+            self.failed_attempts.clear()
             self.spans.clear()
             self._open.clear()
 
@@ -71,9 +73,10 @@ class CallRecorder:
             client.meta.events.register("before-call", recorder._before_call)
             client.meta.events.register("after-call", recorder._after_call)
             client.meta.events.register("before-send", recorder._before_send)
+            client.meta.events.register("response-received", recorder._response_received)
             return client
 
-        botocore.session.Session.create_client = create_client  # type: ignore[method-assign]
+        botocore.session.Session.create_client = create_client
 
     def _before_call(self, model: Any, **_: Any) -> None:
         with self._lock:
@@ -90,6 +93,20 @@ class CallRecorder:
     def _before_send(self, event_name: str, **_: Any) -> None:
         with self._lock:  # event_name: before-send.<service>.<Operation>
             self.attempts[event_name.rsplit(".", 1)[-1]] += 1
+
+    def _response_received(
+        self, event_name: str, response_dict: Any = None, exception: Any = None, **_: Any
+    ) -> None:
+        op = event_name.rsplit(".", 1)[-1]
+        status = (response_dict or {}).get("status_code")
+        if exception is not None:
+            what = type(exception).__name__
+        elif status is not None and status >= 400:
+            what = f"HTTP {status}"
+        else:
+            return
+        with self._lock:
+            self.failed_attempts[f"{op}: {what}"] += 1
 
     def concurrency(self, wall_start: float, wall_end: float) -> dict[str, float]:
         """Mean and maximum number of API calls in flight during the invocation."""
@@ -142,7 +159,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     # then run warm, as every invocation but an execution environment's first does: clients
     # created, endpoint rules loaded, credentials resolved. Cold start is measured on its own.
     first = time.perf_counter()
-    module.handler(json.loads(Path(spec["warmup_path"]).read_text()), FakeContext(60, spec["memory_mb"]))
+    warmup = json.loads(Path(spec["warmup_path"]).read_text())
+    module.handler(warmup, FakeContext(60, spec["memory_mb"]))
     t_warmup = time.perf_counter() - first
     recorder.reset()
     context = FakeContext(spec["timeout_s"], spec["memory_mb"])
@@ -164,6 +182,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "bad_identifiers": sum(1 for f in failures if not f.get("itemIdentifier")),
         "calls": dict(recorder.calls),
         "attempts": dict(recorder.attempts),
+        "failed_attempts": dict(recorder.failed_attempts),
         **recorder.concurrency(wall_start, wall_end),
         "rss_start_mb": rss_start / 1024,
         "rss_imported_mb": rss_imported / 1024,

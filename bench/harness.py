@@ -74,7 +74,7 @@ class MotoServer:
     def __init__(self, log_path: Path) -> None:
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        self._log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
+        self._log = open(log_path, "w")  # closed in stop()
         self.proc = subprocess.Popen(  # noqa: S603 - our own module, fixed arguments
             [sys.executable, "-m", "bench.server", "--port", str(self.port)],
             cwd=REPO,
@@ -107,7 +107,8 @@ class MotoServer:
         from urllib.parse import quote
 
         self._call(
-            "POST", f"/_bench/seed-objects?bucket={quote(bucket)}&prefix={quote(prefix)}&count={count}"
+            "POST",
+            f"/_bench/seed-objects?bucket={quote(bucket)}&prefix={quote(prefix)}&count={count}",
         )
 
     def connections(self) -> set[str]:
@@ -249,7 +250,9 @@ def build_fixture(server: MotoServer, scenario: Scenario, impl: str) -> Fixture:
         prefix = build_scratch_prefix(SCRATCH_ROOT, session_id)
         if objects:
             server.seed_objects(bucket, prefix, objects)
-        return Session(session_id, connection_id, grant["GrantId"], grant["GrantToken"], prefix, objects)
+        return Session(
+            session_id, connection_id, grant["GrantId"], grant["GrantToken"], prefix, objects
+        )
 
     # One more expired session, "w-1", whose REMOVE is the warm-up invocation's only record.
     expired = [new_session(f"b-{i}", scenario.objects) for i in range(1, scenario.sessions + 1)]
@@ -289,7 +292,9 @@ def build_fixture(server: MotoServer, scenario: Scenario, impl: str) -> Fixture:
     # The event source mapping's filter ({"eventName": ["REMOVE"]}) passes only these.
     removes = [to_lambda_record(r, stream_arn) for r in records if r["eventName"] == "REMOVE"]
     if len(removes) != scenario.sessions + 1:
-        raise RuntimeError(f"{run_id}: expected {scenario.sessions + 1} REMOVE records, got {len(removes)}")
+        raise RuntimeError(
+            f"{run_id}: expected {scenario.sessions + 1} REMOVE records, got {len(removes)}"
+        )
     warmup = [r for r in removes if r["dynamodb"]["Keys"]["pk"]["S"] == "w-1"]
     measured = [r for r in removes if r["dynamodb"]["Keys"]["pk"]["S"] != "w-1"]
     return Fixture(
@@ -337,7 +342,8 @@ def verify(server: MotoServer, fx: Fixture) -> Verification:
 
     def count(prefix: str) -> int:
         n = 0
-        for page in c["s3"].get_paginator("list_objects_v2").paginate(Bucket=fx.bucket, Prefix=prefix):
+        pages = c["s3"].get_paginator("list_objects_v2").paginate(Bucket=fx.bucket, Prefix=prefix)
+        for page in pages:
             n += page.get("KeyCount", 0)
         return n
 

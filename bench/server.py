@@ -17,6 +17,9 @@ Bench-only endpoints (never delayed, never counted):
   (``GetConnection`` cannot check absence: moto creates a connection on first sight).
 * ``GET /_bench/stats``: AWS requests served since the last ``PUT /_bench/latency``.
 
+moto's own request handling runs under one lock (see :meth:`LatencyMiddleware.__call__`);
+the injected latency does not.
+
 The API Gateway Management API endpoint carries the stage
 (``https://{api-id}.execute-api.{region}.amazonaws.com/{stage}``); moto's server only routes
 ``/@connections/...`` at the root, so the middleware drops the stage segment the way API
@@ -53,6 +56,7 @@ class LatencyMiddleware:
         self.app = app
         self.latency_s = latency_s
         self._lock = threading.Lock()
+        self._moto_lock = threading.Lock()
         self.requests: Counter[str] = Counter()
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
@@ -68,7 +72,14 @@ class LatencyMiddleware:
             self.requests[_service_of(environ)] += 1
         if self.latency_s > 0:
             time.sleep(self.latency_s)
-        return self.app(environ, start_response)
+        # The latency is concurrent; moto's own work is not. moto's backends are not thread
+        # safe: S3 ListObjectsV2 iterating a bucket while DeleteObjects removes keys fails with
+        # KeyError (HTTP 500), and KMS RetireGrant by token rebuilds the key's grant dict, so
+        # two concurrent retirements can lose one. The GIL already runs moto's Python one
+        # thread at a time, so this lock costs little concurrency, and it removes moto
+        # artefacts from the measurement. The response body is built inside the lock.
+        with self._moto_lock:
+            return list(self.app(environ, start_response))
 
     def _bench(self, path: str, environ: dict[str, Any], start_response: Any) -> Any:
         query = {k: v[0] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()}

@@ -6,8 +6,10 @@
    scratch bucket) and no other prop; the cleanup function's ``MemorySize``, ``Timeout`` and
    environment and the event source mapping's properties are read from the synthesized
    template. The throughput runs use these values. This stack also warms up jsii.
-2. *Scaling*: for n in 1, 10, 50, a new ``App`` with one stack holding n ``SessionExpiry``
-   constructs (no optional prop: each with its own table, function, queue, layer and alarms);
+2. *Scaling*: for n in 1, 10, 50, a new ``App`` holding n ``SessionExpiry`` constructs (no
+   optional prop: each with its own table, function, queue, layer and alarms), at most
+   :data:`CONSTRUCTS_PER_STACK` to a stack (CloudFormation's 500-resource limit: 50 default
+   constructs are 650 resources, which ``app.synth()`` rejects in one stack);
    the time to build the constructs and the time of ``app.synth()`` are taken separately, best
    of ``repeats``. A least-squares line ``t = a + b*n`` gives the cost per construct ``b``; R²
    and the marginal costs between the points show whether growth is linear.
@@ -15,6 +17,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -55,7 +58,8 @@ def _defaults(outdir: str) -> dict[str, Any]:
     fn = next(
         r["Properties"]
         for r in resources
-        if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Handler") == CLEANUP_HANDLER
+        if r["Type"] == "AWS::Lambda::Function"
+        and r["Properties"].get("Handler") == CLEANUP_HANDLER
     )
     esm = next(r["Properties"] for r in resources if r["Type"] == "AWS::Lambda::EventSourceMapping")
     env = fn.get("Environment", {}).get("Variables", {})
@@ -81,24 +85,33 @@ def _defaults(outdir: str) -> dict[str, Any]:
     }
 
 
-def _scaled(n: int, outdir: str) -> tuple[float, float, int]:
+#: CloudFormation allows 500 resources a stack and a default ``SessionExpiry`` has 13, so one
+#: stack holds at most 38; the scaling runs put at most this many in each stack.
+CONSTRUCTS_PER_STACK = 25
+
+
+def _scaled(n: int, outdir: str) -> tuple[float, float, int, int]:
     from aws_cdk import App, Stack
 
     from cdk_session_expiry import SessionExpiry
 
     t0 = time.perf_counter()
     app = App(outdir=outdir)
-    stack = Stack(app, "BenchScale", env=ENV)
+    stacks: list[Any] = []
     for i in range(n):
-        SessionExpiry(stack, f"Sessions{i}")
+        if i % CONSTRUCTS_PER_STACK == 0:
+            stacks.append(Stack(app, f"BenchScale{len(stacks)}", env=ENV))
+        SessionExpiry(stacks[-1], f"Sessions{i}")
     t1 = time.perf_counter()
     assembly = app.synth()
     t2 = time.perf_counter()
-    resources = len(assembly.get_stack_by_name("BenchScale").template["Resources"])
-    return t1 - t0, t2 - t1, resources
+    resources = sum(
+        len(assembly.get_stack_by_name(s.stack_name).template["Resources"]) for s in stacks
+    )
+    return t1 - t0, t2 - t1, resources, len(stacks)
 
 
-def fit(points: list[tuple[int, float]]) -> dict[str, float]:
+def fit(points: list[tuple[float, float]]) -> dict[str, float]:
     """Least squares ``t = a + b*n`` over ``points``; R² of the fit."""
     ns = [p[0] for p in points]
     ts = [p[1] for p in points]
@@ -124,16 +137,16 @@ def run(sizes: tuple[int, ...] = (1, 10, 50), repeats: int = 2) -> dict[str, Any
         t_first = time.perf_counter() - t1
         rows = []
         for n in sizes:
-            best: tuple[float, float, int] | None = None
+            best: tuple[float, float, int, int] | None = None
             for r in range(repeats):
                 sample = _scaled(n, str(Path(tmp) / f"scale-{n}-{r}"))
                 if best is None or sample[0] + sample[1] < best[0] + best[1]:
                     best = sample
             assert best is not None
-            build, synth, resources = best
+            build, synth, resources, stacks = best
             rows.append(
-                {"constructs": n, "build_s": build, "synth_s": synth, "total_s": build + synth,
-                 "resources": resources}
+                {"constructs": n, "stacks": stacks, "build_s": build, "synth_s": synth,
+                 "total_s": build + synth, "resources": resources}
             )
     line = fit([(r["constructs"], r["total_s"]) for r in rows])
     marginal = [
@@ -142,7 +155,7 @@ def run(sizes: tuple[int, ...] = (1, 10, 50), repeats: int = 2) -> dict[str, Any
             "to": b["constructs"],
             "per_construct_s": (b["total_s"] - a["total_s"]) / (b["constructs"] - a["constructs"]),
         }
-        for a, b in zip(rows, rows[1:])
+        for a, b in itertools.pairwise(rows)
     ]
     return {
         "import_s": t_import,
@@ -152,6 +165,7 @@ def run(sizes: tuple[int, ...] = (1, 10, 50), repeats: int = 2) -> dict[str, Any
         "fit": line,
         "marginal": marginal,
         "repeats": repeats,
+        "constructs_per_stack": CONSTRUCTS_PER_STACK,
     }
 
 

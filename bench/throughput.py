@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -68,7 +69,7 @@ def server_cpu_s(pid: int) -> float:
     """utime + stime of a process, from /proc (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks
+    return float(int(fields[11]) + int(fields[12])) / ticks
 
 
 def run_case(
@@ -168,4 +169,7 @@ def run_all(
                 results.append(r)
         finally:
             server.stop()
+            results_dir = harness.REPO / "bench" / "results"
+            results_dir.mkdir(exist_ok=True)
+            shutil.copy(workdir / "moto_server.log", results_dir / "moto_server.log")
     return results
