@@ -65,6 +65,9 @@ class SessionExpirySampleStack(Stack):
             self,
             "AccessLogsBucket",
             encryption=s3.BucketEncryption.S3_MANAGED,
+            # Log delivery is granted by bucket policy (cdk.json flag
+            # serverAccessLogsUseBucketPolicy), so ACLs can stay disabled.
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
             lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(90))],
