@@ -26,15 +26,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from .config import REASON_EXPLICIT, REASON_TTL, REASON_TTL_REPLICATED
+from .ttl import ttl_epoch_seconds
 
 #: ``userIdentity`` of a TTL delete (DynamoDB Developer Guide, "DynamoDB Streams and TTL").
 TTL_IDENTITY_TYPE = "Service"
 TTL_IDENTITY_PRINCIPAL = "dynamodb.amazonaws.com"
-
-#: Epoch seconds stay below 10**11 until the year 5138; a value in epoch *milliseconds* of any
-#: date after March 1973 is at least 10**11 (13 digits today), and DynamoDB never expires it.
-MAX_EPOCH_SECONDS = Decimal(10**11)
-
 
 @dataclass(frozen=True)
 class Classification:
@@ -50,21 +46,6 @@ class Classification:
     reason: str
     ttl_seconds: Decimal | None = None
     lag_seconds: Decimal | None = None
-
-
-def ttl_epoch_seconds(value: object) -> Decimal | None:
-    """Return a decoded TTL attribute as epoch seconds, or ``None`` if DynamoDB would ignore it.
-
-    Accepted: a finite, non-negative number (``Decimal``/``int``, as :mod:`.decode` yields for
-    ``N``) below :data:`MAX_EPOCH_SECONDS`. Rejected: strings (even numeric ones), booleans,
-    sets, milliseconds, negatives, ``None``.
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, Decimal)):
-        return None
-    number = Decimal(value)
-    if not number.is_finite() or number < 0 or number >= MAX_EPOCH_SECONDS:
-        return None
-    return number
 
 
 def is_ttl_identity(user_identity: object) -> bool:

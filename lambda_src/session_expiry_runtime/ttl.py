@@ -35,8 +35,10 @@ DEFAULT_SESSION_TTL = timedelta(hours=1)
 #: reader's does not make a full-length session look implausible: five minutes.
 CLOCK_SKEW_ALLOWANCE = timedelta(minutes=5)
 
-#: Epoch values at or above this (13 digits, i.e. year ~33,658 as seconds) are milliseconds.
-MILLISECONDS_THRESHOLD = 10**12
+#: Epoch seconds stay below 10**11 until the year 5138; a value in epoch *milliseconds* of any
+#: date after March 1973 is at least 10**11 (13 digits today), and DynamoDB never expires it.
+#: The one threshold for "this is not epoch seconds" on the write, read and cleanup side.
+MILLISECONDS_THRESHOLD = 10**11
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _EXPECTED = "expected a datetime.timedelta, e.g. timedelta(hours=1)"
@@ -183,6 +185,21 @@ def ttl_from_attribute(attribute: Mapping[str, object] | None) -> Decimal | None
     except InvalidOperation:
         return None
     return value if value.is_finite() else None
+
+
+def ttl_epoch_seconds(value: object) -> Decimal | None:
+    """Return a decoded TTL value as epoch seconds, or ``None`` if DynamoDB would ignore it.
+
+    Accepted: a finite, non-negative ``int`` or ``Decimal`` (as a deserialised ``N`` comes
+    out) below :data:`MILLISECONDS_THRESHOLD`. Rejected: strings (even numeric ones),
+    booleans, floats, sets, milliseconds, negatives, ``None``.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, Decimal)):
+        return None
+    number = Decimal(value)
+    if not number.is_finite() or number < 0 or number >= MILLISECONDS_THRESHOLD:
+        return None
+    return number
 
 
 def is_live(

@@ -10,7 +10,6 @@ import pytest
 from session_expiry_runtime.classify import (
     classify_removal,
     is_ttl_identity,
-    ttl_epoch_seconds,
     ttl_lag_seconds,
 )
 from session_expiry_runtime.cleaner import batch_response
@@ -22,6 +21,7 @@ from session_expiry_runtime.decode import (
     to_json_value,
 )
 from session_expiry_runtime.metrics import MetricsRecorder
+from session_expiry_runtime.ttl import ttl_epoch_seconds
 
 TTL = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 
