@@ -71,6 +71,7 @@ DEFAULT_TENANT_ATTRIBUTE = "tenantId"
 DEFAULT_SCRATCH_ROOT = "sessions/"
 DEFAULT_METRICS_NAMESPACE = "SessionExpiry"
 DEFAULT_MAX_WORKERS = 8
+DEFAULT_TIME_GUARD_MS = 10_000
 
 # --- metric names the runtime emits (embedded metric format) ------------------------------
 METRIC_SESSIONS_CLEANED = "SessionsCleaned"
@@ -94,3 +95,10 @@ ACTION_RETIRE_GRANT = "RetireGrant"
 ACTION_DELETE_SCRATCH = "DeleteScratch"
 ACTION_DECODE = "Decode"
 ACTION_TIME_GUARD = "TimeGuard"
+ACTION_UNEXPECTED = "Unexpected"
+# --- values of the Cause dimension of RecordsSkipped ---------------------------------------
+CAUSE_NOT_REMOVE = "NotRemove"
+CAUSE_NO_OLD_IMAGE = "NoOldImage"
+CAUSE_MISSING_ATTRIBUTES = "MissingAttributes"
+CAUSE_NO_SEQUENCE_NUMBER = "NoSequenceNumber"
+CAUSE_DUPLICATE = "DuplicateInBatch"

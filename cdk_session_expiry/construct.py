@@ -329,6 +329,10 @@ class SessionExpiry(Construct):
             timeout=cleanup_timeout,
             memory_size=cleanup_memory_size,
             logging_format=lambda_.LoggingFormat.JSON,
+            # The runtime logs one INFO line per session through stdlib logging; Lambda's
+            # JSON format drops nothing at INFO, but only when the level is set explicitly.
+            application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
+            system_log_level_v2=lambda_.SystemLogLevel.WARN,
             log_group=log_group,
             environment=self._cleanup_environment(max_workers),
         )

@@ -116,6 +116,8 @@ def test_cleanup_function_defaults(synth: Synth) -> None:
             "MemorySize": 256,
             "LoggingConfig": {
                 "LogFormat": "JSON",
+                "ApplicationLogLevel": "INFO",
+                "SystemLogLevel": "WARN",
                 "LogGroup": _ref("SessionsCleanupLogGroup641C14F9"),
             },
             "Role": _arn("SessionsCleanupRole463B4A5E"),
