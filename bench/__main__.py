@@ -6,7 +6,8 @@ tables go to stdout and, with the machine description, the commands and the date
 ``BENCHMARKS.md``; raw numbers go to ``bench/results/latest.json`` (git-ignored).
 
 Options: ``--quick`` runs smaller sizes and does not write BENCHMARKS.md (a check that the
-bench works, not a measurement); ``--no-write`` keeps BENCHMARKS.md as it is.
+bench works, not a measurement); ``--no-write`` keeps BENCHMARKS.md as it is;
+``--report-only`` re-renders from the last run's raw numbers without measuring.
 """
 
 from __future__ import annotations
@@ -72,7 +73,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes; BENCHMARKS.md untouched")
     parser.add_argument("--no-write", action="store_true", help="leave BENCHMARKS.md untouched")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="measure nothing: render the tables and BENCHMARKS.md again from "
+        "bench/results/latest.json (the last run's numbers)",
+    )
     args = parser.parse_args(argv)
+    if args.report_only:
+        data = json.loads((harness.REPO / "bench" / "results" / "latest.json").read_text())
+        tables = report.tables(data)
+        print(tables)
+        if not (data["quick"] or args.no_write):
+            (harness.REPO / "BENCHMARKS.md").write_text(report.document(data, tables))
+        return 0
     log = sys.stderr
     p = plan(args.quick)
     started = time.time()

@@ -192,12 +192,21 @@ def synth_table(data: dict[str, Any]) -> str:
     marginal = ", ".join(
         f"{m['from']}→{m['to']}: {m['per_construct_s']:.3f} s" for m in s["marginal"]
     )
+    first, last = s["marginal"][0]["per_construct_s"], s["marginal"][-1]["per_construct_s"]
+    verdict = (
+        "**Growth is linear or better**: the marginal cost of a construct does not rise with n "
+        "(it falls as jsii and CDK warm up), so synth time is a fixed per-app cost plus a "
+        "bounded cost per construct."
+        if last <= first * 1.25
+        else "**Growth is super-linear**: the marginal cost of a construct rises with n."
+    )
     return (
         _md(["Constructs", "Stacks", "Resources", "Build s", "app.synth() s", "Total s", "Total ÷ constructs s"], rows)
         + f"\n\nLeast-squares fit: total ≈ {fit['intercept_s']:.2f} s + "
         f"**{fit['per_construct_s']:.3f} s per construct**, R² = {fit['r2']:.4f}; marginal cost "
         f"per added construct {marginal}. First synth in the process (jsii start, asset "
-        f"bundling): {s['first_synth_s']:.2f} s; importing aws_cdk: {s['import_s']:.2f} s."
+        f"bundling): {s['first_synth_s']:.2f} s; importing aws_cdk: {s['import_s']:.2f} s. "
+        + verdict
     )
 
 
