@@ -28,6 +28,9 @@ FAKE_CREDENTIALS = {
     "AWS_SESSION_TOKEN": "testing",
 }
 
+_ACTIVE: list[LocalEmulator] = []
+_ACTIVE_LOCK = threading.Lock()
+
 
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -48,8 +51,9 @@ class LocalEmulator:
         verbose_errors: print moto's tracebacks of requests it failed with HTTP 500.
             Default: off (they are counted in :attr:`internal_errors`).
 
-    Caveat: moto keeps its state in module globals. ``moto.mock_aws`` resets that state when it
-    starts, so do not use ``mock_aws`` in the same process while an emulator holds a deployment.
+    moto keeps its state in module globals, so one emulator runs per process at a time, and it
+    starts from an empty state (:meth:`reset`). ``moto.mock_aws`` resets that state too when it
+    starts: do not use ``mock_aws`` in the same process while an emulator holds a deployment.
     """
 
     def __init__(
@@ -87,17 +91,35 @@ class LocalEmulator:
         # moto warns once per resource type its CloudFormation does not model (bucket
         # policies, alarms, ...); the CDK deploy still succeeds.
         warnings.filterwarnings("ignore", category=UserWarning, module=r"moto\.cloudformation")
-        _moto_internals.disable_stream_delivery()
-        try:
-            port = self.port or _free_port()
-            server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-            server.start()
-        except BaseException:
-            _moto_internals.restore_stream_delivery()
-            raise
+        with _ACTIVE_LOCK:
+            if _ACTIVE:
+                raise RuntimeError(
+                    "another LocalEmulator is running in this process; moto keeps its state in "
+                    "module globals, so run one emulator per process (stop the other first)"
+                )
+            _moto_internals.disable_stream_delivery()
+            try:
+                port = self.port or _free_port()
+                server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+                server.start()
+            except BaseException:
+                _moto_internals.restore_stream_delivery()
+                raise
+            _ACTIVE.append(self)
         self._server = server
         self.port = int(server.get_host_and_port()[1])
+        # Start from nothing: state left by an earlier emulator or mock_aws in this process
+        # (a bootstrap bucket, say) would make a fresh `cdk bootstrap` fail.
+        self.reset()
         return self
+
+    def reset(self) -> None:
+        """Forget every resource (moto server's ``POST /moto-api/reset``)."""
+        import urllib.request
+
+        request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")  # noqa: S310
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - localhost
+            response.read()
 
     def _error_filter(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.ERROR:
@@ -115,6 +137,9 @@ class LocalEmulator:
         finally:
             self._server = None
             self._clients.clear()
+            with _ACTIVE_LOCK:
+                if self in _ACTIVE:
+                    _ACTIVE.remove(self)
             _moto_internals.restore_stream_delivery()
 
     def __enter__(self) -> LocalEmulator:

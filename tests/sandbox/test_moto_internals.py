@@ -118,3 +118,15 @@ def test_open_connections_are_read_without_creating_them(emulator: LocalEmulator
     emulator.client("apigatewaymanagementapi").delete_connection(ConnectionId="conn-1")
     assert "conn-1" not in emulator.open_connection_ids()
     assert "never-opened" not in emulator.open_connection_ids()
+
+
+def test_one_emulator_per_process_each_starting_empty(emulator: LocalEmulator) -> None:
+    emulator.client("s3").create_bucket(Bucket="left-behind")
+    with pytest.raises(RuntimeError, match="one emulator per process"):
+        LocalEmulator().start()
+    emulator.stop()
+    try:
+        with LocalEmulator() as fresh:
+            assert fresh.client("s3").list_buckets()["Buckets"] == []
+    finally:
+        emulator.start()  # the module's fixture stops it again
