@@ -14,6 +14,8 @@ from pathlib import Path
 RUNTIME_PACKAGE = "session_expiry_runtime"
 #: Lambda handler of the cleanup function, relative to the code asset's root.
 CLEANUP_HANDLER = f"{RUNTIME_PACKAGE}.handler.handler"
+#: Lambda handler of the expiry sweeper (same code asset as the cleanup function).
+SWEEPER_HANDLER = f"{RUNTIME_PACKAGE}.sweeper.handler"
 
 
 def runtime_package_dir() -> Path:
@@ -102,3 +104,32 @@ CAUSE_NO_OLD_IMAGE = "NoOldImage"
 CAUSE_MISSING_ATTRIBUTES = "MissingAttributes"
 CAUSE_NO_SEQUENCE_NUMBER = "NoSequenceNumber"
 CAUSE_DUPLICATE = "DuplicateInBatch"
+
+# --- expiry sweeper and dry run (issue 6; same values as session_expiry_runtime.config) ------
+ENV_SWEEP_SHARD_ATTRIBUTE = "SESSION_EXPIRY_SWEEP_SHARD_ATTRIBUTE"
+ENV_SWEEP_SHARDS = "SESSION_EXPIRY_SWEEP_SHARDS"
+ENV_SWEEP_INDEX_NAME = "SESSION_EXPIRY_SWEEP_INDEX_NAME"
+ENV_DRY_RUN = "SESSION_EXPIRY_DRY_RUN"
+DEFAULT_SWEEP_SHARD_ATTRIBUTE = "expiryShard"
+DEFAULT_SWEEP_SHARDS = 4
+DEFAULT_SWEEP_INDEX_NAME = "expirySweep"
+METRIC_SESSIONS_SWEPT = "SessionsSwept"
+METRIC_SWEEP_LAG = "SweepLagSeconds"
+METRIC_SWEEP_SKIPPED = "SweepSkipped"
+METRIC_SWEEP_FAILURES = "SweepFailures"
+METRIC_SESSIONS_WOULD_BE_CLEANED = "SessionsWouldBeCleaned"
+METRIC_SESSIONS_WOULD_BE_SWEPT = "SessionsWouldBeSwept"
+
+# --- archive, fan-out (issue 6; same values as session_expiry_runtime.config) ---------------
+ENV_ARCHIVE_BUCKET = "SESSION_EXPIRY_ARCHIVE_BUCKET"
+ENV_ARCHIVE_PREFIX = "SESSION_EXPIRY_ARCHIVE_PREFIX"
+ENV_ARCHIVE_KMS_KEY_ARN = "SESSION_EXPIRY_ARCHIVE_KMS_KEY_ARN"
+ENV_EVENT_BUS_ARN = "SESSION_EXPIRY_EVENT_BUS_ARN"
+DEFAULT_ARCHIVE_PREFIX = "archive/"
+METRIC_SESSIONS_ARCHIVED = "SessionsArchived"
+METRIC_EVENTS_PUBLISHED = "SessionEventsPublished"
+ACTION_ARCHIVE = "Archive"
+ACTION_PUBLISH_EVENT = "PublishEvent"
+#: Source and detail type of the one event per cleaned session (``event_bus``).
+EVENT_SOURCE = "cdk-session-expiry"
+EVENT_DETAIL_TYPE = "Session Cleaned"

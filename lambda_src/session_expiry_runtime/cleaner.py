@@ -41,8 +41,10 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from . import archive, events
 from .classify import Classification, classify_removal
 from .config import (
+    ACTION_ARCHIVE,
     ACTION_DECODE,
     ACTION_DELETE_CONNECTION,
     ACTION_DELETE_SCRATCH,
@@ -54,6 +56,8 @@ from .config import (
     CAUSE_NO_OLD_IMAGE,
     CAUSE_NO_SEQUENCE_NUMBER,
     CAUSE_NOT_REMOVE,
+    METRIC_EVENTS_PUBLISHED,
+    METRIC_SESSIONS_ARCHIVED,
     RuntimeConfig,
 )
 from .decode import DecodeError, StreamRecord, decode_image, parse_record, to_json_value
@@ -106,6 +110,10 @@ class CleanupClients:
     apigateway: Any = None
     kms: Any = None
     s3: Any = None
+    #: S3 client for the archive bucket (``archive_bucket``).
+    archive: Any = None
+    #: EventBridge client for the fan-out (``event_bus_arn``).
+    events: Any = None
 
 
 def build_clients(
@@ -128,6 +136,8 @@ def build_clients(
         else None,
         kms=session.client("kms", config=settings) if config.grant_key_arn else None,
         s3=session.client("s3", config=settings) if config.scratch_bucket else None,
+        archive=session.client("s3", config=settings) if config.archive_bucket else None,
+        events=session.client("events", config=settings) if config.event_bus_arn else None,
     )
 
 
@@ -166,6 +176,10 @@ class RecordResult:
     prefix_refused: bool = False
     lag_seconds: Decimal | None = None
     log: dict[str, Any] = field(default_factory=dict)
+    #: The old image's tenant attribute (decoded), for the fan-out event.
+    tenant: Any = None
+    #: The old image was written to the archive bucket.
+    archived: bool = False
 
 
 def _error_text(exc: BaseException) -> str:
@@ -302,17 +316,30 @@ class SessionCleaner:
 
     # --- one record ----------------------------------------------------------------------
     def clean(
-        self, raw: object, *, out_of_time: Callable[[], bool] = lambda: False
+        self,
+        raw: object,
+        *,
+        out_of_time: Callable[[], bool] = lambda: False,
+        account: bool = True,
     ) -> RecordResult:
-        """Handle one Lambda DynamoDB stream record; never raises (errors become ``failed``)."""
+        """Handle one Lambda DynamoDB stream record; never raises (errors become ``failed``).
+
+        ``account=False`` leaves metrics and the log line to the caller (:meth:`account`), which
+        :func:`process_batch` needs when the fan-out may still fail the record.
+        """
         record = parse_record(raw)
         try:
             result = self._clean(record, out_of_time)
         except Exception as exc:  # per-record isolation: a bug must cost a retry, not the batch
             result = self._result(record, OUTCOME_FAILED, failed_actions=(ACTION_UNEXPECTED,))
             result.log["errors"] = {ACTION_UNEXPECTED: _error_text(exc)}
-        self._account(result)
+        if account:
+            self._account(result)
         return result
+
+    def account(self, result: RecordResult) -> None:
+        """Count the metrics and write the log line of a result from ``clean(account=False)``."""
+        self._account(result)
 
     def not_started(self, raw: object) -> RecordResult:
         """Report a record the time guard kept from starting (``failed``, action ``TimeGuard``)."""
@@ -394,6 +421,48 @@ class SessionCleaner:
                 invalid.append(name)
             return value
 
+        archived = False
+        if self.clients.archive is not None:
+            # Archive first: if the write fails, nothing else is done for this record, so a
+            # session is never cleaned without its archive copy (the retry starts over).
+            tenant_value = image.get(cfg.tenant_attribute)
+            try:
+                key = archive.archive_key(
+                    cfg,
+                    keys=keys,
+                    tenant=tenant_value,
+                    sequence_number=record.sequence_number,
+                    approximate_creation_time=record.approximate_creation_time,
+                )
+                archive.put_archive(
+                    self.clients.archive,
+                    cfg,
+                    key,
+                    archive.archive_document(
+                        record,
+                        keys=keys,
+                        image=image,
+                        tenant=tenant_value,
+                        reason=verdict.reason,
+                        ttl=image.get(cfg.ttl_attribute),
+                        lag_seconds=verdict.lag_seconds,
+                    ),
+                )
+            except Exception as exc:
+                result = self._result(
+                    record,
+                    OUTCOME_FAILED,
+                    reason=verdict.reason,
+                    failed_actions=(ACTION_ARCHIVE,),
+                    lag_seconds=verdict.lag_seconds,
+                )
+                result.log.update(log, steps={ACTION_ARCHIVE: STEP_FAILED})
+                result.log["errors"] = {ACTION_ARCHIVE: _error_text(exc)}
+                return result
+            log["archiveKey"] = key
+            steps[ACTION_ARCHIVE] = STEP_DONE
+            archived = ran_any = True
+
         if self.clients.apigateway is not None:
             connection_id = attribute(cfg.connection_id_attribute)
             if connection_id is not None:
@@ -474,6 +543,8 @@ class SessionCleaner:
             objects_deleted=tally[0],
             prefix_refused=refused,
             lag_seconds=verdict.lag_seconds,
+            tenant=image.get(cfg.tenant_attribute),
+            archived=archived,
         )
         result.log.update(log)
         return result
@@ -493,6 +564,8 @@ class SessionCleaner:
                 m.ttl_lag(result.lag_seconds)
             if result.outcome == OUTCOME_CLEANED and result.reason is not None:
                 m.session_cleaned(result.reason)
+            if result.outcome == OUTCOME_CLEANED and result.archived:
+                m.count(METRIC_SESSIONS_ARCHIVED)
             elif result.cause is not None:
                 m.record_skipped(result.cause)
         fields = {"outcome": result.outcome, **result.log}
@@ -575,6 +648,8 @@ def process_batch(event: object, context: object, cleaner: SessionCleaner) -> di
         LOGGER.warning("event without a Records list; nothing to clean")
         return batch_response(())
     out_of_time = _out_of_time(context, cleaner.config.time_guard_ms)
+    fan_out = cleaner.clients.events is not None
+    deferred: list[RecordResult] = []
 
     seen: set[str] = set()
     unique: list[object] = []
@@ -592,7 +667,11 @@ def process_batch(event: object, context: object, cleaner: SessionCleaner) -> di
         try:
             if out_of_time():
                 return cleaner.not_started(raw)
-            return cleaner.clean(raw, out_of_time=out_of_time)
+            if not fan_out:
+                return cleaner.clean(raw, out_of_time=out_of_time)
+            result = cleaner.clean(raw, out_of_time=out_of_time, account=False)
+            deferred.append(result)
+            return result
         except Exception as exc:
             LOGGER.exception("unexpected error outside the record cleanup: %s", exc)
             return RecordResult(
@@ -605,6 +684,16 @@ def process_batch(event: object, context: object, cleaner: SessionCleaner) -> di
         workers = max(1, min(cleaner.config.max_workers, len(unique)))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cleanup") as pool:
             results.extend(pool.map(work, unique))
+    if fan_out:
+        # One PutEvents per 10 cleaned sessions, after their steps; a failed entry fails its
+        # record. Accounting waits for that outcome, so each record is counted once.
+        published = events.publish_session_events(
+            cleaner.clients.events, cleaner.config.event_bus_arn, deferred
+        )
+        if published:
+            cleaner.metrics.count(METRIC_EVENTS_PUBLISHED, published)
+        for result in deferred:
+            cleaner.account(result)
     try:
         cleaner.metrics.flush()
     except Exception:

@@ -30,6 +30,10 @@ ENV_RETIRING_PRINCIPAL = "SESSION_EXPIRY_RETIRING_PRINCIPAL"
 ENV_METRICS_NAMESPACE = "SESSION_EXPIRY_METRICS_NAMESPACE"
 ENV_MAX_WORKERS = "SESSION_EXPIRY_MAX_WORKERS"
 ENV_TIME_GUARD_MS = "SESSION_EXPIRY_TIME_GUARD_MS"
+ENV_ARCHIVE_BUCKET = "SESSION_EXPIRY_ARCHIVE_BUCKET"
+ENV_ARCHIVE_PREFIX = "SESSION_EXPIRY_ARCHIVE_PREFIX"
+ENV_ARCHIVE_KMS_KEY_ARN = "SESSION_EXPIRY_ARCHIVE_KMS_KEY_ARN"
+ENV_EVENT_BUS_ARN = "SESSION_EXPIRY_EVENT_BUS_ARN"
 
 # --- defaults (documented in the construct's props) ----------------------------------------
 DEFAULT_PARTITION_KEY = "pk"
@@ -43,6 +47,7 @@ DEFAULT_SCRATCH_ROOT = "sessions/"
 DEFAULT_METRICS_NAMESPACE = "SessionExpiry"
 DEFAULT_MAX_WORKERS = 8
 DEFAULT_TIME_GUARD_MS = 10_000
+DEFAULT_ARCHIVE_PREFIX = "archive/"
 
 # --- metric names (CloudWatch embedded metric format) --------------------------------------
 METRIC_SESSIONS_CLEANED = "SessionsCleaned"  # dimension Reason
@@ -51,6 +56,8 @@ METRIC_RECORDS_SKIPPED = "RecordsSkipped"  # dimension Cause
 METRIC_TTL_LAG = "TtlLagSeconds"  # no dimension; unit Seconds
 METRIC_OBJECTS_DELETED = "ScratchObjectsDeleted"
 METRIC_PREFIXES_REFUSED = "ScratchPrefixesRefused"
+METRIC_SESSIONS_ARCHIVED = "SessionsArchived"
+METRIC_EVENTS_PUBLISHED = "SessionEventsPublished"
 DIMENSION_REASON = "Reason"
 DIMENSION_ACTION = "Action"
 DIMENSION_CAUSE = "Cause"
@@ -68,6 +75,30 @@ ACTION_DECODE = "Decode"
 ACTION_TIME_GUARD = "TimeGuard"
 #: A bug or an error outside the AWS calls; the record is reported, never lost.
 ACTION_UNEXPECTED = "Unexpected"
+#: The old image could not be written to the archive bucket (nothing else was done).
+ACTION_ARCHIVE = "Archive"
+#: The session's event could not be put on the event bus.
+ACTION_PUBLISH_EVENT = "PublishEvent"
+
+# --- expiry sweeper and dry run (issue 6) ---------------------------------------------------
+#: Set (by the construct) only when the expiry sweeper is on: the session runtime then writes
+#: the sparse index's shard attribute on create and touch.
+ENV_SWEEP_SHARD_ATTRIBUTE = "SESSION_EXPIRY_SWEEP_SHARD_ATTRIBUTE"
+ENV_SWEEP_SHARDS = "SESSION_EXPIRY_SWEEP_SHARDS"
+ENV_SWEEP_INDEX_NAME = "SESSION_EXPIRY_SWEEP_INDEX_NAME"
+#: "true": the cleanup (and the sweeper) log and count what they would do and change nothing.
+ENV_DRY_RUN = "SESSION_EXPIRY_DRY_RUN"
+DEFAULT_SWEEP_SHARD_ATTRIBUTE = "expiryShard"
+DEFAULT_SWEEP_SHARDS = 4
+DEFAULT_SWEEP_INDEX_NAME = "expirySweep"
+METRIC_SESSIONS_SWEPT = "SessionsSwept"  # no dimension
+METRIC_SWEEP_LAG = "SweepLagSeconds"  # no dimension; unit Seconds; now - TTL at the delete
+#: Due sessions the conditional delete left alone (a heartbeat extended them, or they ended).
+METRIC_SWEEP_SKIPPED = "SweepSkipped"
+METRIC_SWEEP_FAILURES = "SweepFailures"
+#: Dry run: sessions the cleanup would have cleaned (dimension Reason) / the sweeper deleted.
+METRIC_SESSIONS_WOULD_BE_CLEANED = "SessionsWouldBeCleaned"
+METRIC_SESSIONS_WOULD_BE_SWEPT = "SessionsWouldBeSwept"
 
 # --- reasons a record is skipped (dimension values of RecordsSkipped) ----------------------
 #: ``eventName`` is not ``REMOVE`` (the filter changed or was dropped).
@@ -80,6 +111,10 @@ CAUSE_MISSING_ATTRIBUTES = "MissingAttributes"
 CAUSE_NO_SEQUENCE_NUMBER = "NoSequenceNumber"
 #: The same ``SequenceNumber`` appeared earlier in the same batch; it was cleaned once.
 CAUSE_DUPLICATE = "DuplicateInBatch"
+
+# --- fan-out events (EventBridge PutEvents; the construct's rule patterns use the same) -----
+EVENT_SOURCE = "cdk-session-expiry"
+EVENT_DETAIL_TYPE = "Session Cleaned"
 
 
 def _is_url(value: str, schemes: tuple[str, ...]) -> bool:
@@ -115,6 +150,10 @@ def validate_cleanup_config(config: RuntimeConfig) -> RuntimeConfig:
         )
     if config.scratch_bucket is not None:
         validate_scratch_root(config.scratch_root)
+    if config.archive_bucket is not None:
+        from .archive import validate_archive_prefix  # local: archive imports this module
+
+        validate_archive_prefix(config.archive_prefix)
     if not 1 <= len(config.metrics_namespace) <= 1024:
         raise ValueError(
             f"{ENV_METRICS_NAMESPACE}={config.metrics_namespace!r}: expected 1-1024 characters"
@@ -152,6 +191,14 @@ class RuntimeConfig:
     metrics_namespace: str = DEFAULT_METRICS_NAMESPACE
     max_workers: int = DEFAULT_MAX_WORKERS
     time_guard_ms: int = DEFAULT_TIME_GUARD_MS
+    archive_bucket: str | None = None
+    archive_prefix: str = DEFAULT_ARCHIVE_PREFIX
+    archive_kms_key_arn: str | None = None
+    event_bus_arn: str | None = None
+    sweep_shard_attribute: str | None = None
+    sweep_shards: int = DEFAULT_SWEEP_SHARDS
+    sweep_index_name: str = DEFAULT_SWEEP_INDEX_NAME
+    dry_run: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeConfig:
@@ -195,4 +242,12 @@ class RuntimeConfig:
             metrics_namespace=e.get(ENV_METRICS_NAMESPACE) or DEFAULT_METRICS_NAMESPACE,
             max_workers=positive_int(ENV_MAX_WORKERS, DEFAULT_MAX_WORKERS),
             time_guard_ms=positive_int(ENV_TIME_GUARD_MS, DEFAULT_TIME_GUARD_MS),
+            archive_bucket=e.get(ENV_ARCHIVE_BUCKET) or None,
+            archive_prefix=e.get(ENV_ARCHIVE_PREFIX) or DEFAULT_ARCHIVE_PREFIX,
+            archive_kms_key_arn=e.get(ENV_ARCHIVE_KMS_KEY_ARN) or None,
+            event_bus_arn=e.get(ENV_EVENT_BUS_ARN) or None,
+            sweep_shard_attribute=e.get(ENV_SWEEP_SHARD_ATTRIBUTE) or None,
+            sweep_shards=positive_int(ENV_SWEEP_SHARDS, DEFAULT_SWEEP_SHARDS),
+            sweep_index_name=e.get(ENV_SWEEP_INDEX_NAME) or DEFAULT_SWEEP_INDEX_NAME,
+            dry_run=_truthy(e.get(ENV_DRY_RUN)),
         )
