@@ -38,6 +38,7 @@ from botocore.exceptions import ClientError
 
 from .config import ENV_GRANT_KEY_ARN, ENV_RETIRING_PRINCIPAL, ENV_TABLE_NAME, RuntimeConfig
 from .prefixes import build_scratch_prefix, validate_scratch_root, validate_segment
+from .sweeper import shard_of
 from .ttl import (
     DEFAULT_SESSION_TTL,
     MAX_SESSION_TTL,
@@ -206,6 +207,7 @@ class SessionStore:
             "grant token attribute": c.grant_token_attribute,
             "scratch prefix attribute": c.scratch_prefix_attribute,
             "tenant attribute": c.tenant_attribute,
+            "sweep shard attribute": c.sweep_shard_attribute,
         }
         seen: dict[str, str] = {}
         for role, attr in roles.items():
@@ -320,6 +322,8 @@ class SessionStore:
             item[name] = _SERIALIZER.serialize(value)
         item[c.ttl_attribute] = {"N": str(expiry)}
         item[c.scratch_prefix_attribute] = {"S": prefix}
+        if c.sweep_shard_attribute:
+            item[c.sweep_shard_attribute] = {"S": self._sweep_shard(key)}
         if tenant_id is not None:
             item[c.tenant_attribute] = {"S": tenant_id}
         if connection_id is not None:
@@ -478,15 +482,15 @@ class SessionStore:
         key = self._key(session_id, partition)
         now = self._now()
         expiry = self._expiry(ttl, expires_at, now)
-        return self._update_live(
-            session_id,
-            partition,
-            key,
-            now,
-            "SET #t = :expiry",
-            {},
-            {":expiry": {"N": str(expiry)}},
-        )
+        update = "SET #t = :expiry"
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {":expiry": {"N": str(expiry)}}
+        if self._config.sweep_shard_attribute:
+            # Sessions created before the sweeper was turned on join its index here.
+            update += ", #shard = :shard"
+            names["#shard"] = self._config.sweep_shard_attribute
+            values[":shard"] = {"S": self._sweep_shard(key)}
+        return self._update_live(session_id, partition, key, now, update, names, values)
 
     def heartbeat(
         self,
@@ -680,6 +684,10 @@ class SessionStore:
         return bool(resp.get("Attributes"))
 
     # ------------------------------------------------------------------ internals ---------
+
+    def _sweep_shard(self, key: Mapping[str, Mapping[str, str]]) -> str:
+        # The expiry sweeper's sparse index (see .sweeper): same key, same shard, every write.
+        return shard_of([value["S"] for value in key.values()], self._config.sweep_shards)
 
     def _kms_client(self) -> Any:
         if self._kms is None:
