@@ -22,6 +22,12 @@ Cleanup steps, each run only when its target is configured and the old image nam
   (XML parsers turn it into a line feed, so S3 would delete a different key) are deleted one by
   one with ``DeleteObject``, whose key travels percent-encoded in the URL.
 
+Dry run (``SESSION_EXPIRY_DRY_RUN=true``, the construct's ``cleanup_dry_run``): every record is
+classified, logged (outcome ``dry-run``, each step ``dry-run``, ``objectsWouldBeDeleted`` from a
+ListObjectsV2 of the prefix) and counted (``SessionsWouldBeCleaned`` by ``Reason``); no
+DeleteConnection, RetireGrant, DeleteObjects, archive write or event is made. The records are
+consumed all the same: the stream position moves on.
+
 Throttling, 5xx and connection errors are retried by botocore's ``standard`` retry mode first;
 what still fails marks the record failed, so the event source mapping retries it (all steps are
 idempotent) and, after its bounded retries, sends it to the on-failure destination.
@@ -56,8 +62,10 @@ from .config import (
     CAUSE_NO_OLD_IMAGE,
     CAUSE_NO_SEQUENCE_NUMBER,
     CAUSE_NOT_REMOVE,
+    DIMENSION_REASON,
     METRIC_EVENTS_PUBLISHED,
     METRIC_SESSIONS_ARCHIVED,
+    METRIC_SESSIONS_WOULD_BE_CLEANED,
     RuntimeConfig,
 )
 from .decode import DecodeError, StreamRecord, decode_image, parse_record, to_json_value
@@ -81,12 +89,16 @@ _NOT_XML_SAFE = re.compile("[^\t\n\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010fff
 OUTCOME_CLEANED = "cleaned"
 OUTCOME_SKIPPED = "skipped"
 OUTCOME_FAILED = "failed"
+#: Dry run (``SESSION_EXPIRY_DRY_RUN``): the record would have been cleaned; nothing was changed.
+OUTCOME_DRY_RUN = "dry-run"
 
 #: A step's outcome when nothing was wrong.
 STEP_DONE = "done"
 STEP_ALREADY_DONE = "already-done"
 STEP_REFUSED = "refused"
 STEP_FAILED = "failed"
+#: Dry run: the step would have run (its change-making call was not made).
+STEP_DRY_RUN = "dry-run"
 
 
 def client_config(max_workers: int) -> Config:
@@ -314,6 +326,24 @@ class SessionCleaner:
             )
         return STEP_DONE
 
+    def preview_scratch(self, prefix: str, log: dict[str, Any]) -> str:
+        """Dry run of :meth:`delete_scratch`: list (never delete) the objects under ``prefix``.
+
+        Sets ``log["objectsWouldBeDeleted"]``. Raises :class:`StepFailed` when the listing fails.
+        """
+        count = 0
+        try:
+            pages = self.clients.s3.get_paginator("list_objects_v2").paginate(
+                Bucket=self.config.scratch_bucket, Prefix=prefix
+            )
+            for page in pages:
+                contents = page.get("Contents") or ()
+                count += sum(1 for item in contents if item["Key"].startswith(prefix))
+        except (ClientError, BotoCoreError) as exc:
+            raise StepFailed(ACTION_DELETE_SCRATCH, _error_text(exc)) from exc
+        log["objectsWouldBeDeleted"] = count
+        return STEP_DRY_RUN
+
     # --- one record ----------------------------------------------------------------------
     def clean(
         self,
@@ -402,7 +432,13 @@ class SessionCleaner:
         refused = False
         ran_any = False
 
-        def run(action: str, call: Callable[[], str]) -> None:
+        def run(
+            action: str, call: Callable[[], str], preview: Callable[[], str] | None = None
+        ) -> None:
+            if cfg.dry_run:
+                # The one gate of every change-making call: in a dry run only ``preview``
+                # (read-only, e.g. ListObjectsV2) runs.
+                call = preview or (lambda: STEP_DRY_RUN)
             try:
                 steps[action] = call()
             except StepFailed as exc:
@@ -422,7 +458,9 @@ class SessionCleaner:
             return value
 
         archived = False
-        if self.clients.archive is not None:
+        if self.clients.archive is not None and cfg.dry_run:
+            steps[ACTION_ARCHIVE] = STEP_DRY_RUN
+        elif self.clients.archive is not None:
             # Archive first: if the write fails, nothing else is done for this record, so a
             # session is never cleaned without its archive copy (the retry starts over).
             tenant_value = image.get(cfg.tenant_attribute)
@@ -517,6 +555,7 @@ class SessionCleaner:
                     run(
                         ACTION_DELETE_SCRATCH,
                         lambda: self.delete_scratch(accepted, tally, out_of_time),
+                        preview=lambda: self.preview_scratch(accepted, log),
                     )
                     log["objectsDeleted"] = tally[0]
 
@@ -531,7 +570,7 @@ class SessionCleaner:
             outcome, cause = OUTCOME_FAILED, None
             log["errors"] = errors
         elif ran_any:
-            outcome, cause = OUTCOME_CLEANED, None
+            outcome, cause = (OUTCOME_DRY_RUN if cfg.dry_run else OUTCOME_CLEANED), None
         else:
             outcome, cause = OUTCOME_SKIPPED, CAUSE_MISSING_ATTRIBUTES
         result = self._result(
@@ -564,6 +603,9 @@ class SessionCleaner:
                 m.ttl_lag(result.lag_seconds)
             if result.outcome == OUTCOME_CLEANED and result.reason is not None:
                 m.session_cleaned(result.reason)
+            if result.outcome == OUTCOME_DRY_RUN and result.reason is not None:
+                would = (DIMENSION_REASON, result.reason)
+                m.count(METRIC_SESSIONS_WOULD_BE_CLEANED, dimension=would)
             if result.outcome == OUTCOME_CLEANED and result.archived:
                 m.count(METRIC_SESSIONS_ARCHIVED)
             elif result.cause is not None:
@@ -590,7 +632,7 @@ class SessionCleaner:
             level = logging.INFO
         what = (
             result.reason
-            if result.outcome == OUTCOME_CLEANED
+            if result.outcome in (OUTCOME_CLEANED, OUTCOME_DRY_RUN)
             else (result.cause or ",".join(result.failed_actions))
         )
         self.logger.log(
@@ -648,7 +690,8 @@ def process_batch(event: object, context: object, cleaner: SessionCleaner) -> di
         LOGGER.warning("event without a Records list; nothing to clean")
         return batch_response(())
     out_of_time = _out_of_time(context, cleaner.config.time_guard_ms)
-    fan_out = cleaner.clients.events is not None
+    # A dry run publishes nothing: subscribers would act on sessions that were not cleaned.
+    fan_out = cleaner.clients.events is not None and not cleaner.config.dry_run
     deferred: list[RecordResult] = []
 
     seen: set[str] = set()
