@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import threading
 import warnings
@@ -28,6 +29,7 @@ FAKE_CREDENTIALS = {
     "AWS_SESSION_TOKEN": "testing",
 }
 
+_UNMODELLED = re.compile(r"No Moto CloudFormation support for (\S+)")
 _ACTIVE: list[LocalEmulator] = []
 _ACTIVE_LOCK = threading.Lock()
 
@@ -65,6 +67,9 @@ class LocalEmulator:
         #: 500; SDK clients retry them). moto's models are not all thread-safe, e.g. listing a
         #: bucket while keys are deleted concurrently.
         self.internal_errors: list[str] = []
+        #: Resource types of deployed templates that moto's CloudFormation does not create
+        #: (moto warns and skips them), e.g. ``AWS::CloudWatch::Alarm``.
+        self.unmodelled_resource_types: set[str] = set()
         self.region = region
         self.account_id = ACCOUNT_ID
         self._server: Any = None
@@ -82,14 +87,8 @@ class LocalEmulator:
 
         if self._server is not None:
             return self
-        # One access-log line per request drowns every report. Errors inside moto (a 500
-        # answered to the client, which the SDK retries) are counted in internal_errors and
-        # printed only with verbose_errors.
-        werkzeug_log = logging.getLogger("werkzeug")
-        werkzeug_log.setLevel(logging.ERROR)
-        werkzeug_log.addFilter(self._error_filter)
-        # moto warns once per resource type its CloudFormation does not model (bucket
-        # policies, alarms, ...); the CDK deploy still succeeds.
+        # moto also raises a UserWarning per resource type its CloudFormation does not model
+        # (bucket policies, alarms, ...); the CDK deploy still succeeds.
         warnings.filterwarnings("ignore", category=UserWarning, module=r"moto\.cloudformation")
         with _ACTIVE_LOCK:
             if _ACTIVE:
@@ -106,6 +105,13 @@ class LocalEmulator:
                 _moto_internals.restore_stream_delivery()
                 raise
             _ACTIVE.append(self)
+        # One access-log line per request drowns every report. Errors inside moto (a 500
+        # answered to the client, which the SDK retries) are counted in internal_errors and
+        # printed only with verbose_errors. Installed only once the server runs, removed by stop.
+        werkzeug_log = logging.getLogger("werkzeug")
+        werkzeug_log.setLevel(logging.ERROR)
+        werkzeug_log.addFilter(self._error_filter)
+        logging.getLogger("moto").addFilter(self._moto_filter)
         self._server = server
         self.port = int(server.get_host_and_port()[1])
         # Start from nothing: state left by an earlier emulator or mock_aws in this process
@@ -127,9 +133,18 @@ class LocalEmulator:
             return self.verbose_errors
         return True
 
+    def _moto_filter(self, record: logging.LogRecord) -> bool:
+        # moto warns once per resource it cannot create from a template; keep them as data.
+        found = _UNMODELLED.match(record.getMessage())
+        if found:
+            self.unmodelled_resource_types.add(found.group(1))
+            return False
+        return True
+
     def stop(self) -> None:
         """Stop the server and restore moto's stream delivery. Idempotent."""
         logging.getLogger("werkzeug").removeFilter(self._error_filter)
+        logging.getLogger("moto").removeFilter(self._moto_filter)
         if self._server is None:
             return
         try:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
-import re
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -24,8 +21,6 @@ from cdk_session_expiry.testing.poller import (
     Invocation,
     PollReport,
 )
-
-_UNSUPPORTED = re.compile(r"No Moto CloudFormation support for (\S+)")
 
 
 @dataclass
@@ -107,11 +102,6 @@ class LocalPipeline:
         self.metrics = EmfMetrics()
         self.logs: list[str] = []
         self._owns_emulator = owns_emulator
-        #: Resource types of the deployed template that moto's CloudFormation does not create
-        #: (filled by :meth:`deploy`), e.g. ``AWS::CloudWatch::Alarm``.
-        self.unmodelled_resource_types: list[str] = []
-        #: Other warnings moto logged while the CDK CLI deployed (filled by :meth:`deploy`).
-        self.deploy_warnings: list[str] = []
         self._lambda: LocalLambda | None = None
         self._poller: EventSourceMappingPoller | None = None
         self._log_listeners: list[Callable[[str], None]] = []
@@ -145,21 +135,14 @@ class LocalPipeline:
         emu = emulator or LocalEmulator().start()
         try:
             cli = CdkCli(emu, app_dir, app=app, context=context)
-            # moto logs a warning per resource type its CloudFormation does not model; keep
-            # them as data instead of noise.
-            with _collect_log("moto") as captured:
-                try:
-                    cli.bootstrap()
-                    outputs = cli.deploy([stack] if stack else [])
-                finally:
-                    shutil.rmtree(cli.output_dir, ignore_errors=True)
+            try:
+                cli.bootstrap()
+                outputs = cli.deploy([stack] if stack else [])
+            finally:
+                shutil.rmtree(cli.output_dir, ignore_errors=True)
             names = [stack] if stack else list(outputs) or _deployed_stack_names(emu)
             pipeline = cls._find(emu, names, function_logical_id)
             pipeline._owns_emulator = owns
-            pipeline.unmodelled_resource_types = sorted(
-                set(_UNSUPPORTED.findall("\n".join(captured)))
-            )
-            pipeline.deploy_warnings = [c for c in captured if not _UNSUPPORTED.search(c)]
             return pipeline
         except BaseException:
             if owns:
@@ -201,6 +184,12 @@ class LocalPipeline:
         stack, mapping, table_lid = candidates[0]
         function = DeployedFunction.read(emulator, mapping.function_arn)
         return cls(emulator, stack, mapping, function, table_logical_id=table_lid)
+
+    @property
+    def unmodelled_resource_types(self) -> list[str]:
+        """Resource types deployed into the emulator that moto's CloudFormation does not
+        create, e.g. ``AWS::CloudWatch::Alarm``; see ``LocalEmulator.unmodelled_resource_types``."""
+        return sorted(self.emulator.unmodelled_resource_types)
 
     # -- what application code needs -----------------------------------------------------------
     @property
@@ -354,27 +343,6 @@ class LocalPipeline:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-@contextlib.contextmanager
-def _collect_log(name: str) -> Iterator[list[str]]:
-    """Collect (and silence) the records of logger ``name`` while the block runs."""
-    lines: list[str] = []
-
-    class _Collector(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            lines.append(record.getMessage())
-
-    logger = logging.getLogger(name)
-    handler = _Collector()
-    previous = logger.propagate
-    logger.addHandler(handler)
-    logger.propagate = False
-    try:
-        yield lines
-    finally:
-        logger.removeHandler(handler)
-        logger.propagate = previous
 
 
 def _deployed_stack_names(emulator: LocalEmulator) -> list[str]:
