@@ -347,6 +347,7 @@ def replay_queue(
     """
     outcomes: list[ReplayOutcome] = []
     seen: set[str] = set()
+    release: list[str] = []
     while max_messages is None or len(outcomes) < max_messages:
         want = 10 if max_messages is None else min(10, max_messages - len(outcomes))
         answer = sqs.receive_message(
@@ -371,7 +372,13 @@ def replay_queue(
             if outcome.status == STATUS_REPLAYED:
                 sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
                 outcome.deleted = True
+            elif dry_run:
+                release.append(message["ReceiptHandle"])
             outcomes.append(outcome)
+    # A dry run leaves the queue as it found it: every message visible again at once (not
+    # inside the loop, or the same messages would be received over and over).
+    for handle in release:
+        sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=handle, VisibilityTimeout=0)
     return outcomes
 
 
