@@ -70,6 +70,10 @@ def test_expired_and_ended_items_are_cleaned_by_the_deployed_function(
     import boto3  # application code: plain boto3 from the environment the fixture applied
 
     assert os.environ["AWS_ENDPOINT_URL"] == emu.endpoint_url
+    # No function of the stand-in stack carries the session environment: the fallback is the
+    # cleanup function's variables plus the table name.
+    assert session_expiry_app_env["SESSION_EXPIRY_TABLE_NAME"] == p.table_name
+    assert os.environ["SCRATCH_BUCKET"] == p.function.environment["SCRATCH_BUCKET"]
     s3, ddb = boto3.client("s3"), boto3.client("dynamodb")
     bucket = p.function.environment["SCRATCH_BUCKET"]
     now = int(time.time())
