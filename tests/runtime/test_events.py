@@ -226,9 +226,7 @@ def test_a_put_events_call_that_raises_fails_all_its_records(sandbox: Sandbox, b
     records = sandbox.removes()
     cleaner = bus.cleaner()
     # Stub: an AccessDenied PutEvents (e.g. the bus policy changed); moto allows everything.
-    answer(
-        cleaner.clients.events, "PutEvents", lambda _: json_error(400, "AccessDeniedException")
-    )
+    answer(cleaner.clients.events, "PutEvents", lambda _: json_error(400, "AccessDeniedException"))
 
     failed = _run(cleaner, records)
 

@@ -29,9 +29,9 @@ def failure_record(
     sandbox: Sandbox, records: list[dict[str, Any]], *, payload: bool = False
 ) -> dict[str, Any]:
     """The on-failure destination record Lambda sends for a batch of ``records``."""
-    (shard,) = sandbox.streams.describe_stream(StreamArn=sandbox.stream_arn)[
-        "StreamDescription"
-    ]["Shards"]
+    (shard,) = sandbox.streams.describe_stream(StreamArn=sandbox.stream_arn)["StreamDescription"][
+        "Shards"
+    ]
     body: dict[str, Any] = {
         "requestContext": {
             "requestId": "316aa6d0-8154-4d2f-9af7-85d5f4a6bc81",
@@ -144,9 +144,7 @@ def test_replay_that_fails_again_keeps_the_message(sandbox: Sandbox, failed: Fai
     assert failed.queued() == 1
 
 
-def test_dry_run_reads_the_range_and_changes_nothing(
-    sandbox: Sandbox, failed: FailedBatch
-) -> None:
+def test_dry_run_reads_the_range_and_changes_nothing(sandbox: Sandbox, failed: FailedBatch) -> None:
     (outcome,) = failed.replay(sandbox.cleaner(), dry_run=True)
 
     assert outcome.status == "dry-run" and outcome.records == 3 and not outcome.deleted
@@ -199,9 +197,7 @@ def test_fails_clearly_when_the_first_records_are_gone_from_the_stream(
     assert failed.connections_open()
 
 
-def test_trimmed_data_access_is_reported_as_aged_out(
-    sandbox: Sandbox, failed: FailedBatch
-) -> None:
+def test_trimmed_data_access_is_reported_as_aged_out(sandbox: Sandbox, failed: FailedBatch) -> None:
     # Stub: moto never trims its stream; AWS answers TrimmedDataAccessException (HTTP 400).
     answer(
         sandbox.streams,
