@@ -14,6 +14,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from .validation import check_duration_range, is_token
+
 #: Period of every alarm's metric.
 ALARM_PERIOD = Duration.minutes(5)
 #: Default iterator age threshold: far below the stream's 24 h retention, so there is time to
@@ -113,3 +115,87 @@ def failure_queue_alarm(
         "sequence numbers, replayable from the stream only within its 24 hour retention.",
         actions=actions,
     )
+
+
+# --- issue 6: expiry sweeper and TTL health -------------------------------------------------
+
+#: The TTL health window is one alarm period: at least an hour (TTL deletes lag by minutes to
+#: hours, shorter windows are noise) and at most a day.
+MIN_TTL_HEALTH_WINDOW = Duration.hours(1)
+MAX_TTL_HEALTH_WINDOW = Duration.days(1)
+
+
+def sweeper_errors_alarm(
+    scope: Construct, *, function: lambda_.IFunction, actions: Sequence[cloudwatch.IAlarmAction]
+) -> cloudwatch.Alarm:
+    """Any invocation error of the expiry sweeper within a period."""
+    return _alarm(
+        scope,
+        "ErrorsAlarm",
+        metric=function.metric_errors(period=ALARM_PERIOD, statistic=cloudwatch.Stats.SUM),
+        threshold=0,
+        description="The session expiry sweeper failed to delete some due sessions (or to query "
+        "its index); the next run retries them and time to live remains the backstop.",
+        actions=actions,
+    )
+
+
+def ttl_health_alarm(
+    scope: Construct,
+    *,
+    ttl_deleted: cloudwatch.IMetric,
+    writes: cloudwatch.IMetric,
+    swept: cloudwatch.IMetric | None,
+    window: Duration,
+    actions: Sequence[cloudwatch.IAlarmAction],
+) -> cloudwatch.Alarm:
+    """Time to live deleted nothing over ``window`` while the table was written.
+
+    One period of exactly ``window``: ``IF(writes > 0 AND ttlDeleted (+ swept) == 0, 1, 0)``,
+    each metric ``FILL``-ed with 0, since DynamoDB publishes no ``TimeToLiveDeletedItemCount``
+    datapoint when TTL deletes nothing. With the expiry sweeper on, its ``SessionsSwept`` counts
+    as a deletion too (the sweeper deletes most sessions before TTL does; it also finds nothing
+    when TTL values are in milliseconds).
+    """
+    metrics: dict[str, cloudwatch.IMetric] = {"ttlDeleted": ttl_deleted, "writes": writes}
+    deleted = "FILL(ttlDeleted, 0)"
+    if swept is not None:
+        metrics["swept"] = swept
+        deleted += " + FILL(swept, 0)"
+    expression = cloudwatch.MathExpression(
+        expression=f"IF(FILL(writes, 0) > 0 AND {deleted} == 0, 1, 0)",
+        using_metrics=metrics,
+        period=window,
+        label="Written, but nothing expired",
+    )
+    return _alarm(
+        scope,
+        "TtlHealthAlarm",
+        metric=expression,
+        threshold=0,
+        description=(
+            f"Time to live deleted no session in {window.to_human_string()} while sessions were "
+            "written: TTL values in milliseconds or not a Number, the wrong TTL attribute name, "
+            "or TTL disabled on the table. (Expected when every session is ended explicitly.)"
+        ),
+        actions=actions,
+    )
+
+
+def check_ttl_health_window(window: Duration) -> None:
+    """Reject an ``alarm_ttl_health_window`` outside 1 hour..1 day or not whole minutes.
+
+    Raises:
+        ValueError: the message names the value and the expected range.
+    """
+    check_duration_range(
+        "alarm_ttl_health_window",
+        window,
+        minimum=MIN_TTL_HEALTH_WINDOW,
+        maximum=MAX_TTL_HEALTH_WINDOW,
+    )
+    if not is_token(window) and window.to_seconds(integral=False) % 60:
+        raise ValueError(
+            f"alarm_ttl_health_window={window.to_human_string()}: expected a whole number of "
+            "minutes (a CloudWatch alarm period)"
+        )

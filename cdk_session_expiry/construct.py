@@ -26,7 +26,7 @@ from constructs import Construct
 
 from . import _runtime_contract as contract
 from . import alarms as alarm_defaults
-from . import assets, lifecycle, validation
+from . import assets, lifecycle, sweeper, validation
 from .filters import CleanupEventFilter, filter_criteria
 
 #: The newest Python runtime aws-cdk-lib offers (a test fails when a newer one appears).
@@ -140,6 +140,27 @@ class SessionExpiry(Construct):
         alarm_iterator_age_threshold: the iterator age alarm fires above this, 1 minute..less
             than 24 hours. Default: 1 hour.
         alarm_actions: actions of every alarm (e.g. ``SnsAction``). Default: none.
+        expiry_sweep_interval: run the expiry sweeper this often (whole minutes, 1 minute..1
+            day): a scheduled function deletes every session whose TTL has passed, so it is
+            cleaned within the interval plus processing time instead of TTL's "within a few
+            days". Adds a sparse index on a new table (a ``table=`` of this app must already
+            have it; see ``sweeper.check_sweep_index``), the function, an EventBridge rule and
+            an errors alarm. Cost: one extra index write per session create/touch, one Query
+            per shard (4) and one Lambda invocation per interval, one DeleteItem per swept
+            session (see ``cdk_session_expiry.sweeper``). Default: off, TTL alone.
+        alarm_ttl_health_window: alarm when time to live deleted no session over this window
+            (1 hour..1 day) while the table was written: the signature of TTL values in
+            milliseconds or the wrong attribute name (``ttl_health_alarm``). Expected to fire
+            for an app that ends every session explicitly. Cost: one alarm (metric math on 2-3
+            metrics). Default: off.
+        cleanup_enabled: the kill switch: ``False`` disables the event source mapping. Lambda
+            stops reading the stream and resumes where it stopped when enabled again; records
+            older than ``max_record_age`` by then go to the on-failure queue, and the stream
+            keeps them 24 hours at most. Default: ``True``.
+        cleanup_dry_run: the cleanup logs and counts (``SessionsWouldBeCleaned``) what it would
+            clean and changes nothing (no DeleteConnection, RetireGrant, DeleteObjects, archive
+            or event; ListObjectsV2 only); the records are consumed. The sweeper, if on, only
+            counts too (``SessionsWouldBeSwept``). Default: ``False``.
 
     Raises:
         ValueError: a prop is out of range or inconsistent; the message names the prop, the
@@ -183,6 +204,10 @@ class SessionExpiry(Construct):
         scratch_retention: Duration | None = None,
         alarm_iterator_age_threshold: Duration = alarm_defaults.DEFAULT_ITERATOR_AGE_THRESHOLD,
         alarm_actions: Sequence[cloudwatch.IAlarmAction] | None = None,
+        expiry_sweep_interval: Duration | None = None,
+        alarm_ttl_health_window: Duration | None = None,
+        cleanup_enabled: bool = True,
+        cleanup_dry_run: bool = False,
     ) -> None:
         super().__init__(scope, id)
 
@@ -239,6 +264,17 @@ class SessionExpiry(Construct):
             whole="days",
         )
 
+        if expiry_sweep_interval is not None:
+            sweeper.check_sweep_interval(expiry_sweep_interval)
+        if alarm_ttl_health_window is not None:
+            alarm_defaults.check_ttl_health_window(alarm_ttl_health_window)
+        for switch, flag in (
+            ("cleanup_enabled", cleanup_enabled),
+            ("cleanup_dry_run", cleanup_dry_run),
+        ):
+            if not isinstance(flag, bool):
+                raise ValueError(f"{switch}={flag!r}: expected True or False")
+
         # --- session table -----------------------------------------------------------------
         if table is None:
             self.partition_key_name = (
@@ -291,6 +327,14 @@ class SessionExpiry(Construct):
             if attribute is not None:
                 validation.check_attribute_name(prop, attribute)
         validation.check_distinct_attribute_names(attribute_props)
+        if expiry_sweep_interval is not None:
+            validation.check_distinct_attribute_names(
+                {**attribute_props, "expiry sweep shard attribute": sweeper.SWEEP_SHARD_ATTRIBUTE}
+            )
+            if table is not None and not sweeper.check_sweep_index(
+                table, time_to_live_attribute=self.time_to_live_attribute
+            ):
+                sweeper.warn_unchecked_index(self, table, self.time_to_live_attribute)
 
         if table is None:
             table = self._create_table(
@@ -369,6 +413,7 @@ class SessionExpiry(Construct):
             report_batch_item_failures=True,
             on_failure=event_sources.SqsDlq(failure_queue),
             metrics_config=lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT]),
+            enabled=cleanup_enabled,
         )
         # The mapping is validated against the role when it is created.
         self.event_source_mapping.node.add_dependency(self.cleanup_role)
@@ -409,6 +454,54 @@ class SessionExpiry(Construct):
             self.throttles_alarm,
             self.failure_queue_alarm,
         ]
+
+        # --- kill switch, expiry sweeper, TTL health (issue 6) -------------------------------
+        if cleanup_dry_run:
+            self.cleanup_function.add_environment(contract.ENV_DRY_RUN, "true")
+        #: The expiry sweeper (``expiry_sweep_interval``), or ``None`` when it is off.
+        self.expiry_sweeper: sweeper.ExpirySweeper | None = None
+        if expiry_sweep_interval is not None:
+            if isinstance(table, dynamodb.Table) and table.node.scope is self:
+                sweeper.add_sweep_index(table, time_to_live_attribute=self.time_to_live_attribute)
+            sweep_env = {
+                contract.ENV_TABLE_NAME: table.table_name,
+                **self._attribute_environment(),
+                contract.ENV_METRICS_NAMESPACE: metrics_namespace,
+                contract.ENV_MAX_WORKERS: str(max_workers),
+            }
+            if cleanup_dry_run:
+                sweep_env[contract.ENV_DRY_RUN] = "true"
+            self.expiry_sweeper = sweeper.ExpirySweeper(
+                self,
+                "ExpirySweeper",
+                table=table,
+                interval=expiry_sweep_interval,
+                environment=sweep_env,
+                runtime=CLEANUP_RUNTIME,
+                architecture=CLEANUP_ARCHITECTURE,
+                log_retention=cleanup_log_retention,
+                metrics_namespace=metrics_namespace,
+                alarm_actions=actions,
+            )
+            self.alarms.append(self.expiry_sweeper.errors_alarm)
+        #: Time to live deleted nothing over ``alarm_ttl_health_window`` while the table was
+        #: written; ``None`` when that prop is not set.
+        self.ttl_health_alarm: cloudwatch.Alarm | None = None
+        if alarm_ttl_health_window is not None:
+            window = alarm_ttl_health_window
+            self.ttl_health_alarm = alarm_defaults.ttl_health_alarm(
+                self,
+                ttl_deleted=self.metric_time_to_live_deleted_item_count(period=window),
+                writes=table.metric_consumed_write_capacity_units(
+                    period=window, statistic=cloudwatch.Stats.SUM
+                ),
+                swept=None
+                if self.expiry_sweeper is None
+                else self.expiry_sweeper.metric_sessions_swept(period=window),
+                window=window,
+                actions=actions,
+            )
+            self.alarms.append(self.ttl_health_alarm)
 
     # --- public API -------------------------------------------------------------------------
 
@@ -496,6 +589,8 @@ class SessionExpiry(Construct):
             env[contract.ENV_TENANT_SCOPED_SCRATCH] = "true"
         if self.grant_key is not None:
             env[contract.ENV_GRANT_KEY_ARN] = self.grant_key.key_arn
+        if self.expiry_sweeper is not None:
+            env.update(self.expiry_sweeper.sweeper_environment())
         return env
 
     def metric_iterator_age(self, **options: Any) -> cloudwatch.Metric:

@@ -1,0 +1,300 @@
+"""The expiry sweeper: bounded expiry latency on top of time to live (``expiry_sweep_interval``).
+
+DynamoDB's TTL deletes an expired item "typically within a few days" (Amazon DynamoDB
+Developer Guide, "Working with time to live (TTL)"). With the sweeper on, a scheduled function
+deletes every session whose TTL has passed, so its REMOVE record reaches the cleanup function
+within **the interval plus processing time** (the sweeper's run, usually seconds, plus the
+stream and event source mapping delay, usually under a second to seconds).
+
+What it adds (all in this module, assembled by :class:`ExpirySweeper`):
+
+* a sparse global secondary index ``expirySweep`` on the session table: partition key
+  ``expiryShard`` (String, ``"0"`` .. ``"3"``), sort key the TTL attribute (Number), projection
+  ``KEYS_ONLY``. The session runtime writes ``expiryShard`` on create and touch only when
+  ``grant_session_access`` configured it for the sweeper (``SESSION_EXPIRY_SWEEP_*``); items
+  without it stay out of the index and are left to TTL. The sweeper Queries each shard for
+  ``TTL <= now`` (never a Scan) and deletes each due session with a condition that its TTL is
+  still in the past, so a heartbeat that just extended it wins;
+* a function (same code asset and runtime as the cleanup function, handler
+  ``session_expiry_runtime.sweeper.handler``), its log group and role, invoked by an EventBridge
+  rule every interval; asynchronous retries are off (the next run is the retry);
+* least-privilege IAM: ``dynamodb:Query`` on the index only, ``dynamodb:DeleteItem`` on the
+  table (IAM cannot express "only expired items": the delete's condition expression does that),
+  and use of the table's customer managed key if it has one;
+* an alarm on the function's errors (a run that could not delete some due session raises
+  after writing its metrics).
+
+Cost: the index stores the keys of every session written by the runtime (a few dozen bytes
+each) and every write that sets or changes the TTL also writes the index (one more write
+request unit per create/touch in on-demand mode, or GSI write capacity in provisioned mode);
+each run costs one Query per shard (at least 0.5 read request unit each, plus the due keys read)
+and one DeleteItem per swept session; one Lambda invocation per interval (1,440 a day at one
+minute, 288 at five). A sweeper-on table also rejects a write whose TTL attribute is not a
+Number (index key types are enforced), which surfaces the "String TTL" bug at write time.
+
+For a table passed as ``table=``, the construct does not change the table: a ``Table`` or
+``TableV2`` of this app must already have the index (:func:`check_sweep_index` says how to add
+it), an imported table is taken on trust with a synth warning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from aws_cdk import Annotations, Duration, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from . import _runtime_contract as contract
+from . import alarms as alarm_defaults
+from . import assets, validation
+
+#: Name of the sparse index the sweeper Queries.
+SWEEP_INDEX_NAME = contract.DEFAULT_SWEEP_INDEX_NAME
+#: Partition key (String) of the index: the session's shard.
+SWEEP_SHARD_ATTRIBUTE = contract.DEFAULT_SWEEP_SHARD_ATTRIBUTE
+#: Number of shards: concurrent writes spread over this many index partitions, and each run
+#: makes this many Queries (at least).
+SWEEP_SHARDS = contract.DEFAULT_SWEEP_SHARDS
+#: EventBridge rate expressions run at most once a minute; beyond a day the bound is no bound.
+MIN_SWEEP_INTERVAL = Duration.minutes(1)
+MAX_SWEEP_INTERVAL = Duration.days(1)
+#: The sweeper's timeout: the interval, at most 5 minutes (a run that stops at its time guard
+#: is continued by the next one, so a longer run buys nothing but overlap).
+MAX_SWEEPER_TIMEOUT = Duration.minutes(5)
+SWEEPER_MEMORY_SIZE = 256
+
+_WARNING_IMPORTED_TABLE = "cdk-session-expiry:sweepIndexUnchecked"
+
+
+def check_sweep_interval(interval: Duration) -> None:
+    """Reject an ``expiry_sweep_interval`` outside 1 minute..1 day or not whole minutes.
+
+    Raises:
+        ValueError: the message names the value and the expected range.
+    """
+    validation.check_duration_range(
+        "expiry_sweep_interval",
+        interval,
+        minimum=MIN_SWEEP_INTERVAL,
+        maximum=MAX_SWEEP_INTERVAL,
+    )
+    if not validation.is_token(interval) and interval.to_seconds(integral=False) % 60:
+        raise ValueError(
+            f"expiry_sweep_interval={interval.to_human_string()}: expected a whole number of "
+            "minutes (EventBridge rate expressions)"
+        )
+
+
+def add_sweep_index(table: dynamodb.Table, *, time_to_live_attribute: str) -> None:
+    """Add the sparse sweep index to a table the construct creates."""
+    table.add_global_secondary_index(
+        index_name=SWEEP_INDEX_NAME,
+        partition_key=dynamodb.Attribute(
+            name=SWEEP_SHARD_ATTRIBUTE, type=dynamodb.AttributeType.STRING
+        ),
+        sort_key=dynamodb.Attribute(
+            name=time_to_live_attribute, type=dynamodb.AttributeType.NUMBER
+        ),
+        projection_type=dynamodb.ProjectionType.KEYS_ONLY,
+    )
+
+
+def _index_howto(time_to_live_attribute: str) -> str:
+    return (
+        f"add_global_secondary_index(index_name={SWEEP_INDEX_NAME!r}, "
+        f"partition_key=Attribute(name={SWEEP_SHARD_ATTRIBUTE!r}, type=AttributeType.STRING), "
+        f"sort_key=Attribute(name={time_to_live_attribute!r}, type=AttributeType.NUMBER), "
+        "projection_type=ProjectionType.KEYS_ONLY) on the table (global_secondary_indexes= on a "
+        "TableV2)"
+    )
+
+
+def check_sweep_index(table: dynamodb.ITable, *, time_to_live_attribute: str) -> bool:
+    """Check that a table passed as ``table=`` has the sweep index.
+
+    Returns:
+        ``True`` when the index was found on a ``Table``/``TableV2`` of this app; ``False`` for
+        an imported table, which cannot be checked at synth time.
+
+    Raises:
+        ValueError: a table of this app lacks the index, or has one of that name with other
+            keys; the message gives the exact ``add_global_secondary_index`` call.
+    """
+    cfn = table.node.default_child
+    if not isinstance(cfn, (dynamodb.CfnTable, dynamodb.CfnGlobalTable)):
+        return False
+    props = Stack.of(table).resolve(cfn._cfn_properties)
+    types = {
+        d.get("attributeName"): d.get("attributeType")
+        for d in props.get("attributeDefinitions") or []
+    }
+    expected = {
+        "HASH": (SWEEP_SHARD_ATTRIBUTE, "S"),
+        "RANGE": (time_to_live_attribute, "N"),
+    }
+    for index in props.get("globalSecondaryIndexes") or []:
+        if index.get("indexName") != SWEEP_INDEX_NAME:
+            continue
+        found = {
+            k.get("keyType"): (k.get("attributeName"), types.get(k.get("attributeName")))
+            for k in index.get("keySchema") or []
+        }
+        projection = (index.get("projection") or {}).get("projectionType")
+        if found == expected and projection in ("KEYS_ONLY", "INCLUDE", "ALL"):
+            return True
+        raise ValueError(
+            f"table {table.node.path} has an index {SWEEP_INDEX_NAME!r} keyed {found}: expected "
+            f"partition key {SWEEP_SHARD_ATTRIBUTE!r} (String) and sort key "
+            f"{time_to_live_attribute!r} (Number), the time to live attribute"
+        )
+    raise ValueError(
+        f"expiry_sweep_interval is set but table {table.node.path} has no index "
+        f"{SWEEP_INDEX_NAME!r}: the construct does not change a table it did not create; "
+        f"expected {_index_howto(time_to_live_attribute)}"
+    )
+
+
+class ExpirySweeper(Construct):
+    """The scheduled sweeper of one ``SessionExpiry`` (created by it; see the module docstring).
+
+    Args:
+        table: the session table, already holding (or checked for) the sweep index.
+        interval: how often the sweeper runs (whole minutes, 1 minute..1 day).
+        environment: the runtime variables the sweeper shares with the cleanup function (table
+            name, key and TTL attribute names, metrics namespace, workers, dry run).
+        runtime, architecture: those of the cleanup function.
+        log_retention: retention of the sweeper's log group.
+        metrics_namespace: namespace of the runtime's embedded metrics.
+        alarm_actions: actions of the errors alarm.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        table: dynamodb.ITable,
+        interval: Duration,
+        environment: Mapping[str, str],
+        runtime: lambda_.Runtime,
+        architecture: lambda_.Architecture,
+        log_retention: logs.RetentionDays,
+        metrics_namespace: str,
+        alarm_actions: Sequence[cloudwatch.IAlarmAction],
+    ) -> None:
+        super().__init__(scope, id)
+        self.interval = interval
+        self.metrics_namespace = metrics_namespace
+        #: The sweep index's name, shard attribute and shard count.
+        self.index_name = SWEEP_INDEX_NAME
+        self.shard_attribute = SWEEP_SHARD_ATTRIBUTE
+        self.shards = SWEEP_SHARDS
+
+        log_group = logs.LogGroup(self, "LogGroup", retention=log_retention)
+        #: Execution role of the sweeper function.
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="Expiry sweeper of the session table (cdk-session-expiry)",
+        )
+        log_group.grant_write(self.role)
+        if validation.is_token(interval):
+            timeout = MAX_SWEEPER_TIMEOUT
+        else:
+            timeout = Duration.seconds(min(interval.to_seconds(), MAX_SWEEPER_TIMEOUT.to_seconds()))
+        #: The sweeper function.
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            description="Deletes sessions whose time to live has passed (cdk-session-expiry)",
+            runtime=runtime,
+            architecture=architecture,
+            handler=contract.SWEEPER_HANDLER,
+            code=assets.cleanup_function_code(),
+            role=self.role,
+            timeout=timeout,
+            memory_size=SWEEPER_MEMORY_SIZE,
+            logging_format=lambda_.LoggingFormat.JSON,
+            application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
+            system_log_level_v2=lambda_.SystemLogLevel.WARN,
+            log_group=log_group,
+            # The next scheduled run is the retry; asynchronous retries would only overlap it.
+            retry_attempts=0,
+            environment={**environment, **self.sweeper_environment()},
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:Query"],
+                resources=[f"{table.table_arn}/index/{SWEEP_INDEX_NAME}"],
+            )
+        )
+        # Only expired sessions are deleted: the condition expression decides that, not IAM.
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["dynamodb:DeleteItem"], resources=[table.table_arn])
+        )
+        if table.encryption_key is not None:
+            table.encryption_key.grant_encrypt_decrypt(self.role)
+        #: The EventBridge rule that invokes the sweeper every ``interval``.
+        self.schedule = events.Rule(
+            self,
+            "Schedule",
+            description="Runs the session expiry sweeper (cdk-session-expiry)",
+            schedule=events.Schedule.rate(interval),
+            targets=[targets.LambdaFunction(self.function, retry_attempts=2)],
+        )
+        #: Any error of the sweeper function (a due session could not be deleted, or a Query
+        #: failed); those sessions are retried by the next run and TTL remains the backstop.
+        self.errors_alarm = alarm_defaults.sweeper_errors_alarm(
+            self, function=self.function, actions=alarm_actions
+        )
+
+    def sweeper_environment(self) -> dict[str, str]:
+        """The variables that turn the sweeper on in the runtime (sweeper and session store)."""
+        return {
+            contract.ENV_SWEEP_SHARD_ATTRIBUTE: self.shard_attribute,
+            contract.ENV_SWEEP_SHARDS: str(self.shards),
+            contract.ENV_SWEEP_INDEX_NAME: self.index_name,
+        }
+
+    def metric_sessions_swept(self, **options: Any) -> cloudwatch.Metric:
+        """``SessionsSwept`` (embedded metric): sessions deleted by the sweeper, Sum by default."""
+        return self._metric(contract.METRIC_SESSIONS_SWEPT, options)
+
+    def metric_sweep_lag(self, **options: Any) -> cloudwatch.Metric:
+        """``SweepLagSeconds`` (embedded metric): ``now - TTL`` of each swept session, seconds,
+        Maximum by default. Stays below the interval plus a run's duration while the sweeper
+        keeps up."""
+        return self._metric(
+            contract.METRIC_SWEEP_LAG, {"statistic": cloudwatch.Stats.MAXIMUM, **options}
+        )
+
+    def metric_sweep_skipped(self, **options: Any) -> cloudwatch.Metric:
+        """``SweepSkipped`` (embedded metric): due sessions a heartbeat or an end got to first."""
+        return self._metric(contract.METRIC_SWEEP_SKIPPED, options)
+
+    def metric_sweep_failures(self, **options: Any) -> cloudwatch.Metric:
+        """``SweepFailures`` (embedded metric): deletes that failed (retried next run), Sum."""
+        return self._metric(contract.METRIC_SWEEP_FAILURES, options)
+
+    def _metric(self, name: str, options: Mapping[str, Any]) -> cloudwatch.Metric:
+        props: dict[str, Any] = {"statistic": cloudwatch.Stats.SUM, **options}
+        return cloudwatch.Metric(namespace=self.metrics_namespace, metric_name=name, **props)
+
+
+def warn_unchecked_index(scope: Construct, table: dynamodb.ITable, ttl_attribute: str) -> None:
+    """Synth warning for an imported table, whose indexes cannot be read at synth time."""
+    Annotations.of(scope).add_warning_v2(
+        _WARNING_IMPORTED_TABLE,
+        f"expiry_sweep_interval: table {table.node.path} is imported, so its index "
+        f"{SWEEP_INDEX_NAME!r} cannot be checked. Without it every sweep fails (errors alarm). "
+        f"Where the table is defined: {_index_howto(ttl_attribute)}.",
+    )
