@@ -15,6 +15,7 @@ from aws_cdk import (
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -26,7 +27,7 @@ from constructs import Construct
 
 from . import _runtime_contract as contract
 from . import alarms as alarm_defaults
-from . import assets, lifecycle, sweeper, validation
+from . import archive, assets, failure_destination, fanout, lifecycle, sweeper, validation
 from .filters import CleanupEventFilter, filter_criteria
 
 #: The newest Python runtime aws-cdk-lib offers (a test fails when a newer one appears).
@@ -161,6 +162,32 @@ class SessionExpiry(Construct):
             clean and changes nothing (no DeleteConnection, RetireGrant, DeleteObjects, archive
             or event; ListObjectsV2 only); the records are consumed. The sweeper, if on, only
             counts too (``SessionsWouldBeSwept``). Default: ``False``.
+        archive_bucket: write every cleaned session's old image as JSON under
+            ``archive_prefix`` (``date=YYYY-MM-DD/tenant=<tenant>/<session key>/<sequence
+            number>.json``) before any other cleanup step; a failed write fails the record and
+            nothing else is done for it. Encrypted with the bucket's KMS key when it has one.
+            Cost: one PutObject per session, S3 storage of ~1-5 KB per session. Default: no
+            archive.
+        archive_prefix: key prefix of the archive, a literal S3 prefix ending in ``/``, not
+            overlapping ``scratch_root`` in the same bucket. Only with ``archive_bucket``.
+            Default: ``"archive/"``.
+        archive_transition_after: lifecycle transition of archived objects, whole days (at
+            least 30 for the infrequent access classes). Needs a bucket of this app (an
+            imported one gets a synth warning). S3 skips objects under 128 KB by default, which
+            archived sessions usually are. Default: no transition.
+        archive_transition_storage_class: storage class of that transition. Only with
+            ``archive_transition_after``. Default: ``StorageClass.GLACIER_INSTANT_RETRIEVAL``.
+        archive_expiration: archived objects (and their noncurrent versions) expire this long
+            after creation, whole days, later than the transition. Default: kept forever.
+        event_bus: put one ``Session Cleaned`` event (source ``cdk-session-expiry``) per cleaned
+            session on this bus, 10 per PutEvents call; a failed entry fails its record. For
+            consumers that would otherwise read the stream (which serves about two readers).
+            Cost: EventBridge custom events, one per session. Default: no events.
+        failure_destination_bucket: S3 on-failure destination instead of the SQS queue: Lambda
+            writes the failed batch's metadata and whole payload there, so it can be replayed
+            after the stream's 24 hours; alarm on ``OnFailureDestinationDeliveredEventCount``.
+            Not with ``failure_queue``. Cost: one S3 object per failed batch. Default: an SQS
+            queue (metadata only; replay within 24 hours).
 
     Raises:
         ValueError: a prop is out of range or inconsistent; the message names the prop, the
@@ -208,6 +235,13 @@ class SessionExpiry(Construct):
         alarm_ttl_health_window: Duration | None = None,
         cleanup_enabled: bool = True,
         cleanup_dry_run: bool = False,
+        archive_bucket: s3.IBucket | None = None,
+        archive_prefix: str | None = None,
+        archive_transition_after: Duration | None = None,
+        archive_transition_storage_class: s3.StorageClass | None = None,
+        archive_expiration: Duration | None = None,
+        event_bus: events.IEventBus | None = None,
+        failure_destination_bucket: s3.IBucket | None = None,
     ) -> None:
         super().__init__(scope, id)
 
@@ -274,6 +308,18 @@ class SessionExpiry(Construct):
         ):
             if not isinstance(flag, bool):
                 raise ValueError(f"{switch}={flag!r}: expected True or False")
+
+        #: Key prefix of the archive (``archive_bucket``).
+        self.archive_prefix = archive.check_archive_props(
+            archive_bucket=archive_bucket,
+            archive_prefix=archive_prefix,
+            archive_transition_after=archive_transition_after,
+            archive_transition_storage_class=archive_transition_storage_class,
+            archive_expiration=archive_expiration,
+            scratch_bucket=scratch_bucket,
+            scratch_root=self.scratch_root,
+        )
+        failure_destination.check_failure_destination(failure_queue, failure_destination_bucket)
 
         # --- session table -----------------------------------------------------------------
         if table is None:
@@ -383,9 +429,21 @@ class SessionExpiry(Construct):
         self._grant_cleanup_targets(websocket_stage)
         if scratch_bucket is not None:
             self._add_scratch_backstop(scratch_bucket, retention)
+        if archive_bucket is not None:
+            archive.configure_archive(
+                self,
+                self.cleanup_function,
+                bucket=archive_bucket,
+                prefix=self.archive_prefix,
+                transition_after=archive_transition_after,
+                storage_class=archive_transition_storage_class,
+                expiration=archive_expiration,
+            )
+        if event_bus is not None:
+            fanout.configure_event_bus(self.cleanup_function, event_bus)
 
         # --- event source mapping ----------------------------------------------------------
-        if failure_queue is None:
+        if failure_queue is None and failure_destination_bucket is None:
             failure_queue = sqs.Queue(
                 self,
                 "FailureQueue",
@@ -393,8 +451,11 @@ class SessionExpiry(Construct):
                 enforce_ssl=True,
                 retention_period=FAILURE_QUEUE_RETENTION,
             )
-        #: On-failure destination: metadata of batches the cleanup gave up on.
-        self.failure_queue: sqs.IQueue = failure_queue
+        #: On-failure destination: metadata of batches the cleanup gave up on (``None`` with
+        #: ``failure_destination_bucket``).
+        self.failure_queue: sqs.IQueue | None = failure_queue
+        #: S3 on-failure destination (``failure_destination_bucket``), or ``None``.
+        self.failure_destination_bucket = failure_destination_bucket
         table.grant_stream_read(self.cleanup_function)
         #: The event source mapping from the table's stream to the cleanup function.
         self.event_source_mapping = lambda_.EventSourceMapping(
@@ -411,7 +472,10 @@ class SessionExpiry(Construct):
             retry_attempts=retry_attempts,
             max_record_age=max_record_age,
             report_batch_item_failures=True,
-            on_failure=event_sources.SqsDlq(failure_queue),
+            on_failure=event_sources.SqsDlq(failure_queue)
+            if failure_queue is not None
+            else failure_destination.S3FailureDestination(failure_destination_bucket),  # type: ignore[arg-type]
+            support_s3_on_failure_destination=failure_destination_bucket is not None,
             metrics_config=lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT]),
             enabled=cleanup_enabled,
         )
@@ -444,8 +508,14 @@ class SessionExpiry(Construct):
         self.throttles_alarm = alarm_defaults.throttles_alarm(
             self, function=self.cleanup_function, actions=actions
         )
-        self.failure_queue_alarm = alarm_defaults.failure_queue_alarm(
-            self, queue=failure_queue, actions=actions
+        #: Alarm on the on-failure destination: visible messages of the queue, or records
+        #: delivered to ``failure_destination_bucket``.
+        self.failure_queue_alarm = (
+            alarm_defaults.failure_queue_alarm(self, queue=failure_queue, actions=actions)
+            if failure_queue is not None
+            else failure_destination.delivered_alarm(
+                self, mapping=self.event_source_mapping, actions=actions
+            )
         )
         #: Every alarm the construct creates.
         self.alarms: list[cloudwatch.Alarm] = [

@@ -31,38 +31,39 @@ ABORT_INCOMPLETE_MULTIPART_AFTER = Duration.days(1)
 NONCURRENT_VERSION_EXPIRATION = Duration.days(1)
 
 
-def check_scratch_root(root: str) -> None:
+def check_scratch_root(root: str, name: str = "scratch_root") -> None:
     """Reject a scratch root that is not a safe literal S3 prefix ending in ``/``.
 
     Accepted: ``"sessions/"``, ``"app/sessions/"``. Rejected, each with a ``ValueError`` naming
     the value and the expected form: empty, a leading ``/``, ``*``, ``?`` or ``$``, no
     trailing ``/``, an empty, ``.`` or ``..`` path segment, control characters, and more than
-    1,024 bytes.
+    1,024 bytes. ``name`` is the prop named in the message (the archive prefix uses the same
+    rules).
     """
     if is_token(root):
         return
     expected = "expected a literal S3 prefix such as 'sessions/'"
     if not isinstance(root, str) or root == "":
-        raise ValueError(f"scratch_root={root!r}: {expected}, not an empty prefix")
+        raise ValueError(f"{name}={root!r}: {expected}, not an empty prefix")
     if root.startswith("/"):
-        raise ValueError(f"scratch_root={root!r}: {expected}, without a leading '/'")
+        raise ValueError(f"{name}={root!r}: {expected}, without a leading '/'")
     for char, what in _FORBIDDEN.items():
         if char in root:
-            raise ValueError(f"scratch_root={root!r}: {expected}; {char!r} is {what}")
+            raise ValueError(f"{name}={root!r}: {expected}; {char!r} is {what}")
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in root):
-        raise ValueError(f"scratch_root={root!r}: {expected}, without control characters")
+        raise ValueError(f"{name}={root!r}: {expected}, without control characters")
     if not root.endswith("/"):
         raise ValueError(
-            f"scratch_root={root!r}: expected a prefix ending in '/', e.g. {root + '/'!r}, "
+            f"{name}={root!r}: expected a prefix ending in '/', e.g. {root + '/'!r}, "
             "so that it cannot match neighbouring keys"
         )
     segments = root[:-1].split("/")
     if any(segment in {"", ".", ".."} for segment in segments):
         raise ValueError(
-            f"scratch_root={root!r}: {expected}, without empty, '.' or '..' path segments"
+            f"{name}={root!r}: {expected}, without empty, '.' or '..' path segments"
         )
     if len(root.encode("utf-8")) > _MAX_PREFIX_BYTES:
-        raise ValueError(f"scratch_root={root!r}: expected at most {_MAX_PREFIX_BYTES} bytes")
+        raise ValueError(f"{name}={root!r}: expected at most {_MAX_PREFIX_BYTES} bytes")
 
 
 def can_add_lifecycle_rule(bucket: s3.IBucket) -> bool:
