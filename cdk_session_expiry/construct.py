@@ -696,7 +696,7 @@ class SessionExpiry(Construct):
         """``CleanupFailures`` (embedded metric) for one ``action``, Sum by default.
 
         ``action`` is ``"DeleteConnection"``, ``"RetireGrant"``, ``"DeleteScratch"``,
-        ``"Decode"`` or ``"TimeGuard"``.
+        ``"Decode"``, ``"TimeGuard"``, ``"Archive"`` or ``"PublishEvent"``.
         """
         return self._runtime_metric(
             contract.METRIC_CLEANUP_FAILURES, {contract.DIMENSION_ACTION: action}, options
@@ -721,6 +721,14 @@ class SessionExpiry(Construct):
     def metric_scratch_prefixes_refused(self, **options: Any) -> cloudwatch.Metric:
         """``ScratchPrefixesRefused`` (embedded metric): prefixes outside the root, Sum."""
         return self._runtime_metric(contract.METRIC_PREFIXES_REFUSED, None, options)
+
+    def metric_sessions_archived(self, **options: Any) -> cloudwatch.Metric:
+        """``SessionsArchived`` (embedded metric): old images written to ``archive_bucket``, Sum."""
+        return self._runtime_metric(contract.METRIC_SESSIONS_ARCHIVED, None, options)
+
+    def metric_session_events_published(self, **options: Any) -> cloudwatch.Metric:
+        """``SessionEventsPublished`` (embedded metric): events put on ``event_bus``, Sum."""
+        return self._runtime_metric(contract.METRIC_EVENTS_PUBLISHED, None, options)
 
     # --- internals --------------------------------------------------------------------------
 

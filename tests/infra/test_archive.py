@@ -428,3 +428,14 @@ def test_fails_with_both_a_failure_queue_and_a_failure_bucket(
         match="failure_queue='Both/Q' and failure_destination_bucket='Both/F' are both set",
     ):
         SessionExpiry(stack, "Sessions", failure_queue=queue, failure_destination_bucket=bucket)
+
+
+def test_metrics_of_the_archive_and_the_fan_out(synth: Synth) -> None:
+    archived = synth.full.metric_sessions_archived()
+    published = synth.full.metric_session_events_published()
+    assert (archived.namespace, archived.metric_name, archived.statistic) == (
+        "SessionExpiry",
+        "SessionsArchived",
+        "Sum",
+    )
+    assert (published.metric_name, published.statistic) == ("SessionEventsPublished", "Sum")
