@@ -239,7 +239,9 @@ class SessionStore:
         Reads ``SESSION_EXPIRY_TABLE_NAME`` (required), ``..._PARTITION_KEY``,
         ``..._SORT_KEY``, ``..._TTL_ATTRIBUTE``, the attribute-name variables,
         ``..._SCRATCH_ROOT``, ``..._TENANT_SCOPED_SCRATCH``, ``..._GRANT_KEY_ARN`` and
-        ``..._RETIRING_PRINCIPAL`` (see :mod:`.config`). ``kwargs`` go to the constructor
+        ``..._RETIRING_PRINCIPAL``, and with the expiry sweeper ``..._SWEEP_SHARD_ATTRIBUTE`` and
+        ``..._SWEEP_SHARDS`` (create and touch then write the session's shard, see
+        :mod:`.sweeper`) (see :mod:`.config`). ``kwargs`` go to the constructor
         (``dynamodb_client``, ``kms_client``, ``clock``, ``max_ttl``, ``default_ttl``).
 
         Raises:

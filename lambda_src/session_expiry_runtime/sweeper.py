@@ -106,6 +106,8 @@ class SweepReport:
     swept: int = 0
     skipped: int = 0
     failed: int = 0
+    #: Shards whose Query failed (e.g. the index is missing or the role may not query it).
+    query_failures: int = 0
     would_sweep: int = 0
     pages: int = 0
     complete: bool = True
@@ -124,6 +126,7 @@ class SweepReport:
             "swept": self.swept,
             "skipped": self.skipped,
             "failed": self.failed,
+            "queryFailures": self.query_failures,
             "wouldSweep": self.would_sweep,
             "pages": self.pages,
             "complete": self.complete,
@@ -232,16 +235,13 @@ class ExpirySweeper:
     def sweep(
         self, *, now: Decimal | None = None, out_of_time: Callable[[], bool] = lambda: False
     ) -> SweepReport:
-        """Sweep every shard once; never raises for a single session (failures are counted).
+        """Sweep every shard once; never raises (failed deletes and Queries are counted).
 
         Args:
             now: epoch seconds to sweep up to; default the clock. A session whose TTL passes
                 during the run is left for the next one.
             out_of_time: checked between pages and before each shard; when true the run stops
                 and the report says ``complete=False`` (the next run continues).
-
-        Raises:
-            ClientError, BotoCoreError: a Query failed (nothing can be swept without it).
         """
         now = now_seconds(self._clock()) if now is None else now
         report = SweepReport(dry_run=self.config.dry_run)
@@ -253,12 +253,17 @@ class ExpirySweeper:
 
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sweep") as pool:
             for index in range(self.config.sweep_shards):
-                for items in self.due_pages(str(index), now, out_of_time):
-                    report.pages += 1
-                    if self.config.dry_run:
-                        report.would_sweep += len(items)
-                    else:
-                        list(pool.map(one, items))
+                try:
+                    for items in self.due_pages(str(index), now, out_of_time):
+                        report.pages += 1
+                        if self.config.dry_run:
+                            report.would_sweep += len(items)
+                        else:
+                            list(pool.map(one, items))
+                except (ClientError, BotoCoreError) as exc:
+                    report.query_failures += 1
+                    report.complete = False
+                    report.errors.append(f"Query shard {index}: {_error_text(exc)}")
                 # Conservative: a shard that ended exactly at the guard is counted incomplete.
                 if out_of_time():
                     report.complete = False
@@ -296,17 +301,18 @@ class ExpirySweeper:
         else:
             m.count(METRIC_SESSIONS_SWEPT, report.swept)
             m.count(METRIC_SWEEP_SKIPPED, report.skipped)
-            m.count(METRIC_SWEEP_FAILURES, report.failed)
+            m.count(METRIC_SWEEP_FAILURES, report.failed + report.query_failures)
             for lag in report.lags:
                 m.value(METRIC_SWEEP_LAG, lag)
-        level = logging.ERROR if report.failed else logging.INFO
+        level = logging.ERROR if report.failed or report.query_failures else logging.INFO
         self.logger.log(
             level,
-            "expiry sweep %s: swept=%d skipped=%d failed=%d wouldSweep=%d",
-            "complete" if report.complete else "incomplete (time guard)",
+            "expiry sweep %s: swept=%d skipped=%d failed=%d queryFailures=%d wouldSweep=%d",
+            "complete" if report.complete else "incomplete",
             report.swept,
             report.skipped,
             report.failed,
+            report.query_failures,
             report.would_sweep,
             extra={"sweep": report.as_dict()},
         )
@@ -365,7 +371,8 @@ def handler(event: object, context: object) -> dict[str, Any]:
     """Scheduled entry point: sweep once, write the metrics, return the summary.
 
     Raises:
-        SweepIncompleteError: at least one due session could not be deleted.
+        SweepIncompleteError: at least one due session could not be deleted, or a shard could
+            not be queried (raised after the metrics are written).
     """
     sweeper = get_sweeper()
     started = time.monotonic()
@@ -376,9 +383,9 @@ def handler(event: object, context: object) -> dict[str, Any]:
         LOGGER.exception("could not write the metrics")
     summary = report.as_dict()
     summary["durationSeconds"] = math.ceil((time.monotonic() - started) * 1000) / 1000
-    if report.failed:
+    if report.failed or report.query_failures:
         raise SweepIncompleteError(
-            f"{report.failed} due session(s) could not be deleted, e.g. {report.errors[:1]}; "
-            "the next run retries them"
+            f"{report.failed} due session(s) could not be deleted and {report.query_failures} "
+            f"shard(s) could not be queried, e.g. {report.errors[:1]}; the next run retries"
         )
     return summary

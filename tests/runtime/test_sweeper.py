@@ -407,3 +407,19 @@ def test_handler_raises_after_a_failed_delete(
     docs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     (doc,) = [d for d in docs if "SweepFailures" in d]
     assert (doc["SweepFailures"], doc["SessionsSwept"]) == (1, 1)
+
+
+def test_handler_raises_when_the_index_is_missing(
+    handler_env: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The index the construct could not check (an imported table) does not exist: every Query
+    fails, the run reports it and raises after writing the metrics (errors alarm)."""
+    monkeypatch.setenv("SESSION_EXPIRY_SWEEP_INDEX_NAME", "no-such-index")
+    capsys.readouterr()
+
+    with pytest.raises(SweepIncompleteError, match=r"0 due session\(s\) .* and 4 shard\(s\)"):
+        sweeper_module.handler({}, FakeContext())
+
+    docs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    (doc,) = [d for d in docs if "SweepFailures" in d]
+    assert doc["SweepFailures"] == 4
