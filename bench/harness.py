@@ -18,8 +18,6 @@ a ``NEW_AND_OLD_IMAGES`` stream; the REMOVE records are read back from moto's st
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
 import json
 import os
 import re
@@ -31,6 +29,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from session_expiry_runtime import stream_records
 
 REGION = "us-east-1"
 ACCOUNT_ID = "123456789012"  # moto's default account
@@ -184,38 +184,18 @@ class Fixture:
 def to_lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
     """Turn a boto3 ``GetRecords`` record into the record Lambda's event source mapping delivers.
 
-    Differences handled: Lambda adds ``eventSourceARN``; ``ApproximateCreationDateTime`` is epoch
-    seconds (a number, not a timestamp); ``B`` values are base64 text, not bytes. moto never
-    expires items, so the REMOVE came from ``DeleteItem``; the ``userIdentity`` that DynamoDB
-    puts on a TTL delete (DynamoDB developer guide, "DynamoDB Streams and Time to Live") is
-    added, making the records exactly what a TTL expiry delivers.
+    The reshaping is the runtime's own (:mod:`session_expiry_runtime.stream_records`). moto never
+    expires items, so the REMOVE came from ``DeleteItem``; the ``userIdentity`` that DynamoDB puts
+    on a TTL delete (DynamoDB developer guide, "DynamoDB Streams and Time to Live") is added,
+    making the records exactly what a TTL expiry delivers.
     """
-
-    def plain(value: Any) -> Any:
-        if isinstance(value, bytes):
-            return base64.b64encode(value).decode()
-        if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [plain(v) for v in value]
-        return value
-
-    ddb = dict(record["dynamodb"])
-    created = ddb["ApproximateCreationDateTime"]
-    if isinstance(created, dt.datetime):
-        ddb["ApproximateCreationDateTime"] = float(int(created.timestamp()))
-    out = {
-        "eventID": record["eventID"],
-        "eventName": record["eventName"],
-        "eventVersion": record.get("eventVersion", "1.1"),
-        "eventSource": "aws:dynamodb",
-        "awsRegion": record.get("awsRegion", REGION),
-        "dynamodb": plain(ddb),
-        "eventSourceARN": stream_arn,
-    }
-    if record["eventName"] == "REMOVE":
-        out["userIdentity"] = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
-    return out
+    identity = stream_records.TTL_USER_IDENTITY if record["eventName"] == "REMOVE" else None
+    return stream_records.to_lambda_record(
+        record,
+        stream_arn=stream_arn,
+        region=record.get("awsRegion", REGION),
+        user_identity=identity,
+    )
 
 
 def build_fixture(server: MotoServer, scenario: Scenario, impl: str) -> Fixture:

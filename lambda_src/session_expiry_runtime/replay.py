@@ -47,7 +47,6 @@ one JSON line per message on stdout.
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -61,6 +60,7 @@ from botocore.exceptions import ClientError
 from .cleaner import SessionCleaner, build_clients, process_batch
 from .config import RuntimeConfig, validate_cleanup_config
 from .metrics import MetricsRecorder
+from .stream_records import to_lambda_record
 
 #: DynamoDB Streams keeps records for 24 hours (DynamoDB Developer Guide, "Change data capture
 #: for DynamoDB Streams").
@@ -169,53 +169,6 @@ def parse_failure_record(body: str | bytes | Mapping[str, Any]) -> tuple[BatchIn
     )
 
 
-def _wire_value(value: Mapping[str, Any]) -> dict[str, Any]:
-    ((tag, inner),) = value.items()
-    if tag == "B":
-        return {"B": base64.b64encode(inner).decode("ascii")}
-    if tag == "BS":
-        return {"BS": [base64.b64encode(v).decode("ascii") for v in inner]}
-    if tag == "M":
-        return {"M": {k: _wire_value(v) for k, v in inner.items()}}
-    if tag == "L":
-        return {"L": [_wire_value(v) for v in inner]}
-    return {tag: inner}
-
-
-def to_lambda_record(record: Mapping[str, Any], stream_arn: str) -> dict[str, Any]:
-    """Reshape a ``GetRecords`` record (boto3) into the record Lambda delivers.
-
-    boto3 gives ``ApproximateCreationDateTime`` as a ``datetime`` (Lambda: epoch seconds),
-    ``B``/``BS`` as bytes (Lambda: base64 text) and ``userIdentity`` as
-    ``{"Type", "PrincipalId"}`` (Lambda: ``{"type", "principalId"}``).
-    """
-    body = record.get("dynamodb") or {}
-    shaped_body: dict[str, Any] = {}
-    for name, value in body.items():
-        if name == "ApproximateCreationDateTime" and isinstance(value, datetime):
-            shaped_body[name] = int(value.timestamp())
-        elif name in {"Keys", "NewImage", "OldImage"}:
-            shaped_body[name] = {k: _wire_value(v) for k, v in value.items()}
-        else:
-            shaped_body[name] = value
-    shaped: dict[str, Any] = {
-        "eventID": record.get("eventID"),
-        "eventName": record.get("eventName"),
-        "eventVersion": "1.1",
-        "eventSource": "aws:dynamodb",
-        "awsRegion": record.get("awsRegion"),
-        "dynamodb": shaped_body,
-        "eventSourceARN": stream_arn,
-    }
-    identity = record.get("userIdentity")
-    if isinstance(identity, Mapping):
-        shaped["userIdentity"] = {
-            "type": identity.get("Type", identity.get("type")),
-            "principalId": identity.get("PrincipalId", identity.get("principalId")),
-        }
-    return shaped
-
-
 def _error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
@@ -260,7 +213,7 @@ def read_range(
                     reached_end = True
                     break
                 if number >= start:
-                    records.append(to_lambda_record(record, info.stream_arn))
+                    records.append(to_lambda_record(record, stream_arn=info.stream_arn))
                 if number == end:
                     reached_end = True
                     break

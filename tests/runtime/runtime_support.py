@@ -16,7 +16,6 @@ the example event in the Lambda Developer Guide, "Using AWS Lambda with Amazon D
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 import uuid
@@ -28,6 +27,7 @@ import boto3
 from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.s3.models import s3_backends
+from session_expiry_runtime import stream_records
 from session_expiry_runtime.cleaner import SessionCleaner, build_clients
 from session_expiry_runtime.config import RuntimeConfig
 from session_expiry_runtime.metrics import MetricsRecorder
@@ -40,7 +40,7 @@ BUCKET = "scratch-bucket"
 ENDPOINT = "https://abc123defg.execute-api.us-east-1.amazonaws.com/prod"
 CLEANUP_ROLE = f"arn:aws:iam::{DEFAULT_ACCOUNT_ID}:role/session-cleanup"
 APP_ROLE = f"arn:aws:iam::{DEFAULT_ACCOUNT_ID}:role/session-app"
-TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+TTL_IDENTITY = stream_records.TTL_USER_IDENTITY
 
 #: One boto3 session for every test client: each new session reloads botocore's service models,
 #: which costs more than the moto calls of a whole test.
@@ -58,45 +58,19 @@ class FakeContext:
         return self.remaining_ms
 
 
-def _wire_value(value: dict[str, Any]) -> dict[str, Any]:
-    ((tag, inner),) = value.items()
-    if tag == "B":
-        return {"B": base64.b64encode(inner).decode("ascii")}
-    if tag == "BS":
-        return {"BS": [base64.b64encode(v).decode("ascii") for v in inner]}
-    if tag == "M":
-        return {"M": {k: _wire_value(v) for k, v in inner.items()}}
-    if tag == "L":
-        return {"L": [_wire_value(v) for v in inner]}
-    return {tag: inner}
-
-
 def to_lambda_record(
     record: dict[str, Any], stream_arn: str, *, ttl_delete: bool = False
 ) -> dict[str, Any]:
-    """Reshape a ``dynamodbstreams`` GetRecords record into a Lambda event record."""
-    body = record["dynamodb"]
-    lambda_body: dict[str, Any] = {
-        "ApproximateCreationDateTime": int(body["ApproximateCreationDateTime"].timestamp()),
-        "Keys": {k: _wire_value(v) for k, v in body["Keys"].items()},
-        "SequenceNumber": body["SequenceNumber"],
-        "SizeBytes": body["SizeBytes"],
-        "StreamViewType": body["StreamViewType"],
-    }
-    for image in ("NewImage", "OldImage"):
-        if image in body:
-            lambda_body[image] = {k: _wire_value(v) for k, v in body[image].items()}
-    shaped: dict[str, Any] = {
-        "eventID": record["eventID"],
-        "eventName": record["eventName"],
-        "eventVersion": "1.1",
-        "eventSource": "aws:dynamodb",
-        "awsRegion": record["awsRegion"],
-        "dynamodb": lambda_body,
-        "eventSourceARN": stream_arn,
-    }
-    if ttl_delete:
-        shaped["userIdentity"] = dict(TTL_IDENTITY)
+    """Reshape a ``dynamodbstreams`` GetRecords record into a Lambda event record.
+
+    moto never expires items by TTL: ``ttl_delete`` gives the REMOVE record of a DeleteItem the
+    ``userIdentity`` that AWS documents for TTL deletes.
+    """
+    shaped = stream_records.to_lambda_record(
+        record,
+        stream_arn=stream_arn,
+        user_identity=stream_records.TTL_USER_IDENTITY if ttl_delete else None,
+    )
     # Lambda hands the function parsed JSON: prove the shape survives a JSON round trip.
     return json.loads(json.dumps(shaped))
 

@@ -282,7 +282,7 @@ def test_getrecords_records_are_reshaped_like_lambdas() -> None:
         },
     }
 
-    shaped = replay.to_lambda_record(record, "arn:stream")
+    shaped = replay.to_lambda_record(record, stream_arn="arn:stream")
 
     assert shaped["userIdentity"] == {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
     assert shaped["dynamodb"]["ApproximateCreationDateTime"] == 1_767_225_600
