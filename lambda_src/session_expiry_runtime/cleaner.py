@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -105,11 +105,12 @@ def client_config(max_workers: int) -> Config:
     """botocore settings shared by every cleanup client.
 
     ``standard`` retries with :data:`MAX_ATTEMPTS` attempts, bounded timeouts (so one hung call
-    cannot outlast the time guard), and a connection pool at least as large as the worker pool.
+    cannot outlast the time guard), and a connection pool large enough for the step pool plus
+    the record threads (archive writes), so no connection is opened and discarded per call.
     """
     return Config(
         retries={"mode": "standard", "total_max_attempts": MAX_ATTEMPTS},
-        max_pool_connections=max(10, max_workers),
+        max_pool_connections=max(10, 2 * max_workers),
         connect_timeout=CONNECT_TIMEOUT_SECONDS,
         read_timeout=READ_TIMEOUT_SECONDS,
     )
@@ -351,15 +352,18 @@ class SessionCleaner:
         *,
         out_of_time: Callable[[], bool] = lambda: False,
         account: bool = True,
+        step_pool: Executor | None = None,
     ) -> RecordResult:
         """Handle one Lambda DynamoDB stream record; never raises (errors become ``failed``).
 
         ``account=False`` leaves metrics and the log line to the caller (:meth:`account`), which
-        :func:`process_batch` needs when the fan-out may still fail the record.
+        :func:`process_batch` needs when the fan-out may still fail the record. With
+        ``step_pool``, the record's cleanup steps run concurrently on it; without, one after
+        another.
         """
         record = parse_record(raw)
         try:
-            result = self._clean(record, out_of_time)
+            result = self._clean(record, out_of_time, step_pool)
         except Exception as exc:  # per-record isolation: a bug must cost a retry, not the batch
             result = self._result(record, OUTCOME_FAILED, failed_actions=(ACTION_UNEXPECTED,))
             result.log["errors"] = {ACTION_UNEXPECTED: _error_text(exc)}
@@ -394,7 +398,12 @@ class SessionCleaner:
         )
         return result
 
-    def _clean(self, record: StreamRecord, out_of_time: Callable[[], bool]) -> RecordResult:
+    def _clean(
+        self,
+        record: StreamRecord,
+        out_of_time: Callable[[], bool],
+        step_pool: Executor | None = None,
+    ) -> RecordResult:
         if record.sequence_number is None:
             return self._result(record, OUTCOME_SKIPPED, cause=CAUSE_NO_SEQUENCE_NUMBER)
         if record.event_name != "REMOVE":
@@ -432,8 +441,15 @@ class SessionCleaner:
         refused = False
         ran_any = False
 
+        pending: list[tuple[str, Callable[[], str], Callable[[], str] | None]] = []
+
         def run(
             action: str, call: Callable[[], str], preview: Callable[[], str] | None = None
+        ) -> None:
+            pending.append((action, call, preview))
+
+        def execute(
+            action: str, call: Callable[[], str], preview: Callable[[], str] | None
         ) -> None:
             if cfg.dry_run:
                 # The one gate of every change-making call: in a dry run only ``preview``
@@ -557,7 +573,18 @@ class SessionCleaner:
                         lambda: self.delete_scratch(accepted, tally, out_of_time),
                         preview=lambda: self.preview_scratch(accepted, log),
                     )
-                    log["objectsDeleted"] = tally[0]
+
+        # The three steps are independent (each acts only on what the old image names), so they
+        # run at the same time when a step pool is given: a session costs the latency of its
+        # slowest step, not the sum.
+        if step_pool is not None and len(pending) > 1:
+            for future in [step_pool.submit(execute, *step) for step in pending]:
+                future.result()
+        else:
+            for step in pending:
+                execute(*step)
+        if ACTION_DELETE_SCRATCH in steps and steps[ACTION_DELETE_SCRATCH] != STEP_REFUSED:
+            log["objectsDeleted"] = tally[0]
 
         if missing:
             log["missingAttributes"] = missing
@@ -676,8 +703,10 @@ def _out_of_time(context: object, margin_ms: int) -> Callable[[], bool]:
 def process_batch(event: object, context: object, cleaner: SessionCleaner) -> dict[str, Any]:
     """Clean a whole Lambda DynamoDB stream batch and return the partial batch response.
 
-    * Records are cleaned concurrently by at most ``config.max_workers`` threads sharing
-      ``cleaner``'s clients; each record's errors stay with that record.
+    * Records are cleaned concurrently, sharing ``cleaner``'s clients; each record's errors stay
+      with that record. The cleanup calls of all records (DeleteConnection, RetireGrant, the
+      scratch deletion) run on one pool of ``config.max_workers`` threads, so at most that many
+      cleanup steps are in flight, and one session's independent steps overlap.
     * Time guard: once ``context.get_remaining_time_in_millis()`` is below
       ``config.time_guard_ms``, records not yet started are reported failed without starting
       (and a scratch deletion stops between pages), so the function never times out with work
@@ -711,8 +740,8 @@ def process_batch(event: object, context: object, cleaner: SessionCleaner) -> di
             if out_of_time():
                 return cleaner.not_started(raw)
             if not fan_out:
-                return cleaner.clean(raw, out_of_time=out_of_time)
-            result = cleaner.clean(raw, out_of_time=out_of_time, account=False)
+                return cleaner.clean(raw, out_of_time=out_of_time, step_pool=step_pool)
+            result = cleaner.clean(raw, out_of_time=out_of_time, account=False, step_pool=step_pool)
             deferred.append(result)
             return result
         except Exception as exc:
@@ -725,7 +754,13 @@ def process_batch(event: object, context: object, cleaner: SessionCleaner) -> di
 
     if unique:
         workers = max(1, min(cleaner.config.max_workers, len(unique)))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cleanup") as pool:
+        # Record threads mostly wait on their steps; the step pool bounds the calls in flight.
+        with (
+            ThreadPoolExecutor(
+                max_workers=cleaner.config.max_workers, thread_name_prefix="cleanup-step"
+            ) as step_pool,
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cleanup") as pool,
+        ):
             results.extend(pool.map(work, unique))
     if fan_out:
         # One PutEvents per 10 cleaned sessions, after their steps; a failed entry fails its

@@ -466,9 +466,55 @@ def test_records_are_cleaned_concurrently_with_isolated_failures(
     assert not sandbox.keys_under(sessions[5].prefix)  # its other steps still ran
 
 
+def test_one_sessions_steps_run_at_the_same_time(sandbox: Sandbox) -> None:
+    # Each of the three calls waits until the other two have started: if the steps ran one
+    # after another, the barrier would break and every step would fail.
+    session = sandbox.create_session("s-overlap")
+    sandbox.read_stream()
+    sandbox.delete(session.session_id)
+    records = sandbox.lambda_records()
+    cleaner = sandbox.cleaner()
+    barrier = threading.Barrier(3, timeout=5)
+
+    def meet(_request: Any) -> None:
+        barrier.wait()
+        return None  # let moto answer
+
+    answer(cleaner.clients.apigateway, "DeleteConnection", meet)
+    answer(cleaner.clients.kms, "RetireGrant", meet)
+    answer(cleaner.clients.s3, "ListObjectsV2", meet)
+
+    response = run(cleaner, records)
+
+    assert response == {"batchItemFailures": []}
+    assert not barrier.broken
+    assert sandbox.is_clean(session)
+
+
+def test_steps_run_one_after_another_without_a_step_pool(sandbox: Sandbox) -> None:
+    session = sandbox.create_session("s-serial")
+    sandbox.read_stream()
+    sandbox.delete(session.session_id)
+    (record,) = sandbox.lambda_records()
+    cleaner = sandbox.cleaner()
+    order: list[str] = []
+    for client, operation in (
+        (cleaner.clients.apigateway, "DeleteConnection"),
+        (cleaner.clients.kms, "RetireGrant"),
+        (cleaner.clients.s3, "ListObjectsV2"),
+    ):
+        answer(client, operation, lambda _r, op=operation: order.append(op))
+
+    result = cleaner.clean(record)
+
+    assert result.outcome == "cleaned"
+    assert order == ["DeleteConnection", "RetireGrant", "ListObjectsV2"]
+
+
 def test_client_pool_is_at_least_the_worker_count() -> None:
     config = cleaner_module.client_config(max_workers=32)
-    assert config.max_pool_connections >= 32
+    # Step threads and record threads (archive writes) share the clients.
+    assert config.max_pool_connections >= 64
     assert config.retries == {"mode": "standard", "total_max_attempts": cleaner_module.MAX_ATTEMPTS}
 
 
