@@ -16,6 +16,11 @@ CONTEXT_ACCOUNT = "sample:account"  # default $CDK_DEFAULT_ACCOUNT, else environ
 CONTEXT_REGION = "sample:region"  # default $CDK_DEFAULT_REGION, else us-east-1
 CONTEXT_STAGE_NAME = "sample:stageName"  # default "live"
 CONTEXT_SESSION_TTL_MINUTES = "sample:sessionTtlMinutes"  # default 60
+#: The kill switch: ``false`` disables the cleanup's event source mapping; the stream position
+#: is kept and records resume when it is ``true`` again (within the stream's 24 hours).
+CONTEXT_CLEANUP_ENABLED = "sample:cleanupEnabled"  # default true
+#: ``true``: the cleanup and the sweeper log and count what they would do, and change nothing.
+CONTEXT_CLEANUP_DRY_RUN = "sample:cleanupDryRun"  # default false
 DEFAULT_STACK_NAME = "SessionExpirySample"
 FALLBACK_REGION = "us-east-1"
 
@@ -42,7 +47,26 @@ def build_app(
         env=Environment(account=account, region=region),
         stage_name=ctx(CONTEXT_STAGE_NAME) or DEFAULT_STAGE_NAME,
         session_ttl=Duration.minutes(int(ctx(CONTEXT_SESSION_TTL_MINUTES) or 60)),
+        cleanup_enabled=context_flag(ctx(CONTEXT_CLEANUP_ENABLED), CONTEXT_CLEANUP_ENABLED, True),
+        cleanup_dry_run=context_flag(ctx(CONTEXT_CLEANUP_DRY_RUN), CONTEXT_CLEANUP_DRY_RUN, False),
         description="Sample app of cdk-session-expiry: WebSocket sessions that fail closed",
     )
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app
+
+
+def context_flag(value: Any, key: str, default: bool) -> bool:
+    """A boolean context value: ``true``/``false`` from ``-c key=...`` (a string) or
+    ``cdk.json`` (a JSON boolean); ``default`` when unset.
+
+    Raises:
+        ValueError: any other value; the message names the key and the value.
+    """
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise ValueError(f"context {key}={value!r}: expected true or false")

@@ -9,6 +9,7 @@ from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -22,6 +23,14 @@ from cdk_session_expiry import CLEANUP_RUNTIME, SessionExpiry
 HANDLERS_DIR = Path(__file__).resolve().parent / "handlers"
 DEFAULT_STAGE_NAME = "live"
 DEFAULT_SESSION_TTL = Duration.hours(1)
+#: The expiry sweeper's schedule: an expired session is cleaned within this plus processing.
+SWEEP_INTERVAL = Duration.minutes(5)
+#: TTL health: alarm when time to live (and the sweeper) deleted nothing for a day while
+#: sessions were written. The longest window the prop accepts, so a quiet night is no alarm.
+TTL_HEALTH_WINDOW = Duration.days(1)
+#: Archived sessions are kept for a year, then expire (no storage class transition: archived
+#: sessions are a few KB, below S3's 128 KB default minimum for transitions).
+ARCHIVE_EXPIRATION = Duration.days(365)
 
 
 class SessionExpirySampleStack(Stack):
@@ -31,9 +40,20 @@ class SessionExpirySampleStack(Stack):
     message handler's role, ``$default`` heartbeats the session, ``$disconnect`` ends it.
     The cleanup function deletes connections, retires grants and clears scratch objects.
 
+    Beyond time to live (issue 6): the expiry sweeper runs every 5 minutes, so an expired
+    session is cleaned within 5 minutes plus processing; a TTL health alarm watches for a day
+    without deletions; every cleaned session's old image is archived to an encrypted bucket
+    (kept a year) before its cleanup; one ``Session Cleaned`` event per cleaned session goes to
+    the ``SessionEventBus`` bus for other services; failed batches go to the SQS on-failure
+    queue (replay: ``python -m session_expiry_runtime.replay``).
+
     Args:
         stage_name: WebSocket stage name. Default: ``"live"``.
         session_ttl: session lifetime, renewed by each message. Default: 1 hour.
+        cleanup_enabled: the kill switch; ``False`` disables the cleanup's event source mapping
+            (the stream position is kept). Default: ``True``.
+        cleanup_dry_run: the cleanup (and sweeper) only log and count what they would do.
+            Default: ``False``.
         acknowledge_findings: acknowledge the cdk-nag findings this design accepts (see
             ``acknowledge``). Tests turn it off to show every acknowledgement still matches a
             real finding. Default: on.
@@ -46,6 +66,8 @@ class SessionExpirySampleStack(Stack):
         *,
         stage_name: str = DEFAULT_STAGE_NAME,
         session_ttl: Duration = DEFAULT_SESSION_TTL,
+        cleanup_enabled: bool = True,
+        cleanup_dry_run: bool = False,
         acknowledge_findings: bool = True,
         **kwargs: object,
     ) -> None:
@@ -80,6 +102,22 @@ class SessionExpirySampleStack(Stack):
             enforce_ssl=True,
             server_access_logs_bucket=access_logs,
             server_access_logs_prefix="scratch/",
+        )
+        archive = s3.Bucket(
+            self,
+            "ArchiveBucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            # A retry overwrites an archived session's object; versions keep the first write
+            # and protect the archive against deletes (they expire with the archive).
+            versioned=True,
+            server_access_logs_bucket=access_logs,
+            server_access_logs_prefix="archive/",
+        )
+        # Other services react to cleaned sessions here instead of reading the stream.
+        event_bus = events.EventBus(
+            self, "SessionEventBus", description="Session Cleaned events (cdk-session-expiry)"
         )
         alarm_key = kms.Key(
             self,
@@ -138,6 +176,13 @@ class SessionExpirySampleStack(Stack):
             grant_key=session_key,
             scratch_bucket=scratch,
             alarm_actions=[cloudwatch_actions.SnsAction(alarm_topic)],
+            expiry_sweep_interval=SWEEP_INTERVAL,
+            alarm_ttl_health_window=TTL_HEALTH_WINDOW,
+            cleanup_enabled=cleanup_enabled,
+            cleanup_dry_run=cleanup_dry_run,
+            archive_bucket=archive,
+            archive_expiration=ARCHIVE_EXPIRATION,
+            event_bus=event_bus,
         )
         for fn in (connect_fn, message_fn, disconnect_fn):
             self.sessions.grant_session_access(fn)
@@ -161,6 +206,13 @@ class SessionExpirySampleStack(Stack):
                 f"Resource::<{self.get_logical_id(scratch.node.default_child)}.Arn>/sessions/*",  # type: ignore[arg-type]
                 "Cleanup deletes any object of an ended session under the scratch root, and only "
                 "there; session prefixes are not known in advance.",
+            ),
+            (
+                f"Resource::<{self.get_logical_id(archive.node.default_child)}.Arn>/"  # type: ignore[arg-type]
+                f"{self.sessions.archive_prefix}*",
+                "Cleanup writes one object per cleaned session under the archive prefix "
+                "(PutObject only); the keys hold the session and sequence number, not known in "
+                "advance.",
             ),
             (
                 f"Resource::arn:<AWS::Partition>:execute-api:{self._nag_region_and_account()}:"

@@ -175,3 +175,158 @@ def test_alarms_notify_the_encrypted_topic(sample: Sample) -> None:
 def test_keys_rotate(sample: Sample) -> None:
     for key in resources_of(sample.json, "AWS::KMS::Key").values():
         assert key["Properties"]["EnableKeyRotation"] is True
+
+
+# --- issue 6 options the sample turns on ----------------------------------------------------
+
+
+def test_expiry_sweeper_runs_every_five_minutes_on_the_cleanup_asset(sample: Sample) -> None:
+    sweeper = sample.stack.sessions.expiry_sweeper
+    assert sweeper is not None
+    (fn,) = (
+        resource["Properties"]
+        for resource in resources_of(sample.json, "AWS::Lambda::Function").values()
+        if resource["Properties"]["Handler"] == contract.SWEEPER_HANDLER
+    )
+    variables = fn["Environment"]["Variables"]
+    assert variables[contract.ENV_TABLE_NAME] == {"Ref": sample.id(sample.stack.sessions.table)}
+    sample.template.has_resource_properties(
+        "AWS::Events::Rule",
+        {
+            "ScheduleExpression": "rate(5 minutes)",
+            "Targets": [
+                assertions.Match.object_like(
+                    {"Arn": {"Fn::GetAtt": [sample.id(sweeper.function), "Arn"]}}
+                )
+            ],
+        },
+    )
+
+
+def test_route_handlers_write_the_sweep_shard(sample: Sample) -> None:
+    for resource in resources_of(sample.json, "AWS::Lambda::Function").values():
+        props = resource["Properties"]
+        if props["Handler"] in {"connect.handler", "message.handler", "disconnect.handler"}:
+            variables = props["Environment"]["Variables"]
+            assert variables[contract.ENV_SWEEP_SHARD_ATTRIBUTE] == "expiryShard"
+            assert variables[contract.ENV_SWEEP_SHARDS] == "4"
+
+
+def test_ttl_health_alarm_watches_one_day_and_notifies_the_topic(sample: Sample) -> None:
+    alarm = sample.stack.sessions.ttl_health_alarm
+    assert alarm is not None
+    props = sample.json["Resources"][sample.id(alarm)]["Properties"]
+    periods = {query["MetricStat"]["Period"] for query in props["Metrics"] if "MetricStat" in query}
+    assert periods == {86_400}
+    (topic_id,) = resources_of(sample.json, "AWS::SNS::Topic")
+    assert props["AlarmActions"] == [{"Ref": topic_id}]
+
+
+def test_archive_bucket_is_encrypted_private_logged_and_expires_after_a_year(
+    sample: Sample,
+) -> None:
+    (archive_id,) = (
+        lid for lid in resources_of(sample.json, "AWS::S3::Bucket") if lid.startswith("Archive")
+    )
+    props = sample.json["Resources"][archive_id]["Properties"]
+    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"] == [
+        {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
+    ]
+    assert props["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert props["LoggingConfiguration"]["LogFilePrefix"] == "archive/"
+    (rule,) = props["LifecycleConfiguration"]["Rules"]
+    assert rule["Prefix"] == "archive/" or rule.get("Filter", {}).get("Prefix") == "archive/"
+    assert rule["ExpirationInDays"] == 365
+    (cleanup,) = (
+        resource["Properties"]
+        for resource in resources_of(sample.json, "AWS::Lambda::Function").values()
+        if resource["Properties"]["Handler"] == contract.CLEANUP_HANDLER
+    )
+    variables = cleanup["Environment"]["Variables"]
+    assert variables[contract.ENV_ARCHIVE_BUCKET] == {"Ref": archive_id}
+    assert variables[contract.ENV_ARCHIVE_PREFIX] == "archive/"
+    # SSL only: the bucket policy denies every request without TLS.
+    policies = [
+        p["Properties"]
+        for p in resources_of(sample.json, "AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"] == {"Ref": archive_id}
+    ]
+    assert any(
+        s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        for p in policies
+        for s in p["PolicyDocument"]["Statement"]
+    )
+
+
+def test_cleaned_sessions_fan_out_to_the_event_bus(sample: Sample) -> None:
+    (bus_id,) = resources_of(sample.json, "AWS::Events::EventBus")
+    (cleanup,) = (
+        resource["Properties"]
+        for resource in resources_of(sample.json, "AWS::Lambda::Function").values()
+        if resource["Properties"]["Handler"] == contract.CLEANUP_HANDLER
+    )
+    assert cleanup["Environment"]["Variables"][contract.ENV_EVENT_BUS_ARN] == {
+        "Fn::GetAtt": [bus_id, "Arn"]
+    }
+
+
+def test_on_failure_destination_stays_the_sqs_queue(sample: Sample) -> None:
+    assert sample.stack.sessions.failure_queue is not None
+    (mapping,) = resources_of(sample.json, "AWS::Lambda::EventSourceMapping").values()
+    destination = mapping["Properties"]["DestinationConfig"]["OnFailure"]["Destination"]
+    assert destination == {"Fn::GetAtt": [sample.id(sample.stack.sessions.failure_queue), "Arn"]}
+
+
+def test_cleanup_is_enabled_and_not_a_dry_run_by_default(sample: Sample) -> None:
+    (mapping,) = resources_of(sample.json, "AWS::Lambda::EventSourceMapping").values()
+    assert mapping["Properties"]["Enabled"] is True
+    for resource in resources_of(sample.json, "AWS::Lambda::Function").values():
+        variables = resource["Properties"].get("Environment", {}).get("Variables", {})
+        assert contract.ENV_DRY_RUN not in variables
+
+
+@pytest.mark.parametrize(
+    ("enabled", "dry_run", "expect_enabled", "expect_dry_run"),
+    [("false", "true", False, True), (False, True, False, True), ("true", "false", True, False)],
+)
+def test_kill_switch_and_dry_run_come_from_context(
+    tmp_path: Path, enabled: Any, dry_run: Any, expect_enabled: bool, expect_dry_run: bool
+) -> None:
+    app = build_app(
+        {
+            **cdk_json_context(),
+            **CONTEXT,
+            "sample:cleanupEnabled": enabled,
+            "sample:cleanupDryRun": dry_run,
+        },
+        outdir=str(tmp_path),
+    )
+    (stack,) = (c for c in app.node.children if isinstance(c, Stack))
+    template = assertions.Template.from_stack(stack).to_json()
+    (mapping,) = resources_of(template, "AWS::Lambda::EventSourceMapping").values()
+    assert mapping["Properties"]["Enabled"] is expect_enabled
+    dry = {
+        resource["Properties"]["Handler"]: resource["Properties"]["Environment"]["Variables"].get(
+            contract.ENV_DRY_RUN
+        )
+        for resource in resources_of(template, "AWS::Lambda::Function").values()
+        if resource["Properties"]["Handler"] in {contract.CLEANUP_HANDLER, contract.SWEEPER_HANDLER}
+    }
+    assert dry == {
+        contract.CLEANUP_HANDLER: "true" if expect_dry_run else None,
+        contract.SWEEPER_HANDLER: "true" if expect_dry_run else None,
+    }
+
+
+def test_fails_on_a_context_flag_that_is_not_a_boolean(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"sample:cleanupEnabled='off': expected true or false"):
+        build_app(
+            {**cdk_json_context(), **CONTEXT, "sample:cleanupEnabled": "off"},
+            outdir=str(tmp_path),
+        )
