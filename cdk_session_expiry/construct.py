@@ -107,7 +107,8 @@ class SessionExpiry(Construct):
         cleanup_memory_size: memory of the cleanup function in MiB, 128..10240. Default: 256.
         cleanup_log_retention: retention of the cleanup function's log group. Default:
             three months.
-        max_workers: concurrent cleanup calls per invocation, 1..64. Default: 8.
+        max_workers: cleanup calls in flight per invocation (the step pool), 1..64. Default:
+            16.
         metrics_namespace: CloudWatch namespace of the runtime's embedded metrics. Default:
             ``"SessionExpiry"``.
         event_filter: which REMOVE records reach the cleanup function. Default:
