@@ -3,16 +3,31 @@
 1. Start the emulator (moto's server in this process) and ``cdk bootstrap`` + ``cdk deploy``
    the sample app into it with the CDK CLI.
 2. Read the pipeline back from the emulator (table, stream, event source mapping, cleanup
-   function and its code asset) and the session runtime's deployed environment.
-3. Create sessions through the session runtime (``SessionStore``), each with a WebSocket
-   connection, a KMS grant whose retiring principal is the cleanup role, and scratch objects
-   (some sessions with more than 1,000 objects, some with awkward key names).
+   function and its code asset, expiry sweeper function and its schedule rule, archive bucket
+   and event bus from the function's settings) and the session runtime's deployed environment
+   (from a route handler: ``grant_session_access`` gave it the sweeper's shard settings). Add a
+   consumer's rule on the event bus that delivers ``Session Cleaned`` events to an SQS queue.
+3. Create sessions through the session runtime (``SessionStore.from_env``), each with a
+   WebSocket connection, a KMS grant whose retiring principal is the cleanup role, and scratch
+   objects (some sessions with more than 1,000 objects, some with awkward key names).
 4. Expire some (TTL-shaped deletes), end some (``SessionStore.end``), leave some live, and
-   reuse some expired session ids for a new incarnation before the cleanup runs.
-5. Run the cleanup: the deployed function's code, fed from the deployed stream with the
-   deployed mapping's settings.
-6. Verify against the emulator: every ended/expired session's connection, grant and scratch
-   objects are gone; every live session's are intact. Print a report; exit 1 on any mismatch.
+   reuse some expired session ids for a new incarnation before the cleanup runs; run the
+   cleanup: the deployed function's code, fed from the deployed stream with the deployed
+   mapping's settings.
+5. Expiry sweeper (:mod:`sandbox.beyond_ttl`): sessions whose last heartbeat puts their expiry
+   in one of three simulated intervals of the deployed schedule; the deployed sweeper function
+   runs at each simulated scheduled time, then the cleanup. A session given a heartbeat just
+   before its sweep must survive. Reports the expiry-to-clean bound against the interval.
+6. Failure replay: one session's DeleteConnection is refused (fault injected in the emulator)
+   until its batch reaches the on-failure queue; then the fault ends and
+   ``python -m session_expiry_runtime.replay`` (from the code asset) cleans it and deletes the
+   message.
+7. Kill switch: the mapping is disabled (``UpdateEventSourceMapping``): nothing is delivered;
+   enabled again: delivery resumes where it stopped. Dry run: ``SESSION_EXPIRY_DRY_RUN=true``
+   on the deployed function: records are consumed, nothing changes.
+8. Verify against the emulator: every cleaned session's connection, grant and scratch objects
+   are gone, it has exactly one archive object and one event; every live (and dry-run)
+   session's resources are intact and have neither. Print a report; exit 1 on any mismatch.
 """
 
 from __future__ import annotations
@@ -51,7 +66,10 @@ BIG_OBJECT_COUNT = 1_050  # more than one ListObjectsV2 page and one DeleteObjec
 @dataclass
 class SessionPlan:
     session_id: str
-    fate: str  # "expire" | "end" | "live"
+    #: "expire" (TTL service) | "end" | "live" | "sweep" (expiry sweeper) | "race" (heartbeat
+    #: just before its sweep: stays live) | "replay" (its batch fails, then is replayed) |
+    #: "paused" (ended while the kill switch is pulled) | "dry" (ended during the dry run)
+    fate: str
     connection_id: str
     object_names: list[str]
     reuse: bool = False  # expire, then create a new live incarnation with the same id
@@ -63,6 +81,14 @@ class SessionPlan:
     new_prefix: str = ""
     new_grant_id: str = ""
     new_keys: list[str] = field(default_factory=list)
+    #: Simulated expiry (seconds) of "sweep"/"race" sessions.
+    sim_expiry: float = 0.0
+
+
+#: Fates whose resources must be gone at the end; every other fate's must be intact.
+GONE_FATES = frozenset({"expire", "end", "sweep", "replay", "paused"})
+#: Fates whose session item must still be in the table at the end.
+IN_TABLE_FATES = frozenset({"live", "race"})
 
 
 class Progress:
@@ -106,6 +132,26 @@ def plan_sessions(count: int, seed: int) -> list[SessionPlan]:
     return plans
 
 
+def plan_extra_sessions(count: int, seed: int, *, start: int) -> list[SessionPlan]:
+    """Sessions of the issue-6 phases: swept by the expiry sweeper (a sixth of ``count``), two
+    heartbeat races, one replayed after a failure, five ended under the kill switch and five
+    during the dry run. A few carry awkward key names."""
+    fates = ["sweep"] * max(12, count // 6) + ["race"] * 2 + ["replay"] + ["paused"] * 5
+    fates += ["dry"] * 5
+    plans = [
+        SessionPlan(
+            session_id=f"s-{i}",
+            fate=fate,
+            connection_id=f"conn-{i}-{seed}",
+            object_names=[f"part-{n}.bin" for n in range(3)],
+        )
+        for i, fate in enumerate(fates, start=start)
+    ]
+    for plan in plans[:: max(1, len(plans) // 4)]:
+        plan.object_names = [*plan.object_names, *AWKWARD_NAMES[:4]]
+    return plans
+
+
 def how_many_big(fate: str) -> int:
     return {"expire": 2, "end": 1, "live": 1}[fate]
 
@@ -117,7 +163,9 @@ def _fmt(counter: Iterable[tuple[str, float]]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from cdk_session_expiry import _runtime_contract as contract
-    from cdk_session_expiry.testing import LocalEmulator, LocalPipeline
+    from cdk_session_expiry.testing import Fault, LocalEmulator, LocalPipeline
+
+    from . import beyond_ttl
 
     say = Progress(args.quiet)
     emulator = LocalEmulator(verbose_errors=args.verbose_errors).start()
@@ -132,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
             f"  event source mapping (read back): filters={list(m.filter_patterns)} "
             f"batch={m.batch_size} bisect={m.bisect_batch_on_function_error} "
             f"retries={m.maximum_retry_attempts} maxAge={m.maximum_record_age_seconds}s "
-            f"reportBatchItemFailures={m.report_batch_item_failures}"
+            f"reportBatchItemFailures={m.report_batch_item_failures} enabled={m.enabled}"
         )
         say(f"  on-failure destination: {m.on_failure_destination}")
         say(
@@ -143,12 +191,39 @@ def run(args: argparse.Namespace) -> int:
             f"  cleanup function: {pipeline.function.name} handler={pipeline.function.handler} "
             f"code asset {pipeline.function.configuration.get('CodeSha256')}"
         )
+        cleanup_env = pipeline.function.environment
+        archive_bucket = cleanup_env.get(contract.ENV_ARCHIVE_BUCKET)
+        archive_prefix = cleanup_env.get(contract.ENV_ARCHIVE_PREFIX, "archive/")
+        bus_arn = cleanup_env.get(contract.ENV_EVENT_BUS_ARN)
+        sweeper_fn = pipeline.function_with_handler(contract.SWEEPER_HANDLER)
+        schedule = pipeline.schedule_of(sweeper_fn)
+        say(
+            f"  expiry sweeper: {sweeper_fn.name} handler={sweeper_fn.handler}, EventBridge rule "
+            f"{schedule.expression} ({'ENABLED' if schedule.enabled else 'DISABLED'}; read back, "
+            "never fired by moto: the sandbox runs the schedule)"
+        )
+        say(f"  archive: s3://{archive_bucket}/{archive_prefix}  fan-out bus: {bus_arn}")
+        health = beyond_ttl.ttl_health_alarm(pipeline.stack.template)
+        say(
+            "  TTL health alarm: "
+            + (
+                f"{health[0]}, window {health[1]}s (in the deployed template; moto creates no "
+                "alarms and publishes no TimeToLiveDeletedItemCount)"
+                if health
+                else "none in the deployed template"
+            )
+        )
+        if not (archive_bucket and bus_arn):
+            raise SystemExit("the deployed cleanup function has no archive bucket or event bus")
+        consumer_url = beyond_ttl.add_consumer(emulator, bus_arn)
+        say(f"  consumer rule on the bus -> SQS {consumer_url.rsplit('/', 1)[-1]} (added locally)")
 
         env = pipeline.session_environment()
         for name in (
             contract.ENV_SCRATCH_BUCKET,
             contract.ENV_GRANT_KEY_ARN,
             contract.ENV_RETIRING_PRINCIPAL,
+            contract.ENV_SWEEP_SHARD_ATTRIBUTE,
         ):
             if not env.get(name):
                 raise SystemExit(f"the deployed session environment lacks {name}: {env}")
@@ -162,23 +237,30 @@ def run(args: argparse.Namespace) -> int:
                 f"cleanup role {cleanup_role}"
             )
 
+        from session_expiry_runtime.config import RuntimeConfig
         from session_expiry_runtime.store import SessionStore
 
         ddb, kms, s3 = emulator.client("dynamodb"), emulator.client("kms"), emulator.client("s3")
+        app_env = pipeline.application_env()
         real_clock = lambda: datetime.now(timezone.utc)  # noqa: E731
         # Sessions that will have expired by the time the TTL sweep runs were "created two
         # minutes ago" with a one-minute lifetime: live for their own calls, expired now.
         past_clock = lambda: datetime.now(timezone.utc) - timedelta(minutes=2)  # noqa: E731
-        store = SessionStore.from_env(env, dynamodb_client=ddb, kms_client=kms, clock=real_clock)
+        store = SessionStore.from_env(
+            app_env, dynamodb_client=ddb, kms_client=kms, clock=real_clock
+        )
         past_store = SessionStore.from_env(
-            env, dynamodb_client=ddb, kms_client=kms, clock=past_clock
+            app_env, dynamodb_client=ddb, kms_client=kms, clock=past_clock
         )
 
         plans = plan_sessions(args.sessions, args.seed)
-        total_objects = sum(len(p.object_names) for p in plans)
+        extra = plan_extra_sessions(args.sessions, args.seed, start=len(plans) + 1)
+        all_plans = plans + extra
+        total_objects = sum(len(p.object_names) for p in all_plans)
         say(
-            f"creating {len(plans)} sessions ({total_objects} scratch objects) through "
-            "SessionStore: connection + KMS grant + scratch objects each ..."
+            f"creating {len(all_plans)} sessions ({total_objects} scratch objects) through "
+            "SessionStore.from_env(application env): connection + KMS grant + scratch objects "
+            "each ..."
         )
 
         def put_objects(prefix: str, names: list[str]) -> list[str]:
@@ -201,8 +283,9 @@ def run(args: argparse.Namespace) -> int:
             plan.grant_id = session.grant_id or ""
             plan.keys = put_objects(plan.prefix, plan.object_names)
 
-        _parallel(plans, create, say, "sessions created", args.workers)
+        _parallel(all_plans, create, say, "sessions created", args.workers)
 
+        # --- 1. TTL deletes, explicit ends, reused ids ----------------------------------------
         say(
             "expiring: one TTL sweep (deletes every item whose TTL has passed, REMOVE records "
             "carry the TTL service's userIdentity) ..."
@@ -256,26 +339,196 @@ def run(args: argparse.Namespace) -> int:
         started = time.monotonic()
         report = pipeline.run_cleanup(on_invocation=on_invocation)
         cleanup_seconds = time.monotonic() - started
-        queue_messages = pipeline.on_failure_messages()
+        phase_mismatches: list[str] = []
 
+        # --- 2. expiry sweeper on a simulated schedule ---------------------------------------
+        swept_plans = [p for p in extra if p.fate == "sweep"]
+        racing = [p for p in extra if p.fate == "race"]
+        interval = schedule.interval_seconds
+        beyond_ttl.assign_sim_expiries(swept_plans + racing, interval, args.seed)
+        say(
+            f"expiry sweeper: {len(swept_plans)} sessions expire over {beyond_ttl.SWEEPS} "
+            f"simulated intervals of {interval}s ({schedule.expression}); {len(racing)} get a "
+            "heartbeat just before their sweep; the deployed sweeper runs at each scheduled time"
+        )
+        sweeper_local = pipeline.local_function(contract.SWEEPER_HANDLER)
+        sweep, sweep_clock, sweep_starts = beyond_ttl.run_sweeps(
+            pipeline=pipeline,
+            store=store,
+            swept=swept_plans,
+            racing=racing,
+            schedule=schedule,
+            sweeper=sweeper_local,
+            say=say,
+        )
+        if sweep.swept != len(swept_plans):
+            phase_mismatches.append(f"sweeper swept {sweep.swept}, expected {len(swept_plans)}")
+
+        # --- 3. failure replay ----------------------------------------------------------------
+        (victim,) = [p for p in extra if p.fate == "replay"]
+        fault = emulator.inject_fault(
+            Fault(
+                method="DELETE",
+                path=f"/@connections/{victim.connection_id}",
+                status=403,
+                code="ForbiddenException",
+                message="injected: DeleteConnection refused until the fault ends",
+            )
+        )
+        store.end(victim.session_id)
+        before = report.records_sent_to_on_failure
+        report = pipeline.run_cleanup(on_invocation=on_invocation)
+        sent = report.records_sent_to_on_failure - before
+        failure_messages = pipeline.on_failure_messages()
+        say(
+            f"failure replay: DeleteConnection of {victim.session_id} refused (injected "
+            f"ForbiddenException, {emulator.faults_hit.get(fault, 0)} calls) -> {sent} record "
+            f"to the on-failure queue ({len(failure_messages)} message: "
+            f"{[msg['requestContext']['condition'] for msg in failure_messages]})"
+        )
+        if sent != 1 or len(failure_messages) != 1:
+            phase_mismatches.append(
+                f"replay: expected 1 record in 1 on-failure message, got {sent} in "
+                f"{len(failure_messages)}"
+            )
+        emulator.clear_fault(fault)
+        outcomes, replay_output = beyond_ttl.replay_from_queue(pipeline)
+        queue_left = beyond_ttl.queue_depth(emulator, pipeline.on_failure_queue_url() or "")
+        say(
+            "  fault ended; python -m session_expiry_runtime.replay --queue-url (from the code "
+            f"asset, the function's settings): {[(o['status'], o['records']) for o in outcomes]}"
+            f", message deleted={[o['deleted'] for o in outcomes]}, queue now {queue_left}"
+        )
+        replayed_ok = (
+            len(outcomes) == 1
+            and outcomes[0]["status"] == "replayed"
+            and outcomes[0]["deleted"]
+            and queue_left == 0
+        )
+        if not replayed_ok:
+            phase_mismatches.append(f"replay: {outcomes} ({replay_output}); queue {queue_left}")
+
+        # --- 4. kill switch: mapping disabled, records wait; enabled, they resume -----------
+        lam = emulator.client("lambda")
+        paused = [p for p in extra if p.fate == "paused"]
+        lam.update_event_source_mapping(UUID=pipeline.mapping.uuid, Enabled=False)
+        pipeline.refresh()
+        for plan in paused:
+            store.end(plan.session_id)
+        calls_before = len(report.invocations)
+        report = pipeline.run_cleanup(on_invocation=on_invocation)
+        while_disabled = len(report.invocations) - calls_before
+        still_open = sum(1 for p in paused if p.connection_id in emulator.open_connection_ids())
+        say(
+            f"kill switch: mapping Enabled=False (read back: enabled={pipeline.mapping.enabled});"
+            f" {len(paused)} sessions ended -> {while_disabled} invocations, "
+            f"{still_open}/{len(paused)} connections still open"
+        )
+        lam.update_event_source_mapping(UUID=pipeline.mapping.uuid, Enabled=True)
+        pipeline.refresh()
+        report = pipeline.run_cleanup(on_invocation=on_invocation)
+        resumed = len(report.invocations) - calls_before
+        say(
+            f"  Enabled=True (read back: enabled={pipeline.mapping.enabled}) -> resumed at the "
+            f"kept position: {resumed} invocations"
+        )
+        if while_disabled or still_open != len(paused) or not resumed:
+            phase_mismatches.append(
+                f"kill switch: {while_disabled} invocations while disabled, {still_open} "
+                f"connections open, {resumed} invocations after enabling"
+            )
+
+        # --- 5. dry run: records consumed, nothing changed -----------------------------------
+        dry = [p for p in extra if p.fate == "dry"]
+        variables = dict(pipeline.function.environment)
+        lam.update_function_configuration(
+            FunctionName=pipeline.function.name,
+            Environment={"Variables": {**variables, contract.ENV_DRY_RUN: "true"}},
+        )
+        pipeline.refresh()
+        would_before = pipeline.metrics.total(contract.METRIC_SESSIONS_WOULD_BE_CLEANED)
+        archived_before = len(beyond_ttl.list_archive(s3, archive_bucket, archive_prefix))
+        for plan in dry:
+            store.end(plan.session_id)
+        calls_before = len(report.invocations)
+        report = pipeline.run_cleanup(on_invocation=on_invocation)
+        would = pipeline.metrics.total(contract.METRIC_SESSIONS_WOULD_BE_CLEANED) - would_before
+        archived_during = (
+            len(beyond_ttl.list_archive(s3, archive_bucket, archive_prefix)) - archived_before
+        )
+        say(
+            f"dry run: {contract.ENV_DRY_RUN}=true on the deployed function; {len(dry)} sessions "
+            f"ended -> {len(report.invocations) - calls_before} invocations, "
+            f"SessionsWouldBeCleaned {int(would)}, archive objects written {archived_during} "
+            "(resources checked below: all intact)"
+        )
+        lam.update_function_configuration(
+            FunctionName=pipeline.function.name, Environment={"Variables": variables}
+        )
+        pipeline.refresh()
+        if int(would) != len(dry) or archived_during:
+            phase_mismatches.append(
+                f"dry run: SessionsWouldBeCleaned {would}, expected {len(dry)}; "
+                f"{archived_during} archive objects written"
+            )
+
+        # --- verification ----------------------------------------------------------------------
         say("verifying against the emulator ...")
         verification = verify(
             emulator,
             pipeline,
-            plans,
+            all_plans,
             bucket=bucket,
             key_arn=key_arn,
             cleanup_role=cleanup_role,
             table_name=pipeline.table_name,
         )
+        config = RuntimeConfig.from_env(cleanup_env)
+        cleaned = {p.session_id: p for p in all_plans if p.fate in GONE_FATES}
+        kept = {p.session_id: p for p in all_plans if p.fate not in GONE_FATES or p.reuse}
+        archive_counts, archive_mismatches, archive_sequences = beyond_ttl.check_archive(
+            s3=s3,
+            bucket=archive_bucket,
+            prefix=archive_prefix,
+            config=config,
+            cleaned=cleaned,
+            kept=kept,
+            sample=8,
+            seed=args.seed,
+        )
+        sweep_mismatches = beyond_ttl.finish_sweep_measurement(
+            sweep, swept_plans, sweep_clock, sweep_starts, archive_sequences
+        )
+        sweep.race_survived = sum(
+            1
+            for p in racing
+            if p.connection_id in emulator.open_connection_ids()
+            and not any(m.endswith(f" {p.session_id}") for m in verification["mismatches"])
+        )
+        events = beyond_ttl.drain_events(emulator, consumer_url)
+        event_counts, event_mismatches = beyond_ttl.check_events(
+            events, cleaned, config.partition_key
+        )
 
         metrics = pipeline.metrics
+        mismatches = (
+            verification["mismatches"]
+            + phase_mismatches
+            + archive_mismatches
+            + sweep_mismatches
+            + event_mismatches
+        )
         summary = {
             "sessions": {
                 "expired": expected_expired,
                 "ended": len(ended),
                 "live": sum(1 for p in plans if p.fate == "live"),
                 "reused_after_expiry": len(reused),
+                "swept": len(swept_plans),
+                "heartbeat_race": len(racing),
+                "replayed": 1,
+                "paused_by_kill_switch": len(paused),
+                "dry_run": len(dry),
             },
             "ttl_deletes": len(expired_seqs),
             "stream": {
@@ -299,19 +552,29 @@ def run(args: argparse.Namespace) -> int:
             ),
             "objects_deleted_metric": metrics.total(contract.METRIC_OBJECTS_DELETED),
             **verification["counts"],
+            "sweeper": sweep.as_dict(),
+            "archive": archive_counts,
+            "events": event_counts,
+            "replay": {"outcomes": outcomes, "queue_messages_left": queue_left},
+            "kill_switch": {"invocations_while_disabled": while_disabled, "resumed": resumed},
+            "dry_run": {"would_be_cleaned": int(would), "archive_objects_written": archived_during},
+            "ttl_health_alarm": {"logical_id": health[0], "window_seconds": health[1]}
+            if health
+            else None,
             "records_sent_to_on_failure": report.records_sent_to_on_failure,
+            "records_sent_to_on_failure_expected": 1,
             "emulator_internal_errors": len(emulator.internal_errors),
-            "on_failure_queue_messages": len(queue_messages),
+            "on_failure_queue_messages": queue_left,
             "cleanup_seconds": round(cleanup_seconds, 1),
             "total_seconds": round(time.monotonic() - say.start, 1),
-            "mismatches": verification["mismatches"],
+            "mismatches": mismatches,
         }
         print_report(summary)
         if args.report_json:
             Path(args.report_json).write_text(
                 json.dumps(summary, indent=2, default=str), encoding="utf-8"
             )
-        failed = bool(verification["mismatches"]) or report.records_sent_to_on_failure > 0
+        failed = bool(mismatches) or report.records_sent_to_on_failure != 1
         if len(expired_seqs) != expected_expired:
             failed = True
         return 1 if failed else 0
@@ -400,7 +663,12 @@ def verify(
         counts["objects_deleted"] += len(session_keys) - len(left)
 
     def intact(
-        plan: SessionPlan, connection_id: str, grant_id: str, session_keys: list[str]
+        plan: SessionPlan,
+        connection_id: str,
+        grant_id: str,
+        session_keys: list[str],
+        *,
+        in_table: bool = True,
     ) -> None:
         if connection_id not in connections:
             mismatches.append(
@@ -420,19 +688,22 @@ def verify(
                 f"WRONGLY DELETED {len(missing)}/{len(session_keys)} objects of "
                 f"live {plan.session_id}, e.g. {missing[0]!r}"
             )
-        if plan.session_id not in items:
+        if in_table and plan.session_id not in items:
             mismatches.append(f"live session {plan.session_id} is missing from the table")
         counts["live_objects_intact"] += len(session_keys) - len(missing)
 
     for plan in plans:
-        if plan.fate in ("expire", "end"):
+        if plan.fate in GONE_FATES:
             gone(plan, plan.connection_id, plan.grant_id, plan.keys)
             if plan.reuse:
                 intact(plan, plan.new_connection_id, plan.new_grant_id, plan.new_keys)
             elif plan.session_id in items:
                 mismatches.append(f"{plan.fate} session {plan.session_id} is still in the table")
         else:
-            intact(plan, plan.connection_id, plan.grant_id, plan.keys)
+            in_table = plan.fate in IN_TABLE_FATES
+            intact(plan, plan.connection_id, plan.grant_id, plan.keys, in_table=in_table)
+            if not in_table and plan.session_id in items:
+                mismatches.append(f"{plan.fate} session {plan.session_id} is still in the table")
     leaked = sum(1 for m in mismatches if m.startswith("LEAKED"))
     wrong = sum(1 for m in mismatches if m.startswith("WRONGLY"))
     return {
@@ -441,8 +712,21 @@ def verify(
     }
 
 
+def _replay_line(replay: dict[str, Any]) -> str:
+    outcomes = replay["outcomes"]
+    if not outcomes:
+        return "no message replayed"
+    parts = [
+        f"{o['status']} {o['records']} record(s), message "
+        + ("deleted" if o["deleted"] else "kept")
+        for o in outcomes
+    ]
+    return "; ".join(parts) + f"; queue holds {replay['queue_messages_left']}"
+
+
 def print_report(s: dict[str, Any]) -> None:
-    st = s["stream"]
+    st, ss, sw = s["stream"], s["sessions"], s["sweeper"]
+    ar, ev = s["archive"], s["events"]
     lines = [
         "",
         "=" * 72,
@@ -451,6 +735,9 @@ def print_report(s: dict[str, Any]) -> None:
         f"sessions          expired {s['sessions']['expired']} | ended {s['sessions']['ended']}"
         f" | live {s['sessions']['live']} | expired ids reused "
         f"{s['sessions']['reused_after_expiry']}",
+        f"                  swept {ss['swept']} | heartbeat race {ss['heartbeat_race']} | "
+        f"replayed {ss['replayed']} | ended under kill switch {ss['paused_by_kill_switch']} | "
+        f"ended in dry run {ss['dry_run']}",
         f"TTL deletes       {s['ttl_deletes']}",
         f"stream            {st['records_read']} records read, {st['filtered_out']} filtered out,"
         f" {st['records_delivered']} delivered in {st['invocations']} invocations",
@@ -464,8 +751,37 @@ def print_report(s: dict[str, Any]) -> None:
         f"connections closed {s.get('connections_closed', 0)} verified",
         f"grants retired    {s.get('grants_retired', 0)} verified",
         f"live objects      {s.get('live_objects_intact', 0)} intact",
-        f"on-failure queue  {s['records_sent_to_on_failure']} records in "
-        f"{s['on_failure_queue_messages']} messages",
+        f"expiry sweeper    {sw['schedule']} (deployed rule), {len(sw['runs'])} simulated runs:"
+        f" {sw['swept']} swept, {sw['skipped']} skipped",
+        f"                  expiry-to-clean max {sw['expiry_to_clean_max_seconds']}s, p95 "
+        f"{sw['expiry_to_clean_p95_seconds']}s (simulated) <= interval "
+        f"{sw['interval_seconds']}s + processing {sw['processing_max_seconds']}s: "
+        + ("OK" if sw["within_bound"] else "EXCEEDED"),
+        f"                  heartbeat just before the sweep: {sw['heartbeat_race_survived']}/"
+        f"{sw['heartbeat_race_total']} sessions survived",
+        f"archive           {ar['objects']} objects; {ar['sessions_with_one_object']}/"
+        f"{ar['cleaned_sessions']} cleaned sessions have exactly one; "
+        f"{ar['kept_sessions_without_object']}/{ar['kept_sessions']} live/dry-run have none; "
+        f"{ar['round_trips_checked']}/{ar['round_trips_sampled']} round-trips exact",
+        f"fan-out events    {ev['received']} received via a rule -> SQS "
+        f"({ev['unique_sequence_numbers']} unique) for {ev['cleaned_sessions']} cleaned "
+        f"sessions; by reason {_fmt(ev['by_reason'].items())}",
+        f"failure replay    {_replay_line(s['replay'])}",
+        f"kill switch       {s['kill_switch']['invocations_while_disabled']} invocations while "
+        f"disabled, {s['kill_switch']['resumed']} after re-enabling (position kept)",
+        f"dry run           {s['dry_run']['would_be_cleaned']} would be cleaned, "
+        f"{s['dry_run']['archive_objects_written']} archived, resources intact (verified)",
+        "TTL health alarm  "
+        + (
+            f"{s['ttl_health_alarm']['logical_id']} window "
+            f"{s['ttl_health_alarm']['window_seconds']}s: in the template only (moto creates no "
+            "alarms)"
+            if s["ttl_health_alarm"]
+            else "none"
+        ),
+        f"on-failure queue  {s['records_sent_to_on_failure']} records sent (expected "
+        f"{s['records_sent_to_on_failure_expected']}, the injected failure); "
+        f"{s['on_failure_queue_messages']} messages left after replay",
         f"emulator errors   {s['emulator_internal_errors']} HTTP 500s from moto (retried by the "
         "SDK; moto is not thread-safe everywhere)",
         f"leaked            {s['leaked']}",
@@ -476,10 +792,10 @@ def print_report(s: dict[str, Any]) -> None:
         lines.append(f"  ! {mismatch}")
     if len(s["mismatches"]) > 50:
         lines.append(f"  ! ... and {len(s['mismatches']) - 50} more")
-    lines.append(
-        "RESULT            "
-        + ("OK" if not s["mismatches"] and not s["records_sent_to_on_failure"] else "MISMATCH")
+    ok = not s["mismatches"] and (
+        s["records_sent_to_on_failure"] == s["records_sent_to_on_failure_expected"]
     )
+    lines.append("RESULT            " + ("OK" if ok else "MISMATCH"))
     print("\n".join(lines), flush=True)
 
 

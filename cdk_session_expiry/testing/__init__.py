@@ -58,8 +58,8 @@ from cdk_session_expiry.testing.deployment import (
     FunctionTimeout,
     LocalLambda,
 )
-from cdk_session_expiry.testing.emulator import LocalEmulator
-from cdk_session_expiry.testing.pipeline import EmfMetrics, LocalPipeline
+from cdk_session_expiry.testing.emulator import Fault, LocalEmulator
+from cdk_session_expiry.testing.pipeline import EmfMetrics, LocalPipeline, Schedule
 from cdk_session_expiry.testing.poller import (
     EventSourceMappingConfig,
     EventSourceMappingPoller,
@@ -79,6 +79,7 @@ __all__ = [
     "EmfMetrics",
     "EventSourceMappingConfig",
     "EventSourceMappingPoller",
+    "Fault",
     "FunctionError",
     "FunctionTimeout",
     "Invocation",
@@ -87,6 +88,7 @@ __all__ = [
     "LocalPipeline",
     "MotoInternalsChanged",
     "PollReport",
+    "Schedule",
     "ShardBlocked",
     "check_moto_internals",
     "interpret_partial_batch_response",

@@ -19,6 +19,9 @@ Internals used, and why:
 * ``moto.apigatewaymanagementapi.models.ApiGatewayManagementApiBackend.connections`` —
   moto's GetConnection and PostToConnection *create* a connection that does not exist, so
   the API cannot tell whether a connection is open; the registry is read directly instead.
+* ``moto.server.ThreadedMotoServer._server`` (a werkzeug ``BaseWSGIServer`` whose ``app`` every
+  request goes through) — fault injection (:meth:`LocalEmulator.inject_fault`) wraps that WSGI
+  application, so chosen requests fail like AWS answers an error, before moto sees them.
 """
 
 from __future__ import annotations
@@ -103,8 +106,33 @@ def _connections_backend_dict() -> Any:
     return backends
 
 
+def _threaded_server_entry() -> None:
+    from moto.server import ThreadedMotoServer
+
+    source = inspect.getsource(ThreadedMotoServer)
+    if "self._server = make_server(" not in source:
+        raise _fail(
+            "ThreadedMotoServer._server",
+            "is no longer the werkzeug server made by make_server (fault injection wraps its app)",
+        )
+
+
+def wrap_wsgi_app(server: Any, wrap: Any) -> None:
+    """Replace the WSGI application of a started ``ThreadedMotoServer`` by ``wrap(app)``.
+
+    Raises:
+        MotoInternalsChanged: the server no longer keeps a werkzeug server with an ``app``.
+    """
+    _threaded_server_entry()
+    inner = getattr(server, "_server", None)
+    if inner is None or not callable(getattr(inner, "app", None)):
+        raise _fail("ThreadedMotoServer._server.app", "is not a WSGI application")
+    inner.app = wrap(inner.app)
+
+
 def check_moto_internals() -> None:
     """Check every moto internal the pipeline relies on; raise :class:`MotoInternalsChanged`."""
+    _threaded_server_entry()
     _lambda_backend_class()
     _stream_shard_class()
     backend = _connections_backend_dict()["123456789012"]["us-east-1"]

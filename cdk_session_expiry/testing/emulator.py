@@ -12,7 +12,8 @@ import re
 import socket
 import threading
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -32,6 +33,56 @@ FAKE_CREDENTIALS = {
 _UNMODELLED = re.compile(r"No Moto CloudFormation support for (\S+)")
 _ACTIVE: list[LocalEmulator] = []
 _ACTIVE_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A request the emulator fails instead of answering, like AWS answers an error.
+
+    Matches requests by HTTP ``method`` and exact (decoded) ``path``, e.g. ``DELETE`` and
+    ``/@connections/conn-1`` for one API Gateway Management API ``DeleteConnection``. The answer
+    has HTTP ``status``, header ``x-amzn-ErrorType: code`` and a JSON body
+    ``{"message": message}``: the REST-JSON error shape botocore reads for API Gateway, Lambda
+    and similar services (not the XML of S3, SQS or the JSON-1.0 ``__type`` of DynamoDB).
+    """
+
+    method: str
+    path: str
+    status: int = 403
+    code: str = "ForbiddenException"
+    message: str = "fault injected by the local emulator"
+
+    def matches(self, environ: Mapping[str, Any]) -> bool:
+        return bool(
+            environ.get("REQUEST_METHOD") == self.method and environ.get("PATH_INFO") == self.path
+        )
+
+
+class _FaultInjector:
+    """WSGI middleware in front of moto's application: answers matching requests with an error."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]], emulator: LocalEmulator) -> None:
+        self.app = app
+        self.emulator = emulator
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        import json
+
+        for fault in list(self.emulator.faults):
+            if fault.matches(environ):
+                with self.emulator._lock:
+                    self.emulator.faults_hit[fault] = self.emulator.faults_hit.get(fault, 0) + 1
+                body = json.dumps({"message": fault.message}).encode("utf-8")
+                start_response(
+                    f"{fault.status} Injected",
+                    [
+                        ("Content-Type", "application/json"),
+                        ("x-amzn-ErrorType", fault.code),
+                        ("Content-Length", str(len(body))),
+                    ],
+                )
+                return [body]
+        return self.app(environ, start_response)
 
 
 def _free_port() -> int:
@@ -72,6 +123,10 @@ class LocalEmulator:
         self.unmodelled_resource_types: set[str] = set()
         self.region = region
         self.account_id = ACCOUNT_ID
+        #: Requests answered with an error instead of by moto (:meth:`inject_fault`).
+        self.faults: list[Fault] = []
+        #: How many requests each fault answered.
+        self.faults_hit: dict[Fault, int] = {}
         self._server: Any = None
         self._lock = threading.Lock()
         self._clients: dict[str, Any] = {}
@@ -101,6 +156,7 @@ class LocalEmulator:
                 port = self.port or _free_port()
                 server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
                 server.start()
+                _moto_internals.wrap_wsgi_app(server, lambda app: _FaultInjector(app, self))
             except BaseException:
                 _moto_internals.restore_stream_delivery()
                 raise
@@ -225,6 +281,24 @@ class LocalEmulator:
             aws_session_token=FAKE_CREDENTIALS["AWS_SESSION_TOKEN"],
             **kwargs,
         )
+
+    # -- faults ------------------------------------------------------------------------------
+    def inject_fault(self, fault: Fault) -> Fault:
+        """Answer every request matching ``fault`` with its error until :meth:`clear_fault`.
+
+        The request never reaches moto, so nothing changes: a transient outage or a refusal
+        (``ForbiddenException``) of one call, e.g. one connection's ``DeleteConnection``.
+        Returns ``fault``.
+        """
+        with self._lock:
+            self.faults.append(fault)
+        return fault
+
+    def clear_fault(self, fault: Fault) -> None:
+        """Stop failing the requests ``fault`` matched (the fault "ends"). Idempotent."""
+        with self._lock:
+            if fault in self.faults:
+                self.faults.remove(fault)
 
     # -- behaviour moto does not have --------------------------------------------------------
     def ttl_delete(

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import subprocess
+import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +74,48 @@ class EmfMetrics:
         return out
 
 
+_RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
+_UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86_400}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """An EventBridge schedule rule as the emulator holds it (moto creates the rule but never
+    fires it: call the target yourself, e.g. with :meth:`scheduled_event`)."""
+
+    rule_arn: str
+    expression: str
+    enabled: bool = True
+
+    @property
+    def interval_seconds(self) -> int:
+        """The period of a ``rate(...)`` expression in seconds.
+
+        Raises:
+            ValueError: a ``cron(...)`` or malformed expression.
+        """
+        found = _RATE.match(self.expression)
+        if not found:
+            raise ValueError(f"{self.expression!r}: expected rate(<n> <unit>)")
+        return int(found.group(1)) * _UNIT_SECONDS[found.group(2).rstrip("s")]
+
+    def scheduled_event(self, when: datetime | None = None) -> dict[str, Any]:
+        """The event EventBridge sends a scheduled target (``detail-type`` ``Scheduled Event``)."""
+        moment = when or datetime.now(timezone.utc)
+        arn = self.rule_arn.split(":")
+        return {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": "Scheduled Event",
+            "source": "aws.events",
+            "account": arn[4],
+            "time": moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": arn[3],
+            "resources": [self.rule_arn],
+            "detail": {},
+        }
+
+
 class LocalPipeline:
     """A deployed stack's stream-to-function pipeline, driven locally.
 
@@ -103,6 +150,7 @@ class LocalPipeline:
         self.logs: list[str] = []
         self._owns_emulator = owns_emulator
         self._lambda: LocalLambda | None = None
+        self._functions: dict[str, LocalLambda] = {}
         self._poller: EventSourceMappingPoller | None = None
         self._log_listeners: list[Callable[[str], None]] = []
 
@@ -208,15 +256,25 @@ class LocalPipeline:
         """The session runtime's environment as deployed (what ``SessionStore.from_env()`` reads).
 
         Taken from a function of the stack whose ``SESSION_EXPIRY_TABLE_NAME`` names the session
-        table (``SessionExpiry.grant_session_access`` sets it on application functions);
-        without one, the cleanup function's variables plus the table name.
+        table, preferring one with ``SESSION_EXPIRY_RETIRING_PRINCIPAL``
+        (``SessionExpiry.grant_session_access`` sets both on application functions, with the
+        expiry sweeper's shard settings); without one, the cleanup function's variables plus
+        the table name.
         """
         lam = self.emulator.client("lambda")
+        naming_the_table = []
         for _, physical_id in sorted(self.stack.physical_ids("AWS::Lambda::Function").items()):
             config = lam.get_function_configuration(FunctionName=physical_id)
             variables = dict((config.get("Environment") or {}).get("Variables") or {})
             if variables.get(contract.ENV_TABLE_NAME) == self.table_name:
+                naming_the_table.append(variables)
+        # grant_session_access always sets the retiring principal; the expiry sweeper's own
+        # function names the table too, but lacks the session settings.
+        for variables in naming_the_table:
+            if contract.ENV_RETIRING_PRINCIPAL in variables:
                 return variables
+        if naming_the_table:
+            return naming_the_table[0]
         return {**self.function.environment, contract.ENV_TABLE_NAME: self.table_name}
 
     def application_env(self) -> dict[str, str]:
@@ -309,17 +367,99 @@ class LocalPipeline:
         with the deployed mapping's semantics. Returns the cumulative report."""
         if self._poller is None:
             self._poller = self.poller(on_invocation=on_invocation)
+        elif on_invocation is not None:
+            self._poller._on_invocation = on_invocation
         return self._poller.poll()
+
+    def refresh(self) -> None:
+        """Read the mapping and the cleanup function back from the emulator again.
+
+        After ``UpdateEventSourceMapping`` (e.g. ``Enabled=False``, the kill switch) or
+        ``UpdateFunctionConfiguration`` (e.g. ``SESSION_EXPIRY_DRY_RUN``), the next
+        :meth:`run_cleanup` follows the new settings: a disabled mapping delivers nothing and
+        keeps its position; a changed function configuration starts a new worker process from
+        the code asset with the new environment (like a new execution environment). The poller's
+        positions and report carry on.
+        """
+        mapping = next(
+            (m for m in self.stack.event_source_mappings() if m.uuid == self.mapping.uuid), None
+        )
+        if mapping is None:
+            raise LookupError(f"event source mapping {self.mapping.uuid} is gone")
+        self.mapping = mapping
+        function = DeployedFunction.read(self.emulator, self.mapping.function_arn)
+        if function.configuration != self.function.configuration:
+            if self._lambda is not None:
+                self._lambda.close()
+                self._lambda = None
+            self.function.remove_task_root()
+            self.function = function
+        if self._poller is not None:
+            self._poller.config = self.mapping
+            self._poller.handler = self.local_lambda()
+
+    # -- the stack's other functions (e.g. the expiry sweeper) ------------------------------------
+    def function_with_handler(self, handler: str) -> DeployedFunction:
+        """The stack's one function whose ``Handler`` is ``handler``, read from the emulator.
+
+        Raises:
+            LookupError: no function, or more than one, has that handler.
+        """
+        lam = self.emulator.client("lambda")
+        found = [
+            physical_id
+            for physical_id in self.stack.physical_ids("AWS::Lambda::Function").values()
+            if lam.get_function_configuration(FunctionName=physical_id)["Handler"] == handler
+        ]
+        if len(found) != 1:
+            raise LookupError(
+                f"expected one function with handler {handler!r} in stack {self.stack.name}, "
+                f"found {found}"
+            )
+        return DeployedFunction.read(self.emulator, found[0])
+
+    def local_function(self, handler: str) -> LocalLambda:
+        """The stack's function with ``handler``, running from its own deployed code asset
+        (started on first use, stopped by :meth:`close`). Its log lines and EMF metrics join
+        :attr:`logs` and :attr:`metrics`."""
+        if handler not in self._functions:
+            function = (
+                self.function
+                if handler == self.function.handler
+                else self.function_with_handler(handler)
+            )
+            self._functions[handler] = function.start(on_log=self._log)
+        return self._functions[handler]
+
+    def schedule_of(self, function: DeployedFunction) -> Schedule:
+        """The EventBridge schedule that invokes ``function``, read back from the emulator.
+
+        Raises:
+            LookupError: no rule with a ``ScheduleExpression`` targets the function.
+        """
+        events = self.emulator.client("events")
+        for bus in events.list_event_buses()["EventBuses"]:
+            names = events.list_rule_names_by_target(
+                TargetArn=function.arn, EventBusName=bus["Name"]
+            )["RuleNames"]
+            for name in names:
+                rule = events.describe_rule(Name=name, EventBusName=bus["Name"])
+                if rule.get("ScheduleExpression"):
+                    return Schedule(
+                        rule_arn=rule["Arn"],
+                        expression=rule["ScheduleExpression"],
+                        enabled=rule.get("State") == "ENABLED",
+                    )
+        raise LookupError(f"no EventBridge schedule targets {function.name}")
 
     def on_failure_messages(self, *, max_messages: int = 10_000) -> list[dict[str, Any]]:
         """Messages on the mapping's SQS on-failure destination (received, not deleted)."""
-        destination = self.mapping.on_failure_destination
-        if not destination or ":sqs:" not in destination:
+        url = self.on_failure_queue_url()
+        if url is None:
             return []
         sqs = self.emulator.client("sqs")
-        account, name = destination.split(":")[4], destination.split(":")[5]
-        url = sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"]
         seen: dict[str, dict[str, Any]] = {}
+        handles: list[str] = []
         while len(seen) < max_messages:
             got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=60)
             messages = got.get("Messages", [])
@@ -327,13 +467,61 @@ class LocalPipeline:
                 break
             for message in messages:
                 seen[message["MessageId"]] = json.loads(message["Body"])
+                handles.append(message["ReceiptHandle"])
+        # Peeked, not consumed: visible again at once (for a replay, say).
+        for handle in handles:
+            sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=0)
         return list(seen.values())
+
+    def on_failure_queue_url(self) -> str | None:
+        """URL of the mapping's SQS on-failure destination; ``None`` for another kind or none."""
+        destination = self.mapping.on_failure_destination
+        if not destination or ":sqs:" not in destination:
+            return None
+        account, name = destination.split(":")[4], destination.split(":")[5]
+        sqs = self.emulator.client("sqs")
+        return str(sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"])
+
+    def run_module(
+        self, module: str, *args: str, env_overrides: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``python -m module args`` from the cleanup function's deployed code asset, with
+        the function's environment pointed at the emulator (:meth:`DeployedFunction.runtime_env`):
+        what an operator does with ``python -m session_expiry_runtime.replay`` and the function's
+        settings. The module must come from the code asset, or the process exits with status 3.
+        """
+        root = str(self.function.task_root())
+        bootstrap = (
+            "import importlib.util, pathlib, runpy, sys\n"
+            "root, name = sys.argv[1], sys.argv[2]\n"
+            "sys.path.insert(0, root)\n"
+            "origin = pathlib.Path(importlib.util.find_spec(name).origin).resolve()\n"
+            "if pathlib.Path(root).resolve() not in origin.parents:\n"
+            "    sys.stderr.write(f'{name} resolves to {origin}, not the code asset\\n')\n"
+            "    sys.exit(3)\n"
+            "sys.argv = [name, *sys.argv[3:]]\n"
+            "runpy.run_module(name, run_name='__main__', alter_sys=True)\n"
+        )
+        env = self.function.runtime_env(env_overrides)
+        return subprocess.run(  # noqa: S603 - this interpreter, a fixed bootstrap
+            [sys.executable, "-c", bootstrap, root, module, *args],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
 
     def close(self) -> None:
         """Stop the function's worker process, and the emulator if this pipeline started it."""
         if self._lambda is not None:
             self._lambda.close()
             self._lambda = None
+        for local in self._functions.values():
+            local.close()
+            local.function.remove_task_root()
+        self._functions.clear()
         self.function.remove_task_root()
         if self._owns_emulator:
             self.emulator.stop()

@@ -30,12 +30,38 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
     assert report["leaked"] == 0
     assert report["wrongly_deleted"] == 0
     assert report["mismatches"] == []
-    assert report["records_sent_to_on_failure"] == 0
+    # Exactly the one batch made to fail on purpose, replayed from the queue afterwards.
+    assert report["records_sent_to_on_failure"] == 1
+    assert report["on_failure_queue_messages"] == 0
+    assert [(o["status"], o["deleted"]) for o in report["replay"]["outcomes"]] == [
+        ("replayed", True)
+    ]
     sessions = report["sessions"]
     assert sessions["expired"] > 0 and sessions["ended"] > 0 and sessions["live"] > 0
     assert report["ttl_deletes"] == sessions["expired"]
-    gone = sessions["expired"] + sessions["ended"]
+    gone = (
+        sessions["expired"]
+        + sessions["ended"]
+        + sessions["swept"]
+        + sessions["replayed"]
+        + sessions["paused_by_kill_switch"]
+    )
     assert report["connections_closed"] == gone
     assert report["grants_retired"] == gone
     assert report["objects_deleted"] > 2 * 1_000  # includes sessions with > 1,000 objects
+    # Expiry sweeper: every swept session cleaned within the interval plus processing.
+    sweeper = report["sweeper"]
+    assert sweeper["swept"] == sessions["swept"] > 0
+    assert sweeper["interval_seconds"] == 300
+    assert sweeper["within_bound"]
+    assert 0 < sweeper["expiry_to_clean_max_seconds"] <= 300 + sweeper["processing_max_seconds"]
+    assert sweeper["heartbeat_race_survived"] == sweeper["heartbeat_race_total"] > 0
+    # Archive: one object per cleaned session; fan-out: one event per cleaned session.
+    assert report["archive"]["sessions_with_one_object"] == gone == report["archive"]["objects"]
+    assert report["archive"]["round_trips_checked"] == report["archive"]["round_trips_sampled"]
+    assert report["events"]["received"] == report["events"]["unique_sequence_numbers"] == gone
+    # Kill switch and dry run changed nothing while they were on.
+    assert report["kill_switch"]["invocations_while_disabled"] == 0
+    assert report["dry_run"]["would_be_cleaned"] == sessions["dry_run"]
+    assert report["dry_run"]["archive_objects_written"] == 0
     assert "RESULT            OK" in done.stdout
