@@ -9,6 +9,9 @@ CDK CLI are needed; nothing here is imported by the construct itself.
 * :class:`LocalPipeline` — reads back what was deployed (table, stream, event source mapping,
   function configuration and code asset), runs the function's handler from its code asset, and
   delivers the stream to it with the mapping's semantics (:class:`EventSourceMappingPoller`).
+* The stack's other functions (e.g. the expiry sweeper) run from their own code assets
+  (:meth:`LocalPipeline.local_function`), commands of the code asset run with the function's
+  settings (:meth:`LocalPipeline.run_module`, e.g. the replay CLI).
 * pytest fixtures in :mod:`cdk_session_expiry.testing.pytest_plugin`.
 
 What differs from AWS
@@ -47,6 +50,20 @@ What differs from AWS
 * KMS: moto's RetireGrant of an already retired grant succeeds (AWS: NotFoundException) and
   moto does not check who may retire a grant.
 * moto ignores TTL settings, S3 lifecycle rules, alarms and IAM policies of the deployed stack.
+  CloudWatch alarms (``AWS::CloudWatch::Alarm``) and Lambda's asynchronous invoke settings
+  (``AWS::Lambda::EventInvokeConfig``) are not created at all; nothing publishes AWS metrics
+  (e.g. ``TimeToLiveDeletedItemCount``), so no alarm could fire anyway.
+* Schedules: moto creates EventBridge rules with a ``ScheduleExpression`` but never fires them.
+  :meth:`LocalPipeline.schedule_of` reads the rule back and :meth:`Schedule.scheduled_event`
+  builds the event a scheduled target receives; invoke the target yourself
+  (:meth:`LocalPipeline.local_function`), on whatever simulated timeline the test needs.
+* EventBridge: moto's ``PutEvents`` matches rules on custom buses and delivers to SQS targets
+  synchronously (AWS: asynchronously, at least once, with retries).
+* Settings changed after deploy (``UpdateEventSourceMapping``, ``UpdateFunctionConfiguration``)
+  take effect at the next :meth:`LocalPipeline.run_cleanup` after :meth:`LocalPipeline.refresh`;
+  a disabled mapping delivers nothing and keeps its position, like AWS's.
+* Faults: :meth:`LocalEmulator.inject_fault` answers chosen requests (method and path) with an
+  AWS-shaped REST-JSON error before moto sees them, e.g. one connection's ``DeleteConnection``.
 """
 
 from cdk_session_expiry.testing._moto_internals import MotoInternalsChanged, check_moto_internals

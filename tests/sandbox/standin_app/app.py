@@ -3,13 +3,16 @@
 Table with a NEW_AND_OLD_IMAGES stream and a TTL attribute, a function whose code asset is
 ``handler_src/``, an event source mapping with a REMOVE filter, batch size 4, bisect, 2
 retries, a 1-hour record age, partial batch responses and an SQS on-failure destination,
-and a scratch bucket the handler deletes from.
+and a scratch bucket the handler deletes from. A second function of the same code asset
+(``standin_tick.handler``) runs on an EventBridge schedule, every 2 minutes.
 """
 
 from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_s3 as s3
@@ -57,5 +60,19 @@ function.add_event_source(
             lambda_.FilterCriteria.filter({"eventName": lambda_.FilterRule.is_equal("REMOVE")})
         ],
     )
+)
+tick = lambda_.Function(
+    stack,
+    "Tick",
+    runtime=lambda_.Runtime.PYTHON_3_12,
+    handler="standin_tick.handler",
+    code=lambda_.Code.from_asset(str(Path(__file__).parent / "handler_src")),
+    environment={"TICK_NAME": "stand-in tick"},
+)
+events.Rule(
+    stack,
+    "TickSchedule",
+    schedule=events.Schedule.rate(cdk.Duration.minutes(2)),
+    targets=[targets.LambdaFunction(tick)],
 )
 app.synth()

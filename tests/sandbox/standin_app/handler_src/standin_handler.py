@@ -16,7 +16,14 @@ def handler(event, context):
         old = record["dynamodb"].get("OldImage", {})
         seq = record["dynamodb"]["SequenceNumber"]
         print(
-            json.dumps({"seq": seq, "userIdentity": record.get("userIdentity"), "module": __file__})
+            json.dumps(
+                {
+                    "seq": seq,
+                    "userIdentity": record.get("userIdentity"),
+                    "module": __file__,
+                    "marker": os.environ.get("MARKER"),
+                }
+            )
         )
         if "poison" in old:
             failures.append({"itemIdentifier": seq})
