@@ -127,8 +127,10 @@ def run_sweeps(
     for j in range(1, SWEEPS + 1):
         due = [p for p in swept if window_of(p.sim_expiry, interval) == j]
         race = [p for p in racing if window_of(p.sim_expiry, interval) == j]
-        real_expiry = int(time.time()) + 2
-        for plan in due + race:
+        # A margin of seconds, so every heartbeat below still finds its session live on a
+        # slow machine; the race sessions go first (they are touched twice).
+        real_expiry = int(time.time()) + 3
+        for plan in race + due:
             # The last heartbeat: the session's expiry now falls before this sweep.
             store.touch(plan.session_id, expires_at=real_expiry)
         for plan in race:

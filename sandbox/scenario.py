@@ -743,7 +743,8 @@ def print_report(s: dict[str, Any]) -> None:
         f" {st['records_delivered']} delivered in {st['invocations']} invocations",
         f"                  function errors {st['function_errors']}, partial batch failures "
         f"{st['partial_batch_failures']}, bisections {st['bisections']}, retries {st['retries']}",
-        f"cleaned by reason {_fmt(s['cleaned_by_reason'].items())}   (function's EMF metrics)",
+        f"cleaned by reason {_fmt(s['cleaned_by_reason'].items())}   (EMF metrics of the function "
+        "and the replay CLI)",
         f"failures          {_fmt(s['failures_by_action'].items())}",
         f"records skipped   {_fmt(s['records_skipped_by_cause'].items())}",
         f"objects deleted   {s.get('objects_deleted', 0)} verified "
