@@ -41,6 +41,7 @@ test: setup
 
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check app.py cdk_session_expiry lambda_src sample_app sandbox bench tests
 	$(VENV)/bin/mypy cdk_session_expiry lambda_src/session_expiry_runtime
 
 clean:

@@ -45,8 +45,16 @@ def powertools_python(log: Any = sys.stderr) -> Path:
             [sys.executable, "-m", "venv", "--clear", str(POWERTOOLS_VENV)], check=True
         )
         pip = subprocess.run(  # noqa: S603 - fixed arguments, pinned versions
-            [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-             f"aws-lambda-powertools=={POWERTOOLS_VERSION}", f"boto3=={boto3.__version__}"],
+            [
+                str(py),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                f"aws-lambda-powertools=={POWERTOOLS_VERSION}",
+                f"boto3=={boto3.__version__}",
+            ],
             capture_output=True,
             text=True,
         )

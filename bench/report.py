@@ -46,7 +46,10 @@ def machine() -> dict[str, Any]:
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"],  # noqa: S607
-            cwd=harness.REPO, capture_output=True, text=True, check=True,
+            cwd=harness.REPO,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
@@ -92,25 +95,36 @@ def throughput_table(data: dict[str, Any]) -> str:
                 if impl == "naive" or base is None
                 else f"**{run['sessions_per_s'] / base['sessions_per_s']:.1f}×**"
             )
-            rows.append([
-                name,
-                f"{sc['sessions']} × {sc['objects']:,}",
-                impl,
-                f"{case['wall_s']:.2f}",
-                f"{run['sessions_per_s']:.1f}",
-                ratio,
-                f"{case['mean_in_flight']:.1f} / {case['max_in_flight']:.0f}",
-                f"{case['cpu_s']:.2f}",
-                f"{run['server_cpu_s']:.2f} ({run['server_cpu_s'] / case['wall_s']:.0%})",
-                f"{case['rss_peak_mb']:.0f} of {memory}",
-                "clean" if ver["clean"] and not case["failures"] else
-                f"NOT CLEAN ({case['failures']} reported failed)",
-            ])
+            rows.append(
+                [
+                    name,
+                    f"{sc['sessions']} × {sc['objects']:,}",
+                    impl,
+                    f"{case['wall_s']:.2f}",
+                    f"{run['sessions_per_s']:.1f}",
+                    ratio,
+                    f"{case['mean_in_flight']:.1f} / {case['max_in_flight']:.0f}",
+                    f"{case['cpu_s']:.2f}",
+                    f"{run['server_cpu_s']:.2f} ({run['server_cpu_s'] / case['wall_s']:.0%})",
+                    f"{case['rss_peak_mb']:.0f} of {memory}",
+                    "clean"
+                    if ver["clean"] and not case["failures"]
+                    else f"NOT CLEAN ({case['failures']} reported failed)",
+                ]
+            )
     return _md(
         [
-            "Scenario", "Sessions × objects", "Implementation", "Wall s", "Sessions/s",
-            "vs naive", "Calls in flight (mean / max)", "Function CPU s",
-            "moto server CPU s (of wall)", "Peak RSS MiB (of default memory)", "Verified",
+            "Scenario",
+            "Sessions × objects",
+            "Implementation",
+            "Wall s",
+            "Sessions/s",
+            "vs naive",
+            "Calls in flight (mean / max)",
+            "Function CPU s",
+            "moto server CPU s (of wall)",
+            "Peak RSS MiB (of default memory)",
+            "Verified",
         ],
         rows,
     )
@@ -130,21 +144,27 @@ def calls_table(data: dict[str, Any]) -> str:
         others = {op: c for op, c in calls.items() if op not in OPERATIONS}
         total = sum(calls.values()) / sessions
         met = all(measured[op] == minimum[op] for op in OPERATIONS) and not others
-        rows.append([
-            f"{n:,}",
-            " + ".join(f"{measured[op]:g}" for op in OPERATIONS)
-            + (f" + others {others}" if others else ""),
-            f"{total:g}",
-            " + ".join(str(minimum[op]) for op in OPERATIONS),
-            str(sum(minimum.values())),
-            f"{sum(attempts.values()) / sessions:g}",
-            "**met**" if met else "**not met**",
-        ])
+        rows.append(
+            [
+                f"{n:,}",
+                " + ".join(f"{measured[op]:g}" for op in OPERATIONS)
+                + (f" + others {others}" if others else ""),
+                f"{total:g}",
+                " + ".join(str(minimum[op]) for op in OPERATIONS),
+                str(sum(minimum.values())),
+                f"{sum(attempts.values()) / sessions:g}",
+                "**met**" if met else "**not met**",
+            ]
+        )
     return _md(
         [
             "Objects per session",
             "Measured per session (DeleteConnection + RetireGrant + ListObjectsV2 + DeleteObjects)",
-            "Total", "Minimum", "Min. total", "HTTP attempts per session", "Goal: exactly the minimum",
+            "Total",
+            "Minimum",
+            "Min. total",
+            "HTTP attempts per session",
+            "Goal: exactly the minimum",
         ],
         rows,
     )
@@ -168,8 +188,13 @@ def coldstart_table(data: dict[str, Any]) -> str:
         for c in data["coldstart"]
     ]
     return _md(
-        ["Handler", "Runs", "Import + clients, median ms", "min–max ms",
-         "Whole process (interpreter start included), median ms"],
+        [
+            "Handler",
+            "Runs",
+            "Import + clients, median ms",
+            "min–max ms",
+            "Whole process (interpreter start included), median ms",
+        ],
         rows,
     )
 
@@ -205,7 +230,18 @@ def synth_table(data: dict[str, Any]) -> str:
         f"the fitted {slope:.3f} s (or R² < 0.95)."
     )
     return (
-        _md(["Constructs", "Stacks", "Resources", "Build s", "app.synth() s", "Total s", "Total ÷ constructs s"], rows)
+        _md(
+            [
+                "Constructs",
+                "Stacks",
+                "Resources",
+                "Build s",
+                "app.synth() s",
+                "Total s",
+                "Total ÷ constructs s",
+            ],
+            rows,
+        )
         + f"\n\nLeast-squares fit: total ≈ {fit['intercept_s']:.2f} s + "
         f"**{fit['per_construct_s']:.3f} s per construct**, R² = {fit['r2']:.4f}; marginal cost "
         f"per added construct {marginal}. First synth in the process (jsii start, asset "
@@ -223,43 +259,52 @@ def goals_table(data: dict[str, Any]) -> str:
             continue
         ratio = run["sessions_per_s"] / base["sessions_per_s"]
         server_share = run["server_cpu_s"] / run["case"]["wall_s"]
-        note = (
-            " (moto server CPU-bound: see notes)" if server_share > 0.7 else ""
+        note = " (moto server CPU-bound: see notes)" if server_share > 0.7 else ""
+        rows.append(
+            [
+                f"Throughput ≥ {GOAL_RATIO:g}× naive, {name}",
+                f"{ratio:.1f}×{note}",
+                "met" if ratio >= GOAL_RATIO else "**not met**",
+            ]
         )
-        rows.append([
-            f"Throughput ≥ {GOAL_RATIO:g}× naive, {name}",
-            f"{ratio:.1f}×{note}",
-            "met" if ratio >= GOAL_RATIO else "**not met**",
-        ])
     for name, runs in _by_scenario(data).items():
         run = runs.get("handler")
         if run:
             n, sessions = run["scenario"]["objects"], run["scenario"]["sessions"]
             total = sum(run["case"]["calls"].values()) / sessions
             minimum = sum(minimum_calls(n).values())
-            rows.append([
-                f"Calls per session = minimum, {name}",
-                f"{total:g} vs {minimum}",
-                "met" if total == minimum and all(
-                    run["case"]["calls"].get(op, 0) == v * sessions
-                    for op, v in minimum_calls(n).items()
-                ) else "**not met**",
-            ])
+            rows.append(
+                [
+                    f"Calls per session = minimum, {name}",
+                    f"{total:g} vs {minimum}",
+                    "met"
+                    if total == minimum
+                    and all(
+                        run["case"]["calls"].get(op, 0) == v * sessions
+                        for op, v in minimum_calls(n).items()
+                    )
+                    else "**not met**",
+                ]
+            )
     peak = max(
         (r["case"]["rss_peak_mb"] for r in data["throughput"] if r["impl"] == "handler"),
         default=0.0,
     )
-    rows.append([
-        f"Peak memory within the default {memory} MiB",
-        f"{peak:.0f} MiB (process RSS)",
-        "met" if peak <= memory else "**not met**",
-    ])
+    rows.append(
+        [
+            f"Peak memory within the default {memory} MiB",
+            f"{peak:.0f} MiB (process RSS)",
+            "met" if peak <= memory else "**not met**",
+        ]
+    )
     clean = all(r["verification"]["clean"] for r in data["throughput"])
-    rows.append([
-        "Equal correctness: every session verified clean, controls intact",
-        "all runs" if clean else "see table",
-        "met" if clean else "**not met**",
-    ])
+    rows.append(
+        [
+            "Equal correctness: every session verified clean, controls intact",
+            "all runs" if clean else "see table",
+            "met" if clean else "**not met**",
+        ]
+    )
     return _md(["Goal (issue 7)", "Measured", "Status"], rows)
 
 
@@ -286,18 +331,21 @@ def limits(data: dict[str, Any]) -> str:
         design = workers / (chain * lat)
         cpu_per_session = run["case"]["cpu_s"] / sessions
         lambda_cpu = vcpu / cpu_per_session if cpu_per_session else float("inf")
-        rows.append([
-            name,
-            str(chain),
-            f"{naive_ideal:.1f}",
-            f"{design:.0f} ({design / naive_ideal:.0f}×)",
-            f"{cpu_per_session * 1000:.1f}",
-            f"{lambda_cpu:.0f} ({lambda_cpu / naive_ideal:.1f}×)",
-            f"{run['sessions_per_s']:.1f}",
-        ])
+        rows.append(
+            [
+                name,
+                str(chain),
+                f"{naive_ideal:.1f}",
+                f"{design:.0f} ({design / naive_ideal:.0f}×)",
+                f"{cpu_per_session * 1000:.1f}",
+                f"{lambda_cpu:.0f} ({lambda_cpu / naive_ideal:.1f}×)",
+                f"{run['sessions_per_s']:.1f}",
+            ]
+        )
     table = _md(
         [
-            "Scenario", "Calls per session (handler and naive alike)",
+            "Scenario",
+            "Calls per session (handler and naive alike)",
             "Naive ideal sessions/s (latency only)",
             f"Handler ceiling, {workers} calls in flight (vs naive ideal)",
             "Function CPU ms per session (this machine)",
@@ -342,19 +390,21 @@ def limits(data: dict[str, Any]) -> str:
 
 
 def tables(data: dict[str, Any]) -> str:
-    return "\n\n".join([
-        "### Goals",
-        goals_table(data),
-        f"### Cleanup throughput ({data['latency_ms']:g} ms injected per AWS call)",
-        throughput_table(data),
-        "### AWS calls per cleaned session (handler)",
-        calls_table(data),
-        "### Cold start (fresh interpreter)",
-        coldstart_table(data),
-        "### Synth scaling (`SessionExpiry` with no optional props, "
-        f"at most {data['synth'].get('constructs_per_stack', 25)} to a stack)",
-        synth_table(data),
-    ])
+    return "\n\n".join(
+        [
+            "### Goals",
+            goals_table(data),
+            f"### Cleanup throughput ({data['latency_ms']:g} ms injected per AWS call)",
+            throughput_table(data),
+            "### AWS calls per cleaned session (handler)",
+            calls_table(data),
+            "### Cold start (fresh interpreter)",
+            coldstart_table(data),
+            "### Synth scaling (`SessionExpiry` with no optional props, "
+            f"at most {data['synth'].get('constructs_per_stack', 25)} to a stack)",
+            synth_table(data),
+        ]
+    )
 
 
 def document(data: dict[str, Any], tables_md: str) -> str:
@@ -371,15 +421,15 @@ def document(data: dict[str, Any], tables_md: str) -> str:
     limits_md = limits(data)
     return f"""# Benchmarks
 
-Written by `make bench` (`bench/`), {m['date_utc']}, at commit `{m['commit']}`; took
-{data['elapsed_s']:.0f} s. Do not edit by hand: run `make bench` again. Every number below
+Written by `make bench` (`bench/`), {m["date_utc"]}, at commit `{m["commit"]}`; took
+{data["elapsed_s"]:.0f} s. Do not edit by hand: run `make bench` again. Every number below
 comes from that one run. Issue 7 defines the measurements and goals.
 
 ## Machine
 
-{m['nproc']} CPUs ({m['cpu']}), {m['memory_gib']} GiB memory, {m['os']}; Python {m['python']},
-boto3 {m['boto3']} / botocore {m['botocore']}, moto {m['moto']} (server mode, werkzeug
-{m['werkzeug']}), aws-cdk-lib {m['aws-cdk-lib']}. Load average (1, 5, 15 min) before the run:
+{m["nproc"]} CPUs ({m["cpu"]}), {m["memory_gib"]} GiB memory, {m["os"]}; Python {m["python"]},
+boto3 {m["boto3"]} / botocore {m["botocore"]}, moto {m["moto"]} (server mode, werkzeug
+{m["werkzeug"]}), aws-cdk-lib {m["aws-cdk-lib"]}. Load average (1, 5, 15 min) before the run:
 {load_b}; after: {load_a}. Other engineers' test runs share this machine; a load above
 the CPU count means the timings below are inflated by CPU contention (all implementations in
 the same way, but not to the same degree: the concurrent handler and the moto server need
@@ -408,18 +458,18 @@ start is installed by the bench itself into `bench/.venv-powertools` (git-ignore
 
 **Deployed defaults.** The construct is synthesized first (one `SessionExpiry` with a WebSocket
 stage, a grant key and a scratch bucket, no other prop). From its template: cleanup function
-{d['runtime']} on {', '.join(d['architectures'])}, **{d['memory_mb']} MiB**, timeout
-{d['timeout_s']} s; event source mapping batch size {esm['BatchSize']}, batching window
-{window} s, parallelization factor {esm['ParallelizationFactor']}, retry attempts
-{esm['MaximumRetryAttempts']}, maximum record age {esm['MaximumRecordAgeInSeconds']} s, bisect
-{esm['BisectBatchOnFunctionError']}. The function's environment from the template (attribute
-names, `SESSION_EXPIRY_MAX_WORKERS={d['environment'].get('SESSION_EXPIRY_MAX_WORKERS', 'unset')}`)
+{d["runtime"]} on {", ".join(d["architectures"])}, **{d["memory_mb"]} MiB**, timeout
+{d["timeout_s"]} s; event source mapping batch size {esm["BatchSize"]}, batching window
+{window} s, parallelization factor {esm["ParallelizationFactor"]}, retry attempts
+{esm["MaximumRetryAttempts"]}, maximum record age {esm["MaximumRecordAgeInSeconds"]} s, bisect
+{esm["BisectBatchOnFunctionError"]}. The function's environment from the template (attribute
+names, `SESSION_EXPIRY_MAX_WORKERS={d["environment"].get("SESSION_EXPIRY_MAX_WORKERS", "unset")}`)
 is the environment of the throughput runs; only the targets (endpoint, key ARN, bucket) are
 replaced by the moto ones.
 
 **Server.** `bench/server.py` runs moto's own WSGI application (`DomainDispatcherApplication`)
 under werkzeug's threaded server in a **separate process**, wrapped in a middleware that sleeps
-{data['latency_ms']:g} ms in the request thread before every AWS request: concurrent calls wait
+{data["latency_ms"]:g} ms in the request thread before every AWS request: concurrent calls wait
 concurrently, as on a network, and the sleep costs the measured process nothing. moto's own
 handling of a request then runs under one lock (its backends are not thread safe; see above). The same
 middleware drops the stage segment of `/{{stage}}/@connections/{{id}}` (API Gateway does; moto's
@@ -471,9 +521,9 @@ baseline rewritten with `Logger`, `Metrics` and `BatchProcessor`, run from
 
 **Synth** (`bench/synth.py`): one process; a first synth warms jsii up, then for each size a new
 `App` with n `SessionExpiry` constructs with no optional prop (own table, function, layer,
-queue, alarms each: 13 resources), at most {data['synth'].get('constructs_per_stack', 25)} to a
+queue, alarms each: 13 resources), at most {data["synth"].get("constructs_per_stack", 25)} to a
 stack; the build (constructor calls) and `app.synth()` are timed apart, best of
-{data['synth']['repeats']}. **50 constructs do not fit in one stack**: 650 resources, and
+{data["synth"]["repeats"]}. **50 constructs do not fit in one stack**: 650 resources, and
 `app.synth()` fails with `TooManyResourcesInStack` (CloudFormation's limit is 500), so one stack
 holds at most 38 default `SessionExpiry` constructs.
 
@@ -491,13 +541,13 @@ cleaned_at − ttl  =  TTL lag  +  stream and polling delay  +  batching window
 | **TTL lag** = `ApproximateCreationDateTime` of the REMOVE − the TTL value; the runtime's `TtlLagSeconds` metric measures exactly this for every TTL-classified session (`metric_ttl_lag()`, Maximum) | DynamoDB deletes expired items "on a best-effort basis", "typically within two days" (48 hours) (DynamoDB API Reference, UpdateTimeToLive; developer guide, "Time to Live"). No upper bound is guaranteed; the 48 h is a typical figure, not an SLA. | minutes to ~48 h; unbounded in principle |
 | Stream and polling delay | Stream records appear in near real time; Lambda polls each shard several times a second. | < 1 s typically |
 | Batching window | `MaximumBatchingWindowInSeconds` | {window} s (invoke as soon as records arrive) |
-| Queueing | One invocation per shard at a time (parallelization factor {esm['ParallelizationFactor']}); seen as the function's `IteratorAge` (age of the last record of a batch when delivered), alarmed above the construct's iterator-age threshold | 0 while a batch of {esm['BatchSize']} cleans faster than REMOVEs arrive; measured here a batch of {esm['BatchSize']} takes ≈ {batch_s:.1f} s at {data['latency_ms']:g} ms per call, i.e. a shard keeps up with ≈ {esm['BatchSize'] / batch_s if batch_s == batch_s and batch_s else float('nan'):.0f} expiring sessions a second |
+| Queueing | One invocation per shard at a time (parallelization factor {esm["ParallelizationFactor"]}); seen as the function's `IteratorAge` (age of the last record of a batch when delivered), alarmed above the construct's iterator-age threshold | 0 while a batch of {esm["BatchSize"]} cleans faster than REMOVEs arrive; measured here a batch of {esm["BatchSize"]} takes ≈ {batch_s:.1f} s at {data["latency_ms"]:g} ms per call, i.e. a shard keeps up with ≈ {esm["BatchSize"] / batch_s if batch_s == batch_s and batch_s else float("nan"):.0f} expiring sessions a second |
 | Cleanup time | One batch (table above) | seconds |
-| Retries | Failed records are retried (bisecting, {esm['MaximumRetryAttempts']} retries) until `MaximumRecordAgeInSeconds` | at most {esm['MaximumRecordAgeInSeconds']} s = {esm['MaximumRecordAgeInSeconds'] / 3600:g} h; then the batch's **metadata** goes to the on-failure queue and must be replayed from the stream within its **24 h retention**, or the session is never cleaned by this path |
+| Retries | Failed records are retried (bisecting, {esm["MaximumRetryAttempts"]} retries) until `MaximumRecordAgeInSeconds` | at most {esm["MaximumRecordAgeInSeconds"]} s = {esm["MaximumRecordAgeInSeconds"] / 3600:g} h; then the batch's **metadata** goes to the on-failure queue and must be replayed from the stream within its **24 h retention**, or the session is never cleaned by this path |
 
 **Bound an operator can expect.** Healthy pipeline: `TtlLagSeconds` + a few seconds; i.e.
 typically within 48 hours of the TTL, dominated entirely by DynamoDB's TTL lag, with no
-guaranteed upper bound. A failing target adds up to {esm['MaximumRecordAgeInSeconds'] / 3600:g} h of
+guaranteed upper bound. A failing target adds up to {esm["MaximumRecordAgeInSeconds"] / 3600:g} h of
 retries, after which cleanup depends on an operator acting on the failure-queue alarm within
 the stream's 24 h retention. The S3 lifecycle backstop bounds scratch objects independently
 (expiry after `scratch_retention`, default 7 days); WebSocket connections end by themselves

@@ -145,8 +145,14 @@ def run(sizes: tuple[int, ...] = (1, 10, 50), repeats: int = 2) -> dict[str, Any
             assert best is not None
             build, synth, resources, stacks = best
             rows.append(
-                {"constructs": n, "stacks": stacks, "build_s": build, "synth_s": synth,
-                 "total_s": build + synth, "resources": resources}
+                {
+                    "constructs": n,
+                    "stacks": stacks,
+                    "build_s": build,
+                    "synth_s": synth,
+                    "total_s": build + synth,
+                    "resources": resources,
+                }
             )
     line = fit([(r["constructs"], r["total_s"]) for r in rows])
     marginal = [

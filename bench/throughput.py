@@ -156,8 +156,14 @@ def run_all(
         try:
             for scenario, impl, module, env in plan:
                 r = run_case(
-                    server, scenario, impl, module=module, env_overrides=env,
-                    latency_ms=latency_ms, defaults=defaults, workdir=workdir,
+                    server,
+                    scenario,
+                    impl,
+                    module=module,
+                    env_overrides=env,
+                    latency_ms=latency_ms,
+                    defaults=defaults,
+                    workdir=workdir,
                 )
                 print(
                     f"  {scenario.name:>10} {impl:>16}: {r.case['wall_s']:7.2f} s, "

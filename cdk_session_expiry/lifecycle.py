@@ -59,9 +59,7 @@ def check_scratch_root(root: str, name: str = "scratch_root") -> None:
         )
     segments = root[:-1].split("/")
     if any(segment in {"", ".", ".."} for segment in segments):
-        raise ValueError(
-            f"{name}={root!r}: {expected}, without empty, '.' or '..' path segments"
-        )
+        raise ValueError(f"{name}={root!r}: {expected}, without empty, '.' or '..' path segments")
     if len(root.encode("utf-8")) > _MAX_PREFIX_BYTES:
         raise ValueError(f"{name}={root!r}: expected at most {_MAX_PREFIX_BYTES} bytes")
 

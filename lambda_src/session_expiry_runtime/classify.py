@@ -32,6 +32,7 @@ from .ttl import ttl_epoch_seconds
 TTL_IDENTITY_TYPE = "Service"
 TTL_IDENTITY_PRINCIPAL = "dynamodb.amazonaws.com"
 
+
 @dataclass(frozen=True)
 class Classification:
     """Outcome of :func:`classify_removal`.
