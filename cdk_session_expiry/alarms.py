@@ -71,17 +71,31 @@ def iterator_age_alarm(
     )
 
 
+#: What an errors alarm says when it fires, by the function it watches.
+CLEANUP_ERRORS_DESCRIPTION = (
+    "The session cleanup function failed; failed batches are retried, bisected "
+    "and finally sent to the on-failure queue."
+)
+SWEEPER_ERRORS_DESCRIPTION = (
+    "The session expiry sweeper failed to delete some due sessions (or to query "
+    "its index); the next run retries them and time to live remains the backstop."
+)
+
+
 def errors_alarm(
-    scope: Construct, *, function: lambda_.IFunction, actions: Sequence[cloudwatch.IAlarmAction]
+    scope: Construct,
+    *,
+    function: lambda_.IFunction,
+    actions: Sequence[cloudwatch.IAlarmAction],
+    description: str = CLEANUP_ERRORS_DESCRIPTION,
 ) -> cloudwatch.Alarm:
-    """Any invocation error of the cleanup function within a period."""
+    """Any invocation error of ``function`` within a period (construct id ``ErrorsAlarm``)."""
     return _alarm(
         scope,
         "ErrorsAlarm",
         metric=function.metric_errors(period=ALARM_PERIOD, statistic=cloudwatch.Stats.SUM),
         threshold=0,
-        description="The session cleanup function failed; failed batches are retried, bisected "
-        "and finally sent to the on-failure queue.",
+        description=description,
         actions=actions,
     )
 
@@ -123,21 +137,6 @@ def failure_queue_alarm(
 #: hours, shorter windows are noise) and at most a day.
 MIN_TTL_HEALTH_WINDOW = Duration.hours(1)
 MAX_TTL_HEALTH_WINDOW = Duration.days(1)
-
-
-def sweeper_errors_alarm(
-    scope: Construct, *, function: lambda_.IFunction, actions: Sequence[cloudwatch.IAlarmAction]
-) -> cloudwatch.Alarm:
-    """Any invocation error of the expiry sweeper within a period."""
-    return _alarm(
-        scope,
-        "ErrorsAlarm",
-        metric=function.metric_errors(period=ALARM_PERIOD, statistic=cloudwatch.Stats.SUM),
-        threshold=0,
-        description="The session expiry sweeper failed to delete some due sessions (or to query "
-        "its index); the next run retries them and time to live remains the backstop.",
-        actions=actions,
-    )
 
 
 def ttl_health_alarm(

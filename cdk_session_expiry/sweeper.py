@@ -253,8 +253,11 @@ class ExpirySweeper(Construct):
         )
         #: Any error of the sweeper function (a due session could not be deleted, or a Query
         #: failed); those sessions are retried by the next run and TTL remains the backstop.
-        self.errors_alarm = alarm_defaults.sweeper_errors_alarm(
-            self, function=self.function, actions=alarm_actions
+        self.errors_alarm = alarm_defaults.errors_alarm(
+            self,
+            function=self.function,
+            actions=alarm_actions,
+            description=alarm_defaults.SWEEPER_ERRORS_DESCRIPTION,
         )
 
     def sweeper_environment(self) -> dict[str, str]:
