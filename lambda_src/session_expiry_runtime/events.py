@@ -33,6 +33,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .config import ACTION_PUBLISH_EVENT, EVENT_DETAIL_TYPE, EVENT_SOURCE
+from .decode import to_json_value
 
 #: PutEvents accepts 1..10 entries per request.
 MAX_ENTRIES_PER_CALL = 10
@@ -50,7 +51,8 @@ _DETAIL_FIELDS = (
 def event_detail(result: Any) -> dict[str, Any]:
     """The ``Detail`` of one cleaned record's event, from its ``RecordResult``."""
     log = result.log
-    detail: dict[str, Any] = {"sessionKey": log.get("keys"), "tenant": result.tenant}
+    # The tenant attribute may hold any DynamoDB type (Number, binary, set): make it JSON.
+    detail: dict[str, Any] = {"sessionKey": log.get("keys"), "tenant": to_json_value(result.tenant)}
     for name in _DETAIL_FIELDS:
         if name in log:
             detail[name] = log[name]

@@ -1,0 +1,62 @@
+"""Adversarial inputs for the cleanup runtime: each test is a counterexample that once broke a
+promise (see the comment on each), kept as a regression test.
+
+Records come from real writes and deletes on a moto table (``runtime_support.Sandbox``); where
+a shape cannot come out of DynamoDB (values outside its number range, nesting deeper than its
+32 levels), the record is edited after it was read back, and the test says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from runtime_support import DEFAULT_ACCOUNT_ID, REGION, SESSION, FakeContext, Sandbox, event
+from session_expiry_runtime.cleaner import SessionCleaner, process_batch
+
+BUS_ARN = f"arn:aws:events:{REGION}:{DEFAULT_ACCOUNT_ID}:event-bus/adversarial"
+
+
+def _failed(cleaner: SessionCleaner, records: list[dict[str, Any]]) -> list[str]:
+    response = process_batch(event(*records), FakeContext(), cleaner)
+    return [f["itemIdentifier"] for f in response["batchItemFailures"]]
+
+
+def _seq(record: dict[str, Any]) -> str:
+    return str(record["dynamodb"]["SequenceNumber"])
+
+
+# Guards promise 2 (a per-record exception never escapes the handler) on the fan-out path: a
+# tenant attribute held as a Number, binary or set (any DynamoDB type is allowed there) went
+# into the event's Detail undecoded, json.dumps raised TypeError out of process_batch, and the
+# whole batch failed with no partial batch response.
+def test_fan_out_survives_a_tenant_that_is_not_a_string(sandbox: Sandbox) -> None:
+    events_client = SESSION.client("events")
+    events_client.create_event_bus(Name="adversarial")
+    tenants = {
+        "s-num": {"N": "42"},
+        "s-bin": {"B": b"\x00\xff"},
+        "s-set": {"SS": ["b", "a"]},
+        "s-str": {"S": "t-1"},
+    }
+    sessions = [
+        sandbox.create_session(sid, extra={"tenantId": value}) for sid, value in tenants.items()
+    ]
+    sandbox.read_stream()
+    for s in sessions:
+        sandbox.delete(s.session_id)
+    records = sandbox.removes()
+    config = dataclasses.replace(sandbox.config, event_bus_arn=BUS_ARN)
+    cleaner = sandbox.cleaner(config)
+    details: list[dict[str, Any]] = []
+    cleaner.clients.events.meta.events.register(
+        "provide-client-params.events.PutEvents",
+        lambda params, **_: details.extend(json.loads(e["Detail"]) for e in params["Entries"]),
+    )
+
+    assert _failed(cleaner, records) == []
+
+    assert all(sandbox.is_clean(s) for s in sessions)
+    by_pk = {d["sessionKey"]["pk"]: d["tenant"] for d in details}
+    assert by_pk == {"s-num": 42, "s-bin": "AP8=", "s-set": ["a", "b"], "s-str": "t-1"}
