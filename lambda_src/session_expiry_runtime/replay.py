@@ -133,12 +133,12 @@ def parse_failure_record(body: str | bytes | Mapping[str, Any]) -> tuple[BatchIn
         of an S3 destination object, ``None`` for SQS/SNS metadata.
 
     Raises:
-        ReplayError: not JSON, or no ``DDBStreamBatchInfo`` with shard, sequence range and
-            stream ARN.
+        ReplayError: not JSON, or no ``DDBStreamBatchInfo`` with shard, sequence range (decimal
+            digit strings) and stream ARN.
     """
     try:
         document = json.loads(body) if isinstance(body, (str, bytes)) else body
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than json parses
         raise ReplayError(f"not a JSON on-failure record: {exc}") from None
     info = document.get("DDBStreamBatchInfo") if isinstance(document, Mapping) else None
     if not isinstance(info, Mapping):
@@ -147,12 +147,18 @@ def parse_failure_record(body: str | bytes | Mapping[str, Any]) -> tuple[BatchIn
     missing = [name for name in required if not isinstance(info.get(name), str) or not info[name]]
     if missing:
         raise ReplayError(f"DDBStreamBatchInfo lacks {', '.join(missing)}")
+    # read_range compares sequence numbers as integers: DynamoDB's are decimal digit strings.
+    for name in ("startSequenceNumber", "endSequenceNumber"):
+        if not (info[name].isascii() and info[name].isdigit()):
+            raise ReplayError(
+                f"DDBStreamBatchInfo {name} {info[name]!r}: expected a decimal sequence number"
+            )
     batch_size = info.get("batchSize")
     payload = document.get("payload")
     if isinstance(payload, (str, bytes)):
         try:
             payload = json.loads(payload)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ReplayError(f"payload is not the JSON invocation event: {exc}") from None
     return (
         BatchInfo(

@@ -12,8 +12,11 @@ import dataclasses
 import json
 from typing import Any
 
+import pytest
 from runtime_support import DEFAULT_ACCOUNT_ID, REGION, SESSION, FakeContext, Sandbox, event
+from session_expiry_runtime import replay
 from session_expiry_runtime.cleaner import SessionCleaner, process_batch
+from test_replay import FailedBatch
 
 BUS_ARN = f"arn:aws:events:{REGION}:{DEFAULT_ACCOUNT_ID}:event-bus/adversarial"
 
@@ -60,3 +63,36 @@ def test_fan_out_survives_a_tenant_that_is_not_a_string(sandbox: Sandbox) -> Non
     assert all(sandbox.is_clean(s) for s in sessions)
     by_pk = {d["sessionKey"]["pk"]: d["tenant"] for d in details}
     assert by_pk == {"s-num": 42, "s-bin": "AP8=", "s-set": ["a", "b"], "s-str": "t-1"}
+
+
+# Guards the replay CLI against malformed on-failure queue messages: a message whose sequence
+# numbers are not decimal digits raised ValueError (int()) and one nested too deeply for the
+# JSON parser raised RecursionError, out of replay_queue, so one bad message stopped the run and
+# the good messages after it were never replayed. Each must be reported "invalid" and kept.
+def test_replay_queue_reports_malformed_messages_and_replays_the_rest(sandbox: Sandbox) -> None:
+    failed = FailedBatch(sandbox)
+    info = failed.message["DDBStreamBatchInfo"]
+    bad_bodies = [
+        json.dumps({"DDBStreamBatchInfo": {**info, "startSequenceNumber": "abc"}}),
+        json.dumps({"DDBStreamBatchInfo": {**info, "endSequenceNumber": "1e5"}}),
+        json.dumps({"DDBStreamBatchInfo": {**info, "startSequenceNumber": "-1"}}),
+        "[" * 100_000,  # fits in an SQS message (256 KiB)
+        json.dumps({"DDBStreamBatchInfo": info, "payload": "[" * 100_000}),
+    ]
+    # The good message is already first in the queue; move it behind the bad ones.
+    good = failed.sqs.receive_message(QueueUrl=failed.queue_url, MaxNumberOfMessages=1)
+    failed.sqs.delete_message(
+        QueueUrl=failed.queue_url, ReceiptHandle=good["Messages"][0]["ReceiptHandle"]
+    )
+    for body in [*bad_bodies, json.dumps(failed.message)]:
+        failed.sqs.send_message(QueueUrl=failed.queue_url, MessageBody=body)
+
+    outcomes = failed.replay(sandbox.cleaner())
+
+    statuses = sorted(o.status for o in outcomes)
+    assert statuses == ["invalid"] * len(bad_bodies) + ["replayed"]
+    assert all(sandbox.is_clean(s) for s in failed.sessions)
+    assert failed.queued() == len(bad_bodies)  # kept for an operator
+    for body in bad_bodies:
+        with pytest.raises(replay.ReplayError):
+            replay.parse_failure_record(body)
