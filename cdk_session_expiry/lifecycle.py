@@ -21,7 +21,15 @@ from .validation import is_token
 
 #: S3 object keys, and so prefixes, are at most 1,024 bytes.
 _MAX_PREFIX_BYTES = 1024
-_FORBIDDEN = {"*": "a wildcard", "?": "a wildcard", "$": "an IAM policy variable marker"}
+#: ``[`` and ``]`` too: the runtime (``prefixes.validate_scratch_root``) refuses them as
+#: wildcards, and a deployed cleanup would then fail on every invocation.
+_FORBIDDEN = {
+    "*": "a wildcard",
+    "?": "a wildcard",
+    "[": "a wildcard",
+    "]": "a wildcard",
+    "$": "an IAM policy variable marker",
+}
 
 #: Objects under the scratch root expire this long after creation when the cleanup missed them.
 DEFAULT_SCRATCH_RETENTION = Duration.days(7)
@@ -35,7 +43,7 @@ def check_scratch_root(root: str, name: str = "scratch_root") -> None:
     """Reject a scratch root that is not a safe literal S3 prefix ending in ``/``.
 
     Accepted: ``"sessions/"``, ``"app/sessions/"``. Rejected, each with a ``ValueError`` naming
-    the value and the expected form: empty, a leading ``/``, ``*``, ``?`` or ``$``, no
+    the value and the expected form: empty, a leading ``/``, ``*``, ``?``, ``[``, ``]`` or ``$``, no
     trailing ``/``, an empty, ``.`` or ``..`` path segment, control characters, and more than
     1,024 bytes. ``name`` is the prop named in the message (the archive prefix uses the same
     rules).
