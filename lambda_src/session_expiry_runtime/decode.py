@@ -34,6 +34,12 @@ _NUMBER = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 #: Integers in this range survive every JSON parser (IEEE double) unchanged.
 _JSON_SAFE_INT = 2**53
 
+#: Deepest ``M``/``L`` nesting decoded. DynamoDB stores at most 32 levels (Developer Guide,
+#: "Quotas": nested attribute depth); the headroom keeps any counting difference from
+#: refusing a real item, and the bound keeps deeper wire input a DecodeError rather than a
+#: RecursionError.
+MAX_NESTING = 100
+
 
 class DecodeError(ValueError):
     """An attribute value is not valid DynamoDB JSON; the message names the path and value."""
@@ -75,11 +81,14 @@ def _set_members(value: object, path: str) -> list[Any]:
     return value
 
 
-def decode_attribute(value: object, path: str = "$") -> Any:
+def decode_attribute(value: object, path: str = "$", *, depth: int = 0) -> Any:
     """Decode one DynamoDB AttributeValue (``{"S": "x"}``, ``{"M": {...}}``, ...).
 
+    ``depth`` is how many ``M``/``L`` levels enclose ``value``.
+
     Raises:
-        DecodeError: not a one-key mapping with a known type and a well-formed value.
+        DecodeError: not a one-key mapping with a known type and a well-formed value, or
+            nested deeper than :data:`MAX_NESTING` levels.
     """
     if not isinstance(value, Mapping) or len(value) != 1:
         raise DecodeError(f"{path}: expected an AttributeValue with one type key, got {value!r}")
@@ -114,17 +123,21 @@ def decode_attribute(value: object, path: str = "$") -> Any:
         return frozenset(
             decode_binary(m, f"{where}[{i}]") for i, m in enumerate(_set_members(inner, where))
         )
+    if tag in ("L", "M") and depth >= MAX_NESTING:
+        raise DecodeError(f"{where}: nested deeper than {MAX_NESTING} levels (DynamoDB: 32)")
     if tag == "L":
         if not isinstance(inner, list):
             raise DecodeError(f"{where}: expected a list, got {inner!r}")
-        return [decode_attribute(v, f"{where}[{i}]") for i, v in enumerate(inner)]
+        return [decode_attribute(v, f"{where}[{i}]", depth=depth + 1) for i, v in enumerate(inner)]
     if tag == "M":
-        return decode_image(inner, where)
+        return decode_image(inner, where, depth=depth + 1)
     raise DecodeError(f"{path}: unknown DynamoDB type {tag!r}")
 
 
-def decode_image(image: object, path: str = "$") -> dict[str, Any]:
+def decode_image(image: object, path: str = "$", *, depth: int = 0) -> dict[str, Any]:
     """Decode an item image (``Keys``, ``OldImage``, ``NewImage`` or an ``M`` value).
+
+    ``depth`` is how many ``M``/``L`` levels enclose ``image`` (0 for a whole item).
 
     Returns:
         ``{attribute name: Python value}`` with the types listed in the module docstring.
@@ -138,7 +151,7 @@ def decode_image(image: object, path: str = "$") -> dict[str, Any]:
     for name, value in image.items():
         if not isinstance(name, str):
             raise DecodeError(f"{path}: attribute name {name!r} is not a string")
-        decoded[name] = decode_attribute(value, f"{path}.{name}")
+        decoded[name] = decode_attribute(value, f"{path}.{name}", depth=depth)
     return decoded
 
 

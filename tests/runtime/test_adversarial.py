@@ -96,3 +96,35 @@ def test_replay_queue_reports_malformed_messages_and_replays_the_rest(sandbox: S
     for body in bad_bodies:
         with pytest.raises(replay.ReplayError):
             replay.parse_failure_record(body)
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {"S": "leaf"}
+    for _ in range(depth):
+        value = {"M": {"m": value}}
+    return value
+
+
+# Guards decode's contract ("malformed input raises DecodeError and nothing else") and the
+# failure's label: an old image nested a few hundred levels deep (DynamoDB stores at most 32;
+# this one is edited into the record after it was read back) raised RecursionError, so the
+# record failed as "Unexpected" instead of "Decode". DynamoDB's own 32 levels still decode.
+def test_nesting_deeper_than_dynamodb_allows_is_a_decode_failure(sandbox: Sandbox) -> None:
+    from session_expiry_runtime.decode import DecodeError, decode_image
+
+    session = sandbox.create_session("s-deep", extra={"deep": _nested(31)})  # 32 levels
+    sandbox.read_stream()
+    sandbox.delete("s-deep")
+    (record,) = sandbox.removes()
+    deep = json.loads(json.dumps(record))
+    deep["dynamodb"]["OldImage"]["deep"] = _nested(600)
+
+    with pytest.raises(DecodeError, match="nested"):
+        decode_image(deep["dynamodb"]["OldImage"])
+    result = sandbox.cleaner().clean(deep)
+    assert (result.outcome, result.failed_actions) == ("failed", ("Decode",))
+    assert _failed(sandbox.cleaner(), [deep]) == [_seq(deep)]
+    assert sandbox.is_intact(session)
+
+    assert _failed(sandbox.cleaner(), [record]) == []
+    assert sandbox.is_clean(session)
