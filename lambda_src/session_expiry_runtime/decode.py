@@ -178,7 +178,13 @@ def to_json_value(value: Any) -> Any:
             value if value == value and value not in (float("inf"), float("-inf")) else str(value)
         )
     if isinstance(value, Decimal):
-        if value.is_finite() and value == value.to_integral_value() and abs(value) < _JSON_SAFE_INT:
+        # copy_abs, not abs(): abs() rounds in the decimal context and raises Overflow for
+        # an exponent beyond it (1E+1000000 is valid number syntax).
+        if (
+            value.is_finite()
+            and value == value.to_integral_value()
+            and value.copy_abs() < _JSON_SAFE_INT
+        ):
             return int(value)
         return str(value)
     if isinstance(value, (bytes, bytearray)):
