@@ -162,3 +162,60 @@ def test_every_number_the_decoder_accepts_serialises(text: str) -> None:
     except DecodeError:
         return  # beyond Python's own exponent limit: refused as malformed, never a crash
     json.dumps(to_json_value(number))
+
+
+#: Hostile scratch prefixes an old image may carry, and whether the cleanup may accept them.
+#: Accepted ones are literal sub-prefixes of ``sessions/`` (S3 keys are not normalised: ``%2e``,
+#: U+2028, NBSP, trailing blanks are ordinary characters); refused ones leave the root, are the
+#: root, lack the trailing ``/``, or hold ``..``/empty segments or a lookalike of ``/``.
+_HOSTILE_PREFIXES = {
+    "sessions/a\u2028/": True,
+    "sessions/%2e%2e/": True,
+    "sessions/x /": True,
+    "sessions/\u00a0/": True,
+    "sessions/\ufeff/": True,
+    "sessions/a\x85/": True,
+    "sessions/\u2215/": True,
+    "sessions/x/%2F/": True,
+    "sessions/" + "s" * 900 + "/": True,
+    "sessions\uff0fx/": False,
+    "sessions/../x/": False,
+    "sessions/x/../": False,
+    "sessions//": False,
+    "sessions/": False,
+    "sessions/x": False,
+    " sessions/x/": False,
+    "Sessions/x/": False,
+}
+
+
+# Guards promise 1 end to end (no regression found; kept as a guard): whatever prefix the old
+# image names, only keys under an accepted prefix are deleted -- with any characters in them --
+# and every neighbour (the root's own keys, look-alike prefixes, other roots) stays.
+def test_hostile_scratch_prefixes_never_reach_outside_their_own_prefix(sandbox: Sandbox) -> None:
+    neighbours = [
+        "sessions/keep",
+        "sessions/x/keep",
+        "sessions/a/keep",
+        "sessions/.. /keep",
+        "sessions/%2e%2e-not/keep",
+        "other/keep",
+    ]
+    sandbox.put_objects(neighbours)
+    sessions = {
+        prefix: sandbox.create_session(
+            f"h{i}", prefix=prefix, object_names=("o\u2028 +%\x01\r.txt", "k")
+        )
+        for i, prefix in enumerate(_HOSTILE_PREFIXES)
+    }
+    sandbox.read_stream()
+    for s in sessions.values():
+        sandbox.delete(s.session_id)
+
+    assert _failed(sandbox.cleaner(), sandbox.removes()) == []
+
+    left = set(sandbox.keys_under(""))
+    assert set(neighbours) <= left
+    for prefix, accepted in _HOSTILE_PREFIXES.items():
+        mine = set(sessions[prefix].keys)
+        assert (mine & left) == (set() if accepted else mine), prefix
