@@ -226,8 +226,23 @@ def synth_table(data: dict[str, Any]) -> str:
         "a fixed per-app cost plus a constant cost per construct; three sizes on a shared "
         "machine cannot resolve anything finer."
         if linear
-        else f"**Not linear**: the last constructs added cost {last:.3f} s each, more than 1.5× "
-        f"the fitted {slope:.3f} s (or R² < 0.95)."
+        else "**Not shown linear**: "
+        + "; ".join(
+            reason
+            for reason, failed in (
+                (
+                    f"the line explains the points poorly (R² = {fit['r2']:.2f} < 0.95)",
+                    fit["r2"] < 0.95,
+                ),
+                (
+                    f"the last constructs added cost {last:.3f} s each, more than 1.5× the "
+                    f"fitted {slope:.3f} s",
+                    last > 1.5 * slope,
+                ),
+            )
+            if failed
+        )
+        + ". Synth timings on a shared 2-core machine are noisy: run `make bench` again."
     )
     return (
         _md(
