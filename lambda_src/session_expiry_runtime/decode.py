@@ -27,6 +27,8 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from .ttl import MILLISECONDS_THRESHOLD
+
 #: DynamoDB's number syntax (what ``N`` strings look like on the wire). Decimal() alone would
 #: also take "NaN", "Infinity", "1_000" and surrounding blanks, none of which DynamoDB stores.
 _NUMBER = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
@@ -216,7 +218,8 @@ class StreamRecord:
     #: Top-level ``userIdentity`` as delivered (``None`` when absent); AWS sets it only on TTL
     #: deletes, and only in the Region that ran them.
     user_identity: Any
-    #: ``dynamodb.ApproximateCreationDateTime`` in epoch seconds.
+    #: ``dynamodb.ApproximateCreationDateTime`` in epoch seconds; ``None`` when absent or not
+    #: plausible epoch seconds (negative, or at least ``ttl.MILLISECONDS_THRESHOLD``).
     approximate_creation_time: Decimal | None
     #: ``dynamodb.Keys`` in wire form.
     keys: Mapping[str, Any] | None
@@ -225,6 +228,15 @@ class StreamRecord:
 
 
 def _epoch_seconds(value: object) -> Decimal | None:
+    number = _number_of(value)
+    # Anything that is not plausible epoch seconds is unknown: it would overflow the TTL lag
+    # arithmetic or the archive's date partition, and fail the record on every retry.
+    if number is None or not 0 <= number < MILLISECONDS_THRESHOLD:
+        return None
+    return number
+
+
+def _number_of(value: object) -> Decimal | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, datetime):  # boto3's shape for GetRecords; Lambda sends a number

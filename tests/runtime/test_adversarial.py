@@ -219,3 +219,28 @@ def test_hostile_scratch_prefixes_never_reach_outside_their_own_prefix(sandbox: 
     for prefix, accepted in _HOSTILE_PREFIXES.items():
         mine = set(sessions[prefix].keys)
         assert (mine & left) == (set() if accepted else mine), prefix
+
+
+# Guards promise 2/6 against a poison record: an ApproximateCreationDateTime that is not epoch
+# seconds (beyond year 5138, negative, or beyond the decimal context) made the TTL-lag
+# subtraction raise decimal.Overflow or the archive's date partition raise ValueError, so the
+# record failed on every retry and the session was never cleaned. It is now "unknown": the
+# archive key says date=_unknown and no lag is computed.
+@pytest.mark.parametrize("created", ["1E+1000000", 1e20, -1e15, "99999999999999"])
+def test_implausible_creation_time_is_unknown_not_a_poison_record(
+    sandbox: Sandbox, created: Any
+) -> None:
+    sandbox.s3.create_bucket(Bucket="archive-bucket")
+    session = sandbox.create_session("s-when", expires_at=1_700_000_000)
+    sandbox.read_stream()
+    sandbox.delete("s-when")
+    (record,) = sandbox.removes(ttl_deletes={"s-when"})
+    record["dynamodb"]["ApproximateCreationDateTime"] = created
+    config = dataclasses.replace(sandbox.config, archive_bucket="archive-bucket")
+    cleaner = sandbox.cleaner(config)
+
+    result = cleaner.clean(record)
+
+    assert (result.outcome, result.reason, result.lag_seconds) == ("cleaned", "ttl", None)
+    assert "/date=_unknown/" in "/" + result.log["archiveKey"]
+    assert sandbox.is_clean(session)
