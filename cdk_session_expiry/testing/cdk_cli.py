@@ -65,13 +65,14 @@ class CdkCli:
         self.app_dir = Path(app_dir).resolve()
         self.app = app
         self.context = dict(context or {})
+        self.timeout_s = timeout_s
+        # Find the CLI first: a missing CLI must not leave an empty output directory behind.
+        self._cdk = find_cdk_cli(self.app_dir)
         self.output_dir = (
             Path(output_dir)
             if output_dir
             else Path(tempfile.mkdtemp(prefix="cdk-session-expiry-out-"))
         )
-        self.timeout_s = timeout_s
-        self._cdk = find_cdk_cli(self.app_dir)
 
     def env(self) -> dict[str, str]:
         """The CLI's environment: this interpreter's bin directory first on PATH (so
