@@ -133,3 +133,8 @@ ACTION_PUBLISH_EVENT = "PublishEvent"
 #: Source and detail type of the one event per cleaned session (``event_bus``).
 EVENT_SOURCE = "cdk-session-expiry"
 EVENT_DETAIL_TYPE = "Session Cleaned"
+
+# --- every value of each dimension the runtime emits (checked by the metric_* methods) -----
+REASONS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("REASON_"))
+ACTIONS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("ACTION_"))
+CAUSES: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("CAUSE_"))

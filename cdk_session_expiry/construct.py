@@ -248,6 +248,7 @@ class SessionExpiry(Construct):
         event_bus: events.IEventBus | None = None,
         failure_destination_bucket: s3.IBucket | None = None,
     ) -> None:
+        validation.check_prop_types(locals())
         super().__init__(scope, id)
 
         # --- validation, before any resource exists ---------------------------------------
@@ -287,9 +288,14 @@ class SessionExpiry(Construct):
             ):
                 if value is not None:
                     raise ValueError(
-                        f"{name}={value!r} is set without scratch_bucket: expected a "
-                        "scratch_bucket, or no " + name
+                        f"{name}={validation.shown(value)} is set without scratch_bucket: "
+                        f"expected a scratch_bucket, or no {name}"
                     )
+            if tenant_scoped_scratch:
+                raise ValueError(
+                    "tenant_scoped_scratch=True is set without scratch_bucket: expected a "
+                    "scratch_bucket, or no tenant_scoped_scratch"
+                )
         self.scratch_root = contract.DEFAULT_SCRATCH_ROOT if scratch_root is None else scratch_root
         lifecycle.check_scratch_root(self.scratch_root)
         retention = (
@@ -346,7 +352,8 @@ class SessionExpiry(Construct):
             for prop, given in table_only:
                 if given is not None:
                     raise ValueError(
-                        f"{prop}={given!r} applies only to a table the construct creates: "
+                        f"{prop}={validation.shown(given)} applies only to a table the construct "
+                        "creates: "
                         f"expected no {prop} together with table=, set it on that table instead"
                     )
             (
@@ -692,7 +699,11 @@ class SessionExpiry(Construct):
         """``SessionsCleaned`` (embedded metric) for one ``reason``, Sum by default.
 
         ``reason`` is ``"ttl"``, ``"ttl-replicated"`` or ``"explicit"``.
+
+        Raises:
+            ValueError: another ``reason`` (the runtime never emits it: no data, ever).
         """
+        validation.check_choice("reason", reason, contract.REASONS)
         return self._runtime_metric(
             contract.METRIC_SESSIONS_CLEANED, {contract.DIMENSION_REASON: reason}, options
         )
@@ -701,14 +712,26 @@ class SessionExpiry(Construct):
         """``CleanupFailures`` (embedded metric) for one ``action``, Sum by default.
 
         ``action`` is ``"DeleteConnection"``, ``"RetireGrant"``, ``"DeleteScratch"``,
-        ``"Decode"``, ``"TimeGuard"``, ``"Archive"`` or ``"PublishEvent"``.
+        ``"Decode"``, ``"TimeGuard"``, ``"Archive"``, ``"PublishEvent"`` or ``"Unexpected"``.
+
+        Raises:
+            ValueError: another ``action`` (the runtime never emits it).
         """
+        validation.check_choice("action", action, contract.ACTIONS)
         return self._runtime_metric(
             contract.METRIC_CLEANUP_FAILURES, {contract.DIMENSION_ACTION: action}, options
         )
 
     def metric_records_skipped(self, *, cause: str, **options: Any) -> cloudwatch.Metric:
-        """``RecordsSkipped`` (embedded metric) for one ``cause``, Sum by default."""
+        """``RecordsSkipped`` (embedded metric) for one ``cause``, Sum by default.
+
+        ``cause`` is ``"NotRemove"``, ``"NoOldImage"``, ``"MissingAttributes"``,
+        ``"NoSequenceNumber"`` or ``"DuplicateInBatch"``.
+
+        Raises:
+            ValueError: another ``cause`` (the runtime never emits it).
+        """
+        validation.check_choice("cause", cause, contract.CAUSES)
         return self._runtime_metric(
             contract.METRIC_RECORDS_SKIPPED, {contract.DIMENSION_CAUSE: cause}, options
         )

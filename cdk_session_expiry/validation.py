@@ -1,16 +1,119 @@
 """Early validation of SessionExpiry props.
 
 Every check skips values that are CDK tokens (``Token.is_unresolved``): their value is only
-known at deploy time. Every error is a ``ValueError`` whose message names the prop, the bad
-value and what is expected.
+known at deploy time. Every error is a ``ValueError`` (a value of the wrong type is a
+:class:`PropTypeError`, also a ``TypeError``) whose message names the prop, the bad value and
+what is expected.
 """
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Token
+from collections.abc import Callable, Mapping, Sequence
+
+from aws_cdk import Duration, RemovalPolicy, Token
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 
 #: DynamoDB attribute names are 1..255 bytes (DynamoDB developer guide, "Naming rules").
 _MAX_ATTRIBUTE_NAME_BYTES = 255
+
+
+def shown(value: object) -> str:
+    """How a prop value appears in an error: a Duration in words, a construct by its path."""
+    if isinstance(value, Duration):
+        return value.to_human_string()
+    path = getattr(getattr(value, "node", None), "path", None)
+    if isinstance(path, str):  # a construct
+        return f"<{type(value).__name__} {path}>"
+    return repr(value)
+
+
+def _has(*attributes: str) -> Callable[[object], bool]:
+    # jsii interfaces (IKey, IBucket, ...) are not runtime-checkable: look for their members.
+    return lambda value: all(hasattr(value, a) for a in attributes)
+
+
+def _is(kind: type) -> Callable[[object], bool]:
+    return lambda value: isinstance(value, kind)
+
+
+def _alarm_actions(value: object) -> bool:
+    return (
+        isinstance(value, Sequence)
+        and not isinstance(value, (str, bytes))
+        and all(hasattr(a, "bind") for a in value)
+    )
+
+
+_DURATION = ("a Duration, e.g. Duration.hours(6)", _is(Duration))
+_BOOL = ("True or False", _is(bool))
+_BUCKET = ("an s3.IBucket", _has("bucket_arn", "bucket_name"))
+_KEY = ("a kms.IKey", _has("key_arn", "key_id"))
+
+#: What each typed prop of ``SessionExpiry`` must be (``None`` is always left to the prop's
+#: default): a description for the error and a test.
+PROP_TYPES: Mapping[str, tuple[str, Callable[[object], bool]]] = {
+    "table": ("a dynamodb.ITable", _has("table_name", "table_arn")),
+    "table_encryption_key": _KEY,
+    "removal_policy": ("a RemovalPolicy, e.g. RemovalPolicy.RETAIN", _is(RemovalPolicy)),
+    "deletion_protection": _BOOL,
+    "cleanup_timeout": _DURATION,
+    "cleanup_log_retention": ("a logs.RetentionDays member", _is(logs.RetentionDays)),
+    "max_batching_window": _DURATION,
+    "max_record_age": _DURATION,
+    "failure_queue": ("an sqs.IQueue", _has("queue_arn", "queue_url")),
+    "websocket_stage": ("an apigatewayv2.IWebSocketStage", _has("api", "stage_name")),
+    "grant_key": _KEY,
+    "scratch_bucket": _BUCKET,
+    "tenant_scoped_scratch": _BOOL,
+    "scratch_retention": _DURATION,
+    "alarm_iterator_age_threshold": _DURATION,
+    "alarm_actions": ("a list of cloudwatch.IAlarmAction, e.g. [SnsAction(topic)]", _alarm_actions),
+    "expiry_sweep_interval": _DURATION,
+    "alarm_ttl_health_window": _DURATION,
+    "cleanup_enabled": _BOOL,
+    "cleanup_dry_run": _BOOL,
+    "archive_bucket": _BUCKET,
+    "archive_transition_after": _DURATION,
+    "archive_transition_storage_class": ("an s3.StorageClass", _is(s3.StorageClass)),
+    "archive_expiration": _DURATION,
+    "event_bus": ("an events.IEventBus", _has("event_bus_arn", "event_bus_name")),
+    "failure_destination_bucket": _BUCKET,
+}
+
+
+class PropTypeError(TypeError, ValueError):
+    """A prop of the wrong type. A ``TypeError``, and a ``ValueError`` like every other
+    rejected prop, so ``except ValueError`` catches all of them."""
+
+
+def check_prop_types(props: Mapping[str, object]) -> None:
+    """Reject a prop of the wrong type before anything reads it.
+
+    ``props`` maps prop names to the values given; names not in :data:`PROP_TYPES` and ``None``
+    values are ignored.
+
+    Raises:
+        PropTypeError: e.g. ``max_record_age=3600`` (an int, not a ``Duration``) or a bucket
+            given as ``websocket_stage``; the message names the prop, the value and the type
+            expected.
+    """
+    for name, value in props.items():
+        if value is None or name not in PROP_TYPES:
+            continue
+        expected, test = PROP_TYPES[name]
+        if not test(value):
+            raise PropTypeError(f"{name}={shown(value)}: expected {expected}")
+
+
+def check_choice(name: str, value: object, choices: Sequence[str]) -> None:
+    """Reject a value outside ``choices`` (e.g. a metric dimension value the runtime never emits).
+
+    Raises:
+        ValueError: ``value`` is not one of ``choices``.
+    """
+    if value not in choices:
+        raise ValueError(f"{name}={value!r}: expected one of {', '.join(map(repr, choices))}")
 
 
 def is_token(value: object) -> bool:

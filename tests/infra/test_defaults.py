@@ -405,9 +405,9 @@ def test_metric_time_to_live_deleted_item_count(synth: Synth) -> None:
         ),
         (
             "metric_records_skipped",
-            {"cause": "no-old-image"},
+            {"cause": "NoOldImage"},
             contract.METRIC_RECORDS_SKIPPED,
-            {contract.DIMENSION_CAUSE: "no-old-image"},
+            {contract.DIMENSION_CAUSE: "NoOldImage"},
             "Sum",
         ),
         ("metric_ttl_lag", {}, contract.METRIC_TTL_LAG, None, "Maximum"),

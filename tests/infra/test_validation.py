@@ -370,3 +370,76 @@ def test_fails_table_v2_stream_without_old_images(stack: Stack) -> None:
 def test_fails_table_v2_without_stream(stack: Stack) -> None:
     table = _table_v2(stack, dynamo_stream=None)
     _fails(stack, "table Validation/OwnV2 has no stream", table=table)
+
+
+# --- types ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("prop", "value", "expected"),
+    [
+        ("max_record_age", 3600, "3600: expected a Duration"),
+        ("cleanup_timeout", 300, "300: expected a Duration"),
+        ("scratch_retention", 7, "7: expected a Duration"),
+        ("expiry_sweep_interval", "5 minutes", "'5 minutes': expected a Duration"),
+        ("grant_key", "arn:aws:kms:us-east-1:123456789012:key/x", "expected a kms.IKey"),
+        ("websocket_stage", "BUCKET", "expected an apigatewayv2.IWebSocketStage"),
+        ("alarm_actions", "arn:aws:sns:us-east-1:123456789012:t", "expected a list of"),
+        ("tenant_scoped_scratch", "false", "'false': expected True or False"),
+        ("removal_policy", "retain", "'retain': expected a RemovalPolicy"),
+    ],
+)
+def test_fails_prop_of_the_wrong_type(stack: Stack, prop: str, value: Any, expected: str) -> None:
+    with pytest.raises(TypeError, match=f"^{prop}=.*" + re.escape(expected)):
+        SessionExpiry(stack, "Sessions", **{prop: value})
+
+
+def test_fails_a_bucket_given_as_websocket_stage_names_the_bucket_by_path(stack: Stack) -> None:
+    bucket = s3.Bucket(stack, "Scratch")
+    _fails(
+        stack,
+        r"^websocket_stage=<Bucket Validation/Scratch>: expected an apigatewayv2\.IWebSocketStage",
+        websocket_stage=bucket,
+    )
+
+
+def test_fails_table_only_prop_with_an_existing_table_names_the_key_by_path(stack: Stack) -> None:
+    key = kms.Key(stack, "TableKey")
+    _fails(
+        stack,
+        r"^table_encryption_key=<Key Validation/TableKey> applies only to a table the construct",
+        table=_table(stack),
+        table_encryption_key=key,
+    )
+
+
+def test_fails_scratch_retention_without_bucket_shows_the_duration(stack: Stack) -> None:
+    _fails(
+        stack,
+        r"^scratch_retention=3 days is set without scratch_bucket",
+        scratch_retention=Duration.days(3),
+    )
+
+
+def test_fails_tenant_scoped_scratch_without_bucket(stack: Stack) -> None:
+    _fails(
+        stack,
+        r"^tenant_scoped_scratch=True is set without scratch_bucket",
+        tenant_scoped_scratch=True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("method", "kwargs", "match"),
+    [
+        ("metric_sessions_cleaned", {"reason": "bogus"}, r"^reason='bogus': expected one of 'ttl'"),
+        ("metric_cleanup_failures", {"action": "Delete"}, r"^action='Delete': expected one of"),
+        ("metric_records_skipped", {"cause": "no-old-image"}, r"^cause='no-old-image': expected"),
+    ],
+)
+def test_fails_metric_for_a_dimension_value_the_runtime_never_emits(
+    stack: Stack, method: str, kwargs: dict[str, str], match: str
+) -> None:
+    sessions = SessionExpiry(stack, "Sessions")
+    with pytest.raises(ValueError, match=match):
+        getattr(sessions, method)(**kwargs)
