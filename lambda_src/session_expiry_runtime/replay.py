@@ -55,7 +55,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import boto3
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from .cleaner import SessionCleaner, build_clients, process_batch
 from .config import RuntimeConfig, validate_cleanup_config
@@ -382,7 +382,13 @@ def main(argv: Iterable[str] | None = None, session: boto3.session.Session | Non
     parser.add_argument("--key", help="object key in --bucket")
     parser.add_argument("--delete", action="store_true", help="delete a replayed S3 object")
     parser.add_argument("--dry-run", action="store_true", help="read and report; change nothing")
-    parser.add_argument("--max-messages", type=int, default=None)
+    parser.add_argument(
+        "--max-messages",
+        type=int,
+        default=None,
+        metavar="N",
+        help="stop after N queue messages (default: until the queue answers none)",
+    )
     parser.add_argument(
         "--env-from-function",
         metavar="NAME",
@@ -391,7 +397,15 @@ def main(argv: Iterable[str] | None = None, session: boto3.session.Session | Non
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.bucket and not args.key:
         parser.error("--bucket needs --key")
-    session = session or boto3.session.Session()
+    try:
+        return _replay(args, session or boto3.session.Session())
+    except (ClientError, BotoCoreError, ValueError) as exc:
+        # An operator runs this by hand: one line saying what failed, not a traceback.
+        print(f"replay: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
     env = (
         environment_of_function(session.client("lambda"), args.env_from_function)
         if args.env_from_function

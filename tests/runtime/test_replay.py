@@ -268,6 +268,19 @@ def test_the_cli_replays_the_queue(
     assert failed.queued() == 0
 
 
+def test_fails_cli_on_an_unknown_function_with_one_line_not_a_traceback(
+    sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = replay.main(
+        ["--queue-url", "https://sqs.example/q", "--env-from-function", "nope"], session=SESSION
+    )
+
+    assert status == 2
+    err = capsys.readouterr().err
+    assert err.startswith("replay: ResourceNotFoundException:") and "nope" in err
+    assert "Traceback" not in err
+
+
 def test_getrecords_records_are_reshaped_like_lambdas() -> None:
     record = {
         "eventID": "e",
