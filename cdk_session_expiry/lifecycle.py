@@ -20,7 +20,10 @@ from aws_cdk import aws_s3 as s3
 from .validation import is_token
 
 #: S3 object keys, and so prefixes, are at most 1,024 bytes.
-_MAX_PREFIX_BYTES = 1024
+#: S3 keys are at most 1,024 bytes. A session's scratch prefix adds its tenant and session id
+#: (255 characters each at most) and a 32-character incarnation under the root, an archive key
+#: up to about 600 bytes under its prefix: 256 bytes for the root leaves them room.
+_MAX_PREFIX_BYTES = 256
 #: ``[`` and ``]`` too: the runtime (``prefixes.validate_scratch_root``) refuses them as
 #: wildcards, and a deployed cleanup would then fail on every invocation.
 _FORBIDDEN = {
@@ -45,7 +48,7 @@ def check_scratch_root(root: str, name: str = "scratch_root") -> None:
     Accepted: ``"sessions/"``, ``"app/sessions/"``. Rejected, each with a ``ValueError`` naming
     the value and the expected form: empty, a leading ``/``, ``*``, ``?``, ``[``, ``]`` or ``$``, no
     trailing ``/``, an empty, ``.`` or ``..`` path segment, control characters, and more than
-    1,024 bytes. ``name`` is the prop named in the message (the archive prefix uses the same
+    256 bytes (room for the per-session parts within S3's 1,024-byte keys). ``name`` is the prop named in the message (the archive prefix uses the same
     rules).
     """
     if is_token(root):

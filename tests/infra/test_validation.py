@@ -189,7 +189,7 @@ def test_fails_alarm_iterator_age_threshold_not_below_stream_retention(
         ("app//sessions/", "without empty, '.' or '..' path segments"),
         ("../sessions/", "without empty, '.' or '..' path segments"),
         ("sessions\n/", "without control characters"),
-        ("s" * 1024 + "/", "expected at most 1024 bytes"),
+        ("s" * 256 + "/", "expected at most 256 bytes"),
     ],
 )
 def test_fails_scratch_root(stack: Stack, root: str, reason: str) -> None:
