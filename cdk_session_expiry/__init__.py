@@ -3,7 +3,8 @@
 Re-exports only; see :class:`SessionExpiry`.
 """
 
-from .construct import CLEANUP_RUNTIME, SessionExpiry
+from .assets import CLEANUP_RUNTIME
+from .construct import SessionExpiry
 from .filters import CleanupEventFilter
 
 __all__ = ["CLEANUP_RUNTIME", "CleanupEventFilter", "SessionExpiry"]

@@ -1,4 +1,4 @@
-"""Code assets of the cleanup function and the runtime layer, built without Docker.
+"""The runtime's code assets and the functions that run them, built without Docker.
 
 Both assets are copies of the runtime package (located by ``runtime_package_dir()`` from this
 file, so an installed wheel and an editable checkout both work), placed where Lambda looks:
@@ -18,14 +18,30 @@ from pathlib import Path
 from typing import Any
 
 import jsii
-from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
+from aws_cdk import AssetHashType, BundlingOptions, DockerImage, Duration, ILocalBundling
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
 
 from . import _runtime_contract as contract
 
 #: A name that makes it obvious in any error output that Docker was never meant to run.
 _NO_DOCKER_IMAGE = "local-bundling-only"
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
+
+#: The newest Python runtime aws-cdk-lib offers (a test fails when a newer one appears).
+CLEANUP_RUNTIME = lambda_.Runtime.PYTHON_3_14
+CLEANUP_ARCHITECTURE = lambda_.Architecture.ARM_64
+#: Runtimes the runtime layer declares: every Python the session runtime supports (>= 3.10),
+#: so application functions need not move to the cleanup function's runtime.
+LAYER_RUNTIMES = (
+    lambda_.Runtime.PYTHON_3_10,
+    lambda_.Runtime.PYTHON_3_11,
+    lambda_.Runtime.PYTHON_3_12,
+    lambda_.Runtime.PYTHON_3_13,
+    CLEANUP_RUNTIME,
+)
 
 #: Layer directory that Lambda adds to ``sys.path`` for every Python runtime.
 LAYER_PYTHON_DIR = "python"
@@ -79,3 +95,43 @@ def runtime_layer_code() -> lambda_.Code:
         FileNotFoundError: the runtime package is missing (a broken install).
     """
     return _package_code(f"{LAYER_PYTHON_DIR}/{contract.RUNTIME_PACKAGE}")
+
+
+def runtime_function(
+    scope: Construct,
+    id: str,
+    *,
+    description: str,
+    handler: str,
+    role: iam.IRole,
+    log_group: logs.ILogGroup,
+    timeout: Duration,
+    memory_size: int,
+    environment: dict[str, str],
+    **extra: Any,
+) -> lambda_.Function:
+    """A function that runs a handler of the runtime package (the cleanup, the sweeper).
+
+    Every such function has :data:`CLEANUP_RUNTIME` on :data:`CLEANUP_ARCHITECTURE`, the code
+    asset of :func:`cleanup_function_code`, and Lambda's JSON log format at INFO: the runtime
+    logs one structured INFO line per session through stdlib ``logging``, which Lambda keeps
+    only when the application log level is set. ``extra`` goes to ``lambda_.Function``.
+    """
+    return lambda_.Function(
+        scope,
+        id,
+        description=description,
+        runtime=CLEANUP_RUNTIME,
+        architecture=CLEANUP_ARCHITECTURE,
+        handler=handler,
+        code=cleanup_function_code(),
+        role=role,
+        timeout=timeout,
+        memory_size=memory_size,
+        logging_format=lambda_.LoggingFormat.JSON,
+        application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
+        system_log_level_v2=lambda_.SystemLogLevel.WARN,
+        log_group=log_group,
+        environment=environment,
+        **extra,
+    )

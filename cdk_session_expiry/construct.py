@@ -28,20 +28,8 @@ from constructs import Construct
 from . import _runtime_contract as contract
 from . import alarms as alarm_defaults
 from . import archive, assets, failure_destination, fanout, lifecycle, sweeper, validation
+from .assets import LAYER_RUNTIMES
 from .filters import CleanupEventFilter, filter_criteria
-
-#: The newest Python runtime aws-cdk-lib offers (a test fails when a newer one appears).
-CLEANUP_RUNTIME = lambda_.Runtime.PYTHON_3_14
-CLEANUP_ARCHITECTURE = lambda_.Architecture.ARM_64
-#: Runtimes the runtime layer declares: every Python the session runtime supports (>= 3.10),
-#: so application functions need not move to the cleanup function's runtime.
-LAYER_RUNTIMES = (
-    lambda_.Runtime.PYTHON_3_10,
-    lambda_.Runtime.PYTHON_3_11,
-    lambda_.Runtime.PYTHON_3_12,
-    lambda_.Runtime.PYTHON_3_13,
-    CLEANUP_RUNTIME,
-)
 
 DEFAULT_CLEANUP_TIMEOUT = Duration.minutes(5)
 #: Lambda allocates CPU in proportion to memory (1,769 MB = one vCPU). The cleanup is CPU-bound
@@ -419,23 +407,15 @@ class SessionExpiry(Construct):
         )
         log_group.grant_write(self.cleanup_role)
         #: The function that cleans up after each removed session.
-        self.cleanup_function = lambda_.Function(
+        self.cleanup_function = assets.runtime_function(
             self,
             "CleanupFunction",
             description="Cleans up after expired and ended sessions (cdk-session-expiry)",
-            runtime=CLEANUP_RUNTIME,
-            architecture=CLEANUP_ARCHITECTURE,
             handler=contract.CLEANUP_HANDLER,
-            code=assets.cleanup_function_code(),
             role=self.cleanup_role,
+            log_group=log_group,
             timeout=cleanup_timeout,
             memory_size=cleanup_memory_size,
-            logging_format=lambda_.LoggingFormat.JSON,
-            # The runtime logs one INFO line per session through stdlib logging; Lambda's
-            # JSON format drops nothing at INFO, but only when the level is set explicitly.
-            application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
-            system_log_level_v2=lambda_.SystemLogLevel.WARN,
-            log_group=log_group,
             environment=self._cleanup_environment(max_workers),
         )
         self._grant_cleanup_targets(websocket_stage)
@@ -559,8 +539,6 @@ class SessionExpiry(Construct):
                 table=table,
                 interval=expiry_sweep_interval,
                 environment=sweep_env,
-                runtime=CLEANUP_RUNTIME,
-                architecture=CLEANUP_ARCHITECTURE,
                 log_retention=cleanup_log_retention,
                 metrics_namespace=metrics_namespace,
                 alarm_actions=actions,

@@ -48,8 +48,8 @@ def check_scratch_root(root: str, name: str = "scratch_root") -> None:
     Accepted: ``"sessions/"``, ``"app/sessions/"``. Rejected, each with a ``ValueError`` naming
     the value and the expected form: empty, a leading ``/``, ``*``, ``?``, ``[``, ``]`` or ``$``, no
     trailing ``/``, an empty, ``.`` or ``..`` path segment, control characters, and more than
-    256 bytes (room for the per-session parts within S3's 1,024-byte keys). ``name`` is the prop named in the message (the archive prefix uses the same
-    rules).
+    256 bytes (room for the per-session parts within S3's 1,024-byte keys). ``name`` is the
+    prop named in the message (the archive prefix uses the same rules).
     """
     if is_token(root):
         return

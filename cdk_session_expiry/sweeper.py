@@ -48,7 +48,6 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -170,7 +169,6 @@ class ExpirySweeper(Construct):
         interval: how often the sweeper runs (whole minutes, 1 minute..1 day).
         environment: the runtime variables the sweeper shares with the cleanup function (table
             name, key and TTL attribute names, metrics namespace, workers, dry run).
-        runtime, architecture: those of the cleanup function.
         log_retention: retention of the sweeper's log group.
         metrics_namespace: namespace of the runtime's embedded metrics.
         alarm_actions: actions of the errors alarm.
@@ -184,8 +182,6 @@ class ExpirySweeper(Construct):
         table: dynamodb.ITable,
         interval: Duration,
         environment: Mapping[str, str],
-        runtime: lambda_.Runtime,
-        architecture: lambda_.Architecture,
         log_retention: logs.RetentionDays,
         metrics_namespace: str,
         alarm_actions: Sequence[cloudwatch.IAlarmAction],
@@ -212,24 +208,18 @@ class ExpirySweeper(Construct):
         else:
             timeout = Duration.seconds(min(interval.to_seconds(), MAX_SWEEPER_TIMEOUT.to_seconds()))
         #: The sweeper function.
-        self.function = lambda_.Function(
+        self.function = assets.runtime_function(
             self,
             "Function",
             description="Deletes sessions whose time to live has passed (cdk-session-expiry)",
-            runtime=runtime,
-            architecture=architecture,
             handler=contract.SWEEPER_HANDLER,
-            code=assets.cleanup_function_code(),
             role=self.role,
+            log_group=log_group,
             timeout=timeout,
             memory_size=SWEEPER_MEMORY_SIZE,
-            logging_format=lambda_.LoggingFormat.JSON,
-            application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
-            system_log_level_v2=lambda_.SystemLogLevel.WARN,
-            log_group=log_group,
+            environment={**environment, **self.sweeper_environment()},
             # The next scheduled run is the retry; asynchronous retries would only overlap it.
             retry_attempts=0,
-            environment={**environment, **self.sweeper_environment()},
         )
         self.role.add_to_principal_policy(
             iam.PolicyStatement(

@@ -494,16 +494,8 @@ class SessionStore:
             values[":shard"] = {"S": self._sweep_shard(key)}
         return self._update_live(session_id, partition, key, now, update, names, values)
 
-    def heartbeat(
-        self,
-        session_id: str,
-        *,
-        ttl: timedelta | None = None,
-        expires_at: datetime | int | None = None,
-        partition: str | None = None,
-    ) -> Session:
-        """Alias of :meth:`touch`."""
-        return self.touch(session_id, ttl=ttl, expires_at=expires_at, partition=partition)
+    #: Alias of :meth:`touch`.
+    heartbeat = touch
 
     def attach_connection(
         self, session_id: str, connection_id: str, *, partition: str | None = None
