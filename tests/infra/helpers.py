@@ -26,3 +26,23 @@ def resources_of(template: dict[str, Any], resource_type: str) -> dict[str, dict
         for logical_id, resource in template["Resources"].items()
         if resource["Type"] == resource_type
     }
+
+
+class StackTemplate:
+    """Lookups by construct in a synthesized stack's template.
+
+    Subclasses synthesize in ``__init__`` and set ``stack`` and ``json`` (the template as a
+    dict); these methods find a construct's resource by its logical ID.
+    """
+
+    stack: Any
+    json: dict[str, Any]
+
+    def id(self, construct: Any) -> str:
+        return self.stack.get_logical_id(construct.node.default_child)  # type: ignore[no-any-return]
+
+    def resource(self, construct: Any) -> dict[str, Any]:
+        return self.json["Resources"][self.id(construct)]  # type: ignore[no-any-return]
+
+    def props(self, construct: Any) -> dict[str, Any]:
+        return self.resource(construct)["Properties"]  # type: ignore[no-any-return]

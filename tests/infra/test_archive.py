@@ -26,10 +26,12 @@ from cdk_session_expiry import SessionExpiry
 from cdk_session_expiry import _runtime_contract as contract
 from cdk_session_expiry.fanout import session_cleaned_event_pattern
 
+from .helpers import StackTemplate
+
 ENV = Environment(account="123456789012", region="eu-west-1")
 
 
-class Synth:
+class Synth(StackTemplate):
     def __init__(self, outdir: Path, cdk_context: dict[str, Any]) -> None:
         app = App(context=cdk_context, outdir=str(outdir))
         self.stack = stack = Stack(app, "Archive", env=ENV)
@@ -64,9 +66,6 @@ class Synth:
         )
         self.template = assertions.Template.from_stack(stack)
         self.json: dict[str, Any] = self.template.to_json()
-
-    def id(self, construct: Any) -> str:
-        return self.stack.get_logical_id(construct.node.default_child)
 
     def variables(self, sessions: SessionExpiry) -> dict[str, Any]:
         props = self.json["Resources"][self.id(sessions.cleanup_function)]["Properties"]

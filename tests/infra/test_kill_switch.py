@@ -12,10 +12,12 @@ from aws_cdk import App, Duration, Environment, Stack, assertions
 from cdk_session_expiry import SessionExpiry
 from cdk_session_expiry import _runtime_contract as contract
 
+from .helpers import StackTemplate
+
 ENV = Environment(account="123456789012", region="eu-west-1")
 
 
-class Synth:
+class Synth(StackTemplate):
     def __init__(self, outdir: Path, cdk_context: dict[str, Any]) -> None:
         app = App(context=cdk_context, outdir=str(outdir))
         self.stack = stack = Stack(app, "KillSwitch", env=ENV)
@@ -25,10 +27,6 @@ class Synth:
             stack, "Dry", cleanup_dry_run=True, expiry_sweep_interval=Duration.minutes(5)
         )
         self.json: dict[str, Any] = assertions.Template.from_stack(stack).to_json()
-
-    def props(self, construct: Any) -> dict[str, Any]:
-        logical_id = self.stack.get_logical_id(construct.node.default_child)
-        return self.json["Resources"][logical_id]["Properties"]  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")

@@ -30,13 +30,15 @@ from aws_cdk.assertions import Match
 from cdk_session_expiry import CleanupEventFilter, SessionExpiry
 from cdk_session_expiry import _runtime_contract as contract
 
+from .helpers import StackTemplate
+
 ENV = Environment(account="123456789012", region="eu-west-1")
 IMPORTED_STREAM_ARN = (
     "arn:aws:dynamodb:eu-west-1:123456789012:table/legacy-sessions/stream/2024-01-01T00:00:00.000"
 )
 
 
-class Synth:
+class Synth(StackTemplate):
     def __init__(self, outdir: Path, cdk_context: dict[str, Any]) -> None:
         app = App(context=cdk_context, outdir=str(outdir))
         self.stack = stack = Stack(app, "Overrides", env=ENV)
@@ -125,15 +127,6 @@ class Synth:
         self.template = assertions.Template.from_stack(stack)
         self.json: dict[str, Any] = self.template.to_json()
         self.annotations = assertions.Annotations.from_stack(stack)
-
-    def id(self, construct: Any) -> str:
-        return self.stack.get_logical_id(construct.node.default_child)
-
-    def resource(self, construct: Any) -> dict[str, Any]:
-        return self.json["Resources"][self.id(construct)]  # type: ignore[no-any-return]
-
-    def props(self, construct: Any) -> dict[str, Any]:
-        return self.resource(construct)["Properties"]  # type: ignore[no-any-return]
 
     def policy_statements(self, role: iam.IRole) -> list[dict[str, Any]]:
         policy = role.node.find_child("DefaultPolicy")

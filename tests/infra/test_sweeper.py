@@ -27,7 +27,7 @@ from cdk_nag import AwsSolutionsChecks
 from cdk_session_expiry import SessionExpiry, sweeper
 from cdk_session_expiry import _runtime_contract as contract
 
-from .helpers import resources_of
+from .helpers import StackTemplate, resources_of
 
 ENV = Environment(account="123456789012", region="eu-west-1")
 IMPORTED_STREAM_ARN = (
@@ -60,7 +60,7 @@ def _table_with_index(stack: Stack, id: str, *, index: bool = True, **gsi: Any) 
     return table
 
 
-class Synth:
+class Synth(StackTemplate):
     def __init__(self, outdir: Path, cdk_context: dict[str, Any]) -> None:
         app = App(context=cdk_context, outdir=str(outdir))
         self.stack = stack = Stack(app, "Sweeper", env=ENV)
@@ -97,12 +97,6 @@ class Synth:
         self.on.grant_session_access(self.app_function)
         self.template = assertions.Template.from_stack(stack)
         self.json: dict[str, Any] = self.template.to_json()
-
-    def id(self, construct: Any) -> str:
-        return self.stack.get_logical_id(construct.node.default_child)
-
-    def props(self, construct: Any) -> dict[str, Any]:
-        return self.json["Resources"][self.id(construct)]["Properties"]  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")

@@ -14,13 +14,15 @@ from aws_cdk import aws_sns as sns
 
 from cdk_session_expiry import SessionExpiry
 
+from .helpers import StackTemplate
+
 ENV = Environment(account="123456789012", region="eu-west-1")
 IMPORTED_STREAM_ARN = (
     "arn:aws:dynamodb:eu-west-1:123456789012:table/legacy-sessions/stream/2024-01-01T00:00:00.000"
 )
 
 
-class Synth:
+class Synth(StackTemplate):
     def __init__(self, outdir: Path, cdk_context: dict[str, Any]) -> None:
         app = App(context=cdk_context, outdir=str(outdir))
         self.stack = stack = Stack(app, "TtlHealth", env=ENV)
@@ -47,12 +49,6 @@ class Synth:
         )
         self.template = assertions.Template.from_stack(stack)
         self.json: dict[str, Any] = self.template.to_json()
-
-    def id(self, construct: Any) -> str:
-        return self.stack.get_logical_id(construct.node.default_child)
-
-    def props(self, construct: Any) -> dict[str, Any]:
-        return self.json["Resources"][self.id(construct)]["Properties"]  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")
