@@ -27,7 +27,7 @@ from constructs import Construct
 
 from . import _runtime_contract as contract
 from . import alarms as alarm_defaults
-from . import archive, assets, failure_destination, fanout, lifecycle, sweeper, validation
+from . import archive, assets, failure_destination, fanout, lifecycle, nag, sweeper, validation
 from .assets import LAYER_RUNTIMES
 from .filters import CleanupEventFilter, filter_criteria
 
@@ -562,6 +562,8 @@ class SessionExpiry(Construct):
                 actions=actions,
             )
             self.alarms.append(self.ttl_health_alarm)
+        #: The cdk-nag findings the design accepts, acknowledged with their reasons (``nag``).
+        self.nag_acknowledgements = nag.acknowledge_design_findings(self)
 
     # --- public API -------------------------------------------------------------------------
 
@@ -622,6 +624,7 @@ class SessionExpiry(Construct):
                     resource_arns=[self.grant_key.key_arn],
                 )
             )
+        self.nag_acknowledgements.extend(nag.acknowledge_session_access(self, function))
         if isinstance(function, lambda_.Function):
             for name, value in self.session_environment().items():
                 function.add_environment(name, value)

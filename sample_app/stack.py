@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, Duration, Stack, Token, Validations
+from aws_cdk import Acknowledgment, Duration, Stack, Validations
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
@@ -188,52 +188,8 @@ class SessionExpirySampleStack(Stack):
             self.sessions.grant_session_access(fn)
         # The session grant lets the message handler use the session key while it lasts.
         connect_fn.add_environment("SESSION_GRANTEE_ROLE_ARN", message_fn.role.role_arn)  # type: ignore[union-attr]
-        self.acknowledge(
-            self.sessions.cleanup_role.node.find_child("DefaultPolicy"),
-            "AwsSolutions-IAM5[Resource::*]",
-            "dynamodb:ListStreams has no resource-level scope; the stream read actions are "
-            "scoped to the session table's stream.",
-        )
-        self.acknowledge(
-            self.sessions.node.find_child("FailureQueue"),
-            "AwsSolutions-SQS3",
-            "This queue is the on-failure destination of the cleanup's event source mapping: "
-            "the dead end for failed batches, watched by an alarm. A DLQ behind it would only "
-            "move the same metadata again.",
-        )
-        for resource, reason in (
-            (
-                f"Resource::<{self.get_logical_id(scratch.node.default_child)}.Arn>/sessions/*",  # type: ignore[arg-type]
-                "Cleanup deletes any object of an ended session under the scratch root, and only "
-                "there; session prefixes are not known in advance.",
-            ),
-            (
-                f"Resource::<{self.get_logical_id(archive.node.default_child)}.Arn>/"  # type: ignore[arg-type]
-                f"{self.sessions.archive_prefix}*",
-                "Cleanup writes one object per cleaned session under the archive prefix "
-                "(PutObject only); the keys hold the session and sequence number, not known in "
-                "advance.",
-            ),
-            (
-                f"Resource::arn:<AWS::Partition>:execute-api:{self._nag_region_and_account()}:"
-                f"<{self.get_logical_id(api.node.default_child)}>/{stage_name}"  # type: ignore[arg-type]
-                "/DELETE/@connections/*",
-                "Cleanup deletes connections of ended sessions on this stage only (DELETE "
-                "method); connection ids are not known in advance.",
-            ),
-        ):
-            self.acknowledge(
-                self.sessions.cleanup_role.node.find_child("DefaultPolicy"),
-                f"AwsSolutions-IAM5[{resource}]",
-                reason,
-            )
-
-    def _nag_region_and_account(self) -> str:
-        """Region and account as cdk-nag spells them in a finding id: literal when the stack
-        has an environment, else the pseudo parameter."""
-        region = "<AWS::Region>" if Token.is_unresolved(self.region) else self.region
-        account = "<AWS::AccountId>" if Token.is_unresolved(self.account) else self.account
-        return f"{region}:{account}"
+        # The construct acknowledges the findings on its own resources itself
+        # (self.sessions.nag_acknowledgements); this stack acknowledges only its own.
 
     def acknowledge(self, construct: IConstruct, finding_id: str, reason: str) -> None:
         """Acknowledge one cdk-nag finding on ``construct`` (the narrowest that holds it)."""
