@@ -1,4 +1,4 @@
-"""Replay batches the cleanup gave up on, from the on-failure destination.
+"""Replay batches the cleanup gave up on, from the on-failure destination, never losing one.
 
 **SQS (the default on-failure queue)** receives only metadata of a failed batch, never the
 records (AWS Lambda Developer Guide, "Retain discarded records for a DynamoDB event source in
@@ -18,15 +18,30 @@ Lambda")::
 
 :func:`replay_queue` reads each message, reads that sequence range back from the stream
 (``GetShardIterator`` ``AT_SEQUENCE_NUMBER`` at the start, ``GetRecords`` until past the end),
-reshapes the records into the Lambda event form, runs them through :func:`process_batch` with
-a :class:`SessionCleaner`, and deletes the message only when no record failed. The stream keeps
-records for 24 hours: an older range (``TrimmedDataAccessException``, or records missing from
-its start) is reported as :class:`RangeAgedOut` and the message is kept, for an operator to
-decide (the old images are gone; the archive bucket, if any, still has the sessions that were
-archived).
+reshapes the records into the Lambda event form and runs them through :func:`process_batch` with
+a :class:`SessionCleaner`. The stream keeps records for 24 hours: an older range
+(``TrimmedDataAccessException``, or records missing from its start) is reported as
+``aged-out`` and the message is kept, for an operator to decide (the old images are gone; the
+archive bucket, if any, still has the sessions that were archived).
 
 **S3 on-failure destination** objects carry the same metadata plus ``payload``, the whole
-invocation event; :func:`replay_s3_object` re-runs that payload, with no 24 hour limit.
+invocation event; :func:`replay_s3_object` re-runs that payload, with no 24 hour limit. The
+payload must cover the range exactly: records of the stream named, the first at the start
+sequence number, the last at the end, none outside.
+
+**When a message is deleted.** Only when its whole range was read back (or its payload covers
+it), it holds at least one ``REMOVE`` record, and every ``REMOVE`` record in it was cleaned.
+Anything else keeps the message and reports why (:data:`STATUSES`). Records that are not
+``REMOVE`` records are skipped (the cleanup skips them too) and do not keep a message.
+
+**One message's error is that message's.** Malformed metadata (a short shard id makes botocore
+raise ``ParamValidationError``), an AWS error, an endpoint or timeout error, or a bug are
+reported for that message, which is kept; the run goes on with the next message.
+
+**No cleanup target, no run.** Without ``SESSION_EXPIRY_WEBSOCKET_ENDPOINT``,
+``SESSION_EXPIRY_GRANT_KEY_ARN`` or ``SESSION_EXPIRY_SCRATCH_BUCKET`` every record would be
+skipped as ``MissingAttributes``; replay refuses to start (:class:`NoCleanupTarget`) and touches
+no message.
 
 The range of a failed batch covers every record of the batch: records that did succeed are
 cleaned again (every step is idempotent), and records the event source mapping's filter had
@@ -37,28 +52,48 @@ CLI (same environment variables as the cleanup function; the credentials need
 ``GetRecords`` on the stream, and the cleanup's own permissions)::
 
     python -m session_expiry_runtime.replay --queue-url URL [--dry-run] [--max-messages N]
-    python -m session_expiry_runtime.replay --bucket NAME --key KEY [--dry-run]
+    python -m session_expiry_runtime.replay --bucket NAME --key KEY [--dry-run] [--delete]
     python -m session_expiry_runtime.replay ... --env-from-function CLEANUP_FUNCTION_NAME
 
-Exit status 0 when everything was replayed (or, with ``--dry-run``, could be), 1 otherwise;
-one JSON line per message on stdout.
+Stdout: exactly one JSON object per line, one line per message or object, written as each is
+done. Metrics (embedded metric format) and logs go to stderr. Exit status
+(:data:`EXIT_ALL_REPLAYED`, :data:`EXIT_SOME_KEPT`, :data:`EXIT_COULD_NOT_RUN`): 0 every message
+was replayed (with ``--dry-run``: could be) or the queue was empty; 1 at least one message was
+kept (its line says why); 2 the replay could not run (no cleanup target, bad settings, an
+unknown function, the queue or object could not be read).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import boto3
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
-from .cleaner import SessionCleaner, build_clients, process_batch
-from .config import RuntimeConfig, validate_cleanup_config
+from .cleaner import (
+    OUTCOME_CLEANED,
+    OUTCOME_DRY_RUN,
+    RecordResult,
+    SessionCleaner,
+    build_clients,
+    process_batch,
+)
+from .config import (
+    ENV_GRANT_KEY_ARN,
+    ENV_SCRATCH_BUCKET,
+    ENV_WEBSOCKET_ENDPOINT,
+    RuntimeConfig,
+    validate_cleanup_config,
+)
+from .decode import parse_record
 from .metrics import MetricsRecorder
 from .stream_records import to_lambda_record
 
@@ -73,11 +108,38 @@ MAX_EMPTY_PAGES = 5
 #: How long a received message stays invisible while it is replayed.
 VISIBILITY_TIMEOUT_SECONDS = 300
 
+#: Every REMOVE record of the range was cleaned; the message (object) is deleted.
 STATUS_REPLAYED = "replayed"
+#: A record failed again, or an AWS call, the endpoint or the replay itself failed: kept.
 STATUS_FAILED = "failed"
+#: The range is older than the stream's 24 hour retention: kept.
 STATUS_AGED_OUT = "aged-out"
+#: Not a DynamoDB stream on-failure record, malformed metadata, or a payload that does not
+#: cover its range (empty, records of the wrong shape, another stream or range): kept.
 STATUS_INVALID = "invalid"
+#: The range holds no REMOVE record, or none of its REMOVE records was cleaned (all skipped,
+#: e.g. no old image or nothing the configured targets can clean): kept.
+STATUS_NOTHING_CLEANED = "nothing-cleaned"
+#: Some REMOVE records were cleaned, others were skipped (see ``not_cleaned``): kept.
+STATUS_PARTLY_CLEANED = "partly-cleaned"
+#: ``--dry-run``: every REMOVE record would be cleaned (nothing was changed; kept).
 STATUS_DRY_RUN = "dry-run"
+STATUSES = (
+    STATUS_REPLAYED,
+    STATUS_FAILED,
+    STATUS_AGED_OUT,
+    STATUS_INVALID,
+    STATUS_NOTHING_CLEANED,
+    STATUS_PARTLY_CLEANED,
+    STATUS_DRY_RUN,
+)
+
+EXIT_ALL_REPLAYED = 0
+EXIT_SOME_KEPT = 1
+EXIT_COULD_NOT_RUN = 2
+
+#: The settings that name a cleanup target; without any of them replay refuses to run.
+CLEANUP_TARGET_SETTINGS = (ENV_WEBSOCKET_ENDPOINT, ENV_GRANT_KEY_ARN, ENV_SCRATCH_BUCKET)
 
 
 class ReplayError(Exception):
@@ -86,6 +148,18 @@ class ReplayError(Exception):
 
 class RangeAgedOut(ReplayError):
     """The batch's records are no longer in the stream (older than its 24 hour retention)."""
+
+
+class NoCleanupTarget(ValueError):
+    """No cleanup target is configured: every record would be skipped, so replay refuses."""
+
+
+class QueueReadError(ReplayError):
+    """Receiving from the queue failed; ``outcomes`` holds the messages handled before."""
+
+    def __init__(self, detail: str, outcomes: list[ReplayOutcome]) -> None:
+        super().__init__(detail)
+        self.outcomes = outcomes
 
 
 @dataclass(frozen=True)
@@ -102,12 +176,28 @@ class BatchInfo:
 
 @dataclass
 class ReplayOutcome:
-    """What happened to one failure message or object."""
+    """What happened to one failure message or object (one JSON line of the CLI).
+
+    Attributes:
+        source: ``sqs:<message id>`` or ``s3://<bucket>/<key>``.
+        status: one of :data:`STATUSES`.
+        records: records read back (or in the payload).
+        removes: ``REMOVE`` records among them.
+        cleaned: ``REMOVE`` records cleaned (with ``--dry-run``: that would be).
+        failed_sequence_numbers: records that failed again.
+        not_cleaned: sequence number -> skip cause (``config.CAUSE_*``) of each ``REMOVE``
+            record that was skipped.
+        error: why the message was kept, when that is not in the fields above.
+        deleted: the message (object) was deleted.
+    """
 
     source: str
     status: str
     records: int = 0
+    removes: int = 0
+    cleaned: int = 0
     failed_sequence_numbers: list[str] = field(default_factory=list)
+    not_cleaned: dict[str, str] = field(default_factory=dict)
     error: str | None = None
     deleted: bool = False
 
@@ -250,14 +340,161 @@ def read_range(
     return records
 
 
+def configured_targets(config: RuntimeConfig) -> list[str]:
+    """The settings of ``config`` that name a cleanup target (:data:`CLEANUP_TARGET_SETTINGS`)."""
+    values = {
+        ENV_WEBSOCKET_ENDPOINT: config.websocket_endpoint,
+        ENV_GRANT_KEY_ARN: config.grant_key_arn,
+        ENV_SCRATCH_BUCKET: config.scratch_bucket,
+    }
+    return [name for name, value in values.items() if value]
+
+
+def require_cleanup_target(config: RuntimeConfig) -> None:
+    """Refuse to replay with a configuration that can clean nothing.
+
+    Raises:
+        NoCleanupTarget: none of :data:`CLEANUP_TARGET_SETTINGS` is set.
+    """
+    if not configured_targets(config):
+        raise NoCleanupTarget(
+            f"no cleanup target is configured ({', '.join(CLEANUP_TARGET_SETTINGS)} are all "
+            "unset): every record would be skipped and its failure lost. Run with the cleanup "
+            "function's environment, or pass --env-from-function CLEANUP_FUNCTION_NAME"
+        )
+
+
+def _payload_sequence_number(record: object, index: int, info: BatchInfo) -> int:
+    if not isinstance(record, Mapping):
+        raise ReplayError(f"payload record {index} is not a DynamoDB stream record")
+    body = record.get("dynamodb")
+    number = body.get("SequenceNumber") if isinstance(body, Mapping) else None
+    if not (isinstance(number, str) and number.isascii() and number.isdigit()):
+        raise ReplayError(
+            f"payload record {index} is not a DynamoDB stream record (no decimal "
+            "dynamodb.SequenceNumber)"
+        )
+    source = record.get("eventSourceARN")
+    if source is not None and source != info.stream_arn:
+        raise ReplayError(
+            f"payload record {index} comes from {source!r}, not the failed batch's stream "
+            f"{info.stream_arn!r}"
+        )
+    return int(number)
+
+
+def payload_records(payload: object, info: BatchInfo) -> list[dict[str, Any]]:
+    """The records of an S3 on-failure object's ``payload``, checked to cover ``info``'s range.
+
+    Raises:
+        ReplayError: the payload is not an invocation event with a non-empty ``Records`` list,
+            a record is not a DynamoDB stream record or comes from another stream, a sequence
+            number lies outside ``start..end``, or the first/last record is not at the range's
+            start/end (the payload does not hold the whole batch).
+    """
+    records = payload.get("Records") if isinstance(payload, Mapping) else None
+    if not isinstance(records, list) or not records:
+        raise ReplayError("payload holds no Records: not the invocation event of the failed batch")
+    numbers = [_payload_sequence_number(r, i, info) for i, r in enumerate(records)]
+    start, end = int(info.start_sequence_number), int(info.end_sequence_number)
+    outside = [n for n in numbers if not start <= n <= end]
+    if outside:
+        raise ReplayError(
+            f"payload record {outside[0]} lies outside the failed range {start}..{end}"
+        )
+    if numbers[0] != start or numbers[-1] != end:
+        raise ReplayError(
+            f"payload covers {numbers[0]}..{numbers[-1]}, not the whole failed range {start}..{end}"
+        )
+    return [dict(r) for r in records]
+
+
+class _RecordingCleaner(SessionCleaner):
+    """The caller's cleaner (same clients, metrics and logger), keeping every record's result:
+    :func:`process_batch` answers only the failed ones, and replay must know which REMOVE
+    records were cleaned and which were skipped."""
+
+    def __init__(self, base: SessionCleaner, *, dry_run: bool) -> None:
+        config = replace(base.config, dry_run=True) if dry_run else base.config
+        super().__init__(config, base.clients, base.metrics, logger=base.logger)
+        self.results: dict[str, RecordResult] = {}
+        self._lock = threading.Lock()
+
+    def clean(self, raw: object, **kwargs: Any) -> RecordResult:
+        return self._keep(super().clean(raw, **kwargs))
+
+    def not_started(self, raw: object) -> RecordResult:
+        return self._keep(super().not_started(raw))
+
+    def _keep(self, result: RecordResult) -> RecordResult:
+        if result.sequence_number is not None:
+            with self._lock:
+                self.results[result.sequence_number] = result
+        return result
+
+
 def replay_records(
-    records: Sequence[Mapping[str, Any]], cleaner: SessionCleaner, *, dry_run: bool = False
-) -> list[str]:
-    """Run ``records`` through the cleanup; return the sequence numbers that failed again."""
-    if dry_run:
-        return []
-    response = process_batch({"Records": list(records)}, None, cleaner)
-    return [f["itemIdentifier"] for f in response["batchItemFailures"]]
+    records: Sequence[Mapping[str, Any]],
+    cleaner: SessionCleaner,
+    *,
+    dry_run: bool = False,
+    source: str = "records",
+) -> ReplayOutcome:
+    """Run ``records`` (one whole failed range) through the cleanup and judge the outcome.
+
+    ``replayed`` (``dry-run``) only when there is at least one ``REMOVE`` record and every one
+    was cleaned (would be); ``failed`` when a record failed again; ``nothing-cleaned`` /
+    ``partly-cleaned`` when ``REMOVE`` records were skipped. With ``dry_run`` (or a dry-run
+    ``cleaner``) the records are classified and previewed, and nothing is changed.
+    """
+    dry_run = dry_run or cleaner.config.dry_run
+    recording = _RecordingCleaner(cleaner, dry_run=dry_run)
+    response = process_batch({"Records": list(records)}, None, recording)
+    failed = [f["itemIdentifier"] for f in response["batchItemFailures"]]
+    removes = list(
+        dict.fromkeys(
+            p.sequence_number
+            for p in map(parse_record, records)
+            if p.event_name == "REMOVE" and p.sequence_number is not None
+        )
+    )
+    done = OUTCOME_DRY_RUN if dry_run else OUTCOME_CLEANED
+    results = recording.results
+    cleaned = {s for s in removes if s in results and results[s].outcome == done}
+    not_cleaned: dict[str, str] = {}
+    for number in removes:
+        if number not in cleaned and number not in failed:
+            result = results.get(number)
+            not_cleaned[number] = (result.cause or result.outcome) if result else "not-run"
+    outcome = ReplayOutcome(
+        source,
+        STATUS_FAILED,
+        records=len(records),
+        removes=len(removes),
+        cleaned=len(cleaned),
+        failed_sequence_numbers=failed,
+        not_cleaned=not_cleaned,
+    )
+    if failed:
+        return outcome
+    if not removes:
+        outcome.status = STATUS_NOTHING_CLEANED
+        outcome.error = "the range holds no REMOVE record: nothing to clean"
+    elif not cleaned:
+        outcome.status = STATUS_NOTHING_CLEANED
+        outcome.error = "no REMOVE record was cleaned (see not_cleaned for each cause)"
+    elif len(cleaned) < len(removes):
+        outcome.status = STATUS_PARTLY_CLEANED
+        outcome.error = "some REMOVE records were skipped (see not_cleaned for each cause)"
+    else:
+        outcome.status = STATUS_DRY_RUN if dry_run else STATUS_REPLAYED
+    return outcome
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, ClientError):
+        return f"{_error_code(exc)}: {exc}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def replay_message(
@@ -269,22 +506,82 @@ def replay_message(
     source: str = "message",
     now: Callable[[], datetime] | None = None,
 ) -> ReplayOutcome:
-    """Replay one on-failure record (SQS metadata, or an S3 object with ``payload``)."""
+    """Replay one on-failure record (SQS metadata, or an S3 object with ``payload``).
+
+    Never raises: every error of this message becomes its outcome (``invalid`` for input the
+    stream or the checks refuse, ``aged-out``, else ``failed`` with the error).
+    """
     try:
         info, payload = parse_failure_record(body)
-        if isinstance(payload, Mapping) and isinstance(payload.get("Records"), list):
-            records = list(payload["Records"])
+        if payload is not None:
+            records = payload_records(payload, info)
         else:
             records = read_range(streams, info, now=now)
+        return replay_records(records, cleaner, dry_run=dry_run, source=source)
     except RangeAgedOut as exc:
         return ReplayOutcome(source, STATUS_AGED_OUT, error=str(exc))
     except ReplayError as exc:
         return ReplayOutcome(source, STATUS_INVALID, error=str(exc))
-    except ClientError as exc:
-        return ReplayOutcome(source, STATUS_FAILED, error=f"{_error_code(exc)}: {exc}")
-    failed = replay_records(records, cleaner, dry_run=dry_run)
-    status = STATUS_DRY_RUN if dry_run else (STATUS_FAILED if failed else STATUS_REPLAYED)
-    return ReplayOutcome(source, status, records=len(records), failed_sequence_numbers=failed)
+    except ParamValidationError as exc:
+        # botocore refused the metadata before sending it (e.g. a shard id shorter than 28).
+        return ReplayOutcome(source, STATUS_INVALID, error=_error_text(exc))
+    except Exception as exc:  # ClientError, endpoint/timeout errors, a bug: this message only
+        return ReplayOutcome(source, STATUS_FAILED, error=_error_text(exc))
+
+
+def _receive(
+    sqs: Any, queue_url: str, want: int, wait_seconds: int, outcomes: list[ReplayOutcome]
+) -> list[dict[str, Any]]:
+    try:
+        answer = sqs.receive_message(
+            QueueUrl=queue_url,
+            MaxNumberOfMessages=want,
+            WaitTimeSeconds=wait_seconds,
+            VisibilityTimeout=VISIBILITY_TIMEOUT_SECONDS,
+        )
+    except (ClientError, BotoCoreError) as exc:
+        raise QueueReadError(
+            f"ReceiveMessage from {queue_url} failed: {_error_text(exc)}", outcomes
+        ) from exc
+    return list(answer.get("Messages") or [])
+
+
+def _delete(outcome: ReplayOutcome, what: str, call: Callable[[], Any]) -> None:
+    try:
+        call()
+    except (ClientError, BotoCoreError) as exc:
+        outcome.status = STATUS_FAILED
+        outcome.error = (
+            f"replayed, but {what} failed ({_error_text(exc)}): kept; replaying it again "
+            "cleans the same range again (every step is idempotent)"
+        )
+        return
+    outcome.deleted = True
+
+
+def _replay_received(
+    sqs: Any, queue_url: str, message: Mapping[str, Any], **replay_args: Any
+) -> ReplayOutcome:
+    """Replay one received message; delete it only when it was ``replayed``."""
+    outcome = replay_message(
+        message.get("Body") or "", source=f"sqs:{message.get('MessageId')}", **replay_args
+    )
+    if outcome.status == STATUS_REPLAYED:
+        delete = functools.partial(
+            sqs.delete_message, QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"]
+        )
+        _delete(outcome, "DeleteMessage", delete)
+    return outcome
+
+
+def _make_visible(sqs: Any, queue_url: str, handles: list[str]) -> None:
+    for handle in handles:
+        try:
+            sqs.change_message_visibility(
+                QueueUrl=queue_url, ReceiptHandle=handle, VisibilityTimeout=0
+            )
+        except (ClientError, BotoCoreError):
+            pass  # visible again after the visibility timeout anyway
 
 
 def replay_queue(
@@ -297,47 +594,44 @@ def replay_queue(
     max_messages: int | None = None,
     wait_seconds: int = 1,
     now: Callable[[], datetime] | None = None,
+    on_outcome: Callable[[ReplayOutcome], Any] | None = None,
 ) -> list[ReplayOutcome]:
     """Replay every message of the on-failure queue (up to ``max_messages``).
 
-    A message is deleted only when all its records were cleaned (never in a dry run); any other
-    message becomes visible again after :data:`VISIBILITY_TIMEOUT_SECONDS` and stays in the
-    queue (its retention, 14 days for the construct's queue, still applies).
+    A message is deleted only when its status is ``replayed`` (never in a dry run); any other
+    message becomes visible again after :data:`VISIBILITY_TIMEOUT_SECONDS` (at once in a dry
+    run) and stays in the queue (its retention, 14 days for the construct's queue, still
+    applies). One message's error is reported in its outcome and the run goes on.
+    ``on_outcome`` is called with each outcome as soon as it is known.
+
+    Raises:
+        NoCleanupTarget: ``cleaner`` has no cleanup target (no message is received).
+        QueueReadError: ReceiveMessage failed (``outcomes`` holds what was done before).
     """
+    require_cleanup_target(cleaner.config)
+    replay_args = {"streams": streams, "cleaner": cleaner, "dry_run": dry_run, "now": now}
     outcomes: list[ReplayOutcome] = []
     seen: set[str] = set()
     release: list[str] = []
-    while max_messages is None or len(outcomes) < max_messages:
-        want = 10 if max_messages is None else min(10, max_messages - len(outcomes))
-        answer = sqs.receive_message(
-            QueueUrl=queue_url,
-            MaxNumberOfMessages=want,
-            WaitTimeSeconds=wait_seconds,
-            VisibilityTimeout=VISIBILITY_TIMEOUT_SECONDS,
-        )
-        messages = [m for m in answer.get("Messages") or [] if m["MessageId"] not in seen]
-        if not messages:
-            break
-        for message in messages:
-            seen.add(message["MessageId"])
-            outcome = replay_message(
-                message["Body"],
-                streams=streams,
-                cleaner=cleaner,
-                dry_run=dry_run,
-                source=f"sqs:{message['MessageId']}",
-                now=now,
-            )
-            if outcome.status == STATUS_REPLAYED:
-                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
-                outcome.deleted = True
-            elif dry_run:
-                release.append(message["ReceiptHandle"])
-            outcomes.append(outcome)
-    # A dry run leaves the queue as it found it: every message visible again at once (not
-    # inside the loop, or the same messages would be received over and over).
-    for handle in release:
-        sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=handle, VisibilityTimeout=0)
+    try:
+        while max_messages is None or len(outcomes) < max_messages:
+            want = 10 if max_messages is None else min(10, max_messages - len(outcomes))
+            received = _receive(sqs, queue_url, want, wait_seconds, outcomes)
+            messages = [m for m in received if m.get("MessageId") not in seen]
+            if not messages:
+                break
+            for message in messages:
+                seen.add(message.get("MessageId", ""))
+                outcome = _replay_received(sqs, queue_url, message, **replay_args)
+                if dry_run and not outcome.deleted:
+                    release.append(message["ReceiptHandle"])
+                outcomes.append(outcome)
+                if on_outcome is not None:
+                    on_outcome(outcome)
+    finally:
+        # A dry run leaves the queue as it found it: every message visible again at once (not
+        # inside the loop, or the same messages would be received over and over).
+        _make_visible(sqs, queue_url, release)
     return outcomes
 
 
@@ -353,15 +647,19 @@ def replay_s3_object(
 ) -> ReplayOutcome:
     """Replay one object of the S3 on-failure destination (its ``payload`` holds the records).
 
-    With ``delete``, the object is deleted once every record was cleaned.
+    With ``delete``, the object is deleted only when its status is ``replayed``.
+
+    Raises:
+        NoCleanupTarget: ``cleaner`` has no cleanup target (the object is not read).
+        botocore.exceptions.ClientError: the object could not be read.
     """
+    require_cleanup_target(cleaner.config)
     body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
     outcome = replay_message(
         body, streams=streams, cleaner=cleaner, dry_run=dry_run, source=f"s3://{bucket}/{key}"
     )
     if delete and outcome.status == STATUS_REPLAYED:
-        s3.delete_object(Bucket=bucket, Key=key)
-        outcome.deleted = True
+        _delete(outcome, "DeleteObject", lambda: s3.delete_object(Bucket=bucket, Key=key))
     return outcome
 
 
@@ -371,20 +669,67 @@ def environment_of_function(lambda_client: Any, function_name: str) -> dict[str,
     return dict((answer.get("Environment") or {}).get("Variables") or {})
 
 
-def main(argv: Iterable[str] | None = None, session: boto3.session.Session | None = None) -> int:
+def _to_stderr(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
+
+
+class StderrMetricsRecorder(MetricsRecorder):
+    """The replay CLI's metrics: the same EMF documents, on stderr, so that stdout holds only
+    the one JSON line per message."""
+
+    def flush(self, write: Callable[[str], Any] | None = None) -> list[dict[str, Any]]:
+        return super().flush(write if write is not None else _to_stderr)
+
+
+EPILOG = """\
+stdout: one JSON object per line, one line per message (object), written as each is done:
+  source, status, records, removes, cleaned, failed_sequence_numbers, not_cleaned, error, deleted.
+  status: replayed (every REMOVE record cleaned; the message is deleted) | dry-run |
+  failed | aged-out | invalid | nothing-cleaned | partly-cleaned (all kept).
+stderr: metrics (embedded metric format), logs, and why a run could not start.
+
+exit status:
+  0  every message was replayed (with --dry-run: could be), or the queue was empty
+  1  at least one message was kept: its line says why
+  2  could not run: no cleanup target configured, bad settings, unknown function,
+     the queue or the object could not be read (no message was changed)
+
+Settings: the cleanup function's SESSION_EXPIRY_* environment variables, or
+--env-from-function. Without any cleanup target (SESSION_EXPIRY_WEBSOCKET_ENDPOINT,
+SESSION_EXPIRY_GRANT_KEY_ARN, SESSION_EXPIRY_SCRATCH_BUCKET) replay refuses to start.
+"""
+
+
+def _positive_int(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r}: expected a positive integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{raw!r}: expected a positive integer")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m session_expiry_runtime.replay",
-        description="Replay failed cleanup batches from the on-failure destination.",
+        description="Replay failed cleanup batches from the on-failure destination; a message "
+        "is deleted only when every REMOVE record of its range was cleaned.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--queue-url", help="SQS on-failure queue (metadata; 24 h stream limit)")
     source.add_argument("--bucket", help="S3 on-failure destination bucket (with --key)")
     parser.add_argument("--key", help="object key in --bucket")
-    parser.add_argument("--delete", action="store_true", help="delete a replayed S3 object")
+    parser.add_argument(
+        "--delete", action="store_true", help="delete the S3 object once it is replayed"
+    )
     parser.add_argument("--dry-run", action="store_true", help="read and report; change nothing")
     parser.add_argument(
         "--max-messages",
-        type=int,
+        type=_positive_int,
         default=None,
         metavar="N",
         help="stop after N queue messages (default: until the queue answers none)",
@@ -394,15 +739,30 @@ def main(argv: Iterable[str] | None = None, session: boto3.session.Session | Non
         metavar="NAME",
         help="read the SESSION_EXPIRY_* settings from this deployed cleanup function",
     )
+    return parser
+
+
+def main(argv: Iterable[str] | None = None, session: boto3.session.Session | None = None) -> int:
+    """The CLI; returns the exit status (:data:`EXIT_ALL_REPLAYED`, :data:`EXIT_SOME_KEPT`,
+    :data:`EXIT_COULD_NOT_RUN`)."""
+    parser = _parser()
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.bucket and not args.key:
         parser.error("--bucket needs --key")
     try:
         return _replay(args, session or boto3.session.Session())
+    except QueueReadError as exc:
+        _to_stderr(f"replay: {exc}\n")
+        return EXIT_SOME_KEPT if exc.outcomes else EXIT_COULD_NOT_RUN
     except (ClientError, BotoCoreError, ValueError) as exc:
         # An operator runs this by hand: one line saying what failed, not a traceback.
-        print(f"replay: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
+        _to_stderr(f"replay: {type(exc).__name__}: {exc}\n")
+        return EXIT_COULD_NOT_RUN
+
+
+def _emit(outcome: ReplayOutcome) -> None:
+    sys.stdout.write(outcome.as_json() + "\n")
+    sys.stdout.flush()
 
 
 def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
@@ -412,35 +772,36 @@ def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
         else None
     )
     config = validate_cleanup_config(RuntimeConfig.from_env(env))
+    require_cleanup_target(config)
     cleaner = SessionCleaner(
-        config, build_clients(config, session), MetricsRecorder(config.metrics_namespace)
+        config, build_clients(config, session), StderrMetricsRecorder(config.metrics_namespace)
     )
     streams = session.client("dynamodbstreams")
+    dry_run = bool(args.dry_run or config.dry_run)
     if args.queue_url:
         outcomes = replay_queue(
             session.client("sqs"),
             args.queue_url,
             streams=streams,
             cleaner=cleaner,
-            dry_run=args.dry_run,
+            dry_run=dry_run,
             max_messages=args.max_messages,
+            on_outcome=_emit,
         )
     else:
-        outcomes = [
-            replay_s3_object(
-                session.client("s3"),
-                args.bucket,
-                args.key,
-                streams=streams,
-                cleaner=cleaner,
-                dry_run=args.dry_run,
-                delete=args.delete,
-            )
-        ]
-    for outcome in outcomes:
-        print(outcome.as_json())
-    ok = {STATUS_DRY_RUN} if args.dry_run else {STATUS_REPLAYED}
-    return 0 if all(o.status in ok for o in outcomes) else 1
+        outcome = replay_s3_object(
+            session.client("s3"),
+            args.bucket,
+            args.key,
+            streams=streams,
+            cleaner=cleaner,
+            dry_run=dry_run,
+            delete=args.delete,
+        )
+        _emit(outcome)
+        outcomes = [outcome]
+    ok = {STATUS_DRY_RUN} if dry_run else {STATUS_REPLAYED}
+    return EXIT_ALL_REPLAYED if all(o.status in ok for o in outcomes) else EXIT_SOME_KEPT
 
 
 if __name__ == "__main__":  # pragma: no cover - exercised through main() in tests

@@ -262,8 +262,9 @@ def test_the_cli_replays_the_queue(
     status = replay.main(["--queue-url", failed.queue_url], session=SESSION)
 
     assert status == 0
-    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
-    assert [line["status"] for line in lines if "status" in line][-1] == "replayed"
+    out = capsys.readouterr().out
+    lines = [json.loads(x) for x in out.splitlines()]  # stdout: outcome lines only
+    assert [line["status"] for line in lines] == ["dry-run", "replayed"]
     assert all(sandbox.is_clean(s) for s in failed.sessions)
     assert failed.queued() == 0
 
@@ -302,3 +303,269 @@ def test_getrecords_records_are_reshaped_like_lambdas() -> None:
     assert shaped["dynamodb"]["OldImage"] == {"b": {"B": "AQ=="}, "l": {"L": [{"BS": ["Ag=="]}]}}
     assert shaped["eventSourceARN"] == "arn:stream"
     json.dumps(shaped)
+
+
+# --- replay never loses a failure (issue 12) ----------------------------------------------------
+
+
+def _clear_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("SESSION_EXPIRY_"):
+            monkeypatch.delenv(name)
+
+
+def test_fails_cli_without_a_cleanup_target_and_keeps_the_message(
+    sandbox: Sandbox,
+    failed: FailedBatch,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _clear_settings(monkeypatch)
+
+    status = replay.main(["--queue-url", failed.queue_url], session=SESSION)
+
+    assert status == replay.EXIT_COULD_NOT_RUN == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "no cleanup target is configured" in captured.err
+    assert "cleanup function's environment" in captured.err
+    assert "--env-from-function" in captured.err
+    assert failed.queued() == 1 and failed.connections_open()
+
+
+def test_fails_library_replay_without_a_cleanup_target(
+    sandbox: Sandbox, failed: FailedBatch
+) -> None:
+    from session_expiry_runtime.config import RuntimeConfig
+
+    with pytest.raises(replay.NoCleanupTarget, match="--env-from-function"):
+        failed.replay(sandbox.cleaner(RuntimeConfig(table_name="sessions")))
+    with pytest.raises(replay.NoCleanupTarget):
+        replay.replay_s3_object(
+            sandbox.s3,
+            "any",
+            "key",
+            streams=sandbox.streams,
+            cleaner=sandbox.cleaner(RuntimeConfig()),
+        )
+    assert failed.queued() == 1 and failed.connections_open()
+
+
+def test_cli_reads_the_settings_of_the_function_with_env_from_function(
+    sandbox: Sandbox,
+    failed: FailedBatch,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _clear_settings(monkeypatch)
+    iam = SESSION.client("iam")
+    role = iam.create_role(RoleName="cleanup", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    SESSION.client("lambda").create_function(
+        FunctionName="cleanup",
+        Runtime="python3.12",
+        Role=role,
+        Handler="session_expiry_runtime.handler.handler",
+        Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},  # an empty zip: never run here
+        Environment={"Variables": sandbox.env()},
+    )
+
+    status = replay.main(
+        ["--queue-url", failed.queue_url, "--env-from-function", "cleanup"], session=SESSION
+    )
+
+    assert status == 0, capsys.readouterr().err
+    assert all(sandbox.is_clean(s) for s in failed.sessions)
+
+
+def _queue_message(failed: FailedBatch, body: dict[str, Any]) -> None:
+    failed.sqs.send_message(QueueUrl=failed.queue_url, MessageBody=json.dumps(body))
+
+
+def test_range_without_a_remove_record_is_kept_as_nothing_cleaned(
+    sandbox: Sandbox, failed: FailedBatch
+) -> None:
+    sandbox.ddb.put_item(TableName="sessions", Item={"pk": {"S": "other"}, "n": {"N": "1"}})
+    sandbox.ddb.put_item(TableName="sessions", Item={"pk": {"S": "other"}, "n": {"N": "2"}})
+    records = sandbox.lambda_records()  # INSERT, MODIFY: nothing to clean
+    failed.sqs.purge_queue(QueueUrl=failed.queue_url)
+    _queue_message(failed, failure_record(sandbox, records))
+
+    (outcome,) = failed.replay(sandbox.cleaner())
+
+    assert outcome.status == "nothing-cleaned" and not outcome.deleted
+    assert outcome.records == 2 and outcome.removes == 0
+    assert failed.queued() == 1
+
+
+def test_removes_that_name_nothing_to_clean_are_kept_with_their_cause(
+    sandbox: Sandbox, failed: FailedBatch
+) -> None:
+    # A REMOVE whose old image names no connection, grant or scratch prefix is skipped
+    # (MissingAttributes): its failure must not be deleted as if it had been cleaned.
+    sandbox.ddb.put_item(TableName="sessions", Item={"pk": {"S": "bare"}, "x": {"S": "y"}})
+    sandbox.delete("bare")
+    bare = sandbox.removes()
+    failed.sqs.purge_queue(QueueUrl=failed.queue_url)
+    _queue_message(failed, failure_record(sandbox, bare))
+    _queue_message(failed, failure_record(sandbox, [*failed.records, *bare]))
+
+    only_bare, mixed = sorted(failed.replay(sandbox.cleaner()), key=lambda o: o.records)
+
+    (number,) = [r["dynamodb"]["SequenceNumber"] for r in bare]
+    assert only_bare.status == "nothing-cleaned" and not only_bare.deleted
+    assert only_bare.not_cleaned == {number: "MissingAttributes"}
+    assert mixed.status == "partly-cleaned" and not mixed.deleted
+    assert mixed.cleaned == 3 and mixed.not_cleaned == {number: "MissingAttributes"}
+    assert all(sandbox.is_clean(s) for s in failed.sessions)  # what could be cleaned, was
+    assert failed.queued() == 2
+
+
+def _put_failure_object(sandbox: Sandbox, key: str, body: dict[str, Any]) -> None:
+    sandbox.s3.put_object(Bucket="failures", Key=key, Body=json.dumps(body).encode())
+
+
+@pytest.mark.parametrize(
+    ("tamper", "reason"),
+    [
+        (lambda records: [], "payload holds no Records"),
+        (lambda records: [{"eventName": "REMOVE"}], "is not a DynamoDB stream record"),
+        (lambda records: ["REMOVE"], "is not a DynamoDB stream record"),
+        (
+            lambda records: [
+                {**r, "eventSourceARN": r["eventSourceARN"].replace("sessions", "other")}
+                for r in records
+            ],
+            "comes from",
+        ),
+        (lambda records: records[:1], "not the whole failed range"),
+        (
+            lambda records: [
+                *records,
+                {
+                    **records[-1],
+                    "dynamodb": {**records[-1]["dynamodb"], "SequenceNumber": "9" * 30},
+                },
+            ],
+            "outside the failed range",
+        ),
+    ],
+    ids=["empty", "wrong-shape", "not-a-mapping", "other-stream", "part-of-range", "other-range"],
+)
+def test_fails_to_delete_an_s3_failure_object_whose_payload_does_not_cover_its_range(
+    sandbox: Sandbox, failed: FailedBatch, tamper: Any, reason: str
+) -> None:
+    sandbox.s3.create_bucket(Bucket="failures")
+    body = failure_record(sandbox, failed.records)
+    body["payload"] = json.dumps(event(*tamper(failed.records)))
+    _put_failure_object(sandbox, "f.json", body)
+
+    outcome = replay.replay_s3_object(
+        sandbox.s3,
+        "failures",
+        "f.json",
+        streams=sandbox.streams,
+        cleaner=sandbox.cleaner(),
+        delete=True,
+    )
+
+    assert outcome.status == "invalid" and not outcome.deleted
+    assert reason in (outcome.error or "")
+    assert sandbox.s3.get_object(Bucket="failures", Key="f.json")  # kept
+    assert failed.connections_open()  # nothing of a foreign or partial payload was cleaned
+
+
+def test_a_malformed_message_is_reported_and_the_next_one_replayed(
+    sandbox: Sandbox, failed: FailedBatch
+) -> None:
+    # botocore refuses a sequence number shorter than 21 characters with ParamValidationError
+    # (not a ClientError) before sending GetShardIterator.
+    failed.sqs.purge_queue(QueueUrl=failed.queue_url)
+    short = failure_record(sandbox, failed.records)
+    short["DDBStreamBatchInfo"]["startSequenceNumber"] = "1"
+    _queue_message(failed, short)
+    _queue_message(failed, failed.message)
+    seen: list[str] = []
+
+    outcomes = failed.replay(sandbox.cleaner(), on_outcome=lambda o: seen.append(o.status))
+
+    assert sorted(o.status for o in outcomes) == ["invalid", "replayed"]
+    (bad,) = [o for o in outcomes if o.status == "invalid"]
+    assert "ParamValidationError" in (bad.error or "") and not bad.deleted
+    assert sorted(seen) == ["invalid", "replayed"]
+    assert all(sandbox.is_clean(s) for s in failed.sessions)
+    assert failed.queued() == 1
+
+
+def test_an_endpoint_error_of_one_message_is_reported_and_the_run_goes_on(
+    sandbox: Sandbox, failed: FailedBatch
+) -> None:
+    from botocore.config import Config
+    from botocore.exceptions import EndpointConnectionError
+
+    _queue_message(failed, failed.message)  # the same range twice
+    streams = SESSION.client("dynamodbstreams", config=Config(retries={"total_max_attempts": 1}))
+    calls = [0]
+
+    def unreachable_once(request: Any, **_: Any) -> None:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise EndpointConnectionError(endpoint_url=request.url)
+
+    streams.meta.events.register_first(
+        "before-send.dynamodb-streams.GetShardIterator", unreachable_once
+    )
+
+    outcomes = replay.replay_queue(
+        failed.sqs, failed.queue_url, streams=streams, cleaner=sandbox.cleaner(), wait_seconds=0
+    )
+
+    assert sorted(o.status for o in outcomes) == ["failed", "replayed"]
+    (lost,) = [o for o in outcomes if o.status == "failed"]
+    assert "EndpointConnectionError" in (lost.error or "") and not lost.deleted
+    assert failed.queued() == 1
+
+
+def test_cli_stdout_is_one_json_object_per_message_and_the_exit_status_says_some_were_kept(
+    sandbox: Sandbox,
+    failed: FailedBatch,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name, value in sandbox.env().items():
+        monkeypatch.setenv(name, value)
+    _queue_message(failed, {"DDBStreamBatchInfo": {"shardId": "short"}})
+
+    status = replay.main(["--queue-url", failed.queue_url], session=SESSION)
+
+    assert status == replay.EXIT_SOME_KEPT == 1
+    captured = capsys.readouterr()
+    lines = [json.loads(line) for line in captured.out.splitlines()]
+    assert len(lines) == 2 and all(isinstance(line, dict) for line in lines)
+    assert sorted(line["status"] for line in lines) == ["invalid", "replayed"]
+    assert '"_aws"' in captured.err  # the cleanup's EMF metrics: on stderr, not stdout
+    assert failed.queued() == 1
+
+
+def test_cli_help_documents_the_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        replay.main(["--help"])
+
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    assert "exit status" in text
+    for line in (
+        "0  every message was replayed",
+        "1  at least one message was kept",
+        "2  could not run",
+    ):
+        assert line in text
+
+
+def test_fails_cli_on_a_non_positive_max_messages(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        replay.main(["--queue-url", "u", "--max-messages", "0"])
+
+    assert done.value.code == 2
+    assert "expected a positive integer" in capsys.readouterr().err
