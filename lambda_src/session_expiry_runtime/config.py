@@ -91,6 +91,9 @@ ENV_DRY_RUN = "SESSION_EXPIRY_DRY_RUN"
 DEFAULT_SWEEP_SHARD_ATTRIBUTE = "expiryShard"
 DEFAULT_SWEEP_SHARDS = 4
 DEFAULT_SWEEP_INDEX_NAME = "expirySweep"
+#: Set (by the construct) only on a sub-minute sweeper: the sweeper function is started every
+#: minute and runs a pass every this many seconds (a divisor of 60, at least 5) within its run.
+ENV_SWEEP_INTERVAL_SECONDS = "SESSION_EXPIRY_SWEEP_INTERVAL_SECONDS"
 METRIC_SESSIONS_SWEPT = "SessionsSwept"  # no dimension
 METRIC_SWEEP_LAG = "SweepLagSeconds"  # no dimension; unit Seconds; now - TTL at the delete
 #: Due sessions the conditional delete left alone (a heartbeat extended them, or they ended).
@@ -198,6 +201,8 @@ class RuntimeConfig:
     sweep_shard_attribute: str | None = None
     sweep_shards: int = DEFAULT_SWEEP_SHARDS
     sweep_index_name: str = DEFAULT_SWEEP_INDEX_NAME
+    #: Seconds between sweeper passes within one run; ``None``: one pass per run.
+    sweep_interval_seconds: int | None = None
     dry_run: bool = False
 
     @classmethod
@@ -249,5 +254,6 @@ class RuntimeConfig:
             sweep_shard_attribute=e.get(ENV_SWEEP_SHARD_ATTRIBUTE) or None,
             sweep_shards=positive_int(ENV_SWEEP_SHARDS, DEFAULT_SWEEP_SHARDS),
             sweep_index_name=e.get(ENV_SWEEP_INDEX_NAME) or DEFAULT_SWEEP_INDEX_NAME,
+            sweep_interval_seconds=positive_int(ENV_SWEEP_INTERVAL_SECONDS, 0) or None,
             dry_run=_truthy(e.get(ENV_DRY_RUN)),
         )

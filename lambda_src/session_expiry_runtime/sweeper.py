@@ -36,6 +36,20 @@ at or before the record's ``ApproximateCreationDateTime``: the cleanup classifie
 ``ttl-replicated`` (:mod:`.classify`), exactly like any explicit delete of an expired item, and
 cleans it the same way.
 
+Sub-minute sweeps (``SESSION_EXPIRY_SWEEP_INTERVAL_SECONDS``, set by the construct for an
+interval below one minute): EventBridge rules run at most once a minute, so the function is
+started every minute and runs a pass every interval within its run (:func:`run_passes`): passes
+at 0, I, 2I, ... seconds after the start while that is under :data:`RUN_SECONDS`, each the same
+sharded Query plus conditional delete, so a heartbeat still wins. The infrastructure keeps runs
+from overlapping (reserved concurrency 1, see ``cdk_session_expiry.sweeper``).
+
+Time guard (:class:`Deadline`): no Query or DeleteItem starts once fewer than
+``SESSION_EXPIRY_TIME_GUARD_MS`` remain before the invocation's deadline, no pass starts that
+the guard would cut before it begins, and the DynamoDB client's connect and read timeouts and
+retries are sized so that one call, retries included, ends within 90 % of that margin
+(:func:`sweeper_client_config`). So a run returns, and writes its metrics, before Lambda's
+timeout whatever the endpoint does; what it did not reach stays due for the next pass.
+
 Metrics (embedded metric format, namespace ``SESSION_EXPIRY_METRICS_NAMESPACE``):
 ``SessionsSwept``, ``SweepLagSeconds`` (``now - TTL`` per swept session), ``SweepSkipped``,
 ``SweepFailures``, and in dry run ``SessionsWouldBeSwept`` (nothing is deleted).
@@ -55,6 +69,7 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
+from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .config import (
@@ -74,6 +89,17 @@ LOGGER = logging.getLogger("session_expiry_runtime.sweeper")
 
 #: Keys read per Query page; the time guard is checked between pages.
 QUERY_PAGE_SIZE = 500
+#: A sub-minute run covers this many seconds: the period of its ``rate(1 minute)`` rule.
+RUN_SECONDS = 60
+#: Attempts per DynamoDB call (botocore ``standard`` retry mode: one retry).
+SDK_MAX_ATTEMPTS = 2
+#: The longest backoff before that retry: botocore's standard mode waits ``random() * 2 ** 0``
+#: seconds before the first retry (``botocore.retries.standard.ExponentialBackoff``).
+SDK_MAX_BACKOFF_SECONDS = 1.0
+#: The share of the time guard's margin one call may use, retries and backoff included.
+SDK_SHARE_OF_MARGIN = 0.9
+#: The smallest margin that leaves each connect and read a tenth of a second.
+MIN_TIME_GUARD_MS = 2_000
 #: The condition a session must still meet when it is deleted: its TTL is a Number in the past.
 DUE_CONDITION = "attribute_type(#t, :num) AND #t <= :now"
 _CONDITION_FAILED = "ConditionalCheckFailedException"
@@ -109,6 +135,8 @@ class SweepReport:
     #: Shards whose Query failed (e.g. the index is missing or the role may not query it).
     query_failures: int = 0
     would_sweep: int = 0
+    #: Due sessions not attempted because the time guard tripped (still due next pass).
+    unfinished: int = 0
     pages: int = 0
     complete: bool = True
     dry_run: bool = False
@@ -128,6 +156,7 @@ class SweepReport:
             "failed": self.failed,
             "queryFailures": self.query_failures,
             "wouldSweep": self.would_sweep,
+            "unfinished": self.unfinished,
             "pages": self.pages,
             "complete": self.complete,
             "dryRun": self.dry_run,
@@ -183,11 +212,11 @@ class ExpirySweeper:
     ) -> Iterator[list[dict[str, Any]]]:
         """Query one shard of the index for sessions with ``TTL <= now``, one page at a time.
 
-        Stops early (without raising) when ``out_of_time()`` turns true between pages; the
-        caller marks the sweep incomplete.
+        Stops early (without raising) when ``out_of_time()`` is true before a page; the caller
+        marks the sweep incomplete.
         """
         start: dict[str, Any] | None = None
-        while True:
+        while not out_of_time():
             params: dict[str, Any] = {
                 "TableName": self.table_name,
                 "IndexName": self.config.sweep_index_name,
@@ -204,7 +233,7 @@ class ExpirySweeper:
             page = self._ddb.query(**params)
             yield list(page.get("Items") or [])
             start = page.get("LastEvaluatedKey")
-            if not start or out_of_time():
+            if not start:
                 return
 
     def delete_if_due(self, key: Mapping[str, Any], now: Decimal) -> str:
@@ -240,8 +269,8 @@ class ExpirySweeper:
         Args:
             now: epoch seconds to sweep up to; default the clock. A session whose TTL passes
                 during the run is left for the next one.
-            out_of_time: checked between pages and before each shard; when true the run stops
-                and the report says ``complete=False`` (the next run continues).
+            out_of_time: checked before each Query page and each DeleteItem; when true no new
+                call starts and the report says ``complete=False`` (the next pass continues).
         """
         now = now_seconds(self._clock()) if now is None else now
         report = SweepReport(dry_run=self.config.dry_run)
@@ -249,6 +278,11 @@ class ExpirySweeper:
         workers = max(1, self.config.max_workers)
 
         def one(item: dict[str, Any]) -> None:
+            if out_of_time():
+                with lock:
+                    report.unfinished += 1
+                    report.complete = False
+                return
             self._sweep_one(item, now, report, lock)
 
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sweep") as pool:
@@ -307,13 +341,15 @@ class ExpirySweeper:
         level = logging.ERROR if report.failed or report.query_failures else logging.INFO
         self.logger.log(
             level,
-            "expiry sweep %s: swept=%d skipped=%d failed=%d queryFailures=%d wouldSweep=%d",
+            "expiry sweep %s: swept=%d skipped=%d failed=%d queryFailures=%d wouldSweep=%d "
+            "unfinished=%d",
             "complete" if report.complete else "incomplete",
             report.swept,
             report.skipped,
             report.failed,
             report.query_failures,
             report.would_sweep,
+            report.unfinished,
             extra={"sweep": report.as_dict()},
         )
 
@@ -334,17 +370,170 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _out_of_time(context: object, margin_ms: int) -> Callable[[], bool]:
-    remaining = getattr(context, "get_remaining_time_in_millis", None)
-    if not callable(remaining):
-        return lambda: False
-    return lambda: bool(remaining() < margin_ms)
+def sweeper_client_config(time_guard_ms: int, max_workers: int) -> Config:
+    """botocore settings of the sweeper's DynamoDB client, sized to its time guard.
+
+    ``standard`` retries with :data:`SDK_MAX_ATTEMPTS` attempts, and connect and read timeouts of
+    ``(0.9 * margin - 1 s backoff) / (2 * attempts)`` each, so one call — both attempts, each
+    with a connect and a read timeout, and the backoff between them — ends within 90 % of the
+    margin: a call started just before the guard trips still ends before the deadline. A read
+    timeout bounds each socket read (a DynamoDB answer of the sweeper's is a few KB).
+
+    Args:
+        time_guard_ms: the time guard's margin in milliseconds (``SESSION_EXPIRY_TIME_GUARD_MS``).
+        max_workers: concurrent deletes; the connection pool holds at least that many.
+
+    Raises:
+        ValueError: a margin under :data:`MIN_TIME_GUARD_MS`, too short for any call.
+    """
+    if time_guard_ms < MIN_TIME_GUARD_MS:
+        raise ValueError(
+            f"time guard {time_guard_ms} ms: expected at least {MIN_TIME_GUARD_MS} ms, room for "
+            f"{SDK_MAX_ATTEMPTS} attempts of a DynamoDB call and the backoff between them"
+        )
+    budget = SDK_SHARE_OF_MARGIN * time_guard_ms / 1000 - SDK_MAX_BACKOFF_SECONDS
+    timeout = round(budget / (2 * SDK_MAX_ATTEMPTS), 3)
+    return Config(
+        retries={"mode": "standard", "total_max_attempts": SDK_MAX_ATTEMPTS},
+        max_pool_connections=max(10, max_workers),
+        connect_timeout=timeout,
+        read_timeout=timeout,
+    )
+
+
+def worst_call_seconds(config: Config) -> float:
+    """The longest one call of a client built with ``config`` can take: every attempt's connect
+    and read timeouts plus the backoff before each retry."""
+    attempts = int((config.retries or {}).get("total_max_attempts", 1))
+    per_attempt = float(config.connect_timeout) + float(config.read_timeout)
+    return attempts * per_attempt + (attempts - 1) * SDK_MAX_BACKOFF_SECONDS
+
+
+class Deadline:
+    """The invocation's time guard: the time left before no new call may start.
+
+    Args:
+        remaining_ms: Lambda's ``context.get_remaining_time_in_millis``; ``None``: no deadline.
+        margin_ms: the margin kept free before the deadline for calls already started.
+    """
+
+    def __init__(self, remaining_ms: Callable[[], int] | None, margin_ms: int) -> None:
+        self._remaining_ms = remaining_ms
+        self.margin_ms = margin_ms
+
+    @classmethod
+    def of(cls, context: object, margin_ms: int) -> Deadline:
+        """The deadline of a Lambda ``context`` (one without ``get_remaining_time_in_millis``
+        has none)."""
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        return cls(remaining if callable(remaining) else None, margin_ms)
+
+    def remaining_ms(self) -> float:
+        """Milliseconds before the invocation's deadline (infinite without one)."""
+        return math.inf if self._remaining_ms is None else float(self._remaining_ms())
+
+    def seconds_left(self) -> float:
+        """Seconds until the guard trips (negative once it has)."""
+        return (self.remaining_ms() - self.margin_ms) / 1000
+
+    def passed(self) -> bool:
+        """True once fewer than ``margin_ms`` remain: no new call may start."""
+        return self.remaining_ms() < self.margin_ms
+
+
+@dataclass(frozen=True)
+class RunClock:
+    """The clock of a run of passes (tests inject one that advances when slept on)."""
+
+    monotonic: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+
+@dataclass
+class RunReport:
+    """What one run of the sweeper did: its passes (one :class:`SweepReport` each)."""
+
+    passes: list[SweepReport] = field(default_factory=list)
+    interval_seconds: int | None = None
+    #: Seconds after the run's start at which each pass began.
+    pass_offsets: list[float] = field(default_factory=list)
+
+    def total(self, name: str) -> int:
+        return sum(int(getattr(p, name)) for p in self.passes)
+
+    @property
+    def complete(self) -> bool:
+        return all(p.complete for p in self.passes)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready summary: the sums over the passes, the largest lag, the pass offsets."""
+        lags = [lag for p in self.passes for lag in p.lags]
+        names = ("swept", "skipped", "failed", "query_failures", "would_sweep", "unfinished")
+        summary: dict[str, Any] = {_camel(n): self.total(n) for n in names}
+        summary.update(
+            passes=len(self.passes),
+            intervalSeconds=self.interval_seconds,
+            passOffsetsSeconds=[round(o, 3) for o in self.pass_offsets],
+            pages=self.total("pages"),
+            complete=self.complete,
+            dryRun=bool(self.passes and self.passes[0].dry_run),
+            maxSweepLagSeconds=float(max(lags)) if lags else None,
+            errors=[e for p in self.passes for e in p.errors][:5],
+        )
+        return summary
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part.title() for part in rest)
+
+
+def run_passes(
+    sweeper: ExpirySweeper,
+    *,
+    interval_seconds: int,
+    deadline: Deadline,
+    clock: RunClock | None = None,
+    run_seconds: int = RUN_SECONDS,
+) -> RunReport:
+    """Run a pass every ``interval_seconds`` for ``run_seconds``, never past the time guard.
+
+    Passes start at 0, I, 2I, ... seconds after the call while that is under ``run_seconds``;
+    one pass at a time (a pass that overruns its slot delays the next, skipping slots already
+    missed). No pass starts once the guard has tripped or would trip before its slot.
+
+    Raises:
+        ValueError: ``interval_seconds`` is not a positive integer.
+    """
+    if isinstance(interval_seconds, bool) or not isinstance(interval_seconds, int):
+        raise ValueError(f"interval_seconds={interval_seconds!r}: expected a positive integer")
+    if interval_seconds < 1:
+        raise ValueError(f"interval_seconds={interval_seconds!r}: expected a positive integer")
+    clock = clock or RunClock()
+    run = RunReport(interval_seconds=interval_seconds)
+    start = clock.monotonic()
+    slot = 0
+    while slot * interval_seconds < run_seconds:
+        wait = start + slot * interval_seconds - clock.monotonic()
+        if wait > 0:
+            if wait >= deadline.seconds_left():
+                break
+            clock.sleep(wait)
+        if deadline.passed():
+            break
+        run.pass_offsets.append(clock.monotonic() - start)
+        run.passes.append(sweeper.sweep(out_of_time=deadline.passed))
+        elapsed = clock.monotonic() - start
+        slot = max(slot + 1, math.floor(elapsed / interval_seconds))
+    return run
 
 
 # --- Lambda entry point: session_expiry_runtime.sweeper.handler ------------------------------
 
 _sweeper: ExpirySweeper | None = None
 _lock = threading.Lock()
+#: The clock of the handler's passes (tests replace it).
+_run_clock = RunClock()
 
 
 def get_sweeper() -> ExpirySweeper:
@@ -352,23 +541,38 @@ def get_sweeper() -> ExpirySweeper:
 
     Raises:
         ValueError: ``SESSION_EXPIRY_TABLE_NAME`` or ``SESSION_EXPIRY_SWEEP_SHARD_ATTRIBUTE``
-            is unset, or a numeric variable is not a positive integer.
+            is unset, a numeric variable is not a positive integer, or the time guard is under
+            :data:`MIN_TIME_GUARD_MS`.
     """
     global _sweeper
     with _lock:
         if _sweeper is None:
             import boto3
 
-            from .cleaner import client_config
-
             config = RuntimeConfig.from_env()
-            client = boto3.client("dynamodb", config=client_config(config.max_workers))
+            settings = sweeper_client_config(config.time_guard_ms, config.max_workers)
+            client = boto3.client("dynamodb", config=settings)
             _sweeper = ExpirySweeper(config, client, MetricsRecorder(config.metrics_namespace))
         return _sweeper
 
 
+def sweep_run(sweeper: ExpirySweeper, context: object) -> RunReport:
+    """One invocation's passes: one pass, or with ``sweep_interval_seconds`` below
+    :data:`RUN_SECONDS` a pass every interval for the run's minute."""
+    deadline = Deadline.of(context, sweeper.config.time_guard_ms)
+    interval = sweeper.config.sweep_interval_seconds
+    if interval is not None and interval < RUN_SECONDS:
+        return run_passes(sweeper, interval_seconds=interval, deadline=deadline, clock=_run_clock)
+    run = RunReport(interval_seconds=interval, pass_offsets=[0.0])
+    run.passes.append(sweeper.sweep(out_of_time=deadline.passed))
+    return run
+
+
 def handler(event: object, context: object) -> dict[str, Any]:
-    """Scheduled entry point: sweep once, write the metrics, return the summary.
+    """Scheduled entry point: run the passes, write the metrics, return the summary.
+
+    The summary adds ``durationSeconds`` and ``msLeftBeforeDeadline`` (what the time guard kept
+    free; ``None`` without a deadline).
 
     Raises:
         SweepIncompleteError: at least one due session could not be deleted, or a shard could
@@ -376,16 +580,20 @@ def handler(event: object, context: object) -> dict[str, Any]:
     """
     sweeper = get_sweeper()
     started = time.monotonic()
-    report = sweeper.sweep(out_of_time=_out_of_time(context, sweeper.config.time_guard_ms))
+    run = sweep_run(sweeper, context)
     try:
         sweeper.metrics.flush()
     except Exception:
         LOGGER.exception("could not write the metrics")
-    summary = report.as_dict()
+    summary = run.as_dict()
     summary["durationSeconds"] = math.ceil((time.monotonic() - started) * 1000) / 1000
-    if report.failed or report.query_failures:
+    left = Deadline.of(context, 0).remaining_ms()
+    summary["msLeftBeforeDeadline"] = None if math.isinf(left) else int(left)
+    failed, query_failures = run.total("failed"), run.total("query_failures")
+    if failed or query_failures:
+        errors = [e for p in run.passes for e in p.errors]
         raise SweepIncompleteError(
-            f"{report.failed} due session(s) could not be deleted and {report.query_failures} "
-            f"shard(s) could not be queried, e.g. {report.errors[:1]}; the next run retries"
+            f"{failed} due session(s) could not be deleted and {query_failures} "
+            f"shard(s) could not be queried, e.g. {errors[:1]}; the next pass retries"
         )
     return summary

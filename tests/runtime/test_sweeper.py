@@ -272,7 +272,10 @@ def test_delete_condition_refuses_a_live_session(
 
 
 def test_time_guard_stops_between_pages(
-    store: SessionStore, sweeper: ExpirySweeper, monkeypatch: pytest.MonkeyPatch
+    store: SessionStore,
+    sweeper: ExpirySweeper,
+    calls: list[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(sweeper_module, "QUERY_PAGE_SIZE", 1)
     sweeper.config = dataclasses.replace(sweeper.config, sweep_shards=1)
@@ -280,9 +283,22 @@ def test_time_guard_stops_between_pages(
     for i in range(3):
         store.create(f"due-{i}", ttl=HOUR)
 
-    report = sweeper.sweep(now=wall_now(), out_of_time=lambda: True)
+    # The guard trips once the first delete was sent: no further page is read.
+    report = sweeper.sweep(now=wall_now(), out_of_time=lambda: "DeleteItem" in calls)
 
     assert (report.swept, report.pages, report.complete) == (1, 1, False)
+    assert calls == ["Query", "DeleteItem"]
+
+
+def test_time_guard_already_tripped_makes_no_call(
+    store: SessionStore, sweeper: ExpirySweeper, calls: list[str]
+) -> None:
+    store.create("due-0", ttl=HOUR)
+
+    report = sweeper.sweep(now=wall_now(), out_of_time=lambda: True)
+
+    assert (report.pages, report.swept, report.complete) == (0, 0, False)
+    assert calls == []
 
 
 def test_dry_run_sweep_deletes_nothing(
