@@ -299,6 +299,9 @@ class SessionExpiry(Construct):
 
         if expiry_sweep_interval is not None:
             sweeper.check_sweep_interval(expiry_sweep_interval)
+        validation.check_filter_with_sweeper(event_filter, expiry_sweep_interval)
+        #: Which REMOVE records reach the cleanup (``grant_session_access`` checks it).
+        self.event_filter = event_filter
         if alarm_ttl_health_window is not None:
             alarm_defaults.check_ttl_health_window(alarm_ttl_health_window)
         for switch, flag in (
@@ -319,6 +322,17 @@ class SessionExpiry(Construct):
             scratch_root=self.scratch_root,
         )
         failure_destination.check_failure_destination(failure_queue, failure_destination_bucket)
+        validation.claim_s3_prefixes(
+            self,
+            [
+                validation.PrefixClaim(bucket, prefix, prop, self.node.path)
+                for bucket, prefix, prop in (
+                    (scratch_bucket, self.scratch_root, "scratch_root"),
+                    (archive_bucket, self.archive_prefix, "archive_prefix"),
+                )
+                if bucket is not None
+            ],
+        )
 
         # --- session table -----------------------------------------------------------------
         if table is None:
@@ -594,7 +608,14 @@ class SessionExpiry(Construct):
 
         No S3 permissions are granted: what the application writes to its scratch prefix is
         its own decision (``scratch_bucket.grant_put``).
+
+        Raises:
+            ValueError: ``event_filter`` is ``TTL_DELETES_ONLY``, which drops the REMOVE
+                records of ``SessionStore.end`` and of ``create``'s delete of an expired item.
         """
+        validation.check_filter_with_session_store(
+            self.event_filter, f"grant_session_access({function.node.path})"
+        )
         grant = iam.Grant.add_to_principal(
             grantee=function,
             actions=list(_SESSION_DATA_ACTIONS),
@@ -639,7 +660,12 @@ class SessionExpiry(Construct):
         return grant
 
     def session_environment(self) -> dict[str, str]:
-        """The environment ``SessionStore.from_env()`` reads, as set by ``grant_session_access``."""
+        """The environment ``SessionStore.from_env()`` reads, as set by ``grant_session_access``.
+
+        Raises:
+            ValueError: ``event_filter`` is ``TTL_DELETES_ONLY`` (see ``grant_session_access``).
+        """
+        validation.check_filter_with_session_store(self.event_filter, "session_environment()")
         env = {
             contract.ENV_TABLE_NAME: self.table.table_name,
             **self._attribute_environment(),
@@ -939,6 +965,7 @@ def _check_existing_table(
     # The resolved properties of the table's resource, read the same way for Table (CfnTable)
     # and TableV2 (CfnGlobalTable, whose typed struct getters fail on its lazy values).
     props = Stack.of(table).resolve(cfn._cfn_properties)
+    validation.check_key_attribute_types(table.node.path, props)
     view_type = (props.get("streamSpecification") or {}).get("streamViewType")
     if view_type is None:
         raise no_stream

@@ -31,6 +31,27 @@ class CleanupEventFilter(enum.Enum):
     TTL_DELETES_ONLY = "TTL_DELETES_ONLY"
 
 
+#: The deletes the library itself makes, each a DynamoDB ``DeleteItem`` whose REMOVE record
+#: carries no ``userIdentity`` (only DynamoDB's TTL process sets one): the expiry sweeper's
+#: conditional delete of a due session, ``SessionStore.create``'s delete of an expired item
+#: before it reuses the id, and ``SessionStore.end``.
+LIBRARY_DELETES = (
+    "the expiry sweeper's DeleteItem of a due session",
+    "SessionStore.create's DeleteItem of an expired item before reusing its id",
+    "SessionStore.end's DeleteItem",
+)
+
+
+def passes_library_deletes(event_filter: CleanupEventFilter) -> bool:
+    """True when ``event_filter`` lets every one of :data:`LIBRARY_DELETES` reach the cleanup.
+
+    ``TTL_DELETES_ONLY`` requires the TTL ``userIdentity``, which none of them carries, so it
+    drops them for good (``tests/infra/test_guards.py`` runs the library's real deletes through
+    the synthesized filter with moto's pattern matcher).
+    """
+    return event_filter is CleanupEventFilter.ALL_REMOVES
+
+
 def filter_pattern(event_filter: CleanupEventFilter) -> dict[str, Any]:
     """The filter pattern for ``event_filter``, as the dict that ``FilterCriteria.filter`` takes.
 

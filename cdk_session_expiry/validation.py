@@ -8,11 +8,16 @@ what is expected.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from aws_cdk import Duration, RemovalPolicy, Token
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from .filters import CleanupEventFilter, passes_library_deletes
 
 #: DynamoDB attribute names are 1..255 bytes (DynamoDB developer guide, "Naming rules").
 _MAX_ATTRIBUTE_NAME_BYTES = 255
@@ -226,3 +231,145 @@ def check_non_empty_name(name: str, value: str) -> None:
         return
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{name}={value!r}: expected a non-empty string")
+
+
+# --- guards at synth: combinations that would lose a cleanup (issue 12) --------------------
+
+
+def check_filter_with_sweeper(
+    event_filter: CleanupEventFilter, expiry_sweep_interval: Duration | None
+) -> None:
+    """Reject an event filter that drops the expiry sweeper's deletes.
+
+    The sweeper deletes each due session with ``DeleteItem``; its REMOVE record carries no
+    ``userIdentity`` (only DynamoDB's TTL process sets one), so ``TTL_DELETES_ONLY`` would drop
+    every swept session for good: its connection, grant and scratch data never cleaned.
+
+    Raises:
+        ValueError: ``expiry_sweep_interval`` is set with a filter that drops library deletes.
+    """
+    if expiry_sweep_interval is None or passes_library_deletes(event_filter):
+        return
+    raise ValueError(
+        f"expiry_sweep_interval={shown(expiry_sweep_interval)} with event_filter="
+        f"CleanupEventFilter.{event_filter.name}: the sweeper deletes due sessions with "
+        "DeleteItem, whose REMOVE records carry no userIdentity, so the filter would drop "
+        "every swept session and its connection, grant and scratch data would never be "
+        "cleaned; expected event_filter=CleanupEventFilter.ALL_REMOVES, or no "
+        "expiry_sweep_interval"
+    )
+
+
+def check_filter_with_session_store(event_filter: CleanupEventFilter, caller: str) -> None:
+    """Reject giving the session runtime to an application whose deletes the filter drops.
+
+    ``SessionStore.end`` and ``SessionStore.create`` (which deletes an expired item before
+    reusing its id) delete with ``DeleteItem``: no ``userIdentity``, so ``TTL_DELETES_ONLY``
+    drops their REMOVE records, and nothing else cleans those sessions.
+
+    Raises:
+        ValueError: ``event_filter`` drops the library's own deletes.
+    """
+    if passes_library_deletes(event_filter):
+        return
+    raise ValueError(
+        f"{caller} with event_filter=CleanupEventFilter.{event_filter.name}: SessionStore "
+        "deletes with DeleteItem (end(), and create() removing an expired item before "
+        "reusing its id); those REMOVE records carry no userIdentity and the filter drops "
+        "them, so those sessions' connection, grant and scratch data would never be "
+        "cleaned; expected event_filter=CleanupEventFilter.ALL_REMOVES"
+    )
+
+
+_STRING = "S"
+_TYPE_NAMES = {"S": "String", "N": "Number", "B": "Binary"}
+
+
+def check_key_attribute_types(table_path: str, props: Mapping[str, Any]) -> None:
+    """Reject a session table whose partition or sort key is not a String.
+
+    ``props`` are the resolved CloudFormation properties of a table of this app
+    (``keySchema``, ``attributeDefinitions``). The session runtime writes session ids and
+    partition values as Strings (``{"S": ...}``); a Number or Binary key attribute makes the
+    first ``create`` fail with a type mismatch (DynamoDB ``ValidationException``).
+
+    Raises:
+        ValueError: a key attribute is a Number or Binary; the message names it and its type.
+    """
+    types = {
+        d.get("attributeName"): d.get("attributeType")
+        for d in props.get("attributeDefinitions") or []
+    }
+    roles = {"HASH": "partition key", "RANGE": "sort key"}
+    for key in props.get("keySchema") or []:
+        name, kind = key.get("attributeName"), types.get(key.get("attributeName"))
+        if isinstance(kind, str) and kind != _STRING:
+            raise ValueError(
+                f"table {table_path}: {roles.get(key.get('keyType'), 'key')} {name!r} is a "
+                f"{_TYPE_NAMES.get(kind, kind)} ({kind}): the session runtime writes session "
+                "ids and partition values as Strings, so the first create would fail with a "
+                "type mismatch; expected dynamodb.AttributeType.STRING"
+            )
+
+
+@dataclass(frozen=True)
+class PrefixClaim:
+    """An S3 prefix a ``SessionExpiry`` owns: a lifecycle rule and a role that may write or
+    delete under it."""
+
+    bucket: Any  # s3.IBucket
+    prefix: str
+    prop: str
+    owner: str
+
+
+#: Attribute under which a construct keeps its claims, for the constructs created after it.
+_CLAIMS_ATTRIBUTE = "_session_expiry_prefix_claims"
+
+
+def _same_bucket(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    names = (a.bucket_name, b.bucket_name)
+    return not any(Token.is_unresolved(n) for n in names) and names[0] == names[1]
+
+
+def _claims_of_others(scope: Construct) -> Iterator[PrefixClaim]:
+    for construct in scope.node.root.node.find_all():
+        if construct is not scope:
+            yield from getattr(construct, _CLAIMS_ATTRIBUTE, ())
+
+
+def _bucket_shown(bucket: Any) -> str:
+    name = bucket.bucket_name
+    return shown(bucket) if Token.is_unresolved(name) else repr(name)
+
+
+def claim_s3_prefixes(scope: Construct, claims: Sequence[PrefixClaim]) -> None:
+    """Record ``scope``'s S3 prefixes, rejecting any overlap with another ``SessionExpiry``.
+
+    Two prefixes in one bucket overlap when one starts with the other (the same prefix, a
+    nested one, or one construct's archive prefix inside another's scratch root): two
+    lifecycle rules would act on one prefix, and two cleanup roles could delete it.
+    Unresolved tokens are skipped.
+
+    Raises:
+        ValueError: a prefix of ``claims`` overlaps one of a construct created earlier in the
+            same app; the message names both props, both prefixes, the bucket and the other
+            construct.
+    """
+    others = list(_claims_of_others(scope))
+    for mine in claims:
+        if Token.is_unresolved(mine.prefix):
+            continue
+        for other in others:
+            if Token.is_unresolved(other.prefix) or not _same_bucket(mine.bucket, other.bucket):
+                continue
+            if mine.prefix.startswith(other.prefix) or other.prefix.startswith(mine.prefix):
+                raise ValueError(
+                    f"{mine.prop}={mine.prefix!r} overlaps {other.prop}={other.prefix!r} of "
+                    f"{other.owner} in bucket {_bucket_shown(mine.bucket)}: two lifecycle "
+                    "rules would act on one prefix and two cleanup roles could delete it; "
+                    "expected prefixes of which neither starts with the other"
+                )
+    setattr(scope, _CLAIMS_ATTRIBUTE, tuple(claims))

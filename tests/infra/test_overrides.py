@@ -70,7 +70,8 @@ class Synth(StackTemplate):
             cleanup_log_retention=logs.RetentionDays.ONE_WEEK,
             max_workers=4,
             metrics_namespace="Custom/Sessions",
-            event_filter=CleanupEventFilter.TTL_DELETES_ONLY,
+            # TTL_DELETES_ONLY is rejected with grant_session_access (tests/infra/test_guards.py)
+            event_filter=CleanupEventFilter.ALL_REMOVES,
             batch_size=500,
             max_batching_window=Duration.seconds(30),
             parallelization_factor=4,
@@ -293,8 +294,15 @@ def test_event_source_mapping_overrides(synth: Synth) -> None:
     assert props["StartingPosition"] == "TRIM_HORIZON"
 
 
-def test_ttl_only_filter_pattern(synth: Synth) -> None:
-    (criteria,) = synth.props(synth.custom.event_source_mapping)["FilterCriteria"]["Filters"]
+def test_ttl_only_filter_pattern() -> None:
+    stack = Stack(App(), "TtlOnly")
+    SessionExpiry(stack, "Sessions", event_filter=CleanupEventFilter.TTL_DELETES_ONLY)
+    (mapping,) = (
+        assertions.Template.from_stack(stack)
+        .find_resources("AWS::Lambda::EventSourceMapping")
+        .values()
+    )
+    (criteria,) = mapping["Properties"]["FilterCriteria"]["Filters"]
     assert json.loads(criteria["Pattern"]) == {
         "eventName": ["REMOVE"],
         "userIdentity": {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]},
