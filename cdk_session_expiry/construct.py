@@ -134,12 +134,14 @@ class SessionExpiry(Construct):
         alarm_iterator_age_threshold: the iterator age alarm fires above this, 1 minute..less
             than 24 hours. Default: 1 hour.
         alarm_actions: actions of every alarm (e.g. ``SnsAction``). Default: none.
-        expiry_sweep_interval: run the expiry sweeper this often (whole minutes, 1 minute..1
-            day): a scheduled function deletes every session whose TTL has passed, so it is
-            cleaned within the interval plus processing time instead of TTL's "within a few
-            days". Adds a sparse index on a new table (a ``table=`` of this app must already
-            have it; see ``sweeper.check_sweep_index``), the function, an EventBridge rule and
-            an errors alarm. Cost: one extra index write per session create/touch, one Query
+        expiry_sweep_interval: run the expiry sweeper this often (whole minutes from 1 minute
+            to 1 day, or 5, 6, 10, 12, 15, 20 or 30 seconds: started every minute with reserved
+            concurrency 1, a pass every interval within the run): a scheduled function deletes
+            every session whose TTL has passed, so it is cleaned within the interval plus
+            processing time instead of TTL's "within a few days". Adds a sparse index on a new
+            table (a ``table=`` of this app must already have it; see
+            ``sweeper.check_sweep_index``), the function, an EventBridge rule and an errors
+            alarm. Cost: one extra index write per session create/touch, one Query
             per shard (4) and one Lambda invocation per interval, one DeleteItem per swept
             session (see ``cdk_session_expiry.sweeper``). Default: off, TTL alone.
         alarm_ttl_health_window: alarm when time to live deleted no session over this window

@@ -18,6 +18,19 @@ What it adds (all in this module, assembled by :class:`ExpirySweeper`):
 * a function (same code asset and runtime as the cleanup function, handler
   ``session_expiry_runtime.sweeper.handler``), its log group and role, invoked by an EventBridge
   rule every interval; asynchronous retries are off (the next run is the retry);
+* below one minute (5, 6, 10, 12, 15, 20 or 30 s): EventBridge ``rate()`` runs at most once a
+  minute, so the rule is ``rate(1 minute)`` and each run makes a pass every interval for its
+  minute (``SESSION_EXPIRY_SWEEP_INTERVAL_SECONDS``). One run at a time is enforced by Lambda,
+  not by timing: reserved concurrency 1 ("sets both the maximum and minimum number of
+  concurrent instances allocated to your function", AWS Lambda Developer Guide, "Configuring
+  reserved concurrency"), so a second invocation is throttled, and a throttled asynchronous
+  event goes back to the queue and is retried ("Lambda returns the event to the queue",
+  "How Lambda handles errors and retries with asynchronous invocation") until its maximum
+  event age of 60 s (the API's minimum) — it never runs beside the first. The timeout (59 s)
+  ends each run before the next minute's; its time guard (3.5 s) lets the last slot start;
+  asynchronous retries of function errors are off (the next minute is the retry). Reserved
+  concurrency needs 100 unreserved concurrent executions left in the account (a new account
+  with a quota of 10 cannot deploy it);
 * least-privilege IAM: ``dynamodb:Query`` on the index only, ``dynamodb:DeleteItem`` on the
   table (IAM cannot express "only expired items": the delete's condition expression does that),
   and use of the table's customer managed key if it has one;
@@ -29,8 +42,10 @@ each) and every write that sets or changes the TTL also writes the index (one mo
 request unit per create/touch in on-demand mode, or GSI write capacity in provisioned mode);
 each run costs one Query per shard (at least 0.5 read request unit each, plus the due keys read)
 and one DeleteItem per swept session; one Lambda invocation per interval (1,440 a day at one
-minute, 288 at five). A sweeper-on table also rejects a write whose TTL attribute is not a
-Number (index key types are enforced), which surfaces the "String TTL" bug at write time.
+minute, 288 at five); below one minute a run lasts the minute (about 56 s billed per minute
+whatever the interval), one Query per shard per pass. A sweeper-on table also rejects a write
+whose TTL attribute is not a Number (index key types are enforced), which surfaces the
+"String TTL" bug at write time.
 
 For a table passed as ``table=``, the construct does not change the table: a ``Table`` or
 ``TableV2`` of this app must already have the index (:func:`check_sweep_index` says how to add
@@ -62,22 +77,45 @@ SWEEP_SHARD_ATTRIBUTE = contract.DEFAULT_SWEEP_SHARD_ATTRIBUTE
 #: Number of shards: concurrent writes spread over this many index partitions, and each run
 #: makes this many Queries (at least).
 SWEEP_SHARDS = contract.DEFAULT_SWEEP_SHARDS
-#: EventBridge rate expressions run at most once a minute; beyond a day the bound is no bound.
-MIN_SWEEP_INTERVAL = Duration.minutes(1)
+#: Whole seconds from 5 s (below, a pass's own Queries and the stream's delivery dominate the
+#: bound) to a day (beyond, the bound is no bound).
+MIN_SWEEP_INTERVAL = Duration.seconds(5)
 MAX_SWEEP_INTERVAL = Duration.days(1)
 #: The sweeper's timeout: the interval, at most 5 minutes (a run that stops at its time guard
 #: is continued by the next one, so a longer run buys nothing but overlap).
 MAX_SWEEPER_TIMEOUT = Duration.minutes(5)
 SWEEPER_MEMORY_SIZE = 256
 
+# --- below one minute -----------------------------------------------------------------------
+#: EventBridge ``rate()`` runs at most once a minute: a sub-minute sweeper is started every
+#: minute and runs a pass every interval within its run (the runtime's ``run_passes``).
+SUB_MINUTE_RUN = Duration.minutes(1)
+#: Sub-minute intervals divide the minute, so every run's passes fall on the same slots.
+SUB_MINUTE_INTERVALS_SECONDS = (5, 6, 10, 12, 15, 20, 30)
+#: The run's timeout: under the minute, so a run has ended when the next one is started.
+SUB_MINUTE_TIMEOUT = Duration.seconds(59)
+#: The run's time guard (``SESSION_EXPIRY_TIME_GUARD_MS``): the last slot (55 s at 5 s) still
+#: starts inside the 59 s timeout, and one DynamoDB call with its retry fits in 90 % of it.
+SUB_MINUTE_TIME_GUARD_MS = 3_500
+#: Asynchronous invocation: an event that waited this long (the API's minimum, 60 s) is
+#: dropped; the next minute's event has arrived by then.
+SUB_MINUTE_MAX_EVENT_AGE = Duration.seconds(60)
+#: One run at a time, enforced by Lambda: a second invocation is throttled (and retried from
+#: the asynchronous queue until the event's maximum age), never run beside the first.
+SUB_MINUTE_RESERVED_CONCURRENCY = 1
+
 _WARNING_IMPORTED_TABLE = "cdk-session-expiry:sweepIndexUnchecked"
 
 
 def check_sweep_interval(interval: Duration) -> None:
-    """Reject an ``expiry_sweep_interval`` outside 1 minute..1 day or not whole minutes.
+    """Reject an ``expiry_sweep_interval`` the sweeper cannot honour.
+
+    Accepted: whole seconds from 5 s to 1 day; below one minute a divisor of 60 s
+    (:data:`SUB_MINUTE_INTERVALS_SECONDS`), so every per-minute run's passes cover its minute;
+    from one minute up whole minutes (EventBridge ``rate()`` expressions).
 
     Raises:
-        ValueError: the message names the value and the expected range.
+        ValueError: the message names the value and what is expected.
     """
     validation.check_duration_range(
         "expiry_sweep_interval",
@@ -85,10 +123,53 @@ def check_sweep_interval(interval: Duration) -> None:
         minimum=MIN_SWEEP_INTERVAL,
         maximum=MAX_SWEEP_INTERVAL,
     )
-    if not validation.is_token(interval) and interval.to_seconds(integral=False) % 60:
+    if validation.is_token(interval):
+        return
+    seconds = int(interval.to_seconds(integral=False))
+    if seconds < SUB_MINUTE_RUN.to_seconds() and seconds not in SUB_MINUTE_INTERVALS_SECONDS:
         raise ValueError(
-            f"expiry_sweep_interval={interval.to_human_string()}: expected a whole number of "
-            "minutes (EventBridge rate expressions)"
+            f"expiry_sweep_interval={interval.to_human_string()}: below one minute expected a "
+            f"divisor of 60 seconds ({', '.join(map(str, SUB_MINUTE_INTERVALS_SECONDS))} "
+            "seconds), so the passes of every per-minute run fall on the same slots"
+        )
+    if seconds >= SUB_MINUTE_RUN.to_seconds() and seconds % 60:
+        raise ValueError(
+            f"expiry_sweep_interval={interval.to_human_string()}: from one minute up expected a "
+            "whole number of minutes (EventBridge rate expressions)"
+        )
+
+
+def is_sub_minute(interval: Duration) -> bool:
+    """True for a resolved interval below one minute (passes within a per-minute run)."""
+    return not validation.is_token(interval) and interval.to_seconds(
+        integral=False
+    ) < SUB_MINUTE_RUN.to_seconds(integral=False)
+
+
+def check_sub_minute_run(interval_seconds: int, *, timeout: Duration, time_guard_ms: int) -> None:
+    """Check that a per-minute run with ``timeout`` can honour ``interval_seconds``.
+
+    The run must have ended when the next one is started (``timeout`` under a minute), and its
+    last slot (``60 - interval`` seconds in) must start with the time guard's margin still
+    left, or the gap between two runs' passes would exceed the interval.
+
+    Raises:
+        ValueError: the timeout is a minute or more, or too short for the last slot.
+    """
+    timeout_s = timeout.to_seconds(integral=False)
+    run_s = SUB_MINUTE_RUN.to_seconds()
+    if timeout_s >= run_s:
+        raise ValueError(
+            f"sweeper timeout {timeout.to_human_string()}: expected less than one minute, so a "
+            "run has ended when the next minute's run is started"
+        )
+    last_slot = run_s - interval_seconds
+    if last_slot + time_guard_ms / 1000 >= timeout_s:
+        raise ValueError(
+            f"sweeper timeout {timeout.to_human_string()} with a {time_guard_ms} ms time guard: "
+            f"too short for an interval of {interval_seconds} seconds, whose last pass starts "
+            f"{last_slot} seconds into the run; expected more than "
+            f"{last_slot + time_guard_ms / 1000:g} seconds"
         )
 
 
@@ -166,7 +247,9 @@ class ExpirySweeper(Construct):
 
     Args:
         table: the session table, already holding (or checked for) the sweep index.
-        interval: how often the sweeper runs (whole minutes, 1 minute..1 day).
+        interval: how often due sessions are swept: whole minutes from 1 minute to 1 day (one
+            run per interval), or 5, 6, 10, 12, 15, 20 or 30 seconds (one run per minute making
+            a pass every interval).
         environment: the runtime variables the sweeper shares with the cleanup function (table
             name, key and TTL attribute names, metrics namespace, workers, dry run).
         log_retention: retention of the sweeper's log group.
@@ -203,7 +286,15 @@ class ExpirySweeper(Construct):
             description="Expiry sweeper of the session table (cdk-session-expiry)",
         )
         log_group.grant_write(self.role)
-        if validation.is_token(interval):
+        sub_minute = is_sub_minute(interval)
+        #: Runs are started every minute and make a pass every ``interval`` (below a minute).
+        self.sub_minute = sub_minute
+        if sub_minute:
+            timeout = SUB_MINUTE_TIMEOUT
+            check_sub_minute_run(
+                int(interval.to_seconds()), timeout=timeout, time_guard_ms=SUB_MINUTE_TIME_GUARD_MS
+            )
+        elif validation.is_token(interval):
             timeout = MAX_SWEEPER_TIMEOUT
         else:
             timeout = Duration.seconds(min(interval.to_seconds(), MAX_SWEEPER_TIMEOUT.to_seconds()))
@@ -217,9 +308,10 @@ class ExpirySweeper(Construct):
             log_group=log_group,
             timeout=timeout,
             memory_size=SWEEPER_MEMORY_SIZE,
-            environment={**environment, **self.sweeper_environment()},
+            environment={**environment, **self.sweeper_environment(), **self._run_environment()},
             # The next scheduled run is the retry; asynchronous retries would only overlap it.
             retry_attempts=0,
+            **self._single_run_settings(),
         )
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
@@ -238,7 +330,7 @@ class ExpirySweeper(Construct):
             self,
             "Schedule",
             description="Runs the session expiry sweeper (cdk-session-expiry)",
-            schedule=events.Schedule.rate(interval),
+            schedule=events.Schedule.rate(SUB_MINUTE_RUN if sub_minute else interval),
             targets=[targets.LambdaFunction(self.function, retry_attempts=2)],
         )
         #: Any error of the sweeper function (a due session could not be deleted, or a Query
@@ -256,6 +348,26 @@ class ExpirySweeper(Construct):
             contract.ENV_SWEEP_SHARD_ATTRIBUTE: self.shard_attribute,
             contract.ENV_SWEEP_SHARDS: str(self.shards),
             contract.ENV_SWEEP_INDEX_NAME: self.index_name,
+        }
+
+    def _run_environment(self) -> dict[str, str]:
+        """The sweeper function's own variables: the pass interval and its time guard (below
+        one minute only; the session runtime never needs them)."""
+        if not self.sub_minute:
+            return {}
+        return {
+            contract.ENV_SWEEP_INTERVAL_SECONDS: str(int(self.interval.to_seconds())),
+            contract.ENV_TIME_GUARD_MS: str(SUB_MINUTE_TIME_GUARD_MS),
+        }
+
+    def _single_run_settings(self) -> dict[str, Any]:
+        """Below one minute: reserved concurrency 1 (one run at a time, whatever EventBridge
+        and the asynchronous queue deliver) and events dropped after a minute in the queue."""
+        if not self.sub_minute:
+            return {}
+        return {
+            "reserved_concurrent_executions": SUB_MINUTE_RESERVED_CONCURRENCY,
+            "max_event_age": SUB_MINUTE_MAX_EVENT_AGE,
         }
 
     def metric_sessions_swept(self, **options: Any) -> cloudwatch.Metric:

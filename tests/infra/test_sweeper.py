@@ -329,10 +329,12 @@ def test_fails_table_whose_sweep_index_has_other_keys(stack: Stack) -> None:
 @pytest.mark.parametrize(
     ("value", "shown"),
     [
-        (Duration.seconds(30), "30 seconds: expected between 1 minute and 1 day"),
-        (Duration.seconds(0), "0 seconds: expected between 1 minute and 1 day"),
-        (Duration.days(2), "2 days: expected between 1 minute and 1 day"),
-        (Duration.seconds(90), "1 minute 30 seconds: expected a whole number of minutes"),
+        (Duration.seconds(0), "0 seconds: expected between 5 seconds and 1 day"),
+        (Duration.days(2), "2 days: expected between 5 seconds and 1 day"),
+        (
+            Duration.seconds(90),
+            "1 minute 30 seconds: from one minute up expected a whole number of minutes",
+        ),
     ],
 )
 def test_fails_expiry_sweep_interval(stack: Stack, value: Duration, shown: str) -> None:
@@ -342,6 +344,7 @@ def test_fails_expiry_sweep_interval(stack: Stack, value: Duration, shown: str) 
 
 
 def test_interval_limits_are_accepted(stack: Stack) -> None:
+    sweeper.check_sweep_interval(Duration.seconds(5))
     sweeper.check_sweep_interval(Duration.minutes(1))
     sweeper.check_sweep_interval(Duration.days(1))
 
