@@ -127,11 +127,14 @@ def run_sweeps(
     for j in range(1, SWEEPS + 1):
         due = [p for p in swept if window_of(p.sim_expiry, interval) == j]
         race = [p for p in racing if window_of(p.sim_expiry, interval) == j]
-        # A margin of seconds, so every heartbeat below still finds its session live on a
-        # slow machine; the race sessions go first (they are touched twice).
+        # A margin of seconds, so every heartbeat below still finds its session live; the race
+        # sessions go first (they are touched twice). On a loaded machine the touches can take
+        # longer than the margin: a later touch then gets a later expiry (still in the future,
+        # so the store accepts it), and the sweep waits for the latest one.
         real_expiry = int(time.time()) + 3
         for plan in race + due:
             # The last heartbeat: the session's expiry now falls before this sweep.
+            real_expiry = max(real_expiry, int(time.time()) + 2)
             store.touch(plan.session_id, expires_at=real_expiry)
         for plan in race:
             # A heartbeat just before the sweep (the session is still live): it must win.
