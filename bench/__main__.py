@@ -1,7 +1,8 @@
 """``python -m bench`` (what ``make bench`` runs): every measurement, one table, BENCHMARKS.md.
 
 Order: synth (gives the construct's deployed defaults: memory, timeout, the function's
-environment), cleanup throughput and calls per session against moto_server, cold start. The
+environment), cleanup throughput and calls per session against the CPU-cheap bench endpoint
+(with moto as the correctness reference), the largest batches in one invocation, cold start. The
 tables go to stdout and, with the machine description, the commands and the date, into
 ``BENCHMARKS.md``; raw numbers go to ``bench/results/latest.json`` (git-ignored).
 
@@ -35,6 +36,10 @@ def plan(quick: bool) -> dict[str, Any]:
                 harness.Scenario("50 objects", 20, 50),
                 harness.Scenario("2,500 objects", 4, 2_500),
             ],
+            "scale": [
+                harness.Scenario("200 x 50", 200, 50),
+                harness.Scenario("20 x 2,500", 20, 2_500),
+            ],
             "coldstart_runs": 5,
             "synth_sizes": "1,5",
             "synth_repeats": 1,
@@ -46,6 +51,12 @@ def plan(quick: bool) -> dict[str, Any]:
             # 2,500 objects a session: 16 sessions (40,000 objects) instead of 100 keep moto's
             # S3 listing in budget; 16 is still twice the default worker count.
             harness.Scenario("2,500 objects", 16, 2_500),
+        ],
+        # One invocation of a batch far beyond the default batch size (100), at the default
+        # memory and timeout: the sizes issue 13 names.
+        "scale": [
+            harness.Scenario("1,000 x 50", 1_000, 50),
+            harness.Scenario("100 x 2,500", 100, 2_500),
         ],
         "coldstart_runs": 15,
         "synth_sizes": "1,10,50",
@@ -79,7 +90,15 @@ def main(argv: list[str] | None = None) -> int:
         help="measure nothing: render the tables and BENCHMARKS.md again from "
         "bench/results/latest.json (the last run's numbers)",
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also write cProfile statistics of each handler run against the bench endpoint "
+        "to bench/results/*.prof (slows those runs; BENCHMARKS.md untouched)",
+    )
     args = parser.parse_args(argv)
+    if args.profile:
+        args.no_write = True
     if args.report_only:
         data = json.loads((harness.REPO / "bench" / "results" / "latest.json").read_text())
         tables = report.tables(data)
@@ -92,12 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     machine_before = report.machine()
 
-    print("[1/3] synth: construct defaults and scaling ...", file=log, flush=True)
+    print("[1/4] synth: construct defaults and scaling ...", file=log, flush=True)
     synth = run_synth(p["synth_sizes"], p["synth_repeats"], log)
     defaults = synth["defaults"]
 
     print(
-        f"[2/3] cleanup throughput against moto_server, {LATENCY_MS:g} ms per AWS call ...",
+        f"[2/4] cleanup throughput against the bench endpoint, {LATENCY_MS:g} ms per AWS call, "
+        "and the handler against moto (correctness reference) ...",
         file=log,
         flush=True,
     )
@@ -108,10 +128,18 @@ def main(argv: list[str] | None = None) -> int:
         if s.objects <= 50
     ]
     runs = throughput.run_all(
-        p["scenarios"], latency_ms=LATENCY_MS, defaults=defaults, log=log, extra=extra
+        p["scenarios"],
+        latency_ms=LATENCY_MS,
+        defaults=defaults,
+        log=log,
+        extra=extra,
+        profile=args.profile,
     )
 
-    print("[3/3] cold start ...", file=log, flush=True)
+    print("[3/4] scale: the largest batches in one invocation ...", file=log, flush=True)
+    scale = throughput.run_scale(p["scale"], latency_ms=LATENCY_MS, defaults=defaults, log=log)
+
+    print("[4/4] cold start ...", file=log, flush=True)
     cold = coldstart.run_all(p["coldstart_runs"], log)
 
     elapsed = time.time() - started
@@ -123,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         "elapsed_s": elapsed,
         "synth": synth,
         "throughput": [r.to_json() for r in runs],
+        "scale": [r.to_json() for r in scale],
         "coldstart": cold,
     }
     results_dir = harness.REPO / "bench" / "results"
@@ -134,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.quick or args.no_write):
         (harness.REPO / "BENCHMARKS.md").write_text(report.document(data, tables))
         print("BENCHMARKS.md written", file=log)
-    ok = all(r.verification.clean and not r.case["failures"] for r in runs)
+    ok = all(r.verification.clean and not r.case["failures"] for r in runs + scale)
     print(f"bench finished in {elapsed:.0f} s", file=log)
     return 0 if ok else 1
 

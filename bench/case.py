@@ -137,6 +137,31 @@ class FakeContext:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
+def _profiled(fn: Any, event: Any, context: Any, path: str) -> Any:
+    """``fn(event, context)`` under cProfile in this thread and every thread it starts; the
+    merged statistics go to ``path`` (``python -m pstats path``)."""
+    import cProfile
+    import pstats
+
+    profilers = [cProfile.Profile()]
+
+    def start_in_thread(*_: Any) -> None:
+        profiler = cProfile.Profile()
+        profilers.append(profiler)
+        profiler.enable()  # replaces this hook for the rest of the thread
+
+    threading.setprofile(start_in_thread)
+    try:
+        response = profilers[0].runcall(fn, event, context)
+    finally:
+        threading.setprofile(None)  # type: ignore[arg-type]
+    stats = pstats.Stats(profilers[0])
+    for profiler in profilers[1:]:
+        stats.add(profiler)
+    stats.dump_stats(path)
+    return response
+
+
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     os.environ.update(spec["env"])
     # Lambda's JSON log format: the application log level defaults to INFO.
@@ -166,7 +191,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     context = FakeContext(spec["timeout_s"], spec["memory_mb"])
     wall_start = time.perf_counter()
     cpu_start = time.process_time()
-    response = module.handler(event, context)
+    if spec.get("profile_path"):
+        response = _profiled(module.handler, event, context, spec["profile_path"])
+    else:
+        response = module.handler(event, context)
     cpu = time.process_time() - cpu_start
     wall_end = time.perf_counter()
     rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,14 @@ def free_port() -> int:
 
 class MotoServer:
     """``python -m bench.server`` as a child process; stopped by :meth:`stop` (its own pid)."""
+
+    name = "moto"
+
+    def prepare(self, fx: Fixture) -> None:
+        """Nothing to do: a fixture is built in moto and serves one moto run."""
+
+    def verify(self, fx: Fixture) -> Verification:
+        return verify(self, fx)
 
     def __init__(self, log_path: Path) -> None:
         self.port = free_port()
@@ -116,6 +125,81 @@ class MotoServer:
 
     def stats(self) -> dict[str, int]:
         return dict(self._call("GET", "/_bench/stats")["requests"])
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
+
+
+class BenchEndpoint:
+    """``python -m bench.endpoint`` (CPU-cheap, stateful) as a child process; :meth:`stop` ends it.
+
+    The throughput runs' target; see :mod:`bench.endpoint` for what it answers and why.
+    """
+
+    name = "bench endpoint"
+
+    def __init__(self, log_path: Path) -> None:
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._log = open(log_path, "w")  # closed in stop()
+        self.proc = subprocess.Popen(  # noqa: S603 - our own module, fixed arguments
+            [sys.executable, "-m", "bench.endpoint", "--port", str(self.port)],
+            cwd=REPO,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self.set_latency_ms(0)
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"bench endpoint did not start; see {log_path}") from None
+                time.sleep(0.05)
+
+    def _call(self, method: str, path: str, doc: Any = None) -> Any:
+        data = json.dumps(doc).encode() if doc is not None else None
+        req = urllib.request.Request(self.endpoint + path, data=data, method=method)  # noqa: S310
+        with urllib.request.urlopen(req, timeout=600) as resp:  # noqa: S310 - localhost
+            return json.loads(resp.read())
+
+    def set_latency_ms(self, ms: float) -> None:
+        self._call("PUT", f"/_bench/latency?ms={ms}")
+
+    def stats(self) -> dict[str, int]:
+        return dict(self._call("GET", "/_bench/stats")["requests"])
+
+    def prepare(self, fx: Fixture) -> None:
+        """Forget the last run and hold exactly ``fx``'s connections, grants and objects."""
+        self._call("POST", "/_bench/reset")
+        sessions = fx.expired + fx.controls
+        self._call(
+            "POST",
+            "/_bench/seed",
+            {
+                "connections": [s.connection_id for s in sessions],
+                "grants": [{"id": s.grant_id, "token": s.grant_token} for s in sessions],
+                "objects": {fx.bucket: {s.scratch_prefix: s.objects for s in sessions}},
+            },
+        )
+
+    def verify(self, fx: Fixture) -> Verification:
+        """What :func:`verify` checks on moto, read from the endpoint's state."""
+        counts = self._call(
+            "POST",
+            "/_bench/count",
+            {"bucket": fx.bucket, "prefixes": [s.scratch_prefix for s in fx.expired + fx.controls]},
+        )
+        connections = set(self._call("GET", "/_bench/connections")["connections"])
+        grants = set(self._call("GET", "/_bench/grants")["grants"])
+        return _verification(fx, counts.__getitem__, connections, grants)
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -330,7 +414,12 @@ def verify(server: MotoServer, fx: Fixture) -> Verification:
     grants: set[str] = set()
     for page in c["kms"].get_paginator("list_grants").paginate(KeyId=fx.key_arn):
         grants.update(g["GrantId"] for g in page["Grants"])
-    connections = server.connections()
+    return _verification(fx, count, server.connections(), grants)
+
+
+def _verification(
+    fx: Fixture, count: Callable[[str], int], connections: set[str], grants: set[str]
+) -> Verification:
     left = [count(s.scratch_prefix) for s in fx.expired]
     damaged = sum(
         1
@@ -346,4 +435,76 @@ def verify(server: MotoServer, fx: Fixture) -> Verification:
         connections_left=sum(1 for s in fx.expired if s.connection_id in connections),
         grants_left=sum(1 for s in fx.expired if s.grant_id in grants),
         controls_damaged=damaged,
+    )
+
+
+def synthetic_fixture(scenario: Scenario) -> Fixture:
+    """A fixture for the bench endpoint alone, without moto: the REMOVE records are built in
+    ``GetRecords``' shape and reshaped by the runtime's own ``stream_records`` (as
+    :func:`build_fixture` does with moto's), so a batch of thousands of sessions costs no
+    emulator time. Used by the scale runs; grant ids and tokens are random, as KMS's are opaque.
+    """
+    import datetime as dt
+    import secrets
+
+    from session_expiry_runtime.prefixes import build_scratch_prefix
+
+    run_id = re.sub(r"[^a-z0-9]+", "-", f"scale-{scenario.name}".lower()).strip("-")[:50]
+    table = bucket = f"bench-{run_id}"
+    stream_arn = (
+        f"arn:aws:dynamodb:{REGION}:{ACCOUNT_ID}:table/{table}/stream/2026-11-30T00:00:00.000"
+    )
+    key_arn = f"arn:aws:kms:{REGION}:{ACCOUNT_ID}:key/{secrets.token_hex(16)}"
+    now = int(time.time())
+
+    def new_session(session_id: str, objects: int) -> Session:
+        return Session(
+            session_id,
+            f"conn-{session_id}=",
+            secrets.token_hex(32),
+            secrets.token_urlsafe(96),
+            build_scratch_prefix(SCRATCH_ROOT, session_id),
+            objects,
+        )
+
+    def remove(s: Session, seq: int) -> dict[str, Any]:
+        old = {
+            "pk": {"S": s.session_id},
+            "expiresAt": {"N": str(now - TTL_LAG_S)},
+            "connectionId": {"S": s.connection_id},
+            "grantId": {"S": s.grant_id},
+            "grantToken": {"S": s.grant_token},
+            "scratchPrefix": {"S": s.scratch_prefix},
+            "tenantId": {"S": "t-bench"},
+        }
+        api_record = {
+            "eventID": secrets.token_hex(16),
+            "eventName": "REMOVE",
+            "eventVersion": "1.1",
+            "eventSource": "aws:dynamodb",
+            "awsRegion": REGION,
+            "dynamodb": {
+                "ApproximateCreationDateTime": dt.datetime.fromtimestamp(now, dt.timezone.utc),
+                "Keys": {"pk": {"S": s.session_id}},
+                "OldImage": old,
+                "SequenceNumber": f"{10**20 + seq}",
+                "SizeBytes": 512,
+                "StreamViewType": "NEW_AND_OLD_IMAGES",
+            },
+        }
+        return to_lambda_record(api_record, stream_arn)
+
+    expired = [new_session(f"b-{i}", scenario.objects) for i in range(1, scenario.sessions + 1)]
+    warm = new_session("w-1", scenario.objects)
+    controls = [new_session(f"b-{i}x", 5) for i in range(1, scenario.controls + 1)]
+    return Fixture(
+        scenario=scenario,
+        run_id=run_id,
+        table=table,
+        bucket=bucket,
+        key_arn=key_arn,
+        event={"Records": [remove(s, i) for i, s in enumerate(expired)]},
+        warmup_event={"Records": [remove(warm, len(expired))]},
+        expired=[*expired, warm],
+        controls=controls,
     )

@@ -1,9 +1,12 @@
 """Cleanup throughput and calls per session: the project's handler against the naive baseline.
 
-For each scenario and each implementation: build a fresh fixture (own table, bucket and KMS
-key; latency 0 while building), set the injected latency, run the implementation once over the
-whole batch in a fresh process (:mod:`bench.case`), read the moto server's CPU time around the
-run, then verify every session clean and every control session intact (latency 0 again).
+For each scenario: build one fixture in moto (own table, bucket and KMS key; latency 0 while
+building); for each implementation seed the CPU-cheap bench endpoint (:mod:`bench.endpoint`)
+with the fixture's connections, grants and objects, set the injected latency, run the
+implementation once over the whole batch in a fresh process (:mod:`bench.case`), read the
+endpoint's CPU time around the run, then verify every session clean and every control session
+intact (latency 0 again). Last, the handler runs once against moto itself on the same fixture and
+is verified there: moto is the reference for correctness, the bench endpoint for speed.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,12 +39,20 @@ class RunResult:
     impl: str
     case: dict[str, Any]
     verification: harness.Verification
+    #: CPU time (utime + stime) of the endpoint process (bench endpoint or moto) during the run
     server_cpu_s: float
     latency_ms: float
+    #: ``"bench endpoint"`` (throughput) or ``"moto"`` (the correctness reference)
+    target: str = "bench endpoint"
 
     @property
     def sessions_per_s(self) -> float:
         return self.scenario.sessions / self.case["wall_s"]
+
+    @property
+    def cpu_ms_per_session(self) -> float:
+        """The measured process's own CPU (``time.process_time``, all threads) per session."""
+        return 1000.0 * self.case["cpu_s"] / self.scenario.sessions
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +63,8 @@ class RunResult:
             "server_cpu_s": self.server_cpu_s,
             "latency_ms": self.latency_ms,
             "sessions_per_s": self.sessions_per_s,
+            "cpu_ms_per_session": self.cpu_ms_per_session,
+            "target": self.target,
         }
 
 
@@ -72,9 +86,12 @@ def server_cpu_s(pid: int) -> float:
     return float(int(fields[11]) + int(fields[12])) / ticks
 
 
+Target = harness.MotoServer | harness.BenchEndpoint
+
+
 def run_case(
-    server: harness.MotoServer,
-    scenario: harness.Scenario,
+    target: Target,
+    fx: harness.Fixture,
     impl: str,
     *,
     module: str,
@@ -82,19 +99,22 @@ def run_case(
     latency_ms: float,
     defaults: dict[str, Any],
     workdir: Path,
+    profile: bool = False,
 ) -> RunResult:
-    fx = harness.build_fixture(server, scenario, impl)
-    event_path = workdir / f"{fx.run_id}.event.json"
+    """Run ``impl`` once over ``fx``'s batch against ``target`` and verify the result there."""
+    target.prepare(fx)
+    slug = re.sub(r"[^a-z0-9]+", "-", f"{fx.run_id}-{impl}-{target.name}".lower()).strip("-")
+    event_path = workdir / f"{slug}.event.json"
     event_path.write_text(json.dumps(fx.event))
-    warmup_path = workdir / f"{fx.run_id}.warmup.json"
+    warmup_path = workdir / f"{slug}.warmup.json"
     warmup_path.write_text(json.dumps(fx.warmup_event))
     env = {
         **harness.AWS_ENV,
         # The construct's own environment for the function (attribute names, max workers, ...),
         # then the bench's targets in place of the tokens it holds.
         **defaults.get("environment", {}),
-        "AWS_ENDPOINT_URL": server.endpoint,
-        "SESSION_EXPIRY_WEBSOCKET_ENDPOINT": f"{server.endpoint}/{harness.STAGE}",
+        "AWS_ENDPOINT_URL": target.endpoint,
+        "SESSION_EXPIRY_WEBSOCKET_ENDPOINT": f"{target.endpoint}/{harness.STAGE}",
         "SESSION_EXPIRY_GRANT_KEY_ARN": fx.key_arn,
         "SESSION_EXPIRY_SCRATCH_BUCKET": fx.bucket,
         "SESSION_EXPIRY_SCRATCH_ROOT": harness.SCRATCH_ROOT,
@@ -111,13 +131,16 @@ def run_case(
         "memory_mb": defaults.get("memory_mb", 256),
         "repo": str(harness.REPO),
         "lambda_src": str(harness.REPO / "lambda_src"),
+        "profile_path": str(harness.REPO / "bench" / "results" / f"{slug}.prof")
+        if profile
+        else None,
     }
-    spec_path = workdir / f"{fx.run_id}.spec.json"
-    result_path = workdir / f"{fx.run_id}.result.json"
+    spec_path = workdir / f"{slug}.spec.json"
+    result_path = workdir / f"{slug}.result.json"
     spec_path.write_text(json.dumps(spec))
-    server.set_latency_ms(latency_ms)
-    cpu0 = server_cpu_s(server.proc.pid)
-    with open(workdir / f"{fx.run_id}.log", "w") as log:
+    target.set_latency_ms(latency_ms)
+    cpu0 = server_cpu_s(target.proc.pid)
+    with open(workdir / f"{slug}.log", "w") as log:
         subprocess.run(  # noqa: S603 - our own module
             [sys.executable, "-m", "bench.case", str(spec_path), str(result_path)],
             cwd=harness.REPO,
@@ -126,10 +149,11 @@ def run_case(
             stderr=subprocess.STDOUT,
             check=True,
         )
-    cpu = server_cpu_s(server.proc.pid) - cpu0
+    cpu = server_cpu_s(target.proc.pid) - cpu0
     case = json.loads(result_path.read_text())
-    verification = harness.verify(server, fx)
-    return RunResult(scenario, impl, case, verification, cpu, latency_ms)
+    target.set_latency_ms(0)
+    verification = target.verify(fx)
+    return RunResult(fx.scenario, impl, case, verification, cpu, latency_ms, target.name)
 
 
 def run_all(
@@ -140,42 +164,97 @@ def run_all(
     log: Any = sys.stderr,
     impls: dict[str, tuple[str, dict[str, str]]] | None = None,
     extra: Sequence[tuple[harness.Scenario, str, str, dict[str, str]]] = (),
+    reference: bool = True,
+    profile: bool = False,
 ) -> list[RunResult]:
-    """Run every scenario with every implementation, then the ``extra`` runs
-    ``(scenario, name, module, env overrides)``; print one line per run to ``log``."""
-    plan = [
-        (scenario, name, module, env)
-        for scenario in scenarios
-        for name, (module, env) in (impls or IMPLS).items()
-    ] + list(extra)
+    """Per scenario: one fixture built in moto (its REMOVE records are the event of every run);
+    every implementation, then the ``extra`` runs ``(scenario, name, module, env overrides)``
+    of that scenario, against the CPU-cheap bench endpoint (seeded with the fixture's sessions
+    before each run); then, with ``reference``, the handler against moto itself, the reference
+    for correctness. Every run is verified where it ran; one line per run goes to ``log``."""
     harness.aws_env()
     results: list[RunResult] = []
+    results_dir = harness.REPO / "bench" / "results"
+    results_dir.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-throughput-") as tmp:
         workdir = Path(tmp)
-        server = harness.MotoServer(workdir / "moto_server.log")
+        moto = harness.MotoServer(workdir / "moto_server.log")
+        endpoint = harness.BenchEndpoint(workdir / "bench_endpoint.log")
         try:
-            for scenario, impl, module, env in plan:
+            for scenario in scenarios:
+                fx = harness.build_fixture(moto, scenario, "run")
+                runs: list[tuple[Target, str, str, dict[str, str]]] = [
+                    (endpoint, name, module, env)
+                    for name, (module, env) in (impls or IMPLS).items()
+                ]
+                runs += [(endpoint, n, m, e) for s, n, m, e in extra if s == scenario]
+                if reference:
+                    runs.append((moto, "handler", IMPLS["handler"][0], {}))
+                for target, impl, module, env in runs:
+                    r = run_case(
+                        target,
+                        fx,
+                        impl,
+                        module=module,
+                        env_overrides=env,
+                        latency_ms=latency_ms,
+                        defaults=defaults,
+                        workdir=workdir,
+                        profile=profile and target is endpoint and impl == "handler",
+                    )
+                    print(
+                        f"  {scenario.name:>13} {impl:>24} on {target.name:<14}: "
+                        f"{r.case['wall_s']:6.2f} s, {r.sessions_per_s:7.1f} sessions/s, "
+                        f"CPU {r.cpu_ms_per_session:7.1f} ms/session, "
+                        f"{target.name} CPU {r.server_cpu_s:5.2f} s, {r.verification.summary()}",
+                        file=log,
+                        flush=True,
+                    )
+                    results.append(r)
+        finally:
+            moto.stop()
+            endpoint.stop()
+            for name in ("moto_server.log", "bench_endpoint.log"):
+                shutil.copy(workdir / name, results_dir / name)
+    return results
+
+
+def run_scale(
+    scenarios: list[harness.Scenario],
+    *,
+    latency_ms: float,
+    defaults: dict[str, Any],
+    log: Any = sys.stderr,
+) -> list[RunResult]:
+    """One invocation of the handler per scenario, each a batch as large as the construct
+    allows, against the bench endpoint (synthetic records: see
+    :func:`harness.synthetic_fixture`), verified there."""
+    harness.aws_env()
+    results: list[RunResult] = []
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        workdir = Path(tmp)
+        endpoint = harness.BenchEndpoint(workdir / "bench_endpoint.log")
+        try:
+            for scenario in scenarios:
+                fx = harness.synthetic_fixture(scenario)
                 r = run_case(
-                    server,
-                    scenario,
-                    impl,
-                    module=module,
-                    env_overrides=env,
+                    endpoint,
+                    fx,
+                    "handler",
+                    module=IMPLS["handler"][0],
+                    env_overrides={},
                     latency_ms=latency_ms,
                     defaults=defaults,
                     workdir=workdir,
                 )
                 print(
-                    f"  {scenario.name:>10} {impl:>16}: {r.case['wall_s']:7.2f} s, "
-                    f"{r.sessions_per_s:8.1f} sessions/s, server CPU {r.server_cpu_s:5.2f} s, "
+                    f"  scale {scenario.name:>16}: {r.case['wall_s']:6.2f} s, "
+                    f"CPU {r.case['cpu_s']:6.2f} s, peak RSS {r.case['rss_peak_mb']:.0f} MiB, "
                     f"{r.verification.summary()}",
                     file=log,
                     flush=True,
                 )
                 results.append(r)
         finally:
-            server.stop()
-            results_dir = harness.REPO / "bench" / "results"
-            results_dir.mkdir(exist_ok=True)
-            shutil.copy(workdir / "moto_server.log", results_dir / "moto_server.log")
+            endpoint.stop()
     return results

@@ -1,0 +1,362 @@
+"""A CPU-cheap local endpoint for the cleanup's calls, with injected latency (bench target).
+
+``python -m bench.endpoint --port 5124`` answers, in AWS's wire format, exactly the calls the
+cleanup makes (and nothing else):
+
+* API Gateway Management API ``DeleteConnection`` (``DELETE /{stage}/@connections/{id}``):
+  204, or 410 ``GoneException`` for a connection it does not hold;
+* KMS ``RetireGrant`` (JSON 1.1, by ``GrantToken`` or ``GrantId`` + ``KeyId``): ``{}``, or 400
+  ``NotFoundException`` for a grant it does not hold;
+* S3 ``ListObjectsV2`` (``GET /{bucket}?list-type=2``, path style; ``encoding-type=url`` encodes
+  keys and prefix as S3 does, ``+`` for a space), pages of at most ``max-keys`` (1,000) with a
+  continuation token; each entry carries ``LastModified``, ``ETag``, ``Size``, ``StorageClass``
+  and ``ChecksumAlgorithm`` as S3 sends them, so the client parses what it parses against S3;
+* S3 ``DeleteObjects`` (``POST /{bucket}?delete``, at most 1,000 keys, ``Quiet`` honoured; a
+  missing key counts as deleted), ``DeleteObject`` (204) and ``PutObject`` (archive writes);
+* EventBridge ``PutEvents`` (every entry accepted).
+
+Why not moto for throughput: moto builds every answer in pure Python under one lock (a 1,000-key
+``ListObjectsV2`` costs it 0.1-0.3 s of CPU), so on a shared 2-core machine it competes with the
+measured process for CPU. Here a listing is a join of pre-rendered fragments, and the latency is
+a ``time.sleep`` in the request's own thread (a threaded server: concurrent calls wait
+concurrently, as on a network, and waiting costs no CPU). Its CPU time is read from ``/proc``
+and printed with every run, so the claim is checked, not assumed. moto stays the reference for
+correctness: every scenario is also run against moto and verified there.
+
+State (what the cleanup must remove) is seeded and read through bench-only endpoints, never
+delayed and never counted:
+
+* ``POST /_bench/reset``: forget everything;
+* ``POST /_bench/seed`` JSON ``{"connections": [...], "grants": [{"id", "token"}],
+  "objects": {"bucket": {"prefix": count}}}``: keys are ``{prefix}obj-{i:05d}.bin``;
+* ``POST /_bench/count`` JSON ``{"bucket", "prefixes": [...]}``: objects left under each;
+* ``GET /_bench/connections``, ``GET /_bench/grants``: what is left;
+* ``GET/PUT /_bench/latency?ms=20``; ``GET /_bench/stats``: AWS requests by operation since
+  the last ``PUT /_bench/latency``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import bisect
+import json
+import threading
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, quote_plus, unquote, urlsplit
+from xml.sax.saxutils import escape
+
+S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
+MAX_KEYS = 1000
+#: One fixed LastModified for every object: the client parses it as it parses S3's.
+LAST_MODIFIED = "2026-11-30T12:00:00.000Z"
+
+
+class Bucket:
+    """Keys in sorted order (for listing by prefix) plus the set of keys that still exist."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.live: set[str] = set()
+        self._known: set[str] = set()
+        self._sorted = True
+
+    def put(self, key: str) -> None:
+        if key not in self._known:
+            self._known.add(key)
+            self.keys.append(key)
+            self._sorted = False
+        self.live.add(key)
+
+    def page(self, prefix: str, start_after: str, max_keys: int) -> tuple[list[str], bool]:
+        if not self._sorted:
+            self.keys.sort()
+            self._sorted = True
+        i = bisect.bisect_right(self.keys, start_after) if start_after else 0
+        i = max(i, bisect.bisect_left(self.keys, prefix))
+        out: list[str] = []
+        n = len(self.keys)
+        while i < n and len(out) <= max_keys:
+            key = self.keys[i]
+            if not key.startswith(prefix):
+                break
+            if key in self.live:
+                out.append(key)
+            i += 1
+        truncated = len(out) > max_keys
+        return out[:max_keys], truncated
+
+    def count(self, prefix: str) -> int:
+        return sum(1 for k in self.live if k.startswith(prefix))
+
+
+class State:
+    """Everything the endpoint holds; one lock (each operation is short)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.latency_s = 0.0
+        self.requests: Counter[str] = Counter()
+        self.reset()
+
+    def reset(self) -> None:
+        self.requests.clear()
+        self.connections: set[str] = set()
+        self.grant_tokens: dict[str, str] = {}
+        self.grant_ids: set[str] = set()
+        self.buckets: dict[str, Bucket] = {}
+
+    def bucket(self, name: str) -> Bucket:
+        return self.buckets.setdefault(name, Bucket())
+
+    def seed(self, doc: dict[str, Any]) -> dict[str, int]:
+        self.connections.update(doc.get("connections", []))
+        for grant in doc.get("grants", []):
+            self.grant_ids.add(grant["id"])
+            self.grant_tokens[grant["token"]] = grant["id"]
+        n = 0
+        for name, prefixes in doc.get("objects", {}).items():
+            bucket = self.bucket(name)
+            for prefix, count in prefixes.items():
+                for i in range(int(count)):
+                    bucket.put(f"{prefix}obj-{i:05d}.bin")
+                n += int(count)
+        return {"objects": n}
+
+
+STATE = State()
+
+
+def _list_xml(bucket: str, query: dict[str, str]) -> bytes:
+    prefix = query.get("prefix", "")
+    encode = query.get("encoding-type") == "url"
+    token = query.get("continuation-token")
+    start_after = (
+        base64.urlsafe_b64decode(token).decode() if token else query.get("start-after", "")
+    )
+    max_keys = min(int(query.get("max-keys", MAX_KEYS)), MAX_KEYS)
+    with STATE.lock:
+        keys, truncated = STATE.bucket(bucket).page(prefix, start_after, max_keys)
+
+    def enc(text: str) -> str:
+        return quote_plus(text, safe="/") if encode else escape(text)
+
+    parts = [
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="{S3_NS}">',
+        f"<Name>{escape(bucket)}</Name><Prefix>{enc(prefix)}</Prefix>",
+        f"<KeyCount>{len(keys)}</KeyCount><MaxKeys>{max_keys}</MaxKeys>",
+        "<EncodingType>url</EncodingType>" if encode else "",
+        f"<IsTruncated>{'true' if truncated else 'false'}</IsTruncated>",
+    ]
+    if token:
+        parts.append(f"<ContinuationToken>{escape(token)}</ContinuationToken>")
+    if truncated:
+        nxt = base64.urlsafe_b64encode(keys[-1].encode()).decode()
+        parts.append(f"<NextContinuationToken>{nxt}</NextContinuationToken>")
+    parts.extend(
+        f"<Contents><Key>{enc(k)}</Key><LastModified>{LAST_MODIFIED}</LastModified>"
+        '<ETag>"9dd4e461268c8034f5c8564e155c67a6"</ETag><ChecksumAlgorithm>CRC64NVME'
+        "</ChecksumAlgorithm><ChecksumType>FULL_OBJECT</ChecksumType><Size>1</Size>"
+        "<StorageClass>STANDARD</StorageClass></Contents>"
+        for k in keys
+    )
+    parts.append("</ListBucketResult>")
+    return "".join(parts).encode()
+
+
+def _delete_xml(bucket: str, body: bytes) -> tuple[int, bytes]:
+    try:
+        root = ET.fromstring(body)  # noqa: S314 - localhost, the bench's own client
+    except ET.ParseError:
+        return 400, _s3_error("MalformedXML", "The XML you provided was not well-formed")
+    keys = [el.text or "" for el in root.iter() if el.tag.endswith("Key")]
+    quiet = any(el.tag.endswith("Quiet") and el.text == "true" for el in root.iter())
+    if not keys or len(keys) > MAX_KEYS:
+        return 400, _s3_error("MalformedXML", f"{len(keys)} keys: between 1 and 1,000 expected")
+    with STATE.lock:
+        live = STATE.bucket(bucket).live
+        for key in keys:
+            live.discard(key)
+    deleted = "" if quiet else "".join(f"<Deleted><Key>{escape(k)}</Key></Deleted>" for k in keys)
+    doc = (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n'
+        f'<DeleteResult xmlns="{S3_NS}">{deleted}</DeleteResult>'
+    )
+    return 200, doc.encode()
+
+
+def _s3_error(code: str, message: str) -> bytes:
+    return f"<Error><Code>{code}</Code><Message>{escape(message)}</Message></Error>".encode()
+
+
+def _json_error(code: str, message: str) -> bytes:
+    return json.dumps({"__type": code, "message": message}).encode()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: botocore reuses its pooled connections
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # one line per request would cost more CPU than answering it
+
+    def _send(
+        self, status: int, body: bytes = b"", ctype: str = "application/xml", **hdrs: str
+    ) -> None:
+        self.send_response(status)
+        if status != 204:
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+        self.send_header("x-amz-request-id", "bench")
+        for name, value in hdrs.items():
+            self.send_header(name.replace("_", "-"), value)
+        self.end_headers()
+        if body and status != 204:
+            self.wfile.write(body)
+
+    def _body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def _dispatch(self, method: str) -> None:
+        url = urlsplit(self.path)
+        query = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        body = self._body()
+        if url.path.startswith("/_bench/"):
+            self._bench(method, url.path, query, body)
+            return
+        op, answer = self._aws(method, url.path, query, body)
+        with STATE.lock:
+            STATE.requests[op] += 1
+            latency = STATE.latency_s
+        if latency > 0:
+            time.sleep(latency)
+        answer()
+
+    def _aws(self, method: str, path: str, query: dict[str, str], body: bytes) -> tuple[str, Any]:
+        target = self.headers.get("X-Amz-Target", "")
+        if target:
+            return target.split(".")[-1], lambda: self._json_api(target, body)
+        if "/@connections/" in path:
+            return "DeleteConnection", lambda: self._delete_connection(method, path)
+        bucket, _, key = path.lstrip("/").partition("/")
+        bucket, key = unquote(bucket), unquote(key)
+        if method == "GET" and not key and query.get("list-type") == "2":
+            return "ListObjectsV2", lambda: self._send(200, _list_xml(bucket, query))
+        if method == "POST" and not key and "delete" in query:
+            return "DeleteObjects", lambda: self._send(*_delete_xml(bucket, body))
+        if method == "DELETE" and key:
+            return "DeleteObject", lambda: self._delete_object(bucket, key)
+        if method == "PUT" and key:
+            return "PutObject", lambda: self._put_object(bucket, key)
+        return "Unsupported", lambda: self._send(
+            501, _s3_error("NotImplemented", f"{method} {path} is not served by the bench endpoint")
+        )
+
+    def _delete_connection(self, method: str, path: str) -> None:
+        connection = unquote(path.rsplit("/@connections/", 1)[1])
+        if method != "DELETE":
+            self._send(501, _json_error("NotImplemented", method), "application/json")
+            return
+        with STATE.lock:
+            known = connection in STATE.connections
+            STATE.connections.discard(connection)
+        if known:
+            self._send(204)
+        else:
+            self._send(
+                410, b'{"message": null}', "application/json", x_amzn_ErrorType="GoneException"
+            )
+
+    def _json_api(self, target: str, body: bytes) -> None:
+        doc = json.loads(body or b"{}")
+        ctype = "application/x-amz-json-1.1"
+        if target == "TrentService.RetireGrant":
+            with STATE.lock:
+                grant_id = (
+                    STATE.grant_tokens.pop(doc["GrantToken"], None)
+                    if "GrantToken" in doc
+                    else doc.get("GrantId")
+                )
+                found = grant_id in STATE.grant_ids
+                STATE.grant_ids.discard(grant_id)  # type: ignore[arg-type]
+            if found:
+                self._send(200, b"{}", ctype)
+            else:
+                self._send(400, _json_error("NotFoundException", "Grant not found"), ctype)
+        elif target == "AWSEvents.PutEvents":
+            entries = [{"EventId": f"bench-{i}"} for i in range(len(doc.get("Entries", [])))]
+            self._send(200, json.dumps({"FailedEntryCount": 0, "Entries": entries}).encode(), ctype)
+        else:
+            self._send(400, _json_error("UnknownOperationException", target), ctype)
+
+    def _delete_object(self, bucket: str, key: str) -> None:
+        with STATE.lock:
+            STATE.bucket(bucket).live.discard(key)
+        self._send(204)
+
+    def _put_object(self, bucket: str, key: str) -> None:
+        with STATE.lock:
+            STATE.bucket(bucket).put(key)
+        self._send(200, ETag='"bench"')
+
+    def _bench(self, method: str, path: str, query: dict[str, str], body: bytes) -> None:
+        doc = json.loads(body) if body else {}
+        answer: Any
+        with STATE.lock:
+            if path == "/_bench/latency":
+                if method == "PUT":
+                    STATE.latency_s = float(query["ms"]) / 1000.0
+                    STATE.requests.clear()
+                answer = {"latency_ms": STATE.latency_s * 1000.0}
+            elif path == "/_bench/reset":
+                STATE.reset()
+                answer = {"reset": True}
+            elif path == "/_bench/seed":
+                answer = STATE.seed(doc)
+            elif path == "/_bench/count":
+                bucket = STATE.bucket(doc["bucket"])
+                answer = {p: bucket.count(p) for p in doc["prefixes"]}
+            elif path == "/_bench/connections":
+                answer = {"connections": sorted(STATE.connections)}
+            elif path == "/_bench/grants":
+                answer = {"grants": sorted(STATE.grant_ids)}
+            elif path == "/_bench/stats":
+                answer = {"requests": dict(STATE.requests)}
+            else:
+                answer = None
+        if answer is None:
+            self._send(404, b'{"error": "unknown bench endpoint"}', "application/json")
+        else:
+            self._send(200, json.dumps(answer).encode(), "application/json")
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # every worker of the measured process may connect at once
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args(argv)
+    Server(("127.0.0.1", args.port), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""The bench endpoint (``bench/endpoint.py``) answers the cleanup's calls as AWS does.
+
+The throughput bench measures the handler against it instead of moto, so its answers must be
+what botocore gets from AWS: if they were not, the bench would measure a different client
+path. Each test drives it with real boto3 clients over HTTP on localhost, no latency injected.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+
+from bench import endpoint as ep
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    ep.STATE.reset()
+    httpd = ep.Server(("localhost", 0), ep.Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://localhost:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def _bench(url: str, path: str, doc: Any = None) -> Any:
+    data = json.dumps(doc).encode() if doc is not None else None
+    req = urllib.request.Request(url + path, data=data, method="POST" if data else "GET")
+    with urllib.request.urlopen(req) as resp:
+        return json.loads(resp.read())
+
+
+def _client(service: str, url: str) -> Any:
+    cfg = Config(
+        retries={"mode": "standard", "total_max_attempts": 1}, s3={"addressing_style": "path"}
+    )
+    return boto3.client(service, endpoint_url=url, region_name="us-east-1", config=cfg)
+
+
+def test_list_objects_v2_pages_keys_with_url_encoding_and_delete_objects_removes_them(
+    server: str,
+) -> None:
+    _bench(
+        server, "/_bench/seed", {"objects": {"b": {"sessions/s-1/": 2_500, "sessions/s-10/": 3}}}
+    )
+    s3 = _client("s3", server)
+    tricky = "sessions/s-1/a b+c%d\u00e9\u2028.txt"
+    s3.put_object(Bucket="b", Key=tricky, Body=b"x")
+    pages = list(s3.get_paginator("list_objects_v2").paginate(Bucket="b", Prefix="sessions/s-1/"))
+    keys = [o["Key"] for p in pages for o in p.get("Contents", [])]
+    assert [p["KeyCount"] for p in pages] == [1_000, 1_000, 501]
+    assert len(set(keys)) == 2_501 and tricky in keys  # botocore decoded S3's url encoding
+    assert all(k.startswith("sessions/s-1/") for k in keys)  # s-10 is not under s-1/
+    assert pages[0]["Contents"][0]["LastModified"].year == 2026  # parsed as S3's timestamps
+    plain = [k for k in keys if k != tricky]
+    answer = s3.delete_objects(
+        Bucket="b", Delete={"Objects": [{"Key": k} for k in plain[:1_000]], "Quiet": True}
+    )
+    assert "Errors" not in answer and "Deleted" not in answer
+    s3.delete_object(Bucket="b", Key=tricky)
+    counts = _bench(
+        server, "/_bench/count", {"bucket": "b", "prefixes": ["sessions/s-1/", "sessions/s-10/"]}
+    )
+    assert counts == {"sessions/s-1/": 1_500, "sessions/s-10/": 3}
+
+
+def test_fails_delete_objects_of_more_than_1000_keys(server: str) -> None:
+    s3 = _client("s3", server)
+    with pytest.raises(s3.exceptions.ClientError, match="MalformedXML"):
+        s3.delete_objects(Bucket="b", Delete={"Objects": [{"Key": f"k{i}"} for i in range(1_001)]})
+
+
+def test_delete_connection_then_gone_and_retire_grant_then_not_found(server: str) -> None:
+    _bench(
+        server,
+        "/_bench/seed",
+        {
+            "connections": ["c1="],
+            "grants": [{"id": "g1", "token": "t1"}, {"id": "g2", "token": "t2"}],
+        },
+    )
+    apigw = _client("apigatewaymanagementapi", f"{server}/prod")
+    kms = _client("kms", server)
+    apigw.delete_connection(ConnectionId="c1=")
+    with pytest.raises(apigw.exceptions.GoneException):
+        apigw.delete_connection(ConnectionId="c1=")
+    kms.retire_grant(GrantToken="t1")
+    kms.retire_grant(GrantId="g2", KeyId="arn:aws:kms:us-east-1:123456789012:key/k")
+    with pytest.raises(kms.exceptions.NotFoundException):
+        kms.retire_grant(GrantToken="t1")
+    assert _bench(server, "/_bench/connections") == {"connections": []}
+    assert _bench(server, "/_bench/grants") == {"grants": []}
+    assert _bench(server, "/_bench/stats")["requests"] == {"DeleteConnection": 2, "RetireGrant": 3}
