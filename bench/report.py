@@ -726,7 +726,9 @@ application under werkzeug's threaded server, its request handling under one loc
 backends are not thread safe, the stage segment of `/{{stage}}/@connections/{{id}}` dropped as
 API Gateway does) builds every fixture — the table, its stream and the REMOVE records — and
 runs the handler once per scenario on the same records as the **correctness reference**,
-verified in moto. Setup and verification run with the latency at 0.
+verified in moto, with 4 calls in flight (`SESSION_EXPIRY_MAX_WORKERS=4`): moto answers one
+request at a time, and with 16 in flight on a loaded machine a call waited longer than the
+client's 10 s read timeout behind the others' 1,000-key listings. Setup and verification run with the latency at 0.
 
 **Records.** Each scenario gets its own table (stream `NEW_AND_OLD_IMAGES`), bucket and KMS key in moto.
 Sessions are written with `PutItem` and removed with `DeleteItem`; the REMOVE records are read
