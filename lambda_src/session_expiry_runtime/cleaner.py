@@ -71,6 +71,7 @@ from .config import (
 from .decode import DecodeError, StreamRecord, decode_image, parse_record, to_json_value
 from .metrics import MetricsRecorder
 from .prefixes import ScratchPrefixError, validate_scratch_prefix
+from .timestamps import fast_timestamp_session
 
 LOGGER = logging.getLogger("session_expiry_runtime.cleanup")
 
@@ -139,7 +140,9 @@ def build_clients(
     against moto_server. The management API client's endpoint is the configured
     ``SESSION_EXPIRY_WEBSOCKET_ENDPOINT`` (``https://{api-id}.execute-api.{region}.amazonaws.com/{stage}``).
     """
-    session = session or boto3.session.Session()
+    # Response timestamps through the standard library (see .timestamps): a third of the CPU
+    # of a 1,000-key listing instead of dateutil's. A session passed in is the caller's own.
+    session = session or fast_timestamp_session()
     settings = client_config(config.max_workers)
     return CleanupClients(
         apigateway=session.client(
