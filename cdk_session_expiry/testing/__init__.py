@@ -16,9 +16,11 @@ CDK CLI are needed; nothing here is imported by the construct itself.
 
 What differs from AWS
 ---------------------
-* Timing: the poller runs when called (:meth:`LocalPipeline.run_cleanup`), not continuously;
-  ``MaximumBatchingWindowInSeconds``, ``ParallelizationFactor`` and ``TumblingWindowInSeconds``
-  are ignored (one batch at a time per shard, in order); the 6 MB payload limit is not enforced.
+* Timing: the poller runs when called (:meth:`LocalPipeline.run_cleanup`), or continuously on
+  its own thread (:meth:`LocalPipeline.start_cleanup`, every 0.25 s by default: Lambda polls a
+  stream's shards about four times a second); ``MaximumBatchingWindowInSeconds``,
+  ``ParallelizationFactor`` and ``TumblingWindowInSeconds`` are ignored (one batch at a time
+  per shard, in order); the 6 MB payload limit is not enforced.
 * Retries happen immediately, without back-off. With unbounded retries
   (``MaximumRetryAttempts=-1``) a batch that keeps failing raises :class:`ShardBlocked` after a
   number of attempts instead of blocking the shard for up to 24 hours.
@@ -56,7 +58,9 @@ What differs from AWS
 * Schedules: moto creates EventBridge rules with a ``ScheduleExpression`` but never fires them.
   :meth:`LocalPipeline.schedule_of` reads the rule back and :meth:`Schedule.scheduled_event`
   builds the event a scheduled target receives; invoke the target yourself
-  (:meth:`LocalPipeline.local_function`), on whatever simulated timeline the test needs.
+  (:meth:`LocalPipeline.local_function`), on whatever simulated timeline the test needs, or in
+  real time with :meth:`LocalPipeline.start_schedule` (:class:`ScheduleRunner`: one run at a
+  time, as reserved concurrency 1 enforces; EventBridge's own delivery delay is not modelled).
 * EventBridge: moto's ``PutEvents`` matches rules on custom buses and delivers to SQS targets
   synchronously (AWS: asynchronously, at least once, with retries).
 * Settings changed after deploy (``UpdateEventSourceMapping``, ``UpdateFunctionConfiguration``)
@@ -76,7 +80,13 @@ from cdk_session_expiry.testing.deployment import (
     LocalLambda,
 )
 from cdk_session_expiry.testing.emulator import Fault, LocalEmulator
-from cdk_session_expiry.testing.pipeline import EmfMetrics, LocalPipeline, Schedule
+from cdk_session_expiry.testing.pipeline import (
+    EmfMetrics,
+    LocalPipeline,
+    Schedule,
+    ScheduledRun,
+    ScheduleRunner,
+)
 from cdk_session_expiry.testing.poller import (
     EventSourceMappingConfig,
     EventSourceMappingPoller,
@@ -106,6 +116,8 @@ __all__ = [
     "MotoInternalsChanged",
     "PollReport",
     "Schedule",
+    "ScheduleRunner",
+    "ScheduledRun",
     "ShardBlocked",
     "check_moto_internals",
     "interpret_partial_batch_response",

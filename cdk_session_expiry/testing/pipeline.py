@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -116,6 +117,73 @@ class Schedule:
         }
 
 
+@dataclass
+class ScheduledRun:
+    """One run started by a :class:`ScheduleRunner`: when (monotonic), how long, what."""
+
+    started: float
+    seconds: float
+    response: Any = None
+    error: str | None = None
+
+
+class ScheduleRunner:
+    """Fires an EventBridge schedule in real time (moto creates rules but never fires them).
+
+    Every ``period_seconds`` (default the rule's ``rate()``) on its own thread, it calls
+    ``handler(schedule.scheduled_event(), None)``, the first time at once. Runs never overlap:
+    a run still going when the next is due delays it (the sweeper's reserved concurrency of 1
+    throttles the second invocation, which the asynchronous queue retries). Errors are recorded
+    per run, as Lambda records a failed asynchronous invocation, and the schedule goes on.
+    """
+
+    def __init__(
+        self, schedule: Schedule, handler: Handler, *, period_seconds: float | None = None
+    ) -> None:
+        self.schedule = schedule
+        self.handler = handler
+        self.period = float(period_seconds or schedule.interval_seconds)
+        if self.period <= 0:
+            raise ValueError(f"period_seconds={period_seconds!r}: expected seconds > 0")
+        self.runs: list[ScheduledRun] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> ScheduleRunner:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="schedule", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        due = time.monotonic()
+        while not self._stop.is_set():
+            started = time.monotonic()
+            run = ScheduledRun(started=started, seconds=0.0)
+            try:
+                run.response = self.handler(self.schedule.scheduled_event(), None)
+            except Exception as err:
+                run.error = f"{type(err).__name__}: {err}"
+            run.seconds = time.monotonic() - started
+            self.runs.append(run)
+            due += self.period
+            self._stop.wait(max(0.0, due - time.monotonic()))
+
+    def stop(self, *, timeout: float = 120.0) -> list[ScheduledRun]:
+        """Stop after the run in progress; the runs so far.
+
+        Raises:
+            TimeoutError: the run in progress did not end within ``timeout`` seconds.
+        """
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                raise TimeoutError(f"the scheduled run did not end within {timeout} s")
+            self._thread = None
+        return self.runs
+
+
 class LocalPipeline:
     """A deployed stack's stream-to-function pipeline, driven locally.
 
@@ -153,6 +221,7 @@ class LocalPipeline:
         self._functions: dict[str, LocalLambda] = {}
         self._poller: EventSourceMappingPoller | None = None
         self._log_listeners: list[Callable[[str], None]] = []
+        self._schedules: list[ScheduleRunner] = []
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
@@ -371,6 +440,33 @@ class LocalPipeline:
             self._poller._on_invocation = on_invocation
         return self._poller.poll()
 
+    def start_cleanup(
+        self,
+        *,
+        poll_interval: float = 0.25,
+        on_invocation: Callable[[Invocation], None] | None = None,
+    ) -> EventSourceMappingPoller:
+        """Continuous mode: the deployed mapping's poller delivers on its own thread every
+        ``poll_interval`` seconds (Lambda polls about four times a second) while the
+        application and the sweeper run; :meth:`stop_cleanup` ends it. :meth:`run_cleanup` may
+        still be called meanwhile (polls are serialised). Returns the poller (its
+        ``wait_until`` waits for a delivery without sleeping)."""
+        if self._poller is None:
+            self._poller = self.poller(on_invocation=on_invocation)
+        elif on_invocation is not None:
+            self._poller._on_invocation = on_invocation
+        return self._poller.start(poll_interval=poll_interval)
+
+    def stop_cleanup(self, *, timeout: float = 30.0) -> PollReport:
+        """Stop continuous mode after the invocation in progress; the cumulative report.
+
+        Raises:
+            TimeoutError, ShardBlocked: see :meth:`EventSourceMappingPoller.stop`.
+        """
+        if self._poller is None:
+            return PollReport()
+        return self._poller.stop(timeout=timeout)
+
     def refresh(self) -> None:
         """Read the mapping and the cleanup function back from the emulator again.
 
@@ -452,6 +548,16 @@ class LocalPipeline:
                     )
         raise LookupError(f"no EventBridge schedule targets {function.name}")
 
+    def start_schedule(
+        self, schedule: Schedule, handler: Handler, *, period_seconds: float | None = None
+    ) -> ScheduleRunner:
+        """Fire ``schedule`` in real time: ``handler(scheduled_event, None)`` every period on
+        its own thread, one run at a time (see :class:`ScheduleRunner`). Stopped by
+        :meth:`close` or the runner's ``stop``."""
+        runner = ScheduleRunner(schedule, handler, period_seconds=period_seconds).start()
+        self._schedules.append(runner)
+        return runner
+
     def on_failure_messages(self, *, max_messages: int = 10_000) -> list[dict[str, Any]]:
         """Messages on the mapping's SQS on-failure destination (received, not deleted)."""
         url = self.on_failure_queue_url()
@@ -514,7 +620,13 @@ class LocalPipeline:
         )
 
     def close(self) -> None:
-        """Stop the function's worker process, and the emulator if this pipeline started it."""
+        """Stop continuous mode and schedules, the function's worker process, and the emulator
+        if this pipeline started it."""
+        if self._poller is not None and self._poller.running:
+            self._poller.stop()
+        for runner in self._schedules:
+            runner.stop()
+        self._schedules.clear()
         if self._lambda is not None:
             self._lambda.close()
             self._lambda = None

@@ -24,6 +24,11 @@ a DynamoDB event source", "Control which events Lambda sends to your function"):
   split into halves first (first half first), which does not consume retries.
 * **Bounded retries**: ``MaximumRetryAttempts`` retries per batch (-1: until the records
   expire); ``MaximumRecordAgeInSeconds`` discards records older than that before an invocation.
+* **Continuous mode** (:meth:`EventSourceMappingPoller.start`): polls on its own thread every
+  ``poll_interval`` seconds (Lambda polls a stream's shards about four times a second), so
+  records are delivered while the application runs, without a call; :meth:`stop` ends it
+  cleanly. Polls are serialised (a manual :meth:`poll` waits for the thread's), so each record
+  is delivered once, apart from the documented retries of a failing batch.
 * **On-failure destination**: a batch whose retries are exhausted, or records that are too
   old, are reported to the destination — SQS and SNS receive only metadata
   (``DDBStreamBatchInfo``: shard id, start/end sequence numbers, stream ARN, batch size;
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 import time
 import uuid
 from collections import deque
@@ -238,6 +244,14 @@ class EventSourceMappingPoller:
         self._positions: dict[str, str | None] = {}
         self._region = config.event_source_arn.split(":")[3]
         self.report = PollReport()
+        #: Serialises polls (the continuous thread's and manual ones) and guards the report.
+        self._poll_lock = threading.RLock()
+        #: Notified after every poll of the continuous thread (see :meth:`wait_until`).
+        self._polled = threading.Condition()
+        self._polls = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
         if config.starting_position == "LATEST":
             self._start_at_latest()
 
@@ -332,8 +346,13 @@ class EventSourceMappingPoller:
         Raises:
             ShardBlocked: unbounded retries on a batch that keeps failing.
         """
-        if not self.config.enabled:
+        with self._poll_lock:
+            if not self.config.enabled:
+                return self.report
+            self._poll_shards()
             return self.report
+
+    def _poll_shards(self) -> None:
         for shard in self._shards():
             shard_id = shard["ShardId"]
             while True:
@@ -348,7 +367,87 @@ class EventSourceMappingPoller:
                     self._deliver(shard_id, matching[start : start + size])
                 # Filtered-out records are consumed too: the checkpoint passes them.
                 self._checkpoint(shard_id, sequence_number(records[-1]))
+
+    # -- continuous mode ---------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        """True while the continuous polling thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def polls(self) -> int:
+        """Polls the continuous thread has completed."""
+        return self._polls
+
+    def start(self, *, poll_interval: float = 0.25) -> EventSourceMappingPoller:
+        """Poll on a background thread every ``poll_interval`` seconds until :meth:`stop`.
+
+        Like Lambda's poller, records reach the handler without a call, within about
+        ``poll_interval`` plus the invocation. A disabled mapping is polled as usual (nothing
+        is delivered; the position is kept).
+
+        Raises:
+            RuntimeError: already running. ValueError: ``poll_interval`` is not positive.
+        """
+        if poll_interval <= 0:
+            raise ValueError(f"poll_interval={poll_interval!r}: expected seconds > 0")
+        if self.running:
+            raise RuntimeError("the poller is already running")
+        self._stop.clear()
+        self._error = None
+        self._thread = threading.Thread(
+            target=self._run, args=(poll_interval,), name="esm-poller", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def _run(self, poll_interval: float) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll()
+            except BaseException as err:  # reported by stop(), like a stuck mapping's state
+                self._error = err
+                self._stop.set()
+            with self._polled:
+                self._polls += 1
+                self._polled.notify_all()
+            self._stop.wait(poll_interval)
+
+    def stop(self, *, timeout: float = 30.0) -> PollReport:
+        """Stop the thread after the poll in progress (its invocation finishes); return the
+        cumulative report.
+
+        Raises:
+            TimeoutError: the thread did not stop within ``timeout`` seconds.
+            ShardBlocked (or the error that stopped the thread): polling failed meanwhile.
+        """
+        self._stop.set()
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+            if thread.is_alive():
+                raise TimeoutError(f"the poller did not stop within {timeout} s")
+        self._thread = None
+        with self._polled:
+            self._polled.notify_all()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
         return self.report
+
+    def wait_until(self, predicate: Callable[[PollReport], bool], *, timeout: float) -> bool:
+        """Block until ``predicate(report)`` holds after a poll of the continuous thread, the
+        thread stops, or ``timeout`` seconds pass. Returns whether the predicate held."""
+        deadline = time.monotonic() + timeout
+        with self._polled:
+            while True:
+                with self._poll_lock:
+                    if predicate(self.report):
+                        return True
+                left = deadline - time.monotonic()
+                if left <= 0 or not self.running:
+                    return False
+                self._polled.wait(left)
 
     def _checkpoint(self, shard_id: str, seq: str) -> None:
         self._positions[shard_id] = seq

@@ -1,0 +1,231 @@
+"""Continuous mode of the local pipeline (issue 15): the event source mapping poller on its own
+thread, and a schedule fired in real time, one run at a time.
+
+Real items in the emulator's table, read back from its stream; no sleeps: each test waits for
+an event (a delivery, a poll, a run) with a short timeout.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from cdk_session_expiry.testing import (
+    EventSourceMappingConfig,
+    EventSourceMappingPoller,
+    LocalEmulator,
+    PollReport,
+    Schedule,
+    ScheduleRunner,
+    ShardBlocked,
+)
+
+from .test_poller import REMOVE_FILTER, Recorder, Table
+
+FAST = 0.02  # seconds between polls in these tests (Lambda: about 0.25)
+WAIT = 10.0  # the longest any test waits for an event
+
+
+@pytest.fixture
+def table(emulator: LocalEmulator) -> Table:
+    return Table(emulator)
+
+
+def continuous(table: Table, handler: Any, **config: Any) -> EventSourceMappingPoller:
+    stall = config.pop("stall_after_attempts", 50)
+    return EventSourceMappingPoller(
+        EventSourceMappingConfig(event_source_arn=table.stream_arn, **config),
+        handler,
+        clients=table.emulator.client,
+        stall_after_attempts=stall,
+    )
+
+
+def delivered(report: PollReport) -> Counter[str]:
+    """How often each sequence number reached the handler."""
+    return Counter(seq for i in report.invocations for seq in i.sequence_numbers)
+
+
+def test_records_are_delivered_without_a_call(table: Table) -> None:
+    handler = Recorder()
+    poller = continuous(table, handler, filter_patterns=(REMOVE_FILTER,)).start(poll_interval=FAST)
+    try:
+        assert poller.running
+        table.put_and_delete("a", "b", "c")
+        assert poller.wait_until(lambda r: sum(delivered(r).values()) == 3, timeout=WAIT)
+        table.put_and_delete("d")
+        assert poller.wait_until(lambda r: sum(delivered(r).values()) == 4, timeout=WAIT)
+    finally:
+        report = poller.stop()
+    assert sorted(k for call in handler.calls for k in call) == ["a", "b", "c", "d"]
+    assert report.records_filtered_out == 4  # the INSERTs
+    assert poller.polls >= 2
+
+
+def test_stops_cleanly_and_keeps_its_position(table: Table) -> None:
+    handler = Recorder()
+    poller = continuous(table, handler).start(poll_interval=FAST)
+    table.put("a")
+    assert poller.wait_until(lambda r: r.records_read == 1, timeout=WAIT)
+
+    poller.stop()
+
+    assert not poller.running
+    table.put("b")  # written after the stop: not delivered by anyone
+    polls = poller.polls
+    assert poller.wait_until(lambda r: r.records_read > 1, timeout=0.2) is False
+    assert (poller.polls, poller.report.records_read) == (polls, 1)
+    # Started again, it resumes after "a".
+    poller.start(poll_interval=FAST)
+    try:
+        assert poller.wait_until(lambda r: r.records_read == 2, timeout=WAIT)
+    finally:
+        poller.stop()
+    assert [k for call in handler.calls for k in call] == ["a", "b"]
+
+
+def test_no_record_is_delivered_twice_while_written_and_polled_concurrently(
+    table: Table,
+) -> None:
+    handler = Recorder()
+    poller = continuous(table, handler, batch_size=7).start(poll_interval=FAST)
+    keys = [f"k-{i}" for i in range(60)]
+    try:
+        writer = threading.Thread(target=lambda: [table.put(k) for k in keys])
+        writer.start()
+        # A manual poll meanwhile (run_cleanup in a test) is serialised with the thread's.
+        poller.poll()
+        writer.join(WAIT)
+        assert poller.wait_until(lambda r: r.records_read == len(keys), timeout=WAIT)
+    finally:
+        report = poller.stop()
+    counts = delivered(report)
+    assert len(counts) == len(keys)
+    assert set(counts.values()) == {1}
+    assert sorted(k for call in handler.calls for k in call) == sorted(keys)
+    assert all(len(call) <= 7 for call in handler.calls)
+
+
+def test_a_failing_batch_is_redelivered_only_as_documented(table: Table) -> None:
+    """A function error retries the batch (here once); nothing else is delivered twice."""
+    failures = {"b": 1}
+
+    def respond(keys: list[str], seqs: list[str]) -> Any:
+        for key in keys:
+            if failures.get(key):
+                failures[key] -= 1
+                raise RuntimeError(f"injected failure for {key}")
+        return {"batchItemFailures": []}
+
+    handler = Recorder(respond)
+    poller = continuous(table, handler, batch_size=1, maximum_retry_attempts=2)
+    poller.start(poll_interval=FAST)
+    try:
+        table.put("a")
+        table.put("b")
+        table.put("c")
+        assert poller.wait_until(lambda r: r.records_read == 3, timeout=WAIT)
+    finally:
+        report = poller.stop()
+    counts = delivered(report)
+    retried = [i for i in report.invocations if i.retry]
+    assert sorted(counts.values()) == [1, 1, 2]
+    assert [i.outcome for i in report.invocations if i.retry == 0 and i.outcome != "success"] == [
+        "function_error"
+    ]
+    assert len(retried) == 1 and retried[0].outcome == "success"
+    assert report.retries == 1
+
+
+def test_a_blocked_shard_stops_the_thread_and_stop_raises(table: Table) -> None:
+    def always_fail(keys: list[str], seqs: list[str]) -> Any:
+        raise RuntimeError("poison")
+
+    poller = continuous(table, Recorder(always_fail), stall_after_attempts=3)
+    poller.start(poll_interval=FAST)
+    table.put("poison")
+    assert poller.wait_until(lambda r: False, timeout=WAIT) is False  # returns once it stopped
+    assert not poller.running
+    with pytest.raises(ShardBlocked):
+        poller.stop()
+
+
+def test_fails_start_twice_or_with_a_bad_interval(table: Table) -> None:
+    poller = continuous(table, Recorder())
+    with pytest.raises(ValueError, match="poll_interval=0: expected seconds > 0"):
+        poller.start(poll_interval=0)
+    poller.start(poll_interval=FAST)
+    try:
+        with pytest.raises(RuntimeError, match="already running"):
+            poller.start()
+    finally:
+        poller.stop()
+
+
+# --- schedules fired in real time ---------------------------------------------------------------
+SCHEDULE = Schedule(
+    rule_arn="arn:aws:events:us-east-1:123456789012:rule/sweeper", expression="rate(1 minute)"
+)
+
+
+def test_schedule_runs_at_once_then_every_period_never_overlapping() -> None:
+    release = threading.Event()
+    second_started = threading.Event()
+    running = 0
+    most = 0
+    lock = threading.Lock()
+    events: list[dict[str, Any]] = []
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+            events.append(event)
+            n = len(events)
+        if n == 1:
+            release.wait(WAIT)  # the first run outlasts several periods
+        if n == 2:
+            second_started.set()
+        with lock:
+            running -= 1
+        return {"run": n}
+
+    runner = ScheduleRunner(SCHEDULE, handler, period_seconds=FAST).start()
+    try:
+        assert not second_started.wait(0.2)  # the first run is still going: no second one
+        release.set()
+        assert second_started.wait(WAIT)
+    finally:
+        runs = runner.stop()
+    assert most == 1
+    assert [r.response for r in runs[:2]] == [{"run": 1}, {"run": 2}]
+    assert events[0]["detail-type"] == "Scheduled Event"
+    assert events[0]["resources"] == [SCHEDULE.rule_arn]
+
+
+def test_schedule_records_a_failed_run_and_goes_on() -> None:
+    calls: list[int] = []
+    two = threading.Event()
+
+    def handler(event: dict[str, Any], context: Any) -> None:
+        calls.append(1)
+        if len(calls) >= 2:
+            two.set()
+        if len(calls) == 1:
+            raise RuntimeError("SweepIncompleteError-like")
+
+    runner = ScheduleRunner(SCHEDULE, handler, period_seconds=FAST).start()
+    try:
+        assert two.wait(WAIT)
+    finally:
+        runs = runner.stop()
+    assert runs[0].error == "RuntimeError: SweepIncompleteError-like"
+    assert runs[1].error is None
+
+
+def test_schedule_period_defaults_to_the_rate() -> None:
+    assert ScheduleRunner(SCHEDULE, lambda e, c: None).period == 60.0
