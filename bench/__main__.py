@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import coldstart, harness, report, throughput
+from . import coldstart, harness, parsing, report, throughput
 
 LATENCY_MS = 20.0
 
@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     print("[3/4] scale: the largest batches in one invocation ...", file=log, flush=True)
     scale = throughput.run_scale(p["scale"], latency_ms=LATENCY_MS, defaults=defaults, log=log)
 
-    print("[4/4] cold start ...", file=log, flush=True)
+    print("[4/4] cold start, and parsing one 1,000-key listing ...", file=log, flush=True)
+    parse = parsing.run()
     cold = coldstart.run_all(p["coldstart_runs"], log)
 
     elapsed = time.time() - started
@@ -153,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         "throughput": [r.to_json() for r in runs],
         "scale": [r.to_json() for r in scale],
         "coldstart": cold,
+        "parsing": parse,
     }
     results_dir = harness.REPO / "bench" / "results"
     results_dir.mkdir(exist_ok=True)
