@@ -33,9 +33,11 @@ from .filters import CleanupEventFilter, filter_criteria
 
 DEFAULT_CLEANUP_TIMEOUT = Duration.minutes(5)
 #: Lambda allocates CPU in proportion to memory (1,769 MB = one vCPU). The cleanup is CPU-bound
-#: once its calls overlap (signing requests, parsing S3 listings): at 256 MB BENCHMARKS.md puts
-#: its ceiling near 14 sessions/s for 50-object sessions; 1 GiB gives it about 0.58 vCPU.
-DEFAULT_CLEANUP_MEMORY_SIZE = 1024
+#: once its calls overlap (botocore's per-call work), so below 1,769 MiB a session costs the same
+#: at every size and more memory only cleans faster; above it, one Python process gains little
+#: from a second vCPU and pays for it. BENCHMARKS.md's cost table ("Cost per million sessions
+#: cleaned") supports 1,769 MiB: the most sessions/s at the lowest cost per session.
+DEFAULT_CLEANUP_MEMORY_SIZE = 1769
 DEFAULT_CLEANUP_LOG_RETENTION = logs.RetentionDays.THREE_MONTHS
 DEFAULT_BATCH_SIZE = 100
 DEFAULT_PARALLELIZATION_FACTOR = 1
@@ -96,7 +98,7 @@ class SessionExpiry(Construct):
         cleanup_timeout: timeout of the cleanup function, 1 second..15 minutes. Default:
             5 minutes.
         cleanup_memory_size: memory of the cleanup function in MiB, 128..10240; CPU comes in
-            proportion (1,769 MiB = one vCPU). Default: 1024.
+            proportion (1,769 MiB = one vCPU). Default: 1,769 (one vCPU; see BENCHMARKS.md).
         cleanup_log_retention: retention of the cleanup function's log group. Default:
             three months.
         max_workers: cleanup calls in flight per invocation (the step pool), 1..64. Default:

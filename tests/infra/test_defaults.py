@@ -113,7 +113,7 @@ def test_cleanup_function_defaults(synth: Synth) -> None:
             "Architectures": ["arm64"],
             "Handler": "session_expiry_runtime.handler.handler",
             "Timeout": 300,
-            "MemorySize": 1024,
+            "MemorySize": 1769,
             "LoggingConfig": {
                 "LogFormat": "JSON",
                 "ApplicationLogLevel": "INFO",
