@@ -13,19 +13,30 @@ from pathlib import Path
 
 from cdk_session_expiry.testing.emulator import LocalEmulator
 
+#: The CDK CLI this library is tested with (``package.json``); it reads the cloud assembly
+#: schema of aws-cdk-lib 2.275 (55). An older CLI fails to read a newer aws-cdk-lib's output.
+TESTED_CDK_CLI_VERSION = "2.1148.1"
+
 
 class CdkCliError(RuntimeError):
-    """The CDK CLI failed; the message holds the command and the end of its output."""
+    """The CDK CLI failed, or there is none; the message holds the command and the end of its
+    output, or what was searched and how to install one."""
+
+
+class CdkAppNotFoundError(CdkCliError, FileNotFoundError):
+    """The directory given as the CDK app holds no ``cdk.json`` (or does not exist)."""
 
 
 def find_cdk_cli(start: Path) -> list[str]:
     """The command that runs the CDK CLI: ``node_modules/.bin/cdk`` of ``start`` or a parent
-    (the version pinned by a committed package-lock.json), else ``cdk`` on ``PATH``.
+    (the version a committed ``package-lock.json`` pins), else ``cdk`` on ``PATH``.
 
     Raises:
-        CdkCliError: no CDK CLI is installed (run ``npm ci``).
+        CdkCliError: no CDK CLI found; the message names the directories searched and how to
+            install one.
     """
-    for directory in (start.resolve(), *start.resolve().parents):
+    searched = [start.resolve(), *start.resolve().parents]
+    for directory in searched:
         candidate = directory / "node_modules" / ".bin" / "cdk"
         if candidate.is_file():
             return [str(candidate)]
@@ -33,9 +44,38 @@ def find_cdk_cli(start: Path) -> list[str]:
     if found:
         return [found]
     raise CdkCliError(
-        f"no CDK CLI found in node_modules/.bin above {start} nor on PATH; run 'npm ci' "
-        "(or 'make setup') first"
+        f"no CDK CLI found: looked for node_modules/.bin/cdk in {searched[0]} and each of its "
+        f"parents, then for 'cdk' on PATH. Install the CDK CLI (Node.js 20 or later) beside your "
+        f"app with 'npm install aws-cdk@{TESTED_CDK_CLI_VERSION}' (the version this library is "
+        "tested with; any CDK CLI v2 that reads your aws-cdk-lib's cloud assembly works), or "
+        "globally with 'npm install -g aws-cdk', so that 'cdk --version' runs."
     )
+
+
+def check_app_dir(app_dir: Path, *, app: str | None = None) -> Path:
+    """``app_dir`` resolved, once it is known to hold a CDK app (its ``cdk.json``; with an
+    ``app`` override, the directory only needs to exist).
+
+    Raises:
+        CdkAppNotFoundError: the directory does not exist or has no ``cdk.json``; the message
+            names the directory searched and, for the pytest plugin, the fixture to override.
+    """
+    resolved = app_dir.resolve()
+    fixture_hint = (
+        "With the pytest plugin, override the session_expiry_app_dir fixture to return the "
+        "directory where you run 'cdk synth' (default: pytest's rootdir)."
+    )
+    if not resolved.is_dir():
+        raise CdkAppNotFoundError(
+            f"CDK app directory {resolved} does not exist: expected the directory that holds "
+            f"your app's cdk.json. {fixture_hint}"
+        )
+    if app is None and not (resolved / "cdk.json").is_file():
+        raise CdkAppNotFoundError(
+            f"no cdk.json in {resolved}: expected the directory of your CDK app, whose cdk.json "
+            f'says how to run it (e.g. {{"app": "python3 app.py"}}). {fixture_hint}'
+        )
+    return resolved
 
 
 class CdkCli:
@@ -49,6 +89,10 @@ class CdkCli:
         output_dir: cloud assembly directory. Default: a fresh temporary directory, so the
             working tree's ``cdk.out`` is never touched.
         timeout_s: per command. Default: 600.
+
+    Raises:
+        CdkAppNotFoundError: ``app_dir`` does not exist or has no ``cdk.json``.
+        CdkCliError: no CDK CLI is installed (the message says how to get one).
     """
 
     def __init__(
@@ -62,7 +106,7 @@ class CdkCli:
         timeout_s: float = 600,
     ) -> None:
         self.emulator = emulator
-        self.app_dir = Path(app_dir).resolve()
+        self.app_dir = check_app_dir(Path(app_dir), app=app)
         self.app = app
         self.context = dict(context or {})
         self.timeout_s = timeout_s

@@ -246,7 +246,9 @@ class LocalPipeline:
             function_logical_id: choose among several mappings by their function.
 
         Raises:
-            CdkCliError: bootstrap or deploy failed. LookupError: no pipeline found.
+            CdkAppNotFoundError: ``app_dir`` does not exist or has no ``cdk.json``.
+            CdkCliError: no CDK CLI, or bootstrap or deploy failed. LookupError: no pipeline
+                found.
         """
         owns = emulator is None
         emu = emulator or LocalEmulator().start()

@@ -131,7 +131,24 @@ class Invocation:
 
 @dataclass
 class PollReport:
-    """What one or more :meth:`EventSourceMappingPoller.poll` calls did (cumulative)."""
+    """What one or more :meth:`EventSourceMappingPoller.poll` calls did (cumulative).
+
+    Attributes:
+        records_read: stream records read (GetRecords), before filtering.
+        records_filtered_out: records no filter pattern matched: dropped for good, as Lambda does.
+        invocations: every handler invocation in order, as :class:`Invocation` (``shard_id``,
+            ``sequence_numbers``, ``outcome``, ``retry``, ``detail``); :meth:`outcomes` counts
+            them by outcome.
+        bisections: failing batches split in two (``BisectBatchOnFunctionError``).
+        retries: re-deliveries of a batch (or its remainder after a partial batch response).
+        records_sent_to_on_failure: records given up on (retries exhausted or too old).
+        on_failure_messages: the messages sent to the on-failure destination
+            (``DDBStreamBatchInfo`` shape).
+        checkpoints: shard id → sequence number of the last record processed in that shard.
+        function_errors: invocations whose handler raised or answered an invalid partial batch
+            response (property).
+        partial_failures: invocations answered with a valid partial batch response (property).
+    """
 
     records_read: int = 0
     records_filtered_out: int = 0
@@ -151,6 +168,13 @@ class PollReport:
     @property
     def partial_failures(self) -> int:
         return sum(1 for i in self.invocations if i.outcome == "partial")
+
+    def outcomes(self) -> dict[str, int]:
+        """Invocations counted by outcome, e.g. ``{"success": 3, "partial": 1}``."""
+        counts: dict[str, int] = {}
+        for invocation in self.invocations:
+            counts[invocation.outcome] = counts.get(invocation.outcome, 0) + 1
+        return counts
 
 
 class _LocalContext:

@@ -10,18 +10,27 @@ and point them at your CDK app (the directory with its ``cdk.json``; default: py
     def session_expiry_app_dir() -> Path:
         return Path(__file__).parent / "infra"
 
-Then, in a test module::
+Then, in a test module (the README's "Test your own session code the same way" has the whole
+example, run as written by this project's tests)::
 
     def test_expired_session_is_cleaned(session_expiry_pipeline, session_expiry_app_env):
-        store = SessionStore.from_env()        # talks to the emulator
-        store.create("s-1", ttl=timedelta(seconds=1), connection_id="c-1")
+        emulator = session_expiry_pipeline.emulator
+        store = SessionStore.from_env()                  # talks to the emulator
+        emulator.open_connection("conn-expired")
+        store.create("expired", ttl=timedelta(seconds=1), connection_id="conn-expired")
+        emulator.open_connection("conn-live")
+        store.create("live", ttl=timedelta(hours=1), connection_id="conn-live")
         session_expiry_pipeline.expire_due(now=time.time() + 5)   # TTL-shaped delete
         report = session_expiry_pipeline.run_cleanup()
         assert report.records_sent_to_on_failure == 0
+        assert emulator.open_connection_ids() == {"conn-live"}    # fails if nothing is cleaned
 
 Fixtures (module scope unless noted; the app is deployed once per test module):
 
-* ``session_expiry_app_dir`` — override it; the CDK app's directory.
+* ``session_expiry_app_dir`` — override it; the CDK app's directory (holds ``cdk.json``). A
+  directory without one raises :class:`~cdk_session_expiry.testing.CdkAppNotFoundError` naming
+  it; no CDK CLI raises :class:`~cdk_session_expiry.testing.CdkCliError` saying how to install
+  one.
 * ``session_expiry_stack`` — override it to pick one stack (default: found automatically).
 * ``session_expiry_emulator`` — a running :class:`LocalEmulator`.
 * ``session_expiry_pipeline`` — the app bootstrapped and deployed with the CDK CLI, read back
