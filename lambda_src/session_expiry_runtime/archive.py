@@ -45,9 +45,11 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
 
-from .config import ENV_ARCHIVE_PREFIX, RuntimeConfig
+from .config import RuntimeConfig
+
+# Defined below this module (config) so that config need not import the archive; re-exported.
+from .config import validate_archive_prefix as validate_archive_prefix
 from .decode import StreamRecord, to_json_value
-from .prefixes import ScratchPrefixError, validate_scratch_root
 
 SCHEMA_VERSION = 1
 NO_TENANT = "_none"
@@ -55,19 +57,6 @@ NO_DATE = "_unknown"
 #: Longest encoded key segment kept whole; longer ones are cut and hashed.
 MAX_SEGMENT_CHARACTERS = 200
 CONTENT_TYPE = "application/json"
-
-
-def validate_archive_prefix(prefix: str) -> str:
-    """Check the archive prefix with the scratch root's rules and return it.
-
-    Raises:
-        ValueError: ``prefix`` is empty, starts with ``/``, lacks the trailing ``/``, or holds
-            wildcards, control characters or empty/``.``/``..`` segments.
-    """
-    try:
-        return validate_scratch_root(prefix)
-    except ScratchPrefixError as exc:
-        raise ValueError(f"{ENV_ARCHIVE_PREFIX}={prefix!r}: {exc}") from None
 
 
 def encode_segment(value: object) -> str:

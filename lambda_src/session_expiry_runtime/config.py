@@ -11,6 +11,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .prefixes import ScratchPrefixError, validate_scratch_root
+
 # --- environment variable names -------------------------------------------------------------
 ENV_TABLE_NAME = "SESSION_EXPIRY_TABLE_NAME"
 ENV_PARTITION_KEY = "SESSION_EXPIRY_PARTITION_KEY"
@@ -137,8 +139,6 @@ def validate_cleanup_config(config: RuntimeConfig) -> RuntimeConfig:
             :func:`session_expiry_runtime.prefixes.validate_scratch_root`; the metrics namespace
             is empty or longer than 1024 characters.
     """
-    from .prefixes import validate_scratch_root  # local: prefixes imports nothing from here
-
     endpoint = config.websocket_endpoint
     if endpoint is not None and not _is_url(endpoint, ("https", "http")):
         raise ValueError(
@@ -154,14 +154,28 @@ def validate_cleanup_config(config: RuntimeConfig) -> RuntimeConfig:
     if config.scratch_bucket is not None:
         validate_scratch_root(config.scratch_root)
     if config.archive_bucket is not None:
-        from .archive import validate_archive_prefix  # local: archive imports this module
-
         validate_archive_prefix(config.archive_prefix)
     if not 1 <= len(config.metrics_namespace) <= 1024:
         raise ValueError(
             f"{ENV_METRICS_NAMESPACE}={config.metrics_namespace!r}: expected 1-1024 characters"
         )
     return config
+
+
+def validate_archive_prefix(prefix: str) -> str:
+    """Check the archive prefix with the scratch root's rules and return it.
+
+    Lives here, not in :mod:`.archive`, so this module and the archive both import it from below
+    (no import cycle).
+
+    Raises:
+        ValueError: ``prefix`` is empty, starts with ``/``, lacks the trailing ``/``, or holds
+            wildcards, control characters or empty/``.``/``..`` segments.
+    """
+    try:
+        return validate_scratch_root(prefix)
+    except ScratchPrefixError as exc:
+        raise ValueError(f"{ENV_ARCHIVE_PREFIX}={prefix!r}: {exc}") from None
 
 
 def _truthy(value: str | None) -> bool:

@@ -34,6 +34,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .config import ACTION_PUBLISH_EVENT, EVENT_DETAIL_TYPE, EVENT_SOURCE
 from .decode import to_json_value
+from .outcomes import OUTCOME_CLEANED, OUTCOME_FAILED, error_text
 
 #: PutEvents accepts 1..10 entries per request.
 MAX_ENTRIES_PER_CALL = 10
@@ -72,13 +73,6 @@ def event_entry(result: Any, bus_arn: str | None) -> dict[str, Any]:
     return entry
 
 
-def _error_text(exc: BaseException) -> str:
-    if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        return f"{error.get('Code', 'Unknown')}: {error.get('Message', '')}".rstrip(": ")
-    return f"{type(exc).__name__}: {exc}"
-
-
 def publish(client: Any, bus_arn: str | None, results: Sequence[Any]) -> dict[int, str]:
     """Put one event per result, 10 per call; return ``{index in results: error}`` of failures.
 
@@ -91,7 +85,7 @@ def publish(client: Any, bus_arn: str | None, results: Sequence[Any]) -> dict[in
             answer = client.put_events(Entries=[event_entry(r, bus_arn) for r in chunk])
         except (ClientError, BotoCoreError) as exc:
             for offset in range(len(chunk)):
-                failures[start + offset] = _error_text(exc)
+                failures[start + offset] = error_text(exc)
             continue
         entries = answer.get("Entries") or []
         for offset in range(len(chunk)):
@@ -107,8 +101,6 @@ def publish(client: Any, bus_arn: str | None, results: Sequence[Any]) -> dict[in
 def publish_session_events(client: Any, bus_arn: str | None, results: Sequence[Any]) -> int:
     """Publish the events of every ``cleaned`` result; turn results with failed entries into
     ``failed`` ones (action ``PublishEvent``). Returns how many events were put."""
-    from .cleaner import OUTCOME_CLEANED, OUTCOME_FAILED  # local: cleaner imports this module
-
     cleaned = [r for r in results if r.outcome == OUTCOME_CLEANED]
     failures = publish(client, bus_arn, cleaned)
     for index, error in failures.items():

@@ -28,6 +28,7 @@ from runtime_support import (
     to_lambda_record,
 )
 from session_expiry_runtime import cleaner as cleaner_module
+from session_expiry_runtime import runner as runner_module
 from session_expiry_runtime.cleaner import SessionCleaner, process_batch
 
 
@@ -302,14 +303,14 @@ def test_a_record_error_never_escapes_and_the_identifier_is_exact(
         sandbox.delete(s.session_id)
     records = sandbox.lambda_records()
     poison = records[1]
-    real = cleaner_module.classify_removal
+    real = runner_module.classify_removal
 
     def explode(**kwargs: Any) -> Any:
         if kwargs["ttl_value"] == Decimal(1_800_000_001):
             raise RuntimeError("bug")
         return real(**kwargs)
 
-    monkeypatch.setattr(cleaner_module, "classify_removal", explode)
+    monkeypatch.setattr(runner_module, "classify_removal", explode)
 
     response = run(sandbox.cleaner(), records)
 

@@ -1,0 +1,94 @@
+"""Cleanup results: record and step outcomes, :class:`StepFailed`, :class:`RecordResult`.
+
+A low module on purpose: the runner, every step and the fan-out (:mod:`.events`) import these
+names from here, so none of them imports another to learn an outcome (the former ``cleaner`` ↔
+``events`` import cycle).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+OUTCOME_CLEANED = "cleaned"
+OUTCOME_SKIPPED = "skipped"
+OUTCOME_FAILED = "failed"
+#: Dry run (``SESSION_EXPIRY_DRY_RUN``): the record would have been cleaned; nothing was changed.
+OUTCOME_DRY_RUN = "dry-run"
+
+#: A step made its change.
+STEP_DONE = "done"
+#: The step's target was already gone (e.g. ``GoneException``, ``NotFoundException``): success.
+STEP_ALREADY_DONE = "already-done"
+#: The step refused what the old image named (e.g. a scratch prefix outside the root): skipped,
+#: counted and logged, never retried.
+STEP_REFUSED = "refused"
+STEP_FAILED = "failed"
+#: Dry run: the step would have run (its change-making call was not made).
+STEP_DRY_RUN = "dry-run"
+
+
+class StepFailed(Exception):
+    """A cleanup step did not complete; ``action`` is a ``config.ACTION_*`` value.
+
+    Raised by a step's ``run`` or ``preview`` for an expected failure (an AWS error that
+    botocore's retries did not cure, an ``Errors`` entry, the time guard). ``action`` is the
+    metric's ``Action`` and usually the step's own name; the scratch step uses
+    ``TimeGuard`` when the time guard stops it between pages.
+    """
+
+    def __init__(self, action: str, detail: str) -> None:
+        super().__init__(f"{action}: {detail}")
+        self.action = action
+        self.detail = detail
+
+
+@dataclass
+class RecordResult:
+    """What happened to one record.
+
+    Attributes:
+        sequence_number: ``dynamodb.SequenceNumber`` (``None`` only for a record without one).
+        outcome: ``"cleaned"``, ``"skipped"``, ``"failed"`` or ``"dry-run"``; only ``failed``
+            records go into the partial batch response.
+        reason: classification reason of a REMOVE record with a decodable old image.
+        cause: ``config.CAUSE_*`` of a skipped record.
+        failed_actions: ``config.ACTION_*`` of every failed step of a failed record.
+        objects_deleted: scratch objects deleted while handling it (also on failure).
+        prefix_refused: the scratch prefix was refused.
+        lag_seconds: TTL lag of a TTL-classified record.
+        log: the structured log fields (already JSON-serialisable).
+    """
+
+    sequence_number: str | None
+    outcome: str
+    reason: str | None = None
+    cause: str | None = None
+    failed_actions: tuple[str, ...] = ()
+    objects_deleted: int = 0
+    prefix_refused: bool = False
+    lag_seconds: Decimal | None = None
+    log: dict[str, Any] = field(default_factory=dict)
+    #: The old image's tenant attribute (decoded), for the fan-out event.
+    tenant: Any = None
+    #: The old image was written to the archive bucket.
+    archived: bool = False
+
+
+def error_text(exc: BaseException) -> str:
+    """``"Code: Message"`` of a botocore ``ClientError``, else ``"ExceptionType: message"``."""
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        return f"{error.get('Code', 'Unknown')}: {error.get('Message', '')}".rstrip(": ")
+    return f"{type(exc).__name__}: {exc}"
+
+
+def error_code(exc: BaseException) -> str | None:
+    """The ``Error.Code`` of a botocore ``ClientError``; ``None`` for anything else."""
+    if isinstance(exc, ClientError):
+        code = exc.response.get("Error", {}).get("Code")
+        return code if isinstance(code, str) else None
+    return None

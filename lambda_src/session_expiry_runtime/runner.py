@@ -1,0 +1,507 @@
+"""The cleanup runner: what every cleanup step has in common, in one place.
+
+A batch goes through :func:`process_batch`; each record through :meth:`CleanupRunner.clean`:
+
+1. **Record checks** — no sequence number, not a ``REMOVE``, no old image: skipped and counted
+   (``RecordsSkipped`` by ``Cause``); an old image that does not decode: failed (``Decode``).
+2. **Classification** — :func:`~session_expiry_runtime.classify.classify_removal` gives the
+   reason (``ttl``, ``ttl-replicated``, ``explicit``) and the TTL lag.
+3. **Gate steps** (the archive), one after another: if one fails, nothing else is done for the
+   record, which fails (the retry starts over).
+4. **Session steps** — every step plans from the old image
+   (:mod:`session_expiry_runtime.steps.base`); the steps that run do so **side by side** on the
+   batch's bounded step pool (at most ``config.max_workers`` calls in flight), so a session
+   costs the latency of its slowest step. In a **dry run** only each step's read-only
+   ``preview`` runs.
+5. **Error classification** — ``StepFailed`` is metered under its ``action``; any other
+   exception under the step's name. Either fails only the record.
+6. **After-success steps** (the fan-out), once per batch on the cleaned records; never in a
+   dry run. Accounting waits for them, so each record is counted once.
+7. **Accounting** — the metrics and **one structured log line per record** (logger
+   ``session_expiry_runtime.cleanup``, field ``session``; ERROR for failed, WARNING for refused
+   prefixes, unusable attributes and suspicious skips, INFO otherwise).
+
+The **time guard**: once ``context.get_remaining_time_in_millis()`` falls below
+``config.time_guard_ms``, records not yet started are reported failed (``TimeGuard``) without
+starting, and a step that loops (the scratch deletion) stops between pages.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from .classify import classify_removal
+from .clients import CleanupClients
+from .config import (
+    ACTION_ARCHIVE,
+    ACTION_DECODE,
+    ACTION_TIME_GUARD,
+    ACTION_UNEXPECTED,
+    CAUSE_DUPLICATE,
+    CAUSE_MISSING_ATTRIBUTES,
+    CAUSE_NO_OLD_IMAGE,
+    CAUSE_NO_SEQUENCE_NUMBER,
+    CAUSE_NOT_REMOVE,
+    DIMENSION_REASON,
+    METRIC_SESSIONS_ARCHIVED,
+    METRIC_SESSIONS_WOULD_BE_CLEANED,
+    RuntimeConfig,
+)
+from .decode import DecodeError, StreamRecord, decode_image, parse_record, to_json_value
+from .metrics import MetricsRecorder
+from .outcomes import (
+    OUTCOME_CLEANED,
+    OUTCOME_DRY_RUN,
+    OUTCOME_FAILED,
+    OUTCOME_SKIPPED,
+    STEP_ALREADY_DONE,
+    STEP_DONE,
+    STEP_FAILED,
+    STEP_REFUSED,
+    RecordResult,
+    StepFailed,
+    error_text,
+)
+from .steps import build_steps
+from .steps.base import (
+    PHASE_AFTER_SUCCESS,
+    PHASE_GATE,
+    PLAN_REFUSED,
+    PLAN_RUN,
+    BatchStep,
+    CleanupStep,
+    Plan,
+    Session,
+    StepContext,
+)
+
+LOGGER = logging.getLogger("session_expiry_runtime.cleanup")
+
+#: (step name, step outcome, (failed action, error text) or None)
+Attempt = tuple[str, str, "tuple[str, str] | None"]
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass
+class _Tally:
+    """What the steps of one record produced, merged by the runner (one thread)."""
+
+    steps: dict[str, str] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)
+    refused: bool = False
+    ran_any: bool = False
+
+    def add_plan(self, step: CleanupStep, plan: Plan, ctx: StepContext) -> None:
+        self.missing.extend(plan.missing)
+        self.invalid.extend(plan.invalid)
+        ctx.log.update(plan.log)
+        if plan.status == PLAN_REFUSED:
+            self.refused = self.ran_any = True
+            self.steps[step.name] = STEP_REFUSED
+        elif plan.status == PLAN_RUN:
+            self.ran_any = True
+
+    def add_attempt(self, attempt: Attempt) -> None:
+        name, status, error = attempt
+        self.steps[name] = status
+        if error is not None:
+            self.errors[error[0]] = error[1]
+
+
+class CleanupRunner:
+    """Cleans up after one removed session per call; safe to share between threads.
+
+    Args:
+        config: the runtime configuration (attribute names, targets, scratch layout).
+        clients: boto3 clients of the configured targets (see
+            :func:`~session_expiry_runtime.clients.build_clients`).
+        metrics: where counts go; flushed by :func:`process_batch`.
+        logger: where the one structured line per record goes.
+        steps: the steps to run; default: the built-ins whose targets are configured
+            (:func:`~session_expiry_runtime.steps.build_steps`).
+    """
+
+    def __init__(
+        self,
+        config: RuntimeConfig,
+        clients: CleanupClients,
+        metrics: MetricsRecorder,
+        *,
+        logger: logging.Logger = LOGGER,
+        steps: Sequence[CleanupStep | BatchStep] | None = None,
+    ) -> None:
+        self.config = config
+        self.clients = clients
+        self.metrics = metrics
+        self.logger = logger
+        built = build_steps(config, clients) if steps is None else list(steps)
+        self.gate_steps = [s for s in built if isinstance(s, CleanupStep) and s.phase == PHASE_GATE]
+        self.session_steps = [
+            s for s in built if isinstance(s, CleanupStep) and s.phase != PHASE_GATE
+        ]
+        self.after_success_steps = [
+            s for s in built if isinstance(s, BatchStep) and s.phase == PHASE_AFTER_SUCCESS
+        ]
+
+    # --- one record ----------------------------------------------------------------------
+    def clean(
+        self,
+        raw: object,
+        *,
+        out_of_time: Callable[[], bool] = _never,
+        account: bool = True,
+        step_pool: Executor | None = None,
+    ) -> RecordResult:
+        """Handle one Lambda DynamoDB stream record; never raises (errors become ``failed``).
+
+        ``account=False`` leaves metrics and the log line to the caller (:meth:`account`), which
+        :func:`process_batch` needs when an after-success step may still fail the record. With
+        ``step_pool``, the record's session steps run side by side on it; without, one after
+        another.
+        """
+        record = parse_record(raw)
+        try:
+            result = self._clean(record, out_of_time, step_pool)
+        except Exception as exc:  # per-record isolation: a bug must cost a retry, not the batch
+            result = self._result(record, OUTCOME_FAILED, failed_actions=(ACTION_UNEXPECTED,))
+            result.log["errors"] = {ACTION_UNEXPECTED: error_text(exc)}
+        if account:
+            self.account(result)
+        return result
+
+    def not_started(self, raw: object) -> RecordResult:
+        """Report a record the time guard kept from starting (``failed``, action ``TimeGuard``)."""
+        result = self._result(
+            parse_record(raw), OUTCOME_FAILED, failed_actions=(ACTION_TIME_GUARD,)
+        )
+        result.log["errors"] = {ACTION_TIME_GUARD: "not started: remaining time below the guard"}
+        self.account(result)
+        return result
+
+    def duplicate(self, raw: object) -> RecordResult:
+        """Account for a record whose sequence number already appeared in this batch."""
+        result = self._result(parse_record(raw), OUTCOME_SKIPPED, cause=CAUSE_DUPLICATE)
+        self.account(result)
+        return result
+
+    def _result(self, record: StreamRecord, outcome: str, **kwargs: Any) -> RecordResult:
+        result = RecordResult(record.sequence_number, outcome, **kwargs)
+        result.log.update(
+            sequenceNumber=record.sequence_number,
+            eventId=record.event_id,
+            eventName=record.event_name,
+        )
+        return result
+
+    def _clean(
+        self, record: StreamRecord, out_of_time: Callable[[], bool], step_pool: Executor | None
+    ) -> RecordResult:
+        session = self._session(record)
+        if isinstance(session, RecordResult):
+            return session
+        ctx = StepContext(session, out_of_time, log=self._session_log(session))
+        tally = _Tally()
+        if self._run_gates(ctx, tally):
+            plans = [(step, step.plan(session)) for step in self.session_steps]
+            for step, plan in plans:
+                tally.add_plan(step, plan, ctx)
+            runnable = [(step, plan) for step, plan in plans if plan.status == PLAN_RUN]
+            for attempt in self._run_side_by_side(runnable, ctx, step_pool):
+                tally.add_attempt(attempt)
+        return self._finish(record, ctx, tally)
+
+    def _session(self, record: StreamRecord) -> Session | RecordResult:
+        """The decoded, classified session; or the result of a record that has none."""
+        if record.sequence_number is None:
+            return self._result(record, OUTCOME_SKIPPED, cause=CAUSE_NO_SEQUENCE_NUMBER)
+        if record.event_name != "REMOVE":
+            return self._result(record, OUTCOME_SKIPPED, cause=CAUSE_NOT_REMOVE)
+        if record.old_image is None:
+            return self._result(record, OUTCOME_SKIPPED, cause=CAUSE_NO_OLD_IMAGE)
+        try:
+            image = decode_image(record.old_image, "OldImage")
+            keys = decode_image(record.keys, "Keys") if record.keys is not None else {}
+        except DecodeError as exc:
+            result = self._result(record, OUTCOME_FAILED, failed_actions=(ACTION_DECODE,))
+            result.log["errors"] = {ACTION_DECODE: str(exc)}
+            return result
+        verdict = classify_removal(
+            user_identity=record.user_identity,
+            ttl_value=image.get(self.config.ttl_attribute),
+            approximate_creation_time=record.approximate_creation_time,
+        )
+        return Session(image, keys, verdict.reason, verdict.lag_seconds, record)
+
+    def _session_log(self, session: Session) -> dict[str, Any]:
+        log: dict[str, Any] = {
+            "keys": to_json_value(session.keys),
+            "reason": session.reason,
+            "ttl": to_json_value(session.image.get(self.config.ttl_attribute)),
+            "approximateCreationDateTime": to_json_value(session.record.approximate_creation_time),
+        }
+        if session.lag_seconds is not None:
+            log["ttlLagSeconds"] = to_json_value(session.lag_seconds)
+        return log
+
+    # --- steps ---------------------------------------------------------------------------
+    def _attempt(self, step: CleanupStep, plan: Plan, ctx: StepContext) -> Attempt:
+        """Run (or, in a dry run, preview) one step and classify what it raised."""
+        # The one gate of every change-making call: in a dry run only ``preview`` runs.
+        call = step.preview if self.config.dry_run else step.run
+        try:
+            return step.name, call(plan, ctx), None
+        except StepFailed as exc:
+            return step.name, STEP_FAILED, (exc.action, exc.detail)
+        except Exception as exc:
+            return step.name, STEP_FAILED, (step.name, error_text(exc))
+
+    def _run_gates(self, ctx: StepContext, tally: _Tally) -> bool:
+        """Run the gate steps in order; ``False`` (stop) as soon as one fails."""
+        for step in self.gate_steps:
+            plan = step.plan(ctx.session)
+            if plan.status != PLAN_RUN:
+                tally.add_plan(step, plan, ctx)
+                continue
+            ctx.log.update(plan.log)
+            attempt = self._attempt(step, plan, ctx)
+            tally.add_attempt(attempt)
+            if attempt[2] is not None:
+                return False
+            # A gate counts as cleanup work once it made its change; a dry run's preview does
+            # not (a session naming nothing else is skipped in a dry run, as before the steps).
+            if attempt[1] in (STEP_DONE, STEP_ALREADY_DONE):
+                tally.ran_any = True
+        return True
+
+    def _run_side_by_side(
+        self,
+        runnable: Sequence[tuple[CleanupStep, Plan]],
+        ctx: StepContext,
+        step_pool: Executor | None,
+    ) -> list[Attempt]:
+        # The steps are independent (each acts only on what the old image names), so they run
+        # at the same time when a step pool is given.
+        if step_pool is not None and len(runnable) > 1:
+            futures = [step_pool.submit(self._attempt, step, plan, ctx) for step, plan in runnable]
+            return [future.result() for future in futures]
+        return [self._attempt(step, plan, ctx) for step, plan in runnable]
+
+    def _finish(self, record: StreamRecord, ctx: StepContext, tally: _Tally) -> RecordResult:
+        log = ctx.log
+        if tally.missing:
+            log["missingAttributes"] = tally.missing
+        if tally.invalid:
+            log["invalidAttributes"] = tally.invalid
+        if tally.steps:
+            log["steps"] = tally.steps
+        failed = tuple(tally.errors)
+        if failed:
+            outcome, cause = OUTCOME_FAILED, None
+            log["errors"] = tally.errors
+        elif tally.ran_any:
+            outcome, cause = (OUTCOME_DRY_RUN if self.config.dry_run else OUTCOME_CLEANED), None
+        else:
+            outcome, cause = OUTCOME_SKIPPED, CAUSE_MISSING_ATTRIBUTES
+        session = ctx.session
+        result = self._result(
+            record,
+            outcome,
+            reason=session.reason,
+            cause=cause,
+            failed_actions=failed,
+            objects_deleted=ctx.objects_deleted,
+            prefix_refused=tally.refused,
+            lag_seconds=session.lag_seconds,
+            tenant=session.image.get(self.config.tenant_attribute),
+            archived=tally.steps.get(ACTION_ARCHIVE) == STEP_DONE,
+        )
+        result.log.update(log)
+        return result
+
+    # --- accounting ----------------------------------------------------------------------
+    def account(self, result: RecordResult) -> None:
+        """Count the record's metrics and write its one log line."""
+        self._count(result)
+        fields = {"outcome": result.outcome, **result.log}
+        if result.cause is not None:
+            fields["cause"] = result.cause
+        if result.failed_actions:
+            fields["failedActions"] = list(result.failed_actions)
+        what = (
+            result.reason
+            if result.outcome in (OUTCOME_CLEANED, OUTCOME_DRY_RUN)
+            else (result.cause or ",".join(result.failed_actions))
+        )
+        self.logger.log(
+            _level(result, fields),
+            "session cleanup %s (%s) sequenceNumber=%s",
+            result.outcome,
+            what,
+            result.sequence_number,
+            extra={"session": to_json_value(fields)},
+        )
+
+    def _count(self, result: RecordResult) -> None:
+        m = self.metrics
+        m.objects_deleted(result.objects_deleted)
+        if result.prefix_refused:
+            m.prefix_refused()
+        if result.outcome == OUTCOME_FAILED:
+            for action in result.failed_actions:
+                m.cleanup_failed(action)
+            return
+        # Only final outcomes: a failed record comes back, and would be counted twice.
+        if result.lag_seconds is not None:
+            m.ttl_lag(result.lag_seconds)
+        if result.outcome == OUTCOME_CLEANED and result.reason is not None:
+            m.session_cleaned(result.reason)
+        if result.outcome == OUTCOME_DRY_RUN and result.reason is not None:
+            m.count(METRIC_SESSIONS_WOULD_BE_CLEANED, dimension=(DIMENSION_REASON, result.reason))
+        if result.outcome == OUTCOME_CLEANED and result.archived:
+            m.count(METRIC_SESSIONS_ARCHIVED)
+        elif result.cause is not None:
+            m.record_skipped(result.cause)
+
+
+_WARNING_CAUSES = (CAUSE_NO_OLD_IMAGE, CAUSE_MISSING_ATTRIBUTES, CAUSE_NO_SEQUENCE_NUMBER)
+
+
+def _level(result: RecordResult, fields: Mapping[str, Any]) -> int:
+    if result.outcome == OUTCOME_FAILED:
+        return logging.ERROR
+    if result.prefix_refused or "invalidAttributes" in fields or result.cause in _WARNING_CAUSES:
+        return logging.WARNING
+    return logging.INFO
+
+
+# --- a batch -------------------------------------------------------------------------------
+def batch_response(
+    failed_sequence_numbers: Iterable[str | None],
+) -> dict[str, list[dict[str, str]]]:
+    """Build the partial batch response (``ReportBatchItemFailures``).
+
+    Returns:
+        ``{"batchItemFailures": [{"itemIdentifier": "<dynamodb.SequenceNumber>"}, ...]}``, each
+        identifier once, in order; empty or ``None`` identifiers are dropped because Lambda
+        fails the whole batch on them. An empty list means every record succeeded.
+    """
+    unique = dict.fromkeys(s for s in failed_sequence_numbers if isinstance(s, str) and s)
+    return {"batchItemFailures": [{"itemIdentifier": s} for s in unique]}
+
+
+def out_of_time_check(context: object, margin_ms: int) -> Callable[[], bool]:
+    """``True`` once ``context.get_remaining_time_in_millis()`` is below ``margin_ms``."""
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if not callable(remaining):
+        return _never
+
+    def check() -> bool:
+        try:
+            return bool(remaining() < margin_ms)
+        except Exception:
+            return False
+
+    return check
+
+
+def _split_duplicates(
+    records: list[object], cleaner: CleanupRunner
+) -> tuple[list[object], list[RecordResult]]:
+    """The records to clean (first of each sequence number) and the duplicates' results."""
+    seen: set[str] = set()
+    unique: list[object] = []
+    duplicates: list[RecordResult] = []
+    for raw in records:
+        sequence_number = parse_record(raw).sequence_number
+        if sequence_number is not None and sequence_number in seen:
+            duplicates.append(cleaner.duplicate(raw))
+            continue
+        if sequence_number is not None:
+            seen.add(sequence_number)
+        unique.append(raw)
+    return unique, duplicates
+
+
+def _clean_records(
+    records: list[object],
+    cleaner: CleanupRunner,
+    out_of_time: Callable[[], bool],
+    deferred: list[RecordResult] | None,
+) -> list[RecordResult]:
+    """Clean ``records`` concurrently: record threads, plus one bounded pool for their steps.
+
+    With ``deferred``, cleaned records are not accounted but collected there (for the
+    after-success steps); records the time guard kept from starting are accounted at once.
+    """
+
+    def work(raw: object) -> RecordResult:
+        try:
+            if out_of_time():
+                return cleaner.not_started(raw)
+            if deferred is None:
+                return cleaner.clean(raw, out_of_time=out_of_time, step_pool=step_pool)
+            result = cleaner.clean(raw, out_of_time=out_of_time, account=False, step_pool=step_pool)
+            deferred.append(result)
+            return result
+        except Exception as exc:
+            LOGGER.exception("unexpected error outside the record cleanup: %s", exc)
+            return RecordResult(
+                parse_record(raw).sequence_number,
+                OUTCOME_FAILED,
+                failed_actions=(ACTION_UNEXPECTED,),
+            )
+
+    if not records:
+        return []
+    max_workers = cleaner.config.max_workers
+    workers = max(1, min(max_workers, len(records)))
+    # Record threads mostly wait on their steps; the step pool bounds the calls in flight.
+    with (
+        ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="cleanup-step") as step_pool,
+        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cleanup") as pool,
+    ):
+        return list(pool.map(work, records))
+
+
+def process_batch(event: object, context: object, cleaner: CleanupRunner) -> dict[str, Any]:
+    """Clean a whole Lambda DynamoDB stream batch and return the partial batch response.
+
+    * Records are cleaned concurrently, sharing ``cleaner``'s clients; each record's errors stay
+      with that record. The steps of all records run on one pool of ``config.max_workers``
+      threads, so at most that many cleanup calls are in flight, and one session's steps overlap.
+    * Time guard: see the module docstring.
+    * A sequence number seen twice in one batch is cleaned once.
+    * After-success steps (the fan-out) run once on the cleaned records, then every record is
+      accounted; a dry run skips them.
+    * Metrics are flushed (EMF on stdout) before returning.
+    """
+    records = event.get("Records") if isinstance(event, Mapping) else None
+    if not isinstance(records, list):
+        LOGGER.warning("event without a Records list; nothing to clean")
+        return batch_response(())
+    out_of_time = out_of_time_check(context, cleaner.config.time_guard_ms)
+    # A dry run publishes nothing: subscribers would act on sessions that were not cleaned.
+    after = [] if cleaner.config.dry_run else cleaner.after_success_steps
+    unique, results = _split_duplicates(records, cleaner)
+    deferred: list[RecordResult] | None = [] if after else None
+    results.extend(_clean_records(unique, cleaner, out_of_time, deferred))
+    if deferred is not None:
+        # Accounting waits for the after-success outcome, so each record is counted once.
+        for step in after:
+            step.after_success(deferred, cleaner.metrics)
+        for result in deferred:
+            cleaner.account(result)
+    try:
+        cleaner.metrics.flush()
+    except Exception:
+        LOGGER.exception("could not write the metrics")
+    return batch_response(r.sequence_number for r in results if r.outcome == OUTCOME_FAILED)

@@ -1,0 +1,35 @@
+"""Cleanup steps: the contract (:mod:`.base`) and the registry of built-in steps, in order.
+
+Adding a built-in step is one new module in this package (a :class:`~.base.CleanupStep`
+subclass with ``name``, ``build``, ``plan``, ``run`` and, if it can look before it acts,
+``preview``) plus one line in :data:`BUILTIN_STEPS`. The runner
+(:mod:`session_expiry_runtime.runner`) orders steps by phase — the archive gate first, the
+session steps side by side, the fan-out after success — so a step's place in this list only
+orders steps of the same phase (and their fields in the log line).
+"""
+
+from __future__ import annotations
+
+from ..clients import CleanupClients
+from ..config import RuntimeConfig
+from .archive import ArchiveStep
+from .base import BatchStep, CleanupStep
+from .connection import ConnectionStep
+from .events import EventsStep
+from .grant import GrantStep
+from .scratch import ScratchStep
+
+#: The built-in steps in order; each is built only when its target is configured.
+BUILTIN_STEPS: tuple[type[CleanupStep] | type[BatchStep], ...] = (
+    ArchiveStep,
+    ConnectionStep,
+    GrantStep,
+    ScratchStep,
+    EventsStep,
+)
+
+
+def build_steps(config: RuntimeConfig, clients: CleanupClients) -> list[CleanupStep | BatchStep]:
+    """The configured steps in registry order (a step without its target is left out)."""
+    built = (step_type.build(config, clients) for step_type in BUILTIN_STEPS)
+    return [step for step in built if step is not None]

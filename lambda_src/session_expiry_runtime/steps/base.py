@@ -1,0 +1,217 @@
+"""The cleanup step contract: what a step decides (``plan``), does (``run``), shows (``preview``).
+
+A **cleanup step** is one small unit that removes one kind of resource an expired session owned
+(a WebSocket connection, a KMS grant, a scratch prefix, ...). It has:
+
+* ``name`` — the metric's ``Action`` (``CleanupFailures`` dimension) and its key in the log
+  line's ``steps``; one of ``config.ACTION_*`` for built-ins.
+* ``attributes`` — the session attributes (old image) it reads.
+* ``build(config, clients)`` — the step when its target is configured, else ``None`` (the step
+  then never plans, runs or logs).
+* ``plan(session)`` — **pure**: reads only the decoded old image (:class:`Session`), makes no
+  call, and returns a :class:`Plan`:
+
+  ========================  ===================================================================
+  ``Plan.run(...)``          the step will run; ``payload`` carries what ``run`` needs.
+  ``Plan.nothing()``         nothing to do for this session; not logged, not counted.
+  ``Plan.refused(...)``      the image names something the step will never touch (e.g. a prefix
+                             outside the scratch root): logged ``refused``, counted, never
+                             retried, and the record still counts as cleaned.
+  ``Plan.missing(...)``      the attributes it needs are absent (``missing``) or unusable
+                             (``invalid``); when no step of a record runs, the record is skipped
+                             with cause ``MissingAttributes``.
+  ========================  ===================================================================
+
+  Every plan may carry ``invalid`` attribute names and ``log`` fields (JSON-ready values).
+* ``run(plan, ctx)`` — makes the change and returns ``"done"`` (the change was made) or
+  ``"already-done"`` (the target was already gone: ``GoneException``, ``NotFoundException``, a
+  missing key — success). It must be **idempotent**: the event source mapping redelivers a
+  failed record and a batch may hold a record twice, so a second run must end in the same state
+  and report success. It must be **bounded in time**: botocore's ``standard`` retries and the
+  client timeouts bound each call; a step that loops checks ``ctx.out_of_time()`` between
+  iterations and raises ``StepFailed(ACTION_TIME_GUARD, ...)``.
+* ``preview(plan, ctx)`` — the dry run: **read-only** calls at most (e.g. ``ListObjectsV2``),
+  returns ``"dry-run"``, may add log fields with ``ctx.note``. The default makes no call.
+
+**Exceptions.** ``run``/``preview`` raise :class:`~session_expiry_runtime.outcomes.StepFailed`
+for an expected failure (the error after botocore's retries, an ``Errors`` entry, the time
+guard): the record fails, metered under ``StepFailed.action``. Any other exception is
+**unexpected** and is classified the same way under the step's own ``name``. Either way only
+that record fails (it goes into the partial batch response by sequence number), the other steps
+of the session still run, and the runner writes the error into the log line's ``errors``.
+
+Steps never count metrics or write log lines themselves: the runner
+(:mod:`session_expiry_runtime.runner`) owns order, the step pool, the dry run, the time guard,
+error classification, metrics and the one log line per record. Steps of one session run side
+by side, so they must not depend on each other's effects; ``ctx.note`` keys must be distinct.
+
+**Phases.** ``PHASE_GATE`` steps (the archive) run first, one after another; if one fails,
+nothing else is done for the record. ``PHASE_SESSION`` steps run side by side on the bounded
+step pool. ``PHASE_AFTER_SUCCESS`` steps are batch-level (:class:`BatchStep`): they run once per
+batch on the records whose session steps all succeeded (the fan-out), never in a dry run.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, ClassVar
+
+from ..clients import CleanupClients
+from ..config import RuntimeConfig
+from ..decode import StreamRecord
+from ..metrics import MetricsRecorder
+from ..outcomes import STEP_DRY_RUN, RecordResult
+
+PLAN_RUN = "run"
+PLAN_NOTHING = "nothing"
+PLAN_REFUSED = "refused"
+PLAN_MISSING = "missing"
+
+PHASE_GATE = "gate"
+PHASE_SESSION = "session"
+PHASE_AFTER_SUCCESS = "after-success"
+
+
+@dataclass(frozen=True)
+class Session:
+    """One removed session, as the steps see it.
+
+    Attributes:
+        image: the decoded old image (numbers ``Decimal``, sets ``set``, binary ``bytes``).
+        keys: the decoded ``dynamodb.Keys``.
+        reason: ``ttl``, ``ttl-replicated`` or ``explicit``.
+        lag_seconds: TTL lag in seconds for TTL-classified removals, else ``None``.
+        record: the stream record (sequence number, event id, removal time, wire old image).
+    """
+
+    image: Mapping[str, Any]
+    keys: Mapping[str, Any]
+    reason: str
+    lag_seconds: Decimal | None
+    record: StreamRecord
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A step's decision for one session (see the module docstring)."""
+
+    status: str
+    payload: Any = None
+    missing: tuple[str, ...] = ()
+    invalid: tuple[str, ...] = ()
+    log: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def run(
+        cls,
+        payload: Any = None,
+        *,
+        log: Mapping[str, Any] | None = None,
+        invalid: Sequence[str] = (),
+    ) -> Plan:
+        return cls(PLAN_RUN, payload, invalid=tuple(invalid), log=dict(log or {}))
+
+    @classmethod
+    def nothing(cls) -> Plan:
+        return cls(PLAN_NOTHING)
+
+    @classmethod
+    def refused(cls, refusal: str, *, log: Mapping[str, Any] | None = None) -> Plan:
+        return cls(PLAN_REFUSED, log={**(log or {}), "refusal": refusal})
+
+    @classmethod
+    def missing_attributes(cls, missing: Sequence[str] = (), invalid: Sequence[str] = ()) -> Plan:
+        return cls(PLAN_MISSING, missing=tuple(missing), invalid=tuple(invalid))
+
+
+@dataclass
+class StepContext:
+    """What a running step may use besides its plan: the session, the time guard, the log.
+
+    Attributes:
+        session: the session being cleaned.
+        out_of_time: ``True`` once the invocation's remaining time is below the time guard.
+    """
+
+    session: Session
+    out_of_time: Callable[[], bool] = lambda: False
+    log: dict[str, Any] = field(default_factory=dict)
+    objects_deleted: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def note(self, name: str, value: Any) -> None:
+        """Add a (JSON-ready) field to the record's log line."""
+        with self._lock:
+            self.log[name] = value
+
+    def count_objects_deleted(self, count: int) -> None:
+        """Add to the record's ``ScratchObjectsDeleted`` (also counted when the step fails)."""
+        with self._lock:
+            self.objects_deleted += count
+
+
+class CleanupStep(ABC):
+    """One per-session cleanup step (see the module docstring for the contract)."""
+
+    #: The metric's ``Action`` and the key in the log line's ``steps``.
+    name: ClassVar[str]
+    phase: ClassVar[str] = PHASE_SESSION
+    #: Session attributes (old image) this step reads.
+    attributes: tuple[str, ...] = ()
+
+    @classmethod
+    @abstractmethod
+    def build(cls, config: RuntimeConfig, clients: CleanupClients) -> CleanupStep | None:
+        """The step, or ``None`` when its target is not configured."""
+
+    @abstractmethod
+    def plan(self, session: Session) -> Plan:
+        """Decide from the old image alone; no call, never raises for bad attribute values."""
+
+    @abstractmethod
+    def run(self, plan: Plan, ctx: StepContext) -> str:
+        """Make the change; ``"done"`` or ``"already-done"``; raise ``StepFailed`` on failure."""
+
+    def preview(self, plan: Plan, ctx: StepContext) -> str:
+        """Dry run: read-only calls at most; the default makes none."""
+        return STEP_DRY_RUN
+
+
+class BatchStep(ABC):
+    """A batch-level step that runs after the session steps succeeded (``PHASE_AFTER_SUCCESS``).
+
+    ``after_success`` gets every ``cleaned`` result of the batch, may turn some into ``failed``
+    ones (outcome, ``failed_actions`` and ``log["errors"]``), and counts its own success metric.
+    It is skipped in a dry run.
+    """
+
+    name: ClassVar[str]
+    phase: ClassVar[str] = PHASE_AFTER_SUCCESS
+
+    @classmethod
+    @abstractmethod
+    def build(cls, config: RuntimeConfig, clients: CleanupClients) -> BatchStep | None:
+        """The step, or ``None`` when its target is not configured."""
+
+    @abstractmethod
+    def after_success(self, results: Sequence[RecordResult], metrics: MetricsRecorder) -> None:
+        """Act on the batch's cleaned results; never raises."""
+
+
+def nonempty_str(value: object) -> str | None:
+    """``value`` when it is a non-empty string, else ``None`` (an unusable attribute value)."""
+    return value if isinstance(value, str) and value else None
+
+
+def string_attribute(session: Session, name: str) -> tuple[str | None, Plan | None]:
+    """Read a string attribute: ``(value, None)`` or ``(None, missing/invalid plan)``."""
+    if name not in session.image:
+        return None, Plan.missing_attributes(missing=(name,))
+    value = nonempty_str(session.image[name])
+    if value is None:
+        return None, Plan.missing_attributes(invalid=(name,))
+    return value, None

@@ -1,0 +1,167 @@
+"""``DeleteScratch``: delete every object under the session's scratch prefix.
+
+Plan: only a prefix accepted by :func:`~session_expiry_runtime.prefixes.validate_scratch_prefix`
+(a normalised, strict sub-prefix of the scratch root ending in ``/``; with tenant-scoped layout,
+under the session's own tenant) runs; any other is **refused** (counted as
+``ScratchPrefixesRefused``, logged, never retried).
+
+Run: every key under the prefix is listed (``ListObjectsV2``, paginated; botocore requests
+``EncodingType=url`` and decodes the keys, so control characters survive the XML) and handed to
+the :class:`ScratchDeleter` — the one seam a batcher (DeleteObjects across sessions) replaces.
+The deleter sends ``DeleteObjects`` (at most 1,000 keys, ``Quiet``) and checks the ``Errors`` of
+its HTTP 200 answer; keys that XML 1.0 cannot carry in the DeleteObjects body (most C0
+controls) or holding a carriage return (XML parsers turn it into a line feed, so S3 would delete
+a different key) go one by one through ``DeleteObject``, whose key travels in the URL. A missing
+key counts as deleted (S3 reports it so): idempotent. The time guard is checked between pages.
+
+Preview (dry run): the same listing, no deletion; logs ``objectsWouldBeDeleted``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ..clients import CleanupClients
+from ..config import ACTION_DELETE_SCRATCH, ACTION_TIME_GUARD, RuntimeConfig
+from ..decode import to_json_value
+from ..outcomes import STEP_DONE, STEP_DRY_RUN, StepFailed, error_text
+from ..prefixes import ScratchPrefixError, validate_scratch_prefix
+from .base import CleanupStep, Plan, Session, StepContext
+
+#: ``DeleteObjects`` takes at most 1,000 keys (Amazon S3 API Reference, DeleteObjects).
+DELETE_OBJECTS_MAX_KEYS = 1000
+#: Characters outside XML 1.0's Char production, plus CR (normalised to LF by XML parsers).
+NOT_XML_SAFE = re.compile("[^\t\n\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|\r")
+
+
+def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class ScratchDeleter:
+    """Deletes keys of one bucket: ``DeleteObjects`` in chunks, unsafe keys one by one."""
+
+    def __init__(self, s3: Any, bucket: str | None) -> None:
+        self.s3 = s3
+        self.bucket = bucket
+
+    def delete(self, keys: Sequence[str], on_deleted: Callable[[int], None]) -> list[str]:
+        """Delete ``keys``; return one text per ``Errors`` entry of the answers.
+
+        ``on_deleted(n)`` is called as soon as ``n`` keys are gone, so a failure half-way still
+        counts what was deleted. Raises botocore errors unchanged (the step turns them into
+        ``StepFailed``).
+        """
+        problems: list[str] = []
+        batchable = [k for k in keys if not NOT_XML_SAFE.search(k)]
+        for chunk in _chunks(batchable, DELETE_OBJECTS_MAX_KEYS):
+            answer = self.s3.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True}
+            )
+            errors = answer.get("Errors") or []
+            on_deleted(len(chunk) - len(errors))
+            problems.extend(
+                f"{e.get('Key')!r}: {e.get('Code')} {e.get('Message', '')}".rstrip() for e in errors
+            )
+        for key in (k for k in keys if NOT_XML_SAFE.search(k)):
+            self.s3.delete_object(Bucket=self.bucket, Key=key)
+            on_deleted(1)
+        return problems
+
+
+class ScratchStep(CleanupStep):
+    name = ACTION_DELETE_SCRATCH
+
+    def __init__(self, config: RuntimeConfig, s3: Any) -> None:
+        self.config = config
+        self.s3 = s3
+        self.bucket = config.scratch_bucket
+        self.deleter = ScratchDeleter(s3, config.scratch_bucket)
+        self.attributes = (config.scratch_prefix_attribute, config.tenant_attribute)
+
+    @classmethod
+    def build(cls, config: RuntimeConfig, clients: CleanupClients) -> ScratchStep | None:
+        return cls(config, clients.s3) if clients.s3 is not None else None
+
+    def plan(self, session: Session) -> Plan:
+        cfg = self.config
+        if cfg.scratch_prefix_attribute not in session.image:
+            return Plan.missing_attributes(missing=(cfg.scratch_prefix_attribute,))
+        prefix = session.image[cfg.scratch_prefix_attribute]
+        tenant = session.image.get(cfg.tenant_attribute)
+        log: dict[str, Any] = {"scratchPrefix": to_json_value(prefix)}
+        if cfg.tenant_scoped_scratch:
+            log["tenant"] = to_json_value(tenant)
+        try:
+            accepted = validate_scratch_prefix(
+                prefix, cfg.scratch_root, tenant_id=tenant, tenant_scoped=cfg.tenant_scoped_scratch
+            )
+        except ScratchPrefixError as exc:
+            return Plan.refused(str(exc), log=log)
+        return Plan.run(accepted, log=log)
+
+    def run(self, plan: Plan, ctx: StepContext) -> str:
+        try:
+            return self.delete_scratch(plan.payload, ctx)
+        finally:
+            ctx.note("objectsDeleted", ctx.objects_deleted)
+
+    def delete_scratch(self, prefix: str, ctx: StepContext) -> str:
+        """Delete every object under an *already validated* ``prefix`` (see the module docstring).
+
+        Raises:
+            StepFailed: a call failed, ``DeleteObjects`` answered ``Errors``, a listed key lay
+                outside the prefix (never deleted), or time ran out between pages.
+        """
+        problems: list[str] = []
+        try:
+            for page in self._pages(prefix):
+                keys = self._keys_under(prefix, page)
+                problems.extend(self.deleter.delete(keys, ctx.count_objects_deleted))
+                if page.get("IsTruncated") and ctx.out_of_time():
+                    raise StepFailed(
+                        ACTION_TIME_GUARD, f"time guard reached while deleting {prefix!r}"
+                    )
+        except (ClientError, BotoCoreError) as exc:
+            raise StepFailed(self.name, error_text(exc)) from exc
+        if problems:
+            shown = "; ".join(problems[:5])
+            more = f" (+{len(problems) - 5} more)" if len(problems) > 5 else ""
+            raise StepFailed(
+                self.name, f"DeleteObjects reported {len(problems)} error(s): {shown}{more}"
+            )
+        return STEP_DONE
+
+    def preview(self, plan: Plan, ctx: StepContext) -> str:
+        """List (never delete) the objects under the prefix; logs ``objectsWouldBeDeleted``."""
+        prefix, count = plan.payload, 0
+        try:
+            for page in self._pages(prefix):
+                contents = page.get("Contents") or ()
+                count += sum(1 for item in contents if item["Key"].startswith(prefix))
+        except (ClientError, BotoCoreError) as exc:
+            raise StepFailed(self.name, error_text(exc)) from exc
+        finally:
+            ctx.note("objectsDeleted", 0)
+        ctx.note("objectsWouldBeDeleted", count)
+        return STEP_DRY_RUN
+
+    def _pages(self, prefix: str) -> Iterator[dict[str, Any]]:
+        paginator = self.s3.get_paginator("list_objects_v2")
+        return iter(paginator.paginate(Bucket=self.bucket, Prefix=prefix))
+
+    def _keys_under(self, prefix: str, page: dict[str, Any]) -> list[str]:
+        keys = [item["Key"] for item in page.get("Contents") or ()]
+        outside = [k for k in keys if not k.startswith(prefix)]
+        if outside:
+            raise StepFailed(
+                self.name,
+                f"ListObjectsV2 returned {len(outside)} key(s) outside {prefix!r}, "
+                f"e.g. {outside[0]!r}; nothing outside the prefix is deleted",
+            )
+        return keys

@@ -1,0 +1,156 @@
+"""The step model: the registry, pure plans, and the runner's treatment of any step.
+
+Plans are pure (no AWS call); the runner tests use moto with real boto3 calls for the built-in
+steps and add a step of their own, the way a new built-in is added.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from runtime_support import FakeContext, Sandbox, event
+from session_expiry_runtime.cleaner import SessionCleaner
+from session_expiry_runtime.clients import CleanupClients
+from session_expiry_runtime.config import RuntimeConfig
+from session_expiry_runtime.decode import parse_record
+from session_expiry_runtime.metrics import MetricsRecorder
+from session_expiry_runtime.outcomes import STEP_DONE, STEP_DRY_RUN
+from session_expiry_runtime.runner import process_batch
+from session_expiry_runtime.steps import BUILTIN_STEPS, build_steps
+from session_expiry_runtime.steps.base import (
+    PLAN_MISSING,
+    PLAN_REFUSED,
+    PLAN_RUN,
+    CleanupStep,
+    Plan,
+    Session,
+    StepContext,
+)
+from session_expiry_runtime.steps.grant import GrantStep
+from session_expiry_runtime.steps.scratch import ScratchStep
+
+ALL_TARGETS = RuntimeConfig(
+    websocket_endpoint="https://example.execute-api.us-east-1.amazonaws.com/prod",
+    grant_key_arn="arn:aws:kms:us-east-1:123456789012:key/k",
+    scratch_bucket="scratch",
+    archive_bucket="archive",
+    event_bus_arn="arn:aws:events:us-east-1:123456789012:event-bus/b",
+)
+SOME_CLIENT = object()
+
+
+def _session(image: dict[str, Any]) -> Session:
+    return Session(image, {"pk": "s-1"}, "explicit", None, parse_record({}))
+
+
+def test_builtin_steps_are_registered_in_order() -> None:
+    clients = CleanupClients(*(SOME_CLIENT,) * 5)
+    names = [step.name for step in build_steps(ALL_TARGETS, clients)]
+    assert names == ["Archive", "DeleteConnection", "RetireGrant", "DeleteScratch", "PublishEvent"]
+    assert len(BUILTIN_STEPS) == 5
+
+
+def test_a_step_without_its_target_is_not_built() -> None:
+    clients = CleanupClients(kms=SOME_CLIENT)
+    assert [step.name for step in build_steps(ALL_TARGETS, clients)] == ["RetireGrant"]
+
+
+def test_grant_plan_prefers_the_token_and_reports_an_unusable_id() -> None:
+    step = GrantStep(ALL_TARGETS, SOME_CLIENT)
+    plan = step.plan(_session({"grantToken": "tok", "grantId": ""}))
+    assert (plan.status, plan.payload, plan.invalid) == (PLAN_RUN, ("tok", None), ("grantId",))
+    assert plan.log == {"grantId": None, "grantBy": "GrantToken"}  # the token is never logged
+
+
+def test_grant_plan_without_token_or_id_is_missing_both() -> None:
+    plan = GrantStep(ALL_TARGETS, SOME_CLIENT).plan(_session({}))
+    assert (plan.status, plan.missing) == (PLAN_MISSING, ("grantToken", "grantId"))
+
+
+def test_scratch_plan_refuses_a_prefix_outside_the_root() -> None:
+    plan = ScratchStep(ALL_TARGETS, SOME_CLIENT).plan(_session({"scratchPrefix": "other/s-1/"}))
+    assert plan.status == PLAN_REFUSED
+    assert plan.log["scratchPrefix"] == "other/s-1/" and "refusal" in plan.log
+
+
+class Marker(CleanupStep):
+    """A step of this test's own: runs for sessions naming a ``marker`` attribute."""
+
+    name = "Marker"
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+        self.previewed: list[str] = []
+        self.attributes = ("marker",)
+
+    @classmethod
+    def build(cls, config: RuntimeConfig, clients: CleanupClients) -> Marker:
+        return cls()
+
+    def plan(self, session: Session) -> Plan:
+        if "marker" not in session.image:
+            return Plan.missing_attributes(missing=("marker",))
+        return Plan.run(session.image["marker"])
+
+    def run(self, plan: Plan, ctx: StepContext) -> str:
+        if plan.payload == "boom":
+            raise RuntimeError("boom")
+        self.ran.append(plan.payload)
+        return STEP_DONE
+
+    def preview(self, plan: Plan, ctx: StepContext) -> str:
+        self.previewed.append(plan.payload)
+        return STEP_DRY_RUN
+
+
+def _runner(sandbox: Sandbox, marker: Marker, config: RuntimeConfig) -> SessionCleaner:
+    clients = sandbox.cleaner(config).clients
+    steps = [*build_steps(config, clients), marker]
+    return SessionCleaner(config, clients, MetricsRecorder("t"), steps=steps)
+
+
+def test_an_added_step_runs_beside_the_builtins_and_its_error_fails_only_its_record(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, session_logs: pytest.LogCaptureFixture
+) -> None:
+    fine = sandbox.create_session("s-fine", extra={"marker": {"S": "ok"}})
+    poison = sandbox.create_session("s-poison", extra={"marker": {"S": "boom"}})
+    sandbox.read_stream()
+    sandbox.delete("s-fine")
+    sandbox.delete("s-poison")
+    records = sandbox.removes()
+    marker = Marker()
+    runner = _runner(sandbox, marker, sandbox.config)
+    monkeypatch.setattr(runner.metrics, "flush", lambda write=None: [])
+
+    response = process_batch(event(*records), FakeContext(), runner)
+
+    poison_seq = next(r for r in records if r["dynamodb"]["Keys"]["pk"]["S"] == "s-poison")
+    assert response == {
+        "batchItemFailures": [{"itemIdentifier": poison_seq["dynamodb"]["SequenceNumber"]}]
+    }
+    assert marker.ran == ["ok"]
+    # The failing step does not stop the session's other steps (they run side by side).
+    assert sandbox.is_clean(fine) and sandbox.is_clean(poison)
+    counts = runner.metrics.snapshot()
+    assert counts["CleanupFailures|Action=Marker"] == 1
+    assert counts["SessionsCleaned|Reason=explicit"] == 1
+    failed = next(r.session for r in session_logs.records if r.session["outcome"] == "failed")
+    assert failed["errors"] == {"Marker": "RuntimeError: boom"}
+    assert failed["steps"]["Marker"] == "failed"
+    assert failed["steps"]["DeleteConnection"] == "done"
+
+
+def test_a_dry_run_calls_only_preview(sandbox: Sandbox) -> None:
+    session = sandbox.create_session("s-dry", extra={"marker": {"S": "ok"}})
+    sandbox.read_stream()
+    sandbox.delete("s-dry")
+    marker = Marker()
+    runner = _runner(sandbox, marker, dataclasses.replace(sandbox.config, dry_run=True))
+
+    assert process_batch(event(*sandbox.removes()), FakeContext(), runner) == {
+        "batchItemFailures": []
+    }
+    assert (marker.ran, marker.previewed) == ([], ["ok"])
+    assert sandbox.is_intact(session)
