@@ -135,6 +135,15 @@ ACTION_PUBLISH_EVENT = "PublishEvent"
 EVENT_SOURCE = "cdk-session-expiry"
 EVENT_DETAIL_TYPE = "Session Cleaned"
 
+# --- sessions: connections, absolute lifetime (issue 11; same values as the runtime's) -------
+ENV_CONNECTION_IDS_ATTRIBUTE = "SESSION_EXPIRY_CONNECTION_IDS_ATTRIBUTE"
+ENV_NOT_AFTER_ATTRIBUTE = "SESSION_EXPIRY_NOT_AFTER_ATTRIBUTE"
+ENV_MAX_SESSION_LIFETIME_SECONDS = "SESSION_EXPIRY_MAX_SESSION_LIFETIME_SECONDS"
+DEFAULT_CONNECTION_IDS_ATTRIBUTE = "connectionIds"
+DEFAULT_NOT_AFTER_ATTRIBUTE = "notAfter"
+#: 8 hours: Amazon Bedrock AgentCore Runtime's default maximum session lifetime.
+DEFAULT_MAX_SESSION_LIFETIME_SECONDS = 8 * 3600
+
 # --- every value of each dimension the runtime emits (checked by the metric_* methods) -----
 REASONS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("REASON_"))
 ACTIONS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("ACTION_"))

@@ -121,6 +121,18 @@ CAUSE_DUPLICATE = "DuplicateInBatch"
 EVENT_SOURCE = "cdk-session-expiry"
 EVENT_DETAIL_TYPE = "Session Cleaned"
 
+# --- sessions: connections, absolute lifetime (issue 11) -----------------------------------
+#: String Set of every WebSocket connection id attached to a session (``connectionId`` keeps
+#: the latest one, and is all that items written before the set hold).
+ENV_CONNECTION_IDS_ATTRIBUTE = "SESSION_EXPIRY_CONNECTION_IDS_ATTRIBUTE"
+#: Number, epoch seconds: the session's absolute end; no heartbeat sets the TTL past it.
+ENV_NOT_AFTER_ATTRIBUTE = "SESSION_EXPIRY_NOT_AFTER_ATTRIBUTE"
+ENV_MAX_SESSION_LIFETIME_SECONDS = "SESSION_EXPIRY_MAX_SESSION_LIFETIME_SECONDS"
+DEFAULT_CONNECTION_IDS_ATTRIBUTE = "connectionIds"
+DEFAULT_NOT_AFTER_ATTRIBUTE = "notAfter"
+#: 8 hours: Amazon Bedrock AgentCore Runtime's default maximum session lifetime.
+DEFAULT_MAX_SESSION_LIFETIME_SECONDS = 8 * 3600
+
 
 def _is_url(value: str, schemes: tuple[str, ...]) -> bool:
     scheme, sep, rest = value.partition("://")
@@ -218,6 +230,9 @@ class RuntimeConfig:
     #: Seconds between sweeper passes within one run; ``None``: one pass per run.
     sweep_interval_seconds: int | None = None
     dry_run: bool = False
+    connection_ids_attribute: str = DEFAULT_CONNECTION_IDS_ATTRIBUTE
+    not_after_attribute: str = DEFAULT_NOT_AFTER_ATTRIBUTE
+    max_session_lifetime_seconds: int = DEFAULT_MAX_SESSION_LIFETIME_SECONDS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeConfig:
@@ -270,4 +285,10 @@ class RuntimeConfig:
             sweep_index_name=e.get(ENV_SWEEP_INDEX_NAME) or DEFAULT_SWEEP_INDEX_NAME,
             sweep_interval_seconds=positive_int(ENV_SWEEP_INTERVAL_SECONDS, 0) or None,
             dry_run=_truthy(e.get(ENV_DRY_RUN)),
+            connection_ids_attribute=e.get(ENV_CONNECTION_IDS_ATTRIBUTE)
+            or DEFAULT_CONNECTION_IDS_ATTRIBUTE,
+            not_after_attribute=e.get(ENV_NOT_AFTER_ATTRIBUTE) or DEFAULT_NOT_AFTER_ATTRIBUTE,
+            max_session_lifetime_seconds=positive_int(
+                ENV_MAX_SESSION_LIFETIME_SECONDS, DEFAULT_MAX_SESSION_LIFETIME_SECONDS
+            ),
         )

@@ -15,7 +15,13 @@ Usage (the construct's ``grant_session_access`` sets the environment read by ``f
     store = SessionStore.from_env()
     s = store.create("s-1", ttl=timedelta(hours=1), connection_id=event_connection_id)
     store.touch("s-1", ttl=timedelta(minutes=30))     # SessionGoneError once expired
+    store.attach_connection("s-1", new_connection_id) # a reconnect: closes the earlier ones
     store.end("s-1")                                  # cleanup runs from the stream
+
+A session has an absolute lifetime (``max_session_lifetime_seconds``, default 8 hours):
+``create`` records its not-after time, no heartbeat sets the TTL past it, and from then on it
+is gone whatever its TTL says. It records every WebSocket connection attached to it (a String
+Set), and its KMS grant is bound to its encryption context (:attr:`Session.encryption_context`).
 
 Every attribute name goes through ``ExpressionAttributeNames``, so a TTL attribute named
 ``ttl`` (a DynamoDB reserved word) works. Errors other than the ones documented per method
@@ -34,9 +40,16 @@ from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
-from .config import ENV_GRANT_KEY_ARN, ENV_RETIRING_PRINCIPAL, ENV_TABLE_NAME, RuntimeConfig
+from .config import (
+    ENV_GRANT_KEY_ARN,
+    ENV_RETIRING_PRINCIPAL,
+    ENV_TABLE_NAME,
+    ENV_WEBSOCKET_ENDPOINT,
+    RuntimeConfig,
+)
+from .grant_names import grant_name
 from .prefixes import build_scratch_prefix, validate_scratch_root, validate_segment
 from .sweeper import shard_of
 from .ttl import (
@@ -52,6 +65,8 @@ from .ttl import (
 )
 
 __all__ = [
+    "ENCRYPTION_CONTEXT_PARTITION",
+    "ENCRYPTION_CONTEXT_SESSION_ID",
     "Clock",
     "Session",
     "SessionConflictError",
@@ -71,13 +86,27 @@ _CREATE_ATTEMPTS = 3
 _MAX_PARTITION_BYTES = 2048
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 # Expression placeholders. Every attribute name is aliased, reserved word or not. The type
-# test comes first so a TTL of another type never reaches a numeric comparison.
-_LIVE_TTL = "attribute_type(#t, :num) AND #t > :now AND #t <= :horizon"
+# test comes first so a TTL of another type never reaches a numeric comparison. A session
+# past its absolute end (#na, not-after) is not live whatever its TTL; items written before
+# the not-after attribute existed have none and are judged by their TTL alone.
+_LIVE_TTL = (
+    "attribute_type(#t, :num) AND #t > :now AND #t <= :horizon"
+    " AND (attribute_not_exists(#na) OR (attribute_type(#na, :num) AND #na > :now))"
+)
 _LIVE = f"attribute_exists(#pk) AND {_LIVE_TTL}"
 _NOT_LIVE = (
     "attribute_not_exists(#pk) OR attribute_not_exists(#t) OR NOT attribute_type(#t, :num)"
     " OR #t <= :now OR #t > :horizon"
+    " OR (attribute_exists(#na) AND (NOT attribute_type(#na, :num) OR #na <= :now))"
 )
+#: ``GoneException`` (HTTP 410): the connection is already closed (API Gateway Management API).
+_GONE = "GoneException"
+#: Encryption context keys a session's grant is bound to (``create_grant``).
+ENCRYPTION_CONTEXT_SESSION_ID = "sessionId"
+ENCRYPTION_CONTEXT_PARTITION = "sessionPartition"
+#: Encryption context values in a grant constraint: at most 384 characters (KMS API Reference,
+#: "CreateGrant", ``Constraints``).
+_MAX_CONTEXT_VALUE = 384
 
 _SERIALIZER = TypeSerializer()
 _DESERIALIZER = TypeDeserializer()
@@ -120,12 +149,17 @@ class Session:
         expires_at: the TTL attribute, epoch **seconds** (``int``).
         scratch_prefix: this incarnation's S3 scratch prefix (ends in ``/``), or ``None`` on
             an item not written by :meth:`SessionStore.create`.
-        connection_id: API Gateway WebSocket connection id, or ``None``.
+        connection_id: the latest API Gateway WebSocket connection id attached, or ``None``.
         grant_id: KMS grant id, or ``None``.
         grant_token: KMS grant token, or ``None`` (left out of ``repr``).
         tenant_id: tenant id, or ``None``.
         attributes: the other (application) attributes, deserialized by boto3's
             ``TypeDeserializer`` (numbers as ``Decimal``).
+        connection_ids: every connection id recorded on the session and not yet closed by
+            :meth:`SessionStore.attach_connection` (the String Set plus ``connection_id``:
+            items written before the set hold only the latter); the cleanup closes them all.
+        not_after: the session's absolute end, epoch **seconds**, or ``None`` on an item
+            written before the absolute lifetime existed (its first ``touch`` sets one).
     """
 
     session_id: str
@@ -137,11 +171,28 @@ class Session:
     grant_token: str | None = field(default=None, repr=False)
     tenant_id: str | None = None
     attributes: Mapping[str, Any] = field(default_factory=dict)
+    connection_ids: frozenset[str] = frozenset()
+    not_after: int | None = None
 
     @property
     def expires_at_datetime(self) -> datetime:
         """``expires_at`` as an aware UTC ``datetime``."""
         return datetime.fromtimestamp(self.expires_at, tz=timezone.utc)
+
+    @property
+    def encryption_context(self) -> dict[str, str]:
+        """The KMS encryption context a grant bound to this session requires.
+
+        ``{"sessionId": <session id>}``, plus ``"sessionPartition"`` on a table with a sort key.
+        Encrypt the session's data with it (``Encrypt``/``GenerateDataKey``
+        ``EncryptionContext=``): a grant made by :meth:`SessionStore.create_grant` with
+        ``bind_to_session`` (the default) allows its operations only on requests that carry
+        these pairs (KMS Developer Guide, "Using grant constraints").
+        """
+        context = {ENCRYPTION_CONTEXT_SESSION_ID: self.session_id}
+        if self.partition is not None:
+            context[ENCRYPTION_CONTEXT_PARTITION] = self.partition
+        return context
 
 
 class SessionStore:
@@ -157,10 +208,15 @@ class SessionStore:
         table_name: the table; default ``config.table_name``.
         dynamodb_client: a boto3 DynamoDB client; default ``boto3.client("dynamodb")``.
         kms_client: a boto3 KMS client for :meth:`create_grant`; default created on first use.
+        connections_client: a boto3 ``apigatewaymanagementapi`` client with which
+            :meth:`attach_connection` closes earlier connections; default created on first
+            use for ``config.websocket_endpoint``.
         clock: returns the current time as an **aware** ``datetime``; default
             ``datetime.now(timezone.utc)``. Every call reads it once.
-        config: key names, attribute names, scratch root, grant key and retiring principal;
-            default ``RuntimeConfig()`` (the construct's defaults).
+        config: key names, attribute names, scratch root, grant key, retiring principal,
+            WebSocket endpoint and ``max_session_lifetime_seconds`` (a session's absolute
+            lifetime from its creation, default 8 hours); default ``RuntimeConfig()`` (the
+            construct's defaults).
         max_ttl: the longest lifetime accepted on writes and the read-side plausibility
             horizon (plus a five-minute clock-skew allowance); default
             :data:`~.ttl.MAX_SESSION_TTL` (365 days).
@@ -169,7 +225,8 @@ class SessionStore:
 
     Raises:
         ValueError: no table name, a bad scratch root, two roles sharing one attribute
-            name, or a bad ``max_ttl``/``default_ttl``.
+            name, a bad ``max_ttl``/``default_ttl``, or a maximum session lifetime that is
+            not whole seconds from 1 to ``max_ttl``.
     """
 
     def __init__(
@@ -178,6 +235,7 @@ class SessionStore:
         *,
         dynamodb_client: Any = None,
         kms_client: Any = None,
+        connections_client: Any = None,
         clock: Clock | None = None,
         config: RuntimeConfig | None = None,
         max_ttl: timedelta = MAX_SESSION_TTL,
@@ -198,11 +256,24 @@ class SessionStore:
             raise ValueError(f"default_ttl {default_ttl!r}: beyond max_ttl {max_ttl!r}")
         self._default_ttl = default_ttl
         c = self._config
+        lifetime = c.max_session_lifetime_seconds
+        if (
+            isinstance(lifetime, bool)
+            or not isinstance(lifetime, int)
+            or not 1 <= lifetime <= max_ttl.total_seconds()
+        ):
+            raise ValueError(
+                f"max session lifetime {lifetime!r} seconds: expected whole seconds from 1 to "
+                f"max_ttl ({int(max_ttl.total_seconds())} seconds)"
+            )
+        self._max_lifetime = lifetime
         roles = {
             "partition key": c.partition_key,
             "sort key": c.sort_key,
             "TTL attribute": c.ttl_attribute,
             "connection id attribute": c.connection_id_attribute,
+            "connection ids attribute": c.connection_ids_attribute,
+            "not-after attribute": c.not_after_attribute,
             "grant id attribute": c.grant_id_attribute,
             "grant token attribute": c.grant_token_attribute,
             "scratch prefix attribute": c.scratch_prefix_attribute,
@@ -226,6 +297,7 @@ class SessionStore:
             dynamodb_client = boto3.client("dynamodb")
         self._ddb = dynamodb_client
         self._kms = kms_client
+        self._connections = connections_client
         self._clock: Clock = clock or _utc_now
 
     @classmethod
@@ -241,8 +313,10 @@ class SessionStore:
         ``..._SCRATCH_ROOT``, ``..._TENANT_SCOPED_SCRATCH``, ``..._GRANT_KEY_ARN`` and
         ``..._RETIRING_PRINCIPAL``, and with the expiry sweeper ``..._SWEEP_SHARD_ATTRIBUTE`` and
         ``..._SWEEP_SHARDS`` (create and touch then write the session's shard, see
-        :mod:`.sweeper`) (see :mod:`.config`). ``kwargs`` go to the constructor
-        (``dynamodb_client``, ``kms_client``, ``clock``, ``max_ttl``, ``default_ttl``).
+        :mod:`.sweeper`) (see :mod:`.config`), ``..._WEBSOCKET_ENDPOINT`` and
+        ``..._MAX_SESSION_LIFETIME_SECONDS``. ``kwargs`` go to the constructor
+        (``dynamodb_client``, ``kms_client``, ``connections_client``, ``clock``, ``max_ttl``,
+        ``default_ttl``).
 
         Raises:
             ValueError: the table name variable is unset, or see the constructor.
@@ -270,7 +344,10 @@ class SessionStore:
         """Create a session with a fresh scratch prefix; conditional PutItem.
 
         The TTL attribute is written as a Number of epoch seconds, ``now + ttl`` rounded up.
-        The scratch prefix is unique to this incarnation (``{root}[{tenant}/]{id}/{token}/``).
+        The not-after attribute (``notAfter``) records the session's absolute end, ``now +``
+        the maximum session lifetime (default 8 hours) rounded up; the TTL is never set past
+        it, here or by :meth:`touch` (a longer ``ttl``/``expires_at`` is cut to it). The
+        scratch prefix is unique to this incarnation (``{root}[{tenant}/]{id}/{token}/``).
 
         Reuse after expiry: an item that exists but is not live (expired and not yet
         deleted by TTL, or with a missing/non-Number/implausible TTL) does not block the id.
@@ -285,7 +362,8 @@ class SessionStore:
             ttl: lifetime, a ``timedelta`` from 1 second to ``max_ttl``; default the
                 store's ``default_ttl`` (1 hour). Mutually exclusive with ``expires_at``.
             expires_at: absolute expiry, an aware ``datetime`` or ``int`` epoch seconds.
-            connection_id: WebSocket connection id to store; default none.
+            connection_id: WebSocket connection id to store (in ``connectionId`` and the
+                ``connectionIds`` String Set); default none.
             tenant_id: tenant to store; required with tenant-scoped scratch.
             partition: partition key value; required with a sort key, else must be ``None``.
             attributes: extra application attributes (boto3 ``TypeSerializer`` types:
@@ -302,7 +380,8 @@ class SessionStore:
         """
         key = self._key(session_id, partition)
         now = self._now()
-        expiry = self._expiry(ttl, expires_at, now)
+        not_after = self._not_after_from(now)
+        expiry = min(self._expiry(ttl, expires_at, now), not_after)
         c = self._config
         if tenant_id is not None:
             _require_text(tenant_id, "tenant id")
@@ -323,6 +402,7 @@ class SessionStore:
                 )
             item[name] = _SERIALIZER.serialize(value)
         item[c.ttl_attribute] = {"N": str(expiry)}
+        item[c.not_after_attribute] = {"N": str(not_after)}
         item[c.scratch_prefix_attribute] = {"S": prefix}
         if c.sweep_shard_attribute:
             item[c.sweep_shard_attribute] = {"S": self._sweep_shard(key)}
@@ -330,6 +410,7 @@ class SessionStore:
             item[c.tenant_attribute] = {"S": tenant_id}
         if connection_id is not None:
             item[c.connection_id_attribute] = {"S": _require_text(connection_id, "connection id")}
+            item[c.connection_ids_attribute] = {"SS": [connection_id]}
 
         for _ in range(_CREATE_ATTEMPTS):
             try:
@@ -466,9 +547,15 @@ class SessionStore:
         """Heartbeat: set a new expiry on a live session; conditional UpdateItem.
 
         The condition requires the item to exist and be live (``attribute_exists(#pk) AND
-        #t > :now AND #t <= :horizon``), so an expired session is never revived, even
-        while DynamoDB has not deleted it yet. ``ttl`` counts from now (it may shorten the
-        session).
+        #t > :now AND #t <= :horizon``, and its not-after, if any, after now), so an expired
+        session is never revived, even while DynamoDB has not deleted it yet. ``ttl`` counts
+        from now (it may shorten the session).
+
+        Absolute lifetime: the TTL is never set past the session's not-after time (recorded
+        by :meth:`create`); a heartbeat asking for more gets exactly the not-after time (a
+        second conditional UpdateItem when the first finds the cap), and from the not-after
+        time on the session is gone. An item written before the not-after attribute existed
+        gets one at its first heartbeat (now plus the maximum session lifetime).
 
         Args:
             ttl: new lifetime from now; default the store's ``default_ttl`` (1 hour).
@@ -478,45 +565,106 @@ class SessionStore:
             The updated :class:`Session`.
 
         Raises:
-            SessionGoneError: the session is missing or not live; the item is unchanged.
+            SessionGoneError: the session is missing, not live, or past its not-after time;
+                the item is unchanged.
             ValueError: a bad id, partition or TTL.
         """
         key = self._key(session_id, partition)
         now = self._now()
-        expiry = self._expiry(ttl, expires_at, now)
-        update = "SET #t = :expiry"
+        not_after = self._not_after_from(now)
+        expiry = min(self._expiry(ttl, expires_at, now), not_after)
+        update = "SET #t = :expiry, #na = if_not_exists(#na, :na)"
         names: dict[str, str] = {}
-        values: dict[str, Any] = {":expiry": {"N": str(expiry)}}
+        values: dict[str, Any] = {":expiry": {"N": str(expiry)}, ":na": {"N": str(not_after)}}
         if self._config.sweep_shard_attribute:
             # Sessions created before the sweeper was turned on join its index here.
             update += ", #shard = :shard"
             names["#shard"] = self._config.sweep_shard_attribute
             values[":shard"] = {"S": self._sweep_shard(key)}
-        return self._update_live(session_id, partition, key, now, update, names, values)
+        new, old = self._try_update(
+            key, now, update, names, values, "(attribute_not_exists(#na) OR #na >= :expiry)"
+        )
+        if new is None and old is not None and self._live(old, now):
+            cap = _number_value(old.get(self._config.not_after_attribute))
+            if cap is not None and cap < expiry:  # ask again for exactly the not-after time
+                capped = {**values, ":expiry": {"N": _number(cap)}, ":cap": {"N": _number(cap)}}
+                new, old = self._try_update(key, now, update, names, capped, "#na = :cap")
+        if new is None:
+            raise SessionGoneError(
+                f"{_describe(session_id, partition)} is missing, expired or past its absolute "
+                "lifetime; nothing was written",
+                session_id=session_id,
+                partition=partition,
+            )
+        return self._to_session(new)
 
     #: Alias of :meth:`touch`.
     heartbeat = touch
 
     def attach_connection(
-        self, session_id: str, connection_id: str, *, partition: str | None = None
+        self,
+        session_id: str,
+        connection_id: str,
+        *,
+        partition: str | None = None,
+        close_previous: bool = True,
     ) -> Session:
-        """Store the WebSocket connection id on a live session (replacing any earlier one).
+        """Record a WebSocket connection on a live session; by default close its earlier ones.
+
+        A session outlives its connections (API Gateway closes a WebSocket connection after
+        2 hours, or 10 minutes idle: API Gateway Developer Guide, "Amazon API Gateway quotas
+        for configuring and running a WebSocket API"), so it records every connection attached
+        to it. One conditional UpdateItem sets ``connectionId`` to the new id and ``ADD``s it
+        to the ``connectionIds`` String Set; ``ADD`` is atomic, so concurrent reconnects lose
+        no id (DynamoDB Developer Guide, "Update expressions").
+
+        With ``close_previous`` (the default) every connection the item held before this write
+        (the set, and ``connectionId`` of items written before the set existed) is closed with
+        ``DeleteConnection`` (``GoneException``: already closed, done) and then removed from
+        the set. Of concurrent reconnects each closes every connection written before it, so
+        only the last one stays open. A connection that could not be closed (e.g.
+        ``ForbiddenException``, throttling) is logged and stays recorded: the cleanup closes
+        it when the session ends.
+
+        Args:
+            connection_id: the new connection id (``requestContext.connectionId``).
+            close_previous: close the earlier connections (default); ``False`` keeps them open
+                and recorded.
+
+        Returns:
+            The session after the write; ``connection_ids`` holds no connection closed here.
 
         Raises:
             SessionGoneError: the session is missing or not live; the item is unchanged.
-            ValueError: a bad id, partition or connection id.
+            ValueError: a bad id, partition or connection id, or ``close_previous`` without
+                a WebSocket endpoint (``SESSION_EXPIRY_WEBSOCKET_ENDPOINT``) or
+                ``connections_client``; nothing was written.
         """
         key = self._key(session_id, partition)
         _require_text(connection_id, "connection id")
-        return self._update_live(
-            session_id,
-            partition,
-            key,
-            self._now(),
-            "SET #conn = :conn",
-            {"#conn": self._config.connection_id_attribute},
-            {":conn": {"S": connection_id}},
-        )
+        connections = self._connections_client() if close_previous else None
+        c = self._config
+        update = "SET #conn = :conn ADD #conns :conns"
+        names = {"#conn": c.connection_id_attribute, "#conns": c.connection_ids_attribute}
+        values = {":conn": {"S": connection_id}, ":conns": {"SS": [connection_id]}}
+        now = self._now()
+        if connections is None:
+            return self._update_live(session_id, partition, key, now, update, names, values)
+        old, _ = self._try_update(key, now, update, names, values, return_values="ALL_OLD")
+        if old is None:
+            raise SessionGoneError(
+                f"{_describe(session_id, partition)} is missing or expired; nothing was written",
+                session_id=session_id,
+                partition=partition,
+            )
+        earlier = self._to_session(old).connection_ids - {connection_id}
+        closed = _close_connections(connections, earlier, _describe(session_id, partition))
+        after = dict(old)
+        after[c.connection_id_attribute] = {"S": connection_id}
+        after[c.connection_ids_attribute] = {"SS": sorted(earlier - closed | {connection_id})}
+        if closed:
+            after = self._forget_connections(key, closed) or after
+        return self._to_session(after)
 
     def attach_grant(
         self,
@@ -561,6 +709,7 @@ class SessionStore:
         operations: Sequence[str],
         partition: str | None = None,
         constraints: Mapping[str, Any] | None = None,
+        bind_to_session: bool = True,
     ) -> Session:
         """Create the session's KMS grant and store its id and token on the session.
 
@@ -568,27 +717,88 @@ class SessionStore:
         with ``RetiringPrincipal`` set to the configured retiring principal
         (``SESSION_EXPIRY_RETIRING_PRINCIPAL``, the construct's cleanup role), because only
         a principal the grant names can retire it (KMS Developer Guide, "Grants in AWS KMS"
-        and "Retiring and revoking grants"). The grant ``Name`` is derived from the session
-        incarnation, so a retried call returns the same grant instead of a second one.
+        and "Retiring and revoking grants").
 
-        If the session ends or expires between the liveness check and storing the grant,
-        the new grant is retired at once (best effort; a failure is logged with the grant
-        id) and :class:`SessionGoneError` is raised.
+        Binding: with ``bind_to_session`` (the default) the grant carries the grant constraint
+        ``EncryptionContextSubset`` = :attr:`Session.encryption_context` (the session id, and
+        the partition on a table with a sort key), so its cryptographic operations work only
+        on requests that carry this session's encryption context: the grantee can decrypt
+        data encrypted for this session and no other (KMS Developer Guide, "Using grant
+        constraints"; DescribeKey and RetireGrant are not constrained). Encrypt the
+        session's data with that context. ``bind_to_session=False`` creates an unbound grant
+        (the grantee can use the key for any data while the grant lives); only then may
+        ``constraints`` hold more than an ``EncryptionContextSubset`` to add to the binding.
+
+        Name: ``grant_names.grant_name(key, incarnation)``, so a grant that is never stored can
+        be traced to its session by a sweep of the key's grants (no name when it would be
+        longer than 256 characters, or on an item without a scratch prefix).
+
+        Any failure after ``CreateGrant`` (the session ended or expired meanwhile, a throttled
+        or failed UpdateItem, access denied) retires the new grant at once by its grant token
+        and re-raises; if the retire fails too, it is logged with the grant id and name.
 
         Args:
             grantee_principal: ARN of the principal that receives the permissions.
             operations: KMS grant operations, e.g. ``["Decrypt", "GenerateDataKey"]``.
-            constraints: optional ``Constraints`` (encryption context) for ``CreateGrant``.
+            constraints: extra ``Constraints`` for ``CreateGrant``; default none.
+            bind_to_session: bind the grant to this session's encryption context; default on.
 
         Returns:
             The updated :class:`Session` (with ``grant_id`` and ``grant_token``).
 
         Raises:
-            ValueError: no grant key or retiring principal configured, or an empty grantee
-                or operations list; the message names the setting or value.
+            ValueError: no grant key or retiring principal configured, an empty grantee or
+                operations list, ``constraints`` that contradict the binding, or a binding
+                value longer than 384 characters; the message names the setting or value.
             SessionGoneError: the session is missing or not live.
             SessionConflictError: the session already carries a grant.
         """
+        c = self._config
+        self._check_grant_settings(grantee_principal, operations)
+        key = self._key(session_id, partition)
+        grant_constraints = _grant_constraints(
+            session_id, partition, constraints, bind=bind_to_session
+        )
+        current = self.get(session_id, partition=partition, consistent=True)
+        if current is None:
+            raise SessionGoneError(
+                f"{_describe(session_id, partition)} is missing or expired; no grant created",
+                session_id=session_id,
+                partition=partition,
+            )
+        if current.grant_id:
+            raise SessionConflictError(
+                f"{_describe(session_id, partition)} already carries grant "
+                f"{current.grant_id!r}; a session holds one grant",
+                session_id=session_id,
+                partition=partition,
+            )
+        incarnation = (current.scratch_prefix or "").rstrip("/").rsplit("/", 1)[-1]
+        request: dict[str, Any] = {
+            "KeyId": c.grant_key_arn,
+            "GranteePrincipal": grantee_principal,
+            "RetiringPrincipal": c.retiring_principal,
+            "Operations": builtins.list(operations),
+        }
+        name = grant_name({attr: value["S"] for attr, value in key.items()}, incarnation)
+        if name is not None:
+            request["Name"] = name
+        if grant_constraints:
+            request["Constraints"] = grant_constraints
+        kms = self._kms_client()
+        grant = kms.create_grant(**request)
+        try:
+            return self.attach_grant(
+                session_id,
+                grant_id=grant["GrantId"],
+                grant_token=grant["GrantToken"],
+                partition=partition,
+            )
+        except Exception:
+            self._retire_unstored_grant(kms, grant, name, _describe(session_id, partition))
+            raise
+
+    def _check_grant_settings(self, grantee_principal: object, operations: object) -> None:
         c = self._config
         if not c.retiring_principal:
             raise ValueError(
@@ -612,52 +822,23 @@ class SessionStore:
                 f"operations {operations!r}: expected a non-empty list of KMS grant operations, "
                 "e.g. ['Decrypt']"
             )
-        current = self.get(session_id, partition=partition, consistent=True)
-        if current is None:
-            raise SessionGoneError(
-                f"{_describe(session_id, partition)} is missing or expired; no grant created",
-                session_id=session_id,
-                partition=partition,
-            )
-        if current.grant_id:
-            raise SessionConflictError(
-                f"{_describe(session_id, partition)} already carries grant "
-                f"{current.grant_id!r}; a session holds one grant",
-                session_id=session_id,
-                partition=partition,
-            )
-        incarnation = (current.scratch_prefix or "").rstrip("/").rsplit("/", 1)[-1]
-        request: dict[str, Any] = {
-            "KeyId": c.grant_key_arn,
-            "GranteePrincipal": grantee_principal,
-            "RetiringPrincipal": c.retiring_principal,
-            "Operations": builtins.list(operations),
-        }
-        if incarnation and incarnation.isalnum():
-            request["Name"] = f"session-{incarnation}"
-        if constraints:
-            request["Constraints"] = dict(constraints)
-        kms = self._kms_client()
-        grant = kms.create_grant(**request)
+
+    def _retire_unstored_grant(
+        self, kms: Any, grant: Mapping[str, Any], name: str | None, session: str
+    ) -> None:
+        """Retire a grant that no session item points to; log it when even that fails."""
         try:
-            return self.attach_grant(
-                session_id,
-                grant_id=grant["GrantId"],
-                grant_token=grant["GrantToken"],
-                partition=partition,
+            kms.retire_grant(GrantToken=grant["GrantToken"])
+        except (ClientError, BotoCoreError):
+            _LOG.error(
+                "grant %s (name %r) on %s for %s was not stored and could not be retired; "
+                "retire or revoke it (its name identifies the session)",
+                grant["GrantId"],
+                name,
+                self._config.grant_key_arn,
+                session,
+                exc_info=True,
             )
-        except SessionError:
-            try:
-                kms.retire_grant(GrantToken=grant["GrantToken"])
-            except ClientError:
-                _LOG.warning(
-                    "could not retire grant %s on %s after %s ended; revoke it",
-                    grant["GrantId"],
-                    c.grant_key_arn,
-                    _describe(session_id, partition),
-                    exc_info=True,
-                )
-            raise
 
     def end(self, session_id: str, *, partition: str | None = None) -> bool:
         """End a session: an unconditional DeleteItem.
@@ -705,7 +886,12 @@ class SessionStore:
         )
 
     def _names(self) -> dict[str, str]:
-        return {"#pk": self._config.partition_key, "#t": self._config.ttl_attribute}
+        c = self._config
+        return {"#pk": c.partition_key, "#t": c.ttl_attribute, "#na": c.not_after_attribute}
+
+    def _not_after_from(self, now: Decimal) -> int:
+        """Epoch seconds of the absolute end of a session created (or first capped) now."""
+        return math.ceil(now + self._max_lifetime)
 
     def _time_values(self, now: Decimal) -> dict[str, dict[str, str]]:
         return {
@@ -716,7 +902,13 @@ class SessionStore:
 
     def _live(self, item: Mapping[str, Any], now: Decimal) -> bool:
         ttl = ttl_from_attribute(item.get(self._config.ttl_attribute))
-        return is_live(ttl, now=now, max_ttl=self._max_ttl)
+        if not is_live(ttl, now=now, max_ttl=self._max_ttl):
+            return False
+        raw = item.get(self._config.not_after_attribute)
+        if raw is None:
+            return True  # written before the absolute lifetime existed: the TTL decides
+        not_after = _number_value(raw)
+        return not_after is not None and not_after > now
 
     def _partition_value(self, partition: object) -> str:
         if not isinstance(partition, str) or not partition:
@@ -759,6 +951,39 @@ class SessionStore:
         *,
         extra_condition: str | None = None,
     ) -> Session:
+        new, old = self._try_update(key, now, update, names, values, extra_condition)
+        if new is not None:
+            return self._to_session(new)
+        current = self._to_session(old) if old is not None and self._live(old, now) else None
+        if current is not None and current.grant_id and extra_condition is not None:
+            raise SessionConflictError(
+                f"{_describe(session_id, partition)} already carries grant "
+                f"{current.grant_id!r}; a session holds one grant",
+                session_id=session_id,
+                partition=partition,
+            )
+        raise SessionGoneError(
+            f"{_describe(session_id, partition)} is missing or expired; nothing was written",
+            session_id=session_id,
+            partition=partition,
+        )
+
+    def _try_update(
+        self,
+        key: Mapping[str, Any],
+        now: Decimal,
+        update: str,
+        names: Mapping[str, str],
+        values: Mapping[str, Any],
+        extra_condition: str | None = None,
+        *,
+        return_values: str = "ALL_NEW",
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """One UpdateItem conditioned on the session being live (and ``extra_condition``).
+
+        Returns ``(attributes, None)`` when written (``return_values`` of the item), else
+        ``(None, the item as it was)`` (``None`` if there was none).
+        """
         condition = _LIVE if extra_condition is None else f"{_LIVE} AND {extra_condition}"
         try:
             resp = self._ddb.update_item(
@@ -768,27 +993,54 @@ class SessionStore:
                 ConditionExpression=condition,
                 ExpressionAttributeNames={**self._names(), **names},
                 ExpressionAttributeValues={**self._time_values(now), **values},
-                ReturnValues="ALL_NEW",
+                ReturnValues=return_values,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as err:
             if not _is_condition_failure(err):
                 raise
             old = err.response.get("Item")
-            current = self._to_session(old) if old is not None and self._live(old, now) else None
-            if current is not None and current.grant_id and extra_condition is not None:
-                raise SessionConflictError(
-                    f"{_describe(session_id, partition)} already carries grant "
-                    f"{current.grant_id!r}; a session holds one grant",
-                    session_id=session_id,
-                    partition=partition,
-                ) from None
-            raise SessionGoneError(
-                f"{_describe(session_id, partition)} is missing or expired; nothing was written",
-                session_id=session_id,
-                partition=partition,
-            ) from None
-        return self._to_session(resp["Attributes"])
+            return None, dict(old) if old is not None else None
+        return dict(resp.get("Attributes") or {}), None
+
+    def _forget_connections(
+        self, key: Mapping[str, Any], closed: set[str]
+    ) -> dict[str, Any] | None:
+        """Remove closed connection ids from the set; the item after it, ``None`` if gone."""
+        try:
+            resp = self._ddb.update_item(
+                TableName=self.table_name,
+                Key=key,
+                UpdateExpression="DELETE #conns :closed",
+                # Never create an item: a session that ended meanwhile stays ended.
+                ConditionExpression="attribute_exists(#pk)",
+                ExpressionAttributeNames={
+                    "#pk": self._config.partition_key,
+                    "#conns": self._config.connection_ids_attribute,
+                },
+                ExpressionAttributeValues={":closed": {"SS": sorted(closed)}},
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as err:
+            if not _is_condition_failure(err):
+                raise
+            return None
+        return dict(resp.get("Attributes") or {}) or None
+
+    def _connections_client(self) -> Any:
+        if self._connections is None:
+            endpoint = self._config.websocket_endpoint
+            if not endpoint:
+                raise ValueError(
+                    f"WebSocket endpoint {endpoint!r}: attach_connection closes the session's "
+                    f"earlier connections and needs ${ENV_WEBSOCKET_ENDPOINT} "
+                    "(RuntimeConfig.websocket_endpoint) or connections_client=; pass "
+                    "close_previous=False to keep them open"
+                )
+            import boto3
+
+            self._connections = boto3.client("apigatewaymanagementapi", endpoint_url=endpoint)
+        return self._connections
 
     def _to_session(self, item: Mapping[str, Any]) -> Session:
         c = self._config
@@ -813,6 +1065,11 @@ class SessionStore:
             grant_id=text(c.grant_id_attribute),
             grant_token=text(c.grant_token_attribute),
             tenant_id=text(c.tenant_attribute),
+            connection_ids=frozenset(
+                {cid for cid in (text(c.connection_id_attribute),) if cid is not None}
+                | _string_set(item.get(c.connection_ids_attribute))
+            ),
+            not_after=_whole_seconds(item.get(c.not_after_attribute)),
             attributes={
                 name: _DESERIALIZER.deserialize(value)
                 for name, value in item.items()
@@ -823,6 +1080,99 @@ class SessionStore:
 
 def _number(value: Decimal) -> str:
     return format(value, "f")
+
+
+def _number_value(value: object) -> Decimal | None:
+    """A DynamoDB Number attribute (``{"N": ...}``) as ``Decimal``; ``None`` for anything else."""
+    if not isinstance(value, Mapping) or not isinstance(value.get("N"), str):
+        return None
+    try:
+        number = Decimal(value["N"])
+    except ArithmeticError:
+        return None
+    return number if number.is_finite() else None
+
+
+def _whole_seconds(value: object) -> int | None:
+    number = _number_value(value)
+    if number is None:
+        return None
+    try:
+        return math.floor(number)
+    except (ArithmeticError, OverflowError):
+        return None
+
+
+def _string_set(value: object) -> frozenset[str]:
+    """A String Set attribute (``{"SS": [...]}``) as a frozenset; empty for anything else."""
+    if isinstance(value, Mapping) and isinstance(value.get("SS"), list):
+        return frozenset(v for v in value["SS"] if isinstance(v, str))
+    return frozenset()
+
+
+def _close_connections(client: Any, connection_ids: frozenset[str], session: str) -> set[str]:
+    """``DeleteConnection`` each id; the ids now closed (``GoneException`` counts as closed)."""
+    closed: set[str] = set()
+    for connection_id in sorted(connection_ids):
+        try:
+            client.delete_connection(ConnectionId=connection_id)
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") != _GONE:
+                _LOG.warning(
+                    "could not close connection %s of %s; it stays recorded for the cleanup",
+                    connection_id,
+                    session,
+                    exc_info=True,
+                )
+                continue
+        except BotoCoreError:
+            _LOG.warning(
+                "could not close connection %s of %s; it stays recorded for the cleanup",
+                connection_id,
+                session,
+                exc_info=True,
+            )
+            continue
+        closed.add(connection_id)
+    return closed
+
+
+def _grant_constraints(
+    session_id: str,
+    partition: str | None,
+    constraints: Mapping[str, Any] | None,
+    *,
+    bind: bool,
+) -> dict[str, Any] | None:
+    """The ``Constraints`` of a session's grant (see ``SessionStore.create_grant``)."""
+    if not bind:
+        return dict(constraints) if constraints else None
+    context = {ENCRYPTION_CONTEXT_SESSION_ID: session_id}
+    if partition is not None:
+        context[ENCRYPTION_CONTEXT_PARTITION] = partition
+    for name, value in context.items():
+        if len(value) > _MAX_CONTEXT_VALUE:
+            raise ValueError(
+                f"{name} {value[:40]!r}...: longer than {_MAX_CONTEXT_VALUE} characters, the "
+                "limit of a grant constraint's values; pass bind_to_session=False"
+            )
+    extra = dict(constraints or {})
+    subset = extra.pop("EncryptionContextSubset", None) or {}
+    if extra or not isinstance(subset, Mapping):
+        raise ValueError(
+            f"constraints {constraints!r}: a grant bound to its session takes only an added "
+            "EncryptionContextSubset; pass bind_to_session=False for other constraints"
+        )
+    # Keys of a grant constraint are not case sensitive (KMS API Reference, GrantConstraints).
+    ours = {name.lower(): name for name in context}
+    for name, value in subset.items():
+        mine = ours.get(str(name).lower())
+        if mine is not None and (name != mine or value != context[mine]):
+            raise ValueError(
+                f"constraints {constraints!r}: {name!r} contradicts the session binding "
+                f"{mine!r}={context[mine]!r}"
+            )
+    return {"EncryptionContextSubset": {**subset, **context}}
 
 
 def _require_text(value: object, what: str) -> str:

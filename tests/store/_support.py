@@ -13,6 +13,7 @@ T0_EPOCH = 1_767_225_600  # T0 in epoch seconds
 TABLE = "sessions"
 RETIRING_ROLE = "arn:aws:iam::123456789012:role/session-cleanup"
 GRANTEE_ROLE = "arn:aws:iam::123456789012:role/app"
+WEBSOCKET_ENDPOINT = "https://abc123.execute-api.us-east-1.amazonaws.com/live"
 
 
 @dataclass

@@ -11,7 +11,7 @@ from moto import mock_aws
 from session_expiry_runtime.config import RuntimeConfig
 from session_expiry_runtime.store import SessionStore
 
-from ._support import TABLE, FakeClock, create_table, stream_records
+from ._support import TABLE, WEBSOCKET_ENDPOINT, FakeClock, create_table, stream_records
 
 
 @pytest.fixture
@@ -31,6 +31,14 @@ def kms(aws: None) -> Any:
 
 
 @pytest.fixture
+def connections(aws: None) -> Any:
+    """moto's API Gateway Management API at a stage endpoint (it holds connections per region)."""
+    return boto3.client(
+        "apigatewaymanagementapi", region_name="us-east-1", endpoint_url=WEBSOCKET_ENDPOINT
+    )
+
+
+@pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
 
@@ -39,7 +47,7 @@ MakeStore = Callable[..., SessionStore]
 
 
 @pytest.fixture
-def make_store(ddb: Any, kms: Any, clock: FakeClock) -> MakeStore:
+def make_store(ddb: Any, kms: Any, connections: Any, clock: FakeClock) -> MakeStore:
     """``make_store(ttl_attribute=..., sort_key=..., **config)`` creates the table and a store."""
 
     def make(
@@ -49,7 +57,13 @@ def make_store(ddb: Any, kms: Any, clock: FakeClock) -> MakeStore:
         cfg = RuntimeConfig(
             table_name=TABLE, partition_key=partition_key, sort_key=sort_key, **config
         )
-        return SessionStore(dynamodb_client=ddb, kms_client=kms, clock=clock, config=cfg)
+        return SessionStore(
+            dynamodb_client=ddb,
+            kms_client=kms,
+            connections_client=connections,
+            clock=clock,
+            config=cfg,
+        )
 
     return make
 
