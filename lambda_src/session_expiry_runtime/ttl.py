@@ -105,8 +105,7 @@ def expiry_from_ttl(ttl: object, *, now: Decimal, max_ttl: timedelta = MAX_SESSI
                     "(or expires_at= with epoch seconds)"
                 )
             raise ValueError(
-                f"ttl {ttl!r}: a bare number has no unit; {_EXPECTED} "
-                f"(timedelta(seconds={ttl!r}) if you meant seconds)"
+                f"ttl {ttl!r}: a bare number has no unit; {_EXPECTED}{_readings(number)}"
             )
         raise ValueError(f"ttl {ttl!r} ({type(ttl).__name__}): {_EXPECTED}")
     seconds = ttl.total_seconds()
@@ -119,6 +118,21 @@ def expiry_from_ttl(ttl: object, *, now: Decimal, max_ttl: timedelta = MAX_SESSI
         raise ValueError(f"ttl {ttl!r}: beyond the horizon max_ttl={max_ttl!r}{hint}; {_EXPECTED}")
     micros = (ttl.days * 86_400 + ttl.seconds) * 1_000_000 + ttl.microseconds
     return math.ceil(now + Decimal(micros) / Decimal(1_000_000))
+
+
+def _readings(number: Decimal) -> str:
+    """What a bare ``ttl`` number would be as seconds and as milliseconds, each in words, so
+    the caller picks the one meant (3600000 is 1:00:00 as milliseconds, 41 days as seconds)."""
+    if not number.is_finite() or number <= 0:
+        return ""
+    readings = []
+    for unit in ("seconds", "milliseconds"):
+        try:
+            as_delta = timedelta(**{unit: float(number)})
+        except OverflowError:
+            continue
+        readings.append(f"timedelta({unit}={number}) is {as_delta}")
+    return f" ({'; '.join(readings)})" if readings else ""
 
 
 def expiry_from_timestamp(
