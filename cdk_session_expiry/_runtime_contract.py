@@ -144,6 +144,29 @@ DEFAULT_NOT_AFTER_ATTRIBUTE = "notAfter"
 #: 8 hours: Amazon Bedrock AgentCore Runtime's default maximum session lifetime.
 DEFAULT_MAX_SESSION_LIFETIME_SECONDS = 8 * 3600
 
+# --- AgentCore sessions and user-defined steps (issue 10; same values on both sides) ---------
+#: The AgentCore runtime whose sessions the cleanup stops (``StopRuntimeSession``), its ARN.
+ENV_AGENT_RUNTIME_ARN = "SESSION_EXPIRY_AGENT_RUNTIME_ARN"
+#: Optional endpoint qualifier of ``StopRuntimeSession`` (unset: the service's default).
+ENV_AGENT_RUNTIME_QUALIFIER = "SESSION_EXPIRY_AGENT_RUNTIME_QUALIFIER"
+#: The code interpreter identifier of ``StopCodeInterpreterSession``.
+ENV_CODE_INTERPRETER_ID = "SESSION_EXPIRY_CODE_INTERPRETER_ID"
+#: The browser identifier of ``StopBrowserSession``.
+ENV_BROWSER_ID = "SESSION_EXPIRY_BROWSER_ID"
+ENV_AGENT_RUNTIME_SESSION_ATTRIBUTE = "SESSION_EXPIRY_AGENT_RUNTIME_SESSION_ATTRIBUTE"
+ENV_CODE_INTERPRETER_SESSION_ATTRIBUTE = "SESSION_EXPIRY_CODE_INTERPRETER_SESSION_ATTRIBUTE"
+ENV_BROWSER_SESSION_ATTRIBUTE = "SESSION_EXPIRY_BROWSER_SESSION_ATTRIBUTE"
+DEFAULT_AGENT_RUNTIME_SESSION_ATTRIBUTE = "agentRuntimeSessionId"
+DEFAULT_CODE_INTERPRETER_SESSION_ATTRIBUTE = "codeInterpreterSessionId"
+DEFAULT_BROWSER_SESSION_ATTRIBUTE = "browserSessionId"
+ACTION_STOP_RUNTIME_SESSION = "StopRuntimeSession"
+ACTION_STOP_CODE_INTERPRETER_SESSION = "StopCodeInterpreterSession"
+ACTION_STOP_BROWSER_SESSION = "StopBrowserSession"
+#: JSON list of user-defined steps: ``[{"name": str, "handler": "package.module.function",
+#: "preview": "package.module.function" | null, "attributes": [str, ...]}, ...]``; each
+#: ``name`` is the step's metric ``Action``.
+ENV_CUSTOM_STEPS = "SESSION_EXPIRY_CUSTOM_STEPS"
+
 # --- every value of each dimension the runtime emits (checked by the metric_* methods) -----
 REASONS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("REASON_"))
 ACTIONS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("ACTION_"))

@@ -105,6 +105,29 @@ METRIC_SWEEP_FAILURES = "SweepFailures"
 METRIC_SESSIONS_WOULD_BE_CLEANED = "SessionsWouldBeCleaned"
 METRIC_SESSIONS_WOULD_BE_SWEPT = "SessionsWouldBeSwept"
 
+# --- AgentCore sessions and user-defined steps (issue 10; same values on both sides) ---------
+#: The AgentCore runtime whose sessions the cleanup stops (``StopRuntimeSession``), its ARN.
+ENV_AGENT_RUNTIME_ARN = "SESSION_EXPIRY_AGENT_RUNTIME_ARN"
+#: Optional endpoint qualifier of ``StopRuntimeSession`` (unset: the service's default).
+ENV_AGENT_RUNTIME_QUALIFIER = "SESSION_EXPIRY_AGENT_RUNTIME_QUALIFIER"
+#: The code interpreter identifier of ``StopCodeInterpreterSession``.
+ENV_CODE_INTERPRETER_ID = "SESSION_EXPIRY_CODE_INTERPRETER_ID"
+#: The browser identifier of ``StopBrowserSession``.
+ENV_BROWSER_ID = "SESSION_EXPIRY_BROWSER_ID"
+ENV_AGENT_RUNTIME_SESSION_ATTRIBUTE = "SESSION_EXPIRY_AGENT_RUNTIME_SESSION_ATTRIBUTE"
+ENV_CODE_INTERPRETER_SESSION_ATTRIBUTE = "SESSION_EXPIRY_CODE_INTERPRETER_SESSION_ATTRIBUTE"
+ENV_BROWSER_SESSION_ATTRIBUTE = "SESSION_EXPIRY_BROWSER_SESSION_ATTRIBUTE"
+DEFAULT_AGENT_RUNTIME_SESSION_ATTRIBUTE = "agentRuntimeSessionId"
+DEFAULT_CODE_INTERPRETER_SESSION_ATTRIBUTE = "codeInterpreterSessionId"
+DEFAULT_BROWSER_SESSION_ATTRIBUTE = "browserSessionId"
+ACTION_STOP_RUNTIME_SESSION = "StopRuntimeSession"
+ACTION_STOP_CODE_INTERPRETER_SESSION = "StopCodeInterpreterSession"
+ACTION_STOP_BROWSER_SESSION = "StopBrowserSession"
+#: JSON list of user-defined steps: ``[{"name": str, "handler": "package.module.function",
+#: "preview": "package.module.function" | null, "attributes": [str, ...]}, ...]``; each
+#: ``name`` is the step's metric ``Action``.
+ENV_CUSTOM_STEPS = "SESSION_EXPIRY_CUSTOM_STEPS"
+
 # --- reasons a record is skipped (dimension values of RecordsSkipped) ----------------------
 #: ``eventName`` is not ``REMOVE`` (the filter changed or was dropped).
 CAUSE_NOT_REMOVE = "NotRemove"
