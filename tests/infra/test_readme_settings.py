@@ -1,0 +1,53 @@
+"""The README says how the application finds each setting: every variable
+``session_environment()`` can set is in its table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import App, Duration, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+
+from cdk_session_expiry import SessionExpiry
+
+from .helpers import REPO
+
+
+def _settings_section() -> str:
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("### How the application finds its settings", 1)[1]
+    return section.split("\n## ", 1)[0].split("\n### ", 1)[0]
+
+
+def test_readme_lists_every_variable_session_environment_sets(
+    cdk_context: dict[str, Any],
+) -> None:
+    stack = Stack(App(context=cdk_context), "Test")
+    table = dynamodb.Table(
+        stack,
+        "Table",
+        partition_key=dynamodb.Attribute(name="user", type=dynamodb.AttributeType.STRING),
+        sort_key=dynamodb.Attribute(name="session", type=dynamodb.AttributeType.STRING),
+        time_to_live_attribute="expiresAt",
+        stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
+    )
+    table.add_global_secondary_index(
+        index_name="expirySweep",
+        partition_key=dynamodb.Attribute(name="expiryShard", type=dynamodb.AttributeType.STRING),
+        sort_key=dynamodb.Attribute(name="expiresAt", type=dynamodb.AttributeType.NUMBER),
+        projection_type=dynamodb.ProjectionType.KEYS_ONLY,
+    )
+    sessions = SessionExpiry(
+        stack,
+        "Sessions",
+        table=table,
+        grant_key=kms.Key(stack, "Key"),
+        scratch_bucket=s3.Bucket(stack, "Scratch"),
+        tenant_scoped_scratch=True,
+        expiry_sweep_interval=Duration.minutes(5),
+    )
+    section = _settings_section()
+    missing = [name for name in sessions.session_environment() if f"`{name}`" not in section]
+    assert missing == [], f"README's settings table lacks {missing}"
