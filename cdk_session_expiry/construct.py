@@ -27,7 +27,17 @@ from constructs import Construct
 
 from . import _runtime_contract as contract
 from . import alarms as alarm_defaults
-from . import archive, assets, failure_destination, fanout, lifecycle, nag, sweeper, validation
+from . import (
+    archive,
+    assets,
+    dashboard,
+    failure_destination,
+    fanout,
+    lifecycle,
+    nag,
+    sweeper,
+    validation,
+)
 from .assets import LAYER_RUNTIMES
 from .filters import CleanupEventFilter, filter_criteria
 
@@ -768,6 +778,36 @@ class SessionExpiry(Construct):
     def metric_session_events_published(self, **options: Any) -> cloudwatch.Metric:
         """``SessionEventsPublished`` (embedded metric): events put on ``event_bus``, Sum."""
         return self._runtime_metric(contract.METRIC_EVENTS_PUBLISHED, None, options)
+
+    def widgets(self, *, period: Duration | None = None) -> list[cloudwatch.IWidget]:
+        """CloudWatch widgets for an application's own dashboard (``cdk_session_expiry.dashboard``):
+        the alarms' status, sessions cleaned by reason, TTL lag (p50/p99/max), iterator age,
+        failures by action, records skipped by cause, scratch objects deleted, the on-failure
+        destination, TTL and sweeper deletions, and with the sweeper its expiry to sweep.
+
+        Args:
+            period: the period of every graph. Default: 5 minutes, the alarms' period.
+        """
+        return dashboard.widgets(self, period=period or dashboard.DEFAULT_PERIOD)
+
+    def add_dashboard(
+        self,
+        id: str = "Dashboard",
+        *,
+        dashboard_name: str | None = None,
+        period: Duration | None = None,
+    ) -> cloudwatch.Dashboard:
+        """Create a CloudWatch dashboard of :meth:`widgets` (opt-in; nothing before this call).
+
+        Args:
+            id: construct id of the dashboard, a child of this construct. Default:
+                ``"Dashboard"``.
+            dashboard_name: the dashboard's name. Default: one CloudFormation generates.
+            period: the period of every graph. Default: 5 minutes.
+        """
+        return dashboard.add_dashboard(
+            self, id, dashboard_name=dashboard_name, period=period or dashboard.DEFAULT_PERIOD
+        )
 
     # --- internals --------------------------------------------------------------------------
 
