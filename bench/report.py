@@ -234,13 +234,15 @@ def calls_table(data: dict[str, Any]) -> str:
         measured = {op: calls.get(op, 0) / sessions for op in OPERATIONS}
         others = {op: c for op, c in calls.items() if op not in OPERATIONS}
         total = sum(calls.values()) / sessions
-        met = all(measured[op] == minimum[op] for op in OPERATIONS) and not others
+        # DeleteObjects shared by several sessions make fewer calls than the minimum for
+        # one session alone: at most the minimum, operation by operation, is the goal.
+        met = all(measured[op] <= minimum[op] for op in OPERATIONS) and not others
         rows.append(
             [
                 f"{n:,}",
-                " + ".join(f"{measured[op]:g}" for op in OPERATIONS)
+                " + ".join(f"{measured[op]:.3g}" for op in OPERATIONS)
                 + (f" + others {others}" if others else ""),
-                f"{total:g}",
+                f"{total:.3g}",
                 " + ".join(str(minimum[op]) for op in OPERATIONS),
                 str(sum(minimum.values())),
                 f"{sum(attempts.values()) / sessions:g}",
@@ -255,7 +257,7 @@ def calls_table(data: dict[str, Any]) -> str:
             "Minimum",
             "Min. total",
             "HTTP attempts per session",
-            "Goal: exactly the minimum",
+            "Goal: at most the minimum (fewer when DeleteObjects carry several sessions' keys)",
         ],
         rows,
     )
@@ -404,7 +406,7 @@ def goals_table(data: dict[str, Any]) -> str:
             rows.append(
                 [
                     f"Calls per session, {n:,} objects",
-                    f"{total:g}" + (f" (also {sorted(others)})" if others else ""),
+                    f"{total:.3g}" + (f" (also {sorted(others)})" if others else ""),
                     f"≤ {sum(minimum.values())} (the minimum)",
                     _met(fewer and not others and total <= sum(minimum.values())),
                 ]
