@@ -7,14 +7,16 @@ a failure. Thresholds and periods are here so they can be read in one place.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from .validation import check_duration_range, is_token
+from .validation import check_duration_below, check_duration_range, is_token
 
 #: Period of every alarm's metric.
 ALARM_PERIOD = Duration.minutes(5)
@@ -198,3 +200,77 @@ def check_ttl_health_window(window: Duration) -> None:
             f"alarm_ttl_health_window={window.to_human_string()}: expected a whole number of "
             "minutes (a CloudWatch alarm period)"
         )
+
+
+# --- the alarms one SessionExpiry creates ------------------------------------------------------
+
+
+class _FailureDestination(Protocol):
+    def failure_alarm(
+        self, scope: Construct, actions: Sequence[cloudwatch.IAlarmAction]
+    ) -> cloudwatch.Alarm: ...
+
+
+class CleanupAlarms:
+    """The cleanup pipeline's alarms, in ``scope`` with their fixed ids: iterator age, function
+    errors, throttles, and the on-failure destination's alarm (from ``destination``)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        *,
+        function: lambda_.IFunction,
+        iterator_age: cloudwatch.IMetric,
+        iterator_age_threshold: Duration,
+        destination: _FailureDestination,
+        actions: Sequence[cloudwatch.IAlarmAction],
+    ) -> None:
+        self.iterator_age = iterator_age_alarm(
+            scope, metric=iterator_age, threshold=iterator_age_threshold, actions=actions
+        )
+        self.errors = errors_alarm(scope, function=function, actions=actions)
+        self.throttles = throttles_alarm(scope, function=function, actions=actions)
+        self.failure = destination.failure_alarm(scope, actions)
+
+    def all(self) -> list[cloudwatch.Alarm]:
+        """The four alarms, in a new list."""
+        return [self.iterator_age, self.errors, self.throttles, self.failure]
+
+
+def check_iterator_age_threshold(threshold: Duration) -> None:
+    """Reject an ``alarm_iterator_age_threshold`` below 1 minute or not below the stream's
+    24 hour retention (the alarm would fire after the records are gone).
+
+    Raises:
+        ValueError: the message names the value and the expected range.
+    """
+    check_duration_below(
+        "alarm_iterator_age_threshold",
+        threshold,
+        minimum=Duration.minutes(1),
+        limit=STREAM_RETENTION,
+    )
+
+
+def ttl_health_alarm_of_table(
+    scope: Construct,
+    *,
+    table: dynamodb.ITable,
+    swept: cloudwatch.IMetric | None,
+    window: Duration,
+    actions: Sequence[cloudwatch.IAlarmAction],
+) -> cloudwatch.Alarm:
+    """:func:`ttl_health_alarm` on ``table``'s ``TimeToLiveDeletedItemCount`` and consumed write
+    capacity, Sum over ``window`` (plus the sweeper's ``swept`` when it is on)."""
+    return ttl_health_alarm(
+        scope,
+        ttl_deleted=table.metric(
+            "TimeToLiveDeletedItemCount", statistic=cloudwatch.Stats.SUM, period=window
+        ),
+        writes=table.metric_consumed_write_capacity_units(
+            period=window, statistic=cloudwatch.Stats.SUM
+        ),
+        swept=swept,
+        window=window,
+        actions=actions,
+    )

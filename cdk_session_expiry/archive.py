@@ -62,24 +62,36 @@ def check_archive_props(
             expiration not later than the transition.
     """
     if archive_bucket is None:
-        for name, value in (
-            ("archive_prefix", archive_prefix),
-            ("archive_transition_after", archive_transition_after),
-            ("archive_transition_storage_class", archive_transition_storage_class),
-            ("archive_expiration", archive_expiration),
-        ):
-            if value is not None:
-                shown = value.to_human_string() if isinstance(value, Duration) else repr(value)
-                raise ValueError(
-                    f"{name}={shown} is set without archive_bucket: expected an archive_bucket, "
-                    f"or no {name}"
-                )
+        _check_without_bucket(
+            archive_prefix=archive_prefix,
+            archive_transition_after=archive_transition_after,
+            archive_transition_storage_class=archive_transition_storage_class,
+            archive_expiration=archive_expiration,
+        )
         return contract.DEFAULT_ARCHIVE_PREFIX
     prefix = contract.DEFAULT_ARCHIVE_PREFIX if archive_prefix is None else archive_prefix
+    _check_prefix(prefix, archive_bucket, scratch_bucket, scratch_root)
+    _check_lifecycle(archive_transition_after, archive_transition_storage_class, archive_expiration)
+    return prefix
+
+
+def _check_without_bucket(**archive_props: object) -> None:
+    for name, value in archive_props.items():
+        if value is not None:
+            shown = value.to_human_string() if isinstance(value, Duration) else repr(value)
+            raise ValueError(
+                f"{name}={shown} is set without archive_bucket: expected an archive_bucket, "
+                f"or no {name}"
+            )
+
+
+def _check_prefix(
+    prefix: str, bucket: s3.IBucket, scratch_bucket: s3.IBucket | None, scratch_root: str
+) -> None:
     lifecycle.check_scratch_root(prefix, "archive_prefix")
     if (
         scratch_bucket is not None
-        and archive_bucket is scratch_bucket
+        and bucket is scratch_bucket
         and not validation.is_token(prefix)
         and not validation.is_token(scratch_root)
         and (prefix.startswith(scratch_root) or scratch_root.startswith(prefix))
@@ -89,40 +101,43 @@ def check_archive_props(
             "the scratch cleanup and its lifecycle backstop would delete the archive; expected "
             "disjoint prefixes such as 'archive/' and 'sessions/'"
         )
-    if archive_transition_storage_class is not None and archive_transition_after is None:
+
+
+def _check_lifecycle(
+    transition_after: Duration | None,
+    storage_class: s3.StorageClass | None,
+    expiration: Duration | None,
+) -> None:
+    if storage_class is not None and transition_after is None:
         raise ValueError(
-            f"archive_transition_storage_class={archive_transition_storage_class.value!r} is set "
+            f"archive_transition_storage_class={storage_class.value!r} is set "
             "without archive_transition_after: expected both, or neither"
         )
-    if archive_transition_after is not None:
-        storage_class = archive_transition_storage_class or DEFAULT_TRANSITION_STORAGE_CLASS
-        minimum = Duration.days(30 if storage_class.value in _THIRTY_DAY_MINIMUM else 1)
+    if transition_after is not None:
+        effective_class = storage_class or DEFAULT_TRANSITION_STORAGE_CLASS
+        minimum = Duration.days(30 if effective_class.value in _THIRTY_DAY_MINIMUM else 1)
         validation.check_duration_range(
             "archive_transition_after",
-            archive_transition_after,
+            transition_after,
             minimum=minimum,
             maximum=_MAX_DAYS,
             whole="days",
         )
-    if archive_expiration is not None:
-        validation.check_duration_range(
-            "archive_expiration",
-            archive_expiration,
-            minimum=Duration.days(1),
-            maximum=_MAX_DAYS,
-            whole="days",
+    if expiration is None:
+        return
+    validation.check_duration_range(
+        "archive_expiration", expiration, minimum=Duration.days(1), maximum=_MAX_DAYS, whole="days"
+    )
+    if (
+        transition_after is not None
+        and not validation.is_token(transition_after)
+        and not validation.is_token(expiration)
+        and expiration.to_days() <= transition_after.to_days()
+    ):
+        raise ValueError(
+            f"archive_expiration={expiration.to_human_string()}: expected later "
+            f"than archive_transition_after={transition_after.to_human_string()}"
         )
-        if (
-            archive_transition_after is not None
-            and not validation.is_token(archive_transition_after)
-            and not validation.is_token(archive_expiration)
-            and archive_expiration.to_days() <= archive_transition_after.to_days()
-        ):
-            raise ValueError(
-                f"archive_expiration={archive_expiration.to_human_string()}: expected later "
-                f"than archive_transition_after={archive_transition_after.to_human_string()}"
-            )
-    return prefix
 
 
 def configure_archive(
@@ -156,8 +171,26 @@ def configure_archive(
                 resources=[bucket.encryption_key.key_arn],
             )
         )
-    if transition_after is None and expiration is None:
-        return
+    if transition_after is not None or expiration is not None:
+        _add_lifecycle_rule(
+            scope,
+            bucket,
+            prefix=prefix,
+            transition_after=transition_after,
+            storage_class=storage_class,
+            expiration=expiration,
+        )
+
+
+def _add_lifecycle_rule(
+    scope: Construct,
+    bucket: s3.IBucket,
+    *,
+    prefix: str,
+    transition_after: Duration | None,
+    storage_class: s3.StorageClass | None,
+    expiration: Duration | None,
+) -> None:
     if not lifecycle.can_add_lifecycle_rule(bucket):
         Annotations.of(scope).add_warning_v2(
             WARNING_IMPORTED_BUCKET,

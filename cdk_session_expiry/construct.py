@@ -1,17 +1,20 @@
-"""The ``SessionExpiry`` construct."""
+"""The ``SessionExpiry`` construct: a short composer of one unit per concern.
+
+Each unit owns its resources, IAM statements and environment variables, and creates them
+directly in the ``SessionExpiry`` scope with the ids they always had (construct paths and
+logical IDs are a public contract): ``table`` (the session table and attribute names),
+``cleanup`` (function, role, log group, event source mapping, on-failure destination),
+``targets`` (connections, grants, scratch prefixes and their lifecycle backstop), ``archive``,
+``fanout``, ``session_access`` (runtime layer, ``grant_session_access``), ``alarms``, and
+``sweeper``. Prop rules live in ``validation`` and in each feature's module.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from aws_cdk import (
-    Annotations,
-    ArnFormat,
-    Duration,
-    RemovalPolicy,
-    Stack,
-)
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
@@ -19,7 +22,6 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
@@ -29,17 +31,19 @@ from . import _runtime_contract as contract
 from . import alarms as alarm_defaults
 from . import (
     archive,
-    assets,
+    cleanup,
     dashboard,
     failure_destination,
     fanout,
-    lifecycle,
     nag,
     sweeper,
+    targets,
     validation,
 )
-from .assets import LAYER_RUNTIMES
-from .filters import CleanupEventFilter, filter_criteria
+from . import table as table_unit
+from .filters import CleanupEventFilter
+from .props import SessionExpiryProps
+from .session_access import SessionAccess
 
 DEFAULT_CLEANUP_TIMEOUT = Duration.minutes(5)
 #: Lambda allocates CPU in proportion to memory (1,769 MB = one vCPU). The cleanup is CPU-bound
@@ -53,21 +57,6 @@ DEFAULT_BATCH_SIZE = 100
 DEFAULT_PARALLELIZATION_FACTOR = 1
 DEFAULT_RETRY_ATTEMPTS = 10
 DEFAULT_MAX_RECORD_AGE = Duration.hours(6)
-FAILURE_QUEUE_RETENTION = Duration.days(14)
-#: DynamoDB Streams keeps records for 24 hours: older limits are meaningless.
-STREAM_RETENTION = Duration.hours(24)
-MAX_WORKERS_LIMIT = 64
-
-_SESSION_DATA_ACTIONS = (
-    "dynamodb:GetItem",
-    "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
-    "dynamodb:DeleteItem",
-    "dynamodb:Query",
-)
-_VIEW_TYPES_WITH_OLD_IMAGES = {"NEW_AND_OLD_IMAGES", "OLD_IMAGE"}
-_WARNING_IMPORTED_BUCKET = "cdk-session-expiry:scratchBucketLifecycle"
-_WARNING_IMPORTED_FUNCTION = "cdk-session-expiry:sessionAccessEnvironment"
 
 
 class SessionExpiry(Construct):
@@ -251,347 +240,274 @@ class SessionExpiry(Construct):
         failure_destination_bucket: s3.IBucket | None = None,
     ) -> None:
         validation.check_prop_types(locals())
+        props = SessionExpiryProps.of(locals())
         super().__init__(scope, id)
-
-        # --- validation, before any resource exists ---------------------------------------
-        _check_event_source_props(
-            batch_size=batch_size,
-            max_batching_window=max_batching_window,
-            parallelization_factor=parallelization_factor,
-            retry_attempts=retry_attempts,
-            max_record_age=max_record_age,
-        )
-        validation.check_duration_range(
-            "cleanup_timeout",
-            cleanup_timeout,
-            minimum=Duration.seconds(1),
-            maximum=Duration.minutes(15),
-        )
-        validation.check_int_range(
-            "cleanup_memory_size", cleanup_memory_size, minimum=128, maximum=10_240
-        )
-        validation.check_int_range("max_workers", max_workers, minimum=1, maximum=MAX_WORKERS_LIMIT)
-        validation.check_non_empty_name("metrics_namespace", metrics_namespace)
-        if not isinstance(event_filter, CleanupEventFilter):
-            raise ValueError(
-                f"event_filter={event_filter!r}: expected a CleanupEventFilter member, e.g. "
-                "CleanupEventFilter.ALL_REMOVES"
+        self._check_props(props)
+        self._settle_attributes(props)
+        #: The session table (created, or the one passed as ``table``).
+        self.table: dynamodb.ITable = (
+            table_unit.create_table(
+                self,
+                self._attributes,
+                encryption_key=props.table_encryption_key,
+                removal_policy=props.removal_policy,
+                deletion_protection=props.deletion_protection,
             )
-        validation.check_duration_below(
-            "alarm_iterator_age_threshold",
-            alarm_iterator_age_threshold,
-            minimum=Duration.minutes(1),
-            limit=alarm_defaults.STREAM_RETENTION,
+            if props.table is None
+            else props.table
         )
-        if scratch_bucket is None:
-            for name, value in (
-                ("scratch_root", scratch_root),
-                ("scratch_retention", scratch_retention),
-            ):
-                if value is not None:
-                    raise ValueError(
-                        f"{name}={validation.shown(value)} is set without scratch_bucket: "
-                        f"expected a scratch_bucket, or no {name}"
-                    )
-            if tenant_scoped_scratch:
-                raise ValueError(
-                    "tenant_scoped_scratch=True is set without scratch_bucket: expected a "
-                    "scratch_bucket, or no tenant_scoped_scratch"
-                )
-        self.scratch_root = contract.DEFAULT_SCRATCH_ROOT if scratch_root is None else scratch_root
-        lifecycle.check_scratch_root(self.scratch_root)
-        retention = (
-            lifecycle.DEFAULT_SCRATCH_RETENTION if scratch_retention is None else scratch_retention
-        )
-        validation.check_duration_range(
-            "scratch_retention",
-            retention,
-            minimum=Duration.days(1),
-            maximum=Duration.days(36_500),
-            whole="days",
-        )
+        self.grant_key = props.grant_key
+        self.scratch_bucket = props.scratch_bucket
+        self.tenant_scoped_scratch = props.tenant_scoped_scratch
+        self.metrics_namespace = props.metrics_namespace
+        self._add_cleanup_function(props)
+        self._add_cleanup_targets(props)
+        self._add_event_source(props)
+        self._add_session_access()
+        self._add_alarms(props)
+        self._add_expiry_sweeper(props)
+        self._add_ttl_health_alarm(props)
+        #: The cdk-nag findings the design accepts, acknowledged with their reasons (``nag``).
+        self.nag_acknowledgements = nag.acknowledge_design_findings(self)
 
-        if expiry_sweep_interval is not None:
-            sweeper.check_sweep_interval(expiry_sweep_interval)
-        validation.check_filter_with_sweeper(event_filter, expiry_sweep_interval)
+    # --- composition: each step hands one concern to its own module -------------------------
+
+    def _check_props(self, props: SessionExpiryProps) -> None:
+        """Validation before any resource exists (rules: ``validation`` and each feature's
+        module)."""
+        validation.check_event_source_props(
+            batch_size=props.batch_size,
+            max_batching_window=props.max_batching_window,
+            parallelization_factor=props.parallelization_factor,
+            retry_attempts=props.retry_attempts,
+            max_record_age=props.max_record_age,
+        )
+        validation.check_cleanup_function_props(
+            cleanup_timeout=props.cleanup_timeout,
+            cleanup_memory_size=props.cleanup_memory_size,
+            max_workers=props.max_workers,
+            metrics_namespace=props.metrics_namespace,
+            event_filter=props.event_filter,
+        )
+        alarm_defaults.check_iterator_age_threshold(props.alarm_iterator_age_threshold)
+        if props.expiry_sweep_interval is not None:
+            sweeper.check_sweep_interval(props.expiry_sweep_interval)
+        validation.check_filter_with_sweeper(props.event_filter, props.expiry_sweep_interval)
         #: Which REMOVE records reach the cleanup (``grant_session_access`` checks it).
-        self.event_filter = event_filter
-        if alarm_ttl_health_window is not None:
-            alarm_defaults.check_ttl_health_window(alarm_ttl_health_window)
-        for switch, flag in (
-            ("cleanup_enabled", cleanup_enabled),
-            ("cleanup_dry_run", cleanup_dry_run),
-        ):
-            if not isinstance(flag, bool):
-                raise ValueError(f"{switch}={flag!r}: expected True or False")
+        self.event_filter = props.event_filter
+        if props.alarm_ttl_health_window is not None:
+            alarm_defaults.check_ttl_health_window(props.alarm_ttl_health_window)
+        validation.check_switches(
+            cleanup_enabled=props.cleanup_enabled, cleanup_dry_run=props.cleanup_dry_run
+        )
+        failure_destination.check_failure_destination(
+            props.failure_queue, props.failure_destination_bucket
+        )
+        self._check_s3_props(props)
 
+    def _check_s3_props(self, props: SessionExpiryProps) -> None:
+        """Scratch and archive prefixes, and their claims on the buckets."""
+        self._scratch = targets.ScratchTarget.from_props(
+            scratch_bucket=props.scratch_bucket,
+            scratch_root=props.scratch_root,
+            tenant_scoped_scratch=props.tenant_scoped_scratch,
+            scratch_retention=props.scratch_retention,
+        )
+        #: Prefix of every session scratch prefix (``scratch_root``).
+        self.scratch_root = self._scratch.root
         #: Key prefix of the archive (``archive_bucket``).
         self.archive_prefix = archive.check_archive_props(
-            archive_bucket=archive_bucket,
-            archive_prefix=archive_prefix,
-            archive_transition_after=archive_transition_after,
-            archive_transition_storage_class=archive_transition_storage_class,
-            archive_expiration=archive_expiration,
-            scratch_bucket=scratch_bucket,
+            archive_bucket=props.archive_bucket,
+            archive_prefix=props.archive_prefix,
+            archive_transition_after=props.archive_transition_after,
+            archive_transition_storage_class=props.archive_transition_storage_class,
+            archive_expiration=props.archive_expiration,
+            scratch_bucket=props.scratch_bucket,
             scratch_root=self.scratch_root,
         )
-        failure_destination.check_failure_destination(failure_queue, failure_destination_bucket)
         validation.claim_s3_prefixes(
             self,
             [
                 validation.PrefixClaim(bucket, prefix, prop, self.node.path)
                 for bucket, prefix, prop in (
-                    (scratch_bucket, self.scratch_root, "scratch_root"),
-                    (archive_bucket, self.archive_prefix, "archive_prefix"),
+                    (props.scratch_bucket, self.scratch_root, "scratch_root"),
+                    (props.archive_bucket, self.archive_prefix, "archive_prefix"),
                 )
                 if bucket is not None
             ],
         )
 
-        # --- session table -----------------------------------------------------------------
-        if table is None:
-            self.partition_key_name = (
-                contract.DEFAULT_PARTITION_KEY if partition_key_name is None else partition_key_name
+    def _settle_attributes(self, props: SessionExpiryProps) -> None:
+        """Key, TTL and session attribute names in effect, checked."""
+        keys = table_unit.settle_key_names(
+            props.table,
+            partition_key_name=props.partition_key_name,
+            sort_key_name=props.sort_key_name,
+            time_to_live_attribute=props.time_to_live_attribute,
+            new_table_props={
+                "table_encryption_key": props.table_encryption_key,
+                "removal_policy": props.removal_policy,
+                "deletion_protection": props.deletion_protection,
+            },
+        )
+        self._attributes = table_unit.SessionAttributes(
+            *keys,
+            connection_id_attribute=props.connection_id_attribute,
+            grant_id_attribute=props.grant_id_attribute,
+            grant_token_attribute=props.grant_token_attribute,
+            scratch_prefix_attribute=props.scratch_prefix_attribute,
+            tenant_attribute=props.tenant_attribute,
+        )
+        validation.check_session_attributes(self._attributes.props())
+        if props.expiry_sweep_interval is not None:
+            sweeper.check_expiry_sweeper(
+                self,
+                table=props.table,
+                attributes=self._attributes.props(),
+                time_to_live_attribute=self._attributes.time_to_live_attribute,
             )
-            self.sort_key_name = sort_key_name
-            self.time_to_live_attribute = (
-                contract.DEFAULT_TTL_ATTRIBUTE
-                if time_to_live_attribute is None
-                else time_to_live_attribute
-            )
-        else:
-            table_only: tuple[tuple[str, object], ...] = (
-                ("table_encryption_key", table_encryption_key),
-                ("removal_policy", removal_policy),
-                ("deletion_protection", deletion_protection),
-            )
-            for prop, given in table_only:
-                if given is not None:
-                    raise ValueError(
-                        f"{prop}={validation.shown(given)} applies only to a table the construct "
-                        "creates: "
-                        f"expected no {prop} together with table=, set it on that table instead"
-                    )
-            (
-                self.partition_key_name,
-                self.sort_key_name,
-                self.time_to_live_attribute,
-            ) = _check_existing_table(
-                table,
-                partition_key_name=partition_key_name,
-                sort_key_name=sort_key_name,
-                time_to_live_attribute=time_to_live_attribute,
-            )
-        self.connection_id_attribute = connection_id_attribute
-        self.grant_id_attribute = grant_id_attribute
-        self.grant_token_attribute = grant_token_attribute
-        self.scratch_prefix_attribute = scratch_prefix_attribute
-        self.tenant_attribute = tenant_attribute
-        attribute_props = {
-            "partition_key_name": self.partition_key_name,
-            "sort_key_name": self.sort_key_name,
-            "time_to_live_attribute": self.time_to_live_attribute,
-            "connection_id_attribute": connection_id_attribute,
-            "grant_id_attribute": grant_id_attribute,
-            "grant_token_attribute": grant_token_attribute,
-            "scratch_prefix_attribute": scratch_prefix_attribute,
-            "tenant_attribute": tenant_attribute,
-        }
-        for prop, attribute in attribute_props.items():
-            if attribute is not None:
-                validation.check_attribute_name(prop, attribute)
-        validation.check_distinct_attribute_names(attribute_props)
-        if expiry_sweep_interval is not None:
-            validation.check_distinct_attribute_names(
-                {**attribute_props, "expiry sweep shard attribute": sweeper.SWEEP_SHARD_ATTRIBUTE}
-            )
-            if table is not None and not sweeper.check_sweep_index(
-                table, time_to_live_attribute=self.time_to_live_attribute
-            ):
-                sweeper.warn_unchecked_index(self, table, self.time_to_live_attribute)
+        attributes = self._attributes
+        self.partition_key_name = attributes.partition_key_name
+        self.sort_key_name = attributes.sort_key_name
+        self.time_to_live_attribute = attributes.time_to_live_attribute
+        self.connection_id_attribute = attributes.connection_id_attribute
+        self.grant_id_attribute = attributes.grant_id_attribute
+        self.grant_token_attribute = attributes.grant_token_attribute
+        self.scratch_prefix_attribute = attributes.scratch_prefix_attribute
+        self.tenant_attribute = attributes.tenant_attribute
 
-        if table is None:
-            table = self._create_table(
-                encryption_key=table_encryption_key,
-                removal_policy=RemovalPolicy.RETAIN if removal_policy is None else removal_policy,
-                deletion_protection=bool(deletion_protection),
-            )
-        #: The session table (created, or the one passed as ``table``).
-        self.table: dynamodb.ITable = table
-        self.grant_key = grant_key
-        self.scratch_bucket = scratch_bucket
-        self.tenant_scoped_scratch = tenant_scoped_scratch
-        self.metrics_namespace = metrics_namespace
-
-        # --- cleanup function --------------------------------------------------------------
-        log_group = logs.LogGroup(self, "CleanupLogGroup", retention=cleanup_log_retention)
+    def _add_cleanup_function(self, props: SessionExpiryProps) -> None:
+        self._shared_environment = cleanup.cleanup_environment(
+            self._attributes,
+            metrics_namespace=props.metrics_namespace,
+            max_workers=props.max_workers,
+            dry_run=props.cleanup_dry_run,
+        )
+        self._cleanup = cleanup.CleanupFunction(
+            self,
+            environment=self._shared_environment,
+            timeout=props.cleanup_timeout,
+            memory_size=props.cleanup_memory_size,
+            log_retention=props.cleanup_log_retention,
+        )
         #: Execution role of the cleanup function: name it as the retiring principal of every
         #: per-session KMS grant (``retiring_principal_arn``).
-        self.cleanup_role = iam.Role(
-            self,
-            "CleanupRole",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description="Cleanup of expired and ended sessions (cdk-session-expiry)",
-        )
-        log_group.grant_write(self.cleanup_role)
+        self.cleanup_role = self._cleanup.role
         #: The function that cleans up after each removed session.
-        self.cleanup_function = assets.runtime_function(
-            self,
-            "CleanupFunction",
-            description="Cleans up after expired and ended sessions (cdk-session-expiry)",
-            handler=contract.CLEANUP_HANDLER,
-            role=self.cleanup_role,
-            log_group=log_group,
-            timeout=cleanup_timeout,
-            memory_size=cleanup_memory_size,
-            environment=self._cleanup_environment(max_workers),
-        )
-        self._grant_cleanup_targets(websocket_stage)
-        if scratch_bucket is not None:
-            self._add_scratch_backstop(scratch_bucket, retention)
-        if archive_bucket is not None:
+        self.cleanup_function = self._cleanup.function
+
+    def _add_cleanup_targets(self, props: SessionExpiryProps) -> None:
+        """What the cleanup does for each session: built-in targets, archive, fan-out."""
+        fn = self.cleanup_function
+        if props.websocket_stage is not None:
+            targets.configure_connections(fn, props.websocket_stage)
+        if props.grant_key is not None:
+            targets.configure_grants(fn, props.grant_key)
+        self._scratch.configure(self, fn)
+        if props.archive_bucket is not None:
             archive.configure_archive(
                 self,
-                self.cleanup_function,
-                bucket=archive_bucket,
+                fn,
+                bucket=props.archive_bucket,
                 prefix=self.archive_prefix,
-                transition_after=archive_transition_after,
-                storage_class=archive_transition_storage_class,
-                expiration=archive_expiration,
+                transition_after=props.archive_transition_after,
+                storage_class=props.archive_transition_storage_class,
+                expiration=props.archive_expiration,
             )
-        if event_bus is not None:
-            fanout.configure_event_bus(self.cleanup_function, event_bus)
+        if props.event_bus is not None:
+            fanout.configure_event_bus(fn, props.event_bus)
 
-        # --- event source mapping ----------------------------------------------------------
-        if failure_queue is None and failure_destination_bucket is None:
-            failure_queue = sqs.Queue(
-                self,
-                "FailureQueue",
-                encryption=sqs.QueueEncryption.SQS_MANAGED,
-                enforce_ssl=True,
-                retention_period=FAILURE_QUEUE_RETENTION,
-            )
+    def _add_event_source(self, props: SessionExpiryProps) -> None:
+        settings = cleanup.EventSourceSettings(
+            event_filter=props.event_filter,
+            batch_size=props.batch_size,
+            max_batching_window=props.max_batching_window,
+            parallelization_factor=props.parallelization_factor,
+            retry_attempts=props.retry_attempts,
+            max_record_age=props.max_record_age,
+            enabled=props.cleanup_enabled,
+        )
+        self._event_source = cleanup.CleanupEventSource(
+            self,
+            self._cleanup,
+            self.table,
+            settings=settings,
+            failure_queue=props.failure_queue,
+            failure_destination_bucket=props.failure_destination_bucket,
+        )
         #: On-failure destination: metadata of batches the cleanup gave up on (``None`` with
         #: ``failure_destination_bucket``).
-        self.failure_queue: sqs.IQueue | None = failure_queue
+        self.failure_queue: sqs.IQueue | None = self._event_source.failure_queue
         #: S3 on-failure destination (``failure_destination_bucket``), or ``None``.
-        self.failure_destination_bucket = failure_destination_bucket
-        table.grant_stream_read(self.cleanup_function)
+        self.failure_destination_bucket = props.failure_destination_bucket
         #: The event source mapping from the table's stream to the cleanup function.
-        self.event_source_mapping = lambda_.EventSourceMapping(
-            self,
-            "CleanupEventSourceMapping",
-            target=self.cleanup_function,
-            event_source_arn=table.table_stream_arn,
-            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-            filters=filter_criteria(event_filter),
-            batch_size=batch_size,
-            max_batching_window=max_batching_window,
-            parallelization_factor=parallelization_factor,
-            bisect_batch_on_error=True,
-            retry_attempts=retry_attempts,
-            max_record_age=max_record_age,
-            report_batch_item_failures=True,
-            on_failure=event_sources.SqsDlq(failure_queue)
-            if failure_queue is not None
-            else failure_destination.S3FailureDestination(failure_destination_bucket),  # type: ignore[arg-type]
-            support_s3_on_failure_destination=failure_destination_bucket is not None,
-            metrics_config=lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT]),
-            enabled=cleanup_enabled,
-        )
-        # The mapping is validated against the role when it is created.
-        self.event_source_mapping.node.add_dependency(self.cleanup_role)
+        self.event_source_mapping = self._event_source.mapping
 
-        # --- runtime layer -----------------------------------------------------------------
+    def _add_session_access(self) -> None:
+        self._session_access = SessionAccess(
+            self,
+            table=self.table,
+            attributes=self._attributes,
+            scratch=self._scratch,
+            grant_key=self.grant_key,
+            retiring_principal_arn=self.retiring_principal_arn,
+        )
         #: Layer with the session runtime (``import session_expiry_runtime``) for application
         #: functions; ``grant_session_access`` adds it to a ``lambda_.Function``.
-        self.runtime_layer = lambda_.LayerVersion(
-            self,
-            "RuntimeLayer",
-            code=assets.runtime_layer_code(),
-            compatible_runtimes=list(LAYER_RUNTIMES),
-            compatible_architectures=[lambda_.Architecture.ARM_64, lambda_.Architecture.X86_64],
-            description="Session runtime of cdk-session-expiry (import session_expiry_runtime)",
-        )
+        self.runtime_layer = self._session_access.layer
 
-        # --- alarms ------------------------------------------------------------------------
-        actions = list(alarm_actions or [])
-        self.iterator_age_alarm = alarm_defaults.iterator_age_alarm(
+    def _add_alarms(self, props: SessionExpiryProps) -> None:
+        cleanup_alarms = alarm_defaults.CleanupAlarms(
             self,
-            metric=self.metric_iterator_age(period=alarm_defaults.ALARM_PERIOD),
-            threshold=alarm_iterator_age_threshold,
-            actions=actions,
+            function=self.cleanup_function,
+            iterator_age=self.metric_iterator_age(period=alarm_defaults.ALARM_PERIOD),
+            iterator_age_threshold=props.alarm_iterator_age_threshold,
+            destination=self._event_source,
+            actions=props.actions,
         )
-        self.errors_alarm = alarm_defaults.errors_alarm(
-            self, function=self.cleanup_function, actions=actions
-        )
-        self.throttles_alarm = alarm_defaults.throttles_alarm(
-            self, function=self.cleanup_function, actions=actions
-        )
+        self.iterator_age_alarm = cleanup_alarms.iterator_age
+        self.errors_alarm = cleanup_alarms.errors
+        self.throttles_alarm = cleanup_alarms.throttles
         #: Alarm on the on-failure destination: visible messages of the queue, or records
         #: delivered to ``failure_destination_bucket``.
-        self.failure_queue_alarm = (
-            alarm_defaults.failure_queue_alarm(self, queue=failure_queue, actions=actions)
-            if failure_queue is not None
-            else failure_destination.delivered_alarm(
-                self, mapping=self.event_source_mapping, actions=actions
-            )
-        )
+        self.failure_queue_alarm = cleanup_alarms.failure
         #: Every alarm the construct creates.
-        self.alarms: list[cloudwatch.Alarm] = [
-            self.iterator_age_alarm,
-            self.errors_alarm,
-            self.throttles_alarm,
-            self.failure_queue_alarm,
-        ]
+        self.alarms: list[cloudwatch.Alarm] = cleanup_alarms.all()
 
-        # --- kill switch, expiry sweeper, TTL health (issue 6) -------------------------------
-        if cleanup_dry_run:
-            self.cleanup_function.add_environment(contract.ENV_DRY_RUN, "true")
+    def _add_expiry_sweeper(self, props: SessionExpiryProps) -> None:
         #: The expiry sweeper (``expiry_sweep_interval``), or ``None`` when it is off.
         self.expiry_sweeper: sweeper.ExpirySweeper | None = None
-        if expiry_sweep_interval is not None:
-            if isinstance(table, dynamodb.Table) and table.node.scope is self:
-                sweeper.add_sweep_index(table, time_to_live_attribute=self.time_to_live_attribute)
-            sweep_env = {
-                contract.ENV_TABLE_NAME: table.table_name,
-                **self._attribute_environment(),
-                contract.ENV_METRICS_NAMESPACE: metrics_namespace,
-                contract.ENV_MAX_WORKERS: str(max_workers),
-            }
-            if cleanup_dry_run:
-                sweep_env[contract.ENV_DRY_RUN] = "true"
-            self.expiry_sweeper = sweeper.ExpirySweeper(
-                self,
-                "ExpirySweeper",
-                table=table,
-                interval=expiry_sweep_interval,
-                environment=sweep_env,
-                log_retention=cleanup_log_retention,
-                metrics_namespace=metrics_namespace,
-                alarm_actions=actions,
-            )
-            self.alarms.append(self.expiry_sweeper.errors_alarm)
+        if props.expiry_sweep_interval is None:
+            return
+        self.expiry_sweeper = sweeper.add_expiry_sweeper(
+            self,
+            table=self.table,
+            time_to_live_attribute=self._attributes.time_to_live_attribute,
+            interval=props.expiry_sweep_interval,
+            environment=self._shared_environment,
+            log_retention=props.cleanup_log_retention,
+            metrics_namespace=props.metrics_namespace,
+            alarm_actions=props.actions,
+        )
+        self.alarms.append(self.expiry_sweeper.errors_alarm)
+
+    def _add_ttl_health_alarm(self, props: SessionExpiryProps) -> None:
         #: Time to live deleted nothing over ``alarm_ttl_health_window`` while the table was
         #: written; ``None`` when that prop is not set.
         self.ttl_health_alarm: cloudwatch.Alarm | None = None
-        if alarm_ttl_health_window is not None:
-            window = alarm_ttl_health_window
-            self.ttl_health_alarm = alarm_defaults.ttl_health_alarm(
-                self,
-                ttl_deleted=self.metric_time_to_live_deleted_item_count(period=window),
-                writes=table.metric_consumed_write_capacity_units(
-                    period=window, statistic=cloudwatch.Stats.SUM
-                ),
-                swept=None
-                if self.expiry_sweeper is None
-                else self.expiry_sweeper.metric_sessions_swept(period=window),
-                window=window,
-                actions=actions,
-            )
-            self.alarms.append(self.ttl_health_alarm)
-        #: The cdk-nag findings the design accepts, acknowledged with their reasons (``nag``).
-        self.nag_acknowledgements = nag.acknowledge_design_findings(self)
+        window = props.alarm_ttl_health_window
+        if window is None:
+            return
+        self.ttl_health_alarm = alarm_defaults.ttl_health_alarm_of_table(
+            self,
+            table=self.table,
+            swept=None
+            if self.expiry_sweeper is None
+            else self.expiry_sweeper.metric_sessions_swept(period=window),
+            window=window,
+            actions=props.actions,
+        )
+        self.alarms.append(self.ttl_health_alarm)
 
     # --- public API -------------------------------------------------------------------------
 
@@ -630,47 +546,9 @@ class SessionExpiry(Construct):
         validation.check_filter_with_session_store(
             self.event_filter, f"grant_session_access({function.node.path})"
         )
-        grant = iam.Grant.add_to_principal(
-            grantee=function,
-            actions=list(_SESSION_DATA_ACTIONS),
-            resource_arns=[self.table.table_arn],
-        )
-        if self.table.encryption_key is not None:
-            grant = grant.combine(self.table.encryption_key.grant_encrypt_decrypt(function))
-        if self.grant_key is not None:
-            grant = grant.combine(
-                iam.Grant.add_to_principal(
-                    grantee=function,
-                    actions=["kms:CreateGrant"],
-                    resource_arns=[self.grant_key.key_arn],
-                    conditions={
-                        "StringEquals": {"kms:RetiringPrincipal": self.retiring_principal_arn}
-                    },
-                )
-            )
-            # When a session ends while its grant is being created, the runtime retires the
-            # new grant at once, or the grantee would keep key access past the session. Only
-            # the account's IAM delegation allows that (KMS developer guide, "Retiring and
-            # revoking grants").
-            grant = grant.combine(
-                iam.Grant.add_to_principal(
-                    grantee=function,
-                    actions=["kms:RetireGrant"],
-                    resource_arns=[self.grant_key.key_arn],
-                )
-            )
+        grant = self._session_access.grant_access(function)
         self.nag_acknowledgements.extend(nag.acknowledge_session_access(self, function))
-        if isinstance(function, lambda_.Function):
-            for name, value in self.session_environment().items():
-                function.add_environment(name, value)
-            function.add_layers(self.runtime_layer)
-        else:
-            Annotations.of(self).add_warning_v2(
-                _WARNING_IMPORTED_FUNCTION,
-                f"grant_session_access({function.node.path}): not a lambda_.Function, so its "
-                "environment and layers cannot be set; set the variables of "
-                "SessionExpiry.session_environment() and add runtime_layer yourself.",
-            )
+        self._session_access.configure(function, self.session_environment())
         return grant
 
     def session_environment(self) -> dict[str, str]:
@@ -680,21 +558,10 @@ class SessionExpiry(Construct):
             ValueError: ``event_filter`` is ``TTL_DELETES_ONLY`` (see ``grant_session_access``).
         """
         validation.check_filter_with_session_store(self.event_filter, "session_environment()")
-        env = {
-            contract.ENV_TABLE_NAME: self.table.table_name,
-            **self._attribute_environment(),
-            contract.ENV_SCRATCH_ROOT: self.scratch_root,
-            contract.ENV_RETIRING_PRINCIPAL: self.retiring_principal_arn,
-        }
-        if self.scratch_bucket is not None:
-            env[contract.ENV_SCRATCH_BUCKET] = self.scratch_bucket.bucket_name
-        if self.tenant_scoped_scratch:
-            env[contract.ENV_TENANT_SCOPED_SCRATCH] = "true"
-        if self.grant_key is not None:
-            env[contract.ENV_GRANT_KEY_ARN] = self.grant_key.key_arn
-        if self.expiry_sweeper is not None:
-            env.update(self.expiry_sweeper.sweeper_environment())
-        return env
+        sweeper_env = (
+            {} if self.expiry_sweeper is None else self.expiry_sweeper.sweeper_environment()
+        )
+        return self._session_access.environment(sweeper_env)
 
     def metric_iterator_age(self, **options: Any) -> cloudwatch.Metric:
         """AWS/Lambda ``IteratorAge`` of the cleanup function (milliseconds), Maximum by default.
@@ -818,225 +685,3 @@ class SessionExpiry(Construct):
         if dimensions:
             props["dimensions_map"] = {**dimensions, **props.get("dimensions_map", {})}
         return cloudwatch.Metric(namespace=self.metrics_namespace, metric_name=name, **props)
-
-    def _create_table(
-        self,
-        *,
-        encryption_key: kms.IKey | None,
-        removal_policy: RemovalPolicy,
-        deletion_protection: bool,
-    ) -> dynamodb.Table:
-        sort_key = (
-            None
-            if self.sort_key_name is None
-            else dynamodb.Attribute(name=self.sort_key_name, type=dynamodb.AttributeType.STRING)
-        )
-        return dynamodb.Table(
-            self,
-            "Table",
-            partition_key=dynamodb.Attribute(
-                name=self.partition_key_name, type=dynamodb.AttributeType.STRING
-            ),
-            sort_key=sort_key,
-            time_to_live_attribute=self.time_to_live_attribute,
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True
-            ),
-            encryption=(
-                dynamodb.TableEncryption.AWS_MANAGED
-                if encryption_key is None
-                else dynamodb.TableEncryption.CUSTOMER_MANAGED
-            ),
-            encryption_key=encryption_key,
-            removal_policy=removal_policy,
-            deletion_protection=deletion_protection,
-        )
-
-    def _attribute_environment(self) -> dict[str, str]:
-        env = {
-            contract.ENV_PARTITION_KEY: self.partition_key_name,
-            contract.ENV_TTL_ATTRIBUTE: self.time_to_live_attribute,
-            contract.ENV_CONNECTION_ID_ATTRIBUTE: self.connection_id_attribute,
-            contract.ENV_GRANT_ID_ATTRIBUTE: self.grant_id_attribute,
-            contract.ENV_GRANT_TOKEN_ATTRIBUTE: self.grant_token_attribute,
-            contract.ENV_SCRATCH_PREFIX_ATTRIBUTE: self.scratch_prefix_attribute,
-            contract.ENV_TENANT_ATTRIBUTE: self.tenant_attribute,
-        }
-        if self.sort_key_name is not None:
-            env[contract.ENV_SORT_KEY] = self.sort_key_name
-        return env
-
-    def _cleanup_environment(self, max_workers: int) -> dict[str, str]:
-        env = {
-            **self._attribute_environment(),
-            contract.ENV_METRICS_NAMESPACE: self.metrics_namespace,
-            contract.ENV_MAX_WORKERS: str(max_workers),
-        }
-        if self.scratch_bucket is not None:
-            env[contract.ENV_SCRATCH_BUCKET] = self.scratch_bucket.bucket_name
-            env[contract.ENV_SCRATCH_ROOT] = self.scratch_root
-            if self.tenant_scoped_scratch:
-                env[contract.ENV_TENANT_SCOPED_SCRATCH] = "true"
-        if self.grant_key is not None:
-            env[contract.ENV_GRANT_KEY_ARN] = self.grant_key.key_arn
-        return env
-
-    def _grant_cleanup_targets(self, websocket_stage: apigwv2.IWebSocketStage | None) -> None:
-        fn = self.cleanup_function
-        if websocket_stage is not None:
-            stack = Stack.of(websocket_stage)
-            api_id = websocket_stage.api.api_id
-            stage_name = websocket_stage.stage_name
-            fn.add_environment(
-                contract.ENV_WEBSOCKET_ENDPOINT,
-                f"https://{api_id}.execute-api.{stack.region}.{stack.url_suffix}/{stage_name}",
-            )
-            fn.add_to_role_policy(
-                iam.PolicyStatement(
-                    actions=["execute-api:ManageConnections"],
-                    resources=[
-                        stack.format_arn(
-                            service="execute-api",
-                            resource=api_id,
-                            resource_name=f"{stage_name}/DELETE/@connections/*",
-                            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-                        )
-                    ],
-                )
-            )
-        if self.grant_key is not None:
-            # Retiring is authorized by the grant's retiring principal (this role), not by IAM;
-            # the IAM permission only covers the account's own delegation (KMS developer guide,
-            # "Retiring and revoking grants").
-            fn.add_to_role_policy(
-                iam.PolicyStatement(actions=["kms:RetireGrant"], resources=[self.grant_key.key_arn])
-            )
-        if self.scratch_bucket is not None:
-            fn.add_to_role_policy(
-                iam.PolicyStatement(
-                    actions=["s3:ListBucket"],
-                    resources=[self.scratch_bucket.bucket_arn],
-                    conditions={"StringLike": {"s3:prefix": [f"{self.scratch_root}*"]}},
-                )
-            )
-            fn.add_to_role_policy(
-                iam.PolicyStatement(
-                    actions=["s3:DeleteObject"],
-                    resources=[self.scratch_bucket.arn_for_objects(f"{self.scratch_root}*")],
-                )
-            )
-
-    def _add_scratch_backstop(self, bucket: s3.IBucket, retention: Duration) -> None:
-        if lifecycle.can_add_lifecycle_rule(bucket):
-            lifecycle.add_scratch_lifecycle_rule(
-                bucket,  # type: ignore[arg-type]  # narrowed by can_add_lifecycle_rule
-                rule_id=f"session-expiry-scratch-{self.node.addr}",
-                scratch_root=self.scratch_root,
-                retention=retention,
-            )
-        else:
-            Annotations.of(self).add_warning_v2(
-                _WARNING_IMPORTED_BUCKET,
-                f"scratch_bucket {bucket.node.path} is imported: no lifecycle backstop rule "
-                f"could be added for {self.scratch_root!r}. Add a rule on that prefix "
-                "(expiration, abort incomplete multipart uploads after 1 day) where the bucket "
-                "is defined.",
-            )
-
-
-def _check_event_source_props(
-    *,
-    batch_size: int,
-    max_batching_window: Duration | None,
-    parallelization_factor: int,
-    retry_attempts: int,
-    max_record_age: Duration,
-) -> None:
-    """Limits of an event source mapping on a DynamoDB stream (Lambda API reference,
-    CreateEventSourceMapping), with two made stricter: ``retry_attempts`` may not be -1
-    (infinite) and ``max_record_age`` may not exceed the stream's 24 hour retention."""
-    validation.check_int_range("batch_size", batch_size, minimum=1, maximum=10_000)
-    if max_batching_window is not None:
-        validation.check_duration_range(
-            "max_batching_window",
-            max_batching_window,
-            minimum=Duration.seconds(0),
-            maximum=Duration.seconds(300),
-        )
-    validation.check_int_range(
-        "parallelization_factor", parallelization_factor, minimum=1, maximum=10
-    )
-    validation.check_int_range("retry_attempts", retry_attempts, minimum=0, maximum=10_000)
-    validation.check_duration_range(
-        "max_record_age", max_record_age, minimum=Duration.seconds(60), maximum=STREAM_RETENTION
-    )
-
-
-def _check_existing_table(
-    table: dynamodb.ITable,
-    *,
-    partition_key_name: str | None,
-    sort_key_name: str | None,
-    time_to_live_attribute: str | None,
-) -> tuple[str, str | None, str]:
-    """Check a table passed as ``table=`` and settle its key and TTL attribute names.
-
-    A table of this app (``Table``/``TableV2``) is read from its CloudFormation resource; an
-    imported table is taken on trust apart from its stream ARN.
-
-    Raises:
-        ValueError: the table has no stream, a stream without old images, no time to live,
-            or a key/TTL attribute different from the one given.
-    """
-    no_stream = ValueError(
-        f"table {table.node.path} has no stream: expected "
-        "stream=StreamViewType.NEW_AND_OLD_IMAGES on the table (dynamo_stream= on a TableV2), "
-        "or table_stream_arn when importing it with Table.from_table_attributes"
-    )
-    if table.table_stream_arn is None:
-        raise no_stream
-    cfn = table.node.default_child
-    if not isinstance(cfn, (dynamodb.CfnTable, dynamodb.CfnGlobalTable)):
-        return (
-            contract.DEFAULT_PARTITION_KEY if partition_key_name is None else partition_key_name,
-            sort_key_name,
-            contract.DEFAULT_TTL_ATTRIBUTE
-            if time_to_live_attribute is None
-            else time_to_live_attribute,
-        )
-    # The resolved properties of the table's resource, read the same way for Table (CfnTable)
-    # and TableV2 (CfnGlobalTable, whose typed struct getters fail on its lazy values).
-    props = Stack.of(table).resolve(cfn._cfn_properties)
-    validation.check_key_attribute_types(table.node.path, props)
-    view_type = (props.get("streamSpecification") or {}).get("streamViewType")
-    if view_type is None:
-        raise no_stream
-    if isinstance(view_type, str) and view_type not in _VIEW_TYPES_WITH_OLD_IMAGES:
-        raise ValueError(
-            f"table {table.node.path} has stream view type {view_type}: expected "
-            "NEW_AND_OLD_IMAGES (or OLD_IMAGE), since REMOVE records must carry the old image. "
-            "The view type cannot change in place: set stream=StreamViewType.NEW_AND_OLD_IMAGES "
-            "(dynamo_stream= on a TableV2)."
-        )
-    keys = {k.get("keyType"): k.get("attributeName") for k in props.get("keySchema") or []}
-    own = {
-        "partition_key_name": (partition_key_name, keys.get("HASH")),
-        "sort_key_name": (sort_key_name, keys.get("RANGE")),
-    }
-    ttl_spec = props.get("timeToLiveSpecification") or {}
-    table_ttl = ttl_spec.get("attributeName") if ttl_spec.get("enabled") is True else None
-    if table_ttl is None:
-        raise ValueError(
-            f"table {table.node.path} has no time to live: expected "
-            f"time_to_live_attribute={time_to_live_attribute or contract.DEFAULT_TTL_ATTRIBUTE!r}"
-            " on the table"
-        )
-    own["time_to_live_attribute"] = (time_to_live_attribute, table_ttl)
-    for prop, (given, actual) in own.items():
-        if given is not None and given != actual:
-            raise ValueError(
-                f"{prop}={given!r} does not match table {table.node.path}: expected {actual!r}"
-            )
-    return own["partition_key_name"][1], own["sort_key_name"][1], table_ttl  # type: ignore[return-value]

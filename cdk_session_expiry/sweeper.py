@@ -403,3 +403,55 @@ def warn_unchecked_index(scope: Construct, table: dynamodb.ITable, ttl_attribute
         f"{SWEEP_INDEX_NAME!r} cannot be checked. Without it every sweep fails (errors alarm). "
         f"Where the table is defined: {_index_howto(ttl_attribute)}.",
     )
+
+
+def check_expiry_sweeper(
+    scope: Construct,
+    *,
+    table: dynamodb.ITable | None,
+    attributes: Mapping[str, str | None],
+    time_to_live_attribute: str,
+) -> None:
+    """Before the table exists: the shard attribute is free, and a ``table=`` has the index.
+
+    Raises:
+        ValueError: a session attribute is named like the shard attribute; a table of this app
+            lacks the sweep index (``check_sweep_index``). An imported table gets a warning.
+    """
+    validation.check_distinct_attribute_names(
+        {**attributes, "expiry sweep shard attribute": SWEEP_SHARD_ATTRIBUTE}
+    )
+    if table is not None and not check_sweep_index(
+        table, time_to_live_attribute=time_to_live_attribute
+    ):
+        warn_unchecked_index(scope, table, time_to_live_attribute)
+
+
+def add_expiry_sweeper(
+    scope: Construct,
+    *,
+    table: dynamodb.ITable,
+    time_to_live_attribute: str,
+    interval: Duration,
+    environment: Mapping[str, str],
+    log_retention: logs.RetentionDays,
+    metrics_namespace: str,
+    alarm_actions: Sequence[cloudwatch.IAlarmAction],
+) -> ExpirySweeper:
+    """The sweep index on a table ``scope`` created, and ``<scope>/ExpirySweeper``.
+
+    ``environment`` is what the sweeper shares with the cleanup (key and attribute names,
+    namespace, workers, dry run); the table name is added here.
+    """
+    if isinstance(table, dynamodb.Table) and table.node.scope is scope:
+        add_sweep_index(table, time_to_live_attribute=time_to_live_attribute)
+    return ExpirySweeper(
+        scope,
+        "ExpirySweeper",
+        table=table,
+        interval=interval,
+        environment={contract.ENV_TABLE_NAME: table.table_name, **environment},
+        log_retention=log_retention,
+        metrics_namespace=metrics_namespace,
+        alarm_actions=alarm_actions,
+    )

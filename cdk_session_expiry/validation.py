@@ -12,15 +12,21 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy, Token
+from aws_cdk import Duration, RemovalPolicy, Stack, Token
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from . import _runtime_contract as contract
 from .filters import CleanupEventFilter, passes_library_deletes
 
 #: DynamoDB attribute names are 1..255 bytes (DynamoDB developer guide, "Naming rules").
 _MAX_ATTRIBUTE_NAME_BYTES = 255
+#: DynamoDB Streams keeps records for 24 hours: older limits are meaningless.
+STREAM_RETENTION = Duration.hours(24)
+MAX_WORKERS_LIMIT = 64
+_VIEW_TYPES_WITH_OLD_IMAGES = {"NEW_AND_OLD_IMAGES", "OLD_IMAGE"}
 
 
 def shown(value: object) -> str:
@@ -373,3 +379,217 @@ def claim_s3_prefixes(scope: Construct, claims: Sequence[PrefixClaim]) -> None:
                     "expected prefixes of which neither starts with the other"
                 )
     setattr(scope, _CLAIMS_ATTRIBUTE, tuple(claims))
+
+
+# --- the props of SessionExpiry, one concern at a time -----------------------------------------
+
+
+def check_cleanup_function_props(
+    *,
+    cleanup_timeout: Duration,
+    cleanup_memory_size: int,
+    max_workers: int,
+    metrics_namespace: str,
+    event_filter: CleanupEventFilter,
+) -> None:
+    """Limits of the cleanup function (Lambda quotas) and of the runtime's settings.
+
+    Raises:
+        ValueError: timeout outside 1 s..15 min, memory outside 128..10,240 MiB, workers
+            outside 1..64, an empty namespace, or an ``event_filter`` that is not a member.
+    """
+    check_duration_range(
+        "cleanup_timeout",
+        cleanup_timeout,
+        minimum=Duration.seconds(1),
+        maximum=Duration.minutes(15),
+    )
+    check_int_range("cleanup_memory_size", cleanup_memory_size, minimum=128, maximum=10_240)
+    check_int_range("max_workers", max_workers, minimum=1, maximum=MAX_WORKERS_LIMIT)
+    check_non_empty_name("metrics_namespace", metrics_namespace)
+    if not isinstance(event_filter, CleanupEventFilter):
+        raise ValueError(
+            f"event_filter={event_filter!r}: expected a CleanupEventFilter member, e.g. "
+            "CleanupEventFilter.ALL_REMOVES"
+        )
+
+
+def check_event_source_props(
+    *,
+    batch_size: int,
+    max_batching_window: Duration | None,
+    parallelization_factor: int,
+    retry_attempts: int,
+    max_record_age: Duration,
+) -> None:
+    """Limits of an event source mapping on a DynamoDB stream (Lambda API reference,
+    CreateEventSourceMapping), with two made stricter: ``retry_attempts`` may not be -1
+    (infinite) and ``max_record_age`` may not exceed the stream's 24 hour retention.
+
+    Raises:
+        ValueError: a value outside its limits.
+    """
+    check_int_range("batch_size", batch_size, minimum=1, maximum=10_000)
+    if max_batching_window is not None:
+        check_duration_range(
+            "max_batching_window",
+            max_batching_window,
+            minimum=Duration.seconds(0),
+            maximum=Duration.seconds(300),
+        )
+    check_int_range("parallelization_factor", parallelization_factor, minimum=1, maximum=10)
+    check_int_range("retry_attempts", retry_attempts, minimum=0, maximum=10_000)
+    check_duration_range(
+        "max_record_age", max_record_age, minimum=Duration.seconds(60), maximum=STREAM_RETENTION
+    )
+
+
+def check_switches(**switches: object) -> None:
+    """Reject an on/off prop (``cleanup_enabled=...``) that is not a bool.
+
+    Raises:
+        ValueError: the value is not ``True`` or ``False``.
+    """
+    for switch, flag in switches.items():
+        if not isinstance(flag, bool):
+            raise ValueError(f"{switch}={flag!r}: expected True or False")
+
+
+def check_scratch_props(
+    *,
+    scratch_bucket: s3.IBucket | None,
+    retention: Duration,
+    **scratch_only: object,
+) -> None:
+    """Reject scratch props without ``scratch_bucket`` and a backstop retention out of range.
+
+    ``retention`` is the backstop retention in effect (given or default); ``scratch_only``
+    holds the props that need a scratch bucket as given (``scratch_root``,
+    ``scratch_retention``, ``tenant_scoped_scratch``); ``None`` and ``False`` mean unset. The
+    root's own rules are ``lifecycle.check_scratch_root``'s.
+
+    Raises:
+        ValueError: one of ``scratch_only`` is set without a bucket; the retention is not
+            whole days in 1..36,500.
+    """
+    if scratch_bucket is None:
+        for name, value in scratch_only.items():
+            if value is not None and value is not False:
+                raise ValueError(
+                    f"{name}={shown(value)} is set without scratch_bucket: "
+                    f"expected a scratch_bucket, or no {name}"
+                )
+    check_duration_range(
+        "scratch_retention",
+        retention,
+        minimum=Duration.days(1),
+        maximum=Duration.days(36_500),
+        whole="days",
+    )
+
+
+def check_table_only_props(**given: object) -> None:
+    """Reject props that configure a new table (``removal_policy=...``) together with ``table=``.
+
+    Raises:
+        ValueError: one of them is set; the message says to set it on that table instead.
+    """
+    for prop, value in given.items():
+        if value is not None:
+            raise ValueError(
+                f"{prop}={shown(value)} applies only to a table the construct creates: "
+                f"expected no {prop} together with table=, set it on that table instead"
+            )
+
+
+def check_session_attributes(attribute_props: Mapping[str, str | None]) -> None:
+    """Each session attribute name is a valid DynamoDB attribute name, and all are distinct.
+
+    Raises:
+        ValueError: an empty, padded or over-long name, or two props naming one attribute.
+    """
+    for prop, attribute in attribute_props.items():
+        if attribute is not None:
+            check_attribute_name(prop, attribute)
+    check_distinct_attribute_names(dict(attribute_props))
+
+
+def check_existing_table(
+    table: dynamodb.ITable,
+    *,
+    partition_key_name: str | None,
+    sort_key_name: str | None,
+    time_to_live_attribute: str | None,
+) -> tuple[str, str | None, str]:
+    """Check a table passed as ``table=`` and settle its key and TTL attribute names.
+
+    A table of this app (``Table``/``TableV2``) is read from its CloudFormation resource; an
+    imported table is taken on trust apart from its stream ARN.
+
+    Raises:
+        ValueError: the table has no stream, a stream without old images, no time to live,
+            or a key/TTL attribute different from the one given.
+    """
+    no_stream = ValueError(
+        f"table {table.node.path} has no stream: expected "
+        "stream=StreamViewType.NEW_AND_OLD_IMAGES on the table (dynamo_stream= on a TableV2), "
+        "or table_stream_arn when importing it with Table.from_table_attributes"
+    )
+    if table.table_stream_arn is None:
+        raise no_stream
+    cfn = table.node.default_child
+    if not isinstance(cfn, (dynamodb.CfnTable, dynamodb.CfnGlobalTable)):
+        return (
+            contract.DEFAULT_PARTITION_KEY if partition_key_name is None else partition_key_name,
+            sort_key_name,
+            contract.DEFAULT_TTL_ATTRIBUTE
+            if time_to_live_attribute is None
+            else time_to_live_attribute,
+        )
+    # The resolved properties of the table's resource, read the same way for Table (CfnTable)
+    # and TableV2 (CfnGlobalTable, whose typed struct getters fail on its lazy values).
+    props = Stack.of(table).resolve(cfn._cfn_properties)
+    check_key_attribute_types(table.node.path, props)
+    _check_stream_view_type(table, props, no_stream)
+    keys = {k.get("keyType"): k.get("attributeName") for k in props.get("keySchema") or []}
+    table_ttl = _table_ttl_attribute(table, props, time_to_live_attribute)
+    own = {
+        "partition_key_name": (partition_key_name, keys.get("HASH")),
+        "sort_key_name": (sort_key_name, keys.get("RANGE")),
+        "time_to_live_attribute": (time_to_live_attribute, table_ttl),
+    }
+    for prop, (given, actual) in own.items():
+        if given is not None and given != actual:
+            raise ValueError(
+                f"{prop}={given!r} does not match table {table.node.path}: expected {actual!r}"
+            )
+    return own["partition_key_name"][1], own["sort_key_name"][1], table_ttl  # type: ignore[return-value]
+
+
+def _check_stream_view_type(
+    table: dynamodb.ITable, props: Mapping[str, object], no_stream: ValueError
+) -> None:
+    view_type = (props.get("streamSpecification") or {}).get("streamViewType")  # type: ignore[attr-defined]
+    if view_type is None:
+        raise no_stream
+    if isinstance(view_type, str) and view_type not in _VIEW_TYPES_WITH_OLD_IMAGES:
+        raise ValueError(
+            f"table {table.node.path} has stream view type {view_type}: expected "
+            "NEW_AND_OLD_IMAGES (or OLD_IMAGE), since REMOVE records must carry the old image. "
+            "The view type cannot change in place: set stream=StreamViewType.NEW_AND_OLD_IMAGES "
+            "(dynamo_stream= on a TableV2)."
+        )
+
+
+def _table_ttl_attribute(
+    table: dynamodb.ITable, props: Mapping[str, object], time_to_live_attribute: str | None
+) -> str:
+    ttl_spec = props.get("timeToLiveSpecification") or {}
+    table_ttl = ttl_spec.get("attributeName") if ttl_spec.get("enabled") is True else None  # type: ignore[attr-defined]
+    if table_ttl is None:
+        raise ValueError(
+            f"table {table.node.path} has no time to live: expected "
+            f"time_to_live_attribute={time_to_live_attribute or contract.DEFAULT_TTL_ATTRIBUTE!r}"
+            " on the table"
+        )
+    return table_ttl  # type: ignore[no-any-return]

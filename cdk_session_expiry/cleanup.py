@@ -1,0 +1,160 @@
+"""The cleanup function, its role and log group, and the event source mapping that feeds it.
+
+* ``CleanupFunction``: ``CleanupLogGroup``, ``CleanupRole`` (the retiring principal of
+  per-session grants) and ``CleanupFunction`` with the runtime's settings in its environment.
+  The cleanup targets and optional features add their own variables and IAM statements.
+* ``CleanupEventSource``: stream read, the on-failure destination (a new encrypted queue
+  ``FailureQueue``, the queue given, or an S3 bucket) and ``CleanupEventSourceMapping``.
+
+Every resource is created directly in the ``SessionExpiry`` scope with the ids it always had:
+construct paths and logical IDs are a public contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from . import _runtime_contract as contract
+from . import alarms as alarm_defaults
+from . import assets, failure_destination
+from .filters import CleanupEventFilter, filter_criteria
+from .table import SessionAttributes
+
+FAILURE_QUEUE_RETENTION = Duration.days(14)
+
+
+def cleanup_environment(
+    attributes: SessionAttributes, *, metrics_namespace: str, max_workers: int, dry_run: bool
+) -> dict[str, str]:
+    """The runtime settings the cleanup and the sweeper share (no table name, no targets)."""
+    env = {
+        **attributes.environment(),
+        contract.ENV_METRICS_NAMESPACE: metrics_namespace,
+        contract.ENV_MAX_WORKERS: str(max_workers),
+    }
+    if dry_run:
+        env[contract.ENV_DRY_RUN] = "true"
+    return env
+
+
+class CleanupFunction:
+    """The cleanup function with its own role and log group (see the module docstring)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        *,
+        environment: Mapping[str, str],
+        timeout: Duration,
+        memory_size: int,
+        log_retention: logs.RetentionDays,
+    ) -> None:
+        log_group = logs.LogGroup(scope, "CleanupLogGroup", retention=log_retention)
+        self.role = iam.Role(
+            scope,
+            "CleanupRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="Cleanup of expired and ended sessions (cdk-session-expiry)",
+        )
+        log_group.grant_write(self.role)
+        self.function = assets.runtime_function(
+            scope,
+            "CleanupFunction",
+            description="Cleans up after expired and ended sessions (cdk-session-expiry)",
+            handler=contract.CLEANUP_HANDLER,
+            role=self.role,
+            log_group=log_group,
+            timeout=timeout,
+            memory_size=memory_size,
+            environment=dict(environment),
+        )
+
+
+@dataclass(frozen=True)
+class EventSourceSettings:
+    """The props of the event source mapping (checked by
+    ``validation.check_event_source_props``)."""
+
+    event_filter: CleanupEventFilter
+    batch_size: int
+    max_batching_window: Duration | None
+    parallelization_factor: int
+    retry_attempts: int
+    max_record_age: Duration
+    enabled: bool
+
+
+class CleanupEventSource:
+    """The table's stream feeding the cleanup function, with its on-failure destination."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        cleanup: CleanupFunction,
+        table: dynamodb.ITable,
+        *,
+        settings: EventSourceSettings,
+        failure_queue: sqs.IQueue | None,
+        failure_destination_bucket: s3.IBucket | None,
+    ) -> None:
+        if failure_queue is None and failure_destination_bucket is None:
+            failure_queue = sqs.Queue(
+                scope,
+                "FailureQueue",
+                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                enforce_ssl=True,
+                retention_period=FAILURE_QUEUE_RETENTION,
+            )
+        self.failure_queue = failure_queue
+        self.failure_destination_bucket = failure_destination_bucket
+        table.grant_stream_read(cleanup.function)
+        self.mapping = lambda_.EventSourceMapping(
+            scope,
+            "CleanupEventSourceMapping",
+            target=cleanup.function,
+            event_source_arn=table.table_stream_arn,
+            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+            filters=filter_criteria(settings.event_filter),
+            batch_size=settings.batch_size,
+            max_batching_window=settings.max_batching_window,
+            parallelization_factor=settings.parallelization_factor,
+            bisect_batch_on_error=True,
+            retry_attempts=settings.retry_attempts,
+            max_record_age=settings.max_record_age,
+            report_batch_item_failures=True,
+            on_failure=self._on_failure(),
+            support_s3_on_failure_destination=failure_destination_bucket is not None,
+            metrics_config=lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT]),
+            enabled=settings.enabled,
+        )
+        # The mapping is validated against the role when it is created.
+        self.mapping.node.add_dependency(cleanup.role)
+
+    def _on_failure(self) -> lambda_.IEventSourceDlq:
+        if self.failure_queue is not None:
+            return event_sources.SqsDlq(self.failure_queue)
+        return failure_destination.S3FailureDestination(self.failure_destination_bucket)  # type: ignore[arg-type]
+
+    def failure_alarm(
+        self, scope: Construct, actions: Sequence[cloudwatch.IAlarmAction]
+    ) -> cloudwatch.Alarm:
+        """Visible messages of the queue, or records delivered to the bucket."""
+        if self.failure_queue is not None:
+            return alarm_defaults.failure_queue_alarm(
+                scope, queue=self.failure_queue, actions=actions
+            )
+        return failure_destination.delivered_alarm(
+            scope, mapping=self.mapping, actions=list(actions)
+        )

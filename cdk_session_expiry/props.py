@@ -1,0 +1,84 @@
+"""The props of ``SessionExpiry`` as one value its internal units read.
+
+``SessionExpiry.__init__`` keeps the keyword-only signature (the public API, documented there);
+this struct only carries the values given, defaults applied, from the composer to its units.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
+
+from .filters import CleanupEventFilter
+
+
+@dataclass(frozen=True)
+class SessionExpiryProps:
+    """Every prop of ``SessionExpiry`` (see its docstring for meaning and defaults)."""
+
+    table: dynamodb.ITable | None
+    partition_key_name: str | None
+    sort_key_name: str | None
+    time_to_live_attribute: str | None
+    table_encryption_key: kms.IKey | None
+    removal_policy: RemovalPolicy | None
+    deletion_protection: bool | None
+    connection_id_attribute: str
+    grant_id_attribute: str
+    grant_token_attribute: str
+    scratch_prefix_attribute: str
+    tenant_attribute: str
+    cleanup_timeout: Duration
+    cleanup_memory_size: int
+    cleanup_log_retention: logs.RetentionDays
+    max_workers: int
+    metrics_namespace: str
+    event_filter: CleanupEventFilter
+    batch_size: int
+    max_batching_window: Duration | None
+    parallelization_factor: int
+    retry_attempts: int
+    max_record_age: Duration
+    failure_queue: sqs.IQueue | None
+    websocket_stage: apigwv2.IWebSocketStage | None
+    grant_key: kms.IKey | None
+    scratch_bucket: s3.IBucket | None
+    scratch_root: str | None
+    tenant_scoped_scratch: bool
+    scratch_retention: Duration | None
+    alarm_iterator_age_threshold: Duration
+    alarm_actions: Sequence[cloudwatch.IAlarmAction] | None
+    expiry_sweep_interval: Duration | None
+    alarm_ttl_health_window: Duration | None
+    cleanup_enabled: bool
+    cleanup_dry_run: bool
+    archive_bucket: s3.IBucket | None
+    archive_prefix: str | None
+    archive_transition_after: Duration | None
+    archive_transition_storage_class: s3.StorageClass | None
+    archive_expiration: Duration | None
+    event_bus: events.IEventBus | None
+    failure_destination_bucket: s3.IBucket | None
+
+    @classmethod
+    def of(cls, given: Mapping[str, object]) -> SessionExpiryProps:
+        """The props among ``given`` (the constructor's ``locals()``; other names are ignored,
+        so a prop wired by its own module need not be listed here)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in given.items() if k in names})  # type: ignore[arg-type]
+
+    @property
+    def actions(self) -> list[cloudwatch.IAlarmAction]:
+        """``alarm_actions`` as a list (empty when not given)."""
+        return list(self.alarm_actions or [])

@@ -1,0 +1,120 @@
+"""What the application's own functions need to run the session runtime against the table.
+
+``RuntimeLayer`` (the session runtime as a Lambda layer), the environment
+``SessionStore.from_env()`` reads, and the grants of ``SessionExpiry.grant_session_access``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Annotations
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from . import _runtime_contract as contract
+from . import assets
+from .table import SessionAttributes
+from .targets import ScratchTarget
+
+WARNING_IMPORTED_FUNCTION = "cdk-session-expiry:sessionAccessEnvironment"
+_SESSION_DATA_ACTIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:Query",
+)
+
+
+class SessionAccess:
+    """The runtime layer of one ``SessionExpiry`` and the access it grants to functions."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        *,
+        table: dynamodb.ITable,
+        attributes: SessionAttributes,
+        scratch: ScratchTarget,
+        grant_key: kms.IKey | None,
+        retiring_principal_arn: str,
+    ) -> None:
+        self._scope = scope
+        self._table = table
+        self._attributes = attributes
+        self._scratch = scratch
+        self._grant_key = grant_key
+        self._retiring_principal_arn = retiring_principal_arn
+        self.layer = lambda_.LayerVersion(
+            scope,
+            "RuntimeLayer",
+            code=assets.runtime_layer_code(),
+            compatible_runtimes=list(assets.LAYER_RUNTIMES),
+            compatible_architectures=[lambda_.Architecture.ARM_64, lambda_.Architecture.X86_64],
+            description="Session runtime of cdk-session-expiry (import session_expiry_runtime)",
+        )
+
+    def environment(self, extra: Mapping[str, str]) -> dict[str, str]:
+        """The variables ``SessionStore.from_env()`` reads, plus ``extra`` (e.g. the sweeper's)."""
+        env = {
+            contract.ENV_TABLE_NAME: self._table.table_name,
+            **self._attributes.environment(),
+            contract.ENV_SCRATCH_ROOT: self._scratch.root,
+            contract.ENV_RETIRING_PRINCIPAL: self._retiring_principal_arn,
+        }
+        if self._scratch.bucket is not None:
+            env[contract.ENV_SCRATCH_BUCKET] = self._scratch.bucket.bucket_name
+        if self._scratch.tenant_scoped:
+            env[contract.ENV_TENANT_SCOPED_SCRATCH] = "true"
+        if self._grant_key is not None:
+            env[contract.ENV_GRANT_KEY_ARN] = self._grant_key.key_arn
+        env.update(extra)
+        return env
+
+    def grant_access(self, function: lambda_.IFunction) -> iam.Grant:
+        """The permissions of ``SessionExpiry.grant_session_access``."""
+        grant = iam.Grant.add_to_principal(
+            grantee=function,
+            actions=list(_SESSION_DATA_ACTIONS),
+            resource_arns=[self._table.table_arn],
+        )
+        if self._table.encryption_key is not None:
+            grant = grant.combine(self._table.encryption_key.grant_encrypt_decrypt(function))
+        if self._grant_key is not None:
+            grant = grant.combine(self._grant_key_access(function, self._grant_key))
+        return grant
+
+    def _grant_key_access(self, function: lambda_.IFunction, key: kms.IKey) -> iam.Grant:
+        grant = iam.Grant.add_to_principal(
+            grantee=function,
+            actions=["kms:CreateGrant"],
+            resource_arns=[key.key_arn],
+            conditions={"StringEquals": {"kms:RetiringPrincipal": self._retiring_principal_arn}},
+        )
+        # When a session ends while its grant is being created, the runtime retires the new
+        # grant at once, or the grantee would keep key access past the session. Only the
+        # account's IAM delegation allows that (KMS developer guide, "Retiring and revoking
+        # grants").
+        return grant.combine(
+            iam.Grant.add_to_principal(
+                grantee=function, actions=["kms:RetireGrant"], resource_arns=[key.key_arn]
+            )
+        )
+
+    def configure(self, function: lambda_.IFunction, environment: Mapping[str, str]) -> None:
+        """Set ``environment`` and add the layer on a ``lambda_.Function``; warn otherwise."""
+        if isinstance(function, lambda_.Function):
+            for name, value in environment.items():
+                function.add_environment(name, value)
+            function.add_layers(self.layer)
+            return
+        Annotations.of(self._scope).add_warning_v2(
+            WARNING_IMPORTED_FUNCTION,
+            f"grant_session_access({function.node.path}): not a lambda_.Function, so its "
+            "environment and layers cannot be set; set the variables of "
+            "SessionExpiry.session_environment() and add runtime_layer yourself.",
+        )
