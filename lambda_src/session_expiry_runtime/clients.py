@@ -49,6 +49,9 @@ class CleanupClients:
     archive: Any = None
     #: EventBridge client for the fan-out (``event_bus_arn``).
     events: Any = None
+    #: ``bedrock-agentcore`` data-plane client (an AgentCore runtime, code interpreter or
+    #: browser configured).
+    agentcore: Any = None
 
 
 def build_clients(
@@ -75,4 +78,7 @@ def build_clients(
         s3=session.client("s3", config=settings) if config.scratch_bucket else None,
         archive=session.client("s3", config=settings) if config.archive_bucket else None,
         events=session.client("events", config=settings) if config.event_bus_arn else None,
+        agentcore=session.client("bedrock-agentcore", config=settings)
+        if config.agent_runtime_arn or config.code_interpreter_id or config.browser_id
+        else None,
     )

@@ -172,7 +172,8 @@ def validate_cleanup_config(config: RuntimeConfig) -> RuntimeConfig:
         ValueError: the WebSocket endpoint is not an ``https://`` (or, for local endpoints such as
             moto_server, ``http://``) URL; the grant key is not a key ARN; the scratch root breaks
             :func:`session_expiry_runtime.prefixes.validate_scratch_root`; the metrics namespace
-            is empty or longer than 1024 characters.
+            is empty or longer than 1024 characters; the AgentCore runtime ARN is not one
+            (``arn:aws:bedrock-agentcore:{region}:{account}:runtime/{id}``).
     """
     endpoint = config.websocket_endpoint
     if endpoint is not None and not _is_url(endpoint, ("https", "http")):
@@ -185,6 +186,16 @@ def validate_cleanup_config(config: RuntimeConfig) -> RuntimeConfig:
         raise ValueError(
             f"{ENV_GRANT_KEY_ARN}={key!r}: expected a KMS key ARN "
             "arn:aws:kms:{region}:{account}:key/{key-id}"
+        )
+    runtime_arn = config.agent_runtime_arn
+    if runtime_arn is not None and not (
+        runtime_arn.startswith("arn:")
+        and ":bedrock-agentcore:" in runtime_arn
+        and ":runtime/" in runtime_arn
+    ):
+        raise ValueError(
+            f"{ENV_AGENT_RUNTIME_ARN}={runtime_arn!r}: expected an AgentCore runtime ARN "
+            "arn:aws:bedrock-agentcore:{region}:{account}:runtime/{runtime-id}"
         )
     if config.scratch_bucket is not None:
         validate_scratch_root(config.scratch_root)
@@ -256,6 +267,16 @@ class RuntimeConfig:
     connection_ids_attribute: str = DEFAULT_CONNECTION_IDS_ATTRIBUTE
     not_after_attribute: str = DEFAULT_NOT_AFTER_ATTRIBUTE
     max_session_lifetime_seconds: int = DEFAULT_MAX_SESSION_LIFETIME_SECONDS
+    agent_runtime_arn: str | None = None
+    agent_runtime_qualifier: str | None = None
+    code_interpreter_id: str | None = None
+    browser_id: str | None = None
+    agent_runtime_session_attribute: str = DEFAULT_AGENT_RUNTIME_SESSION_ATTRIBUTE
+    code_interpreter_session_attribute: str = DEFAULT_CODE_INTERPRETER_SESSION_ATTRIBUTE
+    browser_session_attribute: str = DEFAULT_BROWSER_SESSION_ATTRIBUTE
+    #: ``SESSION_EXPIRY_CUSTOM_STEPS`` as given (JSON text); parsed and imported by
+    #: :func:`session_expiry_runtime.steps.custom.load_custom_steps` when the cleanup starts.
+    custom_steps: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeConfig:
@@ -314,4 +335,15 @@ class RuntimeConfig:
             max_session_lifetime_seconds=positive_int(
                 ENV_MAX_SESSION_LIFETIME_SECONDS, DEFAULT_MAX_SESSION_LIFETIME_SECONDS
             ),
+            agent_runtime_arn=e.get(ENV_AGENT_RUNTIME_ARN) or None,
+            agent_runtime_qualifier=e.get(ENV_AGENT_RUNTIME_QUALIFIER) or None,
+            code_interpreter_id=e.get(ENV_CODE_INTERPRETER_ID) or None,
+            browser_id=e.get(ENV_BROWSER_ID) or None,
+            agent_runtime_session_attribute=e.get(ENV_AGENT_RUNTIME_SESSION_ATTRIBUTE)
+            or DEFAULT_AGENT_RUNTIME_SESSION_ATTRIBUTE,
+            code_interpreter_session_attribute=e.get(ENV_CODE_INTERPRETER_SESSION_ATTRIBUTE)
+            or DEFAULT_CODE_INTERPRETER_SESSION_ATTRIBUTE,
+            browser_session_attribute=e.get(ENV_BROWSER_SESSION_ATTRIBUTE)
+            or DEFAULT_BROWSER_SESSION_ATTRIBUTE,
+            custom_steps=e.get(ENV_CUSTOM_STEPS) or None,
         )

@@ -37,6 +37,9 @@ ALL_TARGETS = RuntimeConfig(
     scratch_bucket="scratch",
     archive_bucket="archive",
     event_bus_arn="arn:aws:events:us-east-1:123456789012:event-bus/b",
+    agent_runtime_arn="arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/r-1",
+    code_interpreter_id="ci",
+    browser_id="br",
 )
 SOME_CLIENT = object()
 
@@ -46,10 +49,19 @@ def _session(image: dict[str, Any]) -> Session:
 
 
 def test_builtin_steps_are_registered_in_order() -> None:
-    clients = CleanupClients(*(SOME_CLIENT,) * 5)
+    clients = CleanupClients(*(SOME_CLIENT,) * 6)
     names = [step.name for step in build_steps(ALL_TARGETS, clients)]
-    assert names == ["Archive", "DeleteConnection", "RetireGrant", "DeleteScratch", "PublishEvent"]
-    assert len(BUILTIN_STEPS) == 5
+    assert names == [
+        "Archive",
+        "DeleteConnection",
+        "RetireGrant",
+        "DeleteScratch",
+        "StopRuntimeSession",
+        "StopCodeInterpreterSession",
+        "StopBrowserSession",
+        "PublishEvent",
+    ]
+    assert len(BUILTIN_STEPS) == len(names)
 
 
 def test_a_step_without_its_target_is_not_built() -> None:

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 from ..clients import CleanupClients
 from ..config import RuntimeConfig
+from .agent_runtime import AgentRuntimeStep
 from .archive import ArchiveStep
 from .base import BatchStep, CleanupStep
+from .browser import BrowserStep
+from .code_interpreter import CodeInterpreterStep
 from .connection import ConnectionStep
+from .custom import load_custom_steps
 from .events import EventsStep
 from .grant import GrantStep
 from .scratch import ScratchStep
@@ -25,11 +29,19 @@ BUILTIN_STEPS: tuple[type[CleanupStep] | type[BatchStep], ...] = (
     ConnectionStep,
     GrantStep,
     ScratchStep,
+    AgentRuntimeStep,
+    CodeInterpreterStep,
+    BrowserStep,
     EventsStep,
 )
 
 
 def build_steps(config: RuntimeConfig, clients: CleanupClients) -> list[CleanupStep | BatchStep]:
-    """The configured steps in registry order (a step without its target is left out)."""
+    """The configured steps in registry order (a step without its target is left out), then
+    the user-defined steps of ``SESSION_EXPIRY_CUSTOM_STEPS`` (:mod:`.custom`).
+
+    Raises:
+        ValueError: the custom steps' configuration is invalid or a handler does not import.
+    """
     built = (step_type.build(config, clients) for step_type in BUILTIN_STEPS)
-    return [step for step in built if step is not None]
+    return [*(step for step in built if step is not None), *load_custom_steps(config)]

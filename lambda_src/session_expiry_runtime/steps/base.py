@@ -60,11 +60,21 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, ClassVar
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from ..clients import CleanupClients
 from ..config import RuntimeConfig
 from ..decode import StreamRecord
 from ..metrics import MetricsRecorder
-from ..outcomes import STEP_DRY_RUN, RecordResult
+from ..outcomes import (
+    STEP_ALREADY_DONE,
+    STEP_DONE,
+    STEP_DRY_RUN,
+    RecordResult,
+    StepFailed,
+    error_code,
+    error_text,
+)
 
 PLAN_RUN = "run"
 PLAN_NOTHING = "nothing"
@@ -148,6 +158,11 @@ class StepContext:
         with self._lock:
             self.log[name] = value
 
+    def note_in(self, group: str, name: str, value: Any) -> None:
+        """Add ``value`` as ``log[group][name]`` (e.g. ``previews.<step>``)."""
+        with self._lock:
+            self.log.setdefault(group, {})[name] = value
+
     def count_objects_deleted(self, count: int) -> None:
         """Add to the record's ``ScratchObjectsDeleted`` (also counted when the step fails)."""
         with self._lock:
@@ -158,7 +173,7 @@ class CleanupStep(ABC):
     """One per-session cleanup step (see the module docstring for the contract)."""
 
     #: The metric's ``Action`` and the key in the log line's ``steps``.
-    name: ClassVar[str]
+    name: str
     phase: ClassVar[str] = PHASE_SESSION
     #: Session attributes (old image) this step reads.
     attributes: tuple[str, ...] = ()
@@ -215,3 +230,20 @@ def string_attribute(session: Session, name: str) -> tuple[str | None, Plan | No
     if value is None:
         return None, Plan.missing_attributes(invalid=(name,))
     return value, None
+
+
+def call_aws(
+    action: str, call: Callable[..., Any], *, already_done: Sequence[str], **params: Any
+) -> str:
+    """One change-making AWS call: ``"done"``; ``"already-done"`` when it answers an error code
+    in ``already_done`` (the target is gone); ``StepFailed(action, ...)`` for any other botocore
+    error (after botocore's retries)."""
+    try:
+        call(**params)
+    except ClientError as exc:
+        if error_code(exc) in already_done:
+            return STEP_ALREADY_DONE
+        raise StepFailed(action, error_text(exc)) from exc
+    except BotoCoreError as exc:
+        raise StepFailed(action, error_text(exc)) from exc
+    return STEP_DONE

@@ -1,0 +1,198 @@
+"""User-defined cleanup steps (``SESSION_EXPIRY_CUSTOM_STEPS``).
+
+The construct stages the user's code beside ``session_expiry_runtime/`` in the cleanup
+function's code asset and sets ``SESSION_EXPIRY_CUSTOM_STEPS`` to a JSON list::
+
+    [{"name": "DeleteSecret",                      # the metric's Action; letters, digits, - _
+      "handler": "my_steps.secrets.delete_secret",  # package.module.function
+      "preview": "my_steps.secrets.preview",        # optional (null): the dry run's look
+      "attributes": ["secretName"]}]                # session attributes it needs
+
+**The contract** (the same as a built-in step's, :mod:`.base`):
+
+* ``handler(old_image: dict, reason: str) -> None`` is called **once per session**, side by
+  side with the other steps, with a deep copy of the decoded old image (numbers are
+  ``decimal.Decimal``, sets are ``set``, binary is ``bytes``) and the reason (``"ttl"``,
+  ``"ttl-replicated"`` or ``"explicit"``).
+* It must be **idempotent** (a failed record is redelivered, and a batch may hold a record
+  twice: the second call must succeed when the resource is already gone) and **bounded in
+  time** (set timeouts and retries on its clients; the cleanup function's timeout covers the
+  whole batch).
+* **Done**: it returned normally (``"done"``); returning the string ``"already-done"`` reports
+  that there was nothing left to remove. **Failure**: any exception. Only that session's record
+  fails: it is reported by sequence number in the partial batch response, metered as
+  ``CleanupFailures`` with ``Action`` = the step's name, and its error is in the log line; the
+  session's other steps still run.
+* A session without one of the ``attributes`` gives the step nothing to do (the missing names
+  are logged like a built-in's ``missingAttributes``); the handler is not called.
+* Dry run: the handler is never called. ``preview(old_image, reason)``, if given, is called
+  instead and may return a mapping of (JSON-ready) log fields, logged under
+  ``previews.<name>``.
+
+Bad configuration — JSON that does not parse, an entry without ``name``/``handler``, an unknown
+key, a duplicate or built-in name, a handler that cannot be imported or is not callable — raises
+``ValueError`` naming the value when the cleanup starts (the function's errors alarm fires), not
+later per record.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .. import config as contract
+from ..config import ENV_CUSTOM_STEPS, RuntimeConfig
+from ..decode import to_json_value
+from ..outcomes import STEP_ALREADY_DONE, STEP_DONE, STEP_DRY_RUN, StepFailed, error_text
+from .base import CleanupStep, Plan, Session, StepContext
+
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+#: The built-in actions; a custom step may not take one of their names.
+RESERVED_NAMES = frozenset(
+    value for key, value in vars(contract).items() if key.startswith("ACTION_")
+)
+_KEYS = {"name", "handler", "preview", "attributes"}
+
+
+@dataclass(frozen=True)
+class CustomStepSpec:
+    """One entry of ``SESSION_EXPIRY_CUSTOM_STEPS``."""
+
+    name: str
+    handler: str
+    preview: str | None = None
+    attributes: tuple[str, ...] = ()
+
+
+def _fail(detail: str) -> ValueError:
+    return ValueError(f"{ENV_CUSTOM_STEPS}: {detail}")
+
+
+def _spec(entry: object, index: int) -> CustomStepSpec:
+    if not isinstance(entry, Mapping):
+        raise _fail(f"entry {index} is {entry!r}; expected an object with name and handler")
+    unknown = sorted(set(entry) - _KEYS)
+    if unknown:
+        raise _fail(f"entry {index} has unknown key(s) {unknown}; expected {sorted(_KEYS)}")
+    name, handler = entry.get("name"), entry.get("handler")
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise _fail(f"entry {index}: name {name!r}; expected 1-64 letters, digits, '-' or '_'")
+    preview, attributes = entry.get("preview"), entry.get("attributes", [])
+    for what, value in (("handler", handler), ("preview", preview)):
+        if not (value is None and what == "preview") and not _is_dotted(value):
+            raise _fail(f"step {name!r}: {what} {value!r}; expected 'package.module.function'")
+    if not isinstance(attributes, list) or not all(isinstance(a, str) and a for a in attributes):
+        raise _fail(f"step {name!r}: attributes {attributes!r}; expected a list of names")
+    return CustomStepSpec(name, str(handler), preview, tuple(attributes))
+
+
+def _is_dotted(value: object) -> bool:
+    return (
+        isinstance(value, str) and "." in value and all(p.isidentifier() for p in value.split("."))
+    )
+
+
+def parse_custom_steps(raw: str | None) -> tuple[CustomStepSpec, ...]:
+    """Parse ``SESSION_EXPIRY_CUSTOM_STEPS`` (``None`` or empty: no custom steps).
+
+    Raises:
+        ValueError: not JSON, not a list, or an entry that breaks the rules above; the message
+            names the variable and the value.
+    """
+    if not raw:
+        return ()
+    try:
+        entries = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise _fail(f"{raw!r} is not JSON ({exc})") from None
+    if not isinstance(entries, list):
+        raise _fail(f"{raw!r}: expected a JSON list of steps")
+    specs = tuple(_spec(entry, index) for index, entry in enumerate(entries))
+    names = [s.name for s in specs]
+    for name in names:
+        if name in RESERVED_NAMES or names.count(name) > 1:
+            why = "a built-in step's" if name in RESERVED_NAMES else "used twice"
+            raise _fail(f"step name {name!r} is {why}; each step needs its own name")
+    return specs
+
+
+def import_function(path: str, step: str, what: str = "handler") -> Callable[..., Any]:
+    """Import ``package.module.function``.
+
+    Raises:
+        ValueError: the module cannot be imported, has no such attribute, or it is not callable.
+    """
+    module_name, _, attribute = path.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise _fail(
+            f"step {step!r}: {what} {path!r}: cannot import {module_name!r}: {error_text(exc)}"
+        ) from exc
+    function: Callable[..., Any] | None = getattr(module, attribute, None)
+    if function is None or not callable(function):
+        raise _fail(
+            f"step {step!r}: {what} {path!r}: {module_name!r} has no function {attribute!r}"
+        )
+    return function
+
+
+class CustomStep(CleanupStep):
+    """A user-defined step (see the module docstring for its contract)."""
+
+    name = "Custom"  # replaced per instance by the configured name
+
+    def __init__(self, spec: CustomStepSpec) -> None:
+        self.name = spec.name
+        self.attributes = spec.attributes
+        self.handler = import_function(spec.handler, spec.name)
+        self.preview_function = (
+            import_function(spec.preview, spec.name, "preview") if spec.preview else None
+        )
+
+    @classmethod
+    def build(cls, config: RuntimeConfig, clients: Any) -> CustomStep | None:
+        """``None``: custom steps are many per configuration; see :func:`load_custom_steps`."""
+        return None
+
+    def plan(self, session: Session) -> Plan:
+        missing = [name for name in self.attributes if name not in session.image]
+        if missing:
+            return Plan.missing_attributes(missing=missing)
+        return Plan.run()
+
+    def run(self, plan: Plan, ctx: StepContext) -> str:
+        try:
+            answer = self.handler(copy.deepcopy(dict(ctx.session.image)), ctx.session.reason)
+        except Exception as exc:  # the user's code: every exception is this step's failure
+            raise StepFailed(self.name, error_text(exc)) from exc
+        return STEP_ALREADY_DONE if answer == STEP_ALREADY_DONE else STEP_DONE
+
+    def preview(self, plan: Plan, ctx: StepContext) -> str:
+        if self.preview_function is None:
+            return STEP_DRY_RUN
+        try:
+            fields = self.preview_function(
+                copy.deepcopy(dict(ctx.session.image)), ctx.session.reason
+            )
+        except Exception as exc:
+            raise StepFailed(self.name, error_text(exc)) from exc
+        if fields is not None and not isinstance(fields, Mapping):
+            raise StepFailed(self.name, f"preview returned {fields!r}; expected a mapping or None")
+        if fields:
+            ctx.note_in("previews", self.name, to_json_value(dict(fields)))
+        return STEP_DRY_RUN
+
+
+def load_custom_steps(config: RuntimeConfig) -> list[CustomStep]:
+    """The configured custom steps, their functions imported (once, at cold start).
+
+    Raises:
+        ValueError: see :func:`parse_custom_steps` and :func:`import_function`.
+    """
+    return [CustomStep(spec) for spec in parse_custom_steps(config.custom_steps)]
