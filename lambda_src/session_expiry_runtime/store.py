@@ -42,6 +42,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
+from .agent_sessions import is_runtime_session_id, is_tool_session_id
 from .config import (
     ENV_GRANT_KEY_ARN,
     ENV_RETIRING_PRINCIPAL,
@@ -63,7 +64,6 @@ from .ttl import (
     ttl_from_attribute,
     validate_max_ttl,
 )
-from .ttl_log import UnreadableTtlLog
 
 __all__ = [
     "ENCRYPTION_CONTEXT_PARTITION",
@@ -161,6 +161,8 @@ class Session:
             items written before the set hold only the latter); the cleanup closes them all.
         not_after: the session's absolute end, epoch **seconds**, or ``None`` on an item
             written before the absolute lifetime existed (its first ``touch`` sets one).
+        agent_runtime_session_id, code_interpreter_session_id, browser_session_id: the
+            Amazon Bedrock AgentCore sessions the cleanup stops, or ``None``.
     """
 
     session_id: str
@@ -174,6 +176,9 @@ class Session:
     attributes: Mapping[str, Any] = field(default_factory=dict)
     connection_ids: frozenset[str] = frozenset()
     not_after: int | None = None
+    agent_runtime_session_id: str | None = None
+    code_interpreter_session_id: str | None = None
+    browser_session_id: str | None = None
 
     @property
     def expires_at_datetime(self) -> datetime:
@@ -280,6 +285,9 @@ class SessionStore:
             "scratch prefix attribute": c.scratch_prefix_attribute,
             "tenant attribute": c.tenant_attribute,
             "sweep shard attribute": c.sweep_shard_attribute,
+            "agent runtime session attribute": c.agent_runtime_session_attribute,
+            "code interpreter session attribute": c.code_interpreter_session_attribute,
+            "browser session attribute": c.browser_session_attribute,
         }
         seen: dict[str, str] = {}
         for role, attr in roles.items():
@@ -300,8 +308,6 @@ class SessionStore:
         self._kms = kms_client
         self._connections = connections_client
         self._clock: Clock = clock or _utc_now
-        key_names = [c.partition_key] + ([c.sort_key] if c.sort_key else [])
-        self._unreadable_ttl = UnreadableTtlLog(_LOG, c.ttl_attribute, key_names)
 
     @classmethod
     def from_env(
@@ -343,6 +349,9 @@ class SessionStore:
         tenant_id: str | None = None,
         partition: str | None = None,
         attributes: Mapping[str, Any] | None = None,
+        runtime_session_id: str | None = None,
+        code_interpreter_session_id: str | None = None,
+        browser_session_id: str | None = None,
     ) -> Session:
         """Create a session with a fresh scratch prefix; conditional PutItem.
 
@@ -372,6 +381,8 @@ class SessionStore:
             attributes: extra application attributes (boto3 ``TypeSerializer`` types:
                 ``Decimal`` not ``float``); their names must not be the key, TTL or
                 runtime attribute names.
+            runtime_session_id, code_interpreter_session_id, browser_session_id: Amazon
+                Bedrock AgentCore sessions the cleanup stops; see :meth:`attach_agent_session`.
 
         Returns:
             The new :class:`Session`.
@@ -395,6 +406,11 @@ class SessionStore:
             tenant_scoped=c.tenant_scoped_scratch,
         )
         item: dict[str, Any] = dict(key)
+        item.update(
+            self._agent_session_values(
+                runtime_session_id, code_interpreter_session_id, browser_session_id
+            )
+        )
         for name, value in (attributes or {}).items():
             if not isinstance(name, str) or not name:
                 raise ValueError(f"attribute name {name!r}: expected a non-empty string")
@@ -863,6 +879,91 @@ class SessionStore:
 
     # ------------------------------------------------------------------ internals ---------
 
+    # --- Amazon Bedrock AgentCore sessions (issue 10) -------------------------------------
+    def attach_agent_session(
+        self,
+        session_id: str,
+        *,
+        runtime_session_id: str | None = None,
+        code_interpreter_session_id: str | None = None,
+        browser_session_id: str | None = None,
+        partition: str | None = None,
+    ) -> Session:
+        """Record the AgentCore sessions a live session uses, for the cleanup to stop.
+
+        The cleanup calls ``StopRuntimeSession``, ``StopCodeInterpreterSession`` and
+        ``StopBrowserSession`` for the ids the removed item holds (with the construct's
+        AgentCore props set). Only the ids given are written; an id given again replaces the
+        earlier one, which the cleanup will then no longer stop (stop it yourself, or let its
+        idle timeout end it).
+
+        Args:
+            runtime_session_id: AgentCore Runtime session id (``runtimeSessionId``, 33-256
+                characters), stored in ``agentRuntimeSessionId``.
+            code_interpreter_session_id: code interpreter session id (1-40 letters and digits),
+                stored in ``codeInterpreterSessionId``.
+            browser_session_id: browser session id (1-40 letters and digits), stored in
+                ``browserSessionId``.
+
+        Raises:
+            SessionGoneError: the session is missing or not live; the item is unchanged.
+            ValueError: no id given, or an id the AgentCore API would refuse (named).
+        """
+        key = self._key(session_id, partition)
+        values = self._agent_session_values(
+            runtime_session_id, code_interpreter_session_id, browser_session_id
+        )
+        if not values:
+            raise ValueError(
+                "attach_agent_session: expected at least one of runtime_session_id, "
+                "code_interpreter_session_id, browser_session_id"
+            )
+        names = {f"#agent{i}": name for i, name in enumerate(values)}
+        update = "SET " + ", ".join(f"{n} = :{n[1:]}" for n in names)
+        placeholders = {f":{n[1:]}": values[attr] for n, attr in names.items()}
+        return self._update_live(
+            session_id, partition, key, self._now(), update, names, placeholders
+        )
+
+    def _agent_session_values(
+        self,
+        runtime_session_id: str | None,
+        code_interpreter_session_id: str | None,
+        browser_session_id: str | None,
+    ) -> dict[str, dict[str, str]]:
+        c = self._config
+        checks = (
+            (
+                c.agent_runtime_session_attribute,
+                runtime_session_id,
+                "runtime session id",
+                is_runtime_session_id,
+                "33-256 characters",
+            ),
+            (
+                c.code_interpreter_session_attribute,
+                code_interpreter_session_id,
+                "code interpreter session id",
+                is_tool_session_id,
+                "1-40 letters and digits",
+            ),
+            (
+                c.browser_session_attribute,
+                browser_session_id,
+                "browser session id",
+                is_tool_session_id,
+                "1-40 letters and digits",
+            ),
+        )
+        values: dict[str, dict[str, str]] = {}
+        for attribute, value, what, valid, expected in checks:
+            if value is None:
+                continue
+            if not valid(value):
+                raise ValueError(f"{what} {value!r}: expected {expected} (the AgentCore API's)")
+            values[attribute] = {"S": value}
+        return values
+
     def _sweep_shard(self, key: Mapping[str, Mapping[str, str]]) -> str:
         # The expiry sweeper's sparse index (see .sweeper): same key, same shard, every write.
         return shard_of([value["S"] for value in key.values()], self._config.sweep_shards)
@@ -905,7 +1006,6 @@ class SessionStore:
 
     def _live(self, item: Mapping[str, Any], now: Decimal) -> bool:
         ttl = ttl_from_attribute(item.get(self._config.ttl_attribute))
-        self._unreadable_ttl.check(item, ttl, horizon_seconds(now, self._max_ttl))
         if not is_live(ttl, now=now, max_ttl=self._max_ttl):
             return False
         raw = item.get(self._config.not_after_attribute)
@@ -1074,6 +1174,9 @@ class SessionStore:
                 | _string_set(item.get(c.connection_ids_attribute))
             ),
             not_after=_whole_seconds(item.get(c.not_after_attribute)),
+            agent_runtime_session_id=text(c.agent_runtime_session_attribute),
+            code_interpreter_session_id=text(c.code_interpreter_session_attribute),
+            browser_session_id=text(c.browser_session_attribute),
             attributes={
                 name: _DESERIALIZER.deserialize(value)
                 for name, value in item.items()

@@ -19,12 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..agent_sessions import is_runtime_session_id
 from ..clients import CleanupClients
 from ..config import ACTION_STOP_RUNTIME_SESSION, RuntimeConfig
 from .base import CleanupStep, Plan, Session, StepContext, call_aws, string_attribute
-
-#: ``runtimeSessionId`` length limits (Amazon Bedrock AgentCore API Reference, StopRuntimeSession).
-MIN_SESSION_ID, MAX_SESSION_ID = 33, 256
 
 
 class AgentRuntimeStep(CleanupStep):
@@ -46,7 +44,7 @@ class AgentRuntimeStep(CleanupStep):
         session_id, unusable = string_attribute(session, self.attributes[0])
         if unusable is not None:
             return unusable
-        if not MIN_SESSION_ID <= len(session_id or "") <= MAX_SESSION_ID:
+        if not is_runtime_session_id(session_id):
             return Plan.missing_attributes(invalid=self.attributes)
         return Plan.run(session_id, log={"agentRuntimeSessionId": session_id})
 

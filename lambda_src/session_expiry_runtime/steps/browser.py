@@ -11,15 +11,12 @@ One module plus one registration line, like every built-in step.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from ..agent_sessions import is_tool_session_id
 from ..clients import CleanupClients
 from ..config import ACTION_STOP_BROWSER_SESSION, RuntimeConfig
 from .base import CleanupStep, Plan, Session, StepContext, call_aws, string_attribute
-
-#: ``sessionId`` pattern of the AgentCore tool session APIs.
-SESSION_ID = re.compile(r"[0-9a-zA-Z]{1,40}")
 
 
 class BrowserStep(CleanupStep):
@@ -40,7 +37,7 @@ class BrowserStep(CleanupStep):
         session_id, unusable = string_attribute(session, self.attributes[0])
         if unusable is not None:
             return unusable
-        if not SESSION_ID.fullmatch(session_id or ""):
+        if not is_tool_session_id(session_id):
             return Plan.missing_attributes(invalid=self.attributes)
         return Plan.run(session_id, log={"browserSessionId": session_id})
 
