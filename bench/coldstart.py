@@ -102,35 +102,52 @@ def _env(endpoint: str) -> dict[str, str]:
     }
 
 
-def measure(impl: str, runs: int, python: Path | None = None) -> dict[str, Any]:
+def _command(impl: str, python: Path | None) -> list[str]:
     py = str(python or sys.executable)
+    return [py, "-c", f"import json, bench.coldstart as c; print(json.dumps(c.probe({impl!r})))"]
+
+
+def _sample(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """One fresh process: (import + clients seconds, whole process seconds)."""
+    t0 = time.perf_counter()
+    out = subprocess.run(  # noqa: S603 - our own module, fixed arguments
+        cmd, env=env, cwd=harness.REPO, check=True, capture_output=True, text=True
+    )
+    wall = time.perf_counter() - t0
+    return float(json.loads(out.stdout.strip().splitlines()[-1])["total_s"]), wall
+
+
+def measure_interleaved(impls: dict[str, Path | None], runs: int) -> list[dict[str, Any]]:
+    """``runs`` samples of each implementation, taken in turn (A, B, C, A, B, C, ...), so a
+    change in the machine's load during the measurement weighs on all of them alike."""
     env = _env("http://127.0.0.1:9")  # clients are created, never used: nothing listens
-    cmd = [py, "-c", f"import json, bench.coldstart as c; print(json.dumps(c.probe({impl!r})))"]
-    # An unmeasured first run writes the .pyc files.
-    subprocess.run(cmd, env=env, cwd=harness.REPO, check=True, capture_output=True)  # noqa: S603
-    inner, wall = [], []
+    cmds = {impl: _command(impl, py) for impl, py in impls.items()}
+    for cmd in cmds.values():  # an unmeasured first run writes the .pyc files
+        subprocess.run(cmd, env=env, cwd=harness.REPO, check=True, capture_output=True)  # noqa: S603
+    samples: dict[str, list[tuple[float, float]]] = {impl: [] for impl in impls}
     for _ in range(runs):
-        t0 = time.perf_counter()
-        out = subprocess.run(  # noqa: S603 - our own module, fixed arguments
-            cmd, env=env, cwd=harness.REPO, check=True, capture_output=True, text=True
+        for impl, cmd in cmds.items():
+            samples[impl].append(_sample(cmd, env))
+    results = []
+    for impl, pairs in samples.items():
+        inner = [p[0] for p in pairs]
+        results.append(
+            {
+                "impl": impl,
+                "runs": runs,
+                "median_ms": statistics.median(inner) * 1000,
+                "min_ms": min(inner) * 1000,
+                "max_ms": max(inner) * 1000,
+                "process_median_ms": statistics.median(p[1] for p in pairs) * 1000,
+            }
         )
-        wall.append(time.perf_counter() - t0)
-        inner.append(json.loads(out.stdout.strip().splitlines()[-1])["total_s"])
-    return {
-        "impl": impl,
-        "runs": runs,
-        "median_ms": statistics.median(inner) * 1000,
-        "min_ms": min(inner) * 1000,
-        "max_ms": max(inner) * 1000,
-        "process_median_ms": statistics.median(wall) * 1000,
-    }
+    return results
 
 
 def run_all(runs: int = 15, log: Any = sys.stderr) -> list[dict[str, Any]]:
-    results = [measure("handler", runs), measure("naive", runs)]
+    impls: dict[str, Path | None] = {"handler": None, "naive": None}
     try:
-        py = powertools_python(log)
-        results.append(measure("powertools", runs, py))
+        impls["powertools"] = powertools_python(log)
     except subprocess.CalledProcessError as exc:
         print(f"powertools reference skipped: {exc}", file=log)
-    return results
+    return measure_interleaved(impls, runs)

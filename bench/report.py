@@ -845,7 +845,8 @@ to 32 (`SESSION_EXPIRY_MAX_WORKERS`), to show what the default leaves on the tab
 **Cold start** (`bench/coldstart.py`): each sample is a new `python` process that times, from
 its first line, the import of the handler module plus the creation of its boto3 clients (the
 project's handler creates them on first use: `get_cleaner()` is called). One unmeasured run
-first writes the `.pyc` files. The Powertools reference (`bench/powertools_ref.py`) is the
+first writes the `.pyc` files. The implementations are sampled in turn (handler, baseline,
+Powertools, handler, ...), so a change of the machine's load weighs on all alike. The Powertools reference (`bench/powertools_ref.py`) is the
 baseline rewritten with `Logger`, `Metrics` and `BatchProcessor`, run from
 `bench/.venv-powertools` with the same boto3 version. It is a reference, not a goal.
 

@@ -6,7 +6,7 @@ a failure. Thresholds and periods are here so they can be read in one place.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from aws_cdk import Duration
@@ -16,6 +16,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from . import _runtime_contract as contract
 from .validation import check_duration_below, check_duration_range, is_token
 
 #: Period of every alarm's metric.
@@ -272,5 +273,59 @@ def ttl_health_alarm_of_table(
         ),
         swept=swept,
         window=window,
+        actions=actions,
+    )
+
+
+# --- issue 12: nothing skipped in silence -----------------------------------------------------
+
+#: ``RecordsSkipped`` causes that mean a session's cleanup is lost (never retried): a REMOVE
+#: without old image (a KEYS_ONLY or NEW_IMAGE stream: every session leaks), an old image
+#: naming nothing the configured targets can clean (attributes missing or invalid), a record
+#: without sequence number (it cannot be reported for retry). ``NotRemove`` and
+#: ``DuplicateInBatch`` are harmless and not watched.
+LOST_CLEANUP_CAUSES: tuple[str, ...] = (
+    contract.CAUSE_NO_OLD_IMAGE,
+    contract.CAUSE_MISSING_ATTRIBUTES,
+    contract.CAUSE_NO_SEQUENCE_NUMBER,
+)
+
+
+def skipped_records_alarm(
+    scope: Construct,
+    *,
+    skipped: Mapping[str, cloudwatch.IMetric],
+    refused: cloudwatch.IMetric,
+    actions: Sequence[cloudwatch.IAlarmAction],
+) -> cloudwatch.Alarm:
+    """Any record skipped for a cause that loses its cleanup, within a period.
+
+    ``skipped`` maps each of :data:`LOST_CLEANUP_CAUSES` to its ``RecordsSkipped`` metric;
+    ``refused`` is ``ScratchPrefixesRefused`` (a scratch prefix outside the scratch root or the
+    session's tenant is never deleted). One metric-math alarm on their sum (each ``FILL``-ed
+    with 0: the runtime writes no datapoint when it skips nothing) above 0 (construct id
+    ``SkippedRecordsAlarm``).
+    """
+    metrics: dict[str, cloudwatch.IMetric] = {
+        f"skipped{cause}": metric for cause, metric in skipped.items()
+    }
+    metrics["refused"] = refused
+    expression = cloudwatch.MathExpression(
+        expression=" + ".join(f"FILL({name}, 0)" for name in metrics),
+        using_metrics=metrics,
+        period=ALARM_PERIOD,
+        label="Records whose cleanup was skipped for good",
+    )
+    return _alarm(
+        scope,
+        "SkippedRecordsAlarm",
+        metric=expression,
+        threshold=0,
+        description=(
+            "Session cleanup skipped records for good: "
+            + ", ".join(f"RecordsSkipped {c}" for c in skipped)
+            + ", or ScratchPrefixesRefused. Those sessions' connection, grant or scratch data "
+            "were not cleaned; see the README's runbook for each cause."
+        ),
         actions=actions,
     )

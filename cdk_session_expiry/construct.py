@@ -135,6 +135,10 @@ class SessionExpiry(Construct):
         alarm_iterator_age_threshold: the iterator age alarm fires above this, 1 minute..less
             than 24 hours. Default: 1 hour.
         alarm_actions: actions of every alarm (e.g. ``SnsAction``). Default: none.
+        alarm_skipped_records: alarm when the cleanup skips a record for a cause that loses
+            its cleanup (``RecordsSkipped`` ``NoOldImage``/``MissingAttributes``/
+            ``NoSequenceNumber``, ``ScratchPrefixesRefused``; ``skipped_records_alarm``).
+            Cost: one metric-math alarm. Default: ``True``.
         expiry_sweep_interval: run the expiry sweeper this often (whole minutes from 1 minute
             to 1 day, or 5, 6, 10, 12, 15, 20 or 30 seconds: started every minute with reserved
             concurrency 1, a pass every interval within the run): a scheduled function deletes
@@ -227,6 +231,7 @@ class SessionExpiry(Construct):
         scratch_retention: Duration | None = None,
         alarm_iterator_age_threshold: Duration = alarm_defaults.DEFAULT_ITERATOR_AGE_THRESHOLD,
         alarm_actions: Sequence[cloudwatch.IAlarmAction] | None = None,
+        alarm_skipped_records: bool = True,
         expiry_sweep_interval: Duration | None = None,
         alarm_ttl_health_window: Duration | None = None,
         cleanup_enabled: bool = True,
@@ -473,6 +478,19 @@ class SessionExpiry(Construct):
         self.failure_queue_alarm = cleanup_alarms.failure
         #: Every alarm the construct creates.
         self.alarms: list[cloudwatch.Alarm] = cleanup_alarms.all()
+        #: Records skipped for good (``alarm_skipped_records``), or ``None`` when turned off.
+        self.skipped_records_alarm: cloudwatch.Alarm | None = None
+        if props.alarm_skipped_records:
+            self.skipped_records_alarm = alarm_defaults.skipped_records_alarm(
+                self,
+                skipped={
+                    cause: self.metric_records_skipped(cause=cause)
+                    for cause in alarm_defaults.LOST_CLEANUP_CAUSES
+                },
+                refused=self.metric_scratch_prefixes_refused(),
+                actions=props.actions,
+            )
+            self.alarms.append(self.skipped_records_alarm)
 
     def _add_expiry_sweeper(self, props: SessionExpiryProps) -> None:
         #: The expiry sweeper (``expiry_sweep_interval``), or ``None`` when it is off.

@@ -59,6 +59,7 @@ class SessionExpiryProps:
     scratch_retention: Duration | None
     alarm_iterator_age_threshold: Duration
     alarm_actions: Sequence[cloudwatch.IAlarmAction] | None
+    alarm_skipped_records: bool
     expiry_sweep_interval: Duration | None
     alarm_ttl_health_window: Duration | None
     cleanup_enabled: bool

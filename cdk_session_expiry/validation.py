@@ -80,6 +80,7 @@ PROP_TYPES: Mapping[str, tuple[str, Callable[[object], bool]]] = {
     "scratch_retention": _DURATION,
     "alarm_iterator_age_threshold": _DURATION,
     "alarm_actions": ("a list of cloudwatch.IAlarmAction, e.g. [SnsAction(topic)]", _alarm_actions),
+    "alarm_skipped_records": _BOOL,
     "expiry_sweep_interval": _DURATION,
     "alarm_ttl_health_window": _DURATION,
     "cleanup_enabled": _BOOL,

@@ -15,7 +15,8 @@ Built-in steps, each run only when its target is configured and the old image na
 this order: ``Archive`` (a gate: first, and nothing else runs if it fails), then side by side
 ``DeleteConnection`` (``GoneException`` is success), ``RetireGrant`` (by token, else id + key;
 ``NotFoundException`` is success) and ``DeleteScratch`` (only an accepted prefix; ListObjectsV2
-+ DeleteObjects ≤ 1,000 keys with its ``Errors`` checked), then the fan-out ``PublishEvent``
++ DeleteObjects ≤ 1,000 keys shared by the sessions cleaned side by side, each ``Errors`` entry
+failing only the record that owns its key), then the fan-out ``PublishEvent``
 once per batch for the cleaned records.
 
 Dry run (``SESSION_EXPIRY_DRY_RUN=true``, the construct's ``cleanup_dry_run``): every record is

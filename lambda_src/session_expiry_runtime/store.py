@@ -64,6 +64,7 @@ from .ttl import (
     ttl_from_attribute,
     validate_max_ttl,
 )
+from .ttl_log import UnreadableTtlLog
 
 __all__ = [
     "ENCRYPTION_CONTEXT_PARTITION",
@@ -308,6 +309,8 @@ class SessionStore:
         self._kms = kms_client
         self._connections = connections_client
         self._clock: Clock = clock or _utc_now
+        key_names = [c.partition_key] + ([c.sort_key] if c.sort_key else [])
+        self._unreadable_ttl = UnreadableTtlLog(_LOG, c.ttl_attribute, key_names)
 
     @classmethod
     def from_env(
@@ -1006,6 +1009,7 @@ class SessionStore:
 
     def _live(self, item: Mapping[str, Any], now: Decimal) -> bool:
         ttl = ttl_from_attribute(item.get(self._config.ttl_attribute))
+        self._unreadable_ttl.check(item, ttl, horizon_seconds(now, self._max_ttl))
         if not is_live(ttl, now=now, max_ttl=self._max_ttl):
             return False
         raw = item.get(self._config.not_after_attribute)

@@ -67,6 +67,7 @@ def test_logical_ids_are_pinned(synth: Synth) -> None:
             "SessionsErrorsAlarmA13BEC9E",
             "SessionsThrottlesAlarm508049F5",
             "SessionsFailureQueueAlarm9D727584",
+            "SessionsSkippedRecordsAlarmA74503EA",
         ]
     )
 
@@ -359,6 +360,7 @@ def test_attributes(synth: Synth) -> None:
         s.errors_alarm,
         s.throttles_alarm,
         s.failure_queue_alarm,
+        s.skipped_records_alarm,
     ]
     assert synth.stack.resolve(s.retiring_principal_arn) == _arn("SessionsCleanupRole463B4A5E")
     assert synth.logical_id(s.event_source_mapping) == "SessionsCleanupEventSourceMappingE8202608"

@@ -7,12 +7,14 @@ under the session's own tenant) runs; any other is **refused** (counted as
 
 Run: every key under the prefix is listed (``ListObjectsV2``, paginated; botocore requests
 ``EncodingType=url`` and decodes the keys, so control characters survive the XML) and handed to
-the :class:`ScratchDeleter` — the one seam a batcher (DeleteObjects across sessions) replaces.
-The deleter sends ``DeleteObjects`` (at most 1,000 keys, ``Quiet``) and checks the ``Errors`` of
-its HTTP 200 answer; keys that XML 1.0 cannot carry in the DeleteObjects body (most C0
-controls) or holding a carriage return (XML parsers turn it into a line feed, so S3 would delete
-a different key) go one by one through ``DeleteObject``, whose key travels in the URL. A missing
-key counts as deleted (S3 reports it so): idempotent. The time guard is checked between pages.
+the :class:`ScratchDeleter`. It hands them to the process's one
+:class:`~.delete_objects.BatchingDeleter`, which sends ``DeleteObjects`` (at most 1,000 keys,
+``Quiet``) **shared by the sessions cleaned side by side** and gives each session back the
+``Errors`` entries of its own keys, so a key that fails fails only the record that owns it; keys
+that XML 1.0 cannot carry in the DeleteObjects body (most C0 controls) or holding a carriage
+return (XML parsers turn it into a line feed, so S3 would delete a different key) go one by one
+through ``DeleteObject``, whose key travels in the URL. A missing key counts as deleted (S3
+reports it so): idempotent. The time guard is checked between pages.
 
 Preview (dry run): the same listing, no deletion; logs ``objectsWouldBeDeleted``.
 """
@@ -31,43 +33,36 @@ from ..decode import to_json_value
 from ..outcomes import STEP_DONE, STEP_DRY_RUN, StepFailed, error_text
 from ..prefixes import ScratchPrefixError, validate_scratch_prefix
 from .base import CleanupStep, Plan, Session, StepContext
+from .delete_objects import DELETE_OBJECTS_MAX_KEYS, BatchingDeleter
 
-#: ``DeleteObjects`` takes at most 1,000 keys (Amazon S3 API Reference, DeleteObjects).
-DELETE_OBJECTS_MAX_KEYS = 1000
+__all__ = ["DELETE_OBJECTS_MAX_KEYS", "NOT_XML_SAFE", "ScratchDeleter", "ScratchStep"]
 #: Characters outside XML 1.0's Char production, plus CR (normalised to LF by XML parsers).
 NOT_XML_SAFE = re.compile("[^\t\n\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|\r")
 
 
-def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
 class ScratchDeleter:
-    """Deletes keys of one bucket: ``DeleteObjects`` in chunks, unsafe keys one by one."""
+    """Deletes one session's keys of one bucket: ``DeleteObjects`` shared with the other
+    sessions of the invocation (:class:`~.delete_objects.BatchingDeleter`), unsafe keys one by
+    one."""
 
     def __init__(self, s3: Any, bucket: str | None) -> None:
         self.s3 = s3
         self.bucket = bucket
+        self.batcher = BatchingDeleter(s3, bucket)
 
     def delete(self, keys: Sequence[str], on_deleted: Callable[[int], None]) -> list[str]:
-        """Delete ``keys``; return one text per ``Errors`` entry of the answers.
+        """Delete ``keys``; return one text per ``Errors`` entry that names one of them.
 
         ``on_deleted(n)`` is called as soon as ``n`` keys are gone, so a failure half-way still
         counts what was deleted. Raises botocore errors unchanged (the step turns them into
-        ``StepFailed``).
+        ``StepFailed``), also when the failed call carried other sessions' keys as well.
         """
-        problems: list[str] = []
         batchable = [k for k in keys if not NOT_XML_SAFE.search(k)]
-        for chunk in _chunks(batchable, DELETE_OBJECTS_MAX_KEYS):
-            answer = self.s3.delete_objects(
-                Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True}
-            )
-            errors = answer.get("Errors") or []
-            on_deleted(len(chunk) - len(errors))
-            problems.extend(
-                f"{e.get('Key')!r}: {e.get('Code')} {e.get('Message', '')}".rstrip() for e in errors
-            )
+        errors = self.batcher.delete(batchable)
+        on_deleted(len(set(batchable)) - len({e.get("Key") for e in errors}))
+        problems = [
+            f"{e.get('Key')!r}: {e.get('Code')} {e.get('Message', '')}".rstrip() for e in errors
+        ]
         for key in (k for k in keys if NOT_XML_SAFE.search(k)):
             self.s3.delete_object(Bucket=self.bucket, Key=key)
             on_deleted(1)
