@@ -28,8 +28,8 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from . import _runtime_contract as contract
-from . import alarms as alarm_defaults
 from . import (
+    agentcore,
     archive,
     cleanup,
     dashboard,
@@ -40,6 +40,7 @@ from . import (
     targets,
     validation,
 )
+from . import alarms as alarm_defaults
 from . import table as table_unit
 from .filters import CleanupEventFilter
 from .props import SessionExpiryProps
@@ -188,6 +189,28 @@ class SessionExpiry(Construct):
             after the stream's 24 hours; alarm on ``OnFailureDestinationDeliveredEventCount``.
             Not with ``failure_queue``. Cost: one S3 object per failed batch. Default: an SQS
             queue (metadata only; replay within 24 hours).
+        agent_runtime: the Amazon Bedrock AgentCore runtime whose session each removed session
+            names (``agent_runtime_session_attribute``) is stopped (``StopRuntimeSession``): a
+            ``Runtime``/``CfnRuntime`` of this app or an import (``IRuntimeRef``), or the
+            runtime's ARN ``arn:<partition>:bedrock-agentcore:<region>:<account>:runtime/<id>``
+            in the stack's Region. IAM: ``bedrock-agentcore:StopRuntimeSession`` on the runtime
+            and its one endpoint used. Cost: one call per session that names one. Default: no
+            runtime sessions stopped.
+        agent_runtime_qualifier: the runtime endpoint (qualifier) of ``StopRuntimeSession``,
+            e.g. ``"prod"``. Only with ``agent_runtime``. Default: none, AgentCore's
+            ``DEFAULT`` endpoint.
+        code_interpreter: the AgentCore code interpreter whose sessions are stopped
+            (``StopCodeInterpreterSession``): a custom one (``ICodeInterpreterCustomRef``, e.g.
+            ``CodeInterpreterCustom``, ``CfnCodeInterpreterCustom.from_code_interpreter_id``),
+            its ARN, its identifier, or the AWS-managed ``"aws.codeinterpreter.v1"``. IAM:
+            ``bedrock-agentcore:StopCodeInterpreterSession`` on it only. Default: none.
+        browser: the AgentCore browser whose sessions are stopped (``StopBrowserSession``):
+            ``IBrowserCustomRef``, ARN, identifier, or the AWS-managed ``"aws.browser.v1"``.
+            IAM: ``bedrock-agentcore:StopBrowserSession`` on it only. Default: none.
+        agent_runtime_session_attribute, code_interpreter_session_attribute,
+            browser_session_attribute: the session attributes holding each session id (the
+            store's ``attach_agent_session`` writes them). Defaults:
+            ``agentRuntimeSessionId``, ``codeInterpreterSessionId``, ``browserSessionId``.
 
     Raises:
         ValueError: a prop is out of range or inconsistent; the message names the prop, the
@@ -243,6 +266,15 @@ class SessionExpiry(Construct):
         archive_expiration: Duration | None = None,
         event_bus: events.IEventBus | None = None,
         failure_destination_bucket: s3.IBucket | None = None,
+        agent_runtime: agentcore.AgentRuntimeTarget | None = None,
+        agent_runtime_qualifier: str | None = None,
+        code_interpreter: agentcore.CodeInterpreterTarget | None = None,
+        browser: agentcore.BrowserTarget | None = None,
+        agent_runtime_session_attribute: str = contract.DEFAULT_AGENT_RUNTIME_SESSION_ATTRIBUTE,
+        code_interpreter_session_attribute: str = (
+            contract.DEFAULT_CODE_INTERPRETER_SESSION_ATTRIBUTE
+        ),
+        browser_session_attribute: str = contract.DEFAULT_BROWSER_SESSION_ATTRIBUTE,
     ) -> None:
         validation.check_prop_types(locals())
         props = SessionExpiryProps.of(locals())
@@ -363,7 +395,19 @@ class SessionExpiry(Construct):
             scratch_prefix_attribute=props.scratch_prefix_attribute,
             tenant_attribute=props.tenant_attribute,
         )
-        validation.check_session_attributes(self._attributes.props())
+        self._agentcore = agentcore.resolve_targets(
+            self,
+            agent_runtime=props.agent_runtime,
+            agent_runtime_qualifier=props.agent_runtime_qualifier,
+            code_interpreter=props.code_interpreter,
+            browser=props.browser,
+            agent_runtime_session_attribute=props.agent_runtime_session_attribute,
+            code_interpreter_session_attribute=props.code_interpreter_session_attribute,
+            browser_session_attribute=props.browser_session_attribute,
+        )
+        validation.check_session_attributes(
+            {**self._attributes.props(), **self._agentcore.attribute_props()}
+        )
         if props.expiry_sweep_interval is not None:
             sweeper.check_expiry_sweeper(
                 self,
@@ -421,6 +465,7 @@ class SessionExpiry(Construct):
             )
         if props.event_bus is not None:
             fanout.configure_event_bus(fn, props.event_bus)
+        self._agentcore.configure(fn)
 
     def _add_event_source(self, props: SessionExpiryProps) -> None:
         settings = cleanup.EventSourceSettings(
@@ -579,7 +624,9 @@ class SessionExpiry(Construct):
         sweeper_env = (
             {} if self.expiry_sweeper is None else self.expiry_sweeper.sweeper_environment()
         )
-        return self._session_access.environment(sweeper_env)
+        return self._session_access.environment(
+            {**self._agentcore.attribute_environment(), **sweeper_env}
+        )
 
     def metric_iterator_age(self, **options: Any) -> cloudwatch.Metric:
         """AWS/Lambda ``IteratorAge`` of the cleanup function (milliseconds), Maximum by default.
@@ -618,7 +665,9 @@ class SessionExpiry(Construct):
         """``CleanupFailures`` (embedded metric) for one ``action``, Sum by default.
 
         ``action`` is ``"DeleteConnection"``, ``"RetireGrant"``, ``"DeleteScratch"``,
-        ``"Decode"``, ``"TimeGuard"``, ``"Archive"``, ``"PublishEvent"`` or ``"Unexpected"``.
+        ``"Decode"``, ``"TimeGuard"``, ``"Archive"``, ``"PublishEvent"``,
+        ``"StopRuntimeSession"``, ``"StopCodeInterpreterSession"``, ``"StopBrowserSession"``
+        or ``"Unexpected"``.
 
         Raises:
             ValueError: another ``action`` (the runtime never emits it).

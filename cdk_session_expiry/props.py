@@ -20,6 +20,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 
+from . import agentcore
 from .filters import CleanupEventFilter
 
 
@@ -71,6 +72,13 @@ class SessionExpiryProps:
     archive_expiration: Duration | None
     event_bus: events.IEventBus | None
     failure_destination_bucket: s3.IBucket | None
+    agent_runtime: agentcore.AgentRuntimeTarget | None
+    agent_runtime_qualifier: str | None
+    code_interpreter: agentcore.CodeInterpreterTarget | None
+    browser: agentcore.BrowserTarget | None
+    agent_runtime_session_attribute: str
+    code_interpreter_session_attribute: str
+    browser_session_attribute: str
 
     @classmethod
     def of(cls, given: Mapping[str, object]) -> SessionExpiryProps:

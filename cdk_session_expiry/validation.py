@@ -91,6 +91,19 @@ PROP_TYPES: Mapping[str, tuple[str, Callable[[object], bool]]] = {
     "archive_expiration": _DURATION,
     "event_bus": ("an events.IEventBus", _has("event_bus_arn", "event_bus_name")),
     "failure_destination_bucket": _BUCKET,
+    "agent_runtime": (
+        "an AgentCore runtime (Runtime, CfnRuntime: IRuntimeRef) or its ARN",
+        lambda v: isinstance(v, str) or hasattr(v, "runtime_ref"),
+    ),
+    "code_interpreter": (
+        "an AgentCore code interpreter (ICodeInterpreterCustomRef), its ARN or identifier",
+        lambda v: isinstance(v, str) or hasattr(v, "code_interpreter_custom_ref"),
+    ),
+    "browser": (
+        "an AgentCore browser (IBrowserCustomRef), its ARN or identifier",
+        lambda v: isinstance(v, str) or hasattr(v, "browser_custom_ref"),
+    ),
+    "agent_runtime_qualifier": ("a str, an endpoint name such as 'prod'", _is(str)),
 }
 
 

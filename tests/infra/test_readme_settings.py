@@ -47,6 +47,9 @@ def test_readme_lists_every_variable_session_environment_sets(
         scratch_bucket=s3.Bucket(stack, "Scratch"),
         tenant_scoped_scratch=True,
         expiry_sweep_interval=Duration.minutes(5),
+        agent_runtime="arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/agent-a1B2c3D4e5",
+        code_interpreter="aws.codeinterpreter.v1",
+        browser="aws.browser.v1",
     )
     section = _settings_section()
     missing = [name for name in sessions.session_environment() if f"`{name}`" not in section]
