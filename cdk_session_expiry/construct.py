@@ -31,6 +31,7 @@ from . import _runtime_contract as contract
 from . import (
     agentcore,
     archive,
+    checkov,
     cleanup,
     dashboard,
     failure_destination,
@@ -306,6 +307,7 @@ class SessionExpiry(Construct):
         self._add_ttl_health_alarm(props)
         #: The cdk-nag findings the design accepts, acknowledged with their reasons (``nag``).
         self.nag_acknowledgements = nag.acknowledge_design_findings(self)
+        checkov.explain_findings(self)
 
     # --- composition: each step hands one concern to its own module -------------------------
 

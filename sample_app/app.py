@@ -21,6 +21,9 @@ CONTEXT_SESSION_TTL_MINUTES = "sample:sessionTtlMinutes"  # default 60
 CONTEXT_CLEANUP_ENABLED = "sample:cleanupEnabled"  # default true
 #: ``true``: the cleanup and the sweeper log and count what they would do, and change nothing.
 CONTEXT_CLEANUP_DRY_RUN = "sample:cleanupDryRun"  # default false
+#: ``false``: the account already has API Gateway's CloudWatch Logs role (``cloudWatchRoleArn``,
+#: one per account and Region), which WebSocket access logging needs; the stack leaves it alone.
+CONTEXT_API_GATEWAY_LOGS_ROLE = "sample:apiGatewayLogsRole"  # default true
 DEFAULT_STACK_NAME = "SessionExpirySample"
 FALLBACK_REGION = "us-east-1"
 
@@ -49,6 +52,9 @@ def build_app(
         session_ttl=Duration.minutes(int(ctx(CONTEXT_SESSION_TTL_MINUTES) or 60)),
         cleanup_enabled=context_flag(ctx(CONTEXT_CLEANUP_ENABLED), CONTEXT_CLEANUP_ENABLED, True),
         cleanup_dry_run=context_flag(ctx(CONTEXT_CLEANUP_DRY_RUN), CONTEXT_CLEANUP_DRY_RUN, False),
+        api_gateway_logs_role=context_flag(
+            ctx(CONTEXT_API_GATEWAY_LOGS_ROLE), CONTEXT_API_GATEWAY_LOGS_ROLE, True
+        ),
         description="Sample app of cdk-session-expiry: WebSocket sessions that fail closed",
     )
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))

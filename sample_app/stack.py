@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import Acknowledgment, Duration, Stack, Validations
+import jsii
+from aws_cdk import Acknowledgment, ArnFormat, Duration, Stack, Validations
+from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
@@ -18,7 +20,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from constructs import Construct, IConstruct
 
-from cdk_session_expiry import CLEANUP_RUNTIME, SessionExpiry
+from cdk_session_expiry import CLEANUP_RUNTIME, SessionExpiry, checkov
 
 HANDLERS_DIR = Path(__file__).resolve().parent / "handlers"
 DEFAULT_STAGE_NAME = "live"
@@ -31,6 +33,22 @@ TTL_HEALTH_WINDOW = Duration.days(1)
 #: Archived sessions are kept for a year, then expire (no storage class transition: archived
 #: sessions are a few KB, below S3's 128 KB default minimum for transitions).
 ARCHIVE_EXPIRATION = Duration.days(365)
+
+
+@jsii.implements(apigwv2.IAccessLogSettings)
+class _AccessLogSettings:
+    """Access logging of the WebSocket stage: to ``destination``, API Gateway's default format."""
+
+    def __init__(self, destination: apigwv2.IAccessLogDestination) -> None:
+        self._destination = destination
+
+    @property
+    def destination(self) -> apigwv2.IAccessLogDestination:
+        return self._destination
+
+    @property
+    def format(self) -> apigw.AccessLogFormat | None:
+        return None
 
 
 class SessionExpirySampleStack(Stack):
@@ -54,6 +72,9 @@ class SessionExpirySampleStack(Stack):
             (the stream position is kept). Default: ``True``.
         cleanup_dry_run: the cleanup (and sweeper) only log and count what they would do.
             Default: ``False``.
+        api_gateway_logs_role: set API Gateway's account-level CloudWatch Logs role, which the
+            WebSocket stage's access logging needs; ``False`` when the account already has
+            one. Default: on.
         acknowledge_findings: acknowledge the cdk-nag findings this design accepts (see
             ``acknowledge``). Tests turn it off to show every acknowledgement still matches a
             real finding. Default: on.
@@ -69,6 +90,7 @@ class SessionExpirySampleStack(Stack):
         cleanup_enabled: bool = True,
         cleanup_dry_run: bool = False,
         acknowledge_findings: bool = True,
+        api_gateway_logs_role: bool = True,
         **kwargs: object,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
@@ -130,6 +152,50 @@ class SessionExpirySampleStack(Stack):
             iam.ServicePrincipal("cloudwatch.amazonaws.com"), "kms:Decrypt", "kms:GenerateDataKey*"
         )
         alarm_topic = sns.Topic(self, "AlarmTopic", master_key=alarm_key, enforce_ssl=True)
+        # One customer managed key for the stack's log groups and function environments.
+        self.logs_key = kms.Key(
+            self,
+            "LogsKey",
+            description="Encrypts the sample's log groups and function environment variables",
+            enable_key_rotation=True,
+        )
+        self.logs_key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal(f"logs.{self.region}.amazonaws.com")],
+                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions={
+                    "ArnLike": {
+                        "kms:EncryptionContext:aws:logs:arn": self.format_arn(
+                            service="logs",
+                            resource="log-group",
+                            resource_name="*",
+                            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                    }
+                },
+            )
+        )
+        for bucket, reason in (
+            (
+                access_logs,
+                "The access-log destination of the other buckets: logging it to itself would "
+                "loop; its objects expire after 90 days.",
+            ),
+        ):
+            checkov.skip(bucket, ("CKV_AWS_18", reason))
+        checkov.skip(
+            access_logs,
+            ("CKV_AWS_21", "Server access logs are written once and expire after 90 days."),
+        )
+        checkov.skip(
+            scratch,
+            (
+                "CKV_AWS_21",
+                "Per-session scratch data that the cleanup deletes when the session ends: "
+                "versions would keep what the cleanup deleted.",
+            ),
+        )
 
         # --- WebSocket API -----------------------------------------------------------------
         connect_fn = self._handler("ConnectHandler", "connect.handler", session_ttl)
@@ -157,16 +223,24 @@ class SessionExpirySampleStack(Stack):
                 "API Gateway accepts an authorizer only on $connect (IAM here); later messages "
                 "and the disconnect ride on the connection authorized there.",
             )
+        access_log_group = logs.LogGroup(
+            self,
+            "WebSocketAccessLogs",
+            retention=logs.RetentionDays.ONE_MONTH,
+            encryption_key=self.logs_key,
+        )
         stage = apigwv2.WebSocketStage(
-            self, "WebSocketStage", web_socket_api=api, stage_name=stage_name, auto_deploy=True
+            self,
+            "WebSocketStage",
+            web_socket_api=api,
+            stage_name=stage_name,
+            auto_deploy=True,
+            access_log_settings=_AccessLogSettings(
+                apigwv2.LogGroupLogDestination(access_log_group)
+            ),
         )
-        self.acknowledge(
-            stage,
-            "AwsSolutions-APIG1",
-            "WebSocket access logging needs the account-wide API Gateway CloudWatch Logs role, "
-            "which a sample stack must not change; set it in the account and add "
-            "access_log_settings to enable it.",
-        )
+        if api_gateway_logs_role:
+            stage.node.add_dependency(self._api_gateway_account_logs_role())
 
         # --- sessions ----------------------------------------------------------------------
         self.sessions = SessionExpiry(
@@ -191,6 +265,29 @@ class SessionExpirySampleStack(Stack):
         # The construct acknowledges the findings on its own resources itself
         # (self.sessions.nag_acknowledgements); this stack acknowledges only its own.
 
+    def _api_gateway_account_logs_role(self) -> apigw.CfnAccount:
+        """API Gateway's account setting ``cloudWatchRoleArn``, which WebSocket access logging
+        needs (one per account and Region: ``sample:apiGatewayLogsRole=false`` leaves an
+        existing one alone)."""
+        role = iam.Role(
+            self,
+            "ApiGatewayLogsRole",
+            assumed_by=iam.ServicePrincipal("apigateway.amazonaws.com"),
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name(
+                    "service-role/AmazonAPIGatewayPushToCloudWatchLogs"
+                )
+            ],
+        )
+        self.acknowledge(
+            role,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+            "AmazonAPIGatewayPushToCloudWatchLogs]",
+            "API Gateway's account-level logging role: the AWS managed policy is the one AWS "
+            "documents for it and keeps current.",
+        )
+        return apigw.CfnAccount(self, "ApiGatewayAccount", cloud_watch_role_arn=role.role_arn)
+
     def acknowledge(self, construct: IConstruct, finding_id: str, reason: str) -> None:
         """Acknowledge one cdk-nag finding on ``construct`` (the narrowest that holds it)."""
         self.acknowledgements.append((construct.node.path, finding_id))
@@ -201,13 +298,17 @@ class SessionExpirySampleStack(Stack):
         """A route handler: own log group and role (no managed policy), runtime layer added
         by ``grant_session_access``."""
         log_group = logs.LogGroup(
-            self, f"{construct_id}LogGroup", retention=logs.RetentionDays.ONE_MONTH
+            self,
+            f"{construct_id}LogGroup",
+            retention=logs.RetentionDays.ONE_MONTH,
+            encryption_key=self.logs_key,
         )
         role = iam.Role(
             self, f"{construct_id}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com")
         )
         log_group.grant_write(role)
-        return lambda_.Function(
+        self.logs_key.grant_decrypt(role)  # the function's environment
+        function = lambda_.Function(
             self,
             construct_id,
             runtime=CLEANUP_RUNTIME,
@@ -220,4 +321,23 @@ class SessionExpirySampleStack(Stack):
             logging_format=lambda_.LoggingFormat.JSON,
             log_group=log_group,
             environment={"SESSION_TTL_SECONDS": str(int(session_ttl.to_seconds()))},
+            environment_encryption=self.logs_key,
         )
+        checkov.skip(function, checkov.VPC)
+        checkov.skip(
+            function,
+            (
+                "CKV_AWS_116",
+                "Invoked synchronously by API Gateway (a route integration), never "
+                "asynchronously: a dead-letter queue would receive nothing.",
+            ),
+        )
+        checkov.skip(
+            function,
+            (
+                "CKV_AWS_115",
+                "A route handler of the sample: API Gateway's stage throttling bounds its "
+                "invocations; reserving concurrency would take it from the account's pool.",
+            ),
+        )
+        return function

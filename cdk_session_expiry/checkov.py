@@ -1,0 +1,143 @@
+"""checkov's findings on ``SessionExpiry``'s resources, each closed by a prop or explained.
+
+Teams run checkov (``checkov -f template.json``, framework ``cloudformation``) on synthesized
+templates as often as cdk-nag. checkov reads a resource's ``Metadata.checkov.skip`` list
+(``{"id": ..., "comment": ...}``) and reports such a check as skipped, with the comment, instead
+of failed. The construct writes that list on its own resources for each check its design
+accepts, and for each check a prop closes while that prop is unset (the comment names the prop):
+
+* ``CKV_AWS_117`` (function not in a VPC), cleanup and sweeper: they call only AWS APIs
+  (DynamoDB Streams, API Gateway, KMS, S3, EventBridge); a VPC would add NAT or endpoints and
+  nothing to isolate.
+* ``CKV_AWS_116`` (no dead-letter queue for asynchronous invocations): the cleanup is invoked
+  synchronously by its event source mapping, whose on-failure destination holds what fails; the
+  sweeper's asynchronous retries are off because its next scheduled run is the retry.
+* ``CKV_AWS_27`` (queue not encrypted), the on-failure queue the construct creates: it has
+  SQS-managed server-side encryption (``SqsManagedSseEnabled``), which checkov does not read.
+* ``CKV_AWS_119`` (table not on a customer managed key), a table the construct creates without
+  ``table_encryption_key``: AWS managed encryption; the prop closes it.
+* ``CKV_AWS_158`` (log group not encrypted with KMS) and ``CKV_AWS_173`` (environment not
+  encrypted with a customer managed key) without ``function_encryption_key``; the prop closes
+  both.
+* ``CKV_AWS_115`` (no reserved concurrency) without ``cleanup_reserved_concurrency`` /
+  ``expiry_sweep_reserved_concurrency`` (the sub-minute sweeper always reserves 1).
+
+Anything else checkov reports on the construct's resources is not explained here and fails
+this project's checkov test.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from aws_cdk import CfnResource
+from constructs import IConstruct
+
+if TYPE_CHECKING:
+    from .construct import SessionExpiry
+
+CHECKOV = "checkov"
+
+VPC = (
+    "CKV_AWS_117",
+    "Calls only AWS APIs (DynamoDB Streams, API Gateway, KMS, S3, EventBridge) and holds no "
+    "network resource: a VPC would add NAT gateways or endpoints and isolate nothing.",
+)
+CLEANUP_DLQ = (
+    "CKV_AWS_116",
+    "Invoked synchronously by its event source mapping, never asynchronously: failed batches go "
+    "to the mapping's on-failure destination, watched by an alarm.",
+)
+SWEEPER_DLQ = (
+    "CKV_AWS_116",
+    "Scheduled: asynchronous retries are off because the next run is the retry; a failed run "
+    "raises the sweeper's errors alarm.",
+)
+QUEUE_ENCRYPTION = (
+    "CKV_AWS_27",
+    "Encrypted with SQS-managed server-side encryption (SqsManagedSseEnabled: true), which this "
+    "check does not read; it holds batch metadata only (shard, sequence numbers).",
+)
+TABLE_KEY = (
+    "CKV_AWS_119",
+    "Encrypted with the AWS managed key aws/dynamodb by default; set table_encryption_key for a "
+    "customer managed key.",
+)
+LOG_GROUP_KEY = (
+    "CKV_AWS_158",
+    "CloudWatch Logs encrypts log data by default; set function_encryption_key to encrypt it "
+    "with a customer managed key.",
+)
+ENVIRONMENT_KEY = (
+    "CKV_AWS_173",
+    "Lambda encrypts environment variables with an AWS managed key by default (they hold "
+    "resource names, no secrets); set function_encryption_key for a customer managed key.",
+)
+CLEANUP_CONCURRENCY = (
+    "CKV_AWS_115",
+    "Concurrency is bounded by the event source mapping: at most one invocation per stream "
+    "shard and parallelization factor; set cleanup_reserved_concurrency to reserve it.",
+)
+SWEEPER_CONCURRENCY = (
+    "CKV_AWS_115",
+    "Runs once per interval with a timeout no longer than the interval; set "
+    "expiry_sweep_reserved_concurrency to reserve its concurrency.",
+)
+
+
+def cfn_resource(construct: IConstruct) -> CfnResource:
+    """The CloudFormation resource of an L2 construct (or the construct itself)."""
+    if isinstance(construct, CfnResource):
+        return construct
+    child = construct.node.default_child
+    if not isinstance(child, CfnResource):
+        raise TypeError(f"{construct.node.path} has no CloudFormation resource")
+    return child
+
+
+def skip(construct: IConstruct, check: tuple[str, str]) -> None:
+    """Add checkov's skip metadata for ``check`` (id, comment) on ``construct``'s resource,
+    keeping the skips already there (a check listed twice keeps the newest comment)."""
+    check_id, comment = check
+    resource = cfn_resource(construct)
+    existing: Any = resource.get_metadata(CHECKOV) or {}
+    skips = [s for s in existing.get("skip", []) if s.get("id") != check_id]
+    resource.add_metadata(
+        CHECKOV, {**existing, "skip": [*skips, {"id": check_id, "comment": comment}]}
+    )
+
+
+def skipped(construct: IConstruct) -> dict[str, str]:
+    """The checks skipped on ``construct``'s resource: id → comment."""
+    existing: Any = cfn_resource(construct).get_metadata(CHECKOV) or {}
+    return {s["id"]: s["comment"] for s in existing.get("skip", [])}
+
+
+def explain_findings(sessions: SessionExpiry) -> None:
+    """Write the skips of the module docstring on the construct's resources, from what each
+    resource ended up with (a key, a reserved concurrency), so a prop that closes a check
+    leaves no skip behind. Called once, at the end of ``SessionExpiry.__init__``."""
+    functions = [(sessions.cleanup_function, CLEANUP_DLQ, CLEANUP_CONCURRENCY)]
+    if sessions.expiry_sweeper is not None:
+        functions.append((sessions.expiry_sweeper.function, SWEEPER_DLQ, SWEEPER_CONCURRENCY))
+    for function, dead_letter, concurrency in functions:
+        resource = cfn_resource(function)
+        skip(function, VPC)
+        skip(function, dead_letter)
+        if resource.kms_key_arn is None:  # type: ignore[attr-defined]
+            skip(function, ENVIRONMENT_KEY)
+        if resource.reserved_concurrent_executions is None:  # type: ignore[attr-defined]
+            skip(function, concurrency)
+        log_group = function.log_group
+        if _owned(sessions, log_group) and cfn_resource(log_group).kms_key_id is None:  # type: ignore[attr-defined]
+            skip(log_group, LOG_GROUP_KEY)
+    queue = sessions.failure_queue
+    if queue is not None and _owned(sessions, queue):
+        skip(queue, QUEUE_ENCRYPTION)
+    if _owned(sessions, sessions.table) and sessions.table.encryption_key is None:
+        skip(sessions.table, TABLE_KEY)
+
+
+def _owned(sessions: SessionExpiry, construct: IConstruct) -> bool:
+    """Whether ``construct`` is one of the construct's own resources (not the application's)."""
+    return construct.node.path.startswith(sessions.node.path + "/")
