@@ -836,8 +836,10 @@ more) build their records without moto, in `GetRecords`' shape reshaped by the r
 `stream_records` (`harness.synthetic_fixture`), and run against the bench endpoint only;
 their projected duration is the session count ÷ the lower ceiling at the default memory.
 
-**Runs.** Each implementation runs once per scenario over the whole batch, in a fresh process
-(`bench/case.py`): import, then one `handler(event, context)` call with a context whose
+**Runs.** Each implementation runs over the whole batch of a scenario twice against the bench
+endpoint (reseeded in between; the faster run is kept, since one run on a shared machine is
+noisy), the handler once more against moto; each run in a fresh process (`bench/case.py`):
+import, then one `handler(event, context)` call with a context whose
 remaining time follows the default timeout. Wall time is that call only. Logging is set up as
 Lambda's JSON log format does (INFO, one JSON object per line, extras included); the EMF
 metrics go to stdout as in Lambda. **Calls** are counted with botocore's `before-call` event

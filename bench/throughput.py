@@ -173,12 +173,15 @@ def run_all(
     extra: Sequence[tuple[harness.Scenario, str, str, dict[str, str]]] = (),
     reference: bool = True,
     profile: bool = False,
+    repeats: int = 1,
 ) -> list[RunResult]:
     """Per scenario: one fixture built in moto (its REMOVE records are the event of every run);
     every implementation, then the ``extra`` runs ``(scenario, name, module, env overrides)``
     of that scenario, against the CPU-cheap bench endpoint (seeded with the fixture's sessions
     before each run); then, with ``reference``, the handler against moto itself, the reference
-    for correctness. Every run is verified where it ran; one line per run goes to ``log``."""
+    for correctness. Every run is verified where it ran; one line per run goes to ``log``.
+    Against the endpoint each run is made ``repeats`` times and the fastest kept (a run that
+    left anything behind is kept instead, so it shows)."""
     harness.aws_env()
     results: list[RunResult] = []
     results_dir = harness.REPO / "bench" / "results"
@@ -198,17 +201,22 @@ def run_all(
                 if reference:
                     runs.append((moto, "handler", IMPLS["handler"][0], REFERENCE_ENV))
                 for target, impl, module, env in runs:
-                    r = run_case(
-                        target,
-                        fx,
-                        impl,
-                        module=module,
-                        env_overrides=env,
-                        latency_ms=latency_ms,
-                        defaults=defaults,
-                        workdir=workdir,
-                        profile=profile and target is endpoint and impl == "handler",
-                    )
+                    tries = [
+                        run_case(
+                            target,
+                            fx,
+                            impl,
+                            module=module,
+                            env_overrides=env,
+                            latency_ms=latency_ms,
+                            defaults=defaults,
+                            workdir=workdir,
+                            profile=profile and target is endpoint and impl == "handler",
+                        )
+                        # moto's fixture serves one run; the endpoint is seeded again each time
+                        for _ in range(repeats if target is endpoint else 1)
+                    ]
+                    r = _best(tries)
                     print(
                         f"  {scenario.name:>13} {impl:>24} on {target.name:<14}: "
                         f"{r.case['wall_s']:6.2f} s, {r.sessions_per_s:7.1f} sessions/s, "
@@ -224,6 +232,15 @@ def run_all(
             for name in ("moto_server.log", "bench_endpoint.log"):
                 shutil.copy(workdir / name, results_dir / name)
     return results
+
+
+def _best(tries: list[RunResult]) -> RunResult:
+    bad = [r for r in tries if not r.verification.clean or r.case["failures"]]
+    if bad:
+        return bad[0]
+    best = min(tries, key=lambda r: r.case["wall_s"])
+    best.case["repeats"] = len(tries)
+    return best
 
 
 def run_scale(
