@@ -590,6 +590,38 @@ def scale_table(data: dict[str, Any]) -> str:
             "Verified",
         ],
         rows,
+    ) + _scale_note(data)
+
+
+#: The construct's largest ``batch_size`` (the event source mapping's maximum for a stream).
+MAX_BATCH_SIZE = 10_000
+
+
+def _scale_note(data: dict[str, Any]) -> str:
+    """What the largest batch the construct accepts would take, from the scale runs."""
+    d = data["synth"]["defaults"]
+    memory, timeout = d["memory_mb"], d["timeout_s"]
+    notes = []
+    for run in data.get("scale", []):
+        sc = run["scenario"]
+        per_session = 1 / ceilings(run, data, memory)["reached"]
+        full = MAX_BATCH_SIZE * per_session
+        notes.append(
+            f"{MAX_BATCH_SIZE:,} sessions of {sc['objects']:,} objects ≈ {full:.0f} s"
+            + (
+                " (**beyond the timeout**)"
+                if full > timeout
+                else f" ({timeout / full:.1f}× margin)"
+            )
+        )
+    if not notes:
+        return ""
+    return (
+        f"\n\nThe construct accepts `batch_size` up to {MAX_BATCH_SIZE:,}; Lambda's 6 MB "
+        "invocation payload caps a batch of ~1 KB records below that. Scaled linearly from the "
+        f"rows above, at {memory:,} MiB: " + "; ".join(notes) + ". Each session's steps hold "
+        "only its own keys, a page at a time, so memory does not grow with the objects of a "
+        "session beyond one 1,000-key page."
     )
 
 
