@@ -609,7 +609,8 @@ def _scale_note(data: dict[str, Any]) -> str:
         notes.append(
             f"{MAX_BATCH_SIZE:,} sessions of {sc['objects']:,} objects ≈ {full:.0f} s"
             + (
-                " (**beyond the timeout**)"
+                f" (**beyond the {timeout:g} s timeout**: the time guard then reports the records "
+                "not yet started failed, and the event source mapping retries them, bisecting)"
                 if full > timeout
                 else f" ({timeout / full:.1f}× margin)"
             )
@@ -619,9 +620,9 @@ def _scale_note(data: dict[str, Any]) -> str:
     return (
         f"\n\nThe construct accepts `batch_size` up to {MAX_BATCH_SIZE:,}; Lambda's 6 MB "
         "invocation payload caps a batch of ~1 KB records below that. Scaled linearly from the "
-        f"rows above, at {memory:,} MiB: " + "; ".join(notes) + ". Each session's steps hold "
-        "only its own keys, a page at a time, so memory does not grow with the objects of a "
-        "session beyond one 1,000-key page."
+        f"rows above, at {memory:,} MiB: " + "; ".join(notes) + ". Memory holds at most one "
+        "1,000-key page per session being cleaned (the calls in flight bound those), not a "
+        "session's whole listing, so it does not grow with the objects of a session."
     )
 
 
