@@ -515,7 +515,7 @@ def pricing_table(data: dict[str, Any]) -> str:
             continue
         cpu_ms = 1000 * run["case"]["cpu_s"] / run["scenario"]["sessions"]
         calls = sum(run["case"]["calls"].values()) / run["scenario"]["sessions"]
-        row = [name, f"{cpu_ms:.1f}", f"{calls:g}"]
+        row = [name, f"{cpu_ms:.1f}", f"{calls:.3g}"]
         for m in PRICED_MEMORY_MB:
             c = ceilings(run, data, m)
             row.append(
