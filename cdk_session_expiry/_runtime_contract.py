@@ -166,6 +166,14 @@ ACTION_STOP_BROWSER_SESSION = "StopBrowserSession"
 #: "preview": "package.module.function" | null, "attributes": [str, ...]}, ...]``; each
 #: ``name`` is the step's metric ``Action``.
 ENV_CUSTOM_STEPS = "SESSION_EXPIRY_CUSTOM_STEPS"
+# --- grant sweep (issue 12; same values as session_expiry_runtime.config) -------------------
+GRANT_SWEEPER_HANDLER = f"{RUNTIME_PACKAGE}.grant_sweeper.handler"
+ENV_GRANT_SWEEP_GRACE_SECONDS = "SESSION_EXPIRY_GRANT_SWEEP_GRACE_SECONDS"
+DEFAULT_GRANT_SWEEP_GRACE_SECONDS = 900
+METRIC_ORPHAN_GRANTS_RETIRED = "OrphanGrantsRetired"
+METRIC_EXPIRED_GRANTS_RETIRED = "ExpiredSessionGrantsRetired"
+METRIC_GRANTS_WOULD_BE_RETIRED = "GrantsWouldBeRetired"
+METRIC_GRANT_SWEEP_FAILURES = "GrantSweepFailures"
 
 # --- every value of each dimension the runtime emits (checked by the metric_* methods) -----
 REASONS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("REASON_"))

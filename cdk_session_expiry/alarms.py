@@ -79,6 +79,9 @@ CLEANUP_ERRORS_DESCRIPTION = (
     "The session cleanup function failed; failed batches are retried, bisected "
     "and finally sent to the on-failure queue."
 )
+GRANT_SWEEPER_ERRORS_DESCRIPTION = (
+    "The session grant sweep could not check or retire some KMS grants; the next run retries them."
+)
 SWEEPER_ERRORS_DESCRIPTION = (
     "The session expiry sweeper failed to delete some due sessions (or to query "
     "its index); the next run retries them and time to live remains the backstop."
@@ -326,6 +329,25 @@ def skipped_records_alarm(
             + ", ".join(f"RecordsSkipped {c}" for c in skipped)
             + ", or ScratchPrefixesRefused. Those sessions' connection, grant or scratch data "
             "were not cleaned; see the README's runbook for each cause."
+        ),
+        actions=actions,
+    )
+
+
+def orphan_grants_alarm(
+    scope: Construct, *, metric: cloudwatch.IMetric, actions: Sequence[cloudwatch.IAlarmAction]
+) -> cloudwatch.Alarm:
+    """``OrphanGrantsRetired`` above 0 in a period (construct id ``OrphanGrantsAlarm``)."""
+    return _alarm(
+        scope,
+        "OrphanGrantsAlarm",
+        metric=metric,
+        threshold=0,
+        description=(
+            "The grant sweep retired KMS grants whose session was gone: the stream path missed "
+            "those sessions (stream outage, unreplayed on-failure messages, or a crash while "
+            "creating a grant). Check the iterator age and failure queue alarms; the sessions' "
+            "connections and scratch data may need the same attention."
         ),
         actions=actions,
     )

@@ -36,6 +36,8 @@ from . import (
     dashboard,
     failure_destination,
     fanout,
+    grant_sweep,
+    kill_switch,
     nag,
     sweeper,
     targets,
@@ -123,6 +125,11 @@ class SessionExpiry(Construct):
         grant_key: KMS key whose per-session grants are retired. The grants must name
             ``cleanup_role`` as retiring principal (``grant_session_access`` configures the
             session runtime to do so). Default: no grant cleanup.
+        grant_sweep_interval: how often the grant sweep (on whenever ``grant_key`` is set)
+            retires grants of gone or expired sessions, the grants' backstop: whole minutes, 5
+            minutes..1 day. Cost per run: one invocation, one ListGrants per 100 grants, one
+            GetItem per grant older than 15 minutes (see ``cdk_session_expiry.grant_sweep``).
+            Only with ``grant_key``. Default: 1 hour.
         scratch_bucket: bucket holding per-session scratch objects under ``scratch_root``.
             Default: no scratch cleanup.
         scratch_root: prefix of all session scratch prefixes: a literal S3 prefix ending in
@@ -249,6 +256,7 @@ class SessionExpiry(Construct):
         failure_queue: sqs.IQueue | None = None,
         websocket_stage: apigwv2.IWebSocketStage | None = None,
         grant_key: kms.IKey | None = None,
+        grant_sweep_interval: Duration | None = None,
         scratch_bucket: s3.IBucket | None = None,
         scratch_root: str | None = None,
         tenant_scoped_scratch: bool = False,
@@ -304,6 +312,7 @@ class SessionExpiry(Construct):
         self._add_session_access()
         self._add_alarms(props)
         self._add_expiry_sweeper(props)
+        self._add_grant_sweep(props)
         self._add_ttl_health_alarm(props)
         #: The cdk-nag findings the design accepts, acknowledged with their reasons (``nag``).
         self.nag_acknowledgements = nag.acknowledge_design_findings(self)
@@ -332,6 +341,7 @@ class SessionExpiry(Construct):
         if props.expiry_sweep_interval is not None:
             sweeper.check_sweep_interval(props.expiry_sweep_interval)
         validation.check_filter_with_sweeper(props.event_filter, props.expiry_sweep_interval)
+        grant_sweep.check_grant_sweep_props(props.grant_key, props.grant_sweep_interval)
         #: Which REMOVE records reach the cleanup (``grant_session_access`` checks it).
         self.event_filter = props.event_filter
         if props.alarm_ttl_health_window is not None:
@@ -494,6 +504,12 @@ class SessionExpiry(Construct):
         self.failure_destination_bucket = props.failure_destination_bucket
         #: The event source mapping from the table's stream to the cleanup function.
         self.event_source_mapping = self._event_source.mapping
+        #: The mapping's UUID, for the kill switch without a deploy (``aws lambda
+        #: update-event-source-mapping --uuid ... --no-enabled``); also a stack output.
+        self.event_source_mapping_id = self.event_source_mapping.event_source_mapping_id
+        self.event_source_mapping_id_output = kill_switch.mapping_id_output(
+            self, self.event_source_mapping
+        )
 
     def _add_session_access(self) -> None:
         self._session_access = SessionAccess(
@@ -555,6 +571,30 @@ class SessionExpiry(Construct):
             alarm_actions=props.actions,
         )
         self.alarms.append(self.expiry_sweeper.errors_alarm)
+
+    def _add_grant_sweep(self, props: SessionExpiryProps) -> None:
+        #: The grant sweep (whenever ``grant_key`` is set), or ``None``.
+        self.grant_sweep: grant_sweep.GrantSweep | None = None
+        if props.grant_key is None:
+            return
+        self.grant_sweep = grant_sweep.GrantSweep(
+            self,
+            "GrantSweep",
+            table=self.table,
+            key=props.grant_key,
+            role=self.cleanup_role,
+            interval=props.grant_sweep_interval or grant_sweep.DEFAULT_GRANT_SWEEP_INTERVAL,
+            environment={
+                contract.ENV_TABLE_NAME: self.table.table_name,
+                **self._shared_environment,
+                contract.ENV_GRANT_KEY_ARN: props.grant_key.key_arn,
+                contract.ENV_RETIRING_PRINCIPAL: self.retiring_principal_arn,
+            },
+            log_retention=props.cleanup_log_retention,
+            metrics_namespace=props.metrics_namespace,
+            alarm_actions=props.actions,
+        )
+        self.alarms += [self.grant_sweep.orphan_grants_alarm, self.grant_sweep.errors_alarm]
 
     def _add_ttl_health_alarm(self, props: SessionExpiryProps) -> None:
         #: Time to live deleted nothing over ``alarm_ttl_health_window`` while the table was

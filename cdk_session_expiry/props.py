@@ -54,6 +54,7 @@ class SessionExpiryProps:
     failure_queue: sqs.IQueue | None
     websocket_stage: apigwv2.IWebSocketStage | None
     grant_key: kms.IKey | None
+    grant_sweep_interval: Duration | None
     scratch_bucket: s3.IBucket | None
     scratch_root: str | None
     tenant_scoped_scratch: bool

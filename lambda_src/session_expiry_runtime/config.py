@@ -140,6 +140,21 @@ CAUSE_NO_SEQUENCE_NUMBER = "NoSequenceNumber"
 #: The same ``SequenceNumber`` appeared earlier in the same batch; it was cleaned once.
 CAUSE_DUPLICATE = "DuplicateInBatch"
 
+# --- grant sweep (issue 12) -----------------------------------------------------------------
+#: A grant created less than this many seconds ago is never retired by the grant sweep (the
+#: session store creates a grant before it stores it on the session).
+ENV_GRANT_SWEEP_GRACE_SECONDS = "SESSION_EXPIRY_GRANT_SWEEP_GRACE_SECONDS"
+DEFAULT_GRANT_SWEEP_GRACE_SECONDS = 900
+#: Grants retired whose session was gone (no item, or another incarnation): the stream path
+#: missed them. Alarmed above 0.
+METRIC_ORPHAN_GRANTS_RETIRED = "OrphanGrantsRetired"
+#: Grants retired whose session item was still there but expired (TTL had not deleted it yet).
+METRIC_EXPIRED_GRANTS_RETIRED = "ExpiredSessionGrantsRetired"
+#: Dry run: grants the sweep would have retired.
+METRIC_GRANTS_WOULD_BE_RETIRED = "GrantsWouldBeRetired"
+#: GetItem, RetireGrant or ListGrants calls that failed (the next run retries).
+METRIC_GRANT_SWEEP_FAILURES = "GrantSweepFailures"
+
 # --- fan-out events (EventBridge PutEvents; the construct's rule patterns use the same) -----
 EVENT_SOURCE = "cdk-session-expiry"
 EVENT_DETAIL_TYPE = "Session Cleaned"
@@ -277,6 +292,7 @@ class RuntimeConfig:
     #: ``SESSION_EXPIRY_CUSTOM_STEPS`` as given (JSON text); parsed and imported by
     #: :func:`session_expiry_runtime.steps.custom.load_custom_steps` when the cleanup starts.
     custom_steps: str | None = None
+    grant_sweep_grace_seconds: int = DEFAULT_GRANT_SWEEP_GRACE_SECONDS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeConfig:
@@ -346,4 +362,7 @@ class RuntimeConfig:
             browser_session_attribute=e.get(ENV_BROWSER_SESSION_ATTRIBUTE)
             or DEFAULT_BROWSER_SESSION_ATTRIBUTE,
             custom_steps=e.get(ENV_CUSTOM_STEPS) or None,
+            grant_sweep_grace_seconds=positive_int(
+                ENV_GRANT_SWEEP_GRACE_SECONDS, DEFAULT_GRANT_SWEEP_GRACE_SECONDS
+            ),
         )

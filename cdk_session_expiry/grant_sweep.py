@@ -1,0 +1,190 @@
+"""The grant sweep: a scheduled backstop for per-session KMS grants (on whenever ``grant_key``).
+
+A KMS grant never expires (AWS KMS Developer Guide, "Grants in AWS KMS"): a grant whose
+session's REMOVE record was never cleaned — a stream outage longer than its 24 hours, an
+on-failure message never replayed, a crash inside ``SessionStore.create_grant`` — would keep its
+grantee's key access for ever. Scratch objects have the lifecycle rule and WebSocket connections
+end within API Gateway's limits; this sweep is the grants' backstop.
+
+What it adds (assembled by :class:`GrantSweep`):
+
+* a function (same code asset and runtime as the cleanup function, handler
+  ``session_expiry_runtime.grant_sweeper.handler``) and its log group, run every
+  ``grant_sweep_interval`` by an EventBridge rule; asynchronous retries are off (the next run
+  is the retry). It runs **as the cleanup role**: KMS lets a grant's retiring principal retire
+  it, and the session store names the cleanup role; an IAM permission alone would not do
+  (KMS Developer Guide, "Retiring and revoking grants");
+* on the cleanup role: ``kms:ListGrants`` on the grant key and ``dynamodb:GetItem`` on the
+  table (plus decrypt with the table's customer managed key, if any);
+* an alarm on ``OrphanGrantsRetired`` above 0 (the stream path missed a session) and one on the
+  function's errors (a grant could not be checked or retired; the next run retries).
+
+Each run lists the key's grants (``ListGrants``, 100 a page) and retires each grant the store
+created (its ``Name`` and retiring principal say so) whose session is gone or expired, once the
+grant is older than the grace period (15 minutes). See the runtime module
+``session_expiry_runtime.grant_sweeper``.
+
+Cost per run: one invocation (256 MB, usually seconds), one ``ListGrants`` per 100 grants of the
+key, one strongly consistent ``GetItem`` (one read request unit for an item up to 4 KB) per
+grant of the store older than the grace period — that is, about one per live session — and one
+``RetireGrant`` per grant retired. At the default hourly interval with 10,000 live sessions:
+24 invocations, 2,400 ListGrants and 240,000 read request units a day.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from . import _runtime_contract as contract
+from . import alarms as alarm_defaults
+from . import assets, validation
+
+#: How often the grant sweep runs unless ``grant_sweep_interval`` says otherwise.
+DEFAULT_GRANT_SWEEP_INTERVAL = Duration.hours(1)
+MIN_GRANT_SWEEP_INTERVAL = Duration.minutes(5)
+MAX_GRANT_SWEEP_INTERVAL = Duration.days(1)
+GRANT_SWEEPER_MEMORY_SIZE = 256
+GRANT_SWEEPER_TIMEOUT = Duration.minutes(5)
+
+
+def check_grant_sweep_props(key: kms.IKey | None, interval: Duration | None) -> None:
+    """Reject a ``grant_sweep_interval`` without ``grant_key``, or out of range.
+
+    Raises:
+        ValueError: the message names the value and what is expected.
+    """
+    if interval is None:
+        return
+    if key is None:
+        raise ValueError(
+            f"grant_sweep_interval={validation.shown(interval)} is set without grant_key: "
+            "expected a grant_key, or no grant_sweep_interval"
+        )
+    check_grant_sweep_interval(interval)
+
+
+def check_grant_sweep_interval(interval: Duration) -> None:
+    """Reject a ``grant_sweep_interval`` outside 5 minutes..1 day or not whole minutes.
+
+    Raises:
+        ValueError: the message names the value and what is expected.
+    """
+    validation.check_duration_range(
+        "grant_sweep_interval",
+        interval,
+        minimum=MIN_GRANT_SWEEP_INTERVAL,
+        maximum=MAX_GRANT_SWEEP_INTERVAL,
+    )
+    if not validation.is_token(interval) and interval.to_seconds(integral=False) % 60:
+        raise ValueError(
+            f"grant_sweep_interval={interval.to_human_string()}: expected a whole number of "
+            "minutes (EventBridge rate expressions)"
+        )
+
+
+class GrantSweep(Construct):
+    """The scheduled grant sweep of one ``SessionExpiry`` (see the module docstring).
+
+    Args:
+        table: the session table.
+        key: the grant key (``grant_key``).
+        role: the cleanup role, the retiring principal of every grant the store creates.
+        interval: how often the sweep runs.
+        environment: the runtime variables (table, attribute names, grant key, retiring
+            principal, metrics namespace, dry run).
+        log_retention: retention of the sweep's log group.
+        metrics_namespace: namespace of the runtime's embedded metrics.
+        alarm_actions: actions of both alarms.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        table: dynamodb.ITable,
+        key: kms.IKey,
+        role: iam.IRole,
+        interval: Duration,
+        environment: Mapping[str, str],
+        log_retention: logs.RetentionDays,
+        metrics_namespace: str,
+        alarm_actions: Sequence[cloudwatch.IAlarmAction],
+    ) -> None:
+        super().__init__(scope, id)
+        self.interval = interval
+        self.metrics_namespace = metrics_namespace
+        log_group = logs.LogGroup(self, "LogGroup", retention=log_retention)
+        log_group.grant_write(role)
+        #: The grant sweep function (runs as the cleanup role).
+        self.function = assets.runtime_function(
+            self,
+            "Function",
+            description="Retires KMS grants of gone or expired sessions (cdk-session-expiry)",
+            handler=contract.GRANT_SWEEPER_HANDLER,
+            role=role,
+            log_group=log_group,
+            timeout=GRANT_SWEEPER_TIMEOUT,
+            memory_size=GRANT_SWEEPER_MEMORY_SIZE,
+            environment=dict(environment),
+            retry_attempts=0,
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["kms:ListGrants"], resources=[key.key_arn])
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[table.table_arn])
+        )
+        if table.encryption_key is not None:
+            table.encryption_key.grant_decrypt(role)
+        #: The EventBridge rule that runs the sweep every ``interval``.
+        self.schedule = events.Rule(
+            self,
+            "Schedule",
+            description="Runs the session grant sweep (cdk-session-expiry)",
+            schedule=events.Schedule.rate(interval),
+            targets=[targets.LambdaFunction(self.function, retry_attempts=2)],
+        )
+        #: ``OrphanGrantsRetired`` above 0: the stream path missed a session.
+        self.orphan_grants_alarm = alarm_defaults.orphan_grants_alarm(
+            self, metric=self.metric_orphan_grants_retired(), actions=alarm_actions
+        )
+        #: Any error of the sweep function (a grant could not be checked or retired).
+        self.errors_alarm = alarm_defaults.errors_alarm(
+            self,
+            function=self.function,
+            actions=alarm_actions,
+            description=alarm_defaults.GRANT_SWEEPER_ERRORS_DESCRIPTION,
+        )
+
+    def metric_orphan_grants_retired(self, **options: Any) -> cloudwatch.Metric:
+        """``OrphanGrantsRetired`` (embedded metric): grants of gone sessions retired, Sum."""
+        return self._metric(contract.METRIC_ORPHAN_GRANTS_RETIRED, options)
+
+    def metric_expired_session_grants_retired(self, **options: Any) -> cloudwatch.Metric:
+        """``ExpiredSessionGrantsRetired`` (embedded metric): grants of expired sessions not yet
+        deleted by time to live, retired early, Sum."""
+        return self._metric(contract.METRIC_EXPIRED_GRANTS_RETIRED, options)
+
+    def metric_grant_sweep_failures(self, **options: Any) -> cloudwatch.Metric:
+        """``GrantSweepFailures`` (embedded metric): calls that failed (retried next run), Sum."""
+        return self._metric(contract.METRIC_GRANT_SWEEP_FAILURES, options)
+
+    def _metric(self, name: str, options: Mapping[str, Any]) -> cloudwatch.Metric:
+        props: dict[str, Any] = {
+            "statistic": cloudwatch.Stats.SUM,
+            "period": alarm_defaults.ALARM_PERIOD,
+            **options,
+        }
+        return cloudwatch.Metric(namespace=self.metrics_namespace, metric_name=name, **props)

@@ -1,0 +1,347 @@
+"""Grant sweep: the backstop for KMS grants the stream path missed.
+
+A KMS grant never expires: it lives until it is retired or revoked (AWS KMS Developer Guide,
+"Grants in AWS KMS"). Scratch objects have the lifecycle rule and WebSocket connections end
+within API Gateway's limits, but a grant whose session's REMOVE record was never cleaned — a
+stream outage longer than its 24 hours, an on-failure message never replayed, a crash inside
+``SessionStore.create_grant`` — would give its grantee key access for ever.
+
+Each run (the construct's ``grant_sweep_interval``) lists the grant key's grants (``ListGrants``,
+``Limit`` 100, following ``NextMarker`` while ``Truncated``) and, for each grant the session
+store created, retires it when its session is gone or expired:
+
+* **the store created it**: its ``Name`` parses with
+  :func:`~session_expiry_runtime.grant_names.parse_grant_name` (``session-expiry:<incarnation>:
+  <key>``), its key names the table's key attributes, and its ``RetiringPrincipal`` is the
+  cleanup role (``SESSION_EXPIRY_RETIRING_PRINCIPAL``) — which is also the role this function
+  runs as, since only a grant's retiring principal (not an IAM permission) may retire it;
+  every other grant is left alone;
+* **grace period**: a grant created less than ``SESSION_EXPIRY_GRANT_SWEEP_GRACE_SECONDS``
+  (default 15 minutes) ago is kept, whatever its session: ``create_grant`` creates the grant
+  before it stores it on the session;
+* **gone**: no item with the grant's key (``GetItem``, strongly consistent), or an item of
+  another incarnation (the last segment of its scratch prefix differs: the id was reused). Such
+  a grant is an orphan: the stream path should have retired it. Counted as
+  ``OrphanGrantsRetired``, whose alarm fires above 0;
+* **expired**: the item is there but not live (its TTL passed, or is missing or unreadable, or
+  its absolute lifetime ``notAfter`` passed):
+  DynamoDB has not deleted it yet. Retired early (fail closed), counted as
+  ``ExpiredSessionGrantsRetired`` (no alarm: TTL lags by design);
+* otherwise (a live session of the same incarnation) the grant is kept.
+
+``RetireGrant`` by ``KeyId`` + ``GrantId``; ``NotFoundException`` (already retired) is success.
+In a dry run (``SESSION_EXPIRY_DRY_RUN``) nothing is retired: ``GrantsWouldBeRetired`` counts.
+Failures (a ``GetItem`` or ``RetireGrant`` that still fails after botocore's retries) are
+counted (``GrantSweepFailures``) and the handler raises after writing its metrics, so the
+function's errors alarm fires; the next run retries. Time guard: once the remaining time is
+below ``SESSION_EXPIRY_TIME_GUARD_MS``, no new page or grant is started (the run is reported
+incomplete; the next run continues).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from .config import (
+    ENV_GRANT_KEY_ARN,
+    ENV_RETIRING_PRINCIPAL,
+    ENV_TABLE_NAME,
+    METRIC_EXPIRED_GRANTS_RETIRED,
+    METRIC_GRANT_SWEEP_FAILURES,
+    METRIC_GRANTS_WOULD_BE_RETIRED,
+    METRIC_ORPHAN_GRANTS_RETIRED,
+    RuntimeConfig,
+)
+from .grant_names import GrantOwner, parse_grant_name
+from .metrics import MetricsRecorder
+from .ttl import MAX_SESSION_TTL, is_live, now_seconds, ttl_from_attribute
+
+LOGGER = logging.getLogger("session_expiry_runtime.grant_sweeper")
+
+#: ``ListGrants`` ``Limit``: 1..100 (AWS KMS API Reference, "ListGrants").
+LIST_GRANTS_LIMIT = 100
+
+VERDICT_NOT_OURS = "not-ours"
+VERDICT_RECENT = "recent"
+VERDICT_LIVE = "live"
+VERDICT_GONE = "gone"
+VERDICT_EXPIRED = "expired"
+
+
+def client_config() -> Config:
+    """Bounded timeouts and retries, so one hung call cannot outlast the time guard."""
+    return Config(
+        retries={"mode": "standard", "total_max_attempts": 3},
+        connect_timeout=3,
+        read_timeout=5,
+    )
+
+
+@dataclass
+class GrantSweepReport:
+    """What one run did (all counts)."""
+
+    pages: int = 0
+    listed: int = 0
+    ours: int = 0
+    kept_live: int = 0
+    kept_recent: int = 0
+    orphans_retired: int = 0
+    expired_retired: int = 0
+    would_retire: int = 0
+    failures: int = 0
+    incomplete: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _incarnation(prefix: object) -> str | None:
+    if not isinstance(prefix, Mapping) or not isinstance(prefix.get("S"), str):
+        return None
+    segment = str(prefix["S"]).rstrip("/").rsplit("/", 1)[-1]
+    return segment or None
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        return f"{error.get('Code', 'Unknown')}: {error.get('Message', '')}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class GrantSweeper:
+    """Lists the grant key's grants and retires those of gone or expired sessions.
+
+    Args:
+        config: table name, key and TTL attribute names, scratch prefix attribute, grant key
+            ARN, retiring principal (the cleanup role), grace period, dry run.
+        kms_client, dynamodb_client: boto3 clients (see :func:`client_config`).
+        metrics: where the counts go; the caller flushes it.
+        clock: returns the current time as an aware ``datetime``; default UTC now.
+
+    Raises:
+        ValueError: no table name, grant key ARN or retiring principal in ``config``.
+    """
+
+    def __init__(
+        self,
+        config: RuntimeConfig,
+        *,
+        kms_client: Any,
+        dynamodb_client: Any,
+        metrics: MetricsRecorder,
+        clock: Callable[[], datetime] | None = None,
+        logger: logging.Logger = LOGGER,
+    ) -> None:
+        for name, value in (
+            (ENV_TABLE_NAME, config.table_name),
+            (ENV_GRANT_KEY_ARN, config.grant_key_arn),
+            (ENV_RETIRING_PRINCIPAL, config.retiring_principal),
+        ):
+            if not value:
+                raise ValueError(f"{name} is not set: the grant sweep needs it")
+        self.config = config
+        self._kms = kms_client
+        self._ddb = dynamodb_client
+        self.metrics = metrics
+        self._clock = clock or (lambda: datetime.now(timezone.utc))
+        self.logger = logger
+        self._key_names = {config.partition_key} | ({config.sort_key} if config.sort_key else set())
+
+    def grants(
+        self, out_of_time: Callable[[], bool], report: GrantSweepReport
+    ) -> Iterator[dict[str, Any]]:
+        """Every grant of the key, page by page (``Limit``/``Marker``/``NextMarker``)."""
+        marker: str | None = None
+        while True:
+            params: dict[str, Any] = {
+                "KeyId": self.config.grant_key_arn,
+                "Limit": LIST_GRANTS_LIMIT,
+            }
+            if marker is not None:
+                params["Marker"] = marker
+            page = self._kms.list_grants(**params)
+            report.pages += 1
+            yield from page.get("Grants") or []
+            marker = page.get("NextMarker")
+            if not page.get("Truncated") or not marker:
+                return
+            if out_of_time():
+                report.incomplete = True
+                return
+
+    def owner(self, grant: Mapping[str, Any]) -> GrantOwner | None:
+        """The session a grant of this store points to, or ``None`` for any other grant."""
+        owner = parse_grant_name(grant.get("Name"))
+        if owner is None or set(owner.key) != self._key_names:
+            return None
+        if grant.get("RetiringPrincipal") != self.config.retiring_principal:
+            return None
+        return owner
+
+    def verdict(self, grant: Mapping[str, Any], owner: GrantOwner, now: datetime) -> str:
+        """``recent``, ``live``, ``gone`` or ``expired`` for a grant of this store.
+
+        Raises:
+            ClientError, BotoCoreError: the GetItem failed (after botocore's retries).
+        """
+        created = grant.get("CreationDate")
+        if not isinstance(created, datetime) or now - created < timedelta(
+            seconds=self.config.grant_sweep_grace_seconds
+        ):
+            return VERDICT_RECENT  # no date: never retire what cannot be aged
+        item = self._ddb.get_item(
+            TableName=self.config.table_name,
+            Key={name: {"S": value} for name, value in owner.key.items()},
+            ConsistentRead=True,
+        ).get("Item")
+        if item is None:
+            return VERDICT_GONE
+        incarnation = _incarnation(item.get(self.config.scratch_prefix_attribute))
+        if incarnation is not None and incarnation != owner.incarnation:
+            return VERDICT_GONE  # the id was reused: this grant's incarnation is gone
+        ttl = ttl_from_attribute(item.get(self.config.ttl_attribute))
+        if not is_live(ttl, now=now_seconds(now), max_ttl=MAX_SESSION_TTL):
+            return VERDICT_EXPIRED
+        # The session store's absolute lifetime: a session past it is expired whatever its TTL.
+        not_after = ttl_from_attribute(item.get(self.config.not_after_attribute))
+        if item.get(self.config.not_after_attribute) is not None and (
+            not_after is None or not_after <= now_seconds(now)
+        ):
+            return VERDICT_EXPIRED
+        return VERDICT_LIVE
+
+    def retire(self, grant: Mapping[str, Any]) -> None:
+        """RetireGrant by key ARN + grant id; ``NotFoundException`` means already retired."""
+        try:
+            self._kms.retire_grant(KeyId=self.config.grant_key_arn, GrantId=grant["GrantId"])
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "NotFoundException":
+                raise
+
+    def sweep(self, *, out_of_time: Callable[[], bool] = lambda: False) -> GrantSweepReport:
+        """One run over every grant of the key; never raises (failures are counted).
+
+        ``ListGrants`` failing on a page ends the run (counted as a failure, incomplete).
+        """
+        report = GrantSweepReport()
+        now = self._clock()
+        try:
+            for grant in self.grants(out_of_time, report):
+                report.listed += 1
+                if out_of_time():
+                    report.incomplete = True
+                    break
+                self._one(grant, now, report)
+        except (ClientError, BotoCoreError) as exc:
+            report.failures += 1
+            report.incomplete = True
+            self.logger.error("ListGrants failed: %s", _error_text(exc))
+        self._account(report)
+        return report
+
+    def _one(self, grant: Mapping[str, Any], now: datetime, report: GrantSweepReport) -> None:
+        owner = self.owner(grant)
+        if owner is None:
+            return
+        report.ours += 1
+        grant_id = grant.get("GrantId")
+        try:
+            verdict = self.verdict(grant, owner, now)
+            if verdict == VERDICT_RECENT:
+                report.kept_recent += 1
+            elif verdict == VERDICT_LIVE:
+                report.kept_live += 1
+            elif self.config.dry_run:
+                report.would_retire += 1
+            else:
+                self.retire(grant)
+                if verdict == VERDICT_GONE:
+                    report.orphans_retired += 1
+                else:
+                    report.expired_retired += 1
+        except (ClientError, BotoCoreError) as exc:
+            report.failures += 1
+            self.logger.error("grant %s of %s: %s", grant_id, owner.key, _error_text(exc))
+            return
+        if verdict in (VERDICT_GONE, VERDICT_EXPIRED):
+            self.logger.warning(
+                "grant %s of session %s (incarnation %s): session %s, grant %s",
+                grant_id,
+                owner.key,
+                owner.incarnation,
+                verdict,
+                "would be retired (dry run)" if self.config.dry_run else "retired",
+                extra={"grantSweep": {"grantId": grant_id, "key": owner.key, "verdict": verdict}},
+            )
+
+    def _account(self, report: GrantSweepReport) -> None:
+        m = self.metrics
+        m.count(METRIC_ORPHAN_GRANTS_RETIRED, report.orphans_retired)
+        m.count(METRIC_EXPIRED_GRANTS_RETIRED, report.expired_retired)
+        if report.would_retire:
+            m.count(METRIC_GRANTS_WOULD_BE_RETIRED, report.would_retire)
+        if report.failures:
+            m.count(METRIC_GRANT_SWEEP_FAILURES, report.failures)
+        self.logger.info("grant sweep %s", report.as_dict(), extra={"grantSweep": report.as_dict()})
+
+
+def _out_of_time(context: object, margin_ms: int) -> Callable[[], bool]:
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if not callable(remaining):
+        return lambda: False
+    return lambda: bool(remaining() < margin_ms)
+
+
+class GrantSweepFailed(RuntimeError):
+    """Some grants could not be checked or retired (the next run retries them)."""
+
+
+_sweeper: GrantSweeper | None = None
+
+
+def get_grant_sweeper() -> GrantSweeper:
+    """The per-process sweeper, from the function's environment."""
+    global _sweeper
+    if _sweeper is None:
+        config = RuntimeConfig.from_env()
+        session = boto3.session.Session()
+        _sweeper = GrantSweeper(
+            config,
+            kms_client=session.client("kms", config=client_config()),
+            dynamodb_client=session.client("dynamodb", config=client_config()),
+            metrics=MetricsRecorder(config.metrics_namespace),
+        )
+    return _sweeper
+
+
+def handler(event: object, context: object) -> dict[str, Any]:
+    """Scheduled entry point: one sweep, metrics flushed, the report returned.
+
+    Raises:
+        GrantSweepFailed: after the metrics are written, when a call failed.
+    """
+    sweeper = get_grant_sweeper()
+    report = sweeper.sweep(out_of_time=_out_of_time(context, sweeper.config.time_guard_ms))
+    sweeper.metrics.flush()
+    if report.failures:
+        raise GrantSweepFailed(f"{report.failures} grant(s) could not be checked or retired")
+    return report.as_dict()
+
+
+__all__ = [
+    "LIST_GRANTS_LIMIT",
+    "GrantSweepFailed",
+    "GrantSweepReport",
+    "GrantSweeper",
+    "handler",
+]

@@ -1,0 +1,164 @@
+"""The kill switch without a deploy: disable or re-enable the cleanup's event source mapping.
+
+In an incident, redeploying to flip ``cleanup_enabled`` is too slow. This command calls
+``UpdateEventSourceMapping`` with ``Enabled`` false (or true) on the mapping in place. A disabled
+mapping stops polling and keeps its position in the stream: enabled again it "will resume polling
+from the time it had stopped polling, so you don't lose processing of any records. However, if
+you delete event source mapping and create it again, it will reset" (AWS Lambda API Reference,
+UpdateEventSourceMapping). The stream still keeps records for 24 hours only.
+
+The mapping's id is the construct's ``event_source_mapping_id`` and the stack output
+``...CleanupEventSourceMappingId``; ``--function`` finds it from the cleanup function's name
+instead. The same with the AWS CLI::
+
+    aws lambda update-event-source-mapping --uuid UUID --no-enabled   # pull the switch
+    aws lambda update-event-source-mapping --uuid UUID --enabled      # resume
+
+CLI::
+
+    python -m session_expiry_runtime.kill_switch disable (--uuid UUID | --function NAME)
+    python -m session_expiry_runtime.kill_switch enable  (--uuid UUID | --function NAME)
+    python -m session_expiry_runtime.kill_switch status  (--uuid UUID | --function NAME)
+
+Prints one JSON line (uuid, state, function, stream, last modified); waits until the mapping's
+``State`` is ``Disabled``/``Enabled`` (it passes through ``Disabling``/``Enabling``), at most
+``--wait`` seconds. Exit status: 0 the mapping is in the requested state; 1 still changing after
+``--wait``; 2 could not run (unknown mapping or function, no permission). The credentials need
+``lambda:UpdateEventSourceMapping`` and ``lambda:GetEventSourceMapping`` (and
+``lambda:ListEventSourceMappings`` with ``--function``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
+EXIT_DONE = 0
+EXIT_STILL_CHANGING = 1
+EXIT_COULD_NOT_RUN = 2
+#: How long to wait for ``Disabling``/``Enabling`` to settle, by default (seconds).
+DEFAULT_WAIT_SECONDS = 120
+POLL_SECONDS = 2
+_SETTLED = {"disable": "Disabled", "enable": "Enabled"}
+
+
+class KillSwitchError(ValueError):
+    """The mapping cannot be found or is not unambiguous; the message says what to pass."""
+
+
+def find_mapping(lambda_client: Any, function_name: str) -> str:
+    """The UUID of the one DynamoDB stream event source mapping of ``function_name``.
+
+    Raises:
+        KillSwitchError: the function has none, or more than one (pass ``--uuid``).
+    """
+    uuids: list[str] = []
+    for page in lambda_client.get_paginator("list_event_source_mappings").paginate(
+        FunctionName=function_name
+    ):
+        uuids.extend(
+            m["UUID"]
+            for m in page.get("EventSourceMappings") or []
+            if ":dynamodb:" in str(m.get("EventSourceArn", ""))
+        )
+    if len(uuids) != 1:
+        raise KillSwitchError(
+            f"function {function_name!r} has {len(uuids)} DynamoDB stream event source "
+            f"mappings ({', '.join(uuids) or 'none'}): expected one; pass --uuid (the stack "
+            "output CleanupEventSourceMappingId)"
+        )
+    return uuids[0]
+
+
+def summary(mapping: dict[str, Any]) -> dict[str, Any]:
+    """The fields an operator needs from a ``GetEventSourceMapping`` answer (JSON-ready)."""
+    return {
+        "uuid": mapping.get("UUID"),
+        "state": mapping.get("State"),
+        "function": mapping.get("FunctionArn"),
+        "stream": mapping.get("EventSourceArn"),
+        "lastModified": str(mapping.get("LastModified")),
+        "stateTransitionReason": mapping.get("StateTransitionReason"),
+    }
+
+
+def switch(
+    lambda_client: Any,
+    uuid: str,
+    action: str,
+    *,
+    wait_seconds: float = DEFAULT_WAIT_SECONDS,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[bool, dict[str, Any]]:
+    """Disable (``"disable"``), enable (``"enable"``) or read (``"status"``) the mapping.
+
+    Only ``Enabled`` is changed; the mapping, its UUID and its stream position stay.
+
+    Returns:
+        ``(settled, summary)``: whether the mapping reached the requested state within
+        ``wait_seconds`` (always ``True`` for ``status``), and its :func:`summary`.
+
+    Raises:
+        botocore.exceptions.ClientError: e.g. ``ResourceNotFoundException`` for an unknown UUID.
+    """
+    if action != "status":
+        lambda_client.update_event_source_mapping(UUID=uuid, Enabled=action == "enable")
+    deadline = clock() + wait_seconds
+    while True:
+        mapping = lambda_client.get_event_source_mapping(UUID=uuid)
+        if action == "status" or mapping.get("State") == _SETTLED[action]:
+            return True, summary(mapping)
+        if clock() >= deadline:
+            return False, summary(mapping)
+        sleep(POLL_SECONDS)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m session_expiry_runtime.kill_switch",
+        description="Disable or re-enable the session cleanup's event source mapping in place "
+        "(UpdateEventSourceMapping Enabled=false/true): no deploy, the stream position is kept.",
+        epilog="exit status: 0 the mapping is in the requested state; 1 still changing after "
+        "--wait; 2 could not run. Before the next deploy, set the construct's cleanup_enabled "
+        "to match (see the README's kill switch runbook).",
+    )
+    parser.add_argument("action", choices=["disable", "enable", "status"])
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--uuid", help="the mapping's UUID (stack output CleanupEventSourceMappingId)"
+    )
+    which.add_argument("--function", help="the cleanup function's name or ARN (one mapping)")
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=DEFAULT_WAIT_SECONDS,
+        metavar="SECONDS",
+        help=f"wait this long for the state to settle (default {DEFAULT_WAIT_SECONDS})",
+    )
+    return parser
+
+
+def main(argv: Iterable[str] | None = None, session: boto3.session.Session | None = None) -> int:
+    """The CLI; returns the exit status."""
+    args = _parser().parse_args(list(argv) if argv is not None else None)
+    client = (session or boto3.session.Session()).client("lambda")
+    try:
+        uuid = args.uuid or find_mapping(client, args.function)
+        settled, state = switch(client, uuid, args.action, wait_seconds=args.wait)
+    except (ClientError, BotoCoreError, KillSwitchError) as exc:
+        sys.stderr.write(f"kill_switch: {type(exc).__name__}: {exc}\n")
+        return EXIT_COULD_NOT_RUN
+    sys.stdout.write(json.dumps(state, sort_keys=True) + "\n")
+    return EXIT_DONE if settled else EXIT_STILL_CHANGING
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised through main() in tests
+    sys.exit(main())

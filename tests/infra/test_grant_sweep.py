@@ -1,0 +1,117 @@
+"""The grant sweep (issue 12): a scheduled backstop for KMS grants, on whenever grant_key is set."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk import App, Duration, Stack
+from aws_cdk import aws_kms as kms
+from aws_cdk.assertions import Template
+
+from cdk_session_expiry import SessionExpiry
+from cdk_session_expiry import _runtime_contract as contract
+
+from .helpers import StackTemplate
+
+
+class Synth(StackTemplate):
+    def __init__(self, **props: Any) -> None:
+        self.stack = Stack(App(), "Grants")
+        self.key = kms.Key(self.stack, "GrantKey")
+        self.sessions = SessionExpiry(self.stack, "Sessions", grant_key=self.key, **props)
+        self.json = Template.from_stack(self.stack).to_json()
+
+
+@pytest.fixture(scope="module")
+def synth() -> Synth:
+    return Synth()
+
+
+def test_on_with_grant_key_running_as_the_cleanup_role(synth: Synth) -> None:
+    sweep = synth.sessions.grant_sweep
+    assert sweep is not None
+    props = synth.props(sweep.function)
+    assert props["Handler"] == "session_expiry_runtime.grant_sweeper.handler"
+    assert props["Role"] == {"Fn::GetAtt": [synth.id(synth.sessions.cleanup_role), "Arn"]}
+    env = props["Environment"]["Variables"]
+    assert env[contract.ENV_GRANT_KEY_ARN] == {"Fn::GetAtt": [synth.id(synth.key), "Arn"]}
+    assert env[contract.ENV_RETIRING_PRINCIPAL] == {
+        "Fn::GetAtt": [synth.id(synth.sessions.cleanup_role), "Arn"]
+    }
+    assert env[contract.ENV_TABLE_NAME] == {"Ref": synth.id(synth.sessions.table)}
+    assert env[contract.ENV_TTL_ATTRIBUTE] == "expiresAt"
+    assert synth.props(sweep.schedule)["ScheduleExpression"] == "rate(1 hour)"
+
+
+def test_the_cleanup_role_may_list_grants_and_read_sessions_only(synth: Synth) -> None:
+    policy = synth.sessions.cleanup_role.node.find_child("DefaultPolicy")
+    statements = synth.props(policy)["PolicyDocument"]["Statement"]
+    by_action = {json.dumps(s["Action"]): s["Resource"] for s in statements}
+    assert by_action['"kms:ListGrants"'] == {"Fn::GetAtt": [synth.id(synth.key), "Arn"]}
+    assert by_action['"dynamodb:GetItem"'] == {
+        "Fn::GetAtt": [synth.id(synth.sessions.table), "Arn"]
+    }
+
+
+def test_orphan_grants_alarm_above_zero_and_errors_alarm(synth: Synth) -> None:
+    sweep = synth.sessions.grant_sweep
+    assert sweep is not None
+    assert sweep.orphan_grants_alarm in synth.sessions.alarms
+    assert sweep.errors_alarm in synth.sessions.alarms
+    props = synth.props(sweep.orphan_grants_alarm)
+    assert props["MetricName"] == "OrphanGrantsRetired"
+    assert props["Namespace"] == "SessionExpiry"
+    assert (props["Threshold"], props["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+    assert props["Statistic"] == "Sum" and props["TreatMissingData"] == "notBreaching"
+    errors = synth.props(sweep.errors_alarm)
+    assert errors["MetricName"] == "Errors"
+    assert errors["Dimensions"] == [
+        {"Name": "FunctionName", "Value": {"Ref": synth.id(sweep.function)}}
+    ]
+
+
+def test_off_without_grant_key() -> None:
+    stack = Stack(App(), "NoGrants")
+    sessions = SessionExpiry(stack, "Sessions")
+
+    assert sessions.grant_sweep is None
+    assert sessions.node.try_find_child("GrantSweep") is None
+
+
+def test_interval_prop() -> None:
+    synth = Synth(grant_sweep_interval=Duration.minutes(30))
+    assert synth.sessions.grant_sweep is not None
+    assert (
+        synth.props(synth.sessions.grant_sweep.schedule)["ScheduleExpression"] == "rate(30 minutes)"
+    )
+
+
+def test_fails_grant_sweep_interval_without_grant_key() -> None:
+    with pytest.raises(
+        ValueError, match="grant_sweep_interval=30 minutes is set without grant_key"
+    ):
+        SessionExpiry(Stack(App(), "X"), "Sessions", grant_sweep_interval=Duration.minutes(30))
+
+
+@pytest.mark.parametrize(
+    ("interval", "match"),
+    [
+        (Duration.minutes(2), "expected between 5 minutes and 1 day"),
+        (Duration.days(2), "expected between 5 minutes and 1 day"),
+        (Duration.seconds(330), "expected a whole number of minutes"),
+    ],
+)
+def test_fails_a_grant_sweep_interval_out_of_range(interval: Duration, match: str) -> None:
+    stack = Stack(App(), "X")
+    with pytest.raises(ValueError, match=match):
+        SessionExpiry(
+            stack, "Sessions", grant_key=kms.Key(stack, "K"), grant_sweep_interval=interval
+        )
+
+
+def test_fails_a_grant_sweep_interval_of_the_wrong_type() -> None:
+    stack = Stack(App(), "X")
+    with pytest.raises(TypeError, match="grant_sweep_interval=3600: expected a Duration"):
+        SessionExpiry(stack, "Sessions", grant_key=kms.Key(stack, "K"), grant_sweep_interval=3600)  # type: ignore[arg-type]

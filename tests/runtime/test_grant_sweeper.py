@@ -1,0 +1,319 @@
+"""The grant sweep (issue 12): the backstop that retires KMS grants the stream path missed.
+
+Real boto3 calls against moto (KMS CreateGrant/ListGrants/RetireGrant, DynamoDB GetItem), with
+two stand-ins for what moto 5.2 does not reproduce, each said where it is used:
+
+* moto's ListGrants answers no ``CreationDate`` (AWS always does): an ``after-call`` handler adds
+  the time each grant was created here (``GrantClock``);
+* moto's ListGrants ignores ``Limit`` (never ``Truncated``, no ``NextMarker``): paging is shown
+  with botocore's ``Stubber`` answering three pages.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from botocore.exceptions import EndpointConnectionError
+from botocore.stub import Stubber
+from runtime_support import APP_ROLE, CLEANUP_ROLE, SESSION, TABLE, Sandbox
+from session_expiry_runtime import grant_sweeper
+from session_expiry_runtime.config import RuntimeConfig
+from session_expiry_runtime.grant_names import grant_name
+from session_expiry_runtime.metrics import MetricsRecorder
+
+NOW = datetime.now(timezone.utc)
+OLD = NOW - timedelta(hours=2)
+
+
+class GrantClock:
+    """Adds ``CreationDate`` to moto's ListGrants answer (moto has none; AWS always sends it)."""
+
+    def __init__(self, kms: Any) -> None:
+        self.created: dict[str, datetime] = {}
+        kms.meta.events.register("after-call.kms.ListGrants", self._add_dates)
+
+    def _add_dates(self, parsed: dict[str, Any], **_: Any) -> None:
+        for grant in parsed.get("Grants") or []:
+            if grant["GrantId"] in self.created:
+                grant["CreationDate"] = self.created[grant["GrantId"]]
+
+
+class Grants:
+    """Sessions written the way ``SessionStore`` writes them, each with a named grant."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+        self.kms = SESSION.client("kms")
+        self.clock = GrantClock(self.kms)
+
+    def grant(
+        self,
+        session_id: str,
+        incarnation: str,
+        *,
+        created: datetime = OLD,
+        retiring: str = CLEANUP_ROLE,
+        name: str | None = "default",
+    ) -> str:
+        params: dict[str, Any] = {
+            "KeyId": self.sandbox.key_arn,
+            "GranteePrincipal": APP_ROLE,
+            "RetiringPrincipal": retiring,
+            "Operations": ["Decrypt"],
+        }
+        if name is not None:
+            params["Name"] = (
+                grant_name({"pk": session_id}, incarnation) if name == "default" else name
+            )
+        grant_id: str = self.kms.create_grant(**params)["GrantId"]
+        self.clock.created[grant_id] = created
+        return grant_id
+
+    def session(
+        self, session_id: str, incarnation: str, *, expires_in: int = 3600, **extra: Any
+    ) -> None:
+        self.sandbox.ddb.put_item(
+            TableName=TABLE,
+            Item={
+                "pk": {"S": session_id},
+                "expiresAt": {"N": str(int(NOW.timestamp()) + expires_in)},
+                "scratchPrefix": {"S": f"sessions/{session_id}/{incarnation}/"},
+                **extra,
+            },
+        )
+
+    def sweeper(self, kms: Any = None, **config: Any) -> grant_sweeper.GrantSweeper:
+        cfg = RuntimeConfig(
+            table_name=TABLE,
+            grant_key_arn=self.sandbox.key_arn,
+            retiring_principal=CLEANUP_ROLE,
+            **config,
+        )
+        return grant_sweeper.GrantSweeper(
+            cfg,
+            kms_client=kms or self.kms,
+            dynamodb_client=self.sandbox.ddb,
+            metrics=MetricsRecorder("SessionExpiry"),
+            clock=lambda: NOW,
+        )
+
+    def alive(self) -> set[str]:
+        return self.sandbox.grant_ids()
+
+
+@pytest.fixture
+def grants(sandbox: Sandbox) -> Grants:
+    return Grants(sandbox)
+
+
+def test_an_orphaned_grant_is_retired_and_counted(grants: Grants) -> None:
+    # The session ended while the stream path was down: the item is gone, its grant is not.
+    orphan = grants.grant("s-1", "inc1")
+    grants.session("s-1", "inc1")
+    grants.sandbox.delete("s-1")
+    sweeper = grants.sweeper()
+
+    report = sweeper.sweep()
+
+    assert orphan not in grants.alive()
+    assert report.orphans_retired == 1 and report.failures == 0
+    assert sweeper.metrics.snapshot()["OrphanGrantsRetired"] == 1
+
+
+def test_a_live_sessions_grant_is_kept(grants: Grants) -> None:
+    live = grants.grant("s-1", "inc1")
+    grants.session("s-1", "inc1")
+
+    report = grants.sweeper().sweep()
+
+    assert live in grants.alive() and report.kept_live == 1 and report.orphans_retired == 0
+
+
+def test_a_grant_created_seconds_ago_is_kept_even_without_its_session(grants: Grants) -> None:
+    # create_grant creates the grant before it stores it on the session.
+    fresh = grants.grant("s-new", "inc1", created=NOW - timedelta(seconds=5))
+
+    report = grants.sweeper().sweep()
+
+    assert fresh in grants.alive() and report.kept_recent == 1
+
+
+def test_a_grant_without_creation_date_is_never_retired(grants: Grants) -> None:
+    undated = grants.grant("s-1", "inc1")
+    del grants.clock.created[undated]  # as moto answers it: no CreationDate
+
+    report = grants.sweeper().sweep()
+
+    assert undated in grants.alive() and report.kept_recent == 1
+
+
+def test_a_grant_of_an_earlier_incarnation_is_an_orphan(grants: Grants) -> None:
+    old = grants.grant("s-1", "inc1")
+    current = grants.grant("s-1", "inc2")
+    grants.session("s-1", "inc2")  # the id was reused; inc1's cleanup never ran
+
+    report = grants.sweeper().sweep()
+
+    assert old not in grants.alive() and current in grants.alive()
+    assert report.orphans_retired == 1 and report.kept_live == 1
+
+
+def test_an_expired_sessions_grant_is_retired_but_not_as_an_orphan(grants: Grants) -> None:
+    expired = grants.grant("s-1", "inc1")
+    grants.session("s-1", "inc1", expires_in=-60)  # TTL passed; DynamoDB has not deleted it
+
+    sweeper = grants.sweeper()
+    report = sweeper.sweep()
+
+    assert expired not in grants.alive()
+    assert report.expired_retired == 1 and report.orphans_retired == 0
+    snapshot = sweeper.metrics.snapshot()
+    assert snapshot["ExpiredSessionGrantsRetired"] == 1 and snapshot["OrphanGrantsRetired"] == 0
+
+
+def test_a_session_past_its_absolute_lifetime_is_expired(grants: Grants) -> None:
+    past = grants.grant("s-1", "inc1")
+    grants.session("s-1", "inc1", notAfter={"N": str(int(NOW.timestamp()) - 1)})
+
+    report = grants.sweeper().sweep()
+
+    assert past not in grants.alive() and report.expired_retired == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "why"),
+    [
+        ({"name": None}, "no name"),
+        ({"name": "someone-else:grant"}, "another application's name"),
+        ({"retiring": "arn:aws:iam::123456789012:role/other"}, "another retiring principal"),
+    ],
+)
+def test_grants_the_store_did_not_create_are_left_alone(
+    grants: Grants, kwargs: dict[str, Any], why: str
+) -> None:
+    foreign = grants.grant("s-1", "inc1", **kwargs)
+
+    report = grants.sweeper().sweep()
+
+    assert foreign in grants.alive(), why
+    assert report.ours == 0
+
+
+def test_a_grant_keyed_for_another_key_schema_is_left_alone(grants: Grants) -> None:
+    other = grants.grant("s-1", "inc1", name=grant_name({"userId": "u", "sk": "s-1"}, "inc1"))
+
+    report = grants.sweeper().sweep()
+
+    assert other in grants.alive() and report.ours == 0
+
+
+def test_dry_run_retires_nothing_and_counts(grants: Grants) -> None:
+    orphan = grants.grant("s-gone", "inc1")
+
+    sweeper = grants.sweeper(dry_run=True)
+    report = sweeper.sweep()
+
+    assert orphan in grants.alive() and report.would_retire == 1
+    assert sweeper.metrics.snapshot()["GrantsWouldBeRetired"] == 1
+
+
+def test_listing_pages_with_limit_and_next_marker(grants: Grants) -> None:
+    # Stub: moto's ListGrants ignores Limit and never truncates; AWS pages with Limit <= 100
+    # and NextMarker while Truncated. Three pages of 100, 100 and 1 grants.
+    live_id = "s-live"
+    grants.session(live_id, "inc1")
+    kms = SESSION.client("kms")
+    stub = Stubber(kms)
+
+    def grant(i: int, session_id: str) -> dict[str, Any]:
+        return {
+            "KeyId": grants.sandbox.key_arn,
+            "GrantId": f"{i:064x}",
+            "Name": grant_name({"pk": session_id}, "inc1"),
+            "GranteePrincipal": APP_ROLE,
+            "RetiringPrincipal": CLEANUP_ROLE,
+            "Operations": ["Decrypt"],
+            "CreationDate": OLD,
+        }
+
+    pages = [
+        [grant(i, live_id) for i in range(100)],
+        [grant(100 + i, live_id) for i in range(99)] + [grant(199, "s-gone-1")],
+        [grant(200, "s-gone-2")],
+    ]
+    markers = [None, "page-2", "page-3"]
+    for index, page in enumerate(pages):
+        params: dict[str, Any] = {"KeyId": grants.sandbox.key_arn, "Limit": 100}
+        if markers[index]:
+            params["Marker"] = markers[index]
+        answer: dict[str, Any] = {"Grants": page, "Truncated": index < 2}
+        if index < 2:
+            answer["NextMarker"] = markers[index + 1]
+        stub.add_response("list_grants", answer, params)
+        if index == 1:
+            stub.add_response(
+                "retire_grant", {}, {"KeyId": grants.sandbox.key_arn, "GrantId": f"{199:064x}"}
+            )
+    stub.add_response(
+        "retire_grant", {}, {"KeyId": grants.sandbox.key_arn, "GrantId": f"{200:064x}"}
+    )
+
+    with stub:
+        report = grants.sweeper(kms=kms).sweep()
+        stub.assert_no_pending_responses()
+
+    assert report.pages == 3 and report.listed == 201
+    assert report.kept_live == 199 and report.orphans_retired == 2
+
+
+def test_the_time_guard_stops_between_pages(grants: Grants) -> None:
+    kms = SESSION.client("kms")
+    stub = Stubber(kms)
+    stub.add_response(
+        "list_grants",
+        {"Grants": [], "Truncated": True, "NextMarker": "next"},
+        {"KeyId": grants.sandbox.key_arn, "Limit": 100},
+    )
+
+    with stub:
+        report = grants.sweeper(kms=kms).sweep(out_of_time=lambda: True)
+
+    assert report.pages == 1 and report.incomplete
+
+
+def test_handler_retires_writes_metrics_and_raises_on_failures(
+    grants: Grants, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    orphan = grants.grant("s-gone", "inc1")
+    monkeypatch.setattr(grant_sweeper, "_sweeper", grants.sweeper())
+
+    report = grant_sweeper.handler({}, None)
+
+    assert report["orphans_retired"] == 1 and orphan not in grants.alive()
+    (doc,) = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert doc["OrphanGrantsRetired"] == 1
+
+    failing = grants.sweeper()
+
+    def unreachable(grant: Any) -> None:
+        raise EndpointConnectionError(endpoint_url="https://kms.us-east-1.amazonaws.com")
+
+    failing.retire = unreachable  # type: ignore[method-assign]
+    grants.grant("s-gone-2", "inc1")
+    monkeypatch.setattr(grant_sweeper, "_sweeper", failing)
+    with pytest.raises(grant_sweeper.GrantSweepFailed, match="1 grant"):
+        grant_sweeper.handler({}, None)
+    assert '"GrantSweepFailures":1' in capsys.readouterr().out  # written before raising
+
+
+def test_fails_without_the_settings_it_needs(sandbox: Sandbox) -> None:
+    with pytest.raises(ValueError, match="SESSION_EXPIRY_RETIRING_PRINCIPAL is not set"):
+        grant_sweeper.GrantSweeper(
+            RuntimeConfig(table_name=TABLE, grant_key_arn=sandbox.key_arn),
+            kms_client=None,
+            dynamodb_client=None,
+            metrics=MetricsRecorder("x"),
+        )
