@@ -165,3 +165,43 @@ def validate_scratch_prefix(
                 f"{tenant_root!r}"
             )
     return prefix
+
+
+def validate_session_prefix(
+    prefix: object,
+    root: str,
+    session_id: object,
+    *,
+    tenant_id: object = None,
+    tenant_scoped: bool = False,
+) -> str:
+    """Accept ``prefix`` for deletion only if it is the session's own incarnation prefix.
+
+    The one form the cleanup deletes is ``{root}[{tenant_id}/]{session_id}/{incarnation}/``,
+    where ``session_id`` comes from the stream record's own ``Keys`` (not from the image's
+    other attributes) and ``incarnation`` is exactly one segment. So an image that names a
+    neighbour (``sessions/s-10/...`` for ``s-1``), the whole session (``sessions/s-1/``, which
+    holds every incarnation, the live one included), or another tenant's prefix is refused,
+    whoever wrote it. :func:`validate_scratch_prefix`'s rules apply first.
+
+    Returns:
+        ``prefix`` unchanged.
+
+    Raises:
+        ScratchPrefixError: any rule is broken; the message names the prefix and the form
+            expected.
+    """
+    prefix = validate_scratch_prefix(prefix, root, tenant_id=tenant_id, tenant_scoped=tenant_scoped)
+    if not isinstance(session_id, str) or not _SEGMENT.fullmatch(session_id):
+        raise ScratchPrefixError(
+            f"scratch prefix {prefix!r}: the record's session id {session_id!r} cannot be a "
+            "prefix segment, so no prefix of it is deleted"
+        )
+    base = f"{root}{tenant_id}/{session_id}/" if tenant_scoped else f"{root}{session_id}/"
+    incarnation = prefix[len(base) : -1] if prefix.startswith(base) else ""
+    if not _SEGMENT.fullmatch(incarnation):
+        raise ScratchPrefixError(
+            f"scratch prefix {prefix!r}: not the session's own prefix; expected "
+            f"{base + '<incarnation>/'!r} (one incarnation segment)"
+        )
+    return prefix

@@ -164,20 +164,31 @@ def test_every_number_the_decoder_accepts_serialises(text: str) -> None:
     json.dumps(to_json_value(number))
 
 
-#: Hostile scratch prefixes an old image may carry, and whether the cleanup may accept them.
-#: Accepted ones are literal sub-prefixes of ``sessions/`` (S3 keys are not normalised: ``%2e``,
-#: U+2028, NBSP, trailing blanks are ordinary characters); refused ones leave the root, are the
-#: root, lack the trailing ``/``, or hold ``..``/empty segments or a lookalike of ``/``.
+#: Hostile scratch prefixes an old image may carry (``{sid}`` is the record's own session id),
+#: and whether the cleanup may accept them. Only the session's own incarnation prefix,
+#: ``sessions/{sid}/<one segment>/``, is accepted (issue 11). S3 keys are not normalised, so
+#: ``%2e``, U+2028, NBSP, trailing blanks are ordinary characters; refused ones name another
+#: session's prefix, leave the root, are the root, lack the trailing ``/``, hold ``..``/empty
+#: segments, a lookalike of ``/``, no incarnation or more than one segment after the id.
 _HOSTILE_PREFIXES = {
-    "sessions/a\u2028/": True,
-    "sessions/%2e%2e/": True,
-    "sessions/x /": True,
-    "sessions/\u00a0/": True,
-    "sessions/\ufeff/": True,
-    "sessions/a\x85/": True,
-    "sessions/\u2215/": True,
-    "sessions/x/%2F/": True,
-    "sessions/" + "s" * 900 + "/": True,
+    "sessions/{sid}/0f3a9c/": True,
+    "sessions/{sid}/a.b:c@d=e+f-/": True,
+    "sessions/{sid}/a\u2028/": False,
+    "sessions/{sid}/%2e%2e/": False,
+    "sessions/{sid}/x /": False,
+    "sessions/{sid}/\u00a0/": False,
+    "sessions/{sid}/x/y/": False,
+    "sessions/{sid}/": False,
+    "sessions/{sid}x/i/": False,
+    "sessions/a\u2028/": False,
+    "sessions/%2e%2e/": False,
+    "sessions/x /": False,
+    "sessions/\u00a0/": False,
+    "sessions/\ufeff/": False,
+    "sessions/a\x85/": False,
+    "sessions/\u2215/": False,
+    "sessions/x/%2F/": False,
+    "sessions/" + "s" * 900 + "/": False,
     "sessions\uff0fx/": False,
     "sessions/../x/": False,
     "sessions/x/../": False,
@@ -203,10 +214,12 @@ def test_hostile_scratch_prefixes_never_reach_outside_their_own_prefix(sandbox: 
     ]
     sandbox.put_objects(neighbours)
     sessions = {
-        prefix: sandbox.create_session(
-            f"h{i}", prefix=prefix, object_names=("o\u2028 +%\x01\r.txt", "k")
+        template: sandbox.create_session(
+            f"h{i}",
+            prefix=template.replace("{sid}", f"h{i}"),
+            object_names=("o\u2028 +%\x01\r.txt", "k"),
         )
-        for i, prefix in enumerate(_HOSTILE_PREFIXES)
+        for i, template in enumerate(_HOSTILE_PREFIXES)
     }
     sandbox.read_stream()
     for s in sessions.values():

@@ -715,7 +715,7 @@ def test_time_guard_stops_a_large_scratch_deletion_between_pages(sandbox: Sandbo
 
 
 def test_fails_closed_when_a_listing_names_a_key_outside_the_prefix(sandbox: Sandbox) -> None:
-    session, record = _removed(sandbox, "s-1", prefix="sessions/s-1/")
+    session, record = _removed(sandbox, "s-1", prefix="sessions/s-1/i1/")
     sandbox.s3.put_object(Bucket=BUCKET, Key="sessions/s-10/keep", Body=b"x")
     cleaner = sandbox.cleaner()
     # Stub: S3 never lists a key outside the requested prefix; a decoding bug could. The
@@ -723,9 +723,9 @@ def test_fails_closed_when_a_listing_names_a_key_outside_the_prefix(sandbox: San
     body = (
         '<?xml version="1.0" encoding="UTF-8"?>'
         '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
-        f"<Name>{BUCKET}</Name><Prefix>sessions/s-1/</Prefix><KeyCount>2</KeyCount>"
+        f"<Name>{BUCKET}</Name><Prefix>sessions/s-1/i1/</Prefix><KeyCount>2</KeyCount>"
         "<MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated>"
-        "<Contents><Key>sessions/s-1/a.txt</Key><Size>1</Size></Contents>"
+        "<Contents><Key>sessions/s-1/i1/a.txt</Key><Size>1</Size></Contents>"
         "<Contents><Key>sessions/s-10/keep</Key><Size>1</Size></Contents>"
         "</ListBucketResult>"
     )

@@ -20,9 +20,11 @@ def test_deleted_session_is_cleaned_and_neighbour_prefix_survives(
 ) -> None:
     for name, value in sandbox.env().items():
         monkeypatch.setenv(name, value)
-    # Neighbouring prefixes: "sessions/s-1/" must never take "sessions/s-10/" with it.
-    gone = sandbox.create_session("s-1", prefix="sessions/s-1/", object_names=("a", "b c", "d+e%"))
-    kept = sandbox.create_session("s-10", prefix="sessions/s-10/", object_names=("a", "b"))
+    # Neighbouring prefixes: "sessions/s-1/..." must never take "sessions/s-10/..." with it.
+    gone = sandbox.create_session(
+        "s-1", prefix="sessions/s-1/i1/", object_names=("a", "b c", "d+e%")
+    )
+    kept = sandbox.create_session("s-10", prefix="sessions/s-10/i1/", object_names=("a", "b"))
     assert sandbox.is_intact(gone) and sandbox.is_intact(kept)
     sandbox.read_stream()  # consume the INSERTs
 
@@ -37,7 +39,10 @@ def test_deleted_session_is_cleaned_and_neighbour_prefix_survives(
     assert gone.grant_id not in sandbox.grant_ids()
     assert sandbox.keys_under("sessions/s-1/") == []
     assert sandbox.is_intact(kept)
-    assert sorted(sandbox.keys_under("sessions/s-10/")) == ["sessions/s-10/a", "sessions/s-10/b"]
+    assert sorted(sandbox.keys_under("sessions/s-10/")) == [
+        "sessions/s-10/i1/a",
+        "sessions/s-10/i1/b",
+    ]
 
     (line,) = [r.session for r in session_logs.records if hasattr(r, "session")]
     assert line["outcome"] == "cleaned"

@@ -73,8 +73,8 @@ def test_handler_cleans_a_session_of_2500_objects_through_the_parser_setting(
     for name, value in sandbox.env().items():
         monkeypatch.setenv(name, value)
     names = (*(f"o-{i:04d}" for i in range(2_497)), "a b", "c+d%", "é\u2028")
-    gone = sandbox.create_session("s-1", prefix="sessions/s-1/", object_names=names)
-    kept = sandbox.create_session("s-10", prefix="sessions/s-10/", object_names=("a", "b"))
+    gone = sandbox.create_session("s-1", prefix="sessions/s-1/i1/", object_names=names)
+    kept = sandbox.create_session("s-10", prefix="sessions/s-10/i1/", object_names=("a", "b"))
     sandbox.read_stream()
     sandbox.delete("s-1")
 

@@ -1,9 +1,12 @@
 """``DeleteScratch``: delete every object under the session's scratch prefix.
 
-Plan: only a prefix accepted by :func:`~session_expiry_runtime.prefixes.validate_scratch_prefix`
-(a normalised, strict sub-prefix of the scratch root ending in ``/``; with tenant-scoped layout,
-under the session's own tenant) runs; any other is **refused** (counted as
-``ScratchPrefixesRefused``, logged, never retried).
+Plan: only the session's own incarnation prefix runs, as
+:func:`~session_expiry_runtime.prefixes.validate_session_prefix` derives it from the record's
+own ``Keys`` (plus the tenant and the incarnation):
+``<root>[<tenant>/]<session id>/<incarnation>/``.
+Any other prefix the image names — a neighbour's (``sessions/s-10/...`` for ``s-1``), the whole
+session without an incarnation, another tenant's — is **refused** (counted as
+``ScratchPrefixesRefused``, logged, never retried, nothing deleted), whoever wrote the image.
 
 Run: every key under the prefix is listed (``ListObjectsV2``, paginated; botocore requests
 ``EncodingType=url`` and decodes the keys, so control characters survive the XML) and handed to
@@ -31,7 +34,7 @@ from ..clients import CleanupClients
 from ..config import ACTION_DELETE_SCRATCH, ACTION_TIME_GUARD, RuntimeConfig
 from ..decode import to_json_value
 from ..outcomes import STEP_DONE, STEP_DRY_RUN, StepFailed, error_text
-from ..prefixes import ScratchPrefixError, validate_scratch_prefix
+from ..prefixes import ScratchPrefixError, validate_session_prefix
 from .base import CleanupStep, Plan, Session, StepContext
 from .delete_objects import DELETE_OBJECTS_MAX_KEYS, BatchingDeleter
 
@@ -92,9 +95,14 @@ class ScratchStep(CleanupStep):
         log: dict[str, Any] = {"scratchPrefix": to_json_value(prefix)}
         if cfg.tenant_scoped_scratch:
             log["tenant"] = to_json_value(tenant)
+        session_id = session.keys.get(cfg.sort_key or cfg.partition_key)
         try:
-            accepted = validate_scratch_prefix(
-                prefix, cfg.scratch_root, tenant_id=tenant, tenant_scoped=cfg.tenant_scoped_scratch
+            accepted = validate_session_prefix(
+                prefix,
+                cfg.scratch_root,
+                session_id,
+                tenant_id=tenant,
+                tenant_scoped=cfg.tenant_scoped_scratch,
             )
         except ScratchPrefixError as exc:
             return Plan.refused(str(exc), log=log)
