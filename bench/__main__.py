@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import coldstart, harness, parsing, report, throughput
+from . import coldstart, expiry_latency, harness, parsing, report, throughput
 
 LATENCY_MS = 20.0
 
@@ -148,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     parse = parsing.run()
     cold = coldstart.run_all(p["coldstart_runs"], log)
 
+    print("[+] expiry-to-clean in real time, 5 s sweeper (~3 min) ...", file=log, flush=True)
+    expiry = expiry_latency.run(log)
+    print(expiry["line"], flush=True)
+
     elapsed = time.time() - started
     data = {
         "quick": args.quick,
@@ -160,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         "scale": [r.to_json() for r in scale],
         "coldstart": cold,
         "parsing": parse,
+        "expiry_latency": expiry,
     }
     results_dir = harness.REPO / "bench" / "results"
     results_dir.mkdir(exist_ok=True)

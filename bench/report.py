@@ -773,6 +773,13 @@ def tables(data: dict[str, Any]) -> str:
         f"at most {data['synth'].get('constructs_per_stack', 25)} to a stack)",
         synth_table(data),
     ]
+    if data.get("expiry_latency"):
+        from . import expiry_latency
+
+        parts += [
+            "### Expiry-to-clean in real time, 5 s sweeper (issue 15)",
+            expiry_latency.table(data["expiry_latency"]),
+        ]
     return "\n\n".join(parts)
 
 

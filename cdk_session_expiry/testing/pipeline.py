@@ -138,13 +138,20 @@ class ScheduleRunner:
     """
 
     def __init__(
-        self, schedule: Schedule, handler: Handler, *, period_seconds: float | None = None
+        self,
+        schedule: Schedule,
+        handler: Handler,
+        *,
+        period_seconds: float | None = None,
+        max_runs: int | None = None,
     ) -> None:
         self.schedule = schedule
         self.handler = handler
         self.period = float(period_seconds or schedule.interval_seconds)
         if self.period <= 0:
             raise ValueError(f"period_seconds={period_seconds!r}: expected seconds > 0")
+        #: Stop by itself after this many runs (``None``: until :meth:`stop`).
+        self.max_runs = max_runs
         self.runs: list[ScheduledRun] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -166,8 +173,16 @@ class ScheduleRunner:
                 run.error = f"{type(err).__name__}: {err}"
             run.seconds = time.monotonic() - started
             self.runs.append(run)
+            if self.max_runs is not None and len(self.runs) >= self.max_runs:
+                return
             due += self.period
             self._stop.wait(max(0.0, due - time.monotonic()))
+
+    def join(self, timeout: float | None = None) -> list[ScheduledRun]:
+        """Wait for the thread to end by itself (``max_runs``); the runs so far."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.runs
 
     def stop(self, *, timeout: float = 120.0) -> list[ScheduledRun]:
         """Stop after the run in progress; the runs so far.
@@ -529,6 +544,15 @@ class LocalPipeline:
             self._functions[handler] = function.start(on_log=self._log)
         return self._functions[handler]
 
+    def restart_function(self, handler: str) -> None:
+        """Stop the worker of the function with ``handler`` (if started), so that the next
+        :meth:`local_function` reads its configuration again (after
+        ``UpdateFunctionConfiguration``), like a new execution environment."""
+        local = self._functions.pop(handler, None)
+        if local is not None:
+            local.close()
+            local.function.remove_task_root()
+
     def schedule_of(self, function: DeployedFunction) -> Schedule:
         """The EventBridge schedule that invokes ``function``, read back from the emulator.
 
@@ -551,12 +575,19 @@ class LocalPipeline:
         raise LookupError(f"no EventBridge schedule targets {function.name}")
 
     def start_schedule(
-        self, schedule: Schedule, handler: Handler, *, period_seconds: float | None = None
+        self,
+        schedule: Schedule,
+        handler: Handler,
+        *,
+        period_seconds: float | None = None,
+        max_runs: int | None = None,
     ) -> ScheduleRunner:
         """Fire ``schedule`` in real time: ``handler(scheduled_event, None)`` every period on
         its own thread, one run at a time (see :class:`ScheduleRunner`). Stopped by
         :meth:`close` or the runner's ``stop``."""
-        runner = ScheduleRunner(schedule, handler, period_seconds=period_seconds).start()
+        runner = ScheduleRunner(
+            schedule, handler, period_seconds=period_seconds, max_runs=max_runs
+        ).start()
         self._schedules.append(runner)
         return runner
 

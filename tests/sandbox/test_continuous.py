@@ -227,5 +227,14 @@ def test_schedule_records_a_failed_run_and_goes_on() -> None:
     assert runs[1].error is None
 
 
+def test_schedule_stops_by_itself_after_max_runs() -> None:
+    calls: list[int] = []
+    runner = ScheduleRunner(
+        SCHEDULE, lambda e, c: calls.append(1), period_seconds=FAST, max_runs=3
+    ).start()
+    runs = runner.join(WAIT)
+    assert len(runs) == len(calls) == 3
+
+
 def test_schedule_period_defaults_to_the_rate() -> None:
     assert ScheduleRunner(SCHEDULE, lambda e, c: None).period == 60.0

@@ -21,7 +21,7 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
         check=False,
     )
     output = done.stdout + done.stderr
@@ -45,6 +45,7 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
         + sessions["swept"]
         + sessions["replayed"]
         + sessions["paused_by_kill_switch"]
+        + report["realtime"]["sessions_swept"]
     )
     assert report["connections_closed"] == gone
     assert report["grants_retired"] == gone
@@ -56,6 +57,14 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
     assert sweeper["within_bound"]
     assert 0 < sweeper["expiry_to_clean_max_seconds"] <= 300 + sweeper["processing_max_seconds"]
     assert sweeper["heartbeat_race_survived"] == sweeper["heartbeat_race_total"] > 0
+    # Real time (5 s sweeper): every swept session's cleanup timed, every heartbeat won. The
+    # latency goal is reported, not asserted (a loaded machine may miss it).
+    realtime = report["realtime"]
+    assert realtime["sessions_measured"] == realtime["sessions_swept"] > 100
+    assert realtime["heartbeat_race_survived"] == realtime["heartbeat_race"] > 0
+    assert realtime["settings"]["reserved_concurrency"] == 1
+    assert realtime["settings"]["schedule"] == "rate(1 minute)"
+    assert "goal p99 <= 10 s:" in done.stdout
     # Archive: one object per cleaned session; fan-out: one event per cleaned session.
     assert report["archive"]["sessions_with_one_object"] == gone == report["archive"]["objects"]
     assert report["archive"]["round_trips_checked"] == report["archive"]["round_trips_sampled"]
