@@ -224,7 +224,7 @@ def _make_plans(count: int, racing: int) -> list[Any]:
         SessionPlan(
             session_id=f"rt-{i:03d}",
             fate="race" if i in race_at else "sweep",
-            connection_id=f"rt-conn-{i:03d}=",
+            connection_id=f"rt-conn-{i:03d}",
             object_names=["a.txt", "b/with space.txt"],
         )
         for i in range(total)

@@ -12,6 +12,10 @@ Internals used, and why:
   that has an event source mapping, moto tries to run the function through Docker, fails, and
   (when the call returns a result) empties the shard, so GetRecords never sees the records.
   The pipeline replaces it with a no-op that returns ``None``, which keeps the records.
+* ``moto.dynamodb.models.table.StreamShard.add`` — moto numbers a record ``len(items) +
+  start`` before appending it, without a lock: two concurrent writes (the sweeper's parallel
+  deletes) get the same sequence number, which AWS never gives. The pipeline serialises
+  ``add`` while stream delivery is switched off, so sequence numbers stay unique.
 * ``moto.dynamodb.models.table.StreamShard.items`` / ``StreamRecord.record`` — moto never
   expires items by TTL and its stream records never carry ``userIdentity``. A TTL-shaped
   delete adds the identity DynamoDB's TTL service puts on its REMOVE records to the record
@@ -38,7 +42,10 @@ TTL_USER_IDENTITY_API = {"Type": "Service", "PrincipalId": "dynamodb.amazonaws.c
 
 _PATCH_LOCK = threading.Lock()
 _ORIGINAL_SEND: Any = None
+_ORIGINAL_ADD: Any = None
 _PATCH_COUNT = 0
+#: Serialises moto's StreamShard.add (see the module docstring).
+_ADD_LOCK = threading.Lock()
 
 
 class MotoInternalsChanged(RuntimeError):
@@ -85,7 +92,8 @@ def _stream_shard_class() -> Any:
     record = getattr(module, "StreamRecord", None)
     if shard is None or record is None:
         raise _fail("moto.dynamodb.models.table.StreamShard/StreamRecord", "do not exist")
-    source = inspect.getsource(shard.add)
+    # While patched, check moto's own method (kept for restoring), not the serialising wrapper.
+    source = inspect.getsource(_ORIGINAL_ADD or shard.add)
     # The no-op delivery must keep the records: moto empties the shard only "if result".
     if "send_dynamodb_items" not in source or "if result" not in source:
         raise _fail(
@@ -154,19 +162,29 @@ def disable_stream_delivery() -> None:
     Raises:
         MotoInternalsChanged: the patched attribute changed shape.
     """
-    global _ORIGINAL_SEND, _PATCH_COUNT
+    global _ORIGINAL_SEND, _ORIGINAL_ADD, _PATCH_COUNT
     cls = _lambda_backend_class()
-    _stream_shard_class()
+    shard = _stream_shard_class()
     with _PATCH_LOCK:
         if _PATCH_COUNT == 0:
             _ORIGINAL_SEND = cls.__dict__["send_dynamodb_items"]
             cls.send_dynamodb_items = _no_delivery
+            _ORIGINAL_ADD = shard.__dict__["add"]
+            shard.add = _serialised(_ORIGINAL_ADD)
         _PATCH_COUNT += 1
+
+
+def _serialised(add: Any) -> Any:
+    def locked_add(self: Any, old: Any, new: Any) -> None:
+        with _ADD_LOCK:
+            add(self, old, new)
+
+    return locked_add
 
 
 def restore_stream_delivery() -> None:
     """Undo one :func:`disable_stream_delivery`; the last one restores moto's method."""
-    global _ORIGINAL_SEND, _PATCH_COUNT
+    global _ORIGINAL_SEND, _ORIGINAL_ADD, _PATCH_COUNT
     cls = _lambda_backend_class()
     with _PATCH_LOCK:
         if _PATCH_COUNT == 0:
@@ -175,6 +193,9 @@ def restore_stream_delivery() -> None:
         if _PATCH_COUNT == 0 and _ORIGINAL_SEND is not None:
             cls.send_dynamodb_items = _ORIGINAL_SEND
             _ORIGINAL_SEND = None
+        if _PATCH_COUNT == 0 and _ORIGINAL_ADD is not None:
+            _stream_shard_class().add = _ORIGINAL_ADD
+            _ORIGINAL_ADD = None
 
 
 def stream_delivery_disabled() -> bool:

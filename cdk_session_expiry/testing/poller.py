@@ -348,11 +348,15 @@ class EventSourceMappingPoller:
                 SequenceNumber=position,
             )["ShardIterator"]
         out: list[dict[str, Any]] = []
+        last = int(position) if position is not None else -1
         while iterator:
             page = streams.get_records(ShardIterator=iterator, Limit=1000)
-            records = page.get("Records", [])
+            # Sequence numbers only grow within a shard; a page with nothing beyond what was
+            # read (an emulator repeating a number) ends the read instead of looping on it.
+            records = [r for r in page.get("Records", []) if int(sequence_number(r)) > last]
             if not records:
                 break
+            last = int(sequence_number(records[-1]))
             out.extend(
                 to_lambda_record(r, stream_arn=self.config.event_source_arn, region=self._region)
                 for r in records

@@ -98,6 +98,8 @@ SDK_MAX_ATTEMPTS = 2
 SDK_MAX_BACKOFF_SECONDS = 1.0
 #: The share of the time guard's margin one call may use, retries and backoff included.
 SDK_SHARE_OF_MARGIN = 0.9
+#: A slot past the guard is moved this far ahead of the moment the guard trips.
+LAST_PASS_LEAD_SECONDS = 0.25
 #: The smallest margin that leaves each connect and read a tenth of a second.
 MIN_TIME_GUARD_MS = 2_000
 #: The condition a session must still meet when it is deleted: its TTL is a Number in the past.
@@ -500,7 +502,8 @@ def run_passes(
 
     Passes start at 0, I, 2I, ... seconds after the call while that is under ``run_seconds``;
     one pass at a time (a pass that overruns its slot delays the next, skipping slots already
-    missed). No pass starts once the guard has tripped or would trip before its slot.
+    missed). A slot the guard would cut (the run started late) is moved forward to just before
+    the guard trips and is the run's last pass; no pass starts once the guard has tripped.
 
     Raises:
         ValueError: ``interval_seconds`` is not a positive integer.
@@ -515,14 +518,23 @@ def run_passes(
     slot = 0
     while slot * interval_seconds < run_seconds:
         wait = start + slot * interval_seconds - clock.monotonic()
+        last = False
         if wait > 0:
-            if wait >= deadline.seconds_left():
-                break
+            latest = deadline.seconds_left() - LAST_PASS_LEAD_SECONDS
+            if wait >= latest:
+                # The slot falls past the guard (a late start, a slow init): make the minute's
+                # last pass at the latest moment the guard allows instead of skipping it, so
+                # the gap to the next run's first pass stays about one interval.
+                if latest <= 0:
+                    break
+                wait, last = latest, True
             clock.sleep(wait)
         if deadline.passed():
             break
         run.pass_offsets.append(clock.monotonic() - start)
         run.passes.append(sweeper.sweep(out_of_time=deadline.passed))
+        if last:
+            break
         elapsed = clock.monotonic() - start
         slot = max(slot + 1, math.floor(elapsed / interval_seconds))
     return run

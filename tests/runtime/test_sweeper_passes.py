@@ -158,8 +158,9 @@ def test_passes_run_at_the_interval_for_the_minute(
 def test_passes_stop_before_the_deadline(
     store: SessionStore, sweeper: ExpirySweeper, fake: FakeTime
 ) -> None:
-    """A 20 s timeout with a 3.5 s margin: passes at 0..15 s; the one at 20 s would start
-    after the guard trips, so the run returns with the margin still free."""
+    """A 20 s timeout with a 3.5 s margin: passes at 0..15 s; the slot at 20 s lies past the
+    guard, so the last pass is made just before the guard trips (16.25 s) and the run returns
+    with the margin still free."""
     context = Context(20, fake.monotonic)
 
     run = run_passes(
@@ -169,9 +170,29 @@ def test_passes_stop_before_the_deadline(
         clock=fake.run_clock(),
     )
 
-    assert run.pass_offsets == [0.0, 5.0, 10.0, 15.0]
+    assert run.pass_offsets == [0.0, 5.0, 10.0, 15.0, 16.25]
     assert context.get_remaining_time_in_millis() >= MARGIN_MS
     assert all(p.complete for p in run.passes)
+
+
+def test_a_late_start_keeps_the_minutes_last_pass(sweeper: ExpirySweeper, fake: FakeTime) -> None:
+    """The first invocation builds its client inside the 59 s timeout (0.8 s here): the 55 s
+    slot would start past the guard; it is moved forward instead of skipped (skipping it left a
+    10 s gap before the next run's first pass, seen in the sandbox)."""
+    context = Context(TIMEOUT_S, fake.monotonic)
+    fake.t += 0.8
+
+    run = run_passes(
+        sweeper,
+        interval_seconds=5,
+        deadline=Deadline.of(context, MARGIN_MS),
+        clock=fake.run_clock(),
+    )
+
+    assert run.pass_offsets[:11] == [float(5 * k) for k in range(11)]
+    assert run.pass_offsets[11] == pytest.approx(59 - 0.8 - 3.5 - 0.25)
+    assert len(run.passes) == 12
+    assert context.get_remaining_time_in_millis() >= MARGIN_MS
 
 
 def test_a_slow_pass_delays_the_next_and_skips_missed_slots(

@@ -7,6 +7,7 @@ an event (a delivery, a poll, a run) with a short timeout.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import Counter
 from typing import Any
@@ -21,6 +22,7 @@ from cdk_session_expiry.testing import (
     Schedule,
     ScheduleRunner,
     ShardBlocked,
+    _moto_internals,
 )
 
 from .test_poller import REMOVE_FILTER, Recorder, Table
@@ -238,3 +240,97 @@ def test_schedule_stops_by_itself_after_max_runs() -> None:
 
 def test_schedule_period_defaults_to_the_rate() -> None:
     assert ScheduleRunner(SCHEDULE, lambda e, c: None).period == 60.0
+
+
+# --- unique sequence numbers under concurrent writes (moto patched) ---------------------------
+def test_concurrent_writes_get_unique_sequence_numbers(
+    table: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto numbers a record from len(items) before building and appending it, without a lock.
+    Two deletes are made to build their records at the same moment (a barrier inside moto's
+    StreamRecord): unserialised, both got the same sequence number; the emulator serialises
+    StreamShard.add, so the barrier times out instead and the numbers stay unique."""
+    from moto.dynamodb.models import table as moto_table
+
+    barrier = threading.Barrier(2, timeout=0.5)
+    original_init = moto_table.StreamRecord.__init__
+
+    def meet_then_build(self: Any, *args: Any, **kwargs: Any) -> None:
+        if len(args) > 2 and args[2] == "REMOVE":  # (table, stream_type, event_name, old, new, seq)
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait()
+        original_init(self, *args, **kwargs)
+
+    table.put("x")
+    table.put("y")
+    monkeypatch.setattr(moto_table.StreamRecord, "__init__", meet_then_build)
+    threads = [threading.Thread(target=table.delete, args=(key,)) for key in ("x", "y")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+
+    streams = table.emulator.client("dynamodbstreams")
+    shard = streams.describe_stream(StreamArn=table.stream_arn)["StreamDescription"]["Shards"][0]
+    iterator = streams.get_shard_iterator(
+        StreamArn=table.stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
+    records = streams.get_records(ShardIterator=iterator)["Records"]
+    seqs = [r["dynamodb"]["SequenceNumber"] for r in records]
+    # A repeated number made GetRecords AFTER_SEQUENCE_NUMBER re-read the second REMOVE until
+    # the next write, so a continuous poller delivered it again and again.
+    assert len(seqs) == len(set(seqs)) == 4
+
+
+def test_stream_add_is_patched_only_while_an_emulator_runs(emulator: LocalEmulator) -> None:
+    from moto.dynamodb.models.table import StreamShard
+
+    # The module's emulator runs: add is serialised; moto's own method is kept for restoring.
+    assert StreamShard.add is not _moto_internals._ORIGINAL_ADD
+    assert StreamShard.add.__name__ == "locked_add"
+
+
+def test_a_repeated_sequence_number_ends_the_read_instead_of_looping() -> None:
+    """Stub of the DynamoDB Streams API (moto without the emulator's lock repeated a number):
+    AFTER_SEQUENCE_NUMBER 11 answers the second record numbered 11 again, forever; the read
+    used to loop on it (until the next write), re-delivering it in every batch."""
+
+    def record(seq: int, key: str) -> dict[str, Any]:
+        return {
+            "eventID": str(seq),
+            "eventName": "REMOVE",
+            "dynamodb": {
+                "Keys": {"pk": {"S": key}},
+                "SequenceNumber": str(seq),
+                "ApproximateCreationDateTime": 1_700_000_000,
+            },
+        }
+
+    stream = [record(10, "a"), record(11, "b"), record(11, "c")]
+
+    class Streams:
+        def describe_stream(self, **_: Any) -> dict[str, Any]:
+            return {"StreamDescription": {"Shards": [{"ShardId": "s-1"}]}}
+
+        def get_shard_iterator(self, **kw: Any) -> dict[str, Any]:
+            after = kw.get("SequenceNumber")
+            return {"ShardIterator": "0" if after is None else str(int(after) + 1 - 10)}
+
+        def get_records(self, ShardIterator: str, Limit: int) -> dict[str, Any]:
+            start = int(ShardIterator)
+            page = stream[start : start + Limit]
+            last = max((int(r["dynamodb"]["SequenceNumber"]) for r in page), default=None)
+            return {
+                "Records": page,
+                "NextShardIterator": str((last if last is not None else 9) + 1 - 10),
+            }
+
+    handler = Recorder()
+    arn = "arn:aws:dynamodb:us-east-1:123456789012:table/t/stream/x"
+    poller = EventSourceMappingPoller(
+        EventSourceMappingConfig(event_source_arn=arn), handler, clients=lambda _: Streams()
+    )
+    report = poller.poll()
+    assert handler.calls == [["a", "b", "c"]]
+    assert report.records_read == 3
+    assert poller.poll().records_read == 3  # nothing new: nothing re-read
