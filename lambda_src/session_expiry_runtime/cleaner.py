@@ -16,8 +16,10 @@ this order: ``Archive`` (a gate: first, and nothing else runs if it fails), then
 ``DeleteConnection`` (``GoneException`` is success), ``RetireGrant`` (by token, else id + key;
 ``NotFoundException`` is success) and ``DeleteScratch`` (only an accepted prefix; ListObjectsV2
 + DeleteObjects ≤ 1,000 keys shared by the sessions cleaned side by side, each ``Errors`` entry
-failing only the record that owns its key), then the fan-out ``PublishEvent``
-once per batch for the cleaned records.
+failing only the record that owns its key), the AgentCore steps ``StopRuntimeSession``,
+``StopCodeInterpreterSession`` and ``StopBrowserSession`` (``ResourceNotFoundException`` is
+success) and the user-defined steps of ``SESSION_EXPIRY_CUSTOM_STEPS`` (:mod:`.steps.custom`),
+then the fan-out ``PublishEvent`` once per batch for the cleaned records.
 
 Dry run (``SESSION_EXPIRY_DRY_RUN=true``, the construct's ``cleanup_dry_run``): every record is
 classified, logged (outcome ``dry-run``, each step ``dry-run``, ``objectsWouldBeDeleted`` from a
