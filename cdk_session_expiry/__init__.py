@@ -5,6 +5,7 @@ Re-exports only; see :class:`SessionExpiry`.
 
 from .assets import CLEANUP_RUNTIME
 from .construct import SessionExpiry
+from .custom_steps import CustomCleanupStep
 from .filters import CleanupEventFilter
 
-__all__ = ["CLEANUP_RUNTIME", "CleanupEventFilter", "SessionExpiry"]
+__all__ = ["CLEANUP_RUNTIME", "CleanupEventFilter", "CustomCleanupStep", "SessionExpiry"]

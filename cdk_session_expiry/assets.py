@@ -13,7 +13,9 @@ is never pulled.
 
 from __future__ import annotations
 
+import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,10 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from . import _runtime_contract as contract
+from .validation import staged_entries
 
+#: Bundling variable listing the custom steps' directories (never read: it keys the cache).
+_ENV_STEP_DIRS = "SESSION_EXPIRY_CUSTOM_STEP_DIRS"
 #: A name that makes it obvious in any error output that Docker was never meant to run.
 _NO_DOCKER_IMAGE = "local-bundling-only"
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")
@@ -51,17 +56,25 @@ LAYER_PYTHON_DIR = "python"
 class _CopyPackage:
     """Local bundling that copies a package directory to ``<output>/<target>``."""
 
-    def __init__(self, source: Path, target: str) -> None:
+    def __init__(self, source: Path, target: str, beside: Sequence[Path] = ()) -> None:
         self._source = source
         self._target = target
+        self._beside = tuple(beside)
 
     # jsii passes the bundling options positionally; the copy does not need them.
     def try_bundle(self, output_dir: str, *_options: Any, **_kw_options: Any) -> bool:
-        shutil.copytree(self._source, Path(output_dir) / self._target, ignore=_IGNORED)
+        output = Path(output_dir)
+        shutil.copytree(self._source, output / self._target, ignore=_IGNORED)
+        for directory in self._beside:
+            for entry in staged_entries(directory):
+                if entry.is_dir():
+                    shutil.copytree(entry, output / entry.name, ignore=_IGNORED)
+                else:
+                    shutil.copy2(entry, output / entry.name)
         return True
 
 
-def _package_code(target: str) -> lambda_.Code:
+def _package_code(target: str, beside: Sequence[Path] = ()) -> lambda_.Code:
     source = contract.runtime_package_dir()
     return lambda_.Code.from_asset(
         str(source),
@@ -74,18 +87,21 @@ def _package_code(target: str) -> lambda_.Code:
             # What Docker would run, were it ever used. It also keys CDK's bundling cache,
             # which would otherwise hand the layer the function's staged output.
             command=["cp", "-R", "/asset-input/.", f"/asset-output/{target}"],
-            local=_CopyPackage(source, target),
+            # Keys the bundling cache too: code with custom steps is not the plain runtime's.
+            environment={_ENV_STEP_DIRS: os.pathsep.join(map(str, beside))} if beside else None,
+            local=_CopyPackage(source, target, beside),
         ),
     )
 
 
-def cleanup_function_code() -> lambda_.Code:
-    """Code asset of the cleanup function: ``session_expiry_runtime/`` at its root.
+def cleanup_function_code(beside: Sequence[Path] = ()) -> lambda_.Code:
+    """Code asset of the cleanup function: ``session_expiry_runtime/`` at its root, and the
+    contents of each directory of ``beside`` (custom steps' code) next to it.
 
     Raises:
         FileNotFoundError: the runtime package is missing (a broken install).
     """
-    return _package_code(contract.RUNTIME_PACKAGE)
+    return _package_code(contract.RUNTIME_PACKAGE, beside)
 
 
 def runtime_layer_code() -> lambda_.Code:
@@ -108,14 +124,15 @@ def runtime_function(
     timeout: Duration,
     memory_size: int,
     environment: dict[str, str],
+    code: lambda_.Code | None = None,
     **extra: Any,
 ) -> lambda_.Function:
     """A function that runs a handler of the runtime package (the cleanup, the sweeper).
 
     Every such function has :data:`CLEANUP_RUNTIME` on :data:`CLEANUP_ARCHITECTURE`, the code
-    asset of :func:`cleanup_function_code`, and Lambda's JSON log format at INFO: the runtime
-    logs one structured INFO line per session through stdlib ``logging``, which Lambda keeps
-    only when the application log level is set. ``extra`` goes to ``lambda_.Function``.
+    asset of :func:`cleanup_function_code` (or ``code``), and Lambda's JSON log format at INFO:
+    the runtime logs one structured INFO line per session through stdlib ``logging``, which
+    Lambda keeps only when the application log level is set. ``extra`` goes to ``lambda_.Function``.
     """
     return lambda_.Function(
         scope,
@@ -124,7 +141,7 @@ def runtime_function(
         runtime=CLEANUP_RUNTIME,
         architecture=CLEANUP_ARCHITECTURE,
         handler=handler,
-        code=cleanup_function_code(),
+        code=code or cleanup_function_code(),
         role=role,
         timeout=timeout,
         memory_size=memory_size,

@@ -50,7 +50,11 @@ def cleanup_environment(
 
 
 class CleanupFunction:
-    """The cleanup function with its own role and log group (see the module docstring)."""
+    """The cleanup function with its own role and log group (see the module docstring).
+
+    ``code`` is the function's code asset. Default: the runtime alone
+    (``assets.cleanup_function_code()``).
+    """
 
     def __init__(
         self,
@@ -60,6 +64,7 @@ class CleanupFunction:
         timeout: Duration,
         memory_size: int,
         log_retention: logs.RetentionDays,
+        code: lambda_.Code | None = None,
     ) -> None:
         log_group = logs.LogGroup(scope, "CleanupLogGroup", retention=log_retention)
         self.role = iam.Role(
@@ -79,6 +84,7 @@ class CleanupFunction:
             timeout=timeout,
             memory_size=memory_size,
             environment=dict(environment),
+            code=code,
         )
 
 

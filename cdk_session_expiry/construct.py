@@ -31,8 +31,10 @@ from . import _runtime_contract as contract
 from . import (
     agentcore,
     archive,
+    assets,
     checkov,
     cleanup,
+    custom_steps,
     dashboard,
     failure_destination,
     fanout,
@@ -45,6 +47,7 @@ from . import (
 )
 from . import alarms as alarm_defaults
 from . import table as table_unit
+from .custom_steps import CustomCleanupStep
 from .filters import CleanupEventFilter
 from .props import SessionExpiryProps
 from .session_access import SessionAccess
@@ -219,6 +222,12 @@ class SessionExpiry(Construct):
             browser_session_attribute: the session attributes holding each session id (the
             store's ``attach_agent_session`` writes them). Defaults:
             ``agentRuntimeSessionId``, ``codeInterpreterSessionId``, ``browserSessionId``.
+        custom_steps: your own cleanup steps (:class:`CustomCleanupStep`): each directory's
+            contents are copied beside the runtime in the cleanup function's code, and each
+            step's handler runs once per removed session, side by side with the built-in steps
+            (contract: README, "Custom cleanup steps"). Grant what a step needs to the step
+            itself (``secret.grant_read(step)``; its principal is ``cleanup_role``). Default:
+            none.
 
     Raises:
         ValueError: a prop is out of range or inconsistent; the message names the prop, the
@@ -284,6 +293,7 @@ class SessionExpiry(Construct):
             contract.DEFAULT_CODE_INTERPRETER_SESSION_ATTRIBUTE
         ),
         browser_session_attribute: str = contract.DEFAULT_BROWSER_SESSION_ATTRIBUTE,
+        custom_steps: Sequence[CustomCleanupStep] | None = None,
     ) -> None:
         validation.check_prop_types(locals())
         props = SessionExpiryProps.of(locals())
@@ -352,6 +362,9 @@ class SessionExpiry(Construct):
         failure_destination.check_failure_destination(
             props.failure_queue, props.failure_destination_bucket
         )
+        #: The custom cleanup steps (``custom_steps``), in order.
+        self.custom_steps: tuple[CustomCleanupStep, ...] = tuple(props.custom_steps or ())
+        self._step_directories = custom_steps.check_custom_steps(self.custom_steps, self.node.path)
         self._check_s3_props(props)
 
     def _check_s3_props(self, props: SessionExpiryProps) -> None:
@@ -450,6 +463,9 @@ class SessionExpiry(Construct):
             timeout=props.cleanup_timeout,
             memory_size=props.cleanup_memory_size,
             log_retention=props.cleanup_log_retention,
+            code=assets.cleanup_function_code(self._step_directories)
+            if self._step_directories
+            else None,
         )
         #: Execution role of the cleanup function: name it as the retiring principal of every
         #: per-session KMS grant (``retiring_principal_arn``).
@@ -478,6 +494,7 @@ class SessionExpiry(Construct):
         if props.event_bus is not None:
             fanout.configure_event_bus(fn, props.event_bus)
         self._agentcore.configure(fn)
+        custom_steps.configure(fn, self.custom_steps)
 
     def _add_event_source(self, props: SessionExpiryProps) -> None:
         settings = cleanup.EventSourceSettings(
@@ -621,6 +638,18 @@ class SessionExpiry(Construct):
         """ARN of ``cleanup_role``: the retiring principal every per-session grant must name."""
         return self.cleanup_role.role_arn
 
+    def custom_step(self, name: str) -> CustomCleanupStep:
+        """The custom step named ``name``: a grantable whose principal is ``cleanup_role``.
+
+        Raises:
+            ValueError: no step of ``custom_steps`` has that name.
+        """
+        for step in self.custom_steps:
+            if step.name == name:
+                return step
+        known = ", ".join(repr(step.name) for step in self.custom_steps) or "none"
+        raise ValueError(f"custom step {name!r}: expected one of custom_steps ({known})")
+
     def grant_read_write_data(self, grantee: iam.IGrantable) -> iam.Grant:
         """Grant every data read/write action on the session table (``grant_read_write_data``)."""
         return self.table.grant_read_write_data(grantee)
@@ -708,13 +737,15 @@ class SessionExpiry(Construct):
 
         ``action`` is ``"DeleteConnection"``, ``"RetireGrant"``, ``"DeleteScratch"``,
         ``"Decode"``, ``"TimeGuard"``, ``"Archive"``, ``"PublishEvent"``,
-        ``"StopRuntimeSession"``, ``"StopCodeInterpreterSession"``, ``"StopBrowserSession"``
-        or ``"Unexpected"``.
+        ``"StopRuntimeSession"``, ``"StopCodeInterpreterSession"``, ``"StopBrowserSession"``,
+        ``"Unexpected"``, or the name of one of ``custom_steps``.
 
         Raises:
             ValueError: another ``action`` (the runtime never emits it).
         """
-        validation.check_choice("action", action, contract.ACTIONS)
+        validation.check_choice(
+            "action", action, (*contract.ACTIONS, *(step.name for step in self.custom_steps))
+        )
         return self._runtime_metric(
             contract.METRIC_CLEANUP_FAILURES, {contract.DIMENSION_ACTION: action}, options
         )

@@ -21,6 +21,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 
 from . import agentcore
+from .custom_steps import CustomCleanupStep
 from .filters import CleanupEventFilter
 
 
@@ -80,6 +81,7 @@ class SessionExpiryProps:
     agent_runtime_session_attribute: str
     code_interpreter_session_attribute: str
     browser_session_attribute: str
+    custom_steps: Sequence[CustomCleanupStep] | None
 
     @classmethod
     def of(cls, given: Mapping[str, object]) -> SessionExpiryProps:

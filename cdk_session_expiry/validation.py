@@ -8,8 +8,12 @@ what is expected.
 
 from __future__ import annotations
 
+import keyword
+import os
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aws_cdk import Duration, RemovalPolicy, Stack, Token
@@ -105,6 +109,14 @@ PROP_TYPES: Mapping[str, tuple[str, Callable[[object], bool]]] = {
         lambda v: isinstance(v, str) or hasattr(v, "browser_custom_ref"),
     ),
     "agent_runtime_qualifier": ("a str, an endpoint name such as 'prod'", _is(str)),
+    "custom_steps": (
+        "a list of CustomCleanupStep",
+        lambda v: (
+            isinstance(v, Sequence)
+            and not isinstance(v, (str, bytes))
+            and all(hasattr(s, "spec") and hasattr(s, "handler") for s in v)
+        ),
+    ),
 }
 
 
@@ -608,3 +620,133 @@ def _table_ttl_attribute(
             " on the table"
         )
     return table_ttl  # type: ignore[no-any-return]
+
+
+# --- user-defined cleanup steps (issue 10; the runtime's rules: steps/custom.py) -------------
+
+#: A custom step's name, as the runtime accepts it (``steps.custom.NAME``).
+CUSTOM_STEP_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+_IGNORED_ENTRIES = ("__pycache__",)
+_IGNORED_SUFFIXES = (".pyc", ".pyo")
+
+
+def check_custom_step(
+    *,
+    name: str,
+    code: object,
+    handler: str,
+    preview: str | None,
+    attributes: object,
+    reserved_names: Sequence[str],
+) -> None:
+    """One custom step's name, code directory, handler, preview and attributes.
+
+    Raises:
+        PropTypeError: ``code`` is not a path (e.g. a ``lambda_.Code``), or ``attributes`` is
+            not a list of strings.
+        ValueError: a name that is not a letter then up to 63 letters, digits, ``-``, ``_``, or
+            is a built-in step's action; a directory that does not exist or holds its own
+            ``session_expiry_runtime``; a handler or preview that is not
+            ``package.module.function`` or whose module file is not in the directory.
+    """
+    if not isinstance(name, str) or not CUSTOM_STEP_NAME.fullmatch(name):
+        raise ValueError(
+            f"custom step name={name!r}: expected a letter, then up to 63 letters, digits, '-' "
+            "or '_' (the metric's Action), e.g. 'DeleteSessionSecret'"
+        )
+    if name in reserved_names:
+        raise ValueError(
+            f"custom step name={name!r} is a built-in step's action: expected another name"
+        )
+    directory = _check_step_directory(name, code)
+    for prop, dotted in (("handler", handler), ("preview", preview)):
+        if dotted is not None or prop == "handler":
+            _check_step_function(name, prop, dotted, directory)
+    if isinstance(attributes, (str, bytes)) or not isinstance(attributes, Sequence):
+        raise PropTypeError(
+            f"custom step {name!r} attributes={attributes!r}: expected a list of attribute "
+            "names, e.g. ['secretName']"
+        )
+    for attribute in attributes:
+        check_attribute_name(f"custom step {name!r} attribute", attribute)
+
+
+def _check_step_directory(name: str, code: object) -> Path:
+    if not isinstance(code, (str, os.PathLike)):
+        raise PropTypeError(
+            f"custom step {name!r} code={shown(code)}: expected a directory path (str or "
+            "pathlib.Path): its contents are copied beside session_expiry_runtime/ into the "
+            "cleanup function's own code asset, and a function has one code package"
+        )
+    directory = Path(code).resolve()
+    if not directory.is_dir():
+        raise ValueError(
+            f"custom step {name!r} code={str(code)!r}: expected an existing directory "
+            f"(resolved to {str(directory)!r})"
+        )
+    if (directory / contract.RUNTIME_PACKAGE).exists():
+        raise ValueError(
+            f"custom step {name!r} code={str(code)!r} holds its own {contract.RUNTIME_PACKAGE}: "
+            "expected only your modules (the construct stages the runtime beside them)"
+        )
+    return directory
+
+
+def _check_step_function(name: str, prop: str, dotted: object, directory: Path) -> None:
+    parts = dotted.split(".") if isinstance(dotted, str) else []
+    if len(parts) < 2 or not all(p.isidentifier() and not keyword.iskeyword(p) for p in parts):
+        raise ValueError(
+            f"custom step {name!r} {prop}={dotted!r}: expected package.module.function (at "
+            "least module.function), e.g. 'my_steps.secrets.delete_secret'"
+        )
+    if parts[0] == contract.RUNTIME_PACKAGE:
+        raise ValueError(
+            f"custom step {name!r} {prop}={dotted!r}: expected a function of your own code, not "
+            f"of {contract.RUNTIME_PACKAGE}"
+        )
+    module = directory.joinpath(*parts[:-1])
+    if not module.with_suffix(".py").is_file() and not (module / "__init__.py").is_file():
+        raise ValueError(
+            f"custom step {name!r} {prop}={dotted!r}: expected module {'.'.join(parts[:-1])!r} "
+            f"in {str(directory)!r} (as {'/'.join(parts[:-1])}.py or "
+            f"{'/'.join(parts[:-1])}/__init__.py)"
+        )
+
+
+def check_custom_step_set(steps: Sequence[tuple[str, Path]]) -> tuple[Path, ...]:
+    """Names unique; directories that do not overwrite each other's top-level entries.
+
+    ``steps`` are (name, resolved directory) pairs. Returns the distinct directories in order.
+
+    Raises:
+        ValueError: two steps share a name, or two directories hold the same top-level name
+            (one would overwrite the other at the root of the code asset).
+    """
+    seen_names: set[str] = set()
+    owners: dict[str, Path] = {}
+    directories: list[Path] = []
+    for name, directory in steps:
+        if name in seen_names:
+            raise ValueError(f"custom step name={name!r} is used twice: expected one step per name")
+        seen_names.add(name)
+        if directory in directories:
+            continue
+        directories.append(directory)
+        for entry in staged_entries(directory):
+            other = owners.setdefault(entry.name, directory)
+            if other != directory:
+                raise ValueError(
+                    f"custom step {name!r}: {entry.name!r} is in both {str(other)!r} and "
+                    f"{str(directory)!r}: expected distinct top-level names, since both are "
+                    "copied to the root of the cleanup function's code"
+                )
+    return tuple(directories)
+
+
+def staged_entries(directory: Path) -> list[Path]:
+    """The top-level entries of a step directory that are copied (no bytecode caches)."""
+    return [
+        entry
+        for entry in sorted(directory.iterdir())
+        if entry.name not in _IGNORED_ENTRIES and not entry.name.endswith(_IGNORED_SUFFIXES)
+    ]

@@ -1,0 +1,143 @@
+"""User-defined cleanup steps: the user's code beside the runtime in the cleanup function.
+
+A :class:`CustomCleanupStep` names a directory of the user's Python code, a handler
+``package.module.function`` in it, an optional read-only preview for the dry run, and the session
+attributes it reads. The construct
+
+* copies the directory's **contents** to the root of the cleanup function's code asset, beside
+  ``session_expiry_runtime/`` (local bundling, no Docker: see ``assets``), so the handler imports
+  as it would from the directory itself;
+* sets ``SESSION_EXPIRY_CUSTOM_STEPS`` to the JSON list the runtime reads
+  (``session_expiry_runtime.steps.custom``, whose docstring is the step contract);
+* makes each step a grantable whose principal is the cleanup role, so the user grants what the
+  step needs: ``secret.grant_read(step)``, or ``sessions.custom_step("DeleteSecret")``.
+
+Why a directory and not a ``lambda_.Code``: a function has one code package. A separate
+``Code.from_asset`` is its own asset and cannot be merged into the runtime's without bundling
+both in one step; the runtime's asset is a local copy (no Docker), so the step's sources join
+that same copy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import jsii
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+
+from . import _runtime_contract as contract
+from . import validation
+
+
+@jsii.implements(iam.IGrantable)
+class CustomCleanupStep:
+    """A cleanup step of your own, run by the cleanup function once per removed session.
+
+    Args:
+        name: the step's name and metric ``Action`` (``CleanupFailures``): a letter, then up
+            to 63 letters, digits, ``-`` or ``_``; not a built-in step's action, unique among
+            the steps of one ``SessionExpiry``.
+        code: a directory (``str`` or ``pathlib.Path``; relative paths resolve against the
+            current directory, as ``lambda_.Code.from_asset`` does) whose contents are copied
+            beside ``session_expiry_runtime/`` at the root of the cleanup function's code. It
+            may not hold a ``session_expiry_runtime`` of its own. Several steps may share one
+            directory; two directories may not hold the same top-level name.
+        handler: ``package.module.function`` (at least ``module.function``) in ``code``,
+            called as ``function(old_image: dict, reason: str)``; its module file must exist.
+        preview: the same form: called instead of ``handler`` in a dry run, read-only; it may
+            return a mapping of log fields. Default: none, the step is skipped in a dry run.
+        attributes: the session attributes the step reads; a session missing one of them gives
+            the step nothing to do. Default: none, the step runs for every session.
+
+    The step is validated when a ``SessionExpiry`` takes it (``custom_steps=``); each step
+    belongs to one ``SessionExpiry``.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        code: str | os.PathLike[str],
+        handler: str,
+        preview: str | None = None,
+        attributes: Sequence[str] = (),
+    ) -> None:
+        self.name = name
+        self.code = code
+        self.handler = handler
+        self.preview = preview
+        self.attributes = attributes
+        self._role: iam.IRole | None = None
+
+    @property
+    def grant_principal(self) -> iam.IPrincipal:
+        """The cleanup role, once a ``SessionExpiry`` took the step.
+
+        Raises:
+            ValueError: no ``SessionExpiry`` has taken the step yet.
+        """
+        if self._role is None:
+            raise ValueError(
+                f"custom step {self.name!r} is not used by a SessionExpiry yet: expected it in "
+                "SessionExpiry(..., custom_steps=[...]) before granting it permissions"
+            )
+        return self._role.grant_principal
+
+    @property
+    def directory(self) -> Path:
+        """``code`` as an absolute path."""
+        return Path(self.code).resolve()
+
+    def spec(self) -> dict[str, object]:
+        """The step's entry of ``SESSION_EXPIRY_CUSTOM_STEPS``."""
+        return {
+            "name": self.name,
+            "handler": self.handler,
+            "preview": self.preview,
+            "attributes": list(self.attributes),
+        }
+
+    def _bind(self, role: iam.IRole) -> None:
+        self._role = role
+
+
+def check_custom_steps(steps: Sequence[CustomCleanupStep], owner: str) -> tuple[Path, ...]:
+    """Validate the steps of the ``SessionExpiry`` at path ``owner``; return their distinct
+    directories in order.
+
+    Raises:
+        ValueError: a step another ``SessionExpiry`` took already; see also
+            ``validation.check_custom_step`` and ``validation.check_custom_step_set``.
+    """
+    for step in steps:
+        if step._role is not None:
+            raise ValueError(
+                f"custom step {step.name!r} is already used by another SessionExpiry: "
+                f"expected one CustomCleanupStep per SessionExpiry (create another for {owner})"
+            )
+        validation.check_custom_step(
+            name=step.name,
+            code=step.code,
+            handler=step.handler,
+            preview=step.preview,
+            attributes=step.attributes,
+            reserved_names=contract.ACTIONS,
+        )
+    return validation.check_custom_step_set([(step.name, step.directory) for step in steps])
+
+
+def configure(function: lambda_.Function, steps: Sequence[CustomCleanupStep]) -> None:
+    """``SESSION_EXPIRY_CUSTOM_STEPS`` on the cleanup function; each step's principal is its
+    role. Nothing without steps."""
+    if not steps:
+        return
+    function.add_environment(
+        contract.ENV_CUSTOM_STEPS,
+        json.dumps([step.spec() for step in steps], separators=(",", ":")),
+    )
+    for step in steps:
+        step._bind(function.role)  # type: ignore[arg-type]  # the cleanup role
