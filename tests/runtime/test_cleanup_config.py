@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from botocore.exceptions import ClientError, ParamValidationError
 from runtime_support import FakeContext, Sandbox, event
 from session_expiry_runtime import handler as handler_module
 from session_expiry_runtime.cleaner import build_clients
@@ -98,3 +99,17 @@ def test_event_without_records_is_a_no_op(
         monkeypatch.setenv(k, v)
     assert handler_module.handler({}, FakeContext()) == {"batchItemFailures": []}
     assert handler_module.handler(event(), None) == {"batchItemFailures": []}
+
+
+def test_only_the_scratch_s3_client_skips_client_side_parameter_validation(aws: None) -> None:
+    clients = build_clients(
+        RuntimeConfig(scratch_bucket="b", archive_bucket="a", websocket_endpoint=ENDPOINT)
+    )
+    # A Prefix that is not a string: botocore's validation refuses it before sending; without
+    # it the request goes out and S3 (moto) answers. The scratch client's parameters are built
+    # by the scratch step itself (BENCHMARKS.md: what brought CPU per session down).
+    with pytest.raises(ClientError, match="NoSuchBucket"):
+        clients.s3.list_objects_v2(Bucket="no-such-bucket", Prefix=123)
+    with pytest.raises(ParamValidationError):
+        clients.archive.list_objects_v2(Bucket="no-such-bucket", Prefix=123)
+    assert clients.s3.meta.config.retries["mode"] == "standard"  # the shared settings kept
