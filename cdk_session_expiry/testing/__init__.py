@@ -71,6 +71,7 @@ What differs from AWS
 """
 
 from cdk_session_expiry.testing._moto_internals import MotoInternalsChanged, check_moto_internals
+from cdk_session_expiry.testing.agentcore import AgentCoreCall
 from cdk_session_expiry.testing.cdk_cli import CdkAppNotFoundError, CdkCli, CdkCliError
 from cdk_session_expiry.testing.deployment import (
     DeployedFunction,
@@ -99,6 +100,7 @@ from cdk_session_expiry.testing.poller import (
 from cdk_session_expiry.testing.stream_records import to_lambda_record
 
 __all__ = [
+    "AgentCoreCall",
     "CdkAppNotFoundError",
     "CdkCli",
     "CdkCliError",

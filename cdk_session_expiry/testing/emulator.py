@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from cdk_session_expiry.testing import _moto_internals
+from cdk_session_expiry.testing.agentcore import AgentCoreSessions
 
 #: Account and Region the emulator answers for (moto's default account).
 ACCOUNT_ID = "123456789012"
@@ -59,7 +60,9 @@ class Fault:
 
 
 class _FaultInjector:
-    """WSGI middleware in front of moto's application: answers matching requests with an error."""
+    """WSGI middleware in front of moto's application: answers matching requests with an error,
+    and the AgentCore Stop operations moto lacks (:mod:`.agentcore`, after the faults, so a
+    fault can refuse them too)."""
 
     def __init__(self, app: Callable[..., Iterable[bytes]], emulator: LocalEmulator) -> None:
         self.app = app
@@ -82,6 +85,9 @@ class _FaultInjector:
                     ],
                 )
                 return [body]
+        answered = self.emulator.agentcore.answer(environ, start_response)
+        if answered is not None:
+            return answered
         return self.app(environ, start_response)
 
 
@@ -130,6 +136,9 @@ class LocalEmulator:
         self._server: Any = None
         self._lock = threading.Lock()
         self._clients: dict[str, Any] = {}
+        #: AgentCore sessions registered as running and the Stop calls answered (moto has no
+        #: AgentCore data plane; see :mod:`cdk_session_expiry.testing.agentcore`).
+        self.agentcore = AgentCoreSessions()
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> LocalEmulator:
@@ -182,6 +191,7 @@ class LocalEmulator:
         request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")  # noqa: S310
         with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - localhost
             response.read()
+        self.agentcore.reset()
 
     def _error_filter(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.ERROR:
@@ -345,6 +355,13 @@ class LocalEmulator:
     def open_connection_ids(self) -> set[str]:
         """WebSocket connection ids the API Gateway Management API holds open."""
         return _moto_internals.open_connection_ids(self.account_id, self.region)
+
+    def start_agent_session(
+        self, kind: str, target: str, session_id: str, *, qualifier: str | None = None
+    ) -> None:
+        """Register a running AgentCore session that ``Stop...Session`` will stop (see
+        :meth:`AgentCoreSessions.start`); unknown sessions answer ResourceNotFoundException."""
+        self.agentcore.start(kind, target, session_id, qualifier=qualifier)
 
     def open_connection(self, connection_id: str) -> None:
         """Open a WebSocket connection (moto creates one on its first PostToConnection)."""

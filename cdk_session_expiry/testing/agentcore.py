@@ -1,0 +1,170 @@
+"""The emulator's Amazon Bedrock AgentCore: the three Stop operations the cleanup calls.
+
+moto implements no AgentCore data-plane operation. The emulator answers ``StopRuntimeSession``,
+``StopCodeInterpreterSession`` and ``StopBrowserSession`` itself, in AWS's REST-JSON wire format
+(AgentCore API Reference): a session a test registered as running is stopped (HTTP 200, and it
+is no longer running); any other answers ``ResourceNotFoundException`` (HTTP 404, header
+``x-amzn-ErrorType``, body ``{"message": ...}``), as AWS answers for an unknown or already
+stopped session. Every call is recorded. What it does not model: session lifetimes and idle
+timeouts, ARN/identifier validation, IAM, and ``clientToken`` idempotency.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import parse_qs
+
+#: ``kind`` of :meth:`AgentCoreSessions.start`: an AgentCore runtime session (target: the
+#: runtime ARN), a code interpreter or a browser session (target: its identifier).
+RUNTIME = "runtime"
+CODE_INTERPRETER = "code-interpreter"
+BROWSER = "browser"
+#: The endpoint AgentCore uses for ``StopRuntimeSession`` without a qualifier.
+DEFAULT_QUALIFIER = "DEFAULT"
+
+_RUNTIME_PATH = re.compile(r"/runtimes/(?P<target>.+)/stopruntimesession")
+_TOOL_PATH = re.compile(r"/(?P<tools>code-interpreters|browsers)/(?P<target>[^/]+)/sessions/stop")
+_SIGNING_SERVICE = re.compile(r"Credential=[^/]+/[^/]+/[^/]+/bedrock-agentcore/aws4_request")
+_OPERATIONS = {
+    RUNTIME: "StopRuntimeSession",
+    CODE_INTERPRETER: "StopCodeInterpreterSession",
+    BROWSER: "StopBrowserSession",
+}
+
+
+@dataclass(frozen=True)
+class AgentCoreCall:
+    """One Stop request the emulator answered."""
+
+    operation: str
+    #: The runtime ARN, or the code interpreter/browser identifier.
+    target: str
+    session_id: str
+    #: ``StopRuntimeSession``'s qualifier as sent (``None``: not sent).
+    qualifier: str | None
+    #: True when the session was running and is now stopped; False: ResourceNotFoundException.
+    stopped: bool
+
+
+@dataclass(frozen=True)
+class _Request:
+    kind: str
+    target: str
+    session_id: str
+    qualifier: str | None
+
+
+class AgentCoreSessions:
+    """Running AgentCore sessions and the Stop calls, shared by the emulator's server threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[tuple[str, str, str, str]] = set()
+        #: Every Stop request answered, in order.
+        self.calls: list[AgentCoreCall] = []
+
+    def start(
+        self, kind: str, target: str, session_id: str, *, qualifier: str | None = None
+    ) -> None:
+        """Register a running session: ``kind`` is :data:`RUNTIME` (``target`` the runtime
+        ARN, ``qualifier`` its endpoint, default ``DEFAULT``), :data:`CODE_INTERPRETER` or
+        :data:`BROWSER` (``target`` the identifier).
+
+        Raises:
+            ValueError: an unknown ``kind``, or a qualifier for a tool session.
+        """
+        if kind not in _OPERATIONS:
+            raise ValueError(f"kind={kind!r}: expected one of {', '.join(_OPERATIONS)}")
+        if qualifier is not None and kind != RUNTIME:
+            raise ValueError(f"qualifier={qualifier!r}: only runtime sessions have one")
+        endpoint = (qualifier or DEFAULT_QUALIFIER) if kind == RUNTIME else ""
+        with self._lock:
+            self._running.add((kind, target, session_id, endpoint))
+
+    def running(self, kind: str | None = None) -> set[tuple[str, str]]:
+        """(target, session id) of the sessions still running, of one ``kind`` or all."""
+        with self._lock:
+            return {(t, s) for k, t, s, _ in self._running if kind is None or k == kind}
+
+    def reset(self) -> None:
+        """Forget every session and call."""
+        with self._lock:
+            self._running.clear()
+            self.calls.clear()
+
+    def answer(
+        self, environ: Mapping[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes] | None:
+        """Answer a Stop request as AgentCore does; ``None`` when ``environ`` is not one."""
+        request = _parse(environ)
+        if request is None:
+            return None
+        endpoint = (request.qualifier or DEFAULT_QUALIFIER) if request.kind == RUNTIME else ""
+        key = (request.kind, request.target, request.session_id, endpoint)
+        with self._lock:
+            stopped = key in self._running
+            self._running.discard(key)
+            self.calls.append(
+                AgentCoreCall(
+                    _OPERATIONS[request.kind],
+                    request.target,
+                    request.session_id,
+                    request.qualifier,
+                    stopped,
+                )
+            )
+        if not stopped:
+            return _respond(
+                start_response,
+                404,
+                {"message": f"Session {request.session_id} not found or already terminated"},
+                [("x-amzn-ErrorType", "ResourceNotFoundException")],
+            )
+        return _respond(start_response, 200, *_success(request))
+
+
+def _parse(environ: Mapping[str, Any]) -> _Request | None:
+    if not _SIGNING_SERVICE.search(str(environ.get("HTTP_AUTHORIZATION", ""))):
+        return None
+    method, path = environ.get("REQUEST_METHOD"), str(environ.get("PATH_INFO", ""))
+    query = {k: v[0] for k, v in parse_qs(str(environ.get("QUERY_STRING", ""))).items()}
+    runtime = _RUNTIME_PATH.fullmatch(path)
+    if method == "POST" and runtime is not None:
+        session = str(environ.get("HTTP_X_AMZN_BEDROCK_AGENTCORE_RUNTIME_SESSION_ID", ""))
+        return _Request(RUNTIME, runtime["target"], session, query.get("qualifier"))
+    tool = _TOOL_PATH.fullmatch(path)
+    if method == "PUT" and tool is not None:
+        kind = CODE_INTERPRETER if tool["tools"] == "code-interpreters" else BROWSER
+        return _Request(kind, tool["target"], query.get("sessionId", ""), None)
+    return None
+
+
+def _success(request: _Request) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    if request.kind == RUNTIME:
+        return {}, [("X-Amzn-Bedrock-AgentCore-Runtime-Session-Id", request.session_id)]
+    identifier = (
+        "codeInterpreterIdentifier" if request.kind == CODE_INTERPRETER else ("browserIdentifier")
+    )
+    now = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+    return {identifier: request.target, "sessionId": request.session_id, "lastUpdatedAt": now}, []
+
+
+def _respond(
+    start_response: Callable[..., Any],
+    status: int,
+    body: Mapping[str, Any],
+    headers: list[tuple[str, str]],
+) -> list[bytes]:
+    data = json.dumps(body).encode("utf-8")
+    reason = "OK" if status == 200 else "Not Found"
+    start_response(
+        f"{status} {reason}",
+        [("Content-Type", "application/json"), ("Content-Length", str(len(data))), *headers],
+    )
+    return [data]
