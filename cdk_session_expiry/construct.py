@@ -39,6 +39,7 @@ from . import (
     failure_destination,
     fanout,
     grant_sweep,
+    hardening,
     kill_switch,
     nag,
     sweeper,
@@ -107,6 +108,18 @@ class SessionExpiry(Construct):
             proportion (1,769 MiB = one vCPU). Default: 1,769 (one vCPU; see BENCHMARKS.md).
         cleanup_log_retention: retention of the cleanup function's log group. Default:
             three months.
+        function_encryption_key: customer managed KMS key that encrypts the environment
+            variables and the log groups of the cleanup and sweeper functions (their roles get
+            ``kms:Decrypt``; for a key of this app the key policy lets CloudWatch Logs use it,
+            an imported key gets a synth warning saying what its policy needs). Default: AWS
+            managed encryption (closes checkov's CKV_AWS_173 and CKV_AWS_158 when set).
+        cleanup_reserved_concurrency: reserved concurrency of the cleanup function, at least
+            1. The event source mapping runs at most one invocation per shard and
+            ``parallelization_factor``: below that the cleanup is throttled and falls behind.
+            Default: none reserved (the mapping bounds it).
+        expiry_sweep_reserved_concurrency: reserved concurrency of the sweeper, at least 1
+            (1 is enough); only with ``expiry_sweep_interval``, and 1 below a minute. Default:
+            none reserved, except 1 for a sub-minute sweeper.
         max_workers: cleanup calls in flight per invocation (the step pool), 1..64. Default:
             16.
         metrics_namespace: CloudWatch namespace of the runtime's embedded metrics. Default:
@@ -251,9 +264,12 @@ class SessionExpiry(Construct):
         grant_token_attribute: str = contract.DEFAULT_GRANT_TOKEN_ATTRIBUTE,
         scratch_prefix_attribute: str = contract.DEFAULT_SCRATCH_PREFIX_ATTRIBUTE,
         tenant_attribute: str = contract.DEFAULT_TENANT_ATTRIBUTE,
-        cleanup_timeout: Duration = DEFAULT_CLEANUP_TIMEOUT,
+        cleanup_timeout: Duration | None = None,
         cleanup_memory_size: int = DEFAULT_CLEANUP_MEMORY_SIZE,
         cleanup_log_retention: logs.RetentionDays = DEFAULT_CLEANUP_LOG_RETENTION,
+        function_encryption_key: kms.IKey | None = None,
+        cleanup_reserved_concurrency: int | None = None,
+        expiry_sweep_reserved_concurrency: int | None = None,
         max_workers: int = contract.DEFAULT_MAX_WORKERS,
         metrics_namespace: str = contract.DEFAULT_METRICS_NAMESPACE,
         event_filter: CleanupEventFilter = CleanupEventFilter.ALL_REMOVES,
@@ -261,7 +277,7 @@ class SessionExpiry(Construct):
         max_batching_window: Duration | None = None,
         parallelization_factor: int = DEFAULT_PARALLELIZATION_FACTOR,
         retry_attempts: int = DEFAULT_RETRY_ATTEMPTS,
-        max_record_age: Duration = DEFAULT_MAX_RECORD_AGE,
+        max_record_age: Duration | None = None,
         failure_queue: sqs.IQueue | None = None,
         websocket_stage: apigwv2.IWebSocketStage | None = None,
         grant_key: kms.IKey | None = None,
@@ -270,7 +286,7 @@ class SessionExpiry(Construct):
         scratch_root: str | None = None,
         tenant_scoped_scratch: bool = False,
         scratch_retention: Duration | None = None,
-        alarm_iterator_age_threshold: Duration = alarm_defaults.DEFAULT_ITERATOR_AGE_THRESHOLD,
+        alarm_iterator_age_threshold: Duration | None = None,
         alarm_actions: Sequence[cloudwatch.IAlarmAction] | None = None,
         alarm_skipped_records: bool = True,
         expiry_sweep_interval: Duration | None = None,
@@ -296,6 +312,18 @@ class SessionExpiry(Construct):
         custom_steps: Sequence[CustomCleanupStep] | None = None,
     ) -> None:
         validation.check_prop_types(locals())
+        # Duration defaults are resolved here so that help() shows them as words, not objects.
+        if cleanup_timeout is None:
+            cleanup_timeout = DEFAULT_CLEANUP_TIMEOUT
+        if max_record_age is None:
+            max_record_age = DEFAULT_MAX_RECORD_AGE
+        if alarm_iterator_age_threshold is None:
+            alarm_iterator_age_threshold = alarm_defaults.DEFAULT_ITERATOR_AGE_THRESHOLD
+        hardening.check_hardening_props(
+            cleanup_reserved_concurrency=cleanup_reserved_concurrency,
+            expiry_sweep_reserved_concurrency=expiry_sweep_reserved_concurrency,
+            sweeper_on=expiry_sweep_interval is not None,
+        )
         props = SessionExpiryProps.of(locals())
         super().__init__(scope, id)
         self._check_props(props)
@@ -326,6 +354,12 @@ class SessionExpiry(Construct):
         self._add_ttl_health_alarm(props)
         #: The cdk-nag findings the design accepts, acknowledged with their reasons (``nag``).
         self.nag_acknowledgements = nag.acknowledge_design_findings(self)
+        hardening.apply(
+            self,
+            function_encryption_key=function_encryption_key,
+            cleanup_reserved_concurrency=cleanup_reserved_concurrency,
+            expiry_sweep_reserved_concurrency=expiry_sweep_reserved_concurrency,
+        )
         checkov.explain_findings(self)
 
     # --- composition: each step hands one concern to its own module -------------------------
@@ -667,15 +701,18 @@ class SessionExpiry(Construct):
         For a ``lambda_.Function`` it also adds ``runtime_layer`` and sets the environment
         ``SessionStore.from_env()`` reads: table name, key names, TTL attribute, session
         attribute names, scratch bucket/root, tenant scoping, grant key ARN and retiring
-        principal. Any other ``IFunction`` (e.g. imported) gets the permissions and a synth
-        warning that its environment and layer must be set by hand.
+        principal. A function imported with its role
+        (``Function.from_function_attributes(role=...)``) gets the permissions (a policy on
+        that role) and a synth warning that its environment and layer must be set by hand.
 
         No S3 permissions are granted: what the application writes to its scratch prefix is
         its own decision (``scratch_bucket.grant_put``).
 
         Raises:
             ValueError: ``event_filter`` is ``TTL_DELETES_ONLY``, which drops the REMOVE
-                records of ``SessionStore.end`` and of ``create``'s delete of an expired item.
+                records of ``SessionStore.end`` and of ``create``'s delete of an expired item;
+                or ``function`` was imported without its role (``Function.from_function_name``
+                or ``from_function_arn``): there is nothing to attach the permissions to.
         """
         validation.check_filter_with_session_store(
             self.event_filter, f"grant_session_access({function.node.path})"

@@ -76,7 +76,20 @@ class SessionAccess:
         return env
 
     def grant_access(self, function: lambda_.IFunction) -> iam.Grant:
-        """The permissions of ``SessionExpiry.grant_session_access``."""
+        """The permissions of ``SessionExpiry.grant_session_access``.
+
+        Raises:
+            ValueError: ``function`` has no role to attach them to (imported by name or ARN).
+        """
+        if function.role is None:
+            raise ValueError(
+                f"grant_session_access({function.node.path}): the function was imported "
+                "without its role (Function.from_function_name/from_function_arn), so no "
+                "permission can be attached to it: expected a lambda_.Function, or an import "
+                "that names its role, Function.from_function_attributes(function_arn=..., "
+                "role=iam.Role.from_role_arn(...)) (it then gets the permissions; set the "
+                "variables of session_environment() and add runtime_layer yourself)"
+            )
         grant = iam.Grant.add_to_principal(
             grantee=function,
             actions=list(_SESSION_DATA_ACTIONS),

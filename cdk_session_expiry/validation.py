@@ -96,6 +96,7 @@ PROP_TYPES: Mapping[str, tuple[str, Callable[[object], bool]]] = {
     "archive_expiration": _DURATION,
     "event_bus": ("an events.IEventBus", _has("event_bus_arn", "event_bus_name")),
     "failure_destination_bucket": _BUCKET,
+    "function_encryption_key": _KEY,
     "agent_runtime": (
         "an AgentCore runtime (Runtime, CfnRuntime: IRuntimeRef) or its ARN",
         lambda v: isinstance(v, str) or hasattr(v, "runtime_ref"),

@@ -257,6 +257,9 @@ class SessionExpirySampleStack(Stack):
             archive_bucket=archive,
             archive_expiration=ARCHIVE_EXPIRATION,
             event_bus=event_bus,
+            # Closes checkov's CKV_AWS_158/173 on the construct's functions and log groups.
+            function_encryption_key=self.logs_key,
+            expiry_sweep_reserved_concurrency=1,
         )
         for fn in (connect_fn, message_fn, disconnect_fn):
             self.sessions.grant_session_access(fn)

@@ -92,6 +92,9 @@ def everything(stack: Stack) -> SessionExpiry:
         archive_transition_after=Duration.days(30),
         archive_expiration=Duration.days(365),
         event_bus=events.EventBus(stack, "Bus"),
+        function_encryption_key=kms.Key(stack, "FunctionKey", enable_key_rotation=True),
+        cleanup_reserved_concurrency=10,
+        expiry_sweep_reserved_concurrency=1,
     )
     sessions.grant_session_access(_function(stack, "Connect"))
     return sessions

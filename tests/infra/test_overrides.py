@@ -119,10 +119,14 @@ class Synth(StackTemplate):
             code=lambda_.Code.from_inline("def handler(event, context):\n    return None\n"),
         )
         self.session_grant = self.custom.grant_session_access(self.app_function)
-        self.imported_function = lambda_.Function.from_function_arn(
+        # Imported with its role: the permissions go to that role.
+        self.imported_function = lambda_.Function.from_function_attributes(
             stack,
             "ImportedFunction",
-            "arn:aws:lambda:eu-west-1:123456789012:function:elsewhere",
+            function_arn="arn:aws:lambda:eu-west-1:123456789012:function:elsewhere",
+            role=iam.Role.from_role_arn(
+                stack, "ImportedRole", "arn:aws:iam::123456789012:role/elsewhere-role"
+            ),
         )
         self.attached.grant_session_access(self.imported_function)
         self.template = assertions.Template.from_stack(stack)
@@ -437,3 +441,32 @@ def test_grant_session_access_on_an_imported_function_warns(synth: Synth) -> Non
         "/Overrides/Attached",
         Match.string_like_regexp("not a lambda_.Function"),
     )
+
+
+def test_grant_session_access_on_an_imported_function_attaches_to_its_role(synth: Synth) -> None:
+    policies = [
+        r["Properties"]
+        for r in synth.json["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy" and r["Properties"].get("Roles") == ["elsewhere-role"]
+    ]
+    assert len(policies) == 1
+    actions = {
+        a
+        for st in policies[0]["PolicyDocument"]["Statement"]
+        for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])
+    }
+    assert {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"} <= actions
+
+
+def test_fails_grant_session_access_on_a_function_imported_without_its_role(
+    cdk_context: dict[str, Any],
+) -> None:
+    stack = Stack(App(context=cdk_context), "NoRole")
+    sessions = SessionExpiry(stack, "Sessions")
+    by_name = lambda_.Function.from_function_name(stack, "ByName", "elsewhere")
+    with pytest.raises(ValueError) as caught:
+        sessions.grant_session_access(by_name)
+    message = str(caught.value)
+    assert "grant_session_access(NoRole/ByName)" in message
+    assert "imported without its role" in message
+    assert "from_function_attributes" in message
