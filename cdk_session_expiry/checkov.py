@@ -6,12 +6,12 @@ templates as often as cdk-nag. checkov reads a resource's ``Metadata.checkov.ski
 of failed. The construct writes that list on its own resources for each check its design
 accepts, and for each check a prop closes while that prop is unset (the comment names the prop):
 
-* ``CKV_AWS_117`` (function not in a VPC), cleanup and sweeper: they call only AWS APIs
+* ``CKV_AWS_117`` (function not in a VPC), cleanup, sweeper and grant sweep: they call only AWS APIs
   (DynamoDB Streams, API Gateway, KMS, S3, EventBridge); a VPC would add NAT or endpoints and
   nothing to isolate.
 * ``CKV_AWS_116`` (no dead-letter queue for asynchronous invocations): the cleanup is invoked
   synchronously by its event source mapping, whose on-failure destination holds what fails; the
-  sweeper's asynchronous retries are off because its next scheduled run is the retry.
+  sweepers' asynchronous retries are off because their next scheduled run is the retry.
 * ``CKV_AWS_27`` (queue not encrypted), the on-failure queue the construct creates: it has
   SQS-managed server-side encryption (``SqsManagedSseEnabled``), which checkov does not read.
 * ``CKV_AWS_119`` (table not on a customer managed key), a table the construct creates without
@@ -20,7 +20,8 @@ accepts, and for each check a prop closes while that prop is unset (the comment 
   encrypted with a customer managed key) without ``function_encryption_key``; the prop closes
   both.
 * ``CKV_AWS_115`` (no reserved concurrency) without ``cleanup_reserved_concurrency`` /
-  ``expiry_sweep_reserved_concurrency`` (the sub-minute sweeper always reserves 1).
+  ``expiry_sweep_reserved_concurrency`` (the sub-minute sweeper always reserves 1); the grant
+  sweep runs once per ``grant_sweep_interval``.
 
 Anything else checkov reports on the construct's resources is not explained here and fails
 this project's checkov test.
@@ -51,7 +52,7 @@ CLEANUP_DLQ = (
 SWEEPER_DLQ = (
     "CKV_AWS_116",
     "Scheduled: asynchronous retries are off because the next run is the retry; a failed run "
-    "raises the sweeper's errors alarm.",
+    "raises the function's errors alarm.",
 )
 QUEUE_ENCRYPTION = (
     "CKV_AWS_27",
@@ -82,6 +83,11 @@ SWEEPER_CONCURRENCY = (
     "CKV_AWS_115",
     "Runs once per interval with a timeout no longer than the interval; set "
     "expiry_sweep_reserved_concurrency to reserve its concurrency.",
+)
+GRANT_SWEEP_CONCURRENCY = (
+    "CKV_AWS_115",
+    "The grant sweep runs once per grant_sweep_interval (hourly by default), one invocation at a "
+    "time in practice; reserving concurrency would take it from the account's pool.",
 )
 
 
@@ -120,6 +126,9 @@ def explain_findings(sessions: SessionExpiry) -> None:
     functions = [(sessions.cleanup_function, CLEANUP_DLQ, CLEANUP_CONCURRENCY)]
     if sessions.expiry_sweeper is not None:
         functions.append((sessions.expiry_sweeper.function, SWEEPER_DLQ, SWEEPER_CONCURRENCY))
+    grant_sweep = sessions.grant_sweep
+    if grant_sweep is not None:
+        functions.append((grant_sweep.function, SWEEPER_DLQ, GRANT_SWEEP_CONCURRENCY))
     for function, dead_letter, concurrency in functions:
         resource = cfn_resource(function)
         skip(function, VPC)
