@@ -12,29 +12,74 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from .config import RuntimeConfig
+from .config import DEFAULT_TIME_GUARD_MS, RuntimeConfig
 from .timestamps import fast_timestamp_session
 
 #: botocore ``standard`` retry mode: exponential backoff with jitter, retry quota, and retries
 #: of throttling (incl. 429 LimitExceededException), 5xx and connection errors. Attempts per
-#: call, the first one included (botocore's ``total_max_attempts``).
-MAX_ATTEMPTS = 4
-CONNECT_TIMEOUT_SECONDS = 5
-READ_TIMEOUT_SECONDS = 10
+#: call, the first one included (botocore's ``total_max_attempts``): one retry, so that a call
+#: with its retry fits in the time guard's margin (what still fails is retried by the event
+#: source mapping, every step being idempotent).
+MAX_ATTEMPTS = 2
+#: Timeouts at the default 10 s margin (:func:`call_timeouts` sizes them to any margin).
+CONNECT_TIMEOUT_SECONDS = 1.0
+READ_TIMEOUT_SECONDS = 3.0
+#: The longest backoff of ``standard`` mode before the first retry: ``random() * 2 ** 0`` s.
+MAX_FIRST_BACKOFF_SECONDS = 1.0
+#: The share of the margin one call (all its attempts and the backoff) may take.
+SDK_SHARE_OF_MARGIN = 0.9
+#: The smallest margin the clients can be sized to (``SESSION_EXPIRY_TIME_GUARD_MS``).
+MIN_TIME_GUARD_MS = 2_000
 
 
-def client_config(max_workers: int) -> Config:
+def call_timeouts(time_guard_ms: int) -> tuple[float, float]:
+    """``(connect, read)`` timeouts in seconds so that one call ends within 90 % of the margin.
+
+    ``MAX_ATTEMPTS * (connect + read) + MAX_FIRST_BACKOFF_SECONDS <= 0.9 * margin``; connect
+    gets a quarter of an attempt, at most :data:`CONNECT_TIMEOUT_SECONDS` (a regional endpoint
+    answers a TCP/TLS handshake in milliseconds), read the rest. At the default 10 s margin: 1 s
+    and 3 s. A read timeout bounds each socket read, not a whole answer: the runner's hard stop
+    covers an answer that trickles in (:mod:`session_expiry_runtime.runner`).
+
+    Raises:
+        ValueError: a margin under :data:`MIN_TIME_GUARD_MS`.
+    """
+    if time_guard_ms < MIN_TIME_GUARD_MS:
+        raise ValueError(
+            f"time guard {time_guard_ms} ms: expected at least {MIN_TIME_GUARD_MS} ms, room for "
+            f"{MAX_ATTEMPTS} attempts of a call and the backoff between them"
+        )
+    budget = SDK_SHARE_OF_MARGIN * time_guard_ms / 1000 - MAX_FIRST_BACKOFF_SECONDS
+    per_attempt = budget / MAX_ATTEMPTS
+    connect = min(CONNECT_TIMEOUT_SECONDS, per_attempt / 4)
+    return round(connect, 3), round(per_attempt - connect, 3)
+
+
+def worst_call_seconds(config: Config) -> float:
+    """The longest one call of a client built with ``config`` can take with a server that never
+    answers: every attempt's connect and read timeouts plus the backoff before each retry."""
+    attempts = int((config.retries or {}).get("total_max_attempts", 1))
+    per_attempt = float(config.connect_timeout) + float(config.read_timeout)
+    return attempts * per_attempt + (attempts - 1) * MAX_FIRST_BACKOFF_SECONDS
+
+
+def client_config(max_workers: int, time_guard_ms: int = DEFAULT_TIME_GUARD_MS) -> Config:
     """botocore settings shared by every cleanup client.
 
-    ``standard`` retries with :data:`MAX_ATTEMPTS` attempts, bounded timeouts (so one hung call
-    cannot outlast the time guard), and a connection pool large enough for the step pool plus
-    the record threads (archive writes), so no connection is opened and discarded per call.
+    ``standard`` retries with :data:`MAX_ATTEMPTS` attempts and timeouts sized to the time
+    guard's margin (:func:`call_timeouts`), so a call started just before the guard trips ends
+    before the deadline; a connection pool large enough for the step pool plus the record
+    threads (archive writes), so no connection is opened and discarded per call.
+
+    Raises:
+        ValueError: ``time_guard_ms`` under :data:`MIN_TIME_GUARD_MS`.
     """
+    connect, read = call_timeouts(time_guard_ms)
     return Config(
         retries={"mode": "standard", "total_max_attempts": MAX_ATTEMPTS},
         max_pool_connections=max(10, 2 * max_workers),
-        connect_timeout=CONNECT_TIMEOUT_SECONDS,
-        read_timeout=READ_TIMEOUT_SECONDS,
+        connect_timeout=connect,
+        read_timeout=read,
     )
 
 
@@ -75,7 +120,7 @@ def build_clients(
     # Response timestamps through the standard library (see .timestamps): a third of the CPU
     # of a 1,000-key listing instead of dateutil's. A session passed in is the caller's own.
     session = session or fast_timestamp_session()
-    settings = client_config(config.max_workers)
+    settings = client_config(config.max_workers, config.time_guard_ms)
     return CleanupClients(
         apigateway=session.client(
             "apigatewaymanagementapi", endpoint_url=config.websocket_endpoint, config=settings

@@ -21,16 +21,28 @@ A batch goes through :func:`process_batch`; each record through :meth:`CleanupRu
    ``session_expiry_runtime.cleanup``, field ``session``; ERROR for failed, WARNING for refused
    prefixes, unusable attributes and suspicious skips, INFO otherwise).
 
-The **time guard**: once ``context.get_remaining_time_in_millis()`` falls below
-``config.time_guard_ms``, records not yet started are reported failed (``TimeGuard``) without
-starting, and a step that loops (the scratch deletion) stops between pages.
+The **time guard** (:class:`Deadline`): the invocation returns before its deadline in every
+case.
+
+* Once ``context.get_remaining_time_in_millis()`` falls below ``config.time_guard_ms`` (the
+  margin), records not yet started are reported failed (``TimeGuard``) without starting, a step
+  that loops (the scratch deletion) stops between pages, and the fan-out does not start (its
+  records are reported failed: cleaned again, idempotently, when redelivered).
+* Every SDK call ends within 90 % of the margin: the clients' connect and read timeouts and
+  their single retry are sized to it (:func:`session_expiry_runtime.clients.client_config`).
+* A hard stop :data:`RETURN_RESERVE_MS` before the deadline: records still running then (a
+  response trickling in slower than any read timeout, a call waiting for another) are reported
+  failed (``TimeGuard``, "unfinished") and the function returns without waiting for their
+  threads, whose late side effects are idempotent and whose results are dropped.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,6 +196,17 @@ class CleanupRunner:
             parse_record(raw), OUTCOME_FAILED, failed_actions=(ACTION_TIME_GUARD,)
         )
         result.log["errors"] = {ACTION_TIME_GUARD: "not started: remaining time below the guard"}
+        self.account(result)
+        return result
+
+    def unfinished(self, raw: object) -> RecordResult:
+        """Report a record still running at the hard stop (``failed``, action ``TimeGuard``)."""
+        result = self._result(
+            parse_record(raw), OUTCOME_FAILED, failed_actions=(ACTION_TIME_GUARD,)
+        )
+        result.log["errors"] = {
+            ACTION_TIME_GUARD: "unfinished: still running when the invocation had to return"
+        }
         self.account(result)
         return result
 
@@ -398,19 +421,65 @@ def batch_response(
     return {"batchItemFailures": [{"itemIdentifier": s} for s in unique]}
 
 
+#: Kept free after the hard stop for the partial batch response and the metrics (ms).
+RETURN_RESERVE_MS = 1_000
+
+
+#: How often the runner looks at the hard stop while it waits for its records (seconds).
+HARD_STOP_POLL_SECONDS = 0.1
+
+
+class Deadline:
+    """The invocation's deadline as Lambda's context tells it (no context: no deadline).
+
+    Only the record threads read the context (each before it starts a record or a page); the
+    hard stop is extrapolated from the latest reading with a monotonic clock, so watching it
+    costs no reading of its own (Lambda's remaining time falls with the wall clock).
+
+    Args:
+        context: the Lambda context (``get_remaining_time_in_millis``).
+        margin_ms: the time guard's margin (``config.time_guard_ms``).
+    """
+
+    def __init__(self, context: object, margin_ms: int) -> None:
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        self._remaining = remaining if callable(remaining) else None
+        self.margin_ms = margin_ms
+        self._lock = threading.Lock()
+        self._seen: tuple[float, float] | None = None
+
+    def remaining_ms(self) -> float | None:
+        """Milliseconds left before the deadline, or ``None`` when unknown."""
+        if self._remaining is None:
+            return None
+        try:
+            left = float(self._remaining())
+        except Exception:
+            return None
+        with self._lock:
+            self._seen = (time.monotonic(), left)
+        return left
+
+    def out_of_time(self) -> bool:
+        """``True`` once the remaining time is below the margin: nothing new may start."""
+        left = self.remaining_ms()
+        return left is not None and left < self.margin_ms
+
+    def seconds_to_hard_stop(self) -> float | None:
+        """Seconds until :data:`RETURN_RESERVE_MS` before the deadline, from the latest reading
+        (``None`` before any reading, or without a context)."""
+        with self._lock:
+            seen = self._seen
+        if seen is None:
+            return None
+        at, left = seen
+        return (left - RETURN_RESERVE_MS) / 1000 - (time.monotonic() - at)
+
+
 def out_of_time_check(context: object, margin_ms: int) -> Callable[[], bool]:
     """``True`` once ``context.get_remaining_time_in_millis()`` is below ``margin_ms``."""
-    remaining = getattr(context, "get_remaining_time_in_millis", None)
-    if not callable(remaining):
-        return _never
-
-    def check() -> bool:
-        try:
-            return bool(remaining() < margin_ms)
-        except Exception:
-            return False
-
-    return check
+    deadline = Deadline(context, margin_ms)
+    return deadline.out_of_time if deadline.remaining_ms() is not None else _never
 
 
 def _split_duplicates(
@@ -434,42 +503,78 @@ def _split_duplicates(
 def _clean_records(
     records: list[object],
     cleaner: CleanupRunner,
-    out_of_time: Callable[[], bool],
+    deadline: Deadline,
     deferred: list[RecordResult] | None,
 ) -> list[RecordResult]:
     """Clean ``records`` concurrently: record threads, plus one bounded pool for their steps.
 
     With ``deferred``, cleaned records are not accounted but collected there (for the
-    after-success steps); records the time guard kept from starting are accounted at once.
+    after-success steps); records the time guard kept from starting, and records still running
+    at the hard stop, are accounted at once as failed.
     """
+    out_of_time = deadline.out_of_time
 
-    def work(raw: object) -> RecordResult:
+    def work(raw: object) -> tuple[RecordResult, bool]:
         try:
             if out_of_time():
-                return cleaner.not_started(raw)
-            if deferred is None:
-                return cleaner.clean(raw, out_of_time=out_of_time, step_pool=step_pool)
-            result = cleaner.clean(raw, out_of_time=out_of_time, account=False, step_pool=step_pool)
-            deferred.append(result)
-            return result
+                return cleaner.not_started(raw), False
+            account = deferred is None
+            result = cleaner.clean(
+                raw, out_of_time=out_of_time, account=account, step_pool=step_pool
+            )
+            return result, not account
         except Exception as exc:
             LOGGER.exception("unexpected error outside the record cleanup: %s", exc)
-            return RecordResult(
+            failed = RecordResult(
                 parse_record(raw).sequence_number,
                 OUTCOME_FAILED,
                 failed_actions=(ACTION_UNEXPECTED,),
             )
+            return failed, False
 
     if not records:
         return []
     max_workers = cleaner.config.max_workers
     workers = max(1, min(max_workers, len(records)))
     # Record threads mostly wait on their steps; the step pool bounds the calls in flight.
-    with (
-        ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="cleanup-step") as step_pool,
-        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cleanup") as pool,
-    ):
-        return list(pool.map(work, records))
+    step_pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="cleanup-step")
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cleanup")
+    pending: set[Any] = set()
+    try:
+        futures = [pool.submit(work, raw) for raw in records]
+        pending = set(futures)
+        while pending:
+            left = deadline.seconds_to_hard_stop()
+            if left is not None and left <= 0:
+                break
+            timeout = HARD_STOP_POLL_SECONDS if left is None else min(left, HARD_STOP_POLL_SECONDS)
+            _, pending = wait(pending, timeout=timeout)
+        results: list[RecordResult] = []
+        for raw, future in zip(records, futures, strict=True):
+            if future in pending:
+                results.append(cleaner.unfinished(raw))
+                continue
+            result, later = future.result()
+            if later and deferred is not None:
+                deferred.append(result)
+            results.append(result)
+        return results
+    finally:
+        # Never wait past the hard stop for threads still running: their results are dropped.
+        for executor in (pool, step_pool):
+            executor.shutdown(wait=not pending, cancel_futures=True)
+
+
+def _fail_unpublished(results: Sequence[RecordResult]) -> None:
+    """The fan-out did not start (time guard): its cleaned records fail, to be redelivered."""
+    for result in results:
+        if result.outcome != OUTCOME_CLEANED:
+            continue
+        result.outcome = OUTCOME_FAILED
+        result.failed_actions = (*result.failed_actions, ACTION_TIME_GUARD)
+        result.log.setdefault("errors", {})[ACTION_TIME_GUARD] = (
+            "cleaned, but the fan-out did not start: remaining time below the guard"
+        )
 
 
 def process_batch(event: object, context: object, cleaner: CleanupRunner) -> dict[str, Any]:
@@ -488,16 +593,19 @@ def process_batch(event: object, context: object, cleaner: CleanupRunner) -> dic
     if not isinstance(records, list):
         LOGGER.warning("event without a Records list; nothing to clean")
         return batch_response(())
-    out_of_time = out_of_time_check(context, cleaner.config.time_guard_ms)
+    deadline = Deadline(context, cleaner.config.time_guard_ms)
     # A dry run publishes nothing: subscribers would act on sessions that were not cleaned.
     after = [] if cleaner.config.dry_run else cleaner.after_success_steps
     unique, results = _split_duplicates(records, cleaner)
     deferred: list[RecordResult] | None = [] if after else None
-    results.extend(_clean_records(unique, cleaner, out_of_time, deferred))
+    results.extend(_clean_records(unique, cleaner, deadline, deferred))
     if deferred is not None:
         # Accounting waits for the after-success outcome, so each record is counted once.
-        for step in after:
-            step.after_success(deferred, cleaner.metrics)
+        if deferred and deadline.out_of_time():
+            _fail_unpublished(deferred)
+        else:
+            for step in after:
+                step.after_success(deferred, cleaner.metrics)
         for result in deferred:
             cleaner.account(result)
     try:

@@ -256,14 +256,18 @@ def test_fails_and_reports_the_record_when_a_call_keeps_failing(
 def test_throttling_is_retried_by_the_sdk_first(sandbox: Sandbox, no_backoff: None) -> None:
     session, record = _removed(sandbox, "s-throttle")
     cleaner = sandbox.cleaner()
-    # Stub: moto never throttles. Two throttles, then moto's real answer.
-    answer(cleaner.clients.kms, "RetireGrant", times(2, json_error(400, "ThrottlingException")))
+    # Stub: moto never throttles. Throttles on every attempt but the last (the SDK's attempts
+    # are sized to the time guard), then moto's real answer.
+    retries = cleaner_module.MAX_ATTEMPTS - 1
+    answer(
+        cleaner.clients.kms, "RetireGrant", times(retries, json_error(400, "ThrottlingException"))
+    )
     answer(
         cleaner.clients.apigateway,
         "DeleteConnection",
-        times(2, rest_json_error(429, "LimitExceededException")),
+        times(retries, rest_json_error(429, "LimitExceededException")),
     )
-    answer(cleaner.clients.s3, "DeleteObjects", times(2, s3_error(503, "SlowDown")))
+    answer(cleaner.clients.s3, "DeleteObjects", times(retries, s3_error(503, "SlowDown")))
 
     assert failed_ids(run(cleaner, [record])) == []
     assert sandbox.is_clean(session)
