@@ -13,7 +13,7 @@ export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 # The venv's python3 runs app.py when the CDK CLI calls "python3 app.py".
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: setup synth test lint clean sandbox
+.PHONY: setup synth test lint clean sandbox integ
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -41,8 +41,13 @@ test: setup
 
 lint: setup
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check app.py cdk_session_expiry lambda_src sample_app sandbox bench tests
+	$(VENV)/bin/ruff format --check app.py cdk_session_expiry lambda_src sample_app sandbox bench integ tests
 	$(VENV)/bin/mypy cdk_session_expiry lambda_src/session_expiry_runtime
+
+# Deployed integration test (integ/): deploy into the account of the AWS credentials in the
+# environment, let the assertions run, report, destroy. Without credentials: says so, exits 2.
+integ: setup
+	$(PY) -m integ.run $(INTEG_ARGS)
 
 clean:
 	rm -rf cdk.out .pytest_cache dist build

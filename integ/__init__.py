@@ -1,0 +1,1 @@
+"""Deployed integration test of SessionExpiry (``make integ``); see ``integ/README.md``."""
