@@ -24,6 +24,14 @@ CONTEXT_CLEANUP_DRY_RUN = "sample:cleanupDryRun"  # default false
 #: ``false``: the account already has API Gateway's CloudWatch Logs role (``cloudWatchRoleArn``,
 #: one per account and Region), which WebSocket access logging needs; the stack leaves it alone.
 CONTEXT_API_GATEWAY_LOGS_ROLE = "sample:apiGatewayLogsRole"  # default true
+#: AgentCore targets whose sessions the cleanup stops; each unset by default, so a deploy to a
+#: real account never names AgentCore resources that do not exist there. The runtime's ARN (and
+#: optional endpoint), and a code interpreter / browser by ARN or id (``aws.codeinterpreter.v1``,
+#: ``aws.browser.v1`` for the AWS-managed ones). ``make sandbox`` sets them for the emulator.
+CONTEXT_AGENT_RUNTIME_ARN = "sample:agentRuntimeArn"
+CONTEXT_AGENT_RUNTIME_QUALIFIER = "sample:agentRuntimeQualifier"
+CONTEXT_CODE_INTERPRETER = "sample:codeInterpreter"
+CONTEXT_BROWSER = "sample:browser"
 DEFAULT_STACK_NAME = "SessionExpirySample"
 FALLBACK_REGION = "us-east-1"
 
@@ -55,6 +63,10 @@ def build_app(
         api_gateway_logs_role=context_flag(
             ctx(CONTEXT_API_GATEWAY_LOGS_ROLE), CONTEXT_API_GATEWAY_LOGS_ROLE, True
         ),
+        agent_runtime_arn=ctx(CONTEXT_AGENT_RUNTIME_ARN),
+        agent_runtime_qualifier=ctx(CONTEXT_AGENT_RUNTIME_QUALIFIER),
+        code_interpreter=ctx(CONTEXT_CODE_INTERPRETER),
+        browser=ctx(CONTEXT_BROWSER),
         description="Sample app of cdk-session-expiry: WebSocket sessions that fail closed",
     )
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))

@@ -78,6 +78,9 @@ class SessionExpirySampleStack(Stack):
         acknowledge_findings: acknowledge the cdk-nag findings this design accepts (see
             ``acknowledge``). Tests turn it off to show every acknowledgement still matches a
             real finding. Default: on.
+        agent_runtime_arn, agent_runtime_qualifier, code_interpreter, browser: AgentCore
+            targets whose sessions the cleanup stops (``SessionExpiry``'s props of the same
+            names). Default: none (the sandbox sets them; a real account needs real ones).
     """
 
     def __init__(
@@ -91,6 +94,10 @@ class SessionExpirySampleStack(Stack):
         cleanup_dry_run: bool = False,
         acknowledge_findings: bool = True,
         api_gateway_logs_role: bool = True,
+        agent_runtime_arn: str | None = None,
+        agent_runtime_qualifier: str | None = None,
+        code_interpreter: str | None = None,
+        browser: str | None = None,
         **kwargs: object,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
@@ -260,6 +267,10 @@ class SessionExpirySampleStack(Stack):
             # Closes checkov's CKV_AWS_158/173 on the construct's functions and log groups.
             function_encryption_key=self.logs_key,
             expiry_sweep_reserved_concurrency=1,
+            agent_runtime=agent_runtime_arn,
+            agent_runtime_qualifier=agent_runtime_qualifier,
+            code_interpreter=code_interpreter,
+            browser=browser,
         )
         for fn in (connect_fn, message_fn, disconnect_fn):
             self.sessions.grant_session_access(fn)

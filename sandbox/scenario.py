@@ -29,7 +29,12 @@
    a 5 s interval, the mapping's poller on its own thread, sessions whose TTLs are spread over
    two minutes: expiry-to-clean p50/p99/max per session on the wall clock, against the goal
    (p99 <= 10 s; reported, not failed) and interval + processing. ``--no-realtime`` skips it.
-9. Verify against the emulator: every cleaned session's connection, grant and scratch objects
+9. AgentCore (:mod:`sandbox.agent_sessions`): the sample app is deployed with AgentCore
+   targets from context; some ended and some live sessions get AgentCore session ids
+   (``attach_agent_session``) that the emulator registers as running. Each ended session's
+   runtime, code interpreter and browser sessions must be stopped (an already ended browser
+   session answers ResourceNotFoundException: done), and no live session's touched.
+10. Verify against the emulator: every cleaned session's connection, grant and scratch objects
    are gone, it has exactly one archive object and one event; every live (and dry-run)
    session's resources are intact and have neither. Print a report; exit 1 on any mismatch.
 """
@@ -169,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     from cdk_session_expiry import _runtime_contract as contract
     from cdk_session_expiry.testing import Fault, LocalEmulator, LocalPipeline
 
-    from . import beyond_ttl
+    from . import agent_sessions, beyond_ttl
 
     say = Progress(args.quiet)
     emulator = LocalEmulator(verbose_errors=args.verbose_errors).start()
@@ -177,7 +182,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         say(f"emulator (moto {_moto_version()}) on {emulator.endpoint_url}")
         say(f"cdk bootstrap + cdk deploy of {args.app_dir} (the real CDK CLI) ...")
-        pipeline = LocalPipeline.deploy(args.app_dir, emulator=emulator, stack=args.stack)
+        pipeline = LocalPipeline.deploy(
+            args.app_dir,
+            emulator=emulator,
+            stack=args.stack,
+            context=agent_sessions.deploy_context(emulator),
+        )
         m = pipeline.mapping
         say(f"deployed stack {pipeline.stack.name}: table {pipeline.table_name}")
         say(
@@ -288,6 +298,13 @@ def run(args: argparse.Namespace) -> int:
             plan.keys = put_objects(plan.prefix, plan.object_names)
 
         _parallel(all_plans, create, say, "sessions created", args.workers)
+        agent_plan = agent_sessions.attach(
+            emulator,
+            store,
+            cleanup_env,
+            ended=[p.session_id for p in plans if p.fate == "end"],
+            live=[p.session_id for p in plans if p.fate == "live"],
+        )
 
         # --- 1. TTL deletes, explicit ends, reused ids ----------------------------------------
         say(
@@ -486,6 +503,17 @@ def run(args: argparse.Namespace) -> int:
             phase_mismatches += live.mismatches
             say(live.summary_line())
 
+        # --- 7. AgentCore sessions stopped with their sessions (sandbox.agent_sessions) -----
+        agents = agent_sessions.check(
+            emulator,
+            agent_plan,
+            pipeline.metrics.by_dimension(
+                contract.METRIC_CLEANUP_FAILURES, contract.DIMENSION_ACTION
+            ),
+            say,
+        )
+        phase_mismatches += agents.mismatches
+
         # --- verification ----------------------------------------------------------------------
         say("verifying against the emulator ...")
         verification = verify(
@@ -572,6 +600,8 @@ def run(args: argparse.Namespace) -> int:
             "archive": archive_counts,
             "events": event_counts,
             "replay": {"outcomes": outcomes, "queue_messages_left": queue_left},
+            "agent_sessions": agents.as_dict(),
+            "agent_sessions_line": agents.summary_line(),
             "kill_switch": {"invocations_while_disabled": while_disabled, "resumed": resumed},
             "dry_run": {"would_be_cleaned": int(would), "archive_objects_written": archived_during},
             "ttl_health_alarm": {"logical_id": health[0], "window_seconds": health[1]}
@@ -785,6 +815,7 @@ def print_report(s: dict[str, Any]) -> None:
         f"({ev['unique_sequence_numbers']} unique) for {ev['cleaned_sessions']} cleaned "
         f"sessions; by reason {_fmt(ev['by_reason'].items())}",
         f"failure replay    {_replay_line(s['replay'])}",
+        s["agent_sessions_line"],
         f"kill switch       {s['kill_switch']['invocations_while_disabled']} invocations while "
         f"disabled, {s['kill_switch']['resumed']} after re-enabling (position kept)",
         f"dry run           {s['dry_run']['would_be_cleaned']} would be cleaned, "

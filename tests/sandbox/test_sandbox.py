@@ -73,4 +73,16 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
     assert report["kill_switch"]["invocations_while_disabled"] == 0
     assert report["dry_run"]["would_be_cleaned"] == sessions["dry_run"]
     assert report["dry_run"]["archive_objects_written"] == 0
+    # AgentCore (emulated Stop operations): every ended session's three sessions stopped, the
+    # already ended browser sessions answered not found (done), the live ones untouched.
+    agents = report["agent_sessions"]
+    assert agents["stopped"] == {
+        "StopRuntimeSession": 12,
+        "StopCodeInterpreterSession": 12,
+        "StopBrowserSession": 12 - 3,
+    }
+    assert agents["already_ended_not_found"] == 3
+    assert agents["live_untouched"] == 4
+    assert agents["failures"] == {}
+    assert "agent sessions    stopped: StopRuntimeSession 12" in done.stdout
     assert "RESULT            OK" in done.stdout

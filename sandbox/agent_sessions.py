@@ -1,0 +1,192 @@
+"""Sandbox phase: Amazon Bedrock AgentCore sessions stopped with the sessions that used them.
+
+The sample app is deployed with AgentCore targets from context (:func:`deploy_context`: a
+runtime ARN in the emulator's account and Region, the AWS-managed code interpreter and browser),
+so the deployed cleanup function carries them in its environment and its role's policy. Some
+sessions that will be ended and some that stay live get AgentCore session ids through
+``SessionStore.attach_agent_session``, and the emulator registers those AgentCore sessions as
+running (moto has none: :mod:`cdk_session_expiry.testing.agentcore` answers the Stop calls). A
+few browser sessions are left unregistered, as if they had already ended on their own: the
+cleanup's ``StopBrowserSession`` gets ``ResourceNotFoundException``, which is done.
+
+:func:`check`, after the cleanup ran, compares the emulator's record with the plan: each ended
+session's three AgentCore sessions were stopped (runtime with the deployed ARN and no
+qualifier), none of a live session was touched, and no AgentCore step failed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cdk_session_expiry import _runtime_contract as contract
+from cdk_session_expiry.testing import LocalEmulator
+from cdk_session_expiry.testing.agentcore import BROWSER, CODE_INTERPRETER, RUNTIME
+
+#: How many ended / live sessions get AgentCore sessions, and how many of the ended ones'
+#: browser sessions already ended on their own.
+ENDED, LIVE, ALREADY_ENDED_BROWSERS = 12, 4, 3
+CODE_INTERPRETER_ID = "aws.codeinterpreter.v1"
+BROWSER_ID = "aws.browser.v1"
+
+
+def deploy_context(emulator: LocalEmulator) -> dict[str, str]:
+    """``cdk deploy --context`` values naming AgentCore targets the emulator answers for."""
+    runtime_arn = (
+        f"arn:aws:bedrock-agentcore:{emulator.region}:{emulator.account_id}"
+        ":runtime/sandbox_agent-a1B2c3D4e5"
+    )
+    return {
+        "sample:agentRuntimeArn": runtime_arn,
+        "sample:codeInterpreter": CODE_INTERPRETER_ID,
+        "sample:browser": BROWSER_ID,
+    }
+
+
+@dataclass
+class AgentPlan:
+    """The AgentCore sessions planned for the sandbox's sessions."""
+
+    runtime_arn: str
+    code_interpreter_id: str
+    browser_id: str
+    #: session id -> (runtime session id, code interpreter session id, browser session id)
+    ended: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    live: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    already_ended_browsers: set[str] = field(default_factory=set)
+
+
+def attach(
+    emulator: LocalEmulator,
+    store: Any,
+    cleanup_env: Mapping[str, str],
+    *,
+    ended: Sequence[str],
+    live: Sequence[str],
+) -> AgentPlan:
+    """Give the first :data:`ENDED` of ``ended`` and :data:`LIVE` of ``live`` (session ids of
+    live sessions) AgentCore sessions, registered as running in the emulator.
+
+    Raises:
+        SystemExit: the deployed cleanup function has no AgentCore targets.
+    """
+    targets = (
+        cleanup_env.get(contract.ENV_AGENT_RUNTIME_ARN),
+        cleanup_env.get(contract.ENV_CODE_INTERPRETER_ID),
+        cleanup_env.get(contract.ENV_BROWSER_ID),
+    )
+    if not all(targets):
+        raise SystemExit(f"the deployed cleanup function has no AgentCore targets: {targets}")
+    plan = AgentPlan(*targets)  # type: ignore[arg-type]
+    for group, ids in ((plan.ended, ended[:ENDED]), (plan.live, live[:LIVE])):
+        for session_id in ids:
+            group[session_id] = _attach_one(store, session_id)
+    plan.already_ended_browsers = {
+        ids[2] for ids in list(plan.ended.values())[:ALREADY_ENDED_BROWSERS]
+    }
+    for runtime, interpreter, browser in [*plan.ended.values(), *plan.live.values()]:
+        emulator.start_agent_session(RUNTIME, plan.runtime_arn, runtime)
+        emulator.start_agent_session(CODE_INTERPRETER, plan.code_interpreter_id, interpreter)
+        if browser not in plan.already_ended_browsers:
+            emulator.start_agent_session(BROWSER, plan.browser_id, browser)
+    return plan
+
+
+def _attach_one(store: Any, session_id: str) -> tuple[str, str, str]:
+    ids = (
+        f"sandbox-runtime-{uuid.uuid4().hex}",  # 48 characters: the API takes 33-256
+        uuid.uuid4().hex[:24],
+        uuid.uuid4().hex[:24],
+    )
+    store.attach_agent_session(
+        session_id,
+        runtime_session_id=ids[0],
+        code_interpreter_session_id=ids[1],
+        browser_session_id=ids[2],
+    )
+    return ids
+
+
+@dataclass
+class AgentResult:
+    stopped: dict[str, int]
+    not_found: int
+    live_untouched: int
+    failures: dict[str, float]
+    mismatches: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "stopped": self.stopped,
+            "already_ended_not_found": self.not_found,
+            "live_untouched": self.live_untouched,
+            "failures": self.failures,
+        }
+
+    def summary_line(self) -> str:
+        stopped = ", ".join(f"{op} {n}" for op, n in self.stopped.items())
+        return (
+            f"agent sessions    stopped: {stopped}; {self.not_found} already ended "
+            f"(ResourceNotFoundException = done); {self.live_untouched} live sessions' "
+            "untouched"
+        )
+
+
+def check(
+    emulator: LocalEmulator,
+    plan: AgentPlan,
+    failures_by_action: Mapping[str, float],
+    say: Callable[[str], None],
+) -> AgentResult:
+    """Compare the emulator's AgentCore record with the plan (see the module docstring)."""
+    calls = emulator.agentcore.calls
+    mismatches: list[str] = []
+    expected = (
+        {("StopRuntimeSession", plan.runtime_arn, ids[0]) for ids in plan.ended.values()}
+        | {
+            ("StopCodeInterpreterSession", plan.code_interpreter_id, ids[1])
+            for ids in plan.ended.values()
+        }
+        | {("StopBrowserSession", plan.browser_id, ids[2]) for ids in plan.ended.values()}
+    )
+    seen = {(c.operation, c.target, c.session_id) for c in calls}
+    for missing in sorted(expected - seen):
+        mismatches.append(f"agent sessions: no {missing[0]} for {missing[2]}")
+    live_ids = {i for ids in plan.live.values() for i in ids}
+    touched = [c for c in calls if c.session_id in live_ids]
+    if touched:
+        mismatches.append(f"agent sessions: live sessions' AgentCore sessions stopped: {touched}")
+    if any(c.qualifier is not None for c in calls if c.operation == "StopRuntimeSession"):
+        mismatches.append("agent sessions: StopRuntimeSession sent a qualifier; none deployed")
+    not_found = [c for c in calls if not c.stopped]
+    if {c.session_id for c in not_found} != plan.already_ended_browsers:
+        mismatches.append(
+            f"agent sessions: not found for {sorted(c.session_id for c in not_found)}, "
+            f"expected only the already ended browsers {sorted(plan.already_ended_browsers)}"
+        )
+    failures = {
+        action: n for action, n in failures_by_action.items() if action.startswith("Stop") and n
+    }
+    if failures:
+        mismatches.append(f"agent sessions: AgentCore steps failed: {failures}")
+    running = {session for _, session in emulator.agentcore.running()}
+    untouched = sum(1 for ids in plan.live.values() if set(ids) <= running)
+    if untouched != len(plan.live):
+        mismatches.append(
+            f"agent sessions: {untouched} of {len(plan.live)} live sessions' AgentCore "
+            "sessions still all running"
+        )
+    result = AgentResult(
+        stopped={
+            op: sum(1 for c in calls if c.operation == op and c.stopped)
+            for op in ("StopRuntimeSession", "StopCodeInterpreterSession", "StopBrowserSession")
+        },
+        not_found=len(not_found),
+        live_untouched=untouched,
+        failures=failures,
+        mismatches=mismatches,
+    )
+    say(result.summary_line())
+    return result
