@@ -71,7 +71,7 @@ def widgets(
             "Cleanup failures by action",
             [
                 sessions.metric_cleanup_failures(action=action, period=period, label=action)
-                for action in contract.ACTIONS
+                for action in (*contract.ACTIONS, *(step.name for step in sessions.custom_steps))
             ],
         ),
         _graph(

@@ -5,6 +5,9 @@ rejected inputs."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -274,3 +277,61 @@ def test_fails_on_a_metric_of_an_unknown_step(step_dir: Path, tmp_path: Path) ->
         sessions.metric_cleanup_failures(action="DeleteOtherSecret")
     with pytest.raises(ValueError, match=r"custom step 'Nope': expected one of custom_steps"):
         sessions.custom_step("Nope")
+
+
+_LOAD_FROM_THE_ASSET = """
+import json, sys
+import session_expiry_runtime
+from session_expiry_runtime.steps.custom import import_function, parse_custom_steps
+
+(spec,) = parse_custom_steps(sys.argv[1])
+handler = import_function(spec.handler, spec.name)
+preview = import_function(spec.preview, spec.name, "preview")
+print(json.dumps({
+    "runtime": session_expiry_runtime.__file__,
+    "handler": handler.__module__ + "." + handler.__name__,
+    "handler_file": sys.modules[handler.__module__].__file__,
+    "returned": handler({"secretName": "s-1"}, "ttl"),
+    "preview": preview({"secretName": "s-1"}, "ttl"),
+}))
+"""
+
+
+def test_the_runtime_imports_the_step_from_the_staged_asset(step_dir: Path, tmp_path: Path) -> None:
+    # What the cleanup function does at start, run from the staged asset as Lambda's task root
+    # (first on sys.path): the runtime parses the variable and imports the step's functions.
+    sessions, stack, template = _synth(tmp_path / "out", [_step(step_dir)])
+    props = _function_props(sessions, stack, template)
+    staged = asset_dir(tmp_path / "out", props["Code"]).resolve()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _LOAD_FROM_THE_ASSET,
+            props["Environment"]["Variables"][contract.ENV_CUSTOM_STEPS],
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(staged)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout)
+    assert Path(loaded["runtime"]).is_relative_to(staged)
+    assert loaded["handler"] == "my_steps.secrets.delete_secret"
+    assert Path(loaded["handler_file"]) == staged / "my_steps" / "secrets.py"
+    assert loaded["returned"] is None
+    assert loaded["preview"] == {"secret": "s-1"}
+
+
+def test_the_dashboard_graphs_the_failures_of_each_custom_step(
+    step_dir: Path, tmp_path: Path
+) -> None:
+    app = App(outdir=str(tmp_path / "out"))
+    stack = Stack(app, "Steps")
+    sessions = SessionExpiry(stack, "Sessions", custom_steps=[_step(step_dir)])
+    sessions.add_dashboard()
+    (dashboard,) = Template.from_stack(stack).find_resources("AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    assert "DeleteSessionSecret" in body
