@@ -815,10 +815,11 @@ comes from that one run. Issues 7 and 13 define the measurements and goals.
 {m["nproc"]} CPUs ({m["cpu"]}), {m["memory_gib"]} GiB memory, {m["os"]}; Python {m["python"]},
 boto3 {m["boto3"]} / botocore {m["botocore"]}, moto {m["moto"]} (server mode, werkzeug
 {m["werkzeug"]}), aws-cdk-lib {m["aws-cdk-lib"]}. Load average (1, 5, 15 min) before the run:
-{load_b}; after: {load_a}. Other engineers' test runs share this machine; a load above
-the CPU count means the timings below are inflated by CPU contention (all implementations in
-the same way, but not to the same degree: the concurrent handler and the moto server need
-CPU at the same moments).
+{load_b}; after: {load_a}. **Other engineers' test runs share this machine's {m["nproc"]} cores**;
+a load above the CPU count means the timings below are inflated by CPU contention — all
+implementations alike, but not to the same degree: the concurrent handler needs the CPU at the
+same moments as its many threads and the endpoint's, while the one-call-at-a-time baseline
+mostly waits (see "What bounds each number").
 
 ## Commands
 
