@@ -620,6 +620,13 @@ def run(args: argparse.Namespace) -> int:
             Path(args.report_json).write_text(
                 json.dumps(summary, indent=2, default=str), encoding="utf-8"
             )
+        figures = args.figures or (
+            str(Path(args.report_json).with_suffix(".png")) if args.report_json else None
+        )
+        if figures:
+            from sandbox.figures import draw_report
+
+            say(f"figures: {draw_report(summary, Path(figures))}")
         failed = bool(mismatches) or report.records_sent_to_on_failure != 1
         if len(expired_seqs) != expected_expired:
             failed = True
@@ -871,6 +878,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=5, help="random seed of the fates (5)")
     parser.add_argument("--workers", type=int, default=6, help="threads creating sessions (6)")
     parser.add_argument("--report-json", default=None, help="also write the report here")
+    parser.add_argument(
+        "--figures",
+        default=None,
+        help="also draw the dashboard's figures from this run as a PNG here "
+        "(default: beside --report-json, with .png)",
+    )
     parser.add_argument("--quiet", action="store_true", help="only the final report")
     parser.add_argument(
         "--no-realtime",

@@ -27,6 +27,8 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-6000:]
     report = json.loads(report_path.read_text(encoding="utf-8"))
+    # The dashboard's figures drawn from this run, beside the report.
+    assert report_path.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert report["leaked"] == 0
     assert report["wrongly_deleted"] == 0
     assert report["mismatches"] == []
