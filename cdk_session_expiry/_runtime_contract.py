@@ -89,7 +89,7 @@ DIMENSION_CAUSE = "Cause"
 # --- dimension values of the metrics above ---------------------------------------------------
 #: Values of the ``Reason`` dimension of ``SessionsCleaned``.
 REASON_TTL = "ttl"
-REASON_TTL_REPLICATED = "ttl-replicated"
+REASON_DELETED_AFTER_EXPIRY = "deleted-after-expiry"
 REASON_EXPLICIT = "explicit"
 #: Values of the ``Action`` dimension of ``CleanupFailures``.
 ACTION_DELETE_CONNECTION = "DeleteConnection"

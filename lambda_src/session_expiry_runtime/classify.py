@@ -1,4 +1,4 @@
-"""Why was a session item removed: time to live, time to live replicated, or an explicit delete.
+"""Why was a session item removed: time to live, deleted after its expiry, or an explicit delete.
 
 Rules (Amazon DynamoDB Developer Guide, "Time to Live (TTL)" and "DynamoDB Streams and Time to
 Live"; "Working with expired items" for global tables):
@@ -6,14 +6,15 @@ Live"; "Working with expired items" for global tables):
 * ``ttl`` -- the record carries ``userIdentity``
   ``{"type": "Service", "principalId": "dynamodb.amazonaws.com"}`` and the old image's TTL
   attribute is a plausible epoch-seconds Number.
-* ``ttl-replicated`` -- no ``userIdentity`` at all (TTL deletes replicated into a global-table
-  replica carry none), and the old image's TTL is a plausible epoch-seconds Number at or before
-  ``dynamodb.ApproximateCreationDateTime``: the item had expired when it was removed.
+* ``deleted-after-expiry`` -- no ``userIdentity`` at all, and the old image's TTL is a plausible
+  epoch-seconds Number at or before ``dynamodb.ApproximateCreationDateTime``: the item had
+  expired when someone other than the TTL service removed it -- the expiry sweeper, a TTL
+  delete replicated into a global-table replica (which carries no identity), or an application
+  ending a session after its expiry. The record cannot tell these apart, so the reason says
+  what it knows.
 * ``explicit`` -- everything else: an application DeleteItem of a live item, a TTL held as a
   String, in milliseconds, or missing (DynamoDB never expires those), an unknown identity.
 
-An application that deletes an item *after* it expired (and before TTL got to it) produces a
-record indistinguishable from a replicated TTL delete; it is reported as ``ttl-replicated``.
 The reason only labels logs and metrics: every reason gets the same cleanup.
 
 Pure functions only: no AWS calls.
@@ -25,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
-from .config import REASON_EXPLICIT, REASON_TTL, REASON_TTL_REPLICATED
+from .config import REASON_DELETED_AFTER_EXPIRY, REASON_EXPLICIT, REASON_TTL
 from .ttl import ttl_epoch_seconds
 
 #: ``userIdentity`` of a TTL delete (DynamoDB Developer Guide, "DynamoDB Streams and TTL").
@@ -38,7 +39,7 @@ class Classification:
     """Outcome of :func:`classify_removal`.
 
     Attributes:
-        reason: ``"ttl"``, ``"ttl-replicated"`` or ``"explicit"`` (``config.REASON_*``).
+        reason: ``"ttl"``, ``"deleted-after-expiry"`` or ``"explicit"`` (``config.REASON_*``).
         ttl_seconds: the old image's TTL in epoch seconds, when it is a plausible one.
         lag_seconds: ``ApproximateCreationDateTime - ttl_seconds`` for the two TTL reasons when
             both are known: how late DynamoDB removed the item. ``None`` otherwise.
@@ -88,6 +89,6 @@ def classify_removal(
             and ttl <= approximate_creation_time
         ):
             return Classification(
-                REASON_TTL_REPLICATED, ttl, ttl_lag_seconds(ttl, approximate_creation_time)
+                REASON_DELETED_AFTER_EXPIRY, ttl, ttl_lag_seconds(ttl, approximate_creation_time)
             )
     return Classification(REASON_EXPLICIT, ttl)

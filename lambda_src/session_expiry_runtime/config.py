@@ -66,7 +66,9 @@ DIMENSION_CAUSE = "Cause"
 
 # --- classification reasons ----------------------------------------------------------------
 REASON_TTL = "ttl"
-REASON_TTL_REPLICATED = "ttl-replicated"
+#: Deleted after its TTL had passed by someone other than the TTL service: the expiry sweeper,
+#: a TTL delete replicated into a global-table replica, an application ending it after expiry.
+REASON_DELETED_AFTER_EXPIRY = "deleted-after-expiry"
 REASON_EXPLICIT = "explicit"
 
 # --- cleanup actions (dimension values of CleanupFailures) ---------------------------------

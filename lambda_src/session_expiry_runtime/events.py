@@ -10,7 +10,7 @@ Event (``PutEvents`` entry)::
     Source      "cdk-session-expiry"
     DetailType  "Session Cleaned"
     Detail      {"sessionKey": {"pk": "s-1"}, "tenant": "t-1" | null,
-                 "reason": "ttl" | "ttl-replicated" | "explicit",
+                 "reason": "ttl" | "deleted-after-expiry" | "explicit",
                  "ttlLagSeconds": 42 | null, "sequenceNumber": "...", "eventId": "...",
                  "approximateCreationDateTime": <epoch s>,
                  "steps": {"Archive": "done", "DeleteConnection": "already-done", ...},

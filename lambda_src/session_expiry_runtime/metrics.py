@@ -49,7 +49,7 @@ class MetricsRecorder:
 
     Metric names and dimensions (all from :mod:`.config`):
 
-    * ``SessionsCleaned`` (Count) by ``Reason``: ``ttl`` / ``ttl-replicated`` / ``explicit``.
+    * ``SessionsCleaned`` (Count) by ``Reason``: ``ttl`` / ``deleted-after-expiry`` / ``explicit``.
     * ``CleanupFailures`` (Count) by ``Action``: ``DeleteConnection``, ``RetireGrant``,
       ``DeleteScratch``, ``Decode``, ``TimeGuard``, ``Unexpected``.
     * ``RecordsSkipped`` (Count) by ``Cause``: see ``config.CAUSE_*``.

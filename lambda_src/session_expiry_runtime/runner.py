@@ -5,7 +5,7 @@ A batch goes through :func:`process_batch`; each record through :meth:`CleanupRu
 1. **Record checks** — no sequence number, not a ``REMOVE``, no old image: skipped and counted
    (``RecordsSkipped`` by ``Cause``); an old image that does not decode: failed (``Decode``).
 2. **Classification** — :func:`~session_expiry_runtime.classify.classify_removal` gives the
-   reason (``ttl``, ``ttl-replicated``, ``explicit``) and the TTL lag.
+   reason (``ttl``, ``deleted-after-expiry``, ``explicit``) and the TTL lag.
 3. **Gate steps** (the archive), one after another: if one fails, nothing else is done for the
    record, which fails (the retry starts over).
 4. **Session steps** — every step plans from the old image

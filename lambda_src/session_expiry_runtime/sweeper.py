@@ -33,8 +33,8 @@ Query may still list a session that was just extended or ended; the condition de
 
 The REMOVE record of a swept session carries no ``userIdentity`` and an old image whose TTL is
 at or before the record's ``ApproximateCreationDateTime``: the cleanup classifies it as
-``ttl-replicated`` (:mod:`.classify`), exactly like any explicit delete of an expired item, and
-cleans it the same way.
+``deleted-after-expiry`` (:mod:`.classify`), exactly like any explicit delete of an expired
+item, and cleans it the same way.
 
 Sub-minute sweeps (``SESSION_EXPIRY_SWEEP_INTERVAL_SECONDS``, set by the construct for an
 interval below one minute): EventBridge rules run at most once a minute, so the function is

@@ -91,7 +91,7 @@ def test_old_image_with_every_dynamodb_type_decodes_and_logs_exactly(
     ("ttl_attribute", "ttl_identity", "expected"),
     [
         ({"N": "1700000000"}, True, "ttl"),
-        ({"N": "1700000000"}, False, "ttl-replicated"),  # global-table replica: no identity
+        ({"N": "1700000000"}, False, "deleted-after-expiry"),  # global-table replica: no identity
         ({"N": "4102444800"}, False, "explicit"),  # 2100-01-01: deleted before it expired
         ({"S": "1700000000"}, True, "explicit"),  # String TTL never expires
         ({"N": "1700000000000"}, True, "explicit"),  # milliseconds never expire

@@ -128,8 +128,8 @@ CREATED = Decimal(1_700_003_600)
     [
         (TTL, Decimal(1_700_000_000), CREATED, "ttl", 3600),
         (TTL, Decimal(1_700_000_000), None, "ttl", None),  # no creation time: no lag
-        (None, Decimal(1_700_000_000), CREATED, "ttl-replicated", 3600),
-        (None, Decimal(1_700_003_600), CREATED, "ttl-replicated", 0),  # "at or before"
+        (None, Decimal(1_700_000_000), CREATED, "deleted-after-expiry", 3600),
+        (None, Decimal(1_700_003_600), CREATED, "deleted-after-expiry", 0),  # "at or before"
         (None, Decimal(1_700_003_601), CREATED, "explicit", None),  # still live
         (None, Decimal(1_700_000_000), None, "explicit", None),
         (TTL, "1700000000", CREATED, "explicit", None),  # String TTL never expires

@@ -353,7 +353,7 @@ def test_swept_session_is_cleaned_by_the_cleanup_handler(
     assert sandbox.keys_under(s.scratch_prefix) == []
     (line,) = [r.session for r in caplog.records if hasattr(r, "session")]
     # The current classifier: no userIdentity, TTL at or before the record's time.
-    assert (line["outcome"], line["reason"]) == ("cleaned", "ttl-replicated")
+    assert (line["outcome"], line["reason"]) == ("cleaned", "deleted-after-expiry")
 
 
 # --- the Lambda entry point ------------------------------------------------------------------

@@ -93,7 +93,7 @@ class Session:
     Attributes:
         image: the decoded old image (numbers ``Decimal``, sets ``set``, binary ``bytes``).
         keys: the decoded ``dynamodb.Keys``.
-        reason: ``ttl``, ``ttl-replicated`` or ``explicit``.
+        reason: ``ttl``, ``deleted-after-expiry`` or ``explicit``.
         lag_seconds: TTL lag in seconds for TTL-classified removals, else ``None``.
         record: the stream record (sequence number, event id, removal time, wire old image).
     """

@@ -13,7 +13,7 @@ function's code asset and sets ``SESSION_EXPIRY_CUSTOM_STEPS`` to a JSON list::
 * ``handler(old_image: dict, reason: str) -> None`` is called **once per session**, side by
   side with the other steps, with a deep copy of the decoded old image (numbers are
   ``decimal.Decimal``, sets are ``set``, binary is ``bytes``) and the reason (``"ttl"``,
-  ``"ttl-replicated"`` or ``"explicit"``).
+  ``"deleted-after-expiry"`` or ``"explicit"``).
 * It must be **idempotent** (a failed record is redelivered, and a batch may hold a record
   twice: the second call must succeed when the resource is already gone) and **bounded in
   time** (set timeouts and retries on its clients; the cleanup function's timeout covers the
