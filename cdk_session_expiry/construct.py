@@ -52,6 +52,7 @@ from .custom_steps import CustomCleanupStep
 from .filters import CleanupEventFilter
 from .props import SessionExpiryProps
 from .session_access import SessionAccess
+from .session_limits import SessionLimits
 
 DEFAULT_CLEANUP_TIMEOUT = Duration.minutes(5)
 #: Lambda allocates CPU in proportion to memory (1,769 MB = one vCPU). The cleanup is CPU-bound
@@ -241,6 +242,22 @@ class SessionExpiry(Construct):
             (contract: README, "Custom cleanup steps"). Grant what a step needs to the step
             itself (``secret.grant_read(step)``; its principal is ``cleanup_role``). Default:
             none.
+        max_session_lifetime: a session's absolute lifetime from its creation, whole seconds
+            from 1 minute to 365 days, handed to the session runtime
+            (``SESSION_EXPIRY_MAX_SESSION_LIFETIME_SECONDS``): no heartbeat sets the time to
+            live past it, and from then on the session is expired. With ``scratch_bucket``,
+            ``scratch_retention`` must exceed it plus TTL's deletion lag (2 days). Default: 8
+            hours, Amazon Bedrock AgentCore Runtime's default maximum session lifetime.
+        grant_operations: the KMS grant operations a session grant may allow
+            (``kms:GrantOperations`` of ``grant_session_access(fn, create_grants=True)``);
+            never ``CreateGrant``; while ``bind_grants_to_session``, only operations that take
+            an encryption context. Default: ``Decrypt``, ``Encrypt``, ``GenerateDataKey``.
+        grant_grantees: the roles that may receive session grants (``kms:GranteePrincipal``).
+            Needed for ``create_grants=True``. Default: none.
+        bind_grants_to_session: require every session grant to carry an
+            ``EncryptionContextSubset`` constraint (``kms:GrantConstraintType``), which
+            ``SessionStore.create_grant`` adds by default (the session's encryption context).
+            ``False`` allows unbound grants. Default: ``True``.
 
     Raises:
         ValueError: a prop is out of range or inconsistent; the message names the prop, the
@@ -310,6 +327,10 @@ class SessionExpiry(Construct):
         ),
         browser_session_attribute: str = contract.DEFAULT_BROWSER_SESSION_ATTRIBUTE,
         custom_steps: Sequence[CustomCleanupStep] | None = None,
+        max_session_lifetime: Duration | None = None,
+        grant_operations: Sequence[str] | None = None,
+        grant_grantees: Sequence[iam.IRole] | None = None,
+        bind_grants_to_session: bool = True,
     ) -> None:
         validation.check_prop_types(locals())
         # Duration defaults are resolved here so that help() shows them as words, not objects.
@@ -327,6 +348,14 @@ class SessionExpiry(Construct):
         props = SessionExpiryProps.of(locals())
         super().__init__(scope, id)
         self._check_props(props)
+        self._limits = SessionLimits.from_props(
+            max_session_lifetime=max_session_lifetime,
+            scratch_retention=self._scratch.retention if self._scratch.bucket else None,
+            grant_operations=grant_operations,
+            grant_grantees=grant_grantees,
+            bind_grants_to_session=bind_grants_to_session,
+        )
+        self._websocket_stage = props.websocket_stage
         self._settle_attributes(props)
         #: The session table (created, or the one passed as ``table``).
         self.table: dynamodb.ITable = (
@@ -570,6 +599,8 @@ class SessionExpiry(Construct):
             scratch=self._scratch,
             grant_key=self.grant_key,
             retiring_principal_arn=self.retiring_principal_arn,
+            limits=self._limits,
+            websocket_stage=self._websocket_stage,
         )
         #: Layer with the session runtime (``import session_expiry_runtime``) for application
         #: functions; ``grant_session_access`` adds it to a ``lambda_.Function``.
@@ -688,15 +719,24 @@ class SessionExpiry(Construct):
         """Grant every data read/write action on the session table (``grant_read_write_data``)."""
         return self.table.grant_read_write_data(grantee)
 
-    def grant_session_access(self, function: lambda_.IFunction) -> iam.Grant:
+    def grant_session_access(
+        self, function: lambda_.IFunction, *, create_grants: bool = False
+    ) -> iam.Grant:
         """Let an application function run the session runtime against this table.
 
         Grants ``dynamodb:GetItem``, ``PutItem``, ``UpdateItem``, ``DeleteItem`` and ``Query``
-        on the table (and use of its customer managed key, if any); with ``grant_key``,
-        ``kms:CreateGrant`` on that key only for grants that name ``cleanup_role`` as their
-        retiring principal (condition key ``kms:RetiringPrincipal``), and ``kms:RetireGrant``
-        on it, with which the runtime retires a grant whose session ended while it was being
-        created.
+        on the table (and use of its customer managed key, if any), and with
+        ``websocket_stage`` ``execute-api:ManageConnections`` on the stage's
+        ``…/DELETE/@connections/*`` (``attach_connection`` closes a session's earlier
+        connections).
+
+        With ``create_grants=True`` (default ``False``: a function that should not create grants
+        gets none) also ``kms:CreateGrant`` on ``grant_key``, only with the conditions
+        ``kms:GrantOperations`` within ``grant_operations``, ``kms:GranteePrincipal`` among
+        ``grant_grantees``, ``kms:RetiringPrincipal`` = ``cleanup_role`` and, while
+        ``bind_grants_to_session``, ``kms:GrantConstraintType`` = ``EncryptionContextSubset``
+        (see ``cdk_session_expiry.session_limits``); and ``kms:RetireGrant`` on it, with which
+        the runtime retires a grant it could not store on its session.
 
         For a ``lambda_.Function`` it also adds ``runtime_layer`` and sets the environment
         ``SessionStore.from_env()`` reads: table name, key names, TTL attribute, session
@@ -712,12 +752,13 @@ class SessionExpiry(Construct):
             ValueError: ``event_filter`` is ``TTL_DELETES_ONLY``, which drops the REMOVE
                 records of ``SessionStore.end`` and of ``create``'s delete of an expired item;
                 or ``function`` was imported without its role (``Function.from_function_name``
-                or ``from_function_arn``): there is nothing to attach the permissions to.
+                or ``from_function_arn``): there is nothing to attach the permissions to;
+                or ``create_grants=True`` without ``grant_key`` or ``grant_grantees``.
         """
         validation.check_filter_with_session_store(
             self.event_filter, f"grant_session_access({function.node.path})"
         )
-        grant = self._session_access.grant_access(function)
+        grant = self._session_access.grant_access(function, create_grants=create_grants)
         self.nag_acknowledgements.extend(nag.acknowledge_session_access(self, function))
         self._session_access.configure(function, self.session_environment())
         return grant
@@ -759,7 +800,7 @@ class SessionExpiry(Construct):
     def metric_sessions_cleaned(self, *, reason: str, **options: Any) -> cloudwatch.Metric:
         """``SessionsCleaned`` (embedded metric) for one ``reason``, Sum by default.
 
-        ``reason`` is ``"ttl"``, ``"ttl-replicated"`` or ``"explicit"``.
+        ``reason`` is ``"ttl"``, ``"deleted-after-expiry"`` or ``"explicit"``.
 
         Raises:
             ValueError: another ``reason`` (the runtime never emits it: no data, ever).

@@ -61,6 +61,10 @@ _CONNECTIONS_REASON = (
     "The cleanup deletes connections of ended sessions on this stage only (DELETE method); "
     "connection ids are not known in advance."
 )
+_APP_CONNECTIONS_REASON = (
+    "SessionStore.attach_connection closes a session's earlier connections on this stage only "
+    "(DELETE method); connection ids are not known in advance."
+)
 _SCRATCH_REASON = (
     "The cleanup deletes the objects of an ended session under the scratch root, and only "
     "there; session prefixes are not known in advance (s3:DeleteObject only)."
@@ -225,8 +229,19 @@ def acknowledge_session_access(
     sessions: SessionExpiry, function: lambda_.IFunction
 ) -> list[NagAcknowledgement]:
     """Acknowledge what ``grant_session_access`` adds to ``function``'s role that cdk-nag flags:
-    the wildcard KMS actions on the table's customer managed key, if the table has one."""
-    return acknowledge_table_key_grant(sessions, function.role)
+    the wildcard KMS actions on the table's customer managed key, if the table has one, and
+    the stage's ``…/DELETE/@connections/*``, with ``websocket_stage``."""
+    done = acknowledge_table_key_grant(sessions, function.role)
+    policy = _default_policy(function.role)
+    if policy is None:
+        return done
+    for statement in _statements(policy):
+        if _as_list(statement.get("Action")) != ["execute-api:ManageConnections"]:
+            continue
+        for resource in (flatten_reference(r) for r in _as_list(statement.get("Resource"))):
+            if resource.endswith("/DELETE/@connections/*"):
+                acknowledge(done, policy, f"{IAM5}[Resource::{resource}]", _APP_CONNECTIONS_REASON)
+    return done
 
 
 _REASON_BY_ACTION = {

@@ -1,7 +1,8 @@
 """What the application's own functions need to run the session runtime against the table.
 
 ``RuntimeLayer`` (the session runtime as a Lambda layer), the environment
-``SessionStore.from_env()`` reads, and the grants of ``SessionExpiry.grant_session_access``.
+``SessionStore.from_env()`` reads, and the grants of ``SessionExpiry.grant_session_access``
+(the grant and lifetime limits are in :mod:`.session_limits`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from aws_cdk import Annotations
+from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -17,8 +19,9 @@ from constructs import Construct
 
 from . import _runtime_contract as contract
 from . import assets
+from .session_limits import SessionLimits
 from .table import SessionAttributes
-from .targets import ScratchTarget
+from .targets import ScratchTarget, connections_endpoint, delete_connections_statement
 
 WARNING_IMPORTED_FUNCTION = "cdk-session-expiry:sessionAccessEnvironment"
 _SESSION_DATA_ACTIONS = (
@@ -42,8 +45,12 @@ class SessionAccess:
         scratch: ScratchTarget,
         grant_key: kms.IKey | None,
         retiring_principal_arn: str,
+        limits: SessionLimits,
+        websocket_stage: apigwv2.IWebSocketStage | None,
     ) -> None:
         self._scope = scope
+        self._limits = limits
+        self._websocket_stage = websocket_stage
         self._table = table
         self._attributes = attributes
         self._scratch = scratch
@@ -72,14 +79,19 @@ class SessionAccess:
             env[contract.ENV_TENANT_SCOPED_SCRATCH] = "true"
         if self._grant_key is not None:
             env[contract.ENV_GRANT_KEY_ARN] = self._grant_key.key_arn
+        if self._websocket_stage is not None:
+            # attach_connection closes a session's earlier connections.
+            env[contract.ENV_WEBSOCKET_ENDPOINT] = connections_endpoint(self._websocket_stage)
+        env.update(self._limits.environment())
         env.update(extra)
         return env
 
-    def grant_access(self, function: lambda_.IFunction) -> iam.Grant:
+    def grant_access(self, function: lambda_.IFunction, *, create_grants: bool) -> iam.Grant:
         """The permissions of ``SessionExpiry.grant_session_access``.
 
         Raises:
-            ValueError: ``function`` has no role to attach them to (imported by name or ARN).
+            ValueError: ``function`` has no role to attach them to (imported by name or ARN),
+                or ``create_grants`` without ``grant_key`` or without ``grant_grantees``.
         """
         if function.role is None:
             raise ValueError(
@@ -97,16 +109,33 @@ class SessionAccess:
         )
         if self._table.encryption_key is not None:
             grant = grant.combine(self._table.encryption_key.grant_encrypt_decrypt(function))
-        if self._grant_key is not None:
+        if create_grants:
+            if self._grant_key is None:
+                raise ValueError(
+                    f"grant_session_access({function.node.path}, create_grants=True): no "
+                    "grant_key; expected a grant_key on the SessionExpiry, or create_grants=False"
+                )
             grant = grant.combine(self._grant_key_access(function, self._grant_key))
+        if self._websocket_stage is not None:
+            statement = delete_connections_statement(self._websocket_stage)
+            grant = grant.combine(
+                iam.Grant.add_to_principal(
+                    grantee=function,
+                    actions=statement.actions,
+                    resource_arns=statement.resources,
+                )
+            )
         return grant
 
     def _grant_key_access(self, function: lambda_.IFunction, key: kms.IKey) -> iam.Grant:
+        statement = self._limits.create_grant_statement(
+            key, self._retiring_principal_arn, function.node.path
+        )
         grant = iam.Grant.add_to_principal(
             grantee=function,
-            actions=["kms:CreateGrant"],
-            resource_arns=[key.key_arn],
-            conditions={"StringEquals": {"kms:RetiringPrincipal": self._retiring_principal_arn}},
+            actions=statement.actions,
+            resource_arns=statement.resources,
+            conditions=statement.conditions,
         )
         # When a session ends while its grant is being created, the runtime retires the new
         # grant at once, or the grantee would keep key access past the session. Only the

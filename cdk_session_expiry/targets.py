@@ -23,28 +23,36 @@ from . import lifecycle, validation
 WARNING_IMPORTED_BUCKET = "cdk-session-expiry:scratchBucketLifecycle"
 
 
+def connections_endpoint(stage: apigwv2.IWebSocketStage) -> str:
+    """The API Gateway management endpoint of ``stage``:
+    ``https://{api}.execute-api.{region}.{url suffix}/{stage}``."""
+    stack = Stack.of(stage)
+    return (
+        f"https://{stage.api.api_id}.execute-api.{stack.region}.{stack.url_suffix}/"
+        f"{stage.stage_name}"
+    )
+
+
+def delete_connections_statement(stage: apigwv2.IWebSocketStage) -> iam.PolicyStatement:
+    """``execute-api:ManageConnections`` on ``…/{stage}/DELETE/@connections/*`` only."""
+    return iam.PolicyStatement(
+        actions=["execute-api:ManageConnections"],
+        resources=[
+            Stack.of(stage).format_arn(
+                service="execute-api",
+                resource=stage.api.api_id,
+                resource_name=f"{stage.stage_name}/DELETE/@connections/*",
+                arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+            )
+        ],
+    )
+
+
 def configure_connections(function: lambda_.Function, stage: apigwv2.IWebSocketStage) -> None:
     """``DeleteConnection`` on ``stage``: its endpoint, ``execute-api:ManageConnections`` on
     ``…/{stage}/DELETE/@connections/*`` only."""
-    stack = Stack.of(stage)
-    api_id = stage.api.api_id
-    function.add_environment(
-        contract.ENV_WEBSOCKET_ENDPOINT,
-        f"https://{api_id}.execute-api.{stack.region}.{stack.url_suffix}/{stage.stage_name}",
-    )
-    function.add_to_role_policy(
-        iam.PolicyStatement(
-            actions=["execute-api:ManageConnections"],
-            resources=[
-                stack.format_arn(
-                    service="execute-api",
-                    resource=api_id,
-                    resource_name=f"{stage.stage_name}/DELETE/@connections/*",
-                    arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-                )
-            ],
-        )
-    )
+    function.add_environment(contract.ENV_WEBSOCKET_ENDPOINT, connections_endpoint(stage))
+    function.add_to_role_policy(delete_connections_statement(stage))
 
 
 def configure_grants(function: lambda_.Function, key: kms.IKey) -> None:

@@ -118,6 +118,8 @@ PROP_TYPES: Mapping[str, tuple[str, Callable[[object], bool]]] = {
             and all(hasattr(s, "spec") and hasattr(s, "handler") for s in v)
         ),
     ),
+    "max_session_lifetime": _DURATION,
+    "bind_grants_to_session": _BOOL,
 }
 
 

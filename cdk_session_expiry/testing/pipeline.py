@@ -365,8 +365,15 @@ class LocalPipeline:
 
     def application_env(self) -> dict[str, str]:
         """Environment for application code in tests: :meth:`session_environment` plus the
-        emulator's endpoint, Region and fake credentials (``AWS_ENDPOINT_URL`` and friends)."""
-        return {**self.session_environment(), **self.emulator.aws_env()}
+        emulator's endpoint, Region and fake credentials (``AWS_ENDPOINT_URL`` and friends).
+
+        A WebSocket management endpoint (``SESSION_EXPIRY_WEBSOCKET_ENDPOINT``, with which
+        ``attach_connection`` closes earlier connections) is pointed at the emulator, which
+        answers the API Gateway Management API at its root (as for the deployed functions)."""
+        env = self.session_environment()
+        if env.get(contract.ENV_WEBSOCKET_ENDPOINT):
+            env[contract.ENV_WEBSOCKET_ENDPOINT] = self.emulator.endpoint_url
+        return {**env, **self.emulator.aws_env()}
 
     # -- TTL --------------------------------------------------------------------------------------
     def ttl_delete(self, key: Mapping[str, Any], *, now: float | None = None) -> str | None:
