@@ -11,6 +11,7 @@ from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -205,9 +206,43 @@ class SessionExpirySampleStack(Stack):
         )
 
         # --- WebSocket API -----------------------------------------------------------------
+        # Which session a connection belongs to ($default, $disconnect): a session spans
+        # several connections, resumed with its token.
+        connections = dynamodb.Table(
+            self,
+            "ConnectionsTable",
+            partition_key=dynamodb.Attribute(
+                name="connectionId", type=dynamodb.AttributeType.STRING
+            ),
+            time_to_live_attribute="expiresAt",
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+        )
+        checkov.skip(
+            connections,
+            (
+                "CKV_AWS_119",
+                "Holds only which session a connection belongs to (two ids), no session data; "
+                "encrypted with the AWS managed key aws/dynamodb.",
+            ),
+        )
         connect_fn = self._handler("ConnectHandler", "connect.handler", session_ttl)
         message_fn = self._handler("MessageHandler", "message.handler", session_ttl)
         disconnect_fn = self._handler("DisconnectHandler", "disconnect.handler", session_ttl)
+        for fn in (connect_fn, message_fn, disconnect_fn):
+            fn.add_environment("SAMPLE_CONNECTIONS_TABLE", connections.table_name)
+        connections.grant(connect_fn, "dynamodb:PutItem")
+        connections.grant(message_fn, "dynamodb:GetItem")
+        connections.grant(disconnect_fn, "dynamodb:DeleteItem")
+        # The message handler keeps each message, encrypted under its session's encryption
+        # context, under the session's scratch prefix.
+        message_fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"], resources=[scratch.arn_for_objects("sessions/*")]
+            )
+        )
         api = apigwv2.WebSocketApi(
             self,
             "WebSocketApi",
@@ -217,7 +252,9 @@ class SessionExpirySampleStack(Stack):
                 authorizer=authorizers.WebSocketIamAuthorizer(),
             ),
             default_route_options=apigwv2.WebSocketRouteOptions(
-                integration=integrations.WebSocketLambdaIntegration("Message", message_fn)
+                integration=integrations.WebSocketLambdaIntegration("Message", message_fn),
+                # The reply names the session: the token a client resumes it with.
+                return_response=True,
             ),
             disconnect_route_options=apigwv2.WebSocketRouteOptions(
                 integration=integrations.WebSocketLambdaIntegration("Disconnect", disconnect_fn)
@@ -271,13 +308,24 @@ class SessionExpirySampleStack(Stack):
             agent_runtime_qualifier=agent_runtime_qualifier,
             code_interpreter=code_interpreter,
             browser=browser,
+            # Session grants go to the message handler only, bound to their session.
+            grant_grantees=[message_fn.role],  # type: ignore[list-item]
         )
-        for fn in (connect_fn, message_fn, disconnect_fn):
+        # Only $connect creates grants; the message handler is the grantee and cannot mint any.
+        self.sessions.grant_session_access(connect_fn, create_grants=True)
+        for fn in (message_fn, disconnect_fn):
             self.sessions.grant_session_access(fn)
         # The session grant lets the message handler use the session key while it lasts.
         connect_fn.add_environment("SESSION_GRANTEE_ROLE_ARN", message_fn.role.role_arn)  # type: ignore[union-attr]
         # The construct acknowledges the findings on its own resources itself
         # (self.sessions.nag_acknowledgements); this stack acknowledges only its own.
+        scratch_arn = f"<{self.get_logical_id(scratch.node.default_child)}.Arn>"  # type: ignore[arg-type]
+        self.acknowledge(
+            message_fn.role.node.find_child("DefaultPolicy"),  # type: ignore[union-attr]
+            f"AwsSolutions-IAM5[Resource::{scratch_arn}/sessions/*]",
+            "The message handler writes each message under its own session's scratch prefix "
+            "(s3:PutObject only); session prefixes are not known in advance.",
+        )
 
     def _api_gateway_account_logs_role(self) -> apigw.CfnAccount:
         """API Gateway's account setting ``cloudWatchRoleArn``, which WebSocket access logging

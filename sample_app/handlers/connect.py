@@ -1,27 +1,75 @@
-"""``$connect``: create the session and its KMS grant."""
+"""``$connect``: resume the caller's live session with ``?session=<token>``, else create one.
+
+Resume: the session must be live and created by the same IAM principal; the new connection is
+attached and the session's earlier connections are closed (``attach_connection``). A token of
+another principal's session is refused with 403 and the session is left untouched; an expired
+or unknown one with 410. Create: a new session owned by the caller, and its KMS grant for the
+message handler, bound to the session's encryption context.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
-from session_expiry_runtime.store import SessionConflictError
-from sessions import SESSION_TTL, connection_id, response, session_id_for, store
+from session_expiry_runtime.store import SessionGoneError
+from sessions import (
+    OWNER_ATTRIBUTE,
+    SESSION_TTL,
+    caller,
+    connection_id,
+    new_session_id,
+    remember_connection,
+    response,
+    session_token,
+    store,
+)
 
-#: What the session's grant allows its grantee to do with the session key.
-GRANT_OPERATIONS = ["Decrypt", "GenerateDataKey"]
+#: What the session's grant allows its grantee (the message handler) to do with the session key.
+GRANT_OPERATIONS = ["Decrypt", "Encrypt"]
 
 
 def handler(event: dict[str, Any], _context: Any) -> dict[str, Any]:
-    cid = connection_id(event)
-    session_id = session_id_for(cid)
-    try:
-        store().create(session_id, ttl=SESSION_TTL, connection_id=cid)
-    except SessionConflictError:
-        return response(409, "session exists")
+    principal = caller(event)
+    if principal is None:
+        return response(403, "no caller identity")
+    token = session_token(event)
+    if token is None:
+        return _create(connection_id(event), principal)
+    return _resume(connection_id(event), principal, token)
+
+
+def _create(connection: str, principal: str) -> dict[str, Any]:
+    session_id = new_session_id()
+    session = store().create(
+        session_id,
+        ttl=SESSION_TTL,
+        connection_id=connection,
+        attributes={OWNER_ATTRIBUTE: principal},
+    )
     store().create_grant(
         session_id,
         grantee_principal=os.environ["SESSION_GRANTEE_ROLE_ARN"],
         operations=GRANT_OPERATIONS,
     )
-    return response(200)
+    remember_connection(connection, session_id, session.not_after or session.expires_at)
+    return response(200, json.dumps({"sessionId": session_id}))
+
+
+def _resume(connection: str, principal: str, token: str) -> dict[str, Any]:
+    try:
+        session = store().get(token, consistent=True)
+    except ValueError:
+        return response(400, "malformed session token")
+    if session is None:
+        return response(410, "session expired")
+    if session.attributes.get(OWNER_ATTRIBUTE) != principal:
+        # A token alone never takes over another caller's session.
+        return response(403, "not your session")
+    try:
+        session = store().attach_connection(token, connection)  # closes the earlier ones
+    except SessionGoneError:
+        return response(410, "session expired")
+    remember_connection(connection, token, session.not_after or session.expires_at)
+    return response(200, json.dumps({"sessionId": token}))

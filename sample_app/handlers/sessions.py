@@ -1,18 +1,32 @@
-"""What the three WebSocket route handlers share: the store and the session id rule."""
+"""What the three WebSocket route handlers share: the stores, the caller and the session token.
+
+A session outlives its connections (API Gateway closes a WebSocket connection after 2 hours, or
+10 minutes idle), so a client resumes it by connecting with ``?session=<token>``; the token is
+the session id, which ``$default`` returns to the client. A resume is bound to the caller: the
+session records the IAM principal that created it (``owner``), and a token presented by anyone
+else is refused. The connections table maps each connection to its session for ``$default``
+and ``$disconnect``.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import os
+import secrets
 from datetime import timedelta
 from typing import Any
 
+import boto3
 from session_expiry_runtime.store import SessionStore
 
 #: Lifetime of a session, renewed by every message (heartbeat).
 SESSION_TTL = timedelta(seconds=int(os.environ.get("SESSION_TTL_SECONDS", "3600")))
+#: Application attribute holding the IAM principal (user ARN) that created the session.
+OWNER_ATTRIBUTE = "owner"
+#: Table mapping a connection id to its session id (``connectionId`` -> ``sessionId``).
+CONNECTIONS_TABLE_VARIABLE = "SAMPLE_CONNECTIONS_TABLE"
 
 _store: SessionStore | None = None
+_clients: dict[str, Any] = {}
 
 
 def store() -> SessionStore:
@@ -23,18 +37,67 @@ def store() -> SessionStore:
     return _store
 
 
-def session_id_for(connection_id: str) -> str:
-    """Session id of a WebSocket connection.
+def client(service: str) -> Any:
+    """One boto3 client per service and process."""
+    if service not in _clients:
+        _clients[service] = boto3.client(service)
+    return _clients[service]
 
-    Connection ids are base64 text and may hold ``/``, which a session id (a scratch prefix
-    segment) may not; a digest keeps the id stable across the three routes.
-    """
-    return "ws-" + hashlib.sha256(connection_id.encode("utf-8")).hexdigest()[:40]
+
+def new_session_id() -> str:
+    """A fresh session id: 128 random bits, a valid scratch prefix segment."""
+    return "ws-" + secrets.token_hex(16)
 
 
 def connection_id(event: dict[str, Any]) -> str:
     """The connection id of an API Gateway WebSocket event."""
     return str(event["requestContext"]["connectionId"])
+
+
+def caller(event: dict[str, Any]) -> str | None:
+    """The IAM principal that signed ``$connect`` (IAM authorization), or ``None``."""
+    identity = event.get("requestContext", {}).get("identity") or {}
+    arn = identity.get("userArn")
+    return arn if isinstance(arn, str) and arn else None
+
+
+def session_token(event: dict[str, Any]) -> str | None:
+    """The ``session`` query string parameter of ``$connect``, or ``None``."""
+    token = (event.get("queryStringParameters") or {}).get("session")
+    return token if isinstance(token, str) and token else None
+
+
+def remember_connection(connection: str, session_id: str, until: int) -> None:
+    """Map ``connection`` to ``session_id`` until the session's absolute end (epoch seconds)."""
+    client("dynamodb").put_item(
+        TableName=os.environ[CONNECTIONS_TABLE_VARIABLE],
+        Item={
+            "connectionId": {"S": connection},
+            "sessionId": {"S": session_id},
+            "expiresAt": {"N": str(until)},
+        },
+    )
+
+
+def session_of(connection: str) -> str | None:
+    """The session id ``connection`` was attached to, or ``None``."""
+    item = (
+        client("dynamodb")
+        .get_item(
+            TableName=os.environ[CONNECTIONS_TABLE_VARIABLE],
+            Key={"connectionId": {"S": connection}},
+            ConsistentRead=True,
+        )
+        .get("Item")
+    )
+    return str(item["sessionId"]["S"]) if item else None
+
+
+def forget_connection(connection: str) -> None:
+    client("dynamodb").delete_item(
+        TableName=os.environ[CONNECTIONS_TABLE_VARIABLE],
+        Key={"connectionId": {"S": connection}},
+    )
 
 
 def response(status: int, body: str = "") -> dict[str, Any]:

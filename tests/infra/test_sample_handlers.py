@@ -2,11 +2,15 @@
 
 The handlers run as Lambda would run them: the ``handlers`` directory is the code root
 (``connect.handler`` imports ``sessions``) and the runtime comes from the layer's package.
+Sessions are reconnectable: ``$connect`` with ``?session=<token>`` resumes the caller's live
+session, without one it creates a session; ``$default``/``$disconnect`` find a connection's
+session in the connections table.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from collections.abc import Iterator
 from datetime import timedelta
@@ -18,11 +22,17 @@ import pytest
 from moto import mock_aws
 
 from cdk_session_expiry import _runtime_contract as contract
+from cdk_session_expiry.testing._moto_internals import open_connection_ids
 from sample_app.stack import HANDLERS_DIR
 
 TABLE = "sessions"
+CONNECTIONS = "connections"
+BUCKET = "scratch"
 GRANTEE = "arn:aws:iam::123456789012:role/message-handler"
 CLEANUP_ROLE = "arn:aws:iam::123456789012:role/cleanup"
+ENDPOINT = "https://abc123.execute-api.us-east-1.amazonaws.com/live"
+ALICE = "arn:aws:iam::123456789012:user/alice"
+MALLORY = "arn:aws:iam::123456789012:user/mallory"
 
 
 class Handlers:
@@ -37,27 +47,34 @@ class Handlers:
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     with mock_aws():
         ddb = boto3.client("dynamodb")
-        ddb.create_table(
-            TableName=TABLE,
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        for name, key in ((TABLE, "pk"), (CONNECTIONS, "connectionId")):
+            ddb.create_table(
+                TableName=name,
+                KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+                BillingMode="PAY_PER_REQUEST",
+            )
+        boto3.client("s3").create_bucket(Bucket=BUCKET)
         kms = boto3.client("kms")
         key_arn = kms.create_key()["KeyMetadata"]["Arn"]
-        # What grant_session_access sets (see test_overrides), plus the sample's own variable.
+        # What grant_session_access sets (see test_session_access), plus the sample's own.
         for name, value in {
             contract.ENV_TABLE_NAME: TABLE,
             contract.ENV_PARTITION_KEY: contract.DEFAULT_PARTITION_KEY,
             contract.ENV_TTL_ATTRIBUTE: contract.DEFAULT_TTL_ATTRIBUTE,
             contract.ENV_SCRATCH_ROOT: contract.DEFAULT_SCRATCH_ROOT,
+            contract.ENV_SCRATCH_BUCKET: BUCKET,
             contract.ENV_GRANT_KEY_ARN: key_arn,
             contract.ENV_RETIRING_PRINCIPAL: CLEANUP_ROLE,
+            contract.ENV_WEBSOCKET_ENDPOINT: ENDPOINT,
+            contract.ENV_MAX_SESSION_LIFETIME_SECONDS: "28800",
             "SESSION_GRANTEE_ROLE_ARN": GRANTEE,
             "SESSION_TTL_SECONDS": "600",
+            "SAMPLE_CONNECTIONS_TABLE": CONNECTIONS,
         }.items():
             monkeypatch.setenv(name, value)
-        yield {"ddb": ddb, "kms": kms, "key_arn": key_arn}
+        apigw = boto3.client("apigatewaymanagementapi", endpoint_url=ENDPOINT)
+        yield {"ddb": ddb, "kms": kms, "key_arn": key_arn, "apigw": apigw}
 
 
 @pytest.fixture
@@ -72,55 +89,125 @@ def handlers(aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[H
         del module
 
 
-def _event(connection_id: str) -> dict[str, Any]:
-    return {"requestContext": {"connectionId": connection_id}}
+def _event(connection_id: str, *, caller: str | None = ALICE, **extra: Any) -> dict[str, Any]:
+    context: dict[str, Any] = {"connectionId": connection_id}
+    if caller is not None:
+        context["identity"] = {"userArn": caller}
+    return {"requestContext": context, **extra}
 
 
-def _item(aws: dict[str, Any], handlers: Handlers, connection_id: str) -> dict[str, Any] | None:
-    key = {"pk": {"S": handlers.sessions.session_id_for(connection_id)}}
+def _connect(
+    aws: dict[str, Any],
+    handlers: Handlers,
+    cid: str,
+    *,
+    token: str | None = None,
+    caller: str = ALICE,
+) -> dict[str, Any]:
+    aws["apigw"].post_to_connection(ConnectionId=cid, Data=b"open")  # moto opens it
+    extra = {"queryStringParameters": {"session": token}} if token else {}
+    return handlers.connect.handler(_event(cid, caller=caller, **extra), None)  # type: ignore[no-any-return]
+
+
+def _item(aws: dict[str, Any], session_id: str) -> dict[str, Any] | None:
+    key = {"pk": {"S": session_id}}
     return aws["ddb"].get_item(TableName=TABLE, Key=key, ConsistentRead=True).get("Item")
 
 
-def test_session_id_is_safe_for_any_connection_id(handlers: Handlers) -> None:
-    session_id = handlers.sessions.session_id_for("ab/c+d=")
-    assert session_id.startswith("ws-") and "/" not in session_id
-    assert session_id == handlers.sessions.session_id_for("ab/c+d=")
+def _open() -> set[str]:
+    return open_connection_ids("123456789012", "us-east-1")
 
 
-def test_connect_creates_the_session_and_its_grant(aws: dict[str, Any], handlers: Handlers) -> None:
-    assert handlers.connect.handler(_event("conn/1="), None) == {"statusCode": 200, "body": ""}
-    item = _item(aws, handlers, "conn/1=")
-    assert item is not None
-    assert item[contract.DEFAULT_CONNECTION_ID_ATTRIBUTE] == {"S": "conn/1="}
-    grants = aws["kms"].list_grants(KeyId=aws["key_arn"])["Grants"]
-    assert [(g["GrantId"], g["GranteePrincipal"], g["RetiringPrincipal"]) for g in grants] == [
-        (item[contract.DEFAULT_GRANT_ID_ATTRIBUTE]["S"], GRANTEE, CLEANUP_ROLE)
-    ]
-
-
-def test_connect_twice_is_a_conflict(handlers: Handlers) -> None:
-    handlers.connect.handler(_event("c1"), None)
-    assert handlers.connect.handler(_event("c1"), None)["statusCode"] == 409
-
-
-def test_message_extends_a_live_session(
-    aws: dict[str, Any], handlers: Handlers, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    handlers.connect.handler(_event("c2"), None)
-    before = int(_item(aws, handlers, "c2")[contract.DEFAULT_TTL_ATTRIBUTE]["N"])  # type: ignore[index]
-    monkeypatch.setattr(handlers.message, "SESSION_TTL", timedelta(seconds=1200))
-    assert handlers.message.handler(_event("c2"), None)["statusCode"] == 200
-    after = int(_item(aws, handlers, "c2")[contract.DEFAULT_TTL_ATTRIBUTE]["N"])  # type: ignore[index]
-    assert after > before
-
-
-def test_disconnect_ends_the_session_and_later_messages_are_refused(
+def test_connect_without_a_token_creates_a_session_owned_by_the_caller(
     aws: dict[str, Any], handlers: Handlers
 ) -> None:
-    handlers.connect.handler(_event("c3"), None)
+    answer = _connect(aws, handlers, "conn/1=")
+    assert answer["statusCode"] == 200
+    session_id = json.loads(answer["body"])["sessionId"]
+    item = _item(aws, session_id)
+    assert item is not None
+    assert item["owner"] == {"S": ALICE}
+    assert item[contract.DEFAULT_CONNECTION_ID_ATTRIBUTE] == {"S": "conn/1="}
+    (grant,) = aws["kms"].list_grants(KeyId=aws["key_arn"])["Grants"]
+    assert (grant["GrantId"], grant["GranteePrincipal"], grant["RetiringPrincipal"]) == (
+        item[contract.DEFAULT_GRANT_ID_ATTRIBUTE]["S"],
+        GRANTEE,
+        CLEANUP_ROLE,
+    )
+    assert grant["Constraints"] == {"EncryptionContextSubset": {"sessionId": session_id}}
+
+
+def test_connect_without_a_caller_identity_is_refused(handlers: Handlers) -> None:
+    assert handlers.connect.handler(_event("c0", caller=None), None)["statusCode"] == 403
+
+
+def test_a_token_resumes_the_callers_session_and_closes_the_old_connection(
+    aws: dict[str, Any], handlers: Handlers
+) -> None:
+    session_id = json.loads(_connect(aws, handlers, "old-1")["body"])["sessionId"]
+    answer = _connect(aws, handlers, "new-1", token=session_id)
+    assert answer == {"statusCode": 200, "body": json.dumps({"sessionId": session_id})}
+    assert "old-1" not in _open() and "new-1" in _open()
+    item = _item(aws, session_id)
+    assert item is not None and item["connectionIds"] == {"SS": ["new-1"]}
+    # $default finds the session of the new connection.
+    reply = handlers.message.handler(_event("new-1", body="hello"), None)
+    assert reply["statusCode"] == 200
+    assert json.loads(reply["body"])["sessionId"] == session_id
+
+
+def test_a_token_presented_by_another_caller_is_refused_and_changes_nothing(
+    aws: dict[str, Any], handlers: Handlers
+) -> None:
+    session_id = json.loads(_connect(aws, handlers, "alice-1")["body"])["sessionId"]
+    before = _item(aws, session_id)
+    answer = _connect(aws, handlers, "mallory-1", token=session_id, caller=MALLORY)
+    assert answer == {"statusCode": 403, "body": "not your session"}
+    assert _item(aws, session_id) == before
+    assert "alice-1" in _open()
+    assert handlers.message.handler(_event("mallory-1"), None)["statusCode"] == 410
+
+
+def test_an_expired_or_unknown_token_is_gone_and_a_malformed_one_refused(
+    aws: dict[str, Any], handlers: Handlers
+) -> None:
+    assert _connect(aws, handlers, "c1", token="ws-unknown")["statusCode"] == 410
+    assert _connect(aws, handlers, "c2", token="../etc")["statusCode"] == 400
+
+
+def test_message_extends_the_session_and_encrypts_under_its_context(
+    aws: dict[str, Any], handlers: Handlers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_id = json.loads(_connect(aws, handlers, "c2")["body"])["sessionId"]
+    before = int(_item(aws, session_id)[contract.DEFAULT_TTL_ATTRIBUTE]["N"])  # type: ignore[index]
+    monkeypatch.setattr(handlers.message, "SESSION_TTL", timedelta(seconds=1200))
+    assert handlers.message.handler(_event("c2", body="secret"), None)["statusCode"] == 200
+    after = int(_item(aws, session_id)[contract.DEFAULT_TTL_ATTRIBUTE]["N"])  # type: ignore[index]
+    assert after > before
+    s3 = boto3.client("s3")
+    (obj,) = s3.list_objects_v2(Bucket=BUCKET, Prefix="sessions/")["Contents"]
+    assert obj["Key"].startswith(f"sessions/{session_id}/")
+    blob = s3.get_object(Bucket=BUCKET, Key=obj["Key"])["Body"].read()
+    kms = aws["kms"]
+    plain = kms.decrypt(CiphertextBlob=blob, EncryptionContext={"sessionId": session_id})
+    assert plain["Plaintext"] == b"secret"
+    with pytest.raises(kms.exceptions.InvalidCiphertextException):
+        kms.decrypt(CiphertextBlob=blob, EncryptionContext={"sessionId": "ws-other"})
+
+
+def test_disconnect_forgets_the_connection_and_the_session_stays_resumable(
+    aws: dict[str, Any], handlers: Handlers
+) -> None:
+    session_id = json.loads(_connect(aws, handlers, "c3")["body"])["sessionId"]
     assert handlers.disconnect.handler(_event("c3"), None)["statusCode"] == 200
-    assert _item(aws, handlers, "c3") is None
-    assert handlers.message.handler(_event("c3"), None) == {
-        "statusCode": 410,
-        "body": "session expired",
-    }
+    assert handlers.message.handler(_event("c3"), None)["statusCode"] == 410
+    assert _item(aws, session_id) is not None
+    assert _connect(aws, handlers, "c4", token=session_id)["statusCode"] == 200
+
+
+def test_an_end_message_ends_the_session(aws: dict[str, Any], handlers: Handlers) -> None:
+    session_id = json.loads(_connect(aws, handlers, "c5")["body"])["sessionId"]
+    reply = handlers.message.handler(_event("c5", body='{"action": "end"}'), None)
+    assert json.loads(reply["body"]) == {"sessionId": session_id, "ended": True}
+    assert _item(aws, session_id) is None
+    assert _connect(aws, handlers, "c6", token=session_id)["statusCode"] == 410
