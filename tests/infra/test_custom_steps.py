@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk import App, Stack
+from aws_cdk import App, Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -335,3 +335,33 @@ def test_the_dashboard_graphs_the_failures_of_each_custom_step(
     (dashboard,) = Template.from_stack(stack).find_resources("AWS::CloudWatch::Dashboard").values()
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     assert "DeleteSessionSecret" in body
+
+
+def test_in_one_app_only_the_construct_with_steps_gets_their_code(
+    step_dir: Path, tmp_path: Path
+) -> None:
+    # The bundling of the runtime's asset is cached per process by its options: the steps'
+    # directories are part of them, or both functions would get one staged copy.
+    app = App(outdir=str(tmp_path / "out"))
+    stack = Stack(app, "Steps")
+    plain = SessionExpiry(stack, "Plain")
+    with_steps = SessionExpiry(
+        stack,
+        "WithSteps",
+        custom_steps=[_step(step_dir)],
+        expiry_sweep_interval=Duration.minutes(5),
+    )
+    template = Template.from_stack(stack).to_json()
+
+    def staged(function: Any) -> set[str]:
+        code = template["Resources"][stack.get_logical_id(function.node.default_child)]
+        return {p.name for p in asset_dir(tmp_path / "out", code["Properties"]["Code"]).iterdir()}
+
+    assert staged(plain.cleanup_function) == {"session_expiry_runtime"}
+    assert staged(with_steps.cleanup_function) == {
+        "session_expiry_runtime",
+        "my_steps",
+        "helpers.py",
+    }
+    assert with_steps.expiry_sweeper is not None
+    assert staged(with_steps.expiry_sweeper.function) == {"session_expiry_runtime"}
