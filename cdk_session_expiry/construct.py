@@ -77,8 +77,10 @@ class SessionExpiry(Construct):
     application's own functions (``grant_session_access``).
 
     The cleanup function, for each removed session: deletes its WebSocket connection
-    (``websocket_stage``), retires its KMS grant (``grant_key``) and deletes its objects under
-    the scratch root (``scratch_bucket``). Each target is optional.
+    (``websocket_stage``), retires its KMS grant (``grant_key``), deletes its objects under
+    the scratch root (``scratch_bucket``), stops its Amazon Bedrock AgentCore runtime, code
+    interpreter and browser sessions (``agent_runtime``, ``code_interpreter``, ``browser``) and
+    runs your own steps (``custom_steps``). Each target is optional.
 
     Args:
         scope: parent construct.
