@@ -55,8 +55,8 @@ CONSUMER_APP = textwrap.dedent(
 def _readme_plugin_example() -> tuple[str, str]:
     """The two python blocks of the README's plugin section: conftest.py and the test."""
     readme = (REPO / "README.md").read_text()
-    section = readme.split("### Test your own session code the same way", 1)[1]
-    section = section.split("\n### ", 1)[0]
+    section = readme.split("## Testing your session code (pytest plugin)", 1)[1]
+    section = section.split("\n## ", 1)[0].split("\n### ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
     assert len(blocks) >= 2, "the README's plugin section lost its conftest/test blocks"
     return blocks[0], blocks[1]
