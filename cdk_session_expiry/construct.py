@@ -855,7 +855,8 @@ class SessionExpiry(Construct):
         return self._runtime_metric(contract.METRIC_OBJECTS_DELETED, None, options)
 
     def metric_scratch_prefixes_refused(self, **options: Any) -> cloudwatch.Metric:
-        """``ScratchPrefixesRefused`` (embedded metric): prefixes outside the root, Sum."""
+        """``ScratchPrefixesRefused`` (embedded metric): scratch prefixes an old image named that
+        were not the session's own (``<root>[<tenant>/]<session id>/<incarnation>/``), Sum."""
         return self._runtime_metric(contract.METRIC_PREFIXES_REFUSED, None, options)
 
     def metric_sessions_archived(self, **options: Any) -> cloudwatch.Metric:

@@ -56,6 +56,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from . import reconnects
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 #: Key names that trip naive cleanups: spaces, ``+``, ``%``, Unicode, control characters.
@@ -342,6 +344,18 @@ def run(args: argparse.Namespace) -> int:
             args.workers,
         )
 
+        storm = reconnects.prepare(  # reconnect storms and the absolute cap (issue 11)
+            emulator=emulator,
+            pipeline=pipeline,
+            app_env=app_env,
+            grantee=grantee,
+            bucket=bucket,
+            make_plan=SessionPlan,
+            say=say,
+            seed=args.seed,
+            workers=args.workers,
+        )
+        all_plans += storm.plans
         say("running the cleanup: deployed code, deployed stream, deployed mapping settings ...")
         invocations = 0
         delivered = 0
@@ -559,6 +573,7 @@ def run(args: argparse.Namespace) -> int:
             + archive_mismatches
             + sweep_mismatches
             + event_mismatches
+            + storm.verify(emulator)
         )
         summary = {
             "sessions": {
@@ -613,6 +628,7 @@ def run(args: argparse.Namespace) -> int:
             "on_failure_queue_messages": queue_left,
             "cleanup_seconds": round(cleanup_seconds, 1),
             "total_seconds": round(time.monotonic() - say.start, 1),
+            "reconnects": storm.counts,
             "mismatches": mismatches,
         }
         print_report(summary)
@@ -840,6 +856,7 @@ def print_report(s: dict[str, Any]) -> None:
         f"{s['on_failure_queue_messages']} messages left after replay",
         f"emulator errors   {s['emulator_internal_errors']} HTTP 500s from moto (retried by the "
         "SDK; moto is not thread-safe everywhere)",
+        *reconnects.report_lines(s.get("reconnects") or {}),
         f"leaked            {s['leaked']}",
         f"wrongly deleted   {s['wrongly_deleted']}",
         f"time              cleanup {s['cleanup_seconds']}s, total {s['total_seconds']}s",

@@ -997,8 +997,9 @@ class SessionStore:
         return {"#pk": c.partition_key, "#t": c.ttl_attribute, "#na": c.not_after_attribute}
 
     def _not_after_from(self, now: Decimal) -> int:
-        """Epoch seconds of the absolute end of a session created (or first capped) now."""
-        return math.ceil(now + self._max_lifetime)
+        """Epoch seconds of the absolute end of a session created (or first capped) now: rounded
+        down, so a session never lives longer than the maximum lifetime."""
+        return math.floor(now + self._max_lifetime)
 
     def _time_values(self, now: Decimal) -> dict[str, dict[str, str]]:
         return {
