@@ -304,10 +304,10 @@ def skipped_records_alarm(
     """Any record skipped for a cause that loses its cleanup, within a period.
 
     ``skipped`` maps each of :data:`LOST_CLEANUP_CAUSES` to its ``RecordsSkipped`` metric;
-    ``refused`` is ``ScratchPrefixesRefused`` (a scratch prefix outside the scratch root or the
-    session's tenant is never deleted). One metric-math alarm on their sum (each ``FILL``-ed
-    with 0: the runtime writes no datapoint when it skips nothing) above 0 (construct id
-    ``SkippedRecordsAlarm``).
+    ``refused`` is ``ScratchPrefixesRefused`` (a scratch prefix that is not the session's own,
+    ``<root>[<tenant>/]<session id>/<incarnation>/`` from the record's keys, is never deleted).
+    One metric-math alarm on their sum (each ``FILL``-ed with 0: the runtime writes no datapoint
+    when it skips nothing) above 0 (construct id ``SkippedRecordsAlarm``).
     """
     metrics: dict[str, cloudwatch.IMetric] = {
         f"skipped{cause}": metric for cause, metric in skipped.items()

@@ -66,3 +66,19 @@ def test_the_construct_never_imports_the_runtime(path: Path) -> None:
         for alias in node.names
     } | {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not any(m.split(".")[0] == infra.RUNTIME_PACKAGE for m in imported)
+
+
+def test_max_session_lifetime_reaches_the_runtime() -> None:
+    """The construct's ``max_session_lifetime`` is what ``SessionStore.from_env()`` enforces."""
+    from aws_cdk import App, Duration, Stack
+
+    from cdk_session_expiry import SessionExpiry
+
+    assert infra.DEFAULT_MAX_SESSION_LIFETIME_SECONDS == 8 * 3600  # AgentCore Runtime's default
+    stack = Stack(App(), "Lifetime")
+    default = SessionExpiry(stack, "Default").session_environment()
+    assert runtime.RuntimeConfig.from_env(default).max_session_lifetime_seconds == 8 * 3600
+    two_hours = SessionExpiry(
+        stack, "TwoHours", max_session_lifetime=Duration.hours(2)
+    ).session_environment()
+    assert runtime.RuntimeConfig.from_env(two_hours).max_session_lifetime_seconds == 7200
