@@ -37,6 +37,9 @@
 10. Verify against the emulator: every cleaned session's connection, grant and scratch objects
    are gone, it has exactly one archive object and one event; every live (and dry-run)
    session's resources are intact and have neither. Print a report; exit 1 on any mismatch.
+11. Backstops (:mod:`sandbox.backstops`, after those checks, on sessions of its own): a grant
+    orphaned by a simulated stream outage is retired by the deployed grant sweep; a replay run
+    over a queue holding a malformed message replays the good one and keeps the other.
 """
 
 from __future__ import annotations
@@ -176,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     from cdk_session_expiry import _runtime_contract as contract
     from cdk_session_expiry.testing import Fault, LocalEmulator, LocalPipeline
 
-    from . import agent_sessions, beyond_ttl
+    from . import agent_sessions, backstops, beyond_ttl
 
     say = Progress(args.quiet)
     emulator = LocalEmulator(verbose_errors=args.verbose_errors).start()
@@ -575,6 +578,19 @@ def run(args: argparse.Namespace) -> int:
             + event_mismatches
             + storm.verify(emulator)
         )
+
+        # --- 8. backstops (issue 12), on sessions of their own, after the checks above --------
+        on_failure_sent = report.records_sent_to_on_failure
+        backstop_summary, backstop_mismatches = backstops.run(
+            emulator=emulator,
+            pipeline=pipeline,
+            store=store,
+            bucket=bucket,
+            grantee=grantee,
+            dry_grants={p.grant_id for p in dry},
+            say=say,
+        )
+        mismatches += backstop_mismatches
         summary = {
             "sessions": {
                 "expired": expected_expired,
@@ -622,7 +638,8 @@ def run(args: argparse.Namespace) -> int:
             "ttl_health_alarm": {"logical_id": health[0], "window_seconds": health[1]}
             if health
             else None,
-            "records_sent_to_on_failure": report.records_sent_to_on_failure,
+            "records_sent_to_on_failure": on_failure_sent,
+            "backstops": backstop_summary,
             "records_sent_to_on_failure_expected": 1,
             "emulator_internal_errors": len(emulator.internal_errors),
             "on_failure_queue_messages": queue_left,
@@ -643,7 +660,7 @@ def run(args: argparse.Namespace) -> int:
             from sandbox.figures import draw_report
 
             say(f"figures: {draw_report(summary, Path(figures))}")
-        failed = bool(mismatches) or report.records_sent_to_on_failure != 1
+        failed = bool(mismatches) or on_failure_sent != 1
         if len(expired_seqs) != expected_expired:
             failed = True
         return 1 if failed else 0
@@ -794,6 +811,8 @@ def _replay_line(replay: dict[str, Any]) -> str:
 
 
 def print_report(s: dict[str, Any]) -> None:
+    from . import backstops
+
     st, ss, sw = s["stream"], s["sessions"], s["sweeper"]
     ar, ev = s["archive"], s["events"]
     lines = [
@@ -854,6 +873,7 @@ def print_report(s: dict[str, Any]) -> None:
         f"on-failure queue  {s['records_sent_to_on_failure']} records sent (expected "
         f"{s['records_sent_to_on_failure_expected']}, the injected failure); "
         f"{s['on_failure_queue_messages']} messages left after replay",
+        backstops.report_line(s["backstops"]),
         f"emulator errors   {s['emulator_internal_errors']} HTTP 500s from moto (retried by the "
         "SDK; moto is not thread-safe everywhere)",
         *reconnects.report_lines(s.get("reconnects") or {}),

@@ -38,10 +38,10 @@ Anything else keeps the message and reports why (:data:`STATUSES`). Records that
 raise ``ParamValidationError``), an AWS error, an endpoint or timeout error, or a bug are
 reported for that message, which is kept; the run goes on with the next message.
 
-**No cleanup target, no run.** Without ``SESSION_EXPIRY_WEBSOCKET_ENDPOINT``,
-``SESSION_EXPIRY_GRANT_KEY_ARN`` or ``SESSION_EXPIRY_SCRATCH_BUCKET`` every record would be
-skipped as ``MissingAttributes``; replay refuses to start (:class:`NoCleanupTarget`) and touches
-no message.
+**No cleanup target, no run.** Without any of :data:`CLEANUP_TARGET_SETTINGS` (WebSocket
+endpoint, grant key, scratch bucket, AgentCore runtime, code interpreter, browser, custom steps)
+every record would be skipped as ``MissingAttributes``; replay refuses to start
+(:class:`NoCleanupTarget`) and touches no message.
 
 The range of a failed batch covers every record of the batch: records that did succeed are
 cleaned again (every step is idempotent), and records the event source mapping's filter had
@@ -87,6 +87,10 @@ from .cleaner import (
     process_batch,
 )
 from .config import (
+    ENV_AGENT_RUNTIME_ARN,
+    ENV_BROWSER_ID,
+    ENV_CODE_INTERPRETER_ID,
+    ENV_CUSTOM_STEPS,
     ENV_GRANT_KEY_ARN,
     ENV_SCRATCH_BUCKET,
     ENV_WEBSOCKET_ENDPOINT,
@@ -139,7 +143,15 @@ EXIT_SOME_KEPT = 1
 EXIT_COULD_NOT_RUN = 2
 
 #: The settings that name a cleanup target; without any of them replay refuses to run.
-CLEANUP_TARGET_SETTINGS = (ENV_WEBSOCKET_ENDPOINT, ENV_GRANT_KEY_ARN, ENV_SCRATCH_BUCKET)
+CLEANUP_TARGET_SETTINGS = (
+    ENV_WEBSOCKET_ENDPOINT,
+    ENV_GRANT_KEY_ARN,
+    ENV_SCRATCH_BUCKET,
+    ENV_AGENT_RUNTIME_ARN,
+    ENV_CODE_INTERPRETER_ID,
+    ENV_BROWSER_ID,
+    ENV_CUSTOM_STEPS,
+)
 
 
 class ReplayError(Exception):
@@ -346,6 +358,10 @@ def configured_targets(config: RuntimeConfig) -> list[str]:
         ENV_WEBSOCKET_ENDPOINT: config.websocket_endpoint,
         ENV_GRANT_KEY_ARN: config.grant_key_arn,
         ENV_SCRATCH_BUCKET: config.scratch_bucket,
+        ENV_AGENT_RUNTIME_ARN: config.agent_runtime_arn,
+        ENV_CODE_INTERPRETER_ID: config.code_interpreter_id,
+        ENV_BROWSER_ID: config.browser_id,
+        ENV_CUSTOM_STEPS: config.custom_steps,
     }
     return [name for name, value in values.items() if value]
 
@@ -696,8 +712,8 @@ exit status:
      the queue or the object could not be read (no message was changed)
 
 Settings: the cleanup function's SESSION_EXPIRY_* environment variables, or
---env-from-function. Without any cleanup target (SESSION_EXPIRY_WEBSOCKET_ENDPOINT,
-SESSION_EXPIRY_GRANT_KEY_ARN, SESSION_EXPIRY_SCRATCH_BUCKET) replay refuses to start.
+--env-from-function. Without any cleanup target (WebSocket endpoint, grant key, scratch bucket,
+AgentCore runtime, code interpreter, browser or custom steps) replay refuses to start.
 """
 
 

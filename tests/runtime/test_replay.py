@@ -569,3 +569,15 @@ def test_fails_cli_on_a_non_positive_max_messages(capsys: pytest.CaptureFixture[
 
     assert done.value.code == 2
     assert "expected a positive integer" in capsys.readouterr().err
+
+
+def test_an_agentcore_only_configuration_is_a_cleanup_target() -> None:
+    from session_expiry_runtime.config import RuntimeConfig
+
+    arn = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/agent-1"
+    assert replay.configured_targets(RuntimeConfig(agent_runtime_arn=arn)) == [
+        "SESSION_EXPIRY_AGENT_RUNTIME_ARN"
+    ]
+    replay.require_cleanup_target(RuntimeConfig(agent_runtime_arn=arn))  # does not raise
+    with pytest.raises(replay.NoCleanupTarget, match="SESSION_EXPIRY_BROWSER_ID"):
+        replay.require_cleanup_target(RuntimeConfig())
