@@ -48,6 +48,10 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
         + sessions["replayed"]
         + sessions["paused_by_kill_switch"]
         + report["realtime"]["sessions_swept"]
+        # Reconnect storm (issue 11): its ended/expired sessions, and the capped sessions,
+        # which are expired and cleaned once past their absolute lifetime.
+        + report["reconnects"]["ended_or_expired"]
+        + report["reconnects"]["capped_sessions"]
     )
     assert report["connections_closed"] == gone
     assert report["grants_retired"] == gone
@@ -87,4 +91,11 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
     assert agents["live_untouched"] == 4
     assert agents["failures"] == {}
     assert "agent sessions    stopped: StopRuntimeSession 12" in done.stdout
+    # Reconnects: every connection of an ended or expired session closed, a live session keeps
+    # exactly its last, and no session was served past its absolute lifetime.
+    storm = report["reconnects"]
+    assert storm["ended_or_expired_all_closed"] == storm["ended_or_expired"] > 0
+    assert storm["live_with_one_open"] == storm["live"] > 0
+    assert storm["capped_refused"] > 0
+    assert storm["served_past_absolute_lifetime"] == 0
     assert "RESULT            OK" in done.stdout
