@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         (s, "handler (max_workers=32)", "session_expiry_runtime.handler", wide)
         for s in p["scenarios"]
         if s.objects <= 50
-    ]
+    ] + [(s, *throughput.DEFAULT_GC, {}) for s in p["scenarios"] if s.objects]
     runs = throughput.run_all(
         p["scenarios"],
         latency_ms=LATENCY_MS,

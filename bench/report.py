@@ -15,8 +15,10 @@ import subprocess
 from importlib import metadata
 from typing import Any
 
+from session_expiry_runtime.gc_settings import YOUNG_GENERATION_THRESHOLD
+
 from . import coldstart, harness
-from .throughput import minimum_calls
+from .throughput import DEFAULT_GC, minimum_calls
 
 ENDPOINT = "bench endpoint"
 #: Issue 13's goals: throughput vs naive (same run) and CPU ms per session, by objects a session.
@@ -80,6 +82,11 @@ def _md(headers: list[str], rows: list[list[str]]) -> str:
     out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     out += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(out)
+
+
+def _cpu_ms(run: dict[str, Any]) -> float:
+    """CPU ms per session of one run (the measured process, every thread)."""
+    return 1000.0 * run["case"]["cpu_s"] / run["scenario"]["sessions"]
 
 
 def _by_scenario(data: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -670,6 +677,20 @@ def cpu_work_table(data: dict[str, Any]) -> str:
                 ]
             )
     for runs in _by_scenario(data).values():
+        run, untuned = runs.get("handler"), runs.get(DEFAULT_GC[0])
+        if run and untuned:
+            rows.append(
+                [
+                    "Garbage collector tuned once per process: `gc.freeze()` after the clients "
+                    "are built, young-generation threshold 700 → "
+                    f"{YOUNG_GENERATION_THRESHOLD:,} (`session_expiry_runtime/gc_settings.py`)",
+                    f"handler CPU per session, {run['scenario']['objects']:,} objects, this run "
+                    f"(`{DEFAULT_GC[0]}` is the same handler with CPython's defaults)",
+                    f"{_cpu_ms(untuned):.1f} ms",
+                    f"{_cpu_ms(run):.1f} ms",
+                ]
+            )
+    for runs in _by_scenario(data).values():
         run = runs.get("handler")
         n = run["scenario"]["objects"] if run else None
         if run and n in ISSUE_13_BASELINE_CPU_MS:
@@ -745,6 +766,10 @@ def limits(data: dict[str, Any]) -> str:
     return f"""{loaded}* **The endpoint is not the bottleneck.** The bench endpoint used at most
   {ep_share:.0%} of one core in any throughput run (column "Endpoint CPU s"), on a machine with
   {data["machine"]["nproc"]} cores: the measured numbers are the handler's, not an emulator's.
+  Its sockets set `TCP_NODELAY`: before they did, each answer's body waited for the client's
+  delayed acknowledgement of its headers (Nagle's algorithm), and a call made with 15 others in
+  flight took ~46 ms instead of 20 — the whole of the gap issue 13 first measured at 0 and 50
+  objects (7.4× and 8.6×), an artifact of the bench, not of the handler.
 * **The handler process is CPU-bound on this machine when its own CPU nears 100 % of the wall
   time** (one Python process runs Python one thread at a time): handler runs {", ".join(own)}.
   There, more calls in flight (`max_workers=32`) cannot help; only less CPU per session can.
@@ -908,7 +933,9 @@ after another, per record DeleteConnection (Gone ignored), RetireGrant, then `Li
 by page with one `DeleteObjects` per page. It makes exactly the minimum number of calls, so the
 ratio measures how the handler overlaps calls, not a call-count difference. The extra row
 `handler (max_workers=32)` is the project's handler with the construct's `max_workers` prop set
-to 32 (`SESSION_EXPIRY_MAX_WORKERS`), to show what the default leaves on the table.
+to 32 (`SESSION_EXPIRY_MAX_WORKERS`), to show what the default leaves on the table; the row
+`handler (default GC)` (`bench/default_gc.py`) is the same handler with CPython's default garbage
+collector settings, to show what `session_expiry_runtime/gc_settings.py` is worth.
 
 **Cold start** (`bench/coldstart.py`): each sample is a new `python` process that times, from
 its first line, the import of the handler module plus the creation of its boto3 clients (the

@@ -31,6 +31,9 @@ IMPLS: dict[str, tuple[str, dict[str, str]]] = {
     "naive": ("bench.naive", {}),
     "handler": ("session_expiry_runtime.handler", {}),
 }
+#: (name, module): the handler with CPython's default garbage-collector settings, run beside
+#: the handler to measure what ``session_expiry_runtime.gc_settings`` is worth.
+DEFAULT_GC = ("handler (default GC)", "bench.default_gc")
 
 
 @dataclass

@@ -24,3 +24,22 @@ for _name, _value in _DEFAULTS.items():
     os.environ.setdefault(_name, _value)
 # Never let a developer's real profile leak into a test.
 os.environ.pop("AWS_PROFILE", None)
+
+
+import gc  # noqa: E402 - after the environment defaults, like everything below them
+from collections.abc import Iterator  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _collector_as_found() -> Iterator[None]:
+    """The cleanup handler tunes the process's garbage collector on its first invocation
+    (``session_expiry_runtime.gc_settings``); in this one test process, each test ends with the
+    collector as it found it."""
+    before = gc.get_threshold()
+    yield
+    if gc.get_freeze_count():
+        gc.unfreeze()
+    if gc.get_threshold() != before:
+        gc.set_threshold(*before)

@@ -101,3 +101,30 @@ def test_delete_connection_then_gone_and_retire_grant_then_not_found(server: str
     assert _bench(server, "/_bench/connections") == {"connections": []}
     assert _bench(server, "/_bench/grants") == {"grants": []}
     assert _bench(server, "/_bench/stats")["requests"] == {"DeleteConnection": 2, "RetireGrant": 3}
+
+
+def test_answers_leave_with_tcp_nodelay_so_a_body_never_waits_for_a_delayed_ack() -> None:
+    """Every answering socket has ``TCP_NODELAY``. Without it the body, sent after the headers,
+    waited for the client's delayed acknowledgement (Nagle's algorithm): ~26 ms added to each
+    call made with others in flight, which the bench then blamed on the handler."""
+    import socket
+
+    seen: list[int] = []
+
+    class Recording(ep.Handler):
+        def setup(self) -> None:
+            super().setup()
+            seen.append(self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    ep.STATE.reset()
+    httpd = ep.Server(("localhost", 0), Recording)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        assert _bench(f"http://localhost:{httpd.server_address[1]}", "/_bench/stats") == {
+            "requests": {}
+        }
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert seen and all(seen), seen

@@ -14,6 +14,7 @@ from typing import Any
 
 from .cleaner import SessionCleaner, build_clients, process_batch
 from .config import RuntimeConfig, validate_cleanup_config
+from .gc_settings import tune_for_cleanup
 from .metrics import MetricsRecorder
 
 _cleaner: SessionCleaner | None = None
@@ -22,6 +23,9 @@ _lock = threading.Lock()
 
 def get_cleaner() -> SessionCleaner:
     """The process-wide :class:`SessionCleaner`, built from the environment on first use.
+
+    On first use it also tunes the process's garbage collector for the cleanup
+    (:func:`~session_expiry_runtime.gc_settings.tune_for_cleanup`).
 
     Raises:
         ValueError: a ``SESSION_EXPIRY_*`` variable is invalid (see
@@ -34,6 +38,7 @@ def get_cleaner() -> SessionCleaner:
             _cleaner = SessionCleaner(
                 config, build_clients(config), MetricsRecorder(config.metrics_namespace)
             )
+            tune_for_cleanup()  # after the long-lived objects exist: see gc_settings
         return _cleaner
 
 
