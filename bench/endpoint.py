@@ -7,6 +7,10 @@ cleanup makes (and nothing else):
   204, or 410 ``GoneException`` for a connection it does not hold;
 * KMS ``RetireGrant`` (JSON 1.1, by ``GrantToken`` or ``GrantId`` + ``KeyId``): ``{}``, or 400
   ``NotFoundException`` for a grant it does not hold;
+* KMS ``ListGrants`` (JSON 1.1, ``KeyId`` + ``GrantId`` filter, as the cleanup's ownership check
+  sends it): the grant it holds with that id — ``Name``, ``GrantId``, ``KeyId`` (the request's),
+  ``GranteePrincipal``, ``RetiringPrincipal``, ``Operations``, ``CreationDate`` (epoch seconds) —
+  or no grant, ``Truncated`` false;
 * S3 ``ListObjectsV2`` (``GET /{bucket}?list-type=2``, path style; ``encoding-type=url`` encodes
   keys and prefix as S3 does, ``+`` for a space), pages of at most ``max-keys`` (1,000) with a
   continuation token; each entry carries ``LastModified``, ``ETag``, ``Size``, ``StorageClass``
@@ -29,7 +33,7 @@ State (what the cleanup must remove) is seeded and read through bench-only endpo
 delayed and never counted:
 
 * ``POST /_bench/reset``: forget everything;
-* ``POST /_bench/seed`` JSON ``{"connections": [...], "grants": [{"id", "token"}],
+* ``POST /_bench/seed`` JSON ``{"connections": [...], "grants": [{"id", "token", "name"}],
   "objects": {"bucket": {"prefix": count}}}``: keys are ``{prefix}obj-{i:05d}.bin``;
 * ``POST /_bench/count`` JSON ``{"bucket", "prefixes": [...]}``: objects left under each;
 * ``GET /_bench/connections``, ``GET /_bench/grants``: what is left;
@@ -110,6 +114,7 @@ class State:
         self.connections: set[str] = set()
         self.grant_tokens: dict[str, str] = {}
         self.grant_ids: set[str] = set()
+        self.grant_names: dict[str, str] = {}
         self.buckets: dict[str, Bucket] = {}
 
     def bucket(self, name: str) -> Bucket:
@@ -120,6 +125,8 @@ class State:
         for grant in doc.get("grants", []):
             self.grant_ids.add(grant["id"])
             self.grant_tokens[grant["token"]] = grant["id"]
+            if grant.get("name"):
+                self.grant_names[grant["id"]] = grant["name"]
         n = 0
         for name, prefixes in doc.get("objects", {}).items():
             bucket = self.bucket(name)
@@ -189,6 +196,35 @@ def _delete_xml(bucket: str, body: bytes) -> tuple[int, bytes]:
         f'<DeleteResult xmlns="{S3_NS}">{deleted}</DeleteResult>'
     )
     return 200, doc.encode()
+
+
+#: The principals every seeded grant names (the bench's cleanup role and session role).
+GRANTEE_PRINCIPAL = "arn:aws:iam::123456789012:role/bench-session-role"
+RETIRING_PRINCIPAL = "arn:aws:iam::123456789012:role/bench-cleanup-function-role"
+
+
+def _list_grants_json(doc: dict[str, Any]) -> bytes:
+    """``ListGrants`` filtered by ``GrantId`` (every grant it holds is on the request's key)."""
+    grant_id = doc.get("GrantId")
+    with STATE.lock:
+        held = grant_id in STATE.grant_ids
+        name = STATE.grant_names.get(grant_id or "", "")
+    grants = (
+        [
+            {
+                "KeyId": doc.get("KeyId"),
+                "GrantId": grant_id,
+                "Name": name,
+                "CreationDate": 1796083200.0,
+                "GranteePrincipal": GRANTEE_PRINCIPAL,
+                "RetiringPrincipal": RETIRING_PRINCIPAL,
+                "Operations": ["Decrypt", "Encrypt"],
+            }
+        ]
+        if held
+        else []
+    )
+    return json.dumps({"Grants": grants, "Truncated": False}).encode()
 
 
 def _s3_error(code: str, message: str) -> bytes:
@@ -307,6 +343,8 @@ class Handler(BaseHTTPRequestHandler):
                 self._send(200, b"{}", ctype)
             else:
                 self._send(400, _json_error("NotFoundException", "Grant not found"), ctype)
+        elif target == "TrentService.ListGrants":
+            self._send(200, _list_grants_json(doc), ctype)
         elif target == "AWSEvents.PutEvents":
             entries = [{"EventId": f"bench-{i}"} for i in range(len(doc.get("Entries", [])))]
             self._send(200, json.dumps({"FailedEntryCount": 0, "Entries": entries}).encode(), ctype)

@@ -185,7 +185,10 @@ class BenchEndpoint:
             "/_bench/seed",
             {
                 "connections": [s.connection_id for s in sessions],
-                "grants": [{"id": s.grant_id, "token": s.grant_token} for s in sessions],
+                "grants": [
+                    {"id": s.grant_id, "token": s.grant_token, "name": s.grant_name}
+                    for s in sessions
+                ],
                 "objects": {fx.bucket: {s.scratch_prefix: s.objects for s in sessions}},
             },
         )
@@ -249,6 +252,8 @@ class Session:
     grant_token: str
     scratch_prefix: str
     objects: int
+    #: The grant's ``Name`` as ``SessionStore.create_grant`` writes it (the cleanup checks it).
+    grant_name: str = ""
 
 
 @dataclass
@@ -263,6 +268,16 @@ class Fixture:
     expired: list[Session]
     controls: list[Session]
     env: dict[str, str] = field(default_factory=dict)
+
+
+def _grant_name(session_id: str, prefix: str) -> str:
+    """The grant ``Name`` ``SessionStore.create_grant`` gives this session's grant."""
+    from session_expiry_runtime.grant_names import grant_name
+
+    name = grant_name({"pk": session_id}, prefix.rstrip("/").rsplit("/", 1)[-1])
+    if name is None:
+        raise RuntimeError(f"session id {session_id!r}: too long for a grant name")
+    return name
 
 
 def to_lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
@@ -305,17 +320,19 @@ def build_fixture(server: MotoServer, scenario: Scenario, impl: str) -> Fixture:
     def new_session(session_id: str, objects: int) -> Session:
         connection_id = f"conn-{session_id}="
         c["apigw"].get_connection(ConnectionId=connection_id)  # moto registers it on first sight
+        prefix = build_scratch_prefix(SCRATCH_ROOT, session_id)
+        name = _grant_name(session_id, prefix)
         grant = c["kms"].create_grant(
             KeyId=key_arn,
             GranteePrincipal=GRANTEE_PRINCIPAL,
             RetiringPrincipal=RETIRING_PRINCIPAL,
             Operations=["Decrypt", "Encrypt"],
+            Name=name,
         )
-        prefix = build_scratch_prefix(SCRATCH_ROOT, session_id)
         if objects:
             server.seed_objects(bucket, prefix, objects)
         return Session(
-            session_id, connection_id, grant["GrantId"], grant["GrantToken"], prefix, objects
+            session_id, connection_id, grant["GrantId"], grant["GrantToken"], prefix, objects, name
         )
 
     # One more expired session, "w-1", whose REMOVE is the warm-up invocation's only record.
@@ -458,13 +475,15 @@ def synthetic_fixture(scenario: Scenario) -> Fixture:
     now = int(time.time())
 
     def new_session(session_id: str, objects: int) -> Session:
+        prefix = build_scratch_prefix(SCRATCH_ROOT, session_id)
         return Session(
             session_id,
             f"conn-{session_id}=",
             secrets.token_hex(32),
             secrets.token_urlsafe(96),
-            build_scratch_prefix(SCRATCH_ROOT, session_id),
+            prefix,
             objects,
+            _grant_name(session_id, prefix),
         )
 
     def remove(s: Session, seq: int) -> dict[str, Any]:

@@ -83,6 +83,7 @@ def minimum_calls(objects: int) -> dict[str, int]:
     pages = max(1, math.ceil(objects / 1000))
     return {
         "DeleteConnection": 1,
+        "ListGrants": 1,  # the grant's ownership check before RetireGrant
         "RetireGrant": 1,
         "ListObjectsV2": pages,
         "DeleteObjects": math.ceil(objects / 1000),

@@ -82,6 +82,7 @@ METRIC_RECORDS_SKIPPED = "RecordsSkipped"
 METRIC_TTL_LAG = "TtlLagSeconds"
 METRIC_OBJECTS_DELETED = "ScratchObjectsDeleted"
 METRIC_PREFIXES_REFUSED = "ScratchPrefixesRefused"
+METRIC_GRANTS_REFUSED = "GrantsRefused"
 DIMENSION_REASON = "Reason"
 DIMENSION_ACTION = "Action"
 DIMENSION_CAUSE = "Cause"
@@ -174,6 +175,7 @@ METRIC_ORPHAN_GRANTS_RETIRED = "OrphanGrantsRetired"
 METRIC_EXPIRED_GRANTS_RETIRED = "ExpiredSessionGrantsRetired"
 METRIC_GRANTS_WOULD_BE_RETIRED = "GrantsWouldBeRetired"
 METRIC_GRANT_SWEEP_FAILURES = "GrantSweepFailures"
+METRIC_GRANT_SWEEP_UNUSABLE_NAMES = "GrantSweepUnusableNames"
 
 # --- every value of each dimension the runtime emits (checked by the metric_* methods) -----
 REASONS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("REASON_"))

@@ -299,13 +299,16 @@ def skipped_records_alarm(
     *,
     skipped: Mapping[str, cloudwatch.IMetric],
     refused: cloudwatch.IMetric,
+    grants_refused: cloudwatch.IMetric,
     actions: Sequence[cloudwatch.IAlarmAction],
 ) -> cloudwatch.Alarm:
     """Any record skipped for a cause that loses its cleanup, within a period.
 
     ``skipped`` maps each of :data:`LOST_CLEANUP_CAUSES` to its ``RecordsSkipped`` metric;
     ``refused`` is ``ScratchPrefixesRefused`` (a scratch prefix that is not the session's own,
-    ``<root>[<tenant>/]<session id>/<incarnation>/`` from the record's keys, is never deleted).
+    ``<root>[<tenant>/]<session id>/<incarnation>/`` from the record's keys, is never deleted);
+    ``grants_refused`` is ``GrantsRefused`` (a grant the old image named that KMS does not show
+    named for the record's key, or a grant token without a grant id, is never retired).
     One metric-math alarm on their sum (each ``FILL``-ed with 0: the runtime writes no datapoint
     when it skips nothing) above 0 (construct id ``SkippedRecordsAlarm``).
     """
@@ -313,6 +316,7 @@ def skipped_records_alarm(
         f"skipped{cause}": metric for cause, metric in skipped.items()
     }
     metrics["refused"] = refused
+    metrics["grantsRefused"] = grants_refused
     expression = cloudwatch.MathExpression(
         expression=" + ".join(f"FILL({name}, 0)" for name in metrics),
         using_metrics=metrics,
@@ -327,8 +331,8 @@ def skipped_records_alarm(
         description=(
             "Session cleanup skipped records for good: "
             + ", ".join(f"RecordsSkipped {c}" for c in skipped)
-            + ", or ScratchPrefixesRefused. Those sessions' connection, grant or scratch data "
-            "were not cleaned; see the README's runbook for each cause."
+            + ", ScratchPrefixesRefused or GrantsRefused. Those sessions' connection, grant or "
+            "scratch data were not cleaned; see the README's runbook for each cause."
         ),
         actions=actions,
     )

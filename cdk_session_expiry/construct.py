@@ -165,7 +165,8 @@ class SessionExpiry(Construct):
         alarm_actions: actions of every alarm (e.g. ``SnsAction``). Default: none.
         alarm_skipped_records: alarm when the cleanup skips a record for a cause that loses
             its cleanup (``RecordsSkipped`` ``NoOldImage``/``MissingAttributes``/
-            ``NoSequenceNumber``, ``ScratchPrefixesRefused``; ``skipped_records_alarm``).
+            ``NoSequenceNumber``, ``ScratchPrefixesRefused``, ``GrantsRefused``;
+            ``skipped_records_alarm``).
             Cost: one metric-math alarm. Default: ``True``.
         expiry_sweep_interval: run the expiry sweeper this often (whole minutes from 1 minute
             to 1 day, or 5, 6, 10, 12, 15, 20 or 30 seconds: started every minute with reserved
@@ -635,6 +636,7 @@ class SessionExpiry(Construct):
                     for cause in alarm_defaults.LOST_CLEANUP_CAUSES
                 },
                 refused=self.metric_scratch_prefixes_refused(),
+                grants_refused=self.metric_grants_refused(),
                 actions=props.actions,
             )
             self.alarms.append(self.skipped_records_alarm)
@@ -858,6 +860,12 @@ class SessionExpiry(Construct):
         """``ScratchPrefixesRefused`` (embedded metric): scratch prefixes an old image named that
         were not the session's own (``<root>[<tenant>/]<session id>/<incarnation>/``), Sum."""
         return self._runtime_metric(contract.METRIC_PREFIXES_REFUSED, None, options)
+
+    def metric_grants_refused(self, **options: Any) -> cloudwatch.Metric:
+        """``GrantsRefused`` (embedded metric): grants an old image named that the cleanup did
+        not retire because KMS does not show them named for the record's key (or the image held
+        a grant token without a grant id), Sum."""
+        return self._runtime_metric(contract.METRIC_GRANTS_REFUSED, None, options)
 
     def metric_sessions_archived(self, **options: Any) -> cloudwatch.Metric:
         """``SessionsArchived`` (embedded metric): old images written to ``archive_bucket``, Sum."""

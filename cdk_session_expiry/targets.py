@@ -56,13 +56,15 @@ def configure_connections(function: lambda_.Function, stage: apigwv2.IWebSocketS
 
 
 def configure_grants(function: lambda_.Function, key: kms.IKey) -> None:
-    """``RetireGrant`` of per-session grants on ``key``: its ARN and ``kms:RetireGrant`` on it."""
+    """``RetireGrant`` of per-session grants on ``key``: its ARN, and ``kms:RetireGrant`` and
+    ``kms:ListGrants`` on it only (the cleanup looks a grant up by id on the key to check its
+    name names the removed session before it retires it)."""
     function.add_environment(contract.ENV_GRANT_KEY_ARN, key.key_arn)
     # Retiring is authorized by the grant's retiring principal (this role), not by IAM; the IAM
     # permission only covers the account's own delegation (KMS developer guide, "Retiring and
-    # revoking grants").
+    # revoking grants"). ListGrants is authorized by IAM on the key (KMS API Reference).
     function.add_to_role_policy(
-        iam.PolicyStatement(actions=["kms:RetireGrant"], resources=[key.key_arn])
+        iam.PolicyStatement(actions=["kms:RetireGrant", "kms:ListGrants"], resources=[key.key_arn])
     )
 
 

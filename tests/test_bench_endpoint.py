@@ -128,3 +128,20 @@ def test_answers_leave_with_tcp_nodelay_so_a_body_never_waits_for_a_delayed_ack(
         httpd.shutdown()
         httpd.server_close()
     assert seen and all(seen), seen
+
+
+def test_list_grants_by_id_answers_the_seeded_name_as_kms_does(server: str) -> None:
+    key = "arn:aws:kms:us-east-1:123456789012:key/k"
+    name = "session-expiry:inc0:eyJwayI6InMtMSJ9"
+    _bench(server, "/_bench/seed", {"grants": [{"id": "g1", "token": "t1", "name": name}]})
+    kms = _client("kms", server)
+
+    (grant,) = kms.list_grants(KeyId=key, GrantId="g1")["Grants"]
+
+    assert (grant["Name"], grant["GrantId"], grant["KeyId"]) == (name, "g1", key)
+    assert grant["CreationDate"].tzinfo is not None  # parsed by botocore as a timestamp
+    assert grant["RetiringPrincipal"] == ep.RETIRING_PRINCIPAL
+    assert grant["Operations"] == ["Decrypt", "Encrypt"]
+    kms.retire_grant(KeyId=key, GrantId="g1")
+    assert kms.list_grants(KeyId=key, GrantId="g1")["Grants"] == []
+    assert _bench(server, "/_bench/stats")["requests"] == {"ListGrants": 2, "RetireGrant": 1}

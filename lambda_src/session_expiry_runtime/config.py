@@ -58,6 +58,8 @@ METRIC_RECORDS_SKIPPED = "RecordsSkipped"  # dimension Cause
 METRIC_TTL_LAG = "TtlLagSeconds"  # no dimension; unit Seconds
 METRIC_OBJECTS_DELETED = "ScratchObjectsDeleted"
 METRIC_PREFIXES_REFUSED = "ScratchPrefixesRefused"
+#: Grants an old image named that are not provably the session's own (see ``steps/grant.py``).
+METRIC_GRANTS_REFUSED = "GrantsRefused"
 METRIC_SESSIONS_ARCHIVED = "SessionsArchived"
 METRIC_EVENTS_PUBLISHED = "SessionEventsPublished"
 DIMENSION_REASON = "Reason"
@@ -156,6 +158,8 @@ METRIC_EXPIRED_GRANTS_RETIRED = "ExpiredSessionGrantsRetired"
 METRIC_GRANTS_WOULD_BE_RETIRED = "GrantsWouldBeRetired"
 #: GetItem, RetireGrant or ListGrants calls that failed (the next run retries).
 METRIC_GRANT_SWEEP_FAILURES = "GrantSweepFailures"
+#: Grants named like the store's whose name gives no usable key of the table (skipped).
+METRIC_GRANT_SWEEP_UNUSABLE_NAMES = "GrantSweepUnusableNames"
 
 # --- fan-out events (EventBridge PutEvents; the construct's rule patterns use the same) -----
 EVENT_SOURCE = "cdk-session-expiry"

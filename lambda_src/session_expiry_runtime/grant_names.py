@@ -22,12 +22,14 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "GRANT_NAME_PREFIX",
     "MAX_GRANT_NAME_LENGTH",
     "GrantOwner",
     "grant_name",
+    "owner_key",
     "parse_grant_name",
 ]
 
@@ -77,14 +79,10 @@ def grant_name(key: Mapping[str, str], incarnation: str) -> str | None:
         ValueError: ``key`` is not a non-empty mapping of strings to strings, or
             ``incarnation`` is not a string.
     """
-    if (
-        not isinstance(key, Mapping)
-        or not key
-        or not all(isinstance(k, str) and isinstance(v, str) for k, v in key.items())
-    ):
+    if not isinstance(key, Mapping) or owner_key(key) is None:
         raise ValueError(
             f"grant name key {key!r}: expected a non-empty mapping of attribute names to "
-            "String values, e.g. {'pk': 's-1'}"
+            "non-empty String values, e.g. {'pk': 's-1'}"
         )
     if not isinstance(incarnation, str):
         raise ValueError(f"grant name incarnation {incarnation!r}: expected a string")
@@ -99,8 +97,9 @@ def parse_grant_name(name: object) -> GrantOwner | None:
 
     Only the exact form :func:`grant_name` writes is accepted: any other name (another
     application's grant, no name, padding, a non-canonical encoding, JSON that is not an
-    object of strings, more than 256 characters) gives ``None``, never an error, so a sweep
-    of a key's grants can pass every name it lists.
+    object of non-empty strings — DynamoDB key values are never empty —, more than 256
+    characters) gives ``None``, never an error, so a sweep of a key's grants can pass every
+    name it lists.
     """
     if not isinstance(name, str) or len(name) > MAX_GRANT_NAME_LENGTH:
         return None
@@ -114,12 +113,24 @@ def parse_grant_name(name: object) -> GrantOwner | None:
         key = json.loads(raw.decode("utf-8"))
     except (binascii.Error, ValueError):
         return None
-    if (
-        not isinstance(key, dict)
-        or not key
-        or not all(isinstance(k, str) and isinstance(v, str) for k, v in key.items())
-    ):
-        return None
+    if not isinstance(key, dict) or owner_key(key) is None:
+        return None  # an empty key value can name no DynamoDB item
     if grant_name(key, incarnation) != name:
         return None  # not the canonical form: not written by this library
     return GrantOwner(key=key, incarnation=incarnation)
+
+
+def owner_key(keys: Mapping[Any, object]) -> dict[str, str] | None:
+    """A session key as grant names hold it, from a decoded key (e.g. a stream record's
+    ``Keys``): attribute name to String value, or ``None`` when it cannot be one (empty, or a
+    name or value that is not a non-empty string — a Number or Binary key, an empty String).
+
+    The cleanup compares a grant's :func:`parse_grant_name` key with this key of the record it
+    cleans; DynamoDB never stores an empty key value, so a name holding one names no item.
+    """
+    if not keys:
+        return None
+    pairs = list(keys.items())
+    if not all(isinstance(k, str) and k and isinstance(v, str) and v for k, v in pairs):
+        return None
+    return {str(k): str(v) for k, v in pairs}

@@ -27,10 +27,13 @@ from decimal import Decimal
 from typing import Any
 
 from .config import (
+    ACTION_DELETE_SCRATCH,
+    ACTION_RETIRE_GRANT,
     DIMENSION_ACTION,
     DIMENSION_CAUSE,
     DIMENSION_REASON,
     METRIC_CLEANUP_FAILURES,
+    METRIC_GRANTS_REFUSED,
     METRIC_OBJECTS_DELETED,
     METRIC_PREFIXES_REFUSED,
     METRIC_RECORDS_SKIPPED,
@@ -42,6 +45,12 @@ UNIT_COUNT = "Count"
 UNIT_SECONDS = "Seconds"
 #: "Numeric array metric targets MUST NOT have more than 100 members."
 MAX_VALUES_PER_DOCUMENT = 100
+#: The Count metric of each step that can refuse what an old image names (``refused``): the
+#: skipped-records alarm watches both.
+REFUSAL_METRICS = {
+    ACTION_DELETE_SCRATCH: METRIC_PREFIXES_REFUSED,
+    ACTION_RETIRE_GRANT: METRIC_GRANTS_REFUSED,
+}
 
 
 class MetricsRecorder:
@@ -54,7 +63,8 @@ class MetricsRecorder:
       ``DeleteScratch``, ``Decode``, ``TimeGuard``, ``Unexpected``.
     * ``RecordsSkipped`` (Count) by ``Cause``: see ``config.CAUSE_*``.
     * ``TtlLagSeconds`` (Seconds), no dimension: one value per TTL-classified session.
-    * ``ScratchObjectsDeleted`` and ``ScratchPrefixesRefused`` (Count), no dimension.
+    * ``ScratchObjectsDeleted``, ``ScratchPrefixesRefused`` and ``GrantsRefused`` (Count), no
+      dimension.
     """
 
     def __init__(self, namespace: str) -> None:
@@ -101,6 +111,12 @@ class MetricsRecorder:
 
     def prefix_refused(self) -> None:
         self.count(METRIC_PREFIXES_REFUSED)
+
+    def step_refused(self, step: str) -> None:
+        """Count one refusal of ``step`` under its :data:`REFUSAL_METRICS` metric, if it has one."""
+        metric = REFUSAL_METRICS.get(step)
+        if metric is not None:
+            self.count(metric)
 
     def snapshot(self) -> dict[str, Any]:
         """Totals so far, for tests and log lines: ``{metric or "metric|dim=value": total}``."""

@@ -23,8 +23,9 @@ OUTCOME_DRY_RUN = "dry-run"
 STEP_DONE = "done"
 #: The step's target was already gone (e.g. ``GoneException``, ``NotFoundException``): success.
 STEP_ALREADY_DONE = "already-done"
-#: The step refused what the old image named (e.g. a scratch prefix outside the root): skipped,
-#: counted and logged, never retried.
+#: The step refused what the old image named (e.g. a scratch prefix outside the root, a grant of
+#: another session): skipped, counted and logged, never retried. ``plan`` may refuse
+#: (``Plan.refused``) or, when only a read call can tell, ``run``/``preview`` may return it.
 STEP_REFUSED = "refused"
 STEP_FAILED = "failed"
 #: Dry run: the step would have run (its change-making call was not made).
@@ -58,7 +59,9 @@ class RecordResult:
         cause: ``config.CAUSE_*`` of a skipped record.
         failed_actions: ``config.ACTION_*`` of every failed step of a failed record.
         objects_deleted: scratch objects deleted while handling it (also on failure).
-        prefix_refused: the scratch prefix was refused.
+        refused_steps: the steps that refused what the old image named (the scratch step a
+            prefix that is not the session's own, the grant step a grant that is not provably
+            the session's own), each counted under its refusal metric.
         lag_seconds: TTL lag of a TTL-classified record.
         log: the structured log fields (already JSON-serialisable).
     """
@@ -69,7 +72,7 @@ class RecordResult:
     cause: str | None = None
     failed_actions: tuple[str, ...] = ()
     objects_deleted: int = 0
-    prefix_refused: bool = False
+    refused_steps: tuple[str, ...] = ()
     lag_seconds: Decimal | None = None
     log: dict[str, Any] = field(default_factory=dict)
     #: The old image's tenant attribute (decoded), for the fan-out event.

@@ -19,7 +19,7 @@ A batch goes through :func:`process_batch`; each record through :meth:`CleanupRu
    dry run. Accounting waits for them, so each record is counted once.
 7. **Accounting** — the metrics and **one structured log line per record** (logger
    ``session_expiry_runtime.cleanup``, field ``session``; ERROR for failed, WARNING for refused
-   prefixes, unusable attributes and suspicious skips, INFO otherwise).
+   prefixes or grants, unusable attributes and suspicious skips, INFO otherwise).
 
 The **time guard** (:class:`Deadline`): the invocation returns before its deadline in every
 case.
@@ -109,7 +109,7 @@ class _Tally:
     errors: dict[str, str] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
-    refused: bool = False
+    refused: list[str] = field(default_factory=list)
     ran_any: bool = False
 
     def add_plan(self, step: CleanupStep, plan: Plan, ctx: StepContext) -> None:
@@ -117,7 +117,8 @@ class _Tally:
         self.invalid.extend(plan.invalid)
         ctx.log.update(plan.log)
         if plan.status == PLAN_REFUSED:
-            self.refused = self.ran_any = True
+            self.ran_any = True
+            self.refused.append(step.name)
             self.steps[step.name] = STEP_REFUSED
         elif plan.status == PLAN_RUN:
             self.ran_any = True
@@ -125,6 +126,8 @@ class _Tally:
     def add_attempt(self, attempt: Attempt) -> None:
         name, status, error = attempt
         self.steps[name] = status
+        if status == STEP_REFUSED:  # refused by run/preview, after a read call (the grant)
+            self.refused.append(name)
         if error is not None:
             self.errors[error[0]] = error[1]
 
@@ -342,7 +345,7 @@ class CleanupRunner:
             cause=cause,
             failed_actions=failed,
             objects_deleted=ctx.objects_deleted,
-            prefix_refused=tally.refused,
+            refused_steps=tuple(tally.refused),
             lag_seconds=session.lag_seconds,
             tenant=session.image.get(self.config.tenant_attribute),
             archived=tally.steps.get(ACTION_ARCHIVE) == STEP_DONE,
@@ -376,8 +379,8 @@ class CleanupRunner:
     def _count(self, result: RecordResult) -> None:
         m = self.metrics
         m.objects_deleted(result.objects_deleted)
-        if result.prefix_refused:
-            m.prefix_refused()
+        for step in result.refused_steps:
+            m.step_refused(step)
         if result.outcome == OUTCOME_FAILED:
             for action in result.failed_actions:
                 m.cleanup_failed(action)
@@ -401,7 +404,7 @@ _WARNING_CAUSES = (CAUSE_NO_OLD_IMAGE, CAUSE_MISSING_ATTRIBUTES, CAUSE_NO_SEQUEN
 def _level(result: RecordResult, fields: Mapping[str, Any]) -> int:
     if result.outcome == OUTCOME_FAILED:
         return logging.ERROR
-    if result.prefix_refused or "invalidAttributes" in fields or result.cause in _WARNING_CAUSES:
+    if result.refused_steps or "invalidAttributes" in fields or result.cause in _WARNING_CAUSES:
         return logging.WARNING
     return logging.INFO
 

@@ -752,8 +752,10 @@ class SessionStore:
         ``constraints`` hold more than an ``EncryptionContextSubset`` to add to the binding.
 
         Name: ``grant_names.grant_name(key, incarnation)``, so a grant that is never stored can
-        be traced to its session by a sweep of the key's grants (no name when it would be
-        longer than 256 characters, or on an item without a scratch prefix).
+        be traced to its session by a sweep of the key's grants, and so the cleanup can prove a
+        grant an old image names is this session's before it retires it. A session whose name
+        would be longer than 256 characters (a session id beyond about 147 characters without a
+        sort key), or an item without a scratch prefix, gets no grant: ``ValueError``.
 
         Any failure after ``CreateGrant`` (the session ended or expired meanwhile, a throttled
         or failed UpdateItem, access denied) retires the new grant at once by its grant token
@@ -770,8 +772,9 @@ class SessionStore:
 
         Raises:
             ValueError: no grant key or retiring principal configured, an empty grantee or
-                operations list, ``constraints`` that contradict the binding, or a binding
-                value longer than 384 characters; the message names the setting or value.
+                operations list, ``constraints`` that contradict the binding, a binding
+                value longer than 384 characters, or a key and incarnation no grant ``Name`` can
+                hold (see Name above); the message names the setting or value.
             SessionGoneError: the session is missing or not live.
             SessionConflictError: the session already carries a grant.
         """
@@ -803,8 +806,14 @@ class SessionStore:
             "Operations": builtins.list(operations),
         }
         name = grant_name({attr: value["S"] for attr, value in key.items()}, incarnation)
-        if name is not None:
-            request["Name"] = name
+        if name is None:
+            raise ValueError(
+                f"{_describe(session_id, partition)}: its key and incarnation "
+                f"({incarnation!r}) do not fit a grant Name (at most 256 characters; about 147 "
+                "characters of session id without a sort key), and the cleanup retires only a "
+                "grant whose Name names its session; use a shorter session id"
+            )
+        request["Name"] = name
         if grant_constraints:
             request["Constraints"] = grant_constraints
         kms = self._kms_client()

@@ -415,6 +415,7 @@ def test_metric_time_to_live_deleted_item_count(synth: Synth) -> None:
         ("metric_ttl_lag", {}, contract.METRIC_TTL_LAG, None, "Maximum"),
         ("metric_scratch_objects_deleted", {}, contract.METRIC_OBJECTS_DELETED, None, "Sum"),
         ("metric_scratch_prefixes_refused", {}, contract.METRIC_PREFIXES_REFUSED, None, "Sum"),
+        ("metric_grants_refused", {}, contract.METRIC_GRANTS_REFUSED, None, "Sum"),
     ],
 )
 def test_runtime_metrics(

@@ -256,8 +256,8 @@ def test_cleanup_role_is_scoped_to_each_target(synth: Synth) -> None:
             },
         },
         {
-            # RetireGrant for the cleanup, ListGrants for the grant sweep (which runs as this
-            # role): one statement on the grant key.
+            # RetireGrant and ListGrants (the grant's ownership check) for the cleanup,
+            # ListGrants for the grant sweep (which runs as this role): one statement on the key.
             "Action": ["kms:ListGrants", "kms:RetireGrant"],
             "Effect": "Allow",
             "Resource": _arn(synth.id(synth.grant_key)),

@@ -55,10 +55,12 @@ def test_the_alarm_is_on_by_default_and_watches_every_cause_that_loses_a_cleanup
         if d["Name"] == contract.DIMENSION_CAUSE
     }
     assert skipped == {"NoOldImage", "MissingAttributes", "NoSequenceNumber"}
-    assert contract.METRIC_PREFIXES_REFUSED in {m["Metric"]["MetricName"] for m in watched}
+    names = {m["Metric"]["MetricName"] for m in watched}
+    assert {contract.METRIC_PREFIXES_REFUSED, contract.METRIC_GRANTS_REFUSED} <= names
     assert all(m["Period"] == 300 and m["Stat"] == "Sum" for m in watched)
     # Every watched metric is in the sum, FILL-ed: the runtime writes nothing when all is well.
-    assert expression["Expression"].count("FILL(") == len(watched) == 4
+    assert expression["Expression"].count("FILL(") == len(watched) == 5
+    assert "GrantsRefused" in props["AlarmDescription"]
 
 
 def test_harmless_causes_are_not_watched() -> None:

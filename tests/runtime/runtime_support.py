@@ -30,6 +30,7 @@ from moto.s3.models import s3_backends
 from session_expiry_runtime import stream_records
 from session_expiry_runtime.cleaner import SessionCleaner, build_clients
 from session_expiry_runtime.config import RuntimeConfig
+from session_expiry_runtime.grant_names import grant_name
 from session_expiry_runtime.metrics import MetricsRecorder
 from session_expiry_runtime.prefixes import build_scratch_prefix
 
@@ -158,6 +159,18 @@ class Sandbox:
             grants.update(g["GrantId"] for g in page["Grants"])
         return grants
 
+    def create_grant(self, key: dict[str, str], incarnation: str) -> dict[str, Any]:
+        """A grant as ``SessionStore.create_grant`` makes it: retiring principal the cleanup
+        role, ``Name`` naming the session's key and incarnation (none when no name can)."""
+        name = grant_name(key, incarnation) if incarnation else None
+        return self.kms.create_grant(  # type: ignore[no-any-return]
+            KeyId=self.key_arn,
+            GranteePrincipal=APP_ROLE,
+            RetiringPrincipal=CLEANUP_ROLE,
+            Operations=["Encrypt", "Decrypt", "GenerateDataKey"],
+            **({"Name": name} if name else {}),
+        )
+
     def put_objects(self, keys: list[str]) -> None:
         if len(keys) <= 20:
             for key in keys:
@@ -191,12 +204,6 @@ class Sandbox:
         # API Gateway connection ids are unique per connection, like "L0SM9cOFvHcCIhw=".
         connection_id = f"{session_id}-{uuid.uuid4().hex[:8]}="
         self.open_connection(connection_id)
-        grant = self.kms.create_grant(
-            KeyId=self.key_arn,
-            GranteePrincipal=APP_ROLE,
-            RetiringPrincipal=CLEANUP_ROLE,
-            Operations=["Encrypt", "Decrypt", "GenerateDataKey"],
-        )
         if prefix is None:
             prefix = build_scratch_prefix(
                 "sessions/",
@@ -204,6 +211,7 @@ class Sandbox:
                 tenant_id=tenant,
                 tenant_scoped=self.config.tenant_scoped_scratch,
             )
+        grant = self.create_grant({"pk": session_id}, prefix.rstrip("/").rsplit("/", 1)[-1])
         keys = [prefix + name for name in object_names]
         self.put_objects(keys)
         expires = int(time.time()) + 3600 if expires_at is None else expires_at

@@ -52,7 +52,8 @@ def test_dry_run_changes_nothing_and_reports_what_it_would_clean(
     assert sandbox.is_intact(ttl_deleted)
     assert sandbox.is_intact(ended)
     assert not CHANGING & set(calls)
-    assert set(calls) == {"ListObjectsV2"}
+    # Read-only: the scratch listing and the grant's ownership check (ListGrants).
+    assert set(calls) == {"ListObjectsV2", "ListGrants"}
     lines = {line["keys"]["pk"]: line for line in session_lines(session_logs)}
     for session_id, reason in (("s-ttl", "ttl"), ("s-end", "explicit")):
         line = lines[session_id]
@@ -64,6 +65,7 @@ def test_dry_run_changes_nothing_and_reports_what_it_would_clean(
         }
         assert line["objectsWouldBeDeleted"] == 2
         assert line["objectsDeleted"] == 0
+        assert line["grantWouldBeRetired"] is True
     docs = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     would = {
         d["Reason"]: d["SessionsWouldBeCleaned"] for d in docs if "SessionsWouldBeCleaned" in d

@@ -40,6 +40,7 @@ from runtime_support import (
     event,
 )
 from session_expiry_runtime.cleaner import process_batch
+from session_expiry_runtime.grant_names import grant_name
 from session_expiry_runtime.prefixes import build_scratch_prefix
 
 EXPIRED = 1_000
@@ -116,10 +117,12 @@ def _seed(
         sid = f"{prefix_tag}-{i}"
         connection_id = f"{sid}-c="
         connections[quote(connection_id, safe="-_.~")]  # defaultdict: opens the connection
-        grant_id, grant_token = kms.create_grant(
-            sandbox.key_arn, APP_ROLE, ["Decrypt"], sid, {}, CLEANUP_ROLE
-        )
         prefix = build_scratch_prefix("sessions/", sid)
+        # Named as SessionStore.create_grant names it (moto's backend: set-up speed).
+        name = grant_name({"pk": sid}, prefix.rstrip("/").rsplit("/", 1)[-1])
+        grant_id, grant_token = kms.create_grant(
+            sandbox.key_arn, APP_ROLE, ["Decrypt"], name, {}, CLEANUP_ROLE
+        )
         sandbox.put_objects([prefix + name for name in OBJECT_NAMES])
         sessions.append(
             {

@@ -28,7 +28,7 @@ from session_expiry_runtime.steps.base import (
     Session,
     StepContext,
 )
-from session_expiry_runtime.steps.grant import GrantStep
+from session_expiry_runtime.steps.grant import GrantStep, GrantTarget
 from session_expiry_runtime.steps.scratch import ScratchStep
 
 ALL_TARGETS = RuntimeConfig(
@@ -69,16 +69,30 @@ def test_a_step_without_its_target_is_not_built() -> None:
     assert [step.name for step in build_steps(ALL_TARGETS, clients)] == ["RetireGrant"]
 
 
-def test_grant_plan_prefers_the_token_and_reports_an_unusable_id() -> None:
+def test_grant_plan_runs_on_the_id_and_the_record_keys_never_the_token() -> None:
     step = GrantStep(ALL_TARGETS, SOME_CLIENT)
-    plan = step.plan(_session({"grantToken": "tok", "grantId": ""}))
-    assert (plan.status, plan.payload, plan.invalid) == (PLAN_RUN, ("tok", None), ("grantId",))
-    assert plan.log == {"grantId": None, "grantBy": "GrantToken"}  # the token is never logged
+    plan = step.plan(_session({"grantToken": "tok", "grantId": "g-1"}))
+    assert (plan.status, plan.payload) == (PLAN_RUN, GrantTarget("g-1", {"pk": "s-1"}))
+    assert plan.log == {"grantId": "g-1"}  # the token is never logged
+
+
+def test_fails_grant_plan_with_a_token_but_no_id() -> None:
+    token = "AQpAM2RhZTk1MGMyNTk2ZmZmMzEyYWVhOWViN2I1NzYyNzRkNTg3"
+    plan = GrantStep(ALL_TARGETS, SOME_CLIENT).plan(_session({"grantToken": token, "grantId": ""}))
+    assert (plan.status, plan.invalid) == (PLAN_REFUSED, ())
+    assert "grantToken without grantId" in plan.log["grantRefusal"]
+    assert token not in str(plan.log)  # the token is never logged
+
+
+def test_fails_grant_plan_for_keys_no_grant_name_can_hold() -> None:
+    session = Session({"grantId": "g-1"}, {"pk": ""}, "explicit", None, parse_record({}))
+    plan = GrantStep(ALL_TARGETS, SOME_CLIENT).plan(session)
+    assert plan.status == PLAN_REFUSED and "not all non-empty Strings" in plan.log["grantRefusal"]
 
 
 def test_grant_plan_without_token_or_id_is_missing_both() -> None:
     plan = GrantStep(ALL_TARGETS, SOME_CLIENT).plan(_session({}))
-    assert (plan.status, plan.missing) == (PLAN_MISSING, ("grantToken", "grantId"))
+    assert (plan.status, plan.missing) == (PLAN_MISSING, ("grantId", "grantToken"))
 
 
 def test_scratch_plan_refuses_a_prefix_outside_the_root() -> None:

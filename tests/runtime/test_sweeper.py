@@ -330,12 +330,10 @@ def test_swept_session_is_cleaned_by_the_cleanup_handler(
     sandbox.open_connection("conn-1=")
     store.create("s-1", ttl=HOUR, connection_id="conn-1=")
     # The app's clock is two hours behind, so the grant goes through attach_grant directly.
-    grant = sandbox.kms.create_grant(
-        KeyId=sandbox.key_arn,
-        GranteePrincipal="arn:aws:iam::123456789012:role/app",
-        RetiringPrincipal=config.retiring_principal,
-        Operations=["Decrypt"],
-    )
+    # Named as create_grant names it: the cleanup retires only a grant named for its session.
+    created = store.get("s-1", consistent=True)
+    assert created is not None and created.scratch_prefix is not None
+    grant = sandbox.create_grant({"pk": "s-1"}, created.scratch_prefix.rstrip("/").split("/")[-1])
     s = store.attach_grant("s-1", grant_id=grant["GrantId"], grant_token=grant["GrantToken"])
     assert s.scratch_prefix is not None
     sandbox.put_objects([s.scratch_prefix + "a.txt"])

@@ -124,6 +124,22 @@ def test_fails_a_binding_value_longer_than_a_grant_constraint_takes(
     assert kms.list_grants(KeyId=key_arn)["Grants"] == []
 
 
+def test_fails_a_session_whose_key_no_grant_name_can_hold(
+    store: SessionStore, kms: Any, key_arn: str
+) -> None:
+    # The cleanup retires only a grant whose Name names its session: a nameless grant of a
+    # long session id would never be retired, so none is created.
+    long_id = "s" * 148
+    store.create(long_id, ttl=HOUR)
+    with pytest.raises(ValueError, match="do not fit a grant Name"):
+        store.create_grant(long_id, grantee_principal=GRANTEE_ROLE, operations=["Decrypt"])
+    assert kms.list_grants(KeyId=key_arn)["Grants"] == []
+    store.create("s" * 147, ttl=HOUR)  # the longest that fits still gets its named grant
+    s = store.create_grant("s" * 147, grantee_principal=GRANTEE_ROLE, operations=["Decrypt"])
+    (grant,) = kms.list_grants(KeyId=key_arn)["Grants"]
+    assert grant["GrantId"] == s.grant_id and parse_grant_name(grant["Name"]) is not None
+
+
 # moto never throttles, answers 500 or denies access: the failing UpdateItem is stubbed on the
 # client; CreateGrant, RetireGrant and ListGrants are moto's.
 UPDATE_FAILURES = {

@@ -1,0 +1,208 @@
+"""The cleanup retires a grant only once KMS shows it is the removed session's own.
+
+Real records from a moto table, real boto3 ``ListGrants``/``RetireGrant`` against moto's KMS
+(which keeps a grant's ``Name``). The one answer moto cannot give — ``InvalidGrantIdException``
+for an id KMS does not accept (moto validates no grant id) — is stubbed, and says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+from runtime_faults import answer, json_error
+from runtime_support import APP_ROLE, CLEANUP_ROLE, FakeContext, Sandbox, event
+from session_expiry_runtime.cleaner import process_batch
+
+from cdk_session_expiry import _runtime_contract as contract
+
+
+def record_calls(cleaner: Any) -> list[tuple[str, dict[str, Any]]]:
+    calls: list[tuple[str, dict[str, Any]]] = []
+    cleaner.clients.kms.meta.events.register(
+        "provide-client-params.kms",
+        lambda model, params, **_: calls.append((model.name, dict(params))),
+    )
+    return calls
+
+
+def grants_refused(out: str) -> float:
+    total = 0.0
+    for line in out.splitlines():
+        doc = json.loads(line)
+        total += doc.get(contract.METRIC_GRANTS_REFUSED, 0)
+    return total
+
+
+def lines(caplog: pytest.LogCaptureFixture) -> dict[str, dict[str, Any]]:
+    return {r.session["keys"]["pk"]: r.session for r in caplog.records if hasattr(r, "session")}
+
+
+def write_and_delete(sandbox: Sandbox, session_id: str, **attributes: dict[str, str]) -> None:
+    sandbox.ddb.put_item(
+        TableName="sessions", Item={"pk": {"S": session_id}, "expiresAt": {"N": "1"}, **attributes}
+    )
+    sandbox.delete(session_id)
+
+
+def test_fails_to_retire_a_live_sessions_grant_copied_into_another_item(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    victim = sandbox.create_session("s-2")  # live, its grant named for s-2
+    sandbox.read_stream()
+    # Another writer of the table: item s-1 holding s-2's grant id and token, then deleted.
+    write_and_delete(
+        sandbox,
+        "s-1",
+        grantId={"S": victim.grant_id},
+        grantToken={"S": victim.grant_token},
+    )
+    cleaner = sandbox.cleaner()
+    calls = record_calls(cleaner)
+
+    response = process_batch(event(*sandbox.removes()), FakeContext(), cleaner)
+
+    assert response == {"batchItemFailures": []}  # refused for good: never retried
+    assert victim.grant_id in sandbox.grant_ids()  # the live session keeps its grant
+    assert [name for name, _ in calls] == ["ListGrants"]  # never RetireGrant
+    line = lines(session_logs)["s-1"]
+    assert line["steps"] == {"RetireGrant": "refused"}
+    assert "named for session {'pk': 's-2'}" in line["grantRefusal"]
+    assert grants_refused(capsys.readouterr().out) == 1
+    assert victim.grant_token not in json.dumps(line)
+
+
+def test_retires_its_own_grant_by_key_and_id_never_by_token(sandbox: Sandbox) -> None:
+    session = sandbox.create_session("s-1")
+    sandbox.read_stream()
+    sandbox.delete("s-1")
+    cleaner = sandbox.cleaner()
+    calls = record_calls(cleaner)
+
+    assert process_batch(event(*sandbox.removes()), FakeContext(), cleaner) == {
+        "batchItemFailures": []
+    }
+
+    assert sandbox.is_clean(session)
+    by_key_and_id = {"KeyId": sandbox.key_arn, "GrantId": session.grant_id}
+    assert calls == [("ListGrants", by_key_and_id), ("RetireGrant", by_key_and_id)]
+
+
+def test_fails_to_retire_a_grant_without_a_session_expiry_name(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Created outside SessionStore (no Name): nothing ties it to any session.
+    grant = sandbox.kms.create_grant(
+        KeyId=sandbox.key_arn,
+        GranteePrincipal=APP_ROLE,
+        RetiringPrincipal=CLEANUP_ROLE,
+        Operations=["Decrypt"],
+    )
+    write_and_delete(sandbox, "s-1", grantId={"S": grant["GrantId"]})
+
+    process_batch(event(*sandbox.removes()), FakeContext(), sandbox.cleaner())
+
+    assert grant["GrantId"] in sandbox.grant_ids()
+    assert "has no session-expiry name" in lines(session_logs)["s-1"]["grantRefusal"]
+    assert grants_refused(capsys.readouterr().out) == 1
+
+
+def test_fails_to_retire_a_grant_by_a_token_alone(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    victim = sandbox.create_session("s-2")
+    sandbox.read_stream()
+    write_and_delete(sandbox, "s-1", grantToken={"S": victim.grant_token})
+    cleaner = sandbox.cleaner()
+    calls = record_calls(cleaner)
+
+    assert process_batch(event(*sandbox.removes()), FakeContext(), cleaner) == {
+        "batchItemFailures": []
+    }
+
+    assert victim.grant_id in sandbox.grant_ids()
+    assert calls == []  # a token alone cannot be checked: no call at all
+    assert "grantToken without grantId" in lines(session_logs)["s-1"]["grantRefusal"]
+    assert grants_refused(capsys.readouterr().out) == 1
+
+
+def test_a_grant_on_another_key_is_never_touched(sandbox: Sandbox) -> None:
+    # Named for s-1 itself, but on a key the cleanup was not given.
+    other_key = sandbox.kms.create_key(Description="another key")["KeyMetadata"]["Arn"]
+    sandbox.key_arn, configured = other_key, sandbox.key_arn
+    foreign = sandbox.create_session("s-1", write_item=False)
+    sandbox.key_arn = configured
+    write_and_delete(sandbox, "s-1", grantId={"S": foreign.grant_id})
+
+    response = process_batch(event(*sandbox.removes()), FakeContext(), sandbox.cleaner())
+
+    assert response == {"batchItemFailures": []}  # not on the configured key: already done
+    grants = sandbox.kms.list_grants(KeyId=other_key)["Grants"]
+    assert [g["GrantId"] for g in grants] == [foreign.grant_id]
+
+
+def test_dry_run_says_it_would_refuse_and_would_retire(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    victim = sandbox.create_session("s-2")
+    own = sandbox.create_session("s-3")
+    sandbox.read_stream()
+    write_and_delete(sandbox, "s-1", grantId={"S": victim.grant_id})
+    sandbox.delete("s-3")
+    cleaner = sandbox.cleaner(dataclasses.replace(sandbox.config, dry_run=True))
+    calls = record_calls(cleaner)
+
+    process_batch(event(*sandbox.removes()), FakeContext(), cleaner)
+
+    assert {victim.grant_id, own.grant_id} <= sandbox.grant_ids()
+    assert {name for name, _ in calls} == {"ListGrants"}
+    logged = lines(session_logs)
+    assert logged["s-1"]["steps"]["RetireGrant"] == "refused"
+    assert "named for session {'pk': 's-2'}" in logged["s-1"]["grantRefusal"]
+    assert logged["s-3"]["steps"]["RetireGrant"] == "dry-run"
+    assert logged["s-3"]["grantWouldBeRetired"] is True
+    assert grants_refused(capsys.readouterr().out) == 1
+
+
+def test_a_grant_already_retired_is_done(sandbox: Sandbox) -> None:
+    session = sandbox.create_session("s-1")
+    sandbox.kms.retire_grant(KeyId=sandbox.key_arn, GrantId=session.grant_id)
+    sandbox.read_stream()
+    sandbox.delete("s-1")
+    cleaner = sandbox.cleaner()
+    calls = record_calls(cleaner)
+
+    assert process_batch(event(*sandbox.removes()), FakeContext(), cleaner) == {
+        "batchItemFailures": []
+    }
+    assert [name for name, _ in calls] == ["ListGrants"]
+
+
+def test_fails_to_retire_a_grant_id_kms_calls_invalid(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_and_delete(sandbox, "s-1", grantId={"S": "not a grant id"})
+    cleaner = sandbox.cleaner()
+    # Stub: moto accepts any GrantId in ListGrants; KMS answers InvalidGrantIdException.
+    answer(cleaner.clients.kms, "ListGrants", lambda _: json_error(400, "InvalidGrantIdException"))
+
+    assert process_batch(event(*sandbox.removes()), FakeContext(), cleaner) == {
+        "batchItemFailures": []
+    }
+    assert "InvalidGrantIdException" in lines(session_logs)["s-1"]["grantRefusal"]
+    assert grants_refused(capsys.readouterr().out) == 1
+
+
+def test_a_failed_ownership_check_fails_the_record(sandbox: Sandbox) -> None:
+    session = sandbox.create_session("s-1")
+    sandbox.read_stream()
+    sandbox.delete("s-1")
+    cleaner = sandbox.cleaner()
+    answer(cleaner.clients.kms, "ListGrants", lambda _: json_error(400, "AccessDeniedException"))
+
+    response = process_batch(event(*sandbox.removes()), FakeContext(), cleaner)
+
+    assert len(response["batchItemFailures"]) == 1  # retried: the grant is still there
+    assert session.grant_id in sandbox.grant_ids()
