@@ -29,14 +29,24 @@ invocation event; :func:`replay_s3_object` re-runs that payload, with no 24 hour
 payload must cover the range exactly: records of the stream named, the first at the start
 sequence number, the last at the end, none outside.
 
+**Only the configured table's streams.** Anyone who can write the queue or the bucket can
+write a failure record. Before anything is read or cleaned, ``streamArn`` must be a stream of
+the trusted table (:mod:`.replay_trust`: any label, so an earlier stream of the same table is
+accepted) and every payload record a DynamoDB record of exactly that stream whose ``Keys``
+match its ``OldImage`` (:mod:`.failure_records`); otherwise the message is kept as
+``foreign-stream`` (or ``invalid``), never deleted. These checks cannot tell a payload forged
+with this stream's own ARN from a real one: write access to the on-failure destination must
+stay with Lambda.
+
 **When a message is deleted.** Only when its whole range was read back (or its payload covers
 it), it holds at least one ``REMOVE`` record, and every ``REMOVE`` record in it was cleaned.
 Anything else keeps the message and reports why (:data:`STATUSES`). Records that are not
 ``REMOVE`` records are skipped (the cleanup skips them too) and do not keep a message.
 
-**One message's error is that message's.** Malformed metadata (a short shard id makes botocore
-raise ``ParamValidationError``), an AWS error, an endpoint or timeout error, or a bug are
-reported for that message, which is kept; the run goes on with the next message.
+**One message's error is that message's.** Malformed metadata (a shard id or sequence number
+of a length the Streams API refuses, or anything else botocore refuses with
+``ParamValidationError``), an AWS error, an endpoint or timeout error, or a bug are reported for
+that message, which is kept; the run goes on with the next message.
 
 **No cleanup target, no run.** Without any of :data:`CLEANUP_TARGET_SETTINGS` (WebSocket
 endpoint, grant key, scratch bucket, AgentCore runtime, code interpreter, browser, custom steps)
@@ -49,18 +59,21 @@ dropped are cleaned too (the filter does not apply here; the cleanup skips non-R
 
 CLI (same environment variables as the cleanup function; the credentials need
 ``sqs:ReceiveMessage``/``DeleteMessage``, ``dynamodb:DescribeStream``/``GetShardIterator``/
-``GetRecords`` on the stream, and the cleanup's own permissions)::
+``GetRecords`` on the stream, ``lambda:ListEventSourceMappings`` or ``dynamodb:DescribeTable``
+to find the trusted table, and the cleanup's own permissions)::
 
     python -m session_expiry_runtime.replay --queue-url URL [--dry-run] [--max-messages N]
     python -m session_expiry_runtime.replay --bucket NAME --key KEY [--dry-run] [--delete]
     python -m session_expiry_runtime.replay ... --env-from-function CLEANUP_FUNCTION_NAME
+    python -m session_expiry_runtime.replay ... --stream-arn STREAM_ARN
 
 Stdout: exactly one JSON object per line, one line per message or object, written as each is
 done. Metrics (embedded metric format) and logs go to stderr. Exit status
 (:data:`EXIT_ALL_REPLAYED`, :data:`EXIT_SOME_KEPT`, :data:`EXIT_COULD_NOT_RUN`): 0 every message
 was replayed (with ``--dry-run``: could be) or the queue was empty; 1 at least one message was
-kept (its line says why); 2 the replay could not run (no cleanup target, bad settings, an
-unknown function, the queue or object could not be read).
+kept (its line says why, e.g. ``foreign-stream``); 2 the replay could not run (no cleanup
+target, no stream to trust, bad settings, an unknown function, the queue or object could not
+be read).
 """
 
 from __future__ import annotations
@@ -68,6 +81,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -98,7 +112,16 @@ from .config import (
     validate_cleanup_config,
 )
 from .decode import parse_record
+from .failure_records import (
+    BatchInfo,
+    ForeignStream,
+    ReplayError,
+    check_stream,
+    parse_failure_record,
+    payload_records,
+)
 from .metrics import MetricsRecorder
+from .replay_trust import TrustedStreams, resolve_trusted_streams
 from .stream_records import to_lambda_record
 
 #: DynamoDB Streams keeps records for 24 hours (DynamoDB Developer Guide, "Change data capture
@@ -128,11 +151,15 @@ STATUS_NOTHING_CLEANED = "nothing-cleaned"
 STATUS_PARTLY_CLEANED = "partly-cleaned"
 #: ``--dry-run``: every REMOVE record would be cleaned (nothing was changed; kept).
 STATUS_DRY_RUN = "dry-run"
+#: ``DDBStreamBatchInfo.streamArn`` is not a stream of the configured table, or a payload record
+#: is not a DynamoDB record of that very stream: kept, whatever ``--delete`` says.
+STATUS_FOREIGN_STREAM = "foreign-stream"
 STATUSES = (
     STATUS_REPLAYED,
     STATUS_FAILED,
     STATUS_AGED_OUT,
     STATUS_INVALID,
+    STATUS_FOREIGN_STREAM,
     STATUS_NOTHING_CLEANED,
     STATUS_PARTLY_CLEANED,
     STATUS_DRY_RUN,
@@ -154,10 +181,6 @@ CLEANUP_TARGET_SETTINGS = (
 )
 
 
-class ReplayError(Exception):
-    """A failure message cannot be replayed; the message names why."""
-
-
 class RangeAgedOut(ReplayError):
     """The batch's records are no longer in the stream (older than its 24 hour retention)."""
 
@@ -172,18 +195,6 @@ class QueueReadError(ReplayError):
     def __init__(self, detail: str, outcomes: list[ReplayOutcome]) -> None:
         super().__init__(detail)
         self.outcomes = outcomes
-
-
-@dataclass(frozen=True)
-class BatchInfo:
-    """``DDBStreamBatchInfo`` of an on-failure destination record."""
-
-    shard_id: str
-    start_sequence_number: str
-    end_sequence_number: str
-    stream_arn: str
-    batch_size: int | None = None
-    approximate_arrival_of_first_record: datetime | None = None
 
 
 @dataclass
@@ -215,66 +226,6 @@ class ReplayOutcome:
 
     def as_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
-
-
-def _timestamp(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
-
-
-def parse_failure_record(body: str | bytes | Mapping[str, Any]) -> tuple[BatchInfo, Any]:
-    """Parse an on-failure destination record (SQS message body or S3 object).
-
-    Returns:
-        ``(batch info, payload)``; ``payload`` is the invocation event (``{"Records": [...]}``)
-        of an S3 destination object, ``None`` for SQS/SNS metadata.
-
-    Raises:
-        ReplayError: not JSON, or no ``DDBStreamBatchInfo`` with shard, sequence range (decimal
-            digit strings) and stream ARN.
-    """
-    try:
-        document = json.loads(body) if isinstance(body, (str, bytes)) else body
-    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than json parses
-        raise ReplayError(f"not a JSON on-failure record: {exc}") from None
-    info = document.get("DDBStreamBatchInfo") if isinstance(document, Mapping) else None
-    if not isinstance(info, Mapping):
-        raise ReplayError("no DDBStreamBatchInfo: not a DynamoDB stream on-failure record")
-    required = ("shardId", "startSequenceNumber", "endSequenceNumber", "streamArn")
-    missing = [name for name in required if not isinstance(info.get(name), str) or not info[name]]
-    if missing:
-        raise ReplayError(f"DDBStreamBatchInfo lacks {', '.join(missing)}")
-    # read_range compares sequence numbers as integers: DynamoDB's are decimal digit strings.
-    for name in ("startSequenceNumber", "endSequenceNumber"):
-        if not (info[name].isascii() and info[name].isdigit()):
-            raise ReplayError(
-                f"DDBStreamBatchInfo {name} {info[name]!r}: expected a decimal sequence number"
-            )
-    batch_size = info.get("batchSize")
-    payload = document.get("payload")
-    if isinstance(payload, (str, bytes)):
-        try:
-            payload = json.loads(payload)
-        except (ValueError, RecursionError) as exc:
-            raise ReplayError(f"payload is not the JSON invocation event: {exc}") from None
-    return (
-        BatchInfo(
-            shard_id=info["shardId"],
-            start_sequence_number=info["startSequenceNumber"],
-            end_sequence_number=info["endSequenceNumber"],
-            stream_arn=info["streamArn"],
-            batch_size=batch_size if isinstance(batch_size, int) else None,
-            approximate_arrival_of_first_record=_timestamp(
-                info.get("approximateArrivalOfFirstRecord")
-            ),
-        ),
-        payload,
-    )
 
 
 def _error_code(exc: ClientError) -> str:
@@ -380,51 +331,6 @@ def require_cleanup_target(config: RuntimeConfig) -> None:
         )
 
 
-def _payload_sequence_number(record: object, index: int, info: BatchInfo) -> int:
-    if not isinstance(record, Mapping):
-        raise ReplayError(f"payload record {index} is not a DynamoDB stream record")
-    body = record.get("dynamodb")
-    number = body.get("SequenceNumber") if isinstance(body, Mapping) else None
-    if not (isinstance(number, str) and number.isascii() and number.isdigit()):
-        raise ReplayError(
-            f"payload record {index} is not a DynamoDB stream record (no decimal "
-            "dynamodb.SequenceNumber)"
-        )
-    source = record.get("eventSourceARN")
-    if source is not None and source != info.stream_arn:
-        raise ReplayError(
-            f"payload record {index} comes from {source!r}, not the failed batch's stream "
-            f"{info.stream_arn!r}"
-        )
-    return int(number)
-
-
-def payload_records(payload: object, info: BatchInfo) -> list[dict[str, Any]]:
-    """The records of an S3 on-failure object's ``payload``, checked to cover ``info``'s range.
-
-    Raises:
-        ReplayError: the payload is not an invocation event with a non-empty ``Records`` list,
-            a record is not a DynamoDB stream record or comes from another stream, a sequence
-            number lies outside ``start..end``, or the first/last record is not at the range's
-            start/end (the payload does not hold the whole batch).
-    """
-    records = payload.get("Records") if isinstance(payload, Mapping) else None
-    if not isinstance(records, list) or not records:
-        raise ReplayError("payload holds no Records: not the invocation event of the failed batch")
-    numbers = [_payload_sequence_number(r, i, info) for i, r in enumerate(records)]
-    start, end = int(info.start_sequence_number), int(info.end_sequence_number)
-    outside = [n for n in numbers if not start <= n <= end]
-    if outside:
-        raise ReplayError(
-            f"payload record {outside[0]} lies outside the failed range {start}..{end}"
-        )
-    if numbers[0] != start or numbers[-1] != end:
-        raise ReplayError(
-            f"payload covers {numbers[0]}..{numbers[-1]}, not the whole failed range {start}..{end}"
-        )
-    return [dict(r) for r in records]
-
-
 class _RecordingCleaner(SessionCleaner):
     """The caller's cleaner (same clients, metrics and logger), keeping every record's result:
     :func:`process_batch` answers only the failed ones, and replay must know which REMOVE
@@ -518,17 +424,24 @@ def replay_message(
     *,
     streams: Any,
     cleaner: SessionCleaner,
+    trusted: TrustedStreams,
     dry_run: bool = False,
     source: str = "message",
     now: Callable[[], datetime] | None = None,
 ) -> ReplayOutcome:
     """Replay one on-failure record (SQS metadata, or an S3 object with ``payload``).
 
-    Never raises: every error of this message becomes its outcome (``invalid`` for input the
-    stream or the checks refuse, ``aged-out``, else ``failed`` with the error).
+    Nothing is read from the stream and nothing is cleaned unless ``streamArn`` is one of the
+    ``trusted`` streams and every payload record is a DynamoDB record of that stream
+    (:mod:`.failure_records`).
+
+    Never raises: every error of this message becomes its outcome (``foreign-stream`` for
+    another stream's message or record, ``invalid`` for input the stream or the checks refuse,
+    ``aged-out``, else ``failed`` with the error).
     """
     try:
         info, payload = parse_failure_record(body)
+        check_stream(info, trusted)
         if payload is not None:
             records = payload_records(payload, info)
         else:
@@ -536,6 +449,8 @@ def replay_message(
         return replay_records(records, cleaner, dry_run=dry_run, source=source)
     except RangeAgedOut as exc:
         return ReplayOutcome(source, STATUS_AGED_OUT, error=str(exc))
+    except ForeignStream as exc:
+        return ReplayOutcome(source, STATUS_FOREIGN_STREAM, error=str(exc))
     except ReplayError as exc:
         return ReplayOutcome(source, STATUS_INVALID, error=str(exc))
     except ParamValidationError as exc:
@@ -606,6 +521,7 @@ def replay_queue(
     *,
     streams: Any,
     cleaner: SessionCleaner,
+    trusted: TrustedStreams,
     dry_run: bool = False,
     max_messages: int | None = None,
     wait_seconds: int = 1,
@@ -614,7 +530,8 @@ def replay_queue(
 ) -> list[ReplayOutcome]:
     """Replay every message of the on-failure queue (up to ``max_messages``).
 
-    A message is deleted only when its status is ``replayed`` (never in a dry run); any other
+    Only messages of the ``trusted`` streams are acted on (:func:`replay_message`). A message
+    is deleted only when its status is ``replayed`` (never in a dry run); any other
     message becomes visible again after :data:`VISIBILITY_TIMEOUT_SECONDS` (at once in a dry
     run) and stays in the queue (its retention, 14 days for the construct's queue, still
     applies). One message's error is reported in its outcome and the run goes on.
@@ -625,7 +542,13 @@ def replay_queue(
         QueueReadError: ReceiveMessage failed (``outcomes`` holds what was done before).
     """
     require_cleanup_target(cleaner.config)
-    replay_args = {"streams": streams, "cleaner": cleaner, "dry_run": dry_run, "now": now}
+    replay_args = {
+        "streams": streams,
+        "cleaner": cleaner,
+        "trusted": trusted,
+        "dry_run": dry_run,
+        "now": now,
+    }
     outcomes: list[ReplayOutcome] = []
     seen: set[str] = set()
     release: list[str] = []
@@ -658,12 +581,15 @@ def replay_s3_object(
     *,
     streams: Any,
     cleaner: SessionCleaner,
+    trusted: TrustedStreams,
     dry_run: bool = False,
     delete: bool = False,
 ) -> ReplayOutcome:
     """Replay one object of the S3 on-failure destination (its ``payload`` holds the records).
 
-    With ``delete``, the object is deleted only when its status is ``replayed``.
+    Only an object of the ``trusted`` streams is acted on (:func:`replay_message`). With
+    ``delete``, the object is deleted only when its status is ``replayed``: a foreign or invalid
+    object is never deleted.
 
     Raises:
         NoCleanupTarget: ``cleaner`` has no cleanup target (the object is not read).
@@ -672,7 +598,12 @@ def replay_s3_object(
     require_cleanup_target(cleaner.config)
     body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
     outcome = replay_message(
-        body, streams=streams, cleaner=cleaner, dry_run=dry_run, source=f"s3://{bucket}/{key}"
+        body,
+        streams=streams,
+        cleaner=cleaner,
+        trusted=trusted,
+        dry_run=dry_run,
+        source=f"s3://{bucket}/{key}",
     )
     if delete and outcome.status == STATUS_REPLAYED:
         _delete(outcome, "DeleteObject", lambda: s3.delete_object(Bucket=bucket, Key=key))
@@ -702,14 +633,28 @@ EPILOG = """\
 stdout: one JSON object per line, one line per message (object), written as each is done:
   source, status, records, removes, cleaned, failed_sequence_numbers, not_cleaned, error, deleted.
   status: replayed (every REMOVE record cleaned; the message is deleted) | dry-run |
-  failed | aged-out | invalid | nothing-cleaned | partly-cleaned (all kept).
-stderr: metrics (embedded metric format), logs, and why a run could not start.
+  failed | aged-out | invalid | foreign-stream | nothing-cleaned | partly-cleaned (all kept).
+stderr: metrics (embedded metric format), logs, the table whose streams are trusted, and why
+  a run could not start.
 
 exit status:
   0  every message was replayed (with --dry-run: could be), or the queue was empty
   1  at least one message was kept: its line says why
-  2  could not run: no cleanup target configured, bad settings, unknown function,
-     the queue or the object could not be read (no message was changed)
+  2  could not run: no cleanup target configured, no stream to trust, bad settings, unknown
+     function, the queue or the object could not be read (no message was changed)
+
+Only failures of the configured table's streams are replayed. Before anything is read or
+cleaned: DDBStreamBatchInfo.streamArn must be
+arn:<partition>:dynamodb:<region>:<account>:table/<table>/stream/<any label> of that table
+(an earlier stream of the same table is accepted); in an S3 object, every payload record must
+have eventSource aws:dynamodb, eventSourceARN equal to that streamArn, Keys equal to its
+OldImage's key attributes, and a sequence number inside the range (the first and last at its
+ends). Otherwise the message is kept (foreign-stream or invalid), even with --delete. The
+table comes from --stream-arn, else the DynamoDB event source mappings of the cleanup function
+(--env-from-function, else AWS_LAMBDA_FUNCTION_NAME), else SESSION_EXPIRY_TABLE_NAME
+(DescribeTable); without one replay refuses to start. These checks refuse other streams'
+messages; they cannot tell a payload forged with this stream's ARN from a real one: only
+Lambda should be able to write the on-failure queue or bucket.
 
 Settings: the cleanup function's SESSION_EXPIRY_* environment variables, or
 --env-from-function. Without any cleanup target (WebSocket endpoint, grant key, scratch bucket,
@@ -753,7 +698,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--env-from-function",
         metavar="NAME",
-        help="read the SESSION_EXPIRY_* settings from this deployed cleanup function",
+        help="read the SESSION_EXPIRY_* settings from this deployed cleanup function, and "
+        "trust the streams of the table its event source mapping reads",
+    )
+    parser.add_argument(
+        "--stream-arn",
+        metavar="ARN",
+        help="trust the streams of this stream's table (any label) and no other; default: the "
+        "cleanup function's event source mapping, else SESSION_EXPIRY_TABLE_NAME",
     )
     return parser
 
@@ -781,6 +733,26 @@ def _emit(outcome: ReplayOutcome) -> None:
     sys.stdout.flush()
 
 
+def _trusted_streams(
+    args: argparse.Namespace, config: RuntimeConfig, session: boto3.session.Session
+) -> TrustedStreams:
+    """The streams this run may act on (:func:`.replay_trust.resolve_trusted_streams`); the
+    function is ``--env-from-function``, else Lambda's ``AWS_LAMBDA_FUNCTION_NAME`` when replay
+    runs with the cleanup function's own environment."""
+    function = args.env_from_function or os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
+    trusted = resolve_trusted_streams(
+        session,
+        stream_arn=args.stream_arn,
+        function_names=[function] if function else [],
+        table_name=config.table_name,
+    )
+    _to_stderr(
+        f"replay: trusting the streams of {', '.join(trusted.table_arns)} "
+        f"(from {trusted.source}) and no other\n"
+    )
+    return trusted
+
+
 def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
     env = (
         environment_of_function(session.client("lambda"), args.env_from_function)
@@ -789,6 +761,7 @@ def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
     )
     config = validate_cleanup_config(RuntimeConfig.from_env(env))
     require_cleanup_target(config)
+    trusted = _trusted_streams(args, config, session)
     cleaner = SessionCleaner(
         config, build_clients(config, session), StderrMetricsRecorder(config.metrics_namespace)
     )
@@ -800,6 +773,7 @@ def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
             args.queue_url,
             streams=streams,
             cleaner=cleaner,
+            trusted=trusted,
             dry_run=dry_run,
             max_messages=args.max_messages,
             on_outcome=_emit,
@@ -811,6 +785,7 @@ def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
             args.key,
             streams=streams,
             cleaner=cleaner,
+            trusted=trusted,
             dry_run=dry_run,
             delete=args.delete,
         )

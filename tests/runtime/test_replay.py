@@ -9,6 +9,7 @@ DynamoDB event source in Lambda"). Replay then reads that range back from moto's
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -19,6 +20,11 @@ from session_expiry_runtime import replay
 from session_expiry_runtime.cleaner import SessionCleaner, process_batch
 
 FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:cleanup"
+
+
+def trusted(sandbox: Sandbox) -> replay.TrustedStreams:
+    """The streams of the sandbox's session table, as the CLI resolves them."""
+    return replay.TrustedStreams.of(sandbox.stream_arn)
 
 
 def _iso(epoch: int) -> str:
@@ -105,6 +111,7 @@ class FailedBatch:
             self.queue_url,
             streams=self.sandbox.streams,
             cleaner=cleaner,
+            trusted=kwargs.pop("trusted", trusted(self.sandbox)),
             wait_seconds=0,
             **kwargs,
         )
@@ -190,7 +197,10 @@ def test_fails_clearly_when_the_first_records_are_gone_from_the_stream(
     start = failed.message["DDBStreamBatchInfo"]["startSequenceNumber"]
 
     outcome = replay.replay_message(
-        failed.message, streams=TrimmedStream(sandbox.streams), cleaner=sandbox.cleaner()
+        failed.message,
+        streams=TrimmedStream(sandbox.streams),
+        cleaner=sandbox.cleaner(),
+        trusted=trusted(sandbox),
     )
 
     assert outcome.status == "aged-out"
@@ -212,16 +222,31 @@ def test_trimmed_data_access_is_reported_as_aged_out(sandbox: Sandbox, failed: F
     assert failed.queued() == 1
 
 
+def _info(**fields: str) -> dict[str, Any]:
+    """Well-formed metadata (of another table: the format is checked first) with ``fields``."""
+    info = {
+        "shardId": "shardId-00000001573689847184-864758bb",
+        "startSequenceNumber": "800000000003126276362",
+        "endSequenceNumber": "800000000003126276362",
+        "streamArn": "arn:aws:dynamodb:us-east-1:123456789012:table/t/stream/x",
+    }
+    return {"DDBStreamBatchInfo": {**info, **fields}}
+
+
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
         ("not json", "not a JSON on-failure record"),
         (json.dumps({"KinesisBatchInfo": {}}), "no DDBStreamBatchInfo"),
         (json.dumps({"DDBStreamBatchInfo": {"shardId": "x"}}), "lacks startSequenceNumber"),
+        (json.dumps(_info(shardId="shard-1")), "'shard-1': expected a shard id of 28 to 65"),
+        (json.dumps(_info(startSequenceNumber="1" * 41)), "decimal sequence number (21 to 40"),
+        (json.dumps(_info(endSequenceNumber="1" * 20)), "decimal sequence number (21 to 40"),
     ],
+    ids=["not-json", "kinesis", "no-range", "short-shard", "long-sequence", "short-sequence"],
 )
 def test_fails_on_a_message_that_is_not_a_stream_failure_record(body: str, reason: str) -> None:
-    with pytest.raises(replay.ReplayError, match=reason):
+    with pytest.raises(replay.ReplayError, match=re.escape(reason)):
         replay.parse_failure_record(body)
 
 
@@ -234,11 +259,17 @@ def test_replay_from_an_s3_failure_object_uses_its_payload(
     sandbox.s3.put_object(Bucket="failures", Key=key, Body=json.dumps(body).encode())
     reads: list[str] = []
     sandbox.streams.meta.events.register(
-        "before-call.dynamodbstreams", lambda model, **_: reads.append(model.name)
+        "before-parameter-build.dynamodb-streams", lambda model, **_: reads.append(model.name)
     )
 
     outcome = replay.replay_s3_object(
-        sandbox.s3, "failures", key, streams=sandbox.streams, cleaner=sandbox.cleaner(), delete=True
+        sandbox.s3,
+        "failures",
+        key,
+        streams=sandbox.streams,
+        cleaner=sandbox.cleaner(),
+        trusted=trusted(sandbox),
+        delete=True,
     )
 
     assert outcome.status == "replayed" and outcome.deleted and outcome.records == 3
@@ -350,6 +381,7 @@ def test_fails_library_replay_without_a_cleanup_target(
             "key",
             streams=sandbox.streams,
             cleaner=sandbox.cleaner(RuntimeConfig()),
+            trusted=trusted(sandbox),
         )
     assert failed.queued() == 1 and failed.connections_open()
 
@@ -428,19 +460,20 @@ def _put_failure_object(sandbox: Sandbox, key: str, body: dict[str, Any]) -> Non
 
 
 @pytest.mark.parametrize(
-    ("tamper", "reason"),
+    ("tamper", "status", "reason"),
     [
-        (lambda records: [], "payload holds no Records"),
-        (lambda records: [{"eventName": "REMOVE"}], "is not a DynamoDB stream record"),
-        (lambda records: ["REMOVE"], "is not a DynamoDB stream record"),
+        (lambda records: [], "invalid", "payload holds no Records"),
+        (lambda records: [{"eventName": "REMOVE"}], "invalid", "is not a DynamoDB stream record"),
+        (lambda records: ["REMOVE"], "invalid", "is not a DynamoDB stream record"),
         (
             lambda records: [
                 {**r, "eventSourceARN": r["eventSourceARN"].replace("sessions", "other")}
                 for r in records
             ],
-            "comes from",
+            "foreign-stream",
+            "has eventSourceARN",
         ),
-        (lambda records: records[:1], "not the whole failed range"),
+        (lambda records: records[:1], "invalid", "not the whole failed range"),
         (
             lambda records: [
                 *records,
@@ -449,13 +482,14 @@ def _put_failure_object(sandbox: Sandbox, key: str, body: dict[str, Any]) -> Non
                     "dynamodb": {**records[-1]["dynamodb"], "SequenceNumber": "9" * 30},
                 },
             ],
+            "invalid",
             "outside the failed range",
         ),
     ],
     ids=["empty", "wrong-shape", "not-a-mapping", "other-stream", "part-of-range", "other-range"],
 )
 def test_fails_to_delete_an_s3_failure_object_whose_payload_does_not_cover_its_range(
-    sandbox: Sandbox, failed: FailedBatch, tamper: Any, reason: str
+    sandbox: Sandbox, failed: FailedBatch, tamper: Any, status: str, reason: str
 ) -> None:
     sandbox.s3.create_bucket(Bucket="failures")
     body = failure_record(sandbox, failed.records)
@@ -468,10 +502,11 @@ def test_fails_to_delete_an_s3_failure_object_whose_payload_does_not_cover_its_r
         "f.json",
         streams=sandbox.streams,
         cleaner=sandbox.cleaner(),
+        trusted=trusted(sandbox),
         delete=True,
     )
 
-    assert outcome.status == "invalid" and not outcome.deleted
+    assert outcome.status == status and not outcome.deleted
     assert reason in (outcome.error or "")
     assert sandbox.s3.get_object(Bucket="failures", Key="f.json")  # kept
     assert failed.connections_open()  # nothing of a foreign or partial payload was cleaned
@@ -480,8 +515,8 @@ def test_fails_to_delete_an_s3_failure_object_whose_payload_does_not_cover_its_r
 def test_a_malformed_message_is_reported_and_the_next_one_replayed(
     sandbox: Sandbox, failed: FailedBatch
 ) -> None:
-    # botocore refuses a sequence number shorter than 21 characters with ParamValidationError
-    # (not a ClientError) before sending GetShardIterator.
+    # The Streams API takes sequence numbers of 21 to 40 digits (botocore would refuse "1" with
+    # ParamValidationError): malformed, whichever stream the message names.
     failed.sqs.purge_queue(QueueUrl=failed.queue_url)
     short = failure_record(sandbox, failed.records)
     short["DDBStreamBatchInfo"]["startSequenceNumber"] = "1"
@@ -493,7 +528,11 @@ def test_a_malformed_message_is_reported_and_the_next_one_replayed(
 
     assert sorted(o.status for o in outcomes) == ["invalid", "replayed"]
     (bad,) = [o for o in outcomes if o.status == "invalid"]
-    assert "ParamValidationError" in (bad.error or "") and not bad.deleted
+    assert bad.error == (
+        "DDBStreamBatchInfo startSequenceNumber '1': expected a decimal sequence number "
+        "(21 to 40 digits)"
+    )
+    assert not bad.deleted
     assert sorted(seen) == ["invalid", "replayed"]
     assert all(sandbox.is_clean(s) for s in failed.sessions)
     assert failed.queued() == 1
@@ -519,7 +558,12 @@ def test_an_endpoint_error_of_one_message_is_reported_and_the_run_goes_on(
     )
 
     outcomes = replay.replay_queue(
-        failed.sqs, failed.queue_url, streams=streams, cleaner=sandbox.cleaner(), wait_seconds=0
+        failed.sqs,
+        failed.queue_url,
+        streams=streams,
+        cleaner=sandbox.cleaner(),
+        trusted=trusted(sandbox),
+        wait_seconds=0,
     )
 
     assert sorted(o.status for o in outcomes) == ["failed", "replayed"]

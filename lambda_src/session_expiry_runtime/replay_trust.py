@@ -1,0 +1,137 @@
+"""Which streams replay trusts: the streams of the cleanup's own table, and no other.
+
+A DynamoDB stream ARN is ``arn:<partition>:dynamodb:<region>:<account>:table/<table name>/stream/
+<label>`` (Amazon DynamoDB API Reference, ``TableDescription.LatestStreamArn``; the label is a
+timestamp of when the stream was enabled). Disabling a table's stream and enabling it again gives
+the table a new stream with a new label, and the old stream stays readable for 24 hours
+(DynamoDB Developer Guide, "Change data capture for DynamoDB Streams"): a failure of the previous
+stream of the *same table* is legitimate. So replay trusts every stream of one table ARN — same
+partition, Region, account and table name — and nothing else.
+
+Where the table comes from (:func:`resolve_trusted_streams`), first match wins:
+
+1. ``--stream-arn``: a stream ARN (or the table ARN) given by the operator;
+2. the DynamoDB event source mappings of the cleanup function (``ListEventSourceMappings``),
+   named by ``--env-from-function`` or, when replay runs with the function's own environment,
+   by Lambda's reserved ``AWS_LAMBDA_FUNCTION_NAME``;
+3. ``SESSION_EXPIRY_TABLE_NAME``: ``DescribeTable``'s ``TableArn``.
+
+Without any of them replay refuses to start (:class:`NoTrustedStream`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+#: A table ARN; table names are 3-255 of ``A-Z a-z 0-9 _ - .`` (DynamoDB naming rules).
+_TABLE_ARN = r"arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:\d{12}:table/[A-Za-z0-9_.-]{3,255}"
+TABLE_ARN_PATTERN = re.compile(_TABLE_ARN)
+#: A stream ARN: its table's ARN, ``/stream/`` and a non-empty label without ``/``.
+STREAM_ARN_PATTERN = re.compile(f"(?P<table>{_TABLE_ARN})/stream/[^/]+")
+
+#: Where :func:`resolve_trusted_streams` found the table (for the operator's stderr line).
+SOURCE_STREAM_ARN = "--stream-arn"
+SOURCE_MAPPINGS = "the event source mappings of function {}"
+SOURCE_TABLE_NAME = "SESSION_EXPIRY_TABLE_NAME {} (DescribeTable)"
+
+
+class NoTrustedStream(ValueError):
+    """Replay does not know which stream it may trust; it refuses to start."""
+
+
+def table_of_stream(stream_arn: object) -> str | None:
+    """The table ARN of a DynamoDB stream ARN, or ``None`` when ``stream_arn`` is not one."""
+    if not isinstance(stream_arn, str):
+        return None
+    match = STREAM_ARN_PATTERN.fullmatch(stream_arn)
+    return match.group("table") if match else None
+
+
+@dataclass(frozen=True)
+class TrustedStreams:
+    """Every stream of the tables in ``table_arns`` (usually one table).
+
+    Attributes:
+        table_arns: ``arn:<partition>:dynamodb:<region>:<account>:table/<name>``, each.
+        source: where they came from (:data:`SOURCE_STREAM_ARN` and friends), in words.
+    """
+
+    table_arns: tuple[str, ...]
+    source: str = "the caller"
+
+    @classmethod
+    def of(cls, arn: str, *, source: str = SOURCE_STREAM_ARN) -> TrustedStreams:
+        """The streams of the table of ``arn`` (a stream ARN or a table ARN).
+
+        Raises:
+            ValueError: ``arn`` is neither a DynamoDB stream ARN nor a table ARN.
+        """
+        table = table_of_stream(arn) or (arn if TABLE_ARN_PATTERN.fullmatch(arn) else None)
+        if table is None:
+            raise ValueError(
+                f"{arn!r}: expected a DynamoDB stream ARN "
+                "(arn:<partition>:dynamodb:<region>:<account>:table/<name>/stream/<label>) "
+                "or table ARN"
+            )
+        return cls((table,), source)
+
+    def owns(self, stream_arn: object) -> bool:
+        """``stream_arn`` is a stream (any label) of one of the trusted tables."""
+        return table_of_stream(stream_arn) in self.table_arns
+
+    def expected(self) -> str:
+        """The accepted stream ARNs, in words, for error messages."""
+        return " or ".join(f"{table}/stream/<label>" for table in self.table_arns)
+
+
+def _mapped_tables(lambda_client: Any, function_name: str) -> list[str]:
+    tables: list[str] = []
+    paginator = lambda_client.get_paginator("list_event_source_mappings")
+    for page in paginator.paginate(FunctionName=function_name):
+        for mapping in page.get("EventSourceMappings") or []:
+            table = table_of_stream(mapping.get("EventSourceArn"))
+            if table is not None and table not in tables:
+                tables.append(table)
+    return tables
+
+
+def resolve_trusted_streams(
+    session: Any,
+    *,
+    stream_arn: str | None = None,
+    function_names: Iterable[str] = (),
+    table_name: str | None = None,
+) -> TrustedStreams:
+    """The streams replay may act on, from the first source that names a table (module doc).
+
+    Args:
+        session: a ``boto3.session.Session`` (its ``lambda`` and ``dynamodb`` clients).
+        stream_arn: the operator's ``--stream-arn`` (a stream or table ARN). Default: none.
+        function_names: functions whose DynamoDB event source mappings name the table, tried
+            in order. Default: none.
+        table_name: ``SESSION_EXPIRY_TABLE_NAME``. Default: none.
+
+    Raises:
+        ValueError: ``stream_arn`` is not a DynamoDB stream or table ARN.
+        NoTrustedStream: no source names a table.
+        botocore.exceptions.ClientError: ``ListEventSourceMappings`` or ``DescribeTable`` failed.
+    """
+    if stream_arn:
+        return TrustedStreams.of(stream_arn)
+    for name in function_names:
+        tables = _mapped_tables(session.client("lambda"), name)
+        if tables:
+            return TrustedStreams(tuple(tables), SOURCE_MAPPINGS.format(name))
+    if table_name:
+        table_arn = session.client("dynamodb").describe_table(TableName=table_name)["Table"][
+            "TableArn"
+        ]
+        return TrustedStreams.of(table_arn, source=SOURCE_TABLE_NAME.format(table_name))
+    raise NoTrustedStream(
+        "no stream to trust: replay acts only on failures of the cleanup's own table's stream. "
+        "Pass --stream-arn STREAM_ARN, or --env-from-function CLEANUP_FN (its event source "
+        "mapping names the stream), or set SESSION_EXPIRY_TABLE_NAME"
+    )
