@@ -155,7 +155,10 @@ class SessionExpiry(Construct):
             ``/``, without a leading ``/`` or wildcards (see ``lifecycle.check_scratch_root``).
             Only with ``scratch_bucket``. Default: ``"sessions/"``.
         tenant_scoped_scratch: session prefixes are ``<root><tenant>/...`` instead of
-            ``<root>...``. Default: off.
+            ``<root>...``. The tenant is the old image's ``tenant_attribute``, which is never a
+            key attribute here, so the cleanup takes it on trust (the session id and the
+            incarnation still come from the record's keys; README, "The tenant segment").
+            Default: off.
         scratch_retention: lifecycle backstop: objects under the scratch root expire this
             long after creation, in whole days, at least 1 day. Only with ``scratch_bucket``;
             needs a bucket of this app (an imported bucket gets a synth warning instead).

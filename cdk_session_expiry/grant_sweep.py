@@ -181,6 +181,11 @@ class GrantSweep(Construct):
         """``GrantSweepFailures`` (embedded metric): calls that failed (retried next run), Sum."""
         return self._metric(contract.METRIC_GRANT_SWEEP_FAILURES, options)
 
+    def metric_grant_sweep_unusable_names(self, **options: Any) -> cloudwatch.Metric:
+        """``GrantSweepUnusableNames`` (embedded metric): grants named ``session-expiry:…`` for
+        the cleanup role whose name gives no key of the table, skipped (never retired), Sum."""
+        return self._metric(contract.METRIC_GRANT_SWEEP_UNUSABLE_NAMES, options)
+
     def _metric(self, name: str, options: Mapping[str, Any]) -> cloudwatch.Metric:
         props: dict[str, Any] = {
             "statistic": cloudwatch.Stats.SUM,

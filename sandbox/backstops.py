@@ -159,7 +159,7 @@ def _outage(b: Backstops, say: Callable[[str], None]) -> Any:
 
 def _orphans(b: Backstops) -> set[str]:
     """The grants the sweep should retire, found independently: named by the store, with the
-    cleanup role as retiring principal, and no item of that key and incarnation."""
+    cleanup role as retiring principal, and no item of that key holding that grant id."""
     from session_expiry_runtime.grant_names import parse_grant_name
 
     ddb, config = b.emulator.client("dynamodb"), b.store.config
@@ -171,8 +171,8 @@ def _orphans(b: Backstops) -> set[str]:
                 continue
             key = {name: {"S": value} for name, value in owner.key.items()}
             item = ddb.get_item(TableName=b.store.table_name, Key=key, ConsistentRead=True)
-            prefix = (item.get("Item") or {}).get(config.scratch_prefix_attribute, {}).get("S")
-            if "Item" not in item or not str(prefix).rstrip("/").endswith(owner.incarnation):
+            held = (item.get("Item") or {}).get(config.grant_id_attribute, {}).get("S")
+            if held != grant["GrantId"]:
                 found.add(grant["GrantId"])
     return found
 

@@ -10,24 +10,30 @@ Each run (the construct's ``grant_sweep_interval``) lists the grant key's grants
 ``Limit`` 100, following ``NextMarker`` while ``Truncated``) and, for each grant the session
 store created, retires it when its session is gone or expired:
 
-* **the store created it**: its ``Name`` parses with
-  :func:`~session_expiry_runtime.grant_names.parse_grant_name` (``session-expiry:<incarnation>:
-  <key>``), its key names the table's key attributes, and its ``RetiringPrincipal`` is the
-  cleanup role (``SESSION_EXPIRY_RETIRING_PRINCIPAL``) — which is also the role this function
-  runs as, since only a grant's retiring principal (not an IAM permission) may retire it;
-  every other grant is left alone;
+* **the store created it**: its ``RetiringPrincipal`` is the cleanup role
+  (``SESSION_EXPIRY_RETIRING_PRINCIPAL``) — which is also the role this function runs as, since
+  only a grant's retiring principal (not an IAM permission) may retire it — and its ``Name``
+  starts with ``session-expiry:``; every other grant is left alone, uncounted;
+* **unusable name**: such a grant whose name does not parse
+  (:func:`~session_expiry_runtime.grant_names.parse_grant_name`: ``session-expiry:<incarnation>:
+  <key>``) to a key of this table — a forged or damaged name, an empty key value, another key
+  schema — is skipped and counted (``GrantSweepUnusableNames``, logged): never retired, never a
+  failure of the run (a key DynamoDB refuses would otherwise fail every run);
 * **grace period**: a grant created less than ``SESSION_EXPIRY_GRANT_SWEEP_GRACE_SECONDS``
   (default 15 minutes) ago is kept, whatever its session: ``create_grant`` creates the grant
   before it stores it on the session;
-* **gone**: no item with the grant's key (``GetItem``, strongly consistent), or an item of
-  another incarnation (the last segment of its scratch prefix differs: the id was reused). Such
-  a grant is an orphan: the stream path should have retired it. Counted as
+* **gone**: no item with the grant's key (``GetItem``, strongly consistent), or an item that
+  does not hold this grant (its grant id attribute is another grant's or missing: an earlier
+  incarnation's grant after the id was reused, or a grant ``create_grant`` could not store).
+  The item's own grant id decides, as in the cleanup, not the incarnation in the grant's name:
+  a live session holding a grant (``attach_grant``) keeps it whatever incarnation its name
+  gives. Such a grant is an orphan: nothing will ever retire it. Counted as
   ``OrphanGrantsRetired``, whose alarm fires above 0;
-* **expired**: the item is there but not live (its TTL passed, or is missing or unreadable, or
-  its absolute lifetime ``notAfter`` passed):
-  DynamoDB has not deleted it yet. Retired early (fail closed), counted as
-  ``ExpiredSessionGrantsRetired`` (no alarm: TTL lags by design);
-* otherwise (a live session of the same incarnation) the grant is kept.
+* **expired**: the item holds the grant but is not live (its TTL passed, or is missing or
+  unreadable, or its absolute lifetime ``notAfter`` passed): DynamoDB has not deleted it yet.
+  Retired early (fail closed), counted as ``ExpiredSessionGrantsRetired`` (no alarm: TTL lags
+  by design);
+* otherwise (a live session holding the grant) the grant is kept.
 
 ``RetireGrant`` by ``KeyId`` + ``GrantId``; ``NotFoundException`` (already retired) is success.
 In a dry run (``SESSION_EXPIRY_DRY_RUN``) nothing is retired: ``GrantsWouldBeRetired`` counts.
@@ -56,11 +62,12 @@ from .config import (
     ENV_TABLE_NAME,
     METRIC_EXPIRED_GRANTS_RETIRED,
     METRIC_GRANT_SWEEP_FAILURES,
+    METRIC_GRANT_SWEEP_UNUSABLE_NAMES,
     METRIC_GRANTS_WOULD_BE_RETIRED,
     METRIC_ORPHAN_GRANTS_RETIRED,
     RuntimeConfig,
 )
-from .grant_names import GrantOwner, parse_grant_name
+from .grant_names import GRANT_NAME_PREFIX, GrantOwner, parse_grant_name
 from .metrics import MetricsRecorder
 from .ttl import MAX_SESSION_TTL, is_live, now_seconds, ttl_from_attribute
 
@@ -97,18 +104,12 @@ class GrantSweepReport:
     orphans_retired: int = 0
     expired_retired: int = 0
     would_retire: int = 0
+    unusable_names: int = 0
     failures: int = 0
     incomplete: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _incarnation(prefix: object) -> str | None:
-    if not isinstance(prefix, Mapping) or not isinstance(prefix.get("S"), str):
-        return None
-    segment = str(prefix["S"]).rstrip("/").rsplit("/", 1)[-1]
-    return segment or None
 
 
 def _error_text(exc: BaseException) -> str:
@@ -122,8 +123,8 @@ class GrantSweeper:
     """Lists the grant key's grants and retires those of gone or expired sessions.
 
     Args:
-        config: table name, key and TTL attribute names, scratch prefix attribute, grant key
-            ARN, retiring principal (the cleanup role), grace period, dry run.
+        config: table name, key, TTL and grant id attribute names, grant key ARN, retiring
+            principal (the cleanup role), grace period, dry run.
         kms_client, dynamodb_client: boto3 clients (see :func:`client_config`).
         metrics: where the counts go; the caller flushes it.
         clock: returns the current time as an aware ``datetime``; default UTC now.
@@ -179,12 +180,24 @@ class GrantSweeper:
                 report.incomplete = True
                 return
 
-    def owner(self, grant: Mapping[str, Any]) -> GrantOwner | None:
-        """The session a grant of this store points to, or ``None`` for any other grant."""
-        owner = parse_grant_name(grant.get("Name"))
-        if owner is None or set(owner.key) != self._key_names:
+    def owner(self, grant: Mapping[str, Any], report: GrantSweepReport) -> GrantOwner | None:
+        """The session a grant of this store points to, or ``None`` for any other grant and
+        for one whose name gives no key of this table (counted in ``report.unusable_names``)."""
+        name = grant.get("Name")
+        if grant.get("RetiringPrincipal") != self.config.retiring_principal or not (
+            isinstance(name, str) and name.startswith(GRANT_NAME_PREFIX)
+        ):
             return None
-        if grant.get("RetiringPrincipal") != self.config.retiring_principal:
+        owner = parse_grant_name(name)
+        if owner is None or set(owner.key) != self._key_names:
+            report.unusable_names += 1
+            self.logger.warning(
+                "grant %s: name %r gives no key of table %s; skipped, never retired",
+                grant.get("GrantId"),
+                name,
+                self.config.table_name,
+                extra={"grantSweep": {"grantId": grant.get("GrantId"), "name": name}},
+            )
             return None
         return owner
 
@@ -206,9 +219,9 @@ class GrantSweeper:
         ).get("Item")
         if item is None:
             return VERDICT_GONE
-        incarnation = _incarnation(item.get(self.config.scratch_prefix_attribute))
-        if incarnation is not None and incarnation != owner.incarnation:
-            return VERDICT_GONE  # the id was reused: this grant's incarnation is gone
+        held = item.get(self.config.grant_id_attribute)
+        if not isinstance(held, Mapping) or held.get("S") != grant.get("GrantId"):
+            return VERDICT_GONE  # the item does not hold this grant: nothing else will retire it
         ttl = ttl_from_attribute(item.get(self.config.ttl_attribute))
         if not is_live(ttl, now=now_seconds(now), max_ttl=MAX_SESSION_TTL):
             return VERDICT_EXPIRED
@@ -250,7 +263,7 @@ class GrantSweeper:
         return report
 
     def _one(self, grant: Mapping[str, Any], now: datetime, report: GrantSweepReport) -> None:
-        owner = self.owner(grant)
+        owner = self.owner(grant, report)
         if owner is None:
             return
         report.ours += 1
@@ -292,6 +305,8 @@ class GrantSweeper:
             m.count(METRIC_GRANTS_WOULD_BE_RETIRED, report.would_retire)
         if report.failures:
             m.count(METRIC_GRANT_SWEEP_FAILURES, report.failures)
+        if report.unusable_names:
+            m.count(METRIC_GRANT_SWEEP_UNUSABLE_NAMES, report.unusable_names)
         self.logger.info("grant sweep %s", report.as_dict(), extra={"grantSweep": report.as_dict()})
 
 

@@ -115,3 +115,15 @@ def test_fails_a_grant_sweep_interval_of_the_wrong_type() -> None:
     stack = Stack(App(), "X")
     with pytest.raises(TypeError, match="grant_sweep_interval=3600: expected a Duration"):
         SessionExpiry(stack, "Sessions", grant_key=kms.Key(stack, "K"), grant_sweep_interval=3600)  # type: ignore[arg-type]
+
+
+def test_the_unusable_names_metric_is_the_runtimes(synth: Synth) -> None:
+    sweep = synth.sessions.grant_sweep
+    assert sweep is not None
+    metric = sweep.metric_grant_sweep_unusable_names()
+    assert (
+        metric.metric_name
+        == contract.METRIC_GRANT_SWEEP_UNUSABLE_NAMES
+        == "GrantSweepUnusableNames"
+    )
+    assert metric.statistic == "Sum"

@@ -11,6 +11,7 @@ two stand-ins for what moto 5.2 does not reproduce, each said where it is used:
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -73,17 +74,24 @@ class Grants:
         return grant_id
 
     def session(
-        self, session_id: str, incarnation: str, *, expires_in: int = 3600, **extra: Any
+        self,
+        session_id: str,
+        incarnation: str,
+        *,
+        holds: str | None = None,
+        expires_in: int = 3600,
+        **extra: Any,
     ) -> None:
-        self.sandbox.ddb.put_item(
-            TableName=TABLE,
-            Item={
-                "pk": {"S": session_id},
-                "expiresAt": {"N": str(int(NOW.timestamp()) + expires_in)},
-                "scratchPrefix": {"S": f"sessions/{session_id}/{incarnation}/"},
-                **extra,
-            },
-        )
+        """The session item; ``holds``: the grant id it stores (as ``attach_grant`` does)."""
+        item = {
+            "pk": {"S": session_id},
+            "expiresAt": {"N": str(int(NOW.timestamp()) + expires_in)},
+            "scratchPrefix": {"S": f"sessions/{session_id}/{incarnation}/"},
+            **extra,
+        }
+        if holds is not None:
+            item["grantId"] = {"S": holds}
+        self.sandbox.ddb.put_item(TableName=TABLE, Item=item)
 
     def sweeper(self, kms: Any = None, **config: Any) -> grant_sweeper.GrantSweeper:
         cfg = RuntimeConfig(
@@ -112,7 +120,7 @@ def grants(sandbox: Sandbox) -> Grants:
 def test_an_orphaned_grant_is_retired_and_counted(grants: Grants) -> None:
     # The session ended while the stream path was down: the item is gone, its grant is not.
     orphan = grants.grant("s-1", "inc1")
-    grants.session("s-1", "inc1")
+    grants.session("s-1", "inc1", holds=orphan)
     grants.sandbox.delete("s-1")
     sweeper = grants.sweeper()
 
@@ -125,11 +133,56 @@ def test_an_orphaned_grant_is_retired_and_counted(grants: Grants) -> None:
 
 def test_a_live_sessions_grant_is_kept(grants: Grants) -> None:
     live = grants.grant("s-1", "inc1")
-    grants.session("s-1", "inc1")
+    grants.session("s-1", "inc1", holds=live)
 
     report = grants.sweeper().sweep()
 
     assert live in grants.alive() and report.kept_live == 1 and report.orphans_retired == 0
+
+
+def test_a_live_sessions_grant_is_kept_whatever_incarnation_its_name_gives(
+    grants: Grants,
+) -> None:
+    # The name's incarnation is the grant creator's word; the item holding the grant decides.
+    held = grants.grant("s-1", "forged")
+    grants.session("s-1", "inc1", holds=held)
+
+    report = grants.sweeper().sweep()
+
+    assert held in grants.alive() and report.kept_live == 1 and report.orphans_retired == 0
+
+
+def test_a_grant_the_live_item_does_not_hold_is_an_orphan(grants: Grants) -> None:
+    # Same key and incarnation, but create_grant could not store it (and its retire failed).
+    unstored = grants.grant("s-1", "inc1")
+    stored = grants.grant("s-1", "inc1")
+    grants.session("s-1", "inc1", holds=stored)
+
+    report = grants.sweeper().sweep()
+
+    assert unstored not in grants.alive() and stored in grants.alive()
+    assert report.orphans_retired == 1 and report.kept_live == 1
+
+
+@pytest.mark.parametrize(
+    "encoded_key",
+    ['{"pk":""}', '{"":"s-1"}', '{"pk":"s-1","sk":"x"}', "not json", '{"pk":7}'],
+)
+def test_fails_to_use_a_grant_name_that_gives_no_key_and_skips_it(
+    grants: Grants, encoded_key: str
+) -> None:
+    # A forged name whose key DynamoDB would refuse (an empty key value makes GetItem fail)
+    # must not fail every run: skipped, counted, never retired; the other grants still swept.
+    encoded = base64.urlsafe_b64encode(encoded_key.encode()).decode().rstrip("=")
+    forged = grants.grant("x", "inc1", name=f"session-expiry:inc1:{encoded}")
+    orphan = grants.grant("s-gone", "inc1")
+
+    sweeper = grants.sweeper()
+    report = sweeper.sweep()
+
+    assert forged in grants.alive() and orphan not in grants.alive()
+    assert (report.unusable_names, report.failures, report.orphans_retired) == (1, 0, 1)
+    assert sweeper.metrics.snapshot()["GrantSweepUnusableNames"] == 1
 
 
 def test_a_grant_created_seconds_ago_is_kept_even_without_its_session(grants: Grants) -> None:
@@ -153,7 +206,7 @@ def test_a_grant_without_creation_date_is_never_retired(grants: Grants) -> None:
 def test_a_grant_of_an_earlier_incarnation_is_an_orphan(grants: Grants) -> None:
     old = grants.grant("s-1", "inc1")
     current = grants.grant("s-1", "inc2")
-    grants.session("s-1", "inc2")  # the id was reused; inc1's cleanup never ran
+    grants.session("s-1", "inc2", holds=current)  # the id was reused; inc1's cleanup never ran
 
     report = grants.sweeper().sweep()
 
@@ -163,7 +216,8 @@ def test_a_grant_of_an_earlier_incarnation_is_an_orphan(grants: Grants) -> None:
 
 def test_an_expired_sessions_grant_is_retired_but_not_as_an_orphan(grants: Grants) -> None:
     expired = grants.grant("s-1", "inc1")
-    grants.session("s-1", "inc1", expires_in=-60)  # TTL passed; DynamoDB has not deleted it
+    # TTL passed; DynamoDB has not deleted it
+    grants.session("s-1", "inc1", holds=expired, expires_in=-60)
 
     sweeper = grants.sweeper()
     report = sweeper.sweep()
@@ -176,7 +230,7 @@ def test_an_expired_sessions_grant_is_retired_but_not_as_an_orphan(grants: Grant
 
 def test_a_session_past_its_absolute_lifetime_is_expired(grants: Grants) -> None:
     past = grants.grant("s-1", "inc1")
-    grants.session("s-1", "inc1", notAfter={"N": str(int(NOW.timestamp()) - 1)})
+    grants.session("s-1", "inc1", holds=past, notAfter={"N": str(int(NOW.timestamp()) - 1)})
 
     report = grants.sweeper().sweep()
 
@@ -207,7 +261,8 @@ def test_a_grant_keyed_for_another_key_schema_is_left_alone(grants: Grants) -> N
 
     report = grants.sweeper().sweep()
 
-    assert other in grants.alive() and report.ours == 0
+    # Named by a store and retired by this cleanup role, but for no key of this table.
+    assert other in grants.alive() and report.ours == 0 and report.unusable_names == 1
 
 
 def test_dry_run_retires_nothing_and_counts(grants: Grants) -> None:
@@ -223,8 +278,8 @@ def test_dry_run_retires_nothing_and_counts(grants: Grants) -> None:
 def test_listing_pages_with_limit_and_next_marker(grants: Grants) -> None:
     # Stub: moto's ListGrants ignores Limit and never truncates; AWS pages with Limit <= 100
     # and NextMarker while Truncated. Three pages of 100, 100 and 1 grants.
-    live_id = "s-live"
-    grants.session(live_id, "inc1")
+    for i in range(199):  # 199 live sessions, each holding its grant
+        grants.session(f"s-live-{i}", "inc1", holds=f"{i:064x}")
     kms = SESSION.client("kms")
     stub = Stubber(kms)
 
@@ -240,8 +295,8 @@ def test_listing_pages_with_limit_and_next_marker(grants: Grants) -> None:
         }
 
     pages = [
-        [grant(i, live_id) for i in range(100)],
-        [grant(100 + i, live_id) for i in range(99)] + [grant(199, "s-gone-1")],
+        [grant(i, f"s-live-{i}") for i in range(100)],
+        [grant(100 + i, f"s-live-{100 + i}") for i in range(99)] + [grant(199, "s-gone-1")],
         [grant(200, "s-gone-2")],
     ]
     markers = [None, "page-2", "page-3"]

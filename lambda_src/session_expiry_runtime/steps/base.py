@@ -25,13 +25,16 @@ A **cleanup step** is one small unit that removes one kind of resource an expire
   Every plan may carry ``invalid`` attribute names and ``log`` fields (JSON-ready values).
 * ``run(plan, ctx)`` — makes the change and returns ``"done"`` (the change was made) or
   ``"already-done"`` (the target was already gone: ``GoneException``, ``NotFoundException``, a
-  missing key — success). It must be **idempotent**: the event source mapping redelivers a
+  missing key — success), or ``"refused"`` when only a read call can show that what the image
+  names is not the session's own (the grant step's ``ListGrants``): counted and logged like a
+  refused plan, nothing changed. It must be **idempotent**: the event source mapping redelivers a
   failed record and a batch may hold a record twice, so a second run must end in the same state
   and report success. It must be **bounded in time**: botocore's ``standard`` retries and the
   client timeouts bound each call; a step that loops checks ``ctx.out_of_time()`` between
   iterations and raises ``StepFailed(ACTION_TIME_GUARD, ...)``.
 * ``preview(plan, ctx)`` — the dry run: **read-only** calls at most (e.g. ``ListObjectsV2``),
-  returns ``"dry-run"``, may add log fields with ``ctx.note``. The default makes no call.
+  returns ``"dry-run"`` (or ``"refused"``, as ``run`` would), may add log fields with
+  ``ctx.note``. The default makes no call.
 
 **Exceptions.** ``run``/``preview`` raise :class:`~session_expiry_runtime.outcomes.StepFailed`
 for an expected failure (the error after botocore's retries, an ``Errors`` entry, the time

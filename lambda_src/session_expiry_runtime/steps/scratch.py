@@ -8,6 +8,17 @@ Any other prefix the image names — a neighbour's (``sessions/s-10/...`` for ``
 session without an incarnation, another tenant's — is **refused** (counted as
 ``ScratchPrefixesRefused``, logged, never retried, nothing deleted), whoever wrote the image.
 
+The tenant segment (``tenant_scoped_scratch``): when the tenant attribute is one of the table's
+key attributes, it comes from the record's ``Keys``, and a record whose old image names another
+tenant is refused (DynamoDB's own records always agree; a record that does not was altered,
+e.g. a replayed failure-destination payload). When it is not a key attribute — always, with
+the construct and ``SessionStore``, which keep the tenant attribute apart from the key — the
+tenant is **the old image's word**: the session id and the single incarnation segment still
+come from ``Keys`` and the prefix's shape, so a writer of the table can at most name
+``<root><another tenant>/<this record's session id>/<incarnation>/``, the objects of a session
+with the same id under another tenant (possible only with a sort key, where ids are unique
+per partition only) whose incarnation it has read.
+
 Run: every key under the prefix is listed (``ListObjectsV2``, paginated; botocore requests
 ``EncodingType=url`` and decodes the keys, so control characters survive the XML) and handed to
 the :class:`ScratchDeleter`. It hands them to the process's one
@@ -91,10 +102,12 @@ class ScratchStep(CleanupStep):
         if cfg.scratch_prefix_attribute not in session.image:
             return Plan.missing_attributes(missing=(cfg.scratch_prefix_attribute,))
         prefix = session.image[cfg.scratch_prefix_attribute]
-        tenant = session.image.get(cfg.tenant_attribute)
+        tenant, mismatch = self._tenant(session)
         log: dict[str, Any] = {"scratchPrefix": to_json_value(prefix)}
         if cfg.tenant_scoped_scratch:
             log["tenant"] = to_json_value(tenant)
+        if cfg.tenant_scoped_scratch and mismatch is not None:
+            return Plan.refused(mismatch, log=log)
         session_id = session.keys.get(cfg.sort_key or cfg.partition_key)
         try:
             accepted = validate_session_prefix(
@@ -107,6 +120,21 @@ class ScratchStep(CleanupStep):
         except ScratchPrefixError as exc:
             return Plan.refused(str(exc), log=log)
         return Plan.run(accepted, log=log)
+
+    def _tenant(self, session: Session) -> tuple[object, str | None]:
+        """The tenant of the prefix and, when the image contradicts the key, why it is refused:
+        from ``Keys`` when the tenant attribute is a key attribute, else the image's."""
+        name = self.config.tenant_attribute
+        image_tenant = session.image.get(name)
+        if name not in session.keys:
+            return image_tenant, None  # not in the key: the image's word (module docstring)
+        key_tenant = session.keys[name]
+        if name in session.image and image_tenant != key_tenant:
+            return key_tenant, (
+                f"tenant {to_json_value(image_tenant)!r} in the old image is not the tenant "
+                f"{to_json_value(key_tenant)!r} of the record's Keys"
+            )
+        return key_tenant, None
 
     def run(self, plan: Plan, ctx: StepContext) -> str:
         try:
