@@ -1,6 +1,7 @@
 """Integration test app: deploy SessionExpiry to a real account and assert what moto cannot.
 
-A session with a scratch object and a KMS grant (retiring principal: the cleanup role) is
+A session with a scratch object and a KMS grant (retiring principal: the cleanup role; ``Name``
+naming the session's key, as ``SessionStore.create_grant`` writes it) is
 written to the table and ended (DeleteItem); the deployed cleanup, fed by the real stream and
 event source mapping, must delete the object and retire the grant — which checks IAM, the
 stream filter and KMS's rule on who may retire a grant, none of which the local sandbox
@@ -18,13 +19,15 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk.integ_tests_alpha import ExpectedResult, IntegTest
+from session_expiry_runtime.grant_names import grant_name
 
 from cdk_session_expiry import SessionExpiry
 
 STACK_NAME = "SessionExpiryInteg"
 TEST_NAME = "SessionExpiryIntegTest"
 SESSION_ID = "integ-session-1"
-SCRATCH_PREFIX = f"sessions/{SESSION_ID}/incarnation-1/"
+INCARNATION = "incarnation-1"
+SCRATCH_PREFIX = f"sessions/{SESSION_ID}/{INCARNATION}/"
 SCRATCH_KEY = f"{SCRATCH_PREFIX}notes.txt"
 #: Time to live far in the future: the session is ended explicitly, not expired.
 TTL_EPOCH_SECONDS = "4102444800"  # 2100-01-01
@@ -70,6 +73,9 @@ def build(app: App) -> IntegTest:
             "GranteePrincipal": grantee.role_arn,
             "Operations": ["Decrypt"],
             "RetiringPrincipal": sessions.retiring_principal_arn,
+            # Named as SessionStore.create_grant names it: the cleanup retires only a grant
+            # whose Name names the removed item's key.
+            "Name": grant_name({"pk": SESSION_ID}, INCARNATION),
         },
     )
     put_object = assertions.aws_api_call(
