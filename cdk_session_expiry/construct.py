@@ -143,7 +143,10 @@ class SessionExpiry(Construct):
             connection cleanup.
         grant_key: KMS key whose per-session grants are retired. The grants must name
             ``cleanup_role`` as retiring principal (``grant_session_access`` configures the
-            session runtime to do so). Default: no grant cleanup.
+            session runtime to do so), and the cleanup retires a grant only when its ``Name``
+            names the removed item's key (``SessionStore.create_grant`` names it so; others
+            are refused, ``GrantsRefused``). The cleanup role gets ``kms:RetireGrant`` and
+            ``kms:ListGrants`` on this key only. Default: no grant cleanup.
         grant_sweep_interval: how often the grant sweep (on whenever ``grant_key`` is set)
             retires grants of gone or expired sessions, the grants' backstop: whole minutes, 5
             minutes..1 day. Cost per run: one invocation, one ListGrants per 100 grants, one

@@ -10,7 +10,8 @@ name, so the widgets and the runtime cannot disagree on names or dimensions:
 3. TTL lag, p50 / p99 / maximum (``TtlLagSeconds``: how late DynamoDB deleted);
 4. the event source mapping's iterator age, maximum (AWS/Lambda ``IteratorAge``);
 5. cleanup failures, one line per action (``CleanupFailures`` by ``Action``);
-6. records skipped, one line per cause (``RecordsSkipped`` by ``Cause``);
+6. records skipped, one line per cause (``RecordsSkipped`` by ``Cause``), and grants refused
+   (``GrantsRefused``);
 7. scratch objects deleted and scratch prefixes refused;
 8. the on-failure destination: messages visible in the queue (SQS), or records delivered
    (``OnFailureDestinationDeliveredEventCount``, S3);
@@ -77,8 +78,12 @@ def widgets(
         _graph(
             "Records skipped by cause",
             [
-                sessions.metric_records_skipped(cause=cause, period=period, label=cause)
-                for cause in contract.CAUSES
+                *(
+                    sessions.metric_records_skipped(cause=cause, period=period, label=cause)
+                    for cause in contract.CAUSES
+                ),
+                # Skipped for good too: a grant the record could not be shown to own.
+                sessions.metric_grants_refused(period=period, label="grants refused"),
             ],
         ),
         _graph(

@@ -99,8 +99,11 @@ def test_failures_by_every_action_and_skips_by_every_cause(with_sweeper: Board) 
         for action in contract.ACTIONS
     ]
     assert _named(with_sweeper.graphs["Records skipped by cause"]) == [
-        (NS, contract.METRIC_RECORDS_SKIPPED, contract.DIMENSION_CAUSE, cause, "Sum")
-        for cause in contract.CAUSES
+        *(
+            (NS, contract.METRIC_RECORDS_SKIPPED, contract.DIMENSION_CAUSE, cause, "Sum")
+            for cause in contract.CAUSES
+        ),
+        (NS, contract.METRIC_GRANTS_REFUSED, "Sum"),
     ]
 
 
