@@ -206,3 +206,40 @@ def test_a_failed_ownership_check_fails_the_record(sandbox: Sandbox) -> None:
 
     assert len(response["batchItemFailures"]) == 1  # retried: the grant is still there
     assert session.grant_id in sandbox.grant_ids()
+
+
+def test_list_grants_not_found_is_already_done(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    session = sandbox.create_session("s-1")
+    sandbox.read_stream()
+    sandbox.delete("s-1")
+    cleaner = sandbox.cleaner()
+    calls = record_calls(cleaner)
+    # Stub: moto answers an empty list for a grant id it does not hold; KMS documents
+    # NotFoundException for ListGrants too. Either means nothing is left to retire.
+    answer(cleaner.clients.kms, "ListGrants", lambda _: json_error(400, "NotFoundException"))
+
+    assert process_batch(event(*sandbox.removes()), FakeContext(), cleaner) == {
+        "batchItemFailures": []
+    }
+    assert [name for name, _ in calls] == ["ListGrants"]
+    assert session.grant_id in sandbox.grant_ids()  # the stub hid it: never retired blind
+    assert lines(session_logs)["s-1"]["steps"]["RetireGrant"] == "already-done"
+
+
+def test_a_grant_retired_between_the_check_and_the_retire_is_done(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    session = sandbox.create_session("s-1")
+    sandbox.read_stream()
+    sandbox.delete("s-1")
+    cleaner = sandbox.cleaner()
+    # Stub: moto's RetireGrant of a retired grant succeeds; KMS answers NotFoundException.
+    answer(cleaner.clients.kms, "RetireGrant", lambda _: json_error(400, "NotFoundException"))
+
+    assert process_batch(event(*sandbox.removes()), FakeContext(), cleaner) == {
+        "batchItemFailures": []
+    }
+    assert session.grant_id in sandbox.grant_ids()  # moto never saw the stubbed call
+    assert lines(session_logs)["s-1"]["steps"]["RetireGrant"] == "already-done"
