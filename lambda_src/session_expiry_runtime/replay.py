@@ -33,10 +33,13 @@ sequence number, the last at the end, none outside.
 write a failure record. Before anything is read or cleaned, ``streamArn`` must be a stream of
 the trusted table (:mod:`.replay_trust`: any label, so an earlier stream of the same table is
 accepted) and every payload record a DynamoDB record of exactly that stream whose ``Keys``
-match its ``OldImage`` (:mod:`.failure_records`); otherwise the message is kept as
-``foreign-stream`` (or ``invalid``), never deleted. These checks cannot tell a payload forged
-with this stream's own ARN from a real one: write access to the on-failure destination must
-stay with Lambda.
+match its ``OldImage`` (:mod:`.failure_records`), and each payload ``REMOVE`` must name an
+item gone from the table (:mod:`.removed_items`: DynamoDB writes a REMOVE only once the item is
+deleted, so a payload forged with this stream's own ARN for a live session is caught there);
+otherwise the message is kept as ``foreign-stream``, ``still-in-table`` (or ``invalid``), never
+deleted. A payload forged for a session that is really gone is still cleaned with the image it
+gives (connection ids are not bound to the key): write access to the on-failure destination
+must stay with Lambda.
 
 **When a message is deleted.** Only when its whole range was read back (or its payload covers
 it), it holds at least one ``REMOVE`` record, and every ``REMOVE`` record in it was cleaned.
@@ -60,7 +63,8 @@ dropped are cleaned too (the filter does not apply here; the cleanup skips non-R
 CLI (same environment variables as the cleanup function; the credentials need
 ``sqs:ReceiveMessage``/``DeleteMessage``, ``dynamodb:DescribeStream``/``GetShardIterator``/
 ``GetRecords`` on the stream, ``lambda:ListEventSourceMappings`` or ``dynamodb:DescribeTable``
-to find the trusted table, and the cleanup's own permissions)::
+to find the trusted table, ``dynamodb:GetItem`` on it for S3 objects, and the cleanup's own
+permissions)::
 
     python -m session_expiry_runtime.replay --queue-url URL [--dry-run] [--max-messages N]
     python -m session_expiry_runtime.replay --bucket NAME --key KEY [--dry-run] [--delete]
@@ -121,6 +125,7 @@ from .failure_records import (
     payload_records,
 )
 from .metrics import MetricsRecorder
+from .removed_items import ItemStillInTable, check_removed
 from .replay_trust import TrustedStreams, resolve_trusted_streams
 from .stream_records import to_lambda_record
 
@@ -154,12 +159,16 @@ STATUS_DRY_RUN = "dry-run"
 #: ``DDBStreamBatchInfo.streamArn`` is not a stream of the configured table, or a payload record
 #: is not a DynamoDB record of that very stream: kept, whatever ``--delete`` says.
 STATUS_FOREIGN_STREAM = "foreign-stream"
+#: An S3 payload's REMOVE record names an item the table still holds (forged, or its key was
+#: used again since): kept.
+STATUS_STILL_IN_TABLE = "still-in-table"
 STATUSES = (
     STATUS_REPLAYED,
     STATUS_FAILED,
     STATUS_AGED_OUT,
     STATUS_INVALID,
     STATUS_FOREIGN_STREAM,
+    STATUS_STILL_IN_TABLE,
     STATUS_NOTHING_CLEANED,
     STATUS_PARTLY_CLEANED,
     STATUS_DRY_RUN,
@@ -425,6 +434,7 @@ def replay_message(
     streams: Any,
     cleaner: SessionCleaner,
     trusted: TrustedStreams,
+    tables: Any = None,
     dry_run: bool = False,
     source: str = "message",
     now: Callable[[], datetime] | None = None,
@@ -433,17 +443,22 @@ def replay_message(
 
     Nothing is read from the stream and nothing is cleaned unless ``streamArn`` is one of the
     ``trusted`` streams and every payload record is a DynamoDB record of that stream
-    (:mod:`.failure_records`).
+    (:mod:`.failure_records`) whose ``REMOVE`` names an item gone from the table (``tables``,
+    a DynamoDB client, :mod:`.removed_items`; a payload without ``tables`` is kept as
+    ``invalid``).
 
     Never raises: every error of this message becomes its outcome (``foreign-stream`` for
-    another stream's message or record, ``invalid`` for input the stream or the checks refuse,
-    ``aged-out``, else ``failed`` with the error).
+    another stream's message or record, ``still-in-table``, ``invalid`` for input the stream or
+    the checks refuse, ``aged-out``, else ``failed`` with the error).
     """
     try:
         info, payload = parse_failure_record(body)
         check_stream(info, trusted)
         if payload is not None:
             records = payload_records(payload, info)
+            if tables is None:
+                raise ReplayError("an S3 payload needs tables= to check its items are gone")
+            check_removed(records, info, tables)
         else:
             records = read_range(streams, info, now=now)
         return replay_records(records, cleaner, dry_run=dry_run, source=source)
@@ -451,6 +466,8 @@ def replay_message(
         return ReplayOutcome(source, STATUS_AGED_OUT, error=str(exc))
     except ForeignStream as exc:
         return ReplayOutcome(source, STATUS_FOREIGN_STREAM, error=str(exc))
+    except ItemStillInTable as exc:
+        return ReplayOutcome(source, STATUS_STILL_IN_TABLE, error=str(exc))
     except ReplayError as exc:
         return ReplayOutcome(source, STATUS_INVALID, error=str(exc))
     except ParamValidationError as exc:
@@ -582,12 +599,14 @@ def replay_s3_object(
     streams: Any,
     cleaner: SessionCleaner,
     trusted: TrustedStreams,
+    tables: Any,
     dry_run: bool = False,
     delete: bool = False,
 ) -> ReplayOutcome:
     """Replay one object of the S3 on-failure destination (its ``payload`` holds the records).
 
-    Only an object of the ``trusted`` streams is acted on (:func:`replay_message`). With
+    Only an object of the ``trusted`` streams whose ``REMOVE`` records name items gone from
+    the table (``tables``: a DynamoDB client) is acted on (:func:`replay_message`). With
     ``delete``, the object is deleted only when its status is ``replayed``: a foreign or invalid
     object is never deleted.
 
@@ -602,6 +621,7 @@ def replay_s3_object(
         streams=streams,
         cleaner=cleaner,
         trusted=trusted,
+        tables=tables,
         dry_run=dry_run,
         source=f"s3://{bucket}/{key}",
     )
@@ -633,7 +653,8 @@ EPILOG = """\
 stdout: one JSON object per line, one line per message (object), written as each is done:
   source, status, records, removes, cleaned, failed_sequence_numbers, not_cleaned, error, deleted.
   status: replayed (every REMOVE record cleaned; the message is deleted) | dry-run |
-  failed | aged-out | invalid | foreign-stream | nothing-cleaned | partly-cleaned (all kept).
+  failed | aged-out | invalid | foreign-stream | still-in-table | nothing-cleaned |
+  partly-cleaned (all kept).
 stderr: metrics (embedded metric format), logs, the table whose streams are trusted, and why
   a run could not start.
 
@@ -649,12 +670,13 @@ arn:<partition>:dynamodb:<region>:<account>:table/<table>/stream/<any label> of 
 (an earlier stream of the same table is accepted); in an S3 object, every payload record must
 have eventSource aws:dynamodb, eventSourceARN equal to that streamArn, Keys equal to its
 OldImage's key attributes, and a sequence number inside the range (the first and last at its
-ends). Otherwise the message is kept (foreign-stream or invalid), even with --delete. The
-table comes from --stream-arn, else the DynamoDB event source mappings of the cleanup function
-(--env-from-function, else AWS_LAMBDA_FUNCTION_NAME), else SESSION_EXPIRY_TABLE_NAME
-(DescribeTable); without one replay refuses to start. These checks refuse other streams'
-messages; they cannot tell a payload forged with this stream's ARN from a real one: only
-Lambda should be able to write the on-failure queue or bucket.
+ends), and the item each REMOVE record names must be gone from the table (GetItem, consistent
+read). Otherwise the message is kept (foreign-stream, still-in-table or invalid), even with
+--delete. The table comes from --stream-arn, else the DynamoDB event source mappings of the
+cleanup function (--env-from-function, else AWS_LAMBDA_FUNCTION_NAME), else
+SESSION_EXPIRY_TABLE_NAME (DescribeTable); without one replay refuses to start. A payload
+forged with this stream's ARN for a session that is really gone is still cleaned with the image
+it gives: only Lambda should be able to write the on-failure queue or bucket.
 
 Settings: the cleanup function's SESSION_EXPIRY_* environment variables, or
 --env-from-function. Without any cleanup target (WebSocket endpoint, grant key, scratch bucket,
@@ -786,6 +808,7 @@ def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
             streams=streams,
             cleaner=cleaner,
             trusted=trusted,
+            tables=session.client("dynamodb"),
             dry_run=dry_run,
             delete=args.delete,
         )

@@ -269,6 +269,7 @@ def test_replay_from_an_s3_failure_object_uses_its_payload(
         streams=sandbox.streams,
         cleaner=sandbox.cleaner(),
         trusted=trusted(sandbox),
+        tables=sandbox.ddb,
         delete=True,
     )
 
@@ -382,6 +383,7 @@ def test_fails_library_replay_without_a_cleanup_target(
             streams=sandbox.streams,
             cleaner=sandbox.cleaner(RuntimeConfig()),
             trusted=trusted(sandbox),
+            tables=sandbox.ddb,
         )
     assert failed.queued() == 1 and failed.connections_open()
 
@@ -503,6 +505,7 @@ def test_fails_to_delete_an_s3_failure_object_whose_payload_does_not_cover_its_r
         streams=sandbox.streams,
         cleaner=sandbox.cleaner(),
         trusted=trusted(sandbox),
+        tables=sandbox.ddb,
         delete=True,
     )
 

@@ -3,8 +3,9 @@ on-failure records were trusted, and ``--delete`` removed the evidence).
 
 Whoever can write the on-failure queue or bucket can write a failure record naming any stream,
 and an S3 object carries its own records. Each test here writes such a record and checks that
-replay keeps it (status ``foreign-stream`` or ``invalid``, never deleted), cleans nothing of the
-victim's (its connection, grant and scratch objects stay), and that the exit status says so.
+replay keeps it (status ``foreign-stream``, ``still-in-table`` or ``invalid``, never deleted),
+cleans nothing of the victim's (its connection, grant and scratch objects stay), and that the
+exit status says so.
 
 moto cannot re-enable a table's stream (``UpdateTable`` answers ``ResourceInUseException`` once
 the table has had one), so the *previous stream of the same table* is its ARN with an earlier
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from runtime_faults import answer, json_error
 from runtime_support import REGION, SESSION, Sandbox, Session, event, to_lambda_record
 from session_expiry_runtime import replay
 from session_expiry_runtime.failure_records import ForeignStream, check_stream, parse_failure_record
@@ -82,6 +84,7 @@ def replay_object(
         streams=sandbox.streams,
         cleaner=sandbox.cleaner(),
         trusted=trust or trusted(sandbox),
+        tables=sandbox.ddb,
         dry_run=dry_run,
         delete=True,
     )
@@ -133,17 +136,93 @@ def test_fails_on_a_forged_s3_payload_without_event_source_arn_and_keeps_it(
     assert object_kept(sandbox)
 
 
-def test_a_payload_forged_with_this_streams_own_arn_passes_the_checks(sandbox: Sandbox) -> None:
-    # The limit the README states: the checks refuse other streams' records; a forger who
-    # writes this stream's own ARN into the record is not detected (dry run: nothing changes).
-    # Write access to the on-failure destination must stay with Lambda.
+def test_fails_on_a_payload_forged_with_this_streams_own_arn_for_a_live_session(
+    sandbox: Sandbox,
+) -> None:
+    # The stream checks cannot catch this one: the forger wrote this stream's own ARN. The
+    # victim's item is still in the table, and DynamoDB writes a REMOVE only once it is gone.
     victim = sandbox.create_session("victim")
     forged = {**forged_remove(victim), "eventSourceARN": sandbox.stream_arn}
 
-    outcome = replay_object(sandbox, s3_message(sandbox, [forged]), dry_run=True)
+    outcome = replay_object(sandbox, s3_message(sandbox, [forged]))
 
-    assert outcome.status == "dry-run" and outcome.cleaned == 1
-    assert sandbox.is_intact(victim)
+    assert outcome.status == "still-in-table" and not outcome.deleted
+    table = sandbox.stream_arn.rsplit("/stream/", 1)[0]
+    assert outcome.error == (
+        "payload record 0 is a REMOVE of Keys {'pk': {'S': 'victim'}}, but "
+        f"{table} still holds that item (GetItem, consistent read): expected it gone. Forged, "
+        "or the key was used again since"
+    )
+    assert sandbox.is_intact(victim) and object_kept(sandbox)
+
+
+def test_fails_on_a_genuine_payload_whose_key_was_used_again(
+    sandbox: Sandbox, failed: FailedBatch
+) -> None:
+    sandbox.ddb.put_item(TableName="sessions", Item={"pk": {"S": "s-1"}, "x": {"S": "new"}})
+
+    outcome = replay_object(sandbox, s3_message(sandbox, failed.records))
+
+    assert outcome.status == "still-in-table" and not outcome.deleted
+    assert "payload record 1 is a REMOVE of Keys {'pk': {'S': 's-1'}}" in (outcome.error or "")
+    assert failed.connections_open()  # kept whole, for the operator: nothing was cleaned
+    assert object_kept(sandbox)
+
+
+def test_fails_closed_when_the_table_cannot_be_read(sandbox: Sandbox, failed: FailedBatch) -> None:
+    # Stub: moto does not enforce IAM; AWS answers AccessDeniedException without GetItem.
+    answer(sandbox.ddb, "GetItem", lambda _: json_error(400, "AccessDeniedException"))
+
+    outcome = replay_object(sandbox, s3_message(sandbox, failed.records))
+
+    assert outcome.status == "failed" and not outcome.deleted
+    assert (outcome.error or "").startswith("AccessDeniedException")
+    assert failed.connections_open() and object_kept(sandbox)
+
+
+def test_fails_on_a_payload_without_a_table_client(sandbox: Sandbox, failed: FailedBatch) -> None:
+    outcome = replay.replay_message(
+        s3_message(sandbox, failed.records),
+        streams=sandbox.streams,
+        cleaner=sandbox.cleaner(),
+        trusted=trusted(sandbox),
+    )
+
+    assert outcome.status == "invalid"
+    assert outcome.error == "an S3 payload needs tables= to check its items are gone"
+    assert failed.connections_open()
+
+
+@pytest.mark.parametrize(
+    ("keys", "reason"),
+    [
+        ({"pk": {"B": "not base64!"}}, "Keys pk.B: expected base64 text, got 'not base64!'"),
+        ({"pk": {"SS": ["a"]}}, "Keys pk={'SS': ['a']}: expected S, N or B"),
+        ({"pk": "s-0"}, "Keys pk='s-0': expected S, N or B"),
+        ({}, "is a REMOVE record without Keys"),
+    ],
+    ids=["bad-base64", "set", "not-typed", "no-keys"],
+)
+def test_fails_on_a_payload_remove_whose_keys_cannot_be_looked_up(
+    sandbox: Sandbox, keys: dict[str, Any], reason: str
+) -> None:
+    record = {**forged_remove(sandbox.create_session("v")), "eventSourceARN": sandbox.stream_arn}
+    body = {k: v for k, v in record["dynamodb"].items() if k != "OldImage"}
+    record["dynamodb"] = {**body, "Keys": keys}
+
+    outcome = replay_object(sandbox, s3_message(sandbox, [record]))
+
+    assert outcome.status == "invalid" and not outcome.deleted
+    assert reason in (outcome.error or "")
+
+
+def test_binary_keys_are_looked_up_as_bytes() -> None:
+    from session_expiry_runtime.removed_items import _key_for_get_item
+
+    assert _key_for_get_item({"pk": {"B": "AQI="}, "sk": {"N": "7"}}, 0) == {
+        "pk": {"B": b"\x01\x02"},
+        "sk": {"N": "7"},
+    }
 
 
 def test_fails_on_an_s3_object_whose_stream_arn_names_another_table(
@@ -161,7 +240,14 @@ def test_fails_on_an_s3_object_whose_stream_arn_names_another_table(
         f"expected {table}/stream/<label> (from --stream-arn)"
     )
     assert failed.connections_open() and object_kept(sandbox)
-    # Trusting that table instead, the very same object would be cleaned (dry run here).
+    # Trusting that table instead (whose items are gone), the very same object would be
+    # cleaned (dry run here).
+    sandbox.ddb.create_table(
+        TableName="other",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
     potent = replay_object(sandbox, body, dry_run=True, trust=TrustedStreams.of(other))
     assert potent.status == "dry-run" and potent.cleaned == 3
 
@@ -584,6 +670,8 @@ def test_cli_help_says_what_is_checked(capsys: pytest.CaptureFixture[str]) -> No
         "table/<table>/stream/<any label>",
         "eventSource aws:dynamodb, eventSourceARN equal to that streamArn",
         "Keys equal to its OldImage's key attributes",
+        "still-in-table",
+        "the item each REMOVE record names must be gone from the table",
         "even with --delete",
         "only Lambda should be able to write the on-failure queue or bucket",
     ):
