@@ -456,8 +456,11 @@ def replay_message(
         check_stream(info, trusted)
         if payload is not None:
             records = payload_records(payload, info)
-            if tables is None:
-                raise ReplayError("an S3 payload needs tables= to check its items are gone")
+            if tables is None:  # replay_queue: Lambda sends a queue only the batch's metadata
+                raise ReplayError(
+                    "the record holds a payload, which only an S3 on-failure object carries, "
+                    "and no table client (tables=) was given to check its items are gone"
+                )
             check_removed(records, info, tables)
         else:
             records = read_range(streams, info, now=now)

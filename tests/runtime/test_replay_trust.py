@@ -189,8 +189,28 @@ def test_fails_on_a_payload_without_a_table_client(sandbox: Sandbox, failed: Fai
     )
 
     assert outcome.status == "invalid"
-    assert outcome.error == "an S3 payload needs tables= to check its items are gone"
+    assert outcome.error == (
+        "the record holds a payload, which only an S3 on-failure object carries, and no table "
+        "client (tables=) was given to check its items are gone"
+    )
     assert failed.connections_open()
+
+
+def test_fails_on_a_queue_message_that_carries_a_payload(
+    sandbox: Sandbox, failed: FailedBatch
+) -> None:
+    # Lambda sends a queue only the batch's metadata: a payload in a queue message is forged.
+    victim = sandbox.create_session("victim")
+    forged = {**forged_remove(victim), "eventSourceARN": sandbox.stream_arn}
+    failed.sqs.purge_queue(QueueUrl=failed.queue_url)
+    body = s3_message(sandbox, [forged])
+    failed.sqs.send_message(QueueUrl=failed.queue_url, MessageBody=json.dumps(body))
+
+    (outcome,) = failed.replay(sandbox.cleaner())
+
+    assert outcome.status == "invalid" and not outcome.deleted
+    assert "only an S3 on-failure object carries" in (outcome.error or "")
+    assert sandbox.is_intact(victim) and failed.queued() == 1
 
 
 @pytest.mark.parametrize(
