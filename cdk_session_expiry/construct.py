@@ -158,8 +158,9 @@ class SessionExpiry(Construct):
             ``/``, without a leading ``/`` or wildcards (see ``lifecycle.check_scratch_root``).
             Only with ``scratch_bucket``. Default: ``"sessions/"``.
         tenant_scoped_scratch: session prefixes are ``<root><tenant>/...`` instead of
-            ``<root>...``. The tenant is the old image's ``tenant_attribute``, which is never a
-            key attribute here, so the cleanup takes it on trust (the session id and the
+            ``<root>...``. With ``tenant_attribute`` = ``partition_key_name`` on a table with
+            a sort key, the cleanup takes the tenant from the stream record's keys; otherwise
+            it is the old image's ``tenant_attribute``, taken on trust (the session id and the
             incarnation still come from the record's keys; README, "The tenant segment").
             Default: off.
         scratch_retention: lifecycle backstop: objects under the scratch root expire this

@@ -533,7 +533,10 @@ def check_table_only_props(**given: object) -> None:
 
 
 def check_session_attributes(attribute_props: Mapping[str, str | None]) -> None:
-    """Each session attribute name is a valid DynamoDB attribute name, and all are distinct.
+    """Each session attribute name is a valid DynamoDB attribute name, and all are distinct —
+    except that ``tenant_attribute`` may be the partition key of a table with a sort key (the
+    tenant's sessions in one partition, the session id the sort key): the cleanup then takes the
+    tenant from the stream record's keys instead of the old image.
 
     Raises:
         ValueError: an empty, padded or over-long name, or two props naming one attribute.
@@ -541,7 +544,11 @@ def check_session_attributes(attribute_props: Mapping[str, str | None]) -> None:
     for prop, attribute in attribute_props.items():
         if attribute is not None:
             check_attribute_name(prop, attribute)
-    check_distinct_attribute_names(dict(attribute_props))
+    names = dict(attribute_props)
+    tenant = names.get("tenant_attribute")
+    if names.get("sort_key_name") is not None and tenant == names.get("partition_key_name"):
+        del names["tenant_attribute"]  # the tenant is the partition: bound by the record's keys
+    check_distinct_attribute_names(names)
 
 
 def check_existing_table(

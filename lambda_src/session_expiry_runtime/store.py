@@ -284,7 +284,9 @@ class SessionStore:
             "grant id attribute": c.grant_id_attribute,
             "grant token attribute": c.grant_token_attribute,
             "scratch prefix attribute": c.scratch_prefix_attribute,
-            "tenant attribute": c.tenant_attribute,
+            # The tenant may be the partition of a table with a sort key (then the cleanup
+            # takes it from the stream record's keys); otherwise it is an attribute of its own.
+            "tenant attribute": None if self._tenant_is_partition else c.tenant_attribute,
             "sweep shard attribute": c.sweep_shard_attribute,
             "agent runtime session attribute": c.agent_runtime_session_attribute,
             "code interpreter session attribute": c.code_interpreter_session_attribute,
@@ -379,7 +381,9 @@ class SessionStore:
             expires_at: absolute expiry, an aware ``datetime`` or ``int`` epoch seconds.
             connection_id: WebSocket connection id to store (in ``connectionId`` and the
                 ``connectionIds`` String Set); default none.
-            tenant_id: tenant to store; required with tenant-scoped scratch.
+            tenant_id: tenant to store; required with tenant-scoped scratch. When the tenant
+                attribute is the partition key (a table with a sort key), the tenant is
+                ``partition``: give no ``tenant_id`` or the same value.
             partition: partition key value; required with a sort key, else must be ``None``.
             attributes: extra application attributes (boto3 ``TypeSerializer`` types:
                 ``Decimal`` not ``float``); their names must not be the key, TTL or
@@ -402,6 +406,8 @@ class SessionStore:
         c = self._config
         if tenant_id is not None:
             _require_text(tenant_id, "tenant id")
+        if self._tenant_is_partition:
+            tenant_id = self._tenant_from_partition(tenant_id, partition)
         prefix = build_scratch_prefix(
             c.scratch_root,
             session_id,
@@ -428,7 +434,7 @@ class SessionStore:
         item[c.scratch_prefix_attribute] = {"S": prefix}
         if c.sweep_shard_attribute:
             item[c.sweep_shard_attribute] = {"S": self._sweep_shard(key)}
-        if tenant_id is not None:
+        if tenant_id is not None and not self._tenant_is_partition:
             item[c.tenant_attribute] = {"S": tenant_id}
         if connection_id is not None:
             item[c.connection_id_attribute] = {"S": _require_text(connection_id, "connection id")}
@@ -1027,6 +1033,21 @@ class SessionStore:
             return True  # written before the absolute lifetime existed: the TTL decides
         not_after = _number_value(raw)
         return not_after is not None and not_after > now
+
+    @property
+    def _tenant_is_partition(self) -> bool:
+        """The tenant attribute is the partition key of a table with a sort key."""
+        c = self._config
+        return c.sort_key is not None and c.tenant_attribute == c.partition_key
+
+    def _tenant_from_partition(self, tenant_id: str | None, partition: str | None) -> str | None:
+        if tenant_id is not None and tenant_id != partition:
+            raise ValueError(
+                f"tenant id {tenant_id!r}: the tenant attribute {self._config.tenant_attribute!r} "
+                f"is the partition key, so the tenant is the partition {partition!r}; pass no "
+                "tenant_id or the same value"
+            )
+        return partition
 
     def _partition_value(self, partition: object) -> str:
         if not isinstance(partition, str) or not partition:

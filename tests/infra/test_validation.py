@@ -255,6 +255,32 @@ def test_fails_two_roles_sharing_one_attribute(stack: Stack) -> None:
     )
 
 
+def test_the_tenant_may_be_the_partition_key_of_a_table_with_a_sort_key(stack: Stack) -> None:
+    # The schema that binds the tenant segment to the record's keys (README, "The tenant
+    # segment"): partition = tenant, sort key = session id.
+    sessions = SessionExpiry(
+        stack,
+        "Tenants",
+        partition_key_name="tenantId",
+        sort_key_name="sessionId",
+        tenant_attribute="tenantId",
+        tenant_scoped_scratch=True,
+        scratch_bucket=s3.Bucket(stack, "Scratch"),
+    )
+    env = sessions.session_environment()
+    assert env["SESSION_EXPIRY_TENANT_ATTRIBUTE"] == env["SESSION_EXPIRY_PARTITION_KEY"]
+    assert env["SESSION_EXPIRY_SORT_KEY"] == "sessionId"
+
+
+def test_fails_the_tenant_as_the_sort_key(stack: Stack) -> None:
+    _fails(
+        stack,
+        "tenant_attribute='sk' is also sort_key_name: expected a distinct attribute name",
+        sort_key_name="sk",
+        tenant_attribute="sk",
+    )
+
+
 # --- existing tables ------------------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ replayed by hand), so that record is built here by editing a real one.
 from __future__ import annotations
 
 import copy
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from runtime_support import BUCKET, SESSION, FakeContext, event, to_lambda_recor
 from session_expiry_runtime.cleaner import SessionCleaner, build_clients, process_batch
 from session_expiry_runtime.config import RuntimeConfig
 from session_expiry_runtime.metrics import MetricsRecorder
+from session_expiry_runtime.store import SessionStore
 
 TABLE = "tenant-sessions"
 CONFIG = RuntimeConfig(
@@ -58,14 +60,17 @@ class TenantTable:
         item = {**key, "expiresAt": {"N": "1"}, "scratchPrefix": {"S": OWN}}
         self.ddb.put_item(TableName=TABLE, Item=item)
         self.ddb.delete_item(TableName=TABLE, Key=key)
+        (remove,) = self.removes()
+        return remove
+
+    def removes(self) -> list[dict[str, Any]]:
         streams = SESSION.client("dynamodbstreams")
         (shard,) = streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]
         iterator = streams.get_shard_iterator(
             StreamArn=self.stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
         )["ShardIterator"]
         records = streams.get_records(ShardIterator=iterator)["Records"]
-        (remove,) = [r for r in records if r["eventName"] == "REMOVE"]
-        return to_lambda_record(remove, self.stream_arn)
+        return [to_lambda_record(r, self.stream_arn) for r in records if r["eventName"] == "REMOVE"]
 
     def keys_under(self, prefix: str) -> list[str]:
         answer = self.s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix)
@@ -106,3 +111,32 @@ def test_fails_a_record_whose_image_tenant_is_not_its_key_tenant(
     assert line["steps"] == {"DeleteScratch": "refused"}
     assert "'t2' in the old image is not the tenant 't1'" in line["refusal"]
     assert line["tenant"] == "t1"
+
+
+def test_the_store_keeps_the_tenant_in_the_partition_and_the_cleanup_follows_the_keys(
+    table: TenantTable,
+) -> None:
+    # The schema that binds the tenant: partition = tenant, sort key = session id. The same
+    # session id lives in two tenants; ending one deletes only its own objects.
+    store = SessionStore(dynamodb_client=table.ddb, config=CONFIG)
+    mine = store.create("s-9", partition="t1", ttl=timedelta(hours=1))
+    theirs = store.create("s-9", partition="t2", tenant_id="t2", ttl=timedelta(hours=1))
+    assert (mine.tenant_id, theirs.tenant_id) == ("t1", "t2")
+    assert mine.scratch_prefix is not None and mine.scratch_prefix.startswith("sessions/t1/s-9/")
+    assert theirs.scratch_prefix is not None
+    for prefix in (mine.scratch_prefix, theirs.scratch_prefix):
+        table.s3.put_object(Bucket=BUCKET, Key=f"{prefix}a.txt", Body=b"x")
+
+    assert store.end("s-9", partition="t1")
+    assert process_batch(event(*table.removes()), FakeContext(), _cleaner()) == {
+        "batchItemFailures": []
+    }
+
+    assert table.keys_under(mine.scratch_prefix) == []
+    assert table.keys_under(theirs.scratch_prefix) == [f"{theirs.scratch_prefix}a.txt"]
+
+
+def test_fails_a_tenant_id_that_is_not_the_partition(table: TenantTable) -> None:
+    store = SessionStore(dynamodb_client=table.ddb, config=CONFIG)
+    with pytest.raises(ValueError, match="the tenant is the partition 't1'"):
+        store.create("s-1", partition="t1", tenant_id="t2", ttl=timedelta(hours=1))

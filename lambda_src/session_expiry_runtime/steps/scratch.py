@@ -9,12 +9,12 @@ session without an incarnation, another tenant's — is **refused** (counted as
 ``ScratchPrefixesRefused``, logged, never retried, nothing deleted), whoever wrote the image.
 
 The tenant segment (``tenant_scoped_scratch``): when the tenant attribute is one of the table's
-key attributes, it comes from the record's ``Keys``, and a record whose old image names another
+key attributes (the construct and ``SessionStore`` allow it as the partition key of a table with
+a sort key), it comes from the record's ``Keys``, and a record whose old image names another
 tenant is refused (DynamoDB's own records always agree; a record that does not was altered,
-e.g. a replayed failure-destination payload). When it is not a key attribute — always, with
-the construct and ``SessionStore``, which keep the tenant attribute apart from the key — the
-tenant is **the old image's word**: the session id and the single incarnation segment still
-come from ``Keys`` and the prefix's shape, so a writer of the table can at most name
+e.g. a replayed failure-destination payload). When it is not a key attribute, the tenant is
+**the old image's word**: the session id and the single incarnation segment still come from
+``Keys`` and the prefix's shape, so a writer of the table can at most name
 ``<root><another tenant>/<this record's session id>/<incarnation>/``, the objects of a session
 with the same id under another tenant (possible only with a sort key, where ids are unique
 per partition only) whose incarnation it has read.
