@@ -42,7 +42,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +78,7 @@ from .outcomes import (
     StepFailed,
     error_text,
 )
+from .step_pool import StepPool
 from .steps import build_steps
 from .steps.base import (
     PHASE_AFTER_SUCCESS,
@@ -174,7 +175,7 @@ class CleanupRunner:
         *,
         out_of_time: Callable[[], bool] = _never,
         account: bool = True,
-        step_pool: Executor | None = None,
+        step_pool: StepPool | None = None,
     ) -> RecordResult:
         """Handle one Lambda DynamoDB stream record; never raises (errors become ``failed``).
 
@@ -229,12 +230,14 @@ class CleanupRunner:
         return result
 
     def _clean(
-        self, record: StreamRecord, out_of_time: Callable[[], bool], step_pool: Executor | None
+        self, record: StreamRecord, out_of_time: Callable[[], bool], step_pool: StepPool | None
     ) -> RecordResult:
         session = self._session(record)
         if isinstance(session, RecordResult):
             return session
         ctx = StepContext(session, out_of_time, log=self._session_log(session))
+        if step_pool is not None:
+            ctx.waiting = step_pool.slots.lent
         tally = _Tally()
         if self._run_gates(ctx, tally):
             plans = [(step, step.plan(session)) for step in self.session_steps]
@@ -312,7 +315,7 @@ class CleanupRunner:
         self,
         runnable: Sequence[tuple[CleanupStep, Plan]],
         ctx: StepContext,
-        step_pool: Executor | None,
+        step_pool: StepPool | None,
     ) -> list[Attempt]:
         # The steps are independent (each acts only on what the old image names), so they run
         # at the same time when a step pool is given.
@@ -540,7 +543,7 @@ def _clean_records(
     max_workers = cleaner.config.max_workers
     workers = max(1, min(max_workers, len(records)))
     # Record threads mostly wait on their steps; the step pool bounds the calls in flight.
-    step_pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="cleanup-step")
+    step_pool = StepPool(max_workers)
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cleanup")
     pending: set[Any] = set()
     try:

@@ -59,6 +59,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, ClassVar
@@ -153,6 +154,10 @@ class StepContext:
     session: Session
     out_of_time: Callable[[], bool] = lambda: False
     log: dict[str, Any] = field(default_factory=dict)
+    #: Wrap a wait that makes no call of its own (for another step's shared call) in
+    #: ``with ctx.waiting():`` so the step's call slot serves other calls meanwhile
+    #: (:mod:`..step_pool`); a no-op outside the step pool.
+    waiting: Callable[[], AbstractContextManager[None]] = nullcontext
     objects_deleted: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

@@ -11,8 +11,9 @@ Batches form without a timer ("natural batching"): a full call's worth (1,000 ke
 once by whichever step completes it; a smaller remainder is sent by a waiting step only while no
 other remainder is in flight. So the first page goes out at once, and the keys that arrive while
 it is answered go out together in the next call: no added latency when a session is alone, and
-fewer calls the more sessions run side by side. A step waits (holding its worker) only until the
-call that carries its keys has been answered.
+fewer calls the more sessions run side by side. A step waits only until the call that carries
+its keys has been answered, and lends its call slot meanwhile (:mod:`..step_pool`): waiting for
+another step's call is not a call in flight.
 
 A call that raises (after botocore's retries) fails every session whose keys it carried: none of
 those keys is known to be deleted. A key submitted twice (a batch may hold a record twice) is
@@ -23,7 +24,8 @@ scratch step deletes them one by one with ``DeleteObject``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,8 +65,16 @@ class BatchingDeleter:
         self._remainder_in_flight = False
         self._cond = threading.Condition()
 
-    def delete(self, keys: Sequence[str]) -> list[dict[str, Any]]:
+    def delete(
+        self,
+        keys: Sequence[str],
+        waiting: Callable[[], AbstractContextManager[None]] = nullcontext,
+    ) -> list[dict[str, Any]]:
         """Delete ``keys`` (XML-safe keys of :attr:`bucket`), sharing calls with other sessions.
+
+        ``waiting()`` wraps each wait for another step's call (the step's
+        :attr:`~.base.StepContext.waiting`: its call slot serves other calls meanwhile); the
+        call this thread sends itself is made outside it. Default: no wrapping.
 
         Returns:
             The ``Errors`` entries (``Key``, ``Code``, ``Message``) that name one of ``keys``;
@@ -81,7 +91,7 @@ class BatchingDeleter:
             self._pending.extend((key, ticket) for key in keys)
             self._cond.notify_all()
         while True:
-            with self._cond:
+            with waiting(), self._cond:
                 self._cond.wait_for(lambda: ticket.done or self._can_send())
                 if ticket.done:
                     break

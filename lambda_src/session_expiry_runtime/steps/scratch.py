@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -64,15 +65,23 @@ class ScratchDeleter:
         self.bucket = bucket
         self.batcher = BatchingDeleter(s3, bucket)
 
-    def delete(self, keys: Sequence[str], on_deleted: Callable[[int], None]) -> list[str]:
+    def delete(
+        self,
+        keys: Sequence[str],
+        on_deleted: Callable[[int], None],
+        waiting: Callable[[], AbstractContextManager[None]] = nullcontext,
+    ) -> list[str]:
         """Delete ``keys``; return one text per ``Errors`` entry that names one of them.
+
+        ``waiting`` wraps the waits for other steps' shared calls
+        (:meth:`~.delete_objects.BatchingDeleter.delete`).
 
         ``on_deleted(n)`` is called as soon as ``n`` keys are gone, so a failure half-way still
         counts what was deleted. Raises botocore errors unchanged (the step turns them into
         ``StepFailed``), also when the failed call carried other sessions' keys as well.
         """
         batchable = [k for k in keys if not NOT_XML_SAFE.search(k)]
-        errors = self.batcher.delete(batchable)
+        errors = self.batcher.delete(batchable, waiting)
         on_deleted(len(set(batchable)) - len({e.get("Key") for e in errors}))
         problems = [
             f"{e.get('Key')!r}: {e.get('Code')} {e.get('Message', '')}".rstrip() for e in errors
@@ -153,7 +162,7 @@ class ScratchStep(CleanupStep):
         try:
             for page in self._pages(prefix):
                 keys = self._keys_under(prefix, page)
-                problems.extend(self.deleter.delete(keys, ctx.count_objects_deleted))
+                problems.extend(self.deleter.delete(keys, ctx.count_objects_deleted, ctx.waiting))
                 if page.get("IsTruncated") and ctx.out_of_time():
                     raise StepFailed(
                         ACTION_TIME_GUARD, f"time guard reached while deleting {prefix!r}"
