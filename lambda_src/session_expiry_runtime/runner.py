@@ -42,7 +42,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -518,57 +518,79 @@ def _clean_records(
     after-success steps); records the time guard kept from starting, and records still running
     at the hard stop, are accounted at once as failed.
     """
-    out_of_time = deadline.out_of_time
-
-    def work(raw: object) -> tuple[RecordResult, bool]:
-        try:
-            if out_of_time():
-                return cleaner.not_started(raw), False
-            account = deferred is None
-            result = cleaner.clean(
-                raw, out_of_time=out_of_time, account=account, step_pool=step_pool
-            )
-            return result, not account
-        except Exception as exc:
-            LOGGER.exception("unexpected error outside the record cleanup: %s", exc)
-            failed = RecordResult(
-                parse_record(raw).sequence_number,
-                OUTCOME_FAILED,
-                failed_actions=(ACTION_UNEXPECTED,),
-            )
-            return failed, False
-
     if not records:
         return []
     max_workers = cleaner.config.max_workers
-    workers = max(1, min(max_workers, len(records)))
     # Record threads mostly wait on their steps; the step pool bounds the calls in flight.
     step_pool = StepPool(max_workers)
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cleanup")
-    pending: set[Any] = set()
+    pool = ThreadPoolExecutor(
+        max_workers=max(1, min(max_workers, len(records))), thread_name_prefix="cleanup"
+    )
+    pending: set[Future[tuple[RecordResult, bool]]] = set()
     try:
-        futures = [pool.submit(work, raw) for raw in records]
-        pending = set(futures)
-        while pending:
-            left = deadline.seconds_to_hard_stop()
-            if left is not None and left <= 0:
-                break
-            timeout = HARD_STOP_POLL_SECONDS if left is None else min(left, HARD_STOP_POLL_SECONDS)
-            _, pending = wait(pending, timeout=timeout)
-        results: list[RecordResult] = []
-        for raw, future in zip(records, futures, strict=True):
-            if future in pending:
-                results.append(cleaner.unfinished(raw))
-                continue
-            result, later = future.result()
-            if later and deferred is not None:
-                deferred.append(result)
-            results.append(result)
-        return results
+        futures = [
+            pool.submit(_record_work, raw, cleaner, deadline, deferred is None, step_pool)
+            for raw in records
+        ]
+        pending = _wait_until_done_or_hard_stop(futures, deadline)
+        return _collect(records, futures, pending, cleaner, deferred)
     finally:
         # Never wait past the hard stop for threads still running: their results are dropped.
         for executor in (pool, step_pool):
             executor.shutdown(wait=not pending, cancel_futures=True)
+
+
+def _record_work(
+    raw: object, cleaner: CleanupRunner, deadline: Deadline, account: bool, step_pool: StepPool
+) -> tuple[RecordResult, bool]:
+    """One record thread: the record's result, and whether its accounting was deferred."""
+    try:
+        if deadline.out_of_time():
+            return cleaner.not_started(raw), False
+        result = cleaner.clean(
+            raw, out_of_time=deadline.out_of_time, account=account, step_pool=step_pool
+        )
+        return result, not account
+    except Exception as exc:
+        LOGGER.exception("unexpected error outside the record cleanup: %s", exc)
+        failed = RecordResult(
+            parse_record(raw).sequence_number, OUTCOME_FAILED, failed_actions=(ACTION_UNEXPECTED,)
+        )
+        return failed, False
+
+
+def _wait_until_done_or_hard_stop(
+    futures: Sequence[Future[tuple[RecordResult, bool]]], deadline: Deadline
+) -> set[Future[tuple[RecordResult, bool]]]:
+    """Wait for every record thread, or until the hard stop; the futures still running."""
+    pending = set(futures)
+    while pending:
+        left = deadline.seconds_to_hard_stop()
+        if left is not None and left <= 0:
+            break
+        timeout = HARD_STOP_POLL_SECONDS if left is None else min(left, HARD_STOP_POLL_SECONDS)
+        _, pending = wait(pending, timeout=timeout)
+    return pending
+
+
+def _collect(
+    records: Sequence[object],
+    futures: Sequence[Future[tuple[RecordResult, bool]]],
+    pending: set[Future[tuple[RecordResult, bool]]],
+    cleaner: CleanupRunner,
+    deferred: list[RecordResult] | None,
+) -> list[RecordResult]:
+    """The results in record order: a record still running at the hard stop is unfinished."""
+    results: list[RecordResult] = []
+    for raw, future in zip(records, futures, strict=True):
+        if future in pending:
+            results.append(cleaner.unfinished(raw))
+            continue
+        result, later = future.result()
+        if later and deferred is not None:
+            deferred.append(result)
+        results.append(result)
+    return results
 
 
 def _fail_unpublished(results: Sequence[RecordResult]) -> None:
