@@ -40,6 +40,9 @@
 11. Backstops (:mod:`sandbox.backstops`, after those checks, on sessions of its own): a grant
     orphaned by a simulated stream outage is retired by the deployed grant sweep; a replay run
     over a queue holding a malformed message replays the good one and keeps the other.
+12. Forgery (:mod:`sandbox.forgery`): an item written by another writer names a live session's
+    grant and scratch prefix and ends; the deployed cleanup refuses both (``GrantsRefused``,
+    ``ScratchPrefixesRefused``) and the live session's grant and objects stay.
 """
 
 from __future__ import annotations
@@ -179,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
     from cdk_session_expiry import _runtime_contract as contract
     from cdk_session_expiry.testing import Fault, LocalEmulator, LocalPipeline
 
-    from . import agent_sessions, backstops, beyond_ttl
+    from . import agent_sessions, backstops, beyond_ttl, forgery
 
     say = Progress(args.quiet)
     emulator = LocalEmulator(verbose_errors=args.verbose_errors).start()
@@ -591,6 +594,16 @@ def run(args: argparse.Namespace) -> int:
             say=say,
         )
         mismatches += backstop_mismatches
+        # --- 9. forgery: another writer's item names a live session's grant and prefix -------
+        forgery_summary, forgery_mismatches = forgery.run(
+            emulator=emulator,
+            pipeline=pipeline,
+            store=store,
+            bucket=bucket,
+            grantee=grantee,
+            say=say,
+        )
+        mismatches += forgery_mismatches
         summary = {
             "sessions": {
                 "expired": expected_expired,
@@ -640,6 +653,7 @@ def run(args: argparse.Namespace) -> int:
             else None,
             "records_sent_to_on_failure": on_failure_sent,
             "backstops": backstop_summary,
+            "forgery": forgery_summary,
             "records_sent_to_on_failure_expected": 1,
             "emulator_internal_errors": len(emulator.internal_errors),
             "on_failure_queue_messages": queue_left,
@@ -811,7 +825,7 @@ def _replay_line(replay: dict[str, Any]) -> str:
 
 
 def print_report(s: dict[str, Any]) -> None:
-    from . import backstops
+    from . import backstops, forgery
 
     st, ss, sw = s["stream"], s["sessions"], s["sweeper"]
     ar, ev = s["archive"], s["events"]
@@ -874,6 +888,7 @@ def print_report(s: dict[str, Any]) -> None:
         f"{s['records_sent_to_on_failure_expected']}, the injected failure); "
         f"{s['on_failure_queue_messages']} messages left after replay",
         backstops.report_line(s["backstops"]),
+        forgery.report_line(s["forgery"]),
         f"emulator errors   {s['emulator_internal_errors']} HTTP 500s from moto (retried by the "
         "SDK; moto is not thread-safe everywhere)",
         *reconnects.report_lines(s.get("reconnects") or {}),

@@ -98,4 +98,10 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
     assert storm["live_with_one_open"] == storm["live"] > 0
     assert storm["capped_refused"] > 0
     assert storm["served_past_absolute_lifetime"] == 0
+    # Forgery: an item naming a live session's grant and prefix is refused, the session intact.
+    assert report["forgery"] == {
+        "grant_kept": True,
+        "objects_kept": True,
+        "refused": {"GrantsRefused": 1, "ScratchPrefixesRefused": 1},
+    }
     assert "RESULT            OK" in done.stdout
