@@ -2,20 +2,31 @@
 key attribute; the old image's word otherwise (what that trusts is in ``steps/scratch.py``).
 
 Real records from a moto table keyed by ``tenantId`` (partition) and ``sessionId`` (sort),
-real ``ListObjectsV2``/``DeleteObjects`` against moto's S3. DynamoDB's own records always carry
-the key attributes' values in the old image too; a record whose image names another tenant is
-one that was altered after DynamoDB wrote it (e.g. an edited failure-destination payload
-replayed by hand), so that record is built here by editing a real one.
+real ``ListObjectsV2``/``DeleteObjects`` against moto's S3 (and, for the grant named for that
+composite key, ``ListGrants``/``RetireGrant`` against moto's KMS). DynamoDB's own records
+always carry the key attributes' values in the old image too; a record whose image names
+another tenant is one that was altered after DynamoDB wrote it (e.g. an edited
+failure-destination payload replayed by hand), so that record is built here by editing a real
+one.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from runtime_support import BUCKET, SESSION, FakeContext, event, to_lambda_record
+from runtime_support import (
+    APP_ROLE,
+    BUCKET,
+    CLEANUP_ROLE,
+    SESSION,
+    FakeContext,
+    event,
+    to_lambda_record,
+)
 from session_expiry_runtime.cleaner import SessionCleaner, build_clients, process_batch
 from session_expiry_runtime.config import RuntimeConfig
 from session_expiry_runtime.metrics import MetricsRecorder
@@ -140,3 +151,30 @@ def test_fails_a_tenant_id_that_is_not_the_partition(table: TenantTable) -> None
     store = SessionStore(dynamodb_client=table.ddb, config=CONFIG)
     with pytest.raises(ValueError, match="the tenant is the partition 't1'"):
         store.create("s-1", partition="t1", tenant_id="t2", ttl=timedelta(hours=1))
+
+
+def test_a_grant_named_for_a_composite_key_is_retired_with_it(table: TenantTable) -> None:
+    # The grant name holds both key attributes; the record's Keys must match both.
+    kms = SESSION.client("kms")
+    key_arn = kms.create_key(Description="grants")["KeyMetadata"]["Arn"]
+    config = dataclasses.replace(CONFIG, grant_key_arn=key_arn, retiring_principal=CLEANUP_ROLE)
+    store = SessionStore(dynamodb_client=table.ddb, kms_client=kms, config=config)
+    store.create("s-9", partition="t1", ttl=timedelta(hours=1))
+    store.create("s-9", partition="t2", ttl=timedelta(hours=1))
+    mine = store.create_grant(
+        "s-9", partition="t1", grantee_principal=APP_ROLE, operations=["Decrypt"]
+    )
+    theirs = store.create_grant(
+        "s-9", partition="t2", grantee_principal=APP_ROLE, operations=["Decrypt"]
+    )
+    assert store.end("s-9", partition="t1")
+    cleaner = SessionCleaner(
+        config, build_clients(config, SESSION), MetricsRecorder("SessionExpiry")
+    )
+
+    assert process_batch(event(*table.removes()), FakeContext(), cleaner) == {
+        "batchItemFailures": []
+    }
+
+    left = {g["GrantId"] for g in kms.list_grants(KeyId=key_arn)["Grants"]}
+    assert left == {theirs.grant_id} and mine.grant_id not in left
