@@ -125,9 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         file=log,
         flush=True,
     )
-    wide = {"SESSION_EXPIRY_MAX_WORKERS": "32"}
+    narrow = {"SESSION_EXPIRY_MAX_WORKERS": "16"}
     extra = [
-        (s, "handler (max_workers=32)", "session_expiry_runtime.handler", wide)
+        (s, "handler (max_workers=16)", "session_expiry_runtime.handler", narrow)
         for s in p["scenarios"]
         if s.objects <= 50
     ] + [(s, *throughput.DEFAULT_GC, {}) for s in p["scenarios"] if s.objects]

@@ -1,11 +1,12 @@
 """The baseline: session cleanup written the way the public guides show it.
 
 One record after another, one call after another: DeleteConnection, RetireGrant, then
-ListObjectsV2 page by page with one DeleteObjects per page. It makes exactly the minimum number
-of calls (the S3 part is what ``bucket.objects.filter(Prefix=...).delete()`` does), so the
-comparison with the project's handler measures concurrency, not call count. It reads the same
-environment variables as the project's handler and creates its clients at import time, as the
-guides recommend.
+ListObjectsV2 page by page with one DeleteObjects per page (the S3 part is what
+``bucket.objects.filter(Prefix=...).delete()`` does). It trusts the record's grant id, so it makes
+one call a session fewer than the project's handler, which first proves the grant is the removed
+session's own (``ListGrants``): the comparison measures concurrency, less that check. It reads
+the same environment variables as the project's handler and creates its clients at import time,
+as the guides recommend.
 """
 
 from __future__ import annotations

@@ -772,7 +772,7 @@ def limits(data: dict[str, Any]) -> str:
   objects (7.4× and 8.6×), an artifact of the bench, not of the handler.
 * **The handler process is CPU-bound on this machine when its own CPU nears 100 % of the wall
   time** (one Python process runs Python one thread at a time): handler runs {", ".join(own)}.
-  There, more calls in flight (`max_workers=32`) cannot help; only less CPU per session can.
+  There, more calls in flight cannot help; only less CPU per session can.
 * **In Lambda, the lower of two ceilings binds** (columns "CPU-bound" and "Latency-bound"):
   the vCPU share at {memory:,} MiB ({vcpu(memory):.2f} vCPU) ÷ CPU per session, and calls in
   flight ÷ latency ÷ calls per session. The CPU column comes from this machine's cores, not
@@ -930,10 +930,12 @@ each run: no object left under any removed session's prefix, no connection left,
 
 **Naive baseline** (`bench/naive.py`): the public guides' shape — clients at import, records one
 after another, per record DeleteConnection (Gone ignored), RetireGrant, then `ListObjectsV2` page
-by page with one `DeleteObjects` per page. It makes exactly the minimum number of calls, so the
-ratio measures how the handler overlaps calls, not a call-count difference. The extra row
-`handler (max_workers=32)` is the project's handler with the construct's `max_workers` prop set
-to 32 (`SESSION_EXPIRY_MAX_WORKERS`), to show what the default leaves on the table; the row
+by page with one `DeleteObjects` per page. It trusts the record: it makes one call a session
+fewer than the handler, which looks the grant up (`ListGrants`) to prove it is the removed
+session's own before it retires it. So the ratio measures how the handler overlaps calls, less
+the cost of that check. The extra row `handler (max_workers=16)` is the project's handler with
+the construct's `max_workers` prop at its earlier default, 16 (`SESSION_EXPIRY_MAX_WORKERS`), to
+show what the default of 32 adds; the row
 `handler (default GC)` (`bench/default_gc.py`) is the same handler with CPython's default garbage
 collector settings, to show what `session_expiry_runtime/gc_settings.py` is worth.
 

@@ -72,7 +72,7 @@ DEFAULT_SCRATCH_PREFIX_ATTRIBUTE = "scratchPrefix"
 DEFAULT_TENANT_ATTRIBUTE = "tenantId"
 DEFAULT_SCRATCH_ROOT = "sessions/"
 DEFAULT_METRICS_NAMESPACE = "SessionExpiry"
-DEFAULT_MAX_WORKERS = 16
+DEFAULT_MAX_WORKERS = 32
 DEFAULT_TIME_GUARD_MS = 10_000
 
 # --- metric names the runtime emits (embedded metric format) ------------------------------

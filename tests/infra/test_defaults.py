@@ -133,7 +133,7 @@ def test_cleanup_function_defaults(synth: Synth) -> None:
                     contract.ENV_SCRATCH_PREFIX_ATTRIBUTE: "scratchPrefix",
                     contract.ENV_TENANT_ATTRIBUTE: "tenantId",
                     contract.ENV_METRICS_NAMESPACE: "SessionExpiry",
-                    contract.ENV_MAX_WORKERS: "16",
+                    contract.ENV_MAX_WORKERS: "32",
                 }
             },
         },

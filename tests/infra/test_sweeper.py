@@ -163,7 +163,7 @@ def test_sweeper_function(synth: Synth) -> None:
         contract.ENV_SCRATCH_PREFIX_ATTRIBUTE: "scratchPrefix",
         contract.ENV_TENANT_ATTRIBUTE: "tenantId",
         contract.ENV_METRICS_NAMESPACE: "SessionExpiry",
-        contract.ENV_MAX_WORKERS: "16",
+        contract.ENV_MAX_WORKERS: "32",
         contract.ENV_DRY_RUN: "true",
         contract.ENV_SWEEP_SHARD_ATTRIBUTE: "expiryShard",
         contract.ENV_SWEEP_SHARDS: "4",
