@@ -25,7 +25,7 @@ ENDPOINT = "bench endpoint"
 GOAL_RATIO = {0: 10.0, 50: 10.0, 2500: 3.5}
 GOAL_CPU_MS = {50: 9.0, 2500: 150.0}
 GOAL_COLDSTART = 1.1
-OPERATIONS = ("DeleteConnection", "RetireGrant", "ListObjectsV2", "DeleteObjects")
+OPERATIONS = ("DeleteConnection", "ListGrants", "RetireGrant", "ListObjectsV2", "DeleteObjects")
 
 
 def _version(dist: str) -> str:
@@ -268,7 +268,7 @@ def calls_table(data: dict[str, Any]) -> str:
     return _md(
         [
             "Objects per session",
-            "Measured per session (DeleteConnection + RetireGrant + ListObjectsV2 + DeleteObjects)",
+            "Measured per session (" + " + ".join(OPERATIONS) + ")",
             "Total",
             "Minimum",
             "Min. total",
