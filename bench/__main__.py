@@ -62,7 +62,7 @@ def plan(quick: bool) -> dict[str, Any]:
         # Each throughput run against the endpoint twice, the faster kept: one run on a machine
         # shared with other work is noisy.
         "repeats": 2,
-        "coldstart_runs": 15,
+        "coldstart_runs": 25,
         "synth_sizes": "1,10,50",
         "synth_repeats": 2,
     }

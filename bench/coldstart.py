@@ -128,19 +128,25 @@ def measure_interleaved(impls: dict[str, Path | None], runs: int) -> list[dict[s
     for _ in range(runs):
         for impl, cmd in cmds.items():
             samples[impl].append(_sample(cmd, env))
+    base = [p[0] for p in samples.get("naive", [])]
     results = []
     for impl, pairs in samples.items():
         inner = [p[0] for p in pairs]
-        results.append(
-            {
-                "impl": impl,
-                "runs": runs,
-                "median_ms": statistics.median(inner) * 1000,
-                "min_ms": min(inner) * 1000,
-                "max_ms": max(inner) * 1000,
-                "process_median_ms": statistics.median(p[1] for p in pairs) * 1000,
-            }
-        )
+        result = {
+            "impl": impl,
+            "runs": runs,
+            "median_ms": statistics.median(inner) * 1000,
+            "min_ms": min(inner) * 1000,
+            "max_ms": max(inner) * 1000,
+            "process_median_ms": statistics.median(p[1] for p in pairs) * 1000,
+        }
+        if base:
+            # Each round's ratio to the baseline sample taken next to it, then the median: a
+            # change of the machine's speed between rounds cancels out within a round.
+            result["paired_ratio_median"] = statistics.median(
+                x / b for x, b in zip(inner, base, strict=True)
+            )
+        results.append(result)
     return results
 
 

@@ -235,3 +235,24 @@ def test_batch_response_has_each_exact_identifier_once_and_never_an_empty_one() 
     assert batch_response(["300", None, "", "100", "300"]) == {
         "batchItemFailures": [{"itemIdentifier": "300"}, {"itemIdentifier": "100"}]
     }
+
+
+def test_not_xml_safe_matches_exactly_the_characters_outside_xml_1_0_char_plus_cr() -> None:
+    """Every code point: the scratch step's class of unsafe characters is the complement of XML
+    1.0's ``Char`` production (W3C XML 1.0, section 2.2), plus CR."""
+    from session_expiry_runtime.steps.scratch import NOT_XML_SAFE
+
+    def xml_char(c: int) -> bool:
+        return (
+            c in (0x9, 0xA, 0xD)
+            or 0x20 <= c <= 0xD7FF
+            or 0xE000 <= c <= 0xFFFD
+            or 0x10000 <= c <= 0x10FFFF
+        )
+
+    wrong = [
+        c
+        for c in range(0x110000)
+        if bool(NOT_XML_SAFE.search(chr(c))) != (not xml_char(c) or c == 0xD)
+    ]
+    assert wrong == []

@@ -51,8 +51,11 @@ from .base import CleanupStep, Plan, Session, StepContext
 from .delete_objects import DELETE_OBJECTS_MAX_KEYS, BatchingDeleter
 
 __all__ = ["DELETE_OBJECTS_MAX_KEYS", "NOT_XML_SAFE", "ScratchDeleter", "ScratchStep"]
-#: Characters outside XML 1.0's Char production, plus CR (normalised to LF by XML parsers).
-NOT_XML_SAFE = re.compile("[^\t\n\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|\r")
+#: Characters outside XML 1.0's Char production (``#x9 | #xA | #xD | [#x20-#xD7FF] |
+#: [#xE000-#xFFFD] | [#x10000-#x10FFFF]``), plus CR (normalised to LF by XML parsers): written as
+#: the class of those characters rather than the negation of the allowed ones, which compiles in
+#: a fourth of the time (part of the function's cold start).
+NOT_XML_SAFE = re.compile(r"[\x00-\x08\x0b-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 class ScratchDeleter:
