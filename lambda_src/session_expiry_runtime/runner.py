@@ -43,6 +43,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -239,7 +240,7 @@ class CleanupRunner:
         if step_pool is not None:
             ctx.waiting = step_pool.slots.lent
         tally = _Tally()
-        if self._run_gates(ctx, tally):
+        if self._run_gates(ctx, tally, step_pool):
             plans = [(step, step.plan(session)) for step in self.session_steps]
             for step, plan in plans:
                 tally.add_plan(step, plan, ctx)
@@ -293,15 +294,17 @@ class CleanupRunner:
         except Exception as exc:
             return step.name, STEP_FAILED, (step.name, error_text(exc))
 
-    def _run_gates(self, ctx: StepContext, tally: _Tally) -> bool:
-        """Run the gate steps in order; ``False`` (stop) as soon as one fails."""
+    def _run_gates(self, ctx: StepContext, tally: _Tally, step_pool: StepPool | None) -> bool:
+        """Run the gate steps in order, on the record's thread holding a call slot; ``False``
+        (stop) as soon as one fails."""
         for step in self.gate_steps:
             plan = step.plan(ctx.session)
             if plan.status != PLAN_RUN:
                 tally.add_plan(step, plan, ctx)
                 continue
             ctx.log.update(plan.log)
-            attempt = self._attempt(step, plan, ctx)
+            with _call_slot(step_pool):
+                attempt = self._attempt(step, plan, ctx)
             tally.add_attempt(attempt)
             if attempt[2] is not None:
                 return False
@@ -322,7 +325,10 @@ class CleanupRunner:
         if step_pool is not None and len(runnable) > 1:
             futures = [step_pool.submit(self._attempt, step, plan, ctx) for step, plan in runnable]
             return [future.result() for future in futures]
-        return [self._attempt(step, plan, ctx) for step, plan in runnable]
+        # One step (or no pool): on the record's own thread, which holds a call slot meanwhile,
+        # so record threads and pool threads together never exceed ``max_workers`` calls.
+        with _call_slot(step_pool):
+            return [self._attempt(step, plan, ctx) for step, plan in runnable]
 
     def _finish(self, record: StreamRecord, ctx: StepContext, tally: _Tally) -> RecordResult:
         log = ctx.log
@@ -402,6 +408,11 @@ class CleanupRunner:
 
 
 _WARNING_CAUSES = (CAUSE_NO_OLD_IMAGE, CAUSE_MISSING_ATTRIBUTES, CAUSE_NO_SEQUENCE_NUMBER)
+
+
+def _call_slot(step_pool: StepPool | None) -> AbstractContextManager[None]:
+    """One of the step pool's call slots for the block; nothing without a pool."""
+    return step_pool.slots.held() if step_pool is not None else nullcontext()
 
 
 def _level(result: RecordResult, fields: Mapping[str, Any]) -> int:

@@ -7,6 +7,7 @@ Deterministic by events, no sleeps: where a test shows that a slot was lent, the
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any
 
@@ -168,3 +169,50 @@ def test_step_pool_runs_each_step_holding_a_slot() -> None:
         assert pool.slots.peak_holders <= 2
     finally:
         pool.shutdown(wait=True, cancel_futures=False)
+
+
+def test_every_call_is_made_holding_a_slot_also_on_record_threads(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records with one step to run (only a scratch prefix) run it on their own thread, and
+    the archive gate runs there too: those calls hold a slot like the pool's, so record threads
+    and pool threads together never exceed ``max_workers`` (an adversarial review measured 23
+    calls in flight with 16 before they did)."""
+    from session_expiry_runtime import runner
+
+    pools: list[StepPool] = []
+
+    class Recorded(StepPool):
+        def __init__(self, max_calls: int) -> None:
+            super().__init__(max_calls)
+            pools.append(self)
+
+    monkeypatch.setattr(runner, "StepPool", Recorded)
+    sandbox = Sandbox(max_workers=2)
+    sandbox.s3.create_bucket(Bucket="archive-bucket")
+    full = [sandbox.create_session(f"full-{i}") for i in range(2)]
+    solo = [sandbox.create_session(f"solo-{i}", write_item=False) for i in range(4)]
+    for s in solo:  # an item naming only its scratch prefix: one runnable session step
+        item = {k: v for k, v in s.item.items() if k in ("pk", "expiresAt", "scratchPrefix")}
+        sandbox.ddb.put_item(TableName="sessions", Item=item)
+    sandbox.read_stream()
+    for s in full + solo:
+        sandbox.delete(s.session_id)
+    config = dataclasses.replace(sandbox.config, archive_bucket="archive-bucket")
+    cleaner = sandbox.cleaner(config)
+    without_slot: list[str] = []
+
+    def check(model: Any, **_: Any) -> None:
+        if not getattr(pools[-1].slots._local, "holding", False):
+            without_slot.append(f"{model.name} on {threading.current_thread().name}")
+
+    for client in (cleaner.clients.apigateway, cleaner.clients.kms, cleaner.clients.s3):
+        client.meta.events.register("before-call", check)
+    cleaner.clients.archive.meta.events.register("before-call", check)
+
+    assert process_batch(event(*sandbox.removes()), FakeContext(), cleaner) == {
+        "batchItemFailures": []
+    }
+    assert sandbox.keys_under("sessions/") == []
+    assert without_slot == []
+    assert pools[-1].slots.peak_holders <= 2
