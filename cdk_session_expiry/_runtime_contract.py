@@ -176,6 +176,7 @@ METRIC_EXPIRED_GRANTS_RETIRED = "ExpiredSessionGrantsRetired"
 METRIC_GRANTS_WOULD_BE_RETIRED = "GrantsWouldBeRetired"
 METRIC_GRANT_SWEEP_FAILURES = "GrantSweepFailures"
 METRIC_GRANT_SWEEP_UNUSABLE_NAMES = "GrantSweepUnusableNames"
+METRIC_GRANT_SWEEP_INCOMPLETE = "GrantSweepIncomplete"
 
 # --- every value of each dimension the runtime emits (checked by the metric_* methods) -----
 REASONS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("REASON_"))

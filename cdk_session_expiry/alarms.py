@@ -338,6 +338,26 @@ def skipped_records_alarm(
     )
 
 
+def grant_sweep_incomplete_alarm(
+    scope: Construct, *, metric: cloudwatch.IMetric, actions: Sequence[cloudwatch.IAlarmAction]
+) -> cloudwatch.Alarm:
+    """``GrantSweepIncomplete`` above 0 in a period (construct id ``IncompleteAlarm``)."""
+    return _alarm(
+        scope,
+        "IncompleteAlarm",
+        metric=metric,
+        threshold=0,
+        description=(
+            "The grant sweep stopped at its time guard (or a failed ListGrants) before the last "
+            "grant of the key. Each run starts again from the first ListGrants page, so the "
+            "grants past that point are never checked and their orphans never retired. Raise "
+            "the grant sweep function's timeout (grant_sweep.function, up to 15 minutes) or "
+            "reduce the grants on the key (e.g. a grant_key per application)."
+        ),
+        actions=actions,
+    )
+
+
 def orphan_grants_alarm(
     scope: Construct, *, metric: cloudwatch.IMetric, actions: Sequence[cloudwatch.IAlarmAction]
 ) -> cloudwatch.Alarm:

@@ -689,7 +689,11 @@ class SessionExpiry(Construct):
             metrics_namespace=props.metrics_namespace,
             alarm_actions=props.actions,
         )
-        self.alarms += [self.grant_sweep.orphan_grants_alarm, self.grant_sweep.errors_alarm]
+        self.alarms += [
+            self.grant_sweep.orphan_grants_alarm,
+            self.grant_sweep.errors_alarm,
+            self.grant_sweep.incomplete_alarm,
+        ]
 
     def _add_ttl_health_alarm(self, props: SessionExpiryProps) -> None:
         #: Time to live deleted nothing over ``alarm_ttl_health_window`` while the table was

@@ -16,7 +16,9 @@ What it adds (assembled by :class:`GrantSweep`):
   (KMS Developer Guide, "Retiring and revoking grants");
 * on the cleanup role: ``kms:ListGrants`` on the grant key and ``dynamodb:GetItem`` on the
   table (plus decrypt with the table's customer managed key, if any);
-* an alarm on ``OrphanGrantsRetired`` above 0 (the stream path missed a session) and one on the
+* an alarm on ``OrphanGrantsRetired`` above 0 (the stream path missed a session), one on
+  ``GrantSweepIncomplete`` above 0 (a run stopped at its time guard: each run starts from the
+  first ``ListGrants`` page, so grants past that point are never checked) and one on the
   function's errors (a grant could not be checked or retired; the next run retries).
 
 Each run lists the key's grants (``ListGrants``, 100 a page) and retires each grant the store
@@ -105,7 +107,7 @@ class GrantSweep(Construct):
             principal, metrics namespace, dry run).
         log_retention: retention of the sweep's log group.
         metrics_namespace: namespace of the runtime's embedded metrics.
-        alarm_actions: actions of both alarms.
+        alarm_actions: actions of the three alarms.
     """
 
     def __init__(
@@ -160,6 +162,10 @@ class GrantSweep(Construct):
         self.orphan_grants_alarm = alarm_defaults.orphan_grants_alarm(
             self, metric=self.metric_orphan_grants_retired(), actions=alarm_actions
         )
+        #: ``GrantSweepIncomplete`` above 0: a run stopped before the key's last grant.
+        self.incomplete_alarm = alarm_defaults.grant_sweep_incomplete_alarm(
+            self, metric=self.metric_grant_sweep_incomplete(), actions=alarm_actions
+        )
         #: Any error of the sweep function (a grant could not be checked or retired).
         self.errors_alarm = alarm_defaults.errors_alarm(
             self,
@@ -185,6 +191,11 @@ class GrantSweep(Construct):
         """``GrantSweepUnusableNames`` (embedded metric): grants named ``session-expiry:…`` for
         the cleanup role whose name gives no key of the table, skipped (never retired), Sum."""
         return self._metric(contract.METRIC_GRANT_SWEEP_UNUSABLE_NAMES, options)
+
+    def metric_grant_sweep_incomplete(self, **options: Any) -> cloudwatch.Metric:
+        """``GrantSweepIncomplete`` (embedded metric): 1 per run that stopped at its time guard
+        (or a failed ``ListGrants``) before the key's last grant, 0 per complete run, Sum."""
+        return self._metric(contract.METRIC_GRANT_SWEEP_INCOMPLETE, options)
 
     def _metric(self, name: str, options: Mapping[str, Any]) -> cloudwatch.Metric:
         props: dict[str, Any] = {

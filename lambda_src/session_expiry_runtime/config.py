@@ -160,6 +160,9 @@ METRIC_GRANTS_WOULD_BE_RETIRED = "GrantsWouldBeRetired"
 METRIC_GRANT_SWEEP_FAILURES = "GrantSweepFailures"
 #: Grants named like the store's whose name gives no usable key of the table (skipped).
 METRIC_GRANT_SWEEP_UNUSABLE_NAMES = "GrantSweepUnusableNames"
+#: 1 when a run stopped at its time guard (or a failed ListGrants) before the last grant, else 0:
+#: the grants past it were not checked (each run starts from the first page). Alarmed above 0.
+METRIC_GRANT_SWEEP_INCOMPLETE = "GrantSweepIncomplete"
 
 # --- fan-out events (EventBridge PutEvents; the construct's rule patterns use the same) -----
 EVENT_SOURCE = "cdk-session-expiry"

@@ -40,8 +40,11 @@ In a dry run (``SESSION_EXPIRY_DRY_RUN``) nothing is retired: ``GrantsWouldBeRet
 Failures (a ``GetItem`` or ``RetireGrant`` that still fails after botocore's retries) are
 counted (``GrantSweepFailures``) and the handler raises after writing its metrics, so the
 function's errors alarm fires; the next run retries. Time guard: once the remaining time is
-below ``SESSION_EXPIRY_TIME_GUARD_MS``, no new page or grant is started (the run is reported
-incomplete; the next run continues).
+below ``SESSION_EXPIRY_TIME_GUARD_MS``, no new page or grant is started and the run is
+incomplete: ``GrantSweepIncomplete`` is 1 (0 after a run that reached the last page; a run that
+``ListGrants`` failed is incomplete too), and the construct alarms above 0. No marker is kept:
+each run starts again from the first ``ListGrants`` page, so grants beyond what one run can
+check are never checked until the function's timeout is raised or the key holds fewer grants.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ from .config import (
     ENV_TABLE_NAME,
     METRIC_EXPIRED_GRANTS_RETIRED,
     METRIC_GRANT_SWEEP_FAILURES,
+    METRIC_GRANT_SWEEP_INCOMPLETE,
     METRIC_GRANT_SWEEP_UNUSABLE_NAMES,
     METRIC_GRANTS_WOULD_BE_RETIRED,
     METRIC_ORPHAN_GRANTS_RETIRED,
@@ -301,12 +305,20 @@ class GrantSweeper:
         m = self.metrics
         m.count(METRIC_ORPHAN_GRANTS_RETIRED, report.orphans_retired)
         m.count(METRIC_EXPIRED_GRANTS_RETIRED, report.expired_retired)
+        m.count(METRIC_GRANT_SWEEP_INCOMPLETE, int(report.incomplete))
         if report.would_retire:
             m.count(METRIC_GRANTS_WOULD_BE_RETIRED, report.would_retire)
         if report.failures:
             m.count(METRIC_GRANT_SWEEP_FAILURES, report.failures)
         if report.unusable_names:
             m.count(METRIC_GRANT_SWEEP_UNUSABLE_NAMES, report.unusable_names)
+        if report.incomplete:
+            self.logger.warning(
+                "grant sweep incomplete after listing %d grant(s) on %d page(s): the rest were "
+                "not checked; the next run starts again from the first page",
+                report.listed,
+                report.pages,
+            )
         self.logger.info("grant sweep %s", report.as_dict(), extra={"grantSweep": report.as_dict()})
 
 

@@ -127,3 +127,15 @@ def test_the_unusable_names_metric_is_the_runtimes(synth: Synth) -> None:
         == "GrantSweepUnusableNames"
     )
     assert metric.statistic == "Sum"
+
+
+def test_incomplete_alarm_on_by_default_above_zero(synth: Synth) -> None:
+    sweep = synth.sessions.grant_sweep
+    assert sweep is not None
+    assert sweep.incomplete_alarm in synth.sessions.alarms
+    props = synth.props(sweep.incomplete_alarm)
+    assert props["MetricName"] == contract.METRIC_GRANT_SWEEP_INCOMPLETE == "GrantSweepIncomplete"
+    assert props["Namespace"] == "SessionExpiry"
+    assert (props["Threshold"], props["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+    assert props["Statistic"] == "Sum" and props["TreatMissingData"] == "notBreaching"
+    assert "Raise the grant sweep function's timeout" in props["AlarmDescription"]

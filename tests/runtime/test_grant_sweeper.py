@@ -372,3 +372,31 @@ def test_fails_without_the_settings_it_needs(sandbox: Sandbox) -> None:
             dynamodb_client=None,
             metrics=MetricsRecorder("x"),
         )
+
+
+def test_a_run_cut_by_the_time_guard_is_counted_incomplete_and_the_tail_stays(
+    grants: Grants, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Two live sessions' grants, then an orphan; the run has time for the first two grants only.
+    for i in range(2):
+        grants.session(f"live-{i}", "inc1", holds=grants.grant(f"live-{i}", "inc1"))
+    orphan = grants.grant("gone", "inc1")
+    looks = iter(range(1_000))
+    sweeper = grants.sweeper()
+
+    report = sweeper.sweep(out_of_time=lambda: next(looks) >= 2)
+
+    assert report.incomplete and report.kept_live == 2 and report.orphans_retired == 0
+    assert orphan in grants.alive()  # not checked: the alarm is the only signal
+    assert sweeper.metrics.snapshot()["GrantSweepIncomplete"] == 1
+    assert "grant sweep incomplete after listing 3 grant(s)" in caplog.text
+
+
+def test_a_complete_run_counts_incomplete_zero(grants: Grants) -> None:
+    grants.session("live", "inc1", holds=grants.grant("live", "inc1"))
+    sweeper = grants.sweeper()
+
+    report = sweeper.sweep(out_of_time=lambda: False)
+
+    assert not report.incomplete
+    assert sweeper.metrics.snapshot()["GrantSweepIncomplete"] == 0
