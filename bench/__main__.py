@@ -169,7 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     results_dir = harness.REPO / "bench" / "results"
     results_dir.mkdir(exist_ok=True)
-    (results_dir / "latest.json").write_text(json.dumps(data, indent=2, default=str))
+    # A quick run keeps the last full run's numbers (what --report-only renders) untouched.
+    raw = "latest-quick.json" if args.quick else "latest.json"
+    (results_dir / raw).write_text(json.dumps(data, indent=2, default=str))
 
     tables = report.tables(data)
     print(tables)

@@ -379,7 +379,18 @@ def _met(ok: bool) -> str:
 
 
 def goals_table(data: dict[str, Any]) -> str:
-    """Issue 13's goals, each with measured / goal / met."""
+    """Issue 13's goals, each with measured / goal / met (a quick run says it judges nothing)."""
+    table = _goals_rows(data)
+    if data.get("quick"):
+        return (
+            "**Quick run (`--quick`): sizes too small to judge the goals (fewer sessions than "
+            "calls in flight); the statuses below only show the bench works. Run `make bench`.**"
+            "\n\n" + table
+        )
+    return table
+
+
+def _goals_rows(data: dict[str, Any]) -> str:
     memory = data["synth"]["defaults"]["memory_mb"]
     rows = []
     by = _by_scenario(data)

@@ -7,5 +7,12 @@ from .assets import CLEANUP_RUNTIME
 from .construct import SessionExpiry
 from .custom_steps import CustomCleanupStep
 from .filters import CleanupEventFilter
+from .validation import PropTypeError
 
-__all__ = ["CLEANUP_RUNTIME", "CleanupEventFilter", "CustomCleanupStep", "SessionExpiry"]
+__all__ = [
+    "CLEANUP_RUNTIME",
+    "CleanupEventFilter",
+    "CustomCleanupStep",
+    "PropTypeError",
+    "SessionExpiry",
+]

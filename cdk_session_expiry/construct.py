@@ -124,9 +124,9 @@ class SessionExpiry(Construct):
             (1 is enough); only with ``expiry_sweep_interval``, and 1 below a minute. Default:
             none reserved, except 1 for a sub-minute sweeper.
         max_workers: cleanup calls in flight per invocation (the step pool), 1..64. Default:
-            32 (``make bench``: with 16, 20 ms calls and four calls a session, one invocation
-            reached ~10 times the one-call-at-a-time baseline; with 32, ~13 times, at the same
-            CPU per session).
+            32 (``make bench``, 20 ms a call: with no scratch objects, four calls a session, one
+            invocation reaches ~10.5 times the one-call-at-a-time baseline with 16 and ~12 times
+            with 32; with 50 objects a session it is CPU-bound and both reach ~10 times).
         metrics_namespace: CloudWatch namespace of the runtime's embedded metrics. Default:
             ``"SessionExpiry"``.
         event_filter: which REMOVE records reach the cleanup function. Default:

@@ -11,7 +11,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 
-from cdk_session_expiry import SessionExpiry
+from cdk_session_expiry import PropTypeError, SessionExpiry
 
 
 @pytest.fixture
@@ -416,8 +416,9 @@ def test_fails_table_v2_without_stream(stack: Stack) -> None:
     ],
 )
 def test_fails_prop_of_the_wrong_type(stack: Stack, prop: str, value: Any, expected: str) -> None:
-    with pytest.raises(TypeError, match=f"^{prop}=.*" + re.escape(expected)):
+    with pytest.raises(PropTypeError, match=f"^{prop}=.*" + re.escape(expected)) as raised:
         SessionExpiry(stack, "Sessions", **{prop: value})
+    assert isinstance(raised.value, TypeError) and isinstance(raised.value, ValueError)
 
 
 def test_fails_a_bucket_given_as_websocket_stage_names_the_bucket_by_path(stack: Stack) -> None:
