@@ -43,8 +43,12 @@ must stay with Lambda.
 
 **When a message is deleted.** Only when its whole range was read back (or its payload covers
 it), it holds at least one ``REMOVE`` record, and every ``REMOVE`` record in it was cleaned.
-Anything else keeps the message and reports why (:data:`STATUSES`). Records that are not
-``REMOVE`` records are skipped (the cleanup skips them too) and do not keep a message.
+Anything else keeps the message and reports why (:data:`STATUSES`). A ``REMOVE`` record with a
+step that refused what its image names (a grant not provably the session's own, a scratch prefix
+that is not its own: ``GrantsRefused``, ``ScratchPrefixesRefused``) is not cleaned: it is in
+``not_cleaned`` as ``refused`` and in ``refused`` with each step and why, and the message is
+kept. Records that are not ``REMOVE`` records are skipped (the cleanup skips them too) and do
+not keep a message.
 
 **One message's error is that message's.** Malformed metadata (a shard id or sequence number
 of a length the Streams API refuses, or anything else botocore refuses with
@@ -99,12 +103,14 @@ from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 from .cleaner import (
     OUTCOME_CLEANED,
     OUTCOME_DRY_RUN,
+    STEP_REFUSED,
     RecordResult,
     SessionCleaner,
     build_clients,
     process_batch,
 )
 from .config import (
+    ACTION_RETIRE_GRANT,
     ENV_AGENT_RUNTIME_ARN,
     ENV_BROWSER_ID,
     ENV_CODE_INTERPRETER_ID,
@@ -127,6 +133,7 @@ from .failure_records import (
 from .metrics import MetricsRecorder
 from .removed_items import ItemStillInTable, check_removed
 from .replay_trust import TrustedStreams, resolve_trusted_streams
+from .steps.grant import REFUSAL_FIELD as GRANT_REFUSAL_FIELD
 from .stream_records import to_lambda_record
 
 #: DynamoDB Streams keeps records for 24 hours (DynamoDB Developer Guide, "Change data capture
@@ -150,9 +157,10 @@ STATUS_AGED_OUT = "aged-out"
 #: cover its range (empty, records of the wrong shape, another stream or range): kept.
 STATUS_INVALID = "invalid"
 #: The range holds no REMOVE record, or none of its REMOVE records was cleaned (all skipped,
-#: e.g. no old image or nothing the configured targets can clean): kept.
+#: e.g. no old image or nothing the configured targets can clean, or a step refused): kept.
 STATUS_NOTHING_CLEANED = "nothing-cleaned"
-#: Some REMOVE records were cleaned, others were skipped (see ``not_cleaned``): kept.
+#: Some REMOVE records were cleaned, others were skipped or had a step refused (see
+#: ``not_cleaned`` and ``refused``): kept.
 STATUS_PARTLY_CLEANED = "partly-cleaned"
 #: ``--dry-run``: every REMOVE record would be cleaned (nothing was changed; kept).
 STATUS_DRY_RUN = "dry-run"
@@ -218,7 +226,9 @@ class ReplayOutcome:
         cleaned: ``REMOVE`` records cleaned (with ``--dry-run``: that would be).
         failed_sequence_numbers: records that failed again.
         not_cleaned: sequence number -> skip cause (``config.CAUSE_*``) of each ``REMOVE``
-            record that was skipped.
+            record that was skipped, or ``refused`` when a step refused what it names.
+        refused: sequence number -> {step name (``config.ACTION_*``) -> why it refused} of each
+            ``REMOVE`` record with a refused step (such a record is never counted as cleaned).
         error: why the message was kept, when that is not in the fields above.
         deleted: the message (object) was deleted.
     """
@@ -230,6 +240,7 @@ class ReplayOutcome:
     cleaned: int = 0
     failed_sequence_numbers: list[str] = field(default_factory=list)
     not_cleaned: dict[str, str] = field(default_factory=dict)
+    refused: dict[str, dict[str, str]] = field(default_factory=dict)
     error: str | None = None
     deleted: bool = False
 
@@ -375,8 +386,10 @@ def replay_records(
 
     ``replayed`` (``dry-run``) only when there is at least one ``REMOVE`` record and every one
     was cleaned (would be); ``failed`` when a record failed again; ``nothing-cleaned`` /
-    ``partly-cleaned`` when ``REMOVE`` records were skipped. With ``dry_run`` (or a dry-run
-    ``cleaner``) the records are classified and previewed, and nothing is changed.
+    ``partly-cleaned`` when ``REMOVE`` records were skipped or had a step refused (a refused
+    grant or scratch prefix is left in place: the record is not cleaned, see ``refused``). With
+    ``dry_run`` (or a dry-run ``cleaner``) the records are classified and previewed, and
+    nothing is changed.
     """
     dry_run = dry_run or cleaner.config.dry_run
     recording = _RecordingCleaner(cleaner, dry_run=dry_run)
@@ -391,12 +404,13 @@ def replay_records(
     )
     done = OUTCOME_DRY_RUN if dry_run else OUTCOME_CLEANED
     results = recording.results
-    cleaned = {s for s in removes if s in results and results[s].outcome == done}
-    not_cleaned: dict[str, str] = {}
-    for number in removes:
-        if number not in cleaned and number not in failed:
-            result = results.get(number)
-            not_cleaned[number] = (result.cause or result.outcome) if result else "not-run"
+    refused = {s: why for s in removes if s in results and (why := _refusals(results[s]))}
+    cleaned = {s for s in removes if s not in refused and _outcome(results.get(s)) == done}
+    not_cleaned = {
+        s: (STEP_REFUSED if s in refused else _cause(results.get(s)))
+        for s in removes
+        if s not in cleaned and s not in failed
+    }
     outcome = ReplayOutcome(
         source,
         STATUS_FAILED,
@@ -405,21 +419,45 @@ def replay_records(
         cleaned=len(cleaned),
         failed_sequence_numbers=failed,
         not_cleaned=not_cleaned,
+        refused=refused,
     )
-    if failed:
-        return outcome
-    if not removes:
+    if not failed:
+        _judge(outcome, dry_run=dry_run)
+    return outcome
+
+
+def _outcome(result: RecordResult | None) -> str | None:
+    return result.outcome if result else None
+
+
+def _cause(result: RecordResult | None) -> str:
+    return (result.cause or result.outcome) if result else "not-run"
+
+
+def _refusals(result: RecordResult) -> dict[str, str]:
+    """Each step that refused what ``result``'s image names -> why (its log field: the grant
+    step's ``grantRefusal``, :meth:`.steps.base.Plan.refused`'s ``refusal``)."""
+    fields = {ACTION_RETIRE_GRANT: GRANT_REFUSAL_FIELD}
+    return {
+        step: str(result.log.get(fields.get(step, "refusal"), STEP_REFUSED))
+        for step in result.refused_steps
+    }
+
+
+def _judge(outcome: ReplayOutcome, *, dry_run: bool) -> None:
+    """Set the status (and why it is kept) of an outcome whose records did not fail again."""
+    see = "see not_cleaned for each cause" + (", refused for each step" if outcome.refused else "")
+    if not outcome.removes:
         outcome.status = STATUS_NOTHING_CLEANED
         outcome.error = "the range holds no REMOVE record: nothing to clean"
-    elif not cleaned:
+    elif not outcome.cleaned:
         outcome.status = STATUS_NOTHING_CLEANED
-        outcome.error = "no REMOVE record was cleaned (see not_cleaned for each cause)"
-    elif len(cleaned) < len(removes):
+        outcome.error = f"no REMOVE record was cleaned ({see})"
+    elif outcome.cleaned < outcome.removes:
         outcome.status = STATUS_PARTLY_CLEANED
-        outcome.error = "some REMOVE records were skipped (see not_cleaned for each cause)"
+        outcome.error = f"some REMOVE records were skipped or refused ({see})"
     else:
         outcome.status = STATUS_DRY_RUN if dry_run else STATUS_REPLAYED
-    return outcome
 
 
 def _error_text(exc: BaseException) -> str:
@@ -654,10 +692,13 @@ class StderrMetricsRecorder(MetricsRecorder):
 
 EPILOG = """\
 stdout: one JSON object per line, one line per message (object), written as each is done:
-  source, status, records, removes, cleaned, failed_sequence_numbers, not_cleaned, error, deleted.
+  source, status, records, removes, cleaned, failed_sequence_numbers, not_cleaned, refused,
+  error, deleted.
   status: replayed (every REMOVE record cleaned; the message is deleted) | dry-run |
   failed | aged-out | invalid | foreign-stream | still-in-table | nothing-cleaned |
-  partly-cleaned (all kept).
+  partly-cleaned (all kept). A REMOVE record whose grant or scratch prefix a step refused is
+  not cleaned: not_cleaned says "refused", refused names each step and why; kept, even with
+  --delete.
 stderr: metrics (embedded metric format), logs, the table whose streams are trusted, and why
   a run could not start.
 
