@@ -16,7 +16,8 @@ A **cleanup step** is one small unit that removes one kind of resource an expire
   ``Plan.nothing()``         nothing to do for this session; not logged, not counted.
   ``Plan.refused(...)``      the image names something the step will never touch (e.g. a prefix
                              outside the scratch root): logged ``refused``, counted, never
-                             retried, and the record still counts as cleaned.
+                             retried; the Lambda path counts the record as cleaned (the
+                             refusal metrics are alarmed), replay keeps its message.
   ``Plan.missing(...)``      the attributes it needs are absent (``missing``) or unusable
                              (``invalid``); when no step of a record runs, the record is skipped
                              with cause ``MissingAttributes``.
