@@ -43,7 +43,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -236,11 +235,10 @@ class CleanupRunner:
         session = self._session(record)
         if isinstance(session, RecordResult):
             return session
-        ctx = StepContext(session, out_of_time, log=self._session_log(session))
-        if step_pool is not None:
-            ctx.waiting = step_pool.slots.lent
+        slots = step_pool.slots if step_pool is not None else None
+        ctx = StepContext(session, out_of_time, log=self._session_log(session), slots=slots)
         tally = _Tally()
-        if self._run_gates(ctx, tally, step_pool):
+        if self._run_gates(ctx, tally):
             plans = [(step, step.plan(session)) for step in self.session_steps]
             for step, plan in plans:
                 tally.add_plan(step, plan, ctx)
@@ -284,27 +282,29 @@ class CleanupRunner:
 
     # --- steps ---------------------------------------------------------------------------
     def _attempt(self, step: CleanupStep, plan: Plan, ctx: StepContext) -> Attempt:
-        """Run (or, in a dry run, preview) one step and classify what it raised."""
+        """Run (or, in a dry run, preview) one step and classify what it raised. The attempt
+        holds a call slot, on a pool thread or the record's own (gates, a record's single step):
+        record and pool threads together never exceed ``max_workers`` calls in flight."""
         # The one gate of every change-making call: in a dry run only ``preview`` runs.
         call = step.preview if self.config.dry_run else step.run
         try:
-            return step.name, call(plan, ctx), None
+            with ctx.holding():
+                return step.name, call(plan, ctx), None
         except StepFailed as exc:
             return step.name, STEP_FAILED, (exc.action, exc.detail)
         except Exception as exc:
             return step.name, STEP_FAILED, (step.name, error_text(exc))
 
-    def _run_gates(self, ctx: StepContext, tally: _Tally, step_pool: StepPool | None) -> bool:
-        """Run the gate steps in order, on the record's thread holding a call slot; ``False``
-        (stop) as soon as one fails."""
+    def _run_gates(self, ctx: StepContext, tally: _Tally) -> bool:
+        """Run the gate steps in order, on the record's thread; ``False`` (stop) as soon as one
+        fails."""
         for step in self.gate_steps:
             plan = step.plan(ctx.session)
             if plan.status != PLAN_RUN:
                 tally.add_plan(step, plan, ctx)
                 continue
             ctx.log.update(plan.log)
-            with _call_slot(step_pool):
-                attempt = self._attempt(step, plan, ctx)
+            attempt = self._attempt(step, plan, ctx)
             tally.add_attempt(attempt)
             if attempt[2] is not None:
                 return False
@@ -325,10 +325,7 @@ class CleanupRunner:
         if step_pool is not None and len(runnable) > 1:
             futures = [step_pool.submit(self._attempt, step, plan, ctx) for step, plan in runnable]
             return [future.result() for future in futures]
-        # One step (or no pool): on the record's own thread, which holds a call slot meanwhile,
-        # so record threads and pool threads together never exceed ``max_workers`` calls.
-        with _call_slot(step_pool):
-            return [self._attempt(step, plan, ctx) for step, plan in runnable]
+        return [self._attempt(step, plan, ctx) for step, plan in runnable]
 
     def _finish(self, record: StreamRecord, ctx: StepContext, tally: _Tally) -> RecordResult:
         log = ctx.log
@@ -408,11 +405,6 @@ class CleanupRunner:
 
 
 _WARNING_CAUSES = (CAUSE_NO_OLD_IMAGE, CAUSE_MISSING_ATTRIBUTES, CAUSE_NO_SEQUENCE_NUMBER)
-
-
-def _call_slot(step_pool: StepPool | None) -> AbstractContextManager[None]:
-    """One of the step pool's call slots for the block; nothing without a pool."""
-    return step_pool.slots.held() if step_pool is not None else nullcontext()
 
 
 def _level(result: RecordResult, fields: Mapping[str, Any]) -> int:

@@ -48,7 +48,11 @@ class CallSlots:
 
     @contextmanager
     def held(self) -> Iterator[None]:
-        """Hold a slot for the block (waits for one to be free)."""
+        """Hold a slot for the block (waits for one to be free); a thread that already holds
+        one keeps it and takes no second."""
+        if getattr(self._local, "holding", False):
+            yield
+            return
         self._acquire()
         try:
             yield

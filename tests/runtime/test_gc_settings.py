@@ -12,7 +12,6 @@ import gc
 import importlib
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import pytest
 from runtime_support import FakeContext, Sandbox
@@ -21,12 +20,10 @@ from session_expiry_runtime import handler as handler_module
 
 
 @pytest.fixture
-def collector_restored() -> Iterator[tuple[int, int, int]]:
-    """The test process's collector settings, put back after the test."""
-    before = gc.get_threshold()
-    yield before
-    gc.unfreeze()
-    gc.set_threshold(*before)
+def collector_restored() -> tuple[int, int, int]:
+    """The test process's collector thresholds at the start; ``tests/conftest.py`` puts the
+    collector back after every test."""
+    return gc.get_threshold()
 
 
 def test_first_invocation_freezes_the_clients_and_raises_the_young_threshold(

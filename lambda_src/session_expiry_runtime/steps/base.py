@@ -63,7 +63,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -80,6 +80,9 @@ from ..outcomes import (
     error_code,
     error_text,
 )
+
+if TYPE_CHECKING:
+    from ..step_pool import CallSlots
 
 PLAN_RUN = "run"
 PLAN_NOTHING = "nothing"
@@ -155,12 +158,19 @@ class StepContext:
     session: Session
     out_of_time: Callable[[], bool] = lambda: False
     log: dict[str, Any] = field(default_factory=dict)
-    #: Wrap a wait that makes no call of its own (for another step's shared call) in
-    #: ``with ctx.waiting():`` so the step's call slot serves other calls meanwhile
-    #: (:mod:`..step_pool`); a no-op outside the step pool.
-    waiting: Callable[[], AbstractContextManager[None]] = nullcontext
+    #: The invocation's call slots (:mod:`..step_pool`); ``None`` outside the step pool.
+    slots: CallSlots | None = None
     objects_deleted: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def holding(self) -> AbstractContextManager[None]:
+        """A call slot for the block (the runner runs every step attempt in one)."""
+        return self.slots.held() if self.slots is not None else nullcontext()
+
+    def waiting(self) -> AbstractContextManager[None]:
+        """Wrap a wait that makes no call of its own (for another step's shared call), so the
+        step's call slot serves other calls meanwhile."""
+        return self.slots.lent() if self.slots is not None else nullcontext()
 
     def note(self, name: str, value: Any) -> None:
         """Add a (JSON-ready) field to the record's log line."""
