@@ -8,8 +8,10 @@ that waits costs a thread, not a call: the other sessions' calls go on. The pool
 many threads as slots, so up to ``max_workers`` steps may wait that way while as many others
 make calls.
 
-Steps that a record thread runs itself (a record with one step to run, the gate steps) hold no
-slot, as before this pool existed.
+Steps that a record thread runs itself (a record with one step to run, the gate steps) hold a
+slot too: the runner takes one around every step attempt
+(:meth:`~.steps.base.StepContext.holding`), so record threads and pool threads together never
+have more than ``max_workers`` calls in flight.
 """
 
 from __future__ import annotations
