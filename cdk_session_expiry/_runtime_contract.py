@@ -178,7 +178,33 @@ METRIC_GRANT_SWEEP_FAILURES = "GrantSweepFailures"
 METRIC_GRANT_SWEEP_UNUSABLE_NAMES = "GrantSweepUnusableNames"
 METRIC_GRANT_SWEEP_INCOMPLETE = "GrantSweepIncomplete"
 
+# --- ownership records (issue 20; same values as session_expiry_runtime.config) ------------
+ENV_OWNERSHIP_TABLE_NAME = "SESSION_EXPIRY_OWNERSHIP_TABLE_NAME"
+ENV_INCARNATION_ATTRIBUTE = "SESSION_EXPIRY_INCARNATION_ATTRIBUTE"
+DEFAULT_INCARNATION_ATTRIBUTE = "incarnation"
+ENV_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE = "SESSION_EXPIRY_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE"
+ENV_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE = "SESSION_EXPIRY_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE"
+ENV_BROWSER_SESSION_IDS_ATTRIBUTE = "SESSION_EXPIRY_BROWSER_SESSION_IDS_ATTRIBUTE"
+DEFAULT_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE = "agentRuntimeSessionIds"
+DEFAULT_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE = "codeInterpreterSessionIds"
+DEFAULT_BROWSER_SESSION_IDS_ATTRIBUTE = "browserSessionIds"
+DEFAULT_GRANT_CONSISTENCY_SECONDS = 300
+ENV_GRANT_SWEEP_PENDING_SECONDS = "SESSION_EXPIRY_GRANT_SWEEP_PENDING_SECONDS"
+DEFAULT_GRANT_SWEEP_PENDING_SECONDS = 7 * 3600
+METRIC_RESOURCES_REFUSED = "ResourcesRefused"
+DIMENSION_REFUSAL = "Refusal"
+#: Values of the ``Refusal`` dimension of ``ResourcesRefused``.
+REFUSAL_NOT_OWNED = "NotOwned"
+REFUSAL_UNCLAIMED = "Unclaimed"
+REFUSAL_SUPERSEDED = "Superseded"
+REFUSAL_LEGACY = "Legacy"
+REFUSAL_CLAIM_EXPIRED = "ClaimExpired"
+#: Refusals that only a forged image or a writer bypassing SessionStore produce: alarmed.
+ALARMED_REFUSALS: tuple[str, ...] = (REFUSAL_NOT_OWNED, REFUSAL_UNCLAIMED)
+ACTION_OWNERSHIP = "Ownership"
+
 # --- every value of each dimension the runtime emits (checked by the metric_* methods) -----
 REASONS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("REASON_"))
 ACTIONS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("ACTION_"))
 CAUSES: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("CAUSE_"))
+REFUSALS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("REFUSAL_"))

@@ -24,6 +24,7 @@ SHARED_PREFIXES = (
     "REASON_",
     "ACTION_",
     "CAUSE_",
+    "REFUSAL_",
 )
 SHARED_NAMES = sorted(n for n in dir(infra) if n.startswith(SHARED_PREFIXES))
 PACKAGE = Path(infra.__file__).resolve().parent

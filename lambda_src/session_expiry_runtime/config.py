@@ -181,6 +181,50 @@ DEFAULT_NOT_AFTER_ATTRIBUTE = "notAfter"
 DEFAULT_MAX_SESSION_LIFETIME_SECONDS = 8 * 3600
 
 
+# --- ownership records (issue 20; same values on both sides) ---------------------------------
+#: The ownership table (see :mod:`.ownership`): which session incarnation holds each
+#: connection, AgentCore session and grant id. Set when a claimed target is configured.
+ENV_OWNERSHIP_TABLE_NAME = "SESSION_EXPIRY_OWNERSHIP_TABLE_NAME"
+#: String: the session incarnation (also the last segment of its scratch prefix).
+ENV_INCARNATION_ATTRIBUTE = "SESSION_EXPIRY_INCARNATION_ATTRIBUTE"
+DEFAULT_INCARNATION_ATTRIBUTE = "incarnation"
+#: String Sets of every AgentCore session id of each kind attached to a session (the single
+#: ``agentRuntimeSessionId``-style attributes keep the latest one, and are all that items
+#: written before the sets hold).
+ENV_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE = "SESSION_EXPIRY_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE"
+ENV_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE = "SESSION_EXPIRY_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE"
+ENV_BROWSER_SESSION_IDS_ATTRIBUTE = "SESSION_EXPIRY_BROWSER_SESSION_IDS_ATTRIBUTE"
+DEFAULT_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE = "agentRuntimeSessionIds"
+DEFAULT_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE = "codeInterpreterSessionIds"
+DEFAULT_BROWSER_SESSION_IDS_ATTRIBUTE = "browserSessionIds"
+#: KMS: "there might be a brief delay, usually less than five minutes, until the grant is
+#: available throughout AWS KMS" (AWS KMS API Reference, CreateGrant). A grant this young that
+#: KMS does not find is retried, not counted retired.
+DEFAULT_GRANT_CONSISTENCY_SECONDS = 300
+#: The grant sweep treats a grant whose claim is unreleased and whose session item is gone as
+#: pending on the stream path (not an orphan) until it has been seen gone this long: the event
+#: source mapping's maximum record age (6 hours by default) plus an hour. Set by the construct.
+ENV_GRANT_SWEEP_PENDING_SECONDS = "SESSION_EXPIRY_GRANT_SWEEP_PENDING_SECONDS"
+DEFAULT_GRANT_SWEEP_PENDING_SECONDS = 7 * 3600
+#: Resource ids an old image named that the cleanup did not act on (dimension Refusal).
+METRIC_RESOURCES_REFUSED = "ResourcesRefused"
+DIMENSION_REFUSAL = "Refusal"
+#: The ownership record names another session (a forged image, or a writer that bypasses
+#: SessionStore). Alarmed.
+REFUSAL_NOT_OWNED = "NotOwned"
+#: No ownership record for an id of an item written with ownership records. Alarmed.
+REFUSAL_UNCLAIMED = "Unclaimed"
+#: A later incarnation of this key, or a later session, holds the id now. Counted only.
+REFUSAL_SUPERSEDED = "Superseded"
+#: An item written before ownership records existed: its ids are never acted on (each resource
+#: ends by its own limit). Counted only.
+REFUSAL_LEGACY = "Legacy"
+#: The REMOVE came after the ownership record's retention (notAfter + 2 days). Counted only.
+REFUSAL_CLAIM_EXPIRED = "ClaimExpired"
+#: Reading, marking or releasing ownership records failed (the record fails and is retried).
+ACTION_OWNERSHIP = "Ownership"
+
+
 def _is_url(value: str, schemes: tuple[str, ...]) -> bool:
     scheme, sep, rest = value.partition("://")
     return bool(sep) and scheme in schemes and bool(rest.split("/", 1)[0])
@@ -302,6 +346,14 @@ class RuntimeConfig:
     #: :func:`session_expiry_runtime.steps.custom.load_custom_steps` when the cleanup starts.
     custom_steps: str | None = None
     grant_sweep_grace_seconds: int = DEFAULT_GRANT_SWEEP_GRACE_SECONDS
+    #: The ownership table (:mod:`.ownership`); ``None``: no ownership records are written or
+    #: read (no connection, AgentCore or grant target is configured).
+    ownership_table_name: str | None = None
+    incarnation_attribute: str = DEFAULT_INCARNATION_ATTRIBUTE
+    agent_runtime_session_ids_attribute: str = DEFAULT_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE
+    code_interpreter_session_ids_attribute: str = DEFAULT_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE
+    browser_session_ids_attribute: str = DEFAULT_BROWSER_SESSION_IDS_ATTRIBUTE
+    grant_sweep_pending_seconds: int = DEFAULT_GRANT_SWEEP_PENDING_SECONDS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeConfig:
@@ -373,5 +425,16 @@ class RuntimeConfig:
             custom_steps=e.get(ENV_CUSTOM_STEPS) or None,
             grant_sweep_grace_seconds=positive_int(
                 ENV_GRANT_SWEEP_GRACE_SECONDS, DEFAULT_GRANT_SWEEP_GRACE_SECONDS
+            ),
+            ownership_table_name=e.get(ENV_OWNERSHIP_TABLE_NAME) or None,
+            incarnation_attribute=e.get(ENV_INCARNATION_ATTRIBUTE) or DEFAULT_INCARNATION_ATTRIBUTE,
+            agent_runtime_session_ids_attribute=e.get(ENV_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE)
+            or DEFAULT_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE,
+            code_interpreter_session_ids_attribute=e.get(ENV_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE)
+            or DEFAULT_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE,
+            browser_session_ids_attribute=e.get(ENV_BROWSER_SESSION_IDS_ATTRIBUTE)
+            or DEFAULT_BROWSER_SESSION_IDS_ATTRIBUTE,
+            grant_sweep_pending_seconds=positive_int(
+                ENV_GRANT_SWEEP_PENDING_SECONDS, DEFAULT_GRANT_SWEEP_PENDING_SECONDS
             ),
         )

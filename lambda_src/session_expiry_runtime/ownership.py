@@ -1,0 +1,257 @@
+"""Ownership records: which session incarnation a connection, agent session or grant belongs to.
+
+An old image is whatever the last writer of an item wrote, so the ids it names (a WebSocket
+connection id, an Amazon Bedrock AgentCore session id, a KMS grant id) are only a question.
+The answer is an **ownership record** (a *claim*) in the construct's ownership table, written by
+:class:`~session_expiry_runtime.store.SessionStore` *before* (or atomically with) the id is
+recorded on the session, with a condition that refuses an id another live session holds:
+
+=================  ==================================================================
+attribute          value
+=================  ==================================================================
+``resource``       partition key: ``<kind>#<id>`` (:func:`resource_key`)
+``owner``          the owning item's key, canonical (:func:`owner_token`)
+``incarnation``    the owning session incarnation (the session item's ``incarnation``)
+``state``          ``held`` → ``releasing`` (the cleanup is acting) → ``released``
+``stateSince``     epoch seconds of the last state change
+``claimedAt``      epoch seconds of the claim
+``notAfter``       the owner's absolute end (epoch seconds): after it the owner cannot be live
+``expiresAt``      time to live: ``notAfter`` + :data:`CLAIM_RETENTION_SECONDS`
+=================  ==================================================================
+
+The cleanup acts on an id only when its claim names the REMOVE record's own ``Keys`` (which no
+writer of the item can change) and the old image's incarnation (:func:`classify`); anything else
+is refused and counted by reason. Pure functions and names only: no AWS calls. The store writes
+claims (``store``), the cleanup checks and releases them (``claims``), the grant sweep reads them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from .config import (
+    REFUSAL_CLAIM_EXPIRED,
+    REFUSAL_LEGACY,
+    REFUSAL_NOT_OWNED,
+    REFUSAL_SUPERSEDED,
+    REFUSAL_UNCLAIMED,
+)
+
+__all__ = [
+    "ALARMED_REFUSALS",
+    "ATTR_CLAIMED_AT",
+    "ATTR_EXPIRES_AT",
+    "ATTR_INCARNATION",
+    "ATTR_NOT_AFTER",
+    "ATTR_OWNER",
+    "ATTR_RESOURCE",
+    "ATTR_STATE",
+    "ATTR_STATE_SINCE",
+    "CLAIM_RETENTION_SECONDS",
+    "KINDS",
+    "RELEASING_STALE_SECONDS",
+    "Claim",
+    "Verdict",
+    "classify",
+    "owner_token",
+    "resource_key",
+]
+
+# --- resource kinds (the first part of the ``resource`` key) ---------------------------------
+KIND_CONNECTION = "connection"
+KIND_AGENT_RUNTIME = "agentRuntime"
+KIND_CODE_INTERPRETER = "codeInterpreter"
+KIND_BROWSER = "browser"
+KIND_GRANT = "grant"
+KINDS = (KIND_CONNECTION, KIND_AGENT_RUNTIME, KIND_CODE_INTERPRETER, KIND_BROWSER, KIND_GRANT)
+
+# --- attributes of an ownership record -------------------------------------------------------
+ATTR_RESOURCE = "resource"
+ATTR_OWNER = "owner"
+ATTR_INCARNATION = "incarnation"
+ATTR_STATE = "state"
+ATTR_STATE_SINCE = "stateSince"
+ATTR_CLAIMED_AT = "claimedAt"
+ATTR_NOT_AFTER = "notAfter"
+#: The ownership table's time to live attribute (Number, epoch seconds).
+ATTR_EXPIRES_AT = "expiresAt"
+
+STATE_HELD = "held"
+STATE_RELEASING = "releasing"
+STATE_RELEASED = "released"
+
+#: An ownership record outlives its owner's absolute end by this much (2 days: the TTL deletion
+#: lag the construct already allows for, "typically within 48 hours"), so a REMOVE record that
+#: DynamoDB's time to live writes late still finds it.
+CLAIM_RETENTION_SECONDS = 2 * 24 * 3600
+#: A claim left ``releasing`` this long (a cleanup that stopped between its mark and its act)
+#: may be taken by a new claimant: the cleanup's own run is bounded by its 15-minute maximum.
+RELEASING_STALE_SECONDS = 15 * 60
+
+# --- verdicts ----------------------------------------------------------------------------------
+#: The claim names the record's key and incarnation: act.
+VERDICT_OWNED = "owned"
+#: Owned, and an earlier run already released it: the act is done, make no call.
+VERDICT_RELEASED = "released"
+# Refusals are the ``Refusal`` dimension values of ``ResourcesRefused`` (``config.REFUSAL_*``).
+#: Refusals only a forged image or a writer other than ``SessionStore`` produces: alarmed. The
+#: others happen in normal operation (an id reused by a later incarnation, items written before
+#: ownership records existed, a REMOVE later than the claim's retention) and are counted only.
+ALARMED_REFUSALS = frozenset({REFUSAL_NOT_OWNED, REFUSAL_UNCLAIMED})
+
+
+def resource_key(kind: str, resource_id: str) -> str:
+    """The ownership table's partition key value for one resource.
+
+    Raises:
+        ValueError: an unknown ``kind`` or an empty ``resource_id``.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"resource kind {kind!r}: expected one of {list(KINDS)}")
+    if not isinstance(resource_id, str) or not resource_id:
+        raise ValueError(f"resource id {resource_id!r}: expected a non-empty string")
+    return f"{kind}#{resource_id}"
+
+
+def owner_token(key: Mapping[str, str]) -> str:
+    """The canonical form of an item's key: base64url (no padding) of its compact, sorted JSON.
+
+    The same encoding a grant name carries (:mod:`.grant_names`), so two keys are the same
+    owner exactly when their tokens are equal.
+
+    Raises:
+        ValueError: ``key`` is not a non-empty mapping of non-empty strings to non-empty strings.
+    """
+    if (
+        not isinstance(key, Mapping)
+        or not key
+        or not all(isinstance(k, str) and k and isinstance(v, str) and v for k, v in key.items())
+    ):
+        raise ValueError(
+            f"owner key {key!r}: expected a non-empty mapping of attribute names to non-empty "
+            "String values, e.g. {'pk': 's-1'}"
+        )
+    text = json.dumps(dict(key), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return base64.urlsafe_b64encode(text.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One ownership record as read from the table (numbers in epoch seconds)."""
+
+    resource: str
+    owner: str
+    incarnation: str
+    state: str
+    claimed_at: Decimal
+    not_after: Decimal
+    state_since: Decimal
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any] | None) -> Claim | None:
+        """A claim from a low-level DynamoDB item (``{"S": ...}``/``{"N": ...}`` values);
+        ``None`` for no item or one that is not a well-formed claim (treated as no claim)."""
+        if not item:
+            return None
+        texts = {n: _text(item.get(n)) for n in (ATTR_RESOURCE, ATTR_OWNER, ATTR_INCARNATION)}
+        state = _text(item.get(ATTR_STATE))
+        numbers = {n: _number(item.get(n)) for n in (ATTR_CLAIMED_AT, ATTR_NOT_AFTER)}
+        if None in texts.values() or None in numbers.values() or state not in _STATES:
+            return None
+        since = _number(item.get(ATTR_STATE_SINCE))
+        return cls(
+            resource=str(texts[ATTR_RESOURCE]),
+            owner=str(texts[ATTR_OWNER]),
+            incarnation=str(texts[ATTR_INCARNATION]),
+            state=str(state),
+            claimed_at=numbers[ATTR_CLAIMED_AT] or Decimal(0),
+            not_after=numbers[ATTR_NOT_AFTER] or Decimal(0),
+            state_since=since if since is not None else numbers[ATTR_CLAIMED_AT] or Decimal(0),
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the cleanup may do with one resource id: ``status`` is :data:`VERDICT_OWNED`,
+    :data:`VERDICT_RELEASED` or one of the ``REFUSAL_*`` values; ``claim`` is what was read."""
+
+    status: str
+    claim: Claim | None = None
+
+    @property
+    def owned(self) -> bool:
+        """The cleanup may act (or has already acted) on the id."""
+        return self.status in (VERDICT_OWNED, VERDICT_RELEASED)
+
+    @property
+    def alarmed(self) -> bool:
+        return self.status in ALARMED_REFUSALS
+
+
+def classify(
+    claim: Claim | None,
+    *,
+    owner: str,
+    incarnation: str | None,
+    removed_at: Decimal | None,
+    image_not_after: Decimal | None,
+) -> Verdict:
+    """Decide whether the REMOVE of ``owner``'s incarnation ``incarnation`` may act on a resource.
+
+    Args:
+        claim: the resource's ownership record, or ``None`` when there is none.
+        owner: :func:`owner_token` of the record's ``Keys`` (never of the old image).
+        incarnation: the old image's incarnation; ``None`` for an item written before ownership
+            records existed (then the id is refused as ``Legacy``, never acted on).
+        removed_at: the record's ``ApproximateCreationDateTime`` (epoch seconds).
+        image_not_after: the old image's ``notAfter`` (epoch seconds), if any.
+
+    Returns:
+        ``owned``/``released`` when the claim names exactly this key and incarnation;
+        ``Superseded`` when a later claimant took it legitimately (this key's later incarnation,
+        or another session after this one's absolute end or removal); ``NotOwned`` otherwise;
+        without a claim ``Legacy`` (no incarnation), ``ClaimExpired`` (the REMOVE came after the
+        claim's retention) or ``Unclaimed``.
+    """
+    if incarnation is None:
+        return Verdict(REFUSAL_LEGACY, claim)
+    if claim is None:
+        if (
+            removed_at is not None
+            and image_not_after is not None
+            and removed_at > image_not_after + CLAIM_RETENTION_SECONDS
+        ):
+            return Verdict(REFUSAL_CLAIM_EXPIRED)
+        return Verdict(REFUSAL_UNCLAIMED)
+    if claim.owner == owner and claim.incarnation == incarnation:
+        return Verdict(VERDICT_RELEASED if claim.state == STATE_RELEASED else VERDICT_OWNED, claim)
+    if claim.owner == owner:
+        return Verdict(REFUSAL_SUPERSEDED, claim)  # another incarnation of this very key
+    taken_later = (image_not_after is not None and claim.claimed_at >= image_not_after) or (
+        removed_at is not None and claim.claimed_at > removed_at
+    )
+    return Verdict(REFUSAL_SUPERSEDED if taken_later else REFUSAL_NOT_OWNED, claim)
+
+
+_STATES = frozenset({STATE_HELD, STATE_RELEASING, STATE_RELEASED})
+
+
+def _text(value: object) -> str | None:
+    if isinstance(value, Mapping) and isinstance(value.get("S"), str) and value["S"]:
+        return str(value["S"])
+    return None
+
+
+def _number(value: object) -> Decimal | None:
+    if not isinstance(value, Mapping) or not isinstance(value.get("N"), str):
+        return None
+    try:
+        number = Decimal(value["N"])
+    except ArithmeticError:
+        return None
+    return number if number.is_finite() else None
