@@ -256,7 +256,7 @@ def test_fails_two_roles_sharing_one_attribute(stack: Stack) -> None:
 
 
 def test_the_tenant_may_be_the_partition_key_of_a_table_with_a_sort_key(stack: Stack) -> None:
-    # The schema that binds the tenant segment to the record's keys (README, "The tenant
+    # The schema that binds the tenant segment to the record's keys (docs/concepts.md, "The tenant
     # segment"): partition = tenant, sort key = session id.
     sessions = SessionExpiry(
         stack,
