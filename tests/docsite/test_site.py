@@ -19,7 +19,7 @@ import pytest
 from cdk_session_expiry import SessionExpiry
 from cdk_session_expiry.props import SessionExpiryProps
 
-from .doc_examples import REPO
+from .doc_examples import REPO, page_section
 
 #: Positional parameters of every construct, documented like the props.
 _POSITIONAL = ("scope", "id")
@@ -147,3 +147,26 @@ def test_mkdocs_build_strict_passes(tmp_path: Path) -> None:
     assert "Sessions/CleanupEventSourceMapping" in construct
     for page in ("getting-started", "operating", "benchmarks", "changelog", "faq", "security"):
         assert (tmp_path / "site" / page / "index.html").is_file(), page
+
+
+def test_the_install_section_says_python_m_build_needs_the_build_package() -> None:
+    lines = page_section(REPO / "README.md", "## Install").splitlines()
+    # The command `python -m build` comes after the `pip install build` it needs.
+    build = next(i for i, line in enumerate(lines) if line.startswith("python -m build"))
+    assert any(line.startswith("pip install build") for line in lines[:build]), lines
+
+
+def test_session_store_create_says_where_a_custom_steps_attributes_go() -> None:
+    from session_expiry_runtime.store import SessionStore
+
+    names = {
+        p.name: p.description
+        for section in griffe.Docstring(inspect.getdoc(SessionStore.create) or "").parse("google")
+        if section.kind is griffe.DocstringSectionKind.parameters
+        for p in section.value
+    }
+    assert "custom" in names["attributes"] and 'attributes={"secretName": name}' in names[
+        "attributes"
+    ].replace("``", "")
+    page = (REPO / "docs" / "custom-steps.md").read_text()
+    assert "## Storing what the step reads" in page and "attributes={" in page
