@@ -9,11 +9,13 @@ NODE_STAMP := node_modules/.installed
 
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export NODE_NO_WARNINGS := 1
+# Material for MkDocs prints a notice about MkDocs 2 on every build; the site is pinned to MkDocs 1.
+export NO_MKDOCS_2_WARNING := 1
 export AWS_ACCOUNT_ID_ENDPOINT_MODE := disabled
 # The venv's python3 runs app.py when the CDK CLI calls "python3 app.py".
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: setup synth test lint clean sandbox integ
+.PHONY: setup synth test lint clean sandbox integ docs
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -39,6 +41,11 @@ sandbox: setup
 test: setup
 	$(PY) -m pytest
 
+# The documentation site (mkdocs.yml, docs/) at http://127.0.0.1:8000, rebuilt on every change;
+# `make test` builds it with --strict (tests/docsite/test_site.py).
+docs: setup
+	$(VENV)/bin/mkdocs serve $(DOCS_ARGS)
+
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check app.py cdk_session_expiry lambda_src sample_app sandbox bench integ tests
@@ -50,7 +57,7 @@ integ: setup
 	$(PY) -m integ.run $(INTEG_ARGS)
 
 clean:
-	rm -rf cdk.out .pytest_cache dist build
+	rm -rf cdk.out .pytest_cache dist build site
 
 # Benchmarks (issue 7): prints the tables and rewrites BENCHMARKS.md; a few minutes.
 .PHONY: bench

@@ -54,10 +54,11 @@ BrowserTarget = agentcore_refs.IBrowserCustomRef | str
 DEFAULT_ENDPOINT = "DEFAULT"
 _PARTITION = r"aws[a-z-]*"
 _REGION = r"[a-z]{2}(?:-[a-z]+)+-\d"
-#: Runtime ids (CreateAgentRuntimeEndpoint's agentRuntimeId pattern).
-_RUNTIME_ID = r"[a-zA-Z][a-zA-Z0-9_]{0,99}-[a-zA-Z0-9]{10}"
+#: Runtime ids: the runtime's name, a ``-`` and exactly 10 letters or digits (the agentRuntimeId
+#: pattern of the Amazon Bedrock AgentCore Control API Reference, GetAgentRuntime).
+RUNTIME_ID_PATTERN = r"[a-zA-Z][a-zA-Z0-9_]{0,99}-[a-zA-Z0-9]{10}"
 _RUNTIME_ARN = re.compile(
-    rf"arn:({_PARTITION}):bedrock-agentcore:({_REGION}):(\d{{12}}):runtime/({_RUNTIME_ID})"
+    rf"arn:({_PARTITION}):bedrock-agentcore:({_REGION}):(\d{{12}}):runtime/({RUNTIME_ID_PATTERN})"
 )
 #: Endpoint names (CreateAgentRuntimeEndpoint's name pattern); ``DEFAULT`` fits it.
 _QUALIFIER = re.compile(r"[a-zA-Z][a-zA-Z0-9_]{0,47}")
@@ -228,7 +229,9 @@ def _runtime_arn(scope: Construct, runtime: AgentRuntimeTarget) -> str:
     if found is None:
         raise ValueError(
             f"agent_runtime={runtime!r}: expected an AgentCore runtime ARN "
-            "arn:<partition>:bedrock-agentcore:<region>:<account>:runtime/<runtime id>, e.g. "
+            "arn:<partition>:bedrock-agentcore:<region>:<account>:runtime/<runtime id>, where "
+            "the runtime id is the runtime's name (a letter, then up to 99 letters, digits or "
+            f"'_'), a '-' and exactly 10 letters or digits ({RUNTIME_ID_PATTERN}), e.g. "
             "'arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/my_agent-a1B2c3D4e5', "
             "or a Runtime/CfnRuntime"
         )

@@ -332,7 +332,8 @@ def skipped_records_alarm(
             "Session cleanup skipped records for good: "
             + ", ".join(f"RecordsSkipped {c}" for c in skipped)
             + ", ScratchPrefixesRefused or GrantsRefused. Those sessions' connection, grant or "
-            "scratch data were not cleaned; see the README's runbook for each cause."
+            "scratch data were not cleaned; see the skipped-records runbook for each cause "
+            "(docs/operating.md)."
         ),
         actions=actions,
     )

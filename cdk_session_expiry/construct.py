@@ -82,111 +82,163 @@ class SessionExpiry(Construct):
     interpreter and browser sessions (``agent_runtime``, ``code_interpreter``, ``browser``) and
     runs your own steps (``custom_steps``). Each target is optional.
 
+    Every prop is keyword-only. Where a signature default is ``None``, it stands for the
+    behaviour given as "Default" below. Units are in the prop's type (``Duration``) or its
+    description; ranges are inclusive.
+
     Args:
         scope: parent construct.
         id: construct id. Renaming it replaces every resource, including the table.
         table: an existing session table to attach to instead of creating one: a
             ``dynamodb.Table``/``TableV2`` of this app, or an imported table given with its
             ``table_stream_arn``. Its stream must carry old images (NEW_AND_OLD_IMAGES or
-            OLD_IMAGE). Default: a new table is created.
+            OLD_IMAGE): a table of this app without a stream or with a ``KEYS_ONLY``/
+            ``NEW_IMAGE`` stream is rejected with the setting to change, and so is one whose
+            partition or sort key is a Number or Binary (the session runtime writes its keys as
+            Strings). Default: a new table is created (on-demand billing, time to live, a
+            NEW_AND_OLD_IMAGES stream, point-in-time recovery, retained on stack deletion).
         partition_key_name: partition key (String) of the session table. Default: ``"pk"``
             for a new table; for a table of this app, its own partition key.
         sort_key_name: sort key (String) of the session table. Default: no sort key for a new
             table; for a table of this app, its own sort key.
         time_to_live_attribute: the table's time to live attribute (a Number, epoch seconds).
-            Default: ``"expiresAt"``; for a table of this app, its own TTL attribute.
-        table_encryption_key: customer managed key for a new table. Default: the AWS managed
-            key ``aws/dynamodb``.
-        removal_policy: what happens to a new table when it leaves the stack. Default:
-            ``RemovalPolicy.RETAIN``.
-        deletion_protection: turn on deletion protection of a new table. Default: off (the
-            table is still retained by ``removal_policy``).
-        connection_id_attribute, grant_id_attribute, grant_token_attribute,
-            scratch_prefix_attribute, tenant_attribute: names of the session attributes the
-            runtime writes and the cleanup reads. Defaults: ``connectionId``, ``grantId``,
-            ``grantToken``, ``scratchPrefix``, ``tenantId``.
+            A table of this app without time to live is rejected. Default: ``"expiresAt"``; for
+            a table of this app, its own TTL attribute.
+        table_encryption_key: customer managed key of a new table (new tables only). Default:
+            the AWS managed key ``aws/dynamodb``.
+        removal_policy: what happens to a new table when it leaves the stack (new tables only).
+            Default: ``RemovalPolicy.RETAIN``.
+        deletion_protection: turn on deletion protection of a new table (new tables only).
+            Default: off (the table is still retained by ``removal_policy``).
+        connection_id_attribute: the session attribute holding the WebSocket connection id
+            (the runtime also writes every connection to the String Set ``connectionIds``).
+            The attribute names (this one, ``grant_id_attribute``, ``grant_token_attribute``,
+            ``scratch_prefix_attribute``, ``tenant_attribute`` and the AgentCore session
+            attributes) must be distinct from each other and from the keys, except that
+            ``tenant_attribute`` may be the partition key of a table with a sort key.
+            Default: ``"connectionId"``.
+        grant_id_attribute: the session attribute holding the KMS grant id. Default:
+            ``"grantId"``.
+        grant_token_attribute: the session attribute holding the KMS grant token. Default:
+            ``"grantToken"``.
+        scratch_prefix_attribute: the session attribute holding the session's scratch prefix.
+            Default: ``"scratchPrefix"``.
+        tenant_attribute: the session attribute holding the tenant. It may be the partition
+            key of a table with a sort key (the partition is the tenant, the sort key the
+            session id): the cleanup then takes the tenant from the stream record's keys
+            (docs: Concepts, "The tenant segment"). Default: ``"tenantId"``.
         cleanup_timeout: timeout of the cleanup function, 1 second..15 minutes. Default:
             5 minutes.
-        cleanup_memory_size: memory of the cleanup function in MiB, 128..10240; CPU comes in
-            proportion (1,769 MiB = one vCPU). Default: 1,769 (one vCPU; see BENCHMARKS.md).
+        cleanup_memory_size: memory of the cleanup function in MiB, 128..10,240. CPU comes with
+            memory (1,769 MiB = one vCPU) and the cleanup is CPU-bound (botocore's per-call
+            work), so below 1,769 MiB a session costs the same and is cleaned more slowly;
+            above it one Python process gains little and costs more. BENCHMARKS.md, "Cost per
+            million sessions cleaned": at 50 objects a session, about $0.16 per million
+            sessions (arm64 duration and requests) at every size up to 1,769 MiB, $0.26 at
+            3,008 MiB, and one function cleans ~149 sessions/s at 1,769 MiB against ~86 at
+            1,024 (estimates from the bench machine's CPU, whose speed drifts between runs:
+            another run of the same code read $0.21 and ~111 sessions/s). Default: 1,769 (one
+            vCPU).
         cleanup_log_retention: retention of the cleanup function's log group. Default:
             three months.
         function_encryption_key: customer managed KMS key that encrypts the environment
-            variables and the log groups of the cleanup and sweeper functions (their roles get
-            ``kms:Decrypt``; for a key of this app the key policy lets CloudWatch Logs use it,
-            an imported key gets a synth warning saying what its policy needs). Default: AWS
-            managed encryption (closes checkov's CKV_AWS_173 and CKV_AWS_158 when set).
+            variables and the log groups of the cleanup, sweeper and grant sweep functions
+            (their roles get ``kms:Decrypt``; for a key of this app the key policy gets a
+            statement for ``logs.<region>.amazonaws.com``, an imported key gets a synth warning
+            saying what its policy needs). Closes checkov's CKV_AWS_173 and CKV_AWS_158.
+            Default: AWS managed encryption.
         cleanup_reserved_concurrency: reserved concurrency of the cleanup function, at least
             1. The event source mapping runs at most one invocation per shard and
             ``parallelization_factor``: below that the cleanup is throttled and falls behind.
             Default: none reserved (the mapping bounds it).
         expiry_sweep_reserved_concurrency: reserved concurrency of the sweeper, at least 1
-            (1 is enough); only with ``expiry_sweep_interval``, and 1 below a minute. Default:
-            none reserved, except 1 for a sub-minute sweeper.
-        max_workers: cleanup calls in flight per invocation (the step pool), 1..64. Default:
-            32 (``make bench``, 20 ms a call: with no scratch objects, four calls a session, one
-            invocation reaches ~10.5 times the one-call-at-a-time baseline with 16 and ~12 times
-            with 32; with 50 objects a session it is CPU-bound and both reach ~10 times).
+            (1 is enough); only with ``expiry_sweep_interval``, and 1 below a minute (a
+            sub-minute sweeper accepts only 1). Default: none reserved, except 1 for a
+            sub-minute sweeper.
+        max_workers: cleanup calls in flight per invocation (the step pool), 1..64; one
+            session's steps run side by side, and a session waiting for another's shared
+            ``DeleteObjects`` does not count. Default: 32 (BENCHMARKS.md, at 20 ms a call: with
+            0 scratch objects 32 in flight reach ~12 times the one-call-at-a-time baseline
+            where 16 reach ~10.5 times; with 50 objects a session the handler is CPU-bound on
+            the bench machine and both reach ~10 times).
         metrics_namespace: CloudWatch namespace of the runtime's embedded metrics. Default:
             ``"SessionExpiry"``.
-        event_filter: which REMOVE records reach the cleanup function. Default:
+        event_filter: which REMOVE records reach the cleanup function.
+            ``CleanupEventFilter.TTL_DELETES_ONLY`` also drops explicit ends **and** TTL deletes
+            replicated into global-table replicas (they carry no ``userIdentity``); it is
+            rejected with ``expiry_sweep_interval`` and by ``grant_session_access`` /
+            ``session_environment()``, whose deletes carry no ``userIdentity`` either. Default:
             ``CleanupEventFilter.ALL_REMOVES`` (TTL deletes and explicit ends).
         batch_size: records per invocation, 1..10,000. Default: 100.
         max_batching_window: how long to gather records before invoking, 0..300 seconds.
             Default: none, Lambda invokes as soon as records arrive.
         parallelization_factor: concurrent batches per shard, 1..10. Default: 1.
-        retry_attempts: retries of a failing batch (after bisecting), 0..10,000; never
-            infinite. Default: 10.
-        max_record_age: records older than this go to the on-failure queue, 60 seconds..24
-            hours (the stream's retention). Default: 6 hours.
-        failure_queue: on-failure destination of the event source mapping. Default: a new SQS
-            queue with SQS-managed encryption, SSL enforced and 14 days' retention.
-        websocket_stage: WebSocket API stage whose connections are deleted. Default: no
-            connection cleanup.
+        retry_attempts: retries of a failing batch (after bisecting), 0..10,000; infinite
+            (``-1``) is rejected. Default: 10.
+        max_record_age: records older than this go to the on-failure destination, 60
+            seconds..24 hours (the stream's retention). Default: 6 hours.
+        failure_queue: on-failure destination of the event source mapping. Not with
+            ``failure_destination_bucket``. Default: a new SQS queue with SQS-managed
+            encryption, SSL enforced and 14 days' retention.
+        websocket_stage: WebSocket API stage whose connections are deleted. Set: the cleanup's
+            endpoint is ``https://{api}.execute-api.{region}.amazonaws.com/{stage}`` and its role
+            gets ``execute-api:ManageConnections`` on ``…/{stage}/DELETE/@connections/*``.
+            Default: no connection cleanup.
         grant_key: KMS key whose per-session grants are retired. The grants must name
             ``cleanup_role`` as retiring principal (``grant_session_access`` configures the
             session runtime to do so), and the cleanup retires a grant only when its ``Name``
             names the removed item's key (``SessionStore.create_grant`` names it so; others
             are refused, ``GrantsRefused``). The cleanup role gets ``kms:RetireGrant`` and
-            ``kms:ListGrants`` on this key only. Default: no grant cleanup.
+            ``kms:ListGrants`` on this key only. Turns the grant sweep on. Default: no grant
+            cleanup.
         grant_sweep_interval: how often the grant sweep (on whenever ``grant_key`` is set)
             retires grants of gone or expired sessions, the grants' backstop: whole minutes, 5
-            minutes..1 day. Cost per run: one invocation, one ListGrants per 100 grants, one
-            GetItem per grant older than 15 minutes (see ``cdk_session_expiry.grant_sweep``).
-            Only with ``grant_key``. Default: 1 hour.
+            minutes..1 day. Only with ``grant_key``. Cost per run: one invocation, one
+            ``ListGrants`` per 100 grants of the key, one strongly consistent ``GetItem`` per
+            grant older than 15 minutes (about one per live session), one ``RetireGrant`` per
+            grant retired; hourly with 10,000 live sessions: 24 invocations, 2,400 ListGrants
+            and 240,000 read request units a day. Default: 1 hour.
         scratch_bucket: bucket holding per-session scratch objects under ``scratch_root``.
-            Default: no scratch cleanup.
+            Set: the cleanup role gets ``s3:ListBucket`` with condition ``s3:prefix`` =
+            ``sessions/*`` and ``s3:DeleteObject`` on ``bucket/sessions/*``, and a bucket of this
+            app gets the lifecycle backstop (``scratch_retention``). Default: no scratch cleanup.
         scratch_root: prefix of all session scratch prefixes: a literal S3 prefix ending in
-            ``/``, without a leading ``/`` or wildcards (see ``lifecycle.check_scratch_root``).
-            Only with ``scratch_bucket``. Default: ``"sessions/"``.
-        tenant_scoped_scratch: session prefixes are ``<root><tenant>/...`` instead of
-            ``<root>...``. With ``tenant_attribute`` = ``partition_key_name`` on a table with
-            a sort key, the cleanup takes the tenant from the stream record's keys; otherwise
-            it is the old image's ``tenant_attribute``, taken on trust (the session id and the
-            incarnation still come from the record's keys; README, "The tenant segment").
-            Default: off.
+            ``/``, at most 256 bytes; empty, a leading ``/``, wildcards (``*`` ``?`` ``[`` ``]``
+            ``$``), ``//`` and ``.``/``..`` segments are rejected, never rewritten. Only with
+            ``scratch_bucket``. Default: ``"sessions/"``.
+        tenant_scoped_scratch: session prefixes are ``<root><tenant>/<id>/<incarnation>/``
+            instead of ``<root><id>/<incarnation>/``, and the cleanup refuses a prefix outside
+            the session's own tenant. With ``tenant_attribute`` = ``partition_key_name`` on a
+            table with a sort key, the cleanup takes the tenant from the stream record's keys;
+            otherwise it is the old image's ``tenant_attribute``, taken on trust (the session id
+            and the incarnation still come from the record's keys; docs: Concepts, "The tenant
+            segment"). Default: off.
         scratch_retention: lifecycle backstop: objects under the scratch root expire this
             long after creation, in whole days, at least 1 day. Only with ``scratch_bucket``;
-            needs a bucket of this app (an imported bucket gets a synth warning instead).
-            Default: 7 days, well beyond TTL's typical 48 hour deletion lag.
+            needs a bucket of this app (an imported bucket gets a synth warning instead). Must
+            exceed ``max_session_lifetime`` + 2 days (TTL's deletion lag), or synth fails naming
+            both props: the backstop must never delete a live session's objects. Default: 7
+            days, well beyond TTL's typical 48 hour deletion lag.
         alarm_iterator_age_threshold: the iterator age alarm fires above this, 1 minute..less
             than 24 hours. Default: 1 hour.
         alarm_actions: actions of every alarm (e.g. ``SnsAction``). Default: none.
         alarm_skipped_records: alarm when the cleanup skips a record for a cause that loses
             its cleanup (``RecordsSkipped`` ``NoOldImage``/``MissingAttributes``/
             ``NoSequenceNumber``, ``ScratchPrefixesRefused``, ``GrantsRefused``;
-            ``skipped_records_alarm``).
+            ``skipped_records_alarm``; docs: Operating it, "Skipped-records runbook").
             Cost: one metric-math alarm. Default: ``True``.
         expiry_sweep_interval: run the expiry sweeper this often (whole minutes from 1 minute
             to 1 day, or 5, 6, 10, 12, 15, 20 or 30 seconds: started every minute with reserved
             concurrency 1, a pass every interval within the run): a scheduled function deletes
             every session whose TTL has passed, so it is cleaned within the interval plus
-            processing time instead of TTL's "within a few days". Adds a sparse index on a new
-            table (a ``table=`` of this app must already have it; see
-            ``sweeper.check_sweep_index``), the function, an EventBridge rule and an errors
-            alarm. Cost: one extra index write per session create/touch, one Query
-            per shard (4) and one Lambda invocation per interval, one DeleteItem per swept
-            session (see ``cdk_session_expiry.sweeper``). Default: off, TTL alone.
+            processing time instead of TTL's "within a few days". Adds a sparse index
+            ``expirySweep`` (``expiryShard`` + TTL, keys only) on a new table (a ``table=`` of
+            this app must already have it, and the error gives the
+            ``add_global_secondary_index(...)`` call; an imported table gets a synth warning),
+            the function, an EventBridge rule and an errors alarm. Cost: one extra index write
+            per session create/touch, one Query per shard (4) and one Lambda invocation per
+            interval, one DeleteItem per swept session (docs: Benchmarks and costs). Default:
+            off, TTL alone.
         alarm_ttl_health_window: alarm when time to live deleted no session over this window
             (1 hour..1 day) while the table was written: the signature of TTL values in
             milliseconds or the wrong attribute name (``ttl_health_alarm``). Expected to fire
@@ -194,18 +246,20 @@ class SessionExpiry(Construct):
             metrics). Default: off.
         cleanup_enabled: the kill switch: ``False`` disables the event source mapping. Lambda
             stops reading the stream and resumes where it stopped when enabled again; records
-            older than ``max_record_age`` by then go to the on-failure queue, and the stream
-            keeps them 24 hours at most. Default: ``True``.
+            older than ``max_record_age`` by then go to the on-failure destination, and the
+            stream keeps them 24 hours at most (docs: Operating it, "Kill switch"). Default:
+            ``True``.
         cleanup_dry_run: the cleanup logs and counts (``SessionsWouldBeCleaned``) what it would
             clean and changes nothing (no DeleteConnection, RetireGrant, DeleteObjects, archive
-            or event; ListObjectsV2 only); the records are consumed. The sweeper, if on, only
-            counts too (``SessionsWouldBeSwept``). Default: ``False``.
+            or event); the records are consumed. Cost: one ListObjectsV2 and one ListGrants per
+            session. The sweeper, if on, only counts too (``SessionsWouldBeSwept``), and so does
+            the grant sweep (``GrantsWouldBeRetired``). Default: ``False``.
         archive_bucket: write every cleaned session's old image as JSON under
             ``archive_prefix`` (``date=YYYY-MM-DD/tenant=<tenant>/<session key>/<sequence
             number>.json``) before any other cleanup step; a failed write fails the record and
             nothing else is done for it. Encrypted with the bucket's KMS key when it has one.
-            Cost: one PutObject per session, S3 storage of ~1-5 KB per session. Default: no
-            archive.
+            IAM: ``s3:PutObject`` on the archive prefix only. Cost: one PutObject per session,
+            S3 storage of ~1-5 KB per session. Default: no archive.
         archive_prefix: key prefix of the archive, a literal S3 prefix ending in ``/``, not
             overlapping ``scratch_root`` in the same bucket. Only with ``archive_bucket``.
             Default: ``"archive/"``.
@@ -216,7 +270,8 @@ class SessionExpiry(Construct):
         archive_transition_storage_class: storage class of that transition. Only with
             ``archive_transition_after``. Default: ``StorageClass.GLACIER_INSTANT_RETRIEVAL``.
         archive_expiration: archived objects (and their noncurrent versions) expire this long
-            after creation, whole days, later than the transition. Default: kept forever.
+            after creation, whole days, later than the transition; the setting that bounds
+            archive cost. Default: kept forever.
         event_bus: put one ``Session Cleaned`` event (source ``cdk-session-expiry``) per cleaned
             session on this bus, 10 per PutEvents call; a failed entry fails its record. For
             consumers that would otherwise read the stream (which serves about two readers).
@@ -230,28 +285,43 @@ class SessionExpiry(Construct):
             names (``agent_runtime_session_attribute``) is stopped (``StopRuntimeSession``): a
             ``Runtime``/``CfnRuntime`` of this app or an import (``IRuntimeRef``), or the
             runtime's ARN ``arn:<partition>:bedrock-agentcore:<region>:<account>:runtime/<id>``
-            in the stack's Region. IAM: ``bedrock-agentcore:StopRuntimeSession`` on the runtime
-            and its one endpoint used. Cost: one call per session that names one. Default: no
-            runtime sessions stopped.
+            in the stack's Region, where ``<id>`` is the runtime's name (a letter, then up to
+            99 letters, digits or ``_``), a ``-`` and exactly 10 letters or digits
+            (``[a-zA-Z][a-zA-Z0-9_]{0,99}-[a-zA-Z0-9]{10}``, the ``agentRuntimeId`` pattern of
+            the Amazon Bedrock AgentCore Control API Reference, GetAgentRuntime). A token is
+            taken as it is. IAM: ``bedrock-agentcore:StopRuntimeSession`` on the runtime and on
+            ``…/runtime-endpoint/<qualifier>`` (``DEFAULT`` without one) only. Cost: one call
+            per session that names one. Default: no runtime sessions stopped.
         agent_runtime_qualifier: the runtime endpoint (qualifier) of ``StopRuntimeSession``,
-            e.g. ``"prod"``. Only with ``agent_runtime``. Default: none, AgentCore's
-            ``DEFAULT`` endpoint.
+            e.g. ``"prod"``: an endpoint name (a letter, then up to 47 letters, digits or
+            ``_``). Only with ``agent_runtime``. Default: none, AgentCore's ``DEFAULT``
+            endpoint.
         code_interpreter: the AgentCore code interpreter whose sessions are stopped
             (``StopCodeInterpreterSession``): a custom one (``ICodeInterpreterCustomRef``, e.g.
             ``CodeInterpreterCustom``, ``CfnCodeInterpreterCustom.from_code_interpreter_id``),
-            its ARN, its identifier, or the AWS-managed ``"aws.codeinterpreter.v1"``. IAM:
-            ``bedrock-agentcore:StopCodeInterpreterSession`` on it only. Default: none.
+            its ARN (in the stack's Region), its identifier, or the AWS-managed
+            ``"aws.codeinterpreter.v1"``; its ARN and identifier must both be known (an
+            unresolved string is rejected: give an ``I…CustomRef``, which carries both). IAM:
+            ``bedrock-agentcore:StopCodeInterpreterSession`` on
+            ``…:<account>:code-interpreter-custom/<id>`` (or ``…:aws:code-interpreter/<id>``)
+            only. Default: none.
         browser: the AgentCore browser whose sessions are stopped (``StopBrowserSession``):
-            ``IBrowserCustomRef``, ARN, identifier, or the AWS-managed ``"aws.browser.v1"``.
-            IAM: ``bedrock-agentcore:StopBrowserSession`` on it only. Default: none.
-        agent_runtime_session_attribute, code_interpreter_session_attribute,
-            browser_session_attribute: the session attributes holding each session id (the
-            store's ``attach_agent_session`` writes them). Defaults:
-            ``agentRuntimeSessionId``, ``codeInterpreterSessionId``, ``browserSessionId``.
+            ``IBrowserCustomRef``, ARN (in the stack's Region), identifier, or the AWS-managed
+            ``"aws.browser.v1"``; its ARN and identifier must both be known, as for
+            ``code_interpreter``. IAM: ``bedrock-agentcore:StopBrowserSession`` on
+            ``…:<account>:browser-custom/<id>`` (or ``…:aws:browser/<id>``) only. Default: none.
+        agent_runtime_session_attribute: the session attribute holding the AgentCore runtime
+            session id (written by ``SessionStore.create(..., runtime_session_id=...)`` or
+            ``attach_agent_session``); distinct from every other attribute. Default:
+            ``"agentRuntimeSessionId"``.
+        code_interpreter_session_attribute: the session attribute holding the code
+            interpreter session id. Default: ``"codeInterpreterSessionId"``.
+        browser_session_attribute: the session attribute holding the browser session id.
+            Default: ``"browserSessionId"``.
         custom_steps: your own cleanup steps (:class:`CustomCleanupStep`): each directory's
             contents are copied beside the runtime in the cleanup function's code, and each
             step's handler runs once per removed session, side by side with the built-in steps
-            (contract: README, "Custom cleanup steps"). Grant what a step needs to the step
+            (contract: docs, "Custom cleanup steps"). Grant what a step needs to the step
             itself (``secret.grant_read(step)``; its principal is ``cleanup_role``). Default:
             none.
         max_session_lifetime: a session's absolute lifetime from its creation, whole seconds
@@ -265,15 +335,19 @@ class SessionExpiry(Construct):
             never ``CreateGrant``; while ``bind_grants_to_session``, only operations that take
             an encryption context. Default: ``Decrypt``, ``Encrypt``, ``GenerateDataKey``.
         grant_grantees: the roles that may receive session grants (``kms:GranteePrincipal``).
-            Needed for ``create_grants=True``. Default: none.
+            Needed for ``grant_session_access(fn, create_grants=True)``. Default: none.
         bind_grants_to_session: require every session grant to carry an
             ``EncryptionContextSubset`` constraint (``kms:GrantConstraintType``), which
             ``SessionStore.create_grant`` adds by default (the session's encryption context).
             ``False`` allows unbound grants. Default: ``True``.
 
     Raises:
-        ValueError: a prop is out of range or inconsistent; the message names the prop, the
-            value and what is expected.
+        PropTypeError: a prop of the wrong type (e.g. ``batch_size="100"`` or
+            ``max_record_age=3600`` instead of ``Duration.hours(1)``): a ``TypeError`` and a
+            ``ValueError``; the message names the prop, the value and the type expected.
+        ValueError: a prop is out of range or inconsistent, or a combination would silently
+            lose a cleanup (docs: The construct, "Guards at synth"); the message names the prop,
+            the value and what is expected. Unresolved tokens are not validated.
     """
 
     def __init__(

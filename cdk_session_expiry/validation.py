@@ -60,8 +60,16 @@ def _alarm_actions(value: object) -> bool:
     )
 
 
+def _whole_number(value: object) -> bool:
+    # bool is an int in Python, but True is no batch size; a CDK number token is a float.
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and Token.is_unresolved(value))
+
+
 _DURATION = ("a Duration, e.g. Duration.hours(6)", _is(Duration))
-_BOOL = ("True or False", _is(bool))
+_BOOL = ("True or False (a bool)", _is(bool))
+_INT = ("a whole number (an int), e.g. 100", _whole_number)
 _BUCKET = ("an s3.IBucket", _has("bucket_arn", "bucket_name"))
 _KEY = ("a kms.IKey", _has("key_arn", "key_id"))
 
@@ -73,6 +81,13 @@ PROP_TYPES: Mapping[str, tuple[str, Callable[[object], bool]]] = {
     "removal_policy": ("a RemovalPolicy, e.g. RemovalPolicy.RETAIN", _is(RemovalPolicy)),
     "deletion_protection": _BOOL,
     "cleanup_timeout": _DURATION,
+    "cleanup_memory_size": _INT,
+    "max_workers": _INT,
+    "batch_size": _INT,
+    "parallelization_factor": _INT,
+    "retry_attempts": _INT,
+    "cleanup_reserved_concurrency": _INT,
+    "expiry_sweep_reserved_concurrency": _INT,
     "cleanup_log_retention": ("a logs.RetentionDays member", _is(logs.RetentionDays)),
     "max_batching_window": _DURATION,
     "max_record_age": _DURATION,
@@ -168,12 +183,15 @@ def check_int_range(name: str, value: int, *, minimum: int, maximum: int) -> Non
     """Reject a whole number outside ``minimum..maximum`` (inclusive).
 
     Raises:
-        ValueError: ``value`` is not an integer, or lies outside the range.
+        PropTypeError: ``value`` is not an ``int`` (a ``bool`` is not one either).
+        ValueError: ``value`` lies outside the range.
     """
     if is_token(value):
         return
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name}={value!r}: expected a whole number in {minimum}..{maximum}")
+        raise PropTypeError(
+            f"{name}={value!r}: expected a whole number (an int) in {minimum}..{maximum}"
+        )
     if not minimum <= value <= maximum:
         raise ValueError(f"{name}={value}: expected a whole number in {minimum}..{maximum}")
 

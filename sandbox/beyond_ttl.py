@@ -345,7 +345,7 @@ def check_events(
 ) -> tuple[dict[str, Any], list[str]]:
     """One event per cleaned session (deduplicated on ``detail.sequenceNumber``)."""
     # Delivery is at least once: a record redelivered after another record of its batch failed
-    # publishes its event again, with the same sequence number (README, "Fan-out").
+    # publishes its event again, with the same sequence number (docs/construct.md, "Fan-out").
     per_session = Counter(
         session
         for session, _ in {

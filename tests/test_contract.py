@@ -83,3 +83,10 @@ def test_max_session_lifetime_reaches_the_runtime() -> None:
         stack, "TwoHours", max_session_lifetime=Duration.hours(2)
     ).session_environment()
     assert runtime.RuntimeConfig.from_env(two_hours).max_session_lifetime_seconds == 7200
+
+
+def test_both_sides_check_agentcore_runtime_ids_against_the_same_pattern() -> None:
+    from cdk_session_expiry import agentcore
+
+    assert agentcore.RUNTIME_ID_PATTERN == runtime.AGENT_RUNTIME_ID_PATTERN
+    assert runtime.AGENT_RUNTIME_ID_PATTERN == r"[a-zA-Z][a-zA-Z0-9_]{0,99}-[a-zA-Z0-9]{10}"

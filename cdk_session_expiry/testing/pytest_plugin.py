@@ -10,8 +10,8 @@ and point them at your CDK app (the directory with its ``cdk.json``; default: py
     def session_expiry_app_dir() -> Path:
         return Path(__file__).parent / "infra"
 
-Then, in a test module (the README's "Testing your session code (pytest plugin)" has the whole
-example, run as written by this project's tests)::
+Then, in a test module (the documentation's "Getting started", ``docs/getting-started.md``, has
+the whole example, run as written by this project's tests)::
 
     def test_expired_session_is_cleaned(session_expiry_pipeline, session_expiry_app_env):
         emulator = session_expiry_pipeline.emulator

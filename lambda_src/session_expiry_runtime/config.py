@@ -8,10 +8,19 @@ holds the same names for the infrastructure side; ``tests/test_contract.py`` che
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .prefixes import ScratchPrefixError, validate_scratch_root
+
+#: An AgentCore runtime id: the runtime's name, a ``-`` and exactly 10 letters or digits (the
+#: ``agentRuntimeId`` pattern of the Amazon Bedrock AgentCore Control API Reference,
+#: GetAgentRuntime).
+AGENT_RUNTIME_ID_PATTERN = r"[a-zA-Z][a-zA-Z0-9_]{0,99}-[a-zA-Z0-9]{10}"
+_AGENT_RUNTIME_ARN = re.compile(
+    rf"arn:aws[a-z-]*:bedrock-agentcore:[a-z0-9-]+:\d{{12}}:runtime/{AGENT_RUNTIME_ID_PATTERN}"
+)
 
 # --- environment variable names -------------------------------------------------------------
 ENV_TABLE_NAME = "SESSION_EXPIRY_TABLE_NAME"
@@ -241,7 +250,8 @@ def validate_cleanup_config(config: RuntimeConfig) -> RuntimeConfig:
             moto_server, ``http://``) URL; the grant key is not a key ARN; the scratch root breaks
             :func:`session_expiry_runtime.prefixes.validate_scratch_root`; the metrics namespace
             is empty or longer than 1024 characters; the AgentCore runtime ARN is not one
-            (``arn:aws:bedrock-agentcore:{region}:{account}:runtime/{id}``).
+            (``arn:aws:bedrock-agentcore:{region}:{account}:runtime/{id}``, the id matching
+            :data:`AGENT_RUNTIME_ID_PATTERN`: the runtime's name, ``-``, 10 letters or digits).
     """
     endpoint = config.websocket_endpoint
     if endpoint is not None and not _is_url(endpoint, ("https", "http")):
@@ -256,14 +266,14 @@ def validate_cleanup_config(config: RuntimeConfig) -> RuntimeConfig:
             "arn:aws:kms:{region}:{account}:key/{key-id}"
         )
     runtime_arn = config.agent_runtime_arn
-    if runtime_arn is not None and not (
-        runtime_arn.startswith("arn:")
-        and ":bedrock-agentcore:" in runtime_arn
-        and ":runtime/" in runtime_arn
-    ):
+    if runtime_arn is not None and not _AGENT_RUNTIME_ARN.fullmatch(runtime_arn):
         raise ValueError(
             f"{ENV_AGENT_RUNTIME_ARN}={runtime_arn!r}: expected an AgentCore runtime ARN "
-            "arn:aws:bedrock-agentcore:{region}:{account}:runtime/{runtime-id}"
+            "arn:aws:bedrock-agentcore:{region}:{account}:runtime/{runtime-id}, where the "
+            "runtime id is the runtime's name (a letter, then up to 99 letters, digits or '_'), "
+            "a '-' and exactly 10 letters or digits "
+            f"({AGENT_RUNTIME_ID_PATTERN}), e.g. "
+            "'arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/my_agent-a1B2c3D4e5'"
         )
     if config.scratch_bucket is not None:
         validate_scratch_root(config.scratch_root)

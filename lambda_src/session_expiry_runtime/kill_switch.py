@@ -7,8 +7,12 @@ from the time it had stopped polling, so you don't lose processing of any record
 you delete event source mapping and create it again, it will reset" (AWS Lambda API Reference,
 UpdateEventSourceMapping). The stream still keeps records for 24 hours only.
 
-The mapping's id is the construct's ``event_source_mapping_id`` and the stack output
-``...CleanupEventSourceMappingId``; ``--function`` finds it from the cleanup function's name
+The mapping's id is the construct's ``event_source_mapping_id`` and a stack output whose key is
+the CloudFormation logical id of the output, not ``CleanupEventSourceMappingId`` itself:
+``<construct path>CleanupEventSourceMappingId<hash>`` (the ids on the path from the stack to the
+``SessionExpiry``, without separators, then 8 hexadecimal characters), e.g.
+``SessionsCleanupEventSourceMappingId54B6DE77`` for ``SessionExpiry(stack, "Sessions")``. Read it
+with :data:`FIND_UUID`; ``--function`` finds the mapping from the cleanup function's name
 instead. The same with the AWS CLI::
 
     aws lambda update-event-source-mapping --uuid UUID --no-enabled   # pull the switch
@@ -72,7 +76,7 @@ def find_mapping(lambda_client: Any, function_name: str) -> str:
         raise KillSwitchError(
             f"function {function_name!r} has {len(uuids)} DynamoDB stream event source "
             f"mappings ({', '.join(uuids) or 'none'}): expected one; pass --uuid (the stack "
-            "output CleanupEventSourceMappingId)"
+            f"output {OUTPUT_KEY_SHAPE}: {FIND_UUID})"
         )
     return uuids[0]
 
@@ -121,19 +125,39 @@ def switch(
         sleep(POLL_SECONDS)
 
 
+#: How to read the mapping's UUID from the stack's outputs (``OUTPUT_KEY_SHAPE`` is their key).
+OUTPUT_KEY_SHAPE = "<construct path>CleanupEventSourceMappingId<hash>"
+FIND_UUID = (
+    "aws cloudformation describe-stacks --stack-name STACK --query "
+    "\"Stacks[0].Outputs[?contains(OutputKey, 'CleanupEventSourceMappingId')].OutputValue\" "
+    "--output text"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m session_expiry_runtime.kill_switch",
-        description="Disable or re-enable the session cleanup's event source mapping in place "
+        description="Disable or re-enable the session cleanup's event source mapping in place\n"
         "(UpdateEventSourceMapping Enabled=false/true): no deploy, the stream position is kept.",
-        epilog="exit status: 0 the mapping is in the requested state; 1 still changing after "
-        "--wait; 2 could not run. Before the next deploy, set the construct's cleanup_enabled "
-        "to match (see the README's kill switch runbook).",
+        epilog=(
+            "finding the UUID: the construct's event_source_mapping_id, or the stack output\n"
+            f"whose key is {OUTPUT_KEY_SHAPE}\n"
+            "(e.g. SessionsCleanupEventSourceMappingId54B6DE77 for SessionExpiry(stack, "
+            "'Sessions')):\n"
+            f"  {FIND_UUID}\n"
+            "or pass --function with the cleanup function's name instead.\n\n"
+            "exit status: 0 the mapping is in the requested state; 1 still changing after\n"
+            "--wait; 2 could not run. Before the next deploy, set the construct's\n"
+            "cleanup_enabled to match (documentation: Operating it, Kill switch;\n"
+            "docs/operating.md)."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("action", choices=["disable", "enable", "status"])
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument(
-        "--uuid", help="the mapping's UUID (stack output CleanupEventSourceMappingId)"
+        "--uuid",
+        help=f"the mapping's UUID (the stack output {OUTPUT_KEY_SHAPE}; see below)",
     )
     which.add_argument("--function", help="the cleanup function's name or ARN (one mapping)")
     parser.add_argument(

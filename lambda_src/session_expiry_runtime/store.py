@@ -385,11 +385,20 @@ class SessionStore:
                 attribute is the partition key (a table with a sort key), the tenant is
                 ``partition``: give no ``tenant_id`` or the same value.
             partition: partition key value; required with a sort key, else must be ``None``.
-            attributes: extra application attributes (boto3 ``TypeSerializer`` types:
-                ``Decimal`` not ``float``); their names must not be the key, TTL or
-                runtime attribute names.
-            runtime_session_id, code_interpreter_session_id, browser_session_id: Amazon
-                Bedrock AgentCore sessions the cleanup stops; see :meth:`attach_agent_session`.
+            attributes: extra application attributes, stored as top-level attributes of the
+                item (boto3 ``TypeSerializer`` types: ``Decimal`` not ``float``); their names
+                must not be the key, TTL or runtime attribute names. This is where a custom
+                cleanup step's attributes go: for a step whose ``attributes`` are
+                ``["secretName"]``, ``attributes={"secretName": name}``; the step reads them
+                from the removed item's old image (docs: Custom cleanup steps, "Storing what
+                the step reads"). Read back as :attr:`Session.attributes`. Default: none.
+            runtime_session_id: the Amazon Bedrock AgentCore runtime session the cleanup
+                stops (AgentCore takes 33-256 characters); see :meth:`attach_agent_session`.
+                Default: none.
+            code_interpreter_session_id: the AgentCore code interpreter session the cleanup
+                stops (AgentCore takes 1-40 letters and digits). Default: none.
+            browser_session_id: the AgentCore browser session the cleanup stops (1-40 letters
+                and digits). Default: none.
 
         Returns:
             The new :class:`Session`.

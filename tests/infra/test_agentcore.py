@@ -255,3 +255,31 @@ def test_fails_on_a_runtime_of_the_wrong_type() -> None:
     )
     with pytest.raises(PropTypeError, match=r"agent_runtime=<Function Agents/NotARuntime>"):
         SessionExpiry(stack, "Sessions", agent_runtime=bucket_like)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "runtime_id",
+    [
+        "coder_agent-a1B2c3D4e",  # 9 characters after the dash
+        "coder_agent-a1B2c3D4e5f",  # 11
+        "coder_agent-a1B2c3D4_5",  # '_' among the 10
+        "coder_agent",  # no dash at all
+        "1coder-a1B2c3D4e5",  # the name starts with a digit
+    ],
+)
+def test_fails_on_a_runtime_id_outside_agentcores_pattern_saying_what_it_must_be(
+    runtime_id: str,
+) -> None:
+    arn = RUNTIME_ARN.replace("coder_agent-a1B2c3D4e5", runtime_id)
+    with pytest.raises(ValueError) as raised:
+        SessionExpiry(_stack(), "Sessions", agent_runtime=arn)
+    message = str(raised.value)
+    assert message.startswith(f"agent_runtime={arn!r}: expected an AgentCore runtime ARN")
+    assert "a '-' and exactly 10 letters or digits" in message
+    assert "[a-zA-Z][a-zA-Z0-9_]{0,99}-[a-zA-Z0-9]{10}" in message
+
+
+def test_a_runtime_id_of_the_longest_name_is_accepted() -> None:
+    arn = RUNTIME_ARN.replace("coder_agent", "a" * 100)
+    sessions, template, stack = _synth(agent_runtime=arn)
+    assert _cleanup_env(sessions, template, stack)[contract.ENV_AGENT_RUNTIME_ARN] == arn

@@ -29,3 +29,37 @@ def test_two_constructs_in_one_stack_get_two_outputs() -> None:
     SessionExpiry(stack, "B")
 
     assert len(Template.from_stack(stack).find_outputs("*")) == 2
+
+
+def test_the_output_key_is_the_shape_the_docs_and_the_kill_switch_help_give() -> None:
+    import re
+
+    import jmespath
+    from docsite.doc_examples import DOCS
+    from session_expiry_runtime import kill_switch as cli
+
+    stack = Stack(App(), "Sample")
+    sessions = SessionExpiry(stack, "Sessions")
+    SessionExpiry(stack, "Other")
+    key = stack.get_logical_id(sessions.event_source_mapping_id_output)
+    # <construct path>CleanupEventSourceMappingId<hash>: the example the docs and --help show.
+    assert key == "SessionsCleanupEventSourceMappingId54B6DE77"
+    assert re.fullmatch(r"SessionsCleanupEventSourceMappingId[0-9A-F]{8}", key)
+    for page in ("operating.md", "faq.md"):
+        assert key in (DOCS / page).read_text(), page
+    assert key in cli._parser().format_help()
+
+    # The documented query finds the mappings' UUIDs among a stack's outputs, and with the
+    # construct's path in the filter, this construct's alone.
+    outputs = Template.from_stack(stack).find_outputs("*")
+    described = {
+        "Stacks": [{"Outputs": [{"OutputKey": k, "OutputValue": f"uuid-of-{k}"} for k in outputs]}]
+    }
+    query = re.search(r'--query "([^"]+)"', cli.FIND_UUID)
+    assert query is not None
+    assert sorted(jmespath.search(query.group(1), described)) == sorted(
+        f"uuid-of-{k}" for k in outputs if "CleanupEventSourceMappingId" in k
+    )
+    assert len(outputs) == 2
+    narrowed = query.group(1).replace("'CleanupEventSourceMappingId'", f"'{key[:-8]}'")
+    assert jmespath.search(narrowed, described) == [f"uuid-of-{key}"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any
 
@@ -256,7 +257,7 @@ def test_fails_two_roles_sharing_one_attribute(stack: Stack) -> None:
 
 
 def test_the_tenant_may_be_the_partition_key_of_a_table_with_a_sort_key(stack: Stack) -> None:
-    # The schema that binds the tenant segment to the record's keys (README, "The tenant
+    # The schema that binds the tenant segment to the record's keys (docs/concepts.md, "The tenant
     # segment"): partition = tenant, sort key = session id.
     sessions = SessionExpiry(
         stack,
@@ -419,6 +420,71 @@ def test_fails_prop_of_the_wrong_type(stack: Stack, prop: str, value: Any, expec
     with pytest.raises(PropTypeError, match=f"^{prop}=.*" + re.escape(expected)) as raised:
         SessionExpiry(stack, "Sessions", **{prop: value})
     assert isinstance(raised.value, TypeError) and isinstance(raised.value, ValueError)
+
+
+def _props_annotated(*kinds: str) -> list[str]:
+    """The keyword-only props of ``SessionExpiry`` whose annotation names one of ``kinds``."""
+    parameters = inspect.signature(SessionExpiry.__init__).parameters.values()
+    return [
+        p.name
+        for p in parameters
+        if p.kind is p.KEYWORD_ONLY
+        and set(re.findall(r"[A-Za-z_.]+", str(p.annotation))) & set(kinds)
+    ]
+
+
+INT_PROPS = _props_annotated("int")
+BOOL_PROPS = _props_annotated("bool")
+DURATION_PROPS = _props_annotated("Duration")
+
+
+def test_the_typed_props_are_found() -> None:
+    assert "batch_size" in INT_PROPS and "cleanup_reserved_concurrency" in INT_PROPS
+    assert "cleanup_enabled" in BOOL_PROPS and "max_record_age" in DURATION_PROPS
+    assert (len(INT_PROPS), len(BOOL_PROPS), len(DURATION_PROPS)) == (7, 6, 11)
+
+
+@pytest.mark.parametrize("prop", INT_PROPS)
+def test_fails_on_a_str_for_an_int_prop_with_a_prop_type_error(stack: Stack, prop: str) -> None:
+    with pytest.raises(PropTypeError) as raised:
+        SessionExpiry(stack, "Sessions", **{prop: "100"})
+    assert str(raised.value) == f"{prop}='100': expected a whole number (an int), e.g. 100"
+
+
+@pytest.mark.parametrize("prop", INT_PROPS)
+def test_fails_on_a_bool_or_a_float_for_an_int_prop(stack: Stack, prop: str) -> None:
+    for value in (True, 100.0):
+        with pytest.raises(PropTypeError, match=rf"^{prop}={value!r}: expected a whole number"):
+            SessionExpiry(stack, f"Sessions{value}", **{prop: value})
+
+
+@pytest.mark.parametrize("prop", BOOL_PROPS)
+def test_fails_on_a_str_for_a_bool_prop_with_a_prop_type_error(stack: Stack, prop: str) -> None:
+    with pytest.raises(PropTypeError) as raised:
+        SessionExpiry(stack, "Sessions", **{prop: "true"})
+    assert str(raised.value) == f"{prop}='true': expected True or False (a bool)"
+
+
+@pytest.mark.parametrize("prop", DURATION_PROPS)
+def test_fails_on_a_number_for_a_duration_prop_with_a_prop_type_error(
+    stack: Stack, prop: str
+) -> None:
+    with pytest.raises(PropTypeError) as raised:
+        SessionExpiry(stack, "Sessions", **{prop: 3600})
+    assert str(raised.value) == f"{prop}=3600: expected a Duration, e.g. Duration.hours(6)"
+
+
+def test_a_number_token_is_accepted_for_an_int_prop(stack: Stack) -> None:
+    size = CfnParameter(stack, "BatchSize", type="Number", default=100).value_as_number
+    sessions = SessionExpiry(stack, "Sessions", batch_size=size)
+    assert sessions.event_source_mapping is not None
+
+
+def test_check_int_range_raises_a_prop_type_error_for_a_str() -> None:
+    from cdk_session_expiry.validation import check_int_range
+
+    with pytest.raises(PropTypeError, match=r"^batch_size='7': expected a whole number \(an int\)"):
+        check_int_range("batch_size", "7", minimum=1, maximum=10)  # type: ignore[arg-type]
 
 
 def test_fails_a_bucket_given_as_websocket_stage_names_the_bucket_by_path(stack: Stack) -> None:

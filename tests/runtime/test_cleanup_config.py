@@ -113,3 +113,30 @@ def test_only_the_scratch_s3_client_skips_client_side_parameter_validation(aws: 
     with pytest.raises(ParamValidationError):
         clients.archive.list_objects_v2(Bucket="no-such-bucket", Prefix=123)
     assert clients.s3.meta.config.retries["mode"] == "standard"  # the shared settings kept
+
+
+@pytest.mark.parametrize(
+    "arn",
+    [
+        "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/agent-1",  # 1 after the dash
+        "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/agent-a1B2c3D4e5f",  # 11
+        "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/agent",  # no dash
+        "arn:aws:bedrock-agentcore:us-east-1:123456789012:agent/agent-a1B2c3D4e5",  # not a runtime
+        "arn:aws:bedrock-agentcore:us-east-1:1234:runtime/agent-a1B2c3D4e5",  # short account
+    ],
+)
+def test_fails_on_an_agent_runtime_arn_outside_agentcores_pattern_saying_what_it_must_be(
+    arn: str,
+) -> None:
+    with pytest.raises(ValueError) as raised:
+        validate_cleanup_config(RuntimeConfig(agent_runtime_arn=arn))
+    message = str(raised.value)
+    assert message.startswith(f"SESSION_EXPIRY_AGENT_RUNTIME_ARN={arn!r}: expected")
+    assert "a '-' and exactly 10 letters or digits" in message
+    assert "[a-zA-Z][a-zA-Z0-9_]{0,99}-[a-zA-Z0-9]{10}" in message
+
+
+def test_an_agent_runtime_arn_of_agentcores_pattern_is_accepted() -> None:
+    arn = "arn:aws-cn:bedrock-agentcore:cn-north-1:123456789012:runtime/my_agent-a1B2c3D4e5"
+    config = RuntimeConfig(agent_runtime_arn=arn)
+    assert validate_cleanup_config(config) is config

@@ -145,3 +145,21 @@ def test_help_names_the_actions_and_the_exit_status(capsys: pytest.CaptureFixtur
 
     text = capsys.readouterr().out
     assert "{disable,enable,status}" in text and "exit status" in text and "cleanup_enabled" in text
+
+
+def test_help_says_what_the_stack_output_key_looks_like_and_how_to_find_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        kill_switch.main(["--help"])
+
+    text = capsys.readouterr().out
+    # Not the bare construct id: the key is the output's logical id.
+    assert "<construct path>CleanupEventSourceMappingId<hash>" in text
+    assert "SessionsCleanupEventSourceMappingId54B6DE77" in text
+    assert (
+        "aws cloudformation describe-stacks --stack-name STACK --query "
+        "\"Stacks[0].Outputs[?contains(OutputKey, 'CleanupEventSourceMappingId')].OutputValue\" "
+        "--output text"
+    ) in text
+    assert "--function" in text and "event_source_mapping_id" in text

@@ -1,5 +1,6 @@
-"""The README says how the application finds each setting: every variable
-``session_environment()`` can set is in its table."""
+"""The site says how the application finds each setting: every variable
+``session_environment()`` can set is in the table of ``docs/session-runtime.md``, "How the
+application finds its settings"."""
 
 from __future__ import annotations
 
@@ -9,19 +10,16 @@ from aws_cdk import App, Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
+from docsite.doc_examples import DOCS, page_section
 
 from cdk_session_expiry import SessionExpiry
 
-from .helpers import REPO
-
 
 def _settings_section() -> str:
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("### How the application finds its settings", 1)[1]
-    return section.split("\n## ", 1)[0].split("\n### ", 1)[0]
+    return page_section(DOCS / "session-runtime.md", "## How the application finds its settings")
 
 
-def test_readme_lists_every_variable_session_environment_sets(
+def test_docs_list_every_variable_session_environment_sets(
     cdk_context: dict[str, Any],
 ) -> None:
     stack = Stack(App(context=cdk_context), "Test")
@@ -53,4 +51,4 @@ def test_readme_lists_every_variable_session_environment_sets(
     )
     section = _settings_section()
     missing = [name for name in sessions.session_environment() if f"`{name}`" not in section]
-    assert missing == [], f"README's settings table lacks {missing}"
+    assert missing == [], f"docs/session-runtime.md's settings table lacks {missing}"
