@@ -161,7 +161,8 @@ def check_choice(name: str, value: object, choices: Sequence[str]) -> None:
 def is_token(value: object) -> bool:
     """True when ``value`` (a str, number or Duration) is unresolved until deployment."""
     if isinstance(value, Duration):
-        return Token.is_unresolved(value.to_string())
+        # Duration.to_string() renders a number token as a huge literal, not a token marker.
+        return value.is_unresolved()
     return Token.is_unresolved(value)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from aws_cdk import App, Duration, Environment, RemovalPolicy, Stack
+from aws_cdk import App, CfnParameter, Duration, Environment, RemovalPolicy, Stack, Token
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kms as kms
@@ -15,7 +15,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 
-from cdk_session_expiry import SessionExpiry
+from cdk_session_expiry import SessionExpiry, grant_sweep
 from cdk_session_expiry import _runtime_contract as contract
 from cdk_session_expiry.ownership import APPLICATION_ACTIONS, CLEANUP_ACTIONS
 
@@ -339,3 +339,11 @@ def test_metric_resources_refused_by_refusal(refusal: str, synth: Synth) -> None
 def test_fails_metric_resources_refused_of_an_unknown_refusal(synth: Synth) -> None:
     with pytest.raises(ValueError, match=r"refusal='Forged': expected one of 'NotOwned', "):
         synth.sessions.metric_resources_refused(refusal="Forged")
+
+
+def test_an_unresolved_max_record_age_waits_for_the_streams_retention_plus_an_hour() -> None:
+    stack = Stack(App(), "Tokens")
+    age = Duration.seconds(Token.as_number(CfnParameter(stack, "Age", type="Number")))
+    assert grant_sweep.pending_environment(age) == {
+        contract.ENV_GRANT_SWEEP_PENDING_SECONDS: str(25 * 3600)
+    }
