@@ -3,10 +3,12 @@
 Each unit owns its resources, IAM statements and environment variables, and creates them
 directly in the ``SessionExpiry`` scope with the ids they always had (construct paths and
 logical IDs are a public contract): ``table`` (the session table and attribute names),
-``cleanup`` (function, role, log group, event source mapping, on-failure destination),
-``targets`` (connections, grants, scratch prefixes and their lifecycle backstop), ``archive``,
-``fanout``, ``session_access`` (runtime layer, ``grant_session_access``), ``alarms``, and
-``sweeper``. Prop rules live in ``validation`` and in each feature's module.
+``ownership`` (the ownership table of connections, AgentCore sessions and grants), ``cleanup``
+(function, role, log group, event source mapping, on-failure destination), ``targets``
+(connections, grants, scratch prefixes and their lifecycle backstop), ``agentcore``,
+``archive``, ``fanout``, ``session_access`` (runtime layer, ``grant_session_access``),
+``alarms``, ``sweeper`` and ``grant_sweep``. Prop rules live in ``validation`` and in each
+feature's module.
 """
 
 from __future__ import annotations
