@@ -202,6 +202,12 @@ REFUSAL_CLAIM_EXPIRED = "ClaimExpired"
 #: Refusals that only a forged image or a writer bypassing SessionStore produce: alarmed.
 ALARMED_REFUSALS: tuple[str, ...] = (REFUSAL_NOT_OWNED, REFUSAL_UNCLAIMED)
 ACTION_OWNERSHIP = "Ownership"
+#: The ownership table's partition key (String) and time to live attribute (Number): fixed
+#: names, the construct creates the table with them. The runtime's home for them is
+#: ``session_expiry_runtime.ownership`` (``ATTR_RESOURCE``, ``ATTR_EXPIRES_AT``);
+#: ``tests/infra/test_ownership_table.py`` checks both agree.
+OWNERSHIP_PARTITION_KEY = "resource"
+OWNERSHIP_TTL_ATTRIBUTE = "expiresAt"
 
 # --- every value of each dimension the runtime emits (checked by the metric_* methods) -----
 REASONS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("REASON_"))

@@ -294,29 +294,57 @@ LOST_CLEANUP_CAUSES: tuple[str, ...] = (
 )
 
 
+#: ``ResourcesRefused`` refusals the skipped-records alarm watches: only a forged image or a
+#: writer that bypasses ``SessionStore`` produces them (``Superseded``, ``Legacy`` and
+#: ``ClaimExpired`` happen in normal operation and are counted only).
+ALARMED_REFUSALS: tuple[str, ...] = contract.ALARMED_REFUSALS
+
+#: What the skipped-records alarm says, and the runbook for each cause (README and
+#: ``docs/ownership.md`` say more). At most 1,024 characters (CloudWatch's limit).
+SKIPPED_RECORDS_DESCRIPTION = (
+    "Session cleanup skipped work for good. RecordsSkipped NoOldImage/MissingAttributes/"
+    "NoSequenceNumber: a stream or image problem. ScratchPrefixesRefused, "
+    "GrantsRefused, ResourcesRefused NotOwned/Unclaimed: a removed item named a scratch prefix, "
+    "grant, connection or AgentCore session its session did not own, so nothing was deleted, "
+    "retired, closed or stopped; a forged item or a writer bypassing SessionStore. Runbook: the "
+    "cleanup log's 'ownership' line names each id and reason; find who wrote the item (CloudTrail "
+    "data events on the table); the named resources belong to another session and stay as they "
+    "are; resources the removed session did own end by their own limits (WebSocket 2 h, AgentCore "
+    "idle timeout, the grant sweep, the scratch lifecycle rule). Runbook for each cause: "
+    "docs/operating.md, skipped-records runbook."
+)
+
+
 def skipped_records_alarm(
     scope: Construct,
     *,
     skipped: Mapping[str, cloudwatch.IMetric],
     refused: cloudwatch.IMetric,
     grants_refused: cloudwatch.IMetric,
+    resources_refused: Mapping[str, cloudwatch.IMetric],
     actions: Sequence[cloudwatch.IAlarmAction],
 ) -> cloudwatch.Alarm:
-    """Any record skipped for a cause that loses its cleanup, within a period.
+    """Any record skipped for a cause that loses its cleanup, or a resource refused for a reason
+    only forgery explains, within a period.
 
     ``skipped`` maps each of :data:`LOST_CLEANUP_CAUSES` to its ``RecordsSkipped`` metric;
     ``refused`` is ``ScratchPrefixesRefused`` (a scratch prefix that is not the session's own,
     ``<root>[<tenant>/]<session id>/<incarnation>/`` from the record's keys, is never deleted);
     ``grants_refused`` is ``GrantsRefused`` (a grant the old image named that KMS does not show
-    named for the record's key, or a grant token without a grant id, is never retired).
+    named for the record's key, or a grant token without a grant id, is never retired);
+    ``resources_refused`` maps each of :data:`ALARMED_REFUSALS` to its ``ResourcesRefused``
+    metric (an id whose ownership record names another session, ``NotOwned``, or that has no
+    ownership record though its item was written with them, ``Unclaimed``: never acted on).
     One metric-math alarm on their sum (each ``FILL``-ed with 0: the runtime writes no datapoint
-    when it skips nothing) above 0 (construct id ``SkippedRecordsAlarm``).
+    when it skips nothing) above 0 (construct id ``SkippedRecordsAlarm``); the runbook is in
+    :data:`SKIPPED_RECORDS_DESCRIPTION`.
     """
     metrics: dict[str, cloudwatch.IMetric] = {
         f"skipped{cause}": metric for cause, metric in skipped.items()
     }
     metrics["refused"] = refused
     metrics["grantsRefused"] = grants_refused
+    metrics.update({f"refused{reason}": m for reason, m in resources_refused.items()})
     expression = cloudwatch.MathExpression(
         expression=" + ".join(f"FILL({name}, 0)" for name in metrics),
         using_metrics=metrics,
@@ -328,13 +356,7 @@ def skipped_records_alarm(
         "SkippedRecordsAlarm",
         metric=expression,
         threshold=0,
-        description=(
-            "Session cleanup skipped records for good: "
-            + ", ".join(f"RecordsSkipped {c}" for c in skipped)
-            + ", ScratchPrefixesRefused or GrantsRefused. Those sessions' connection, grant or "
-            "scratch data were not cleaned; see the skipped-records runbook for each cause "
-            "(docs/operating.md)."
-        ),
+        description=SKIPPED_RECORDS_DESCRIPTION,
         actions=actions,
     )
 

@@ -14,8 +14,9 @@ accepts, and for each check a prop closes while that prop is unset (the comment 
   sweepers' asynchronous retries are off because their next scheduled run is the retry.
 * ``CKV_AWS_27`` (queue not encrypted), the on-failure queue the construct creates: it has
   SQS-managed server-side encryption (``SqsManagedSseEnabled``), which checkov does not read.
-* ``CKV_AWS_119`` (table not on a customer managed key), a table the construct creates without
-  ``table_encryption_key``: AWS managed encryption; the prop closes it.
+* ``CKV_AWS_119`` (table not on a customer managed key), a table the construct creates (the
+  session table, the ownership table) without ``table_encryption_key`` (or, for the ownership
+  table with ``table=``, a given table without one): AWS managed encryption; the prop closes it.
 * ``CKV_AWS_158`` (log group not encrypted with KMS) and ``CKV_AWS_173`` (environment not
   encrypted with a customer managed key) without ``function_encryption_key``; the prop closes
   both.
@@ -143,8 +144,9 @@ def explain_findings(sessions: SessionExpiry) -> None:
     queue = sessions.failure_queue
     if queue is not None and _owned(sessions, queue):
         skip(queue, QUEUE_ENCRYPTION)
-    if _owned(sessions, sessions.table) and sessions.table.encryption_key is None:
-        skip(sessions.table, TABLE_KEY)
+    for table in (sessions.table, sessions.ownership_table):
+        if table is not None and _owned(sessions, table) and table.encryption_key is None:
+            skip(table, TABLE_KEY)
 
 
 def _owned(sessions: SessionExpiry, construct: IConstruct) -> bool:

@@ -28,7 +28,7 @@ from constructs import Construct
 
 from . import _runtime_contract as contract
 from . import alarms as alarm_defaults
-from . import assets, failure_destination
+from . import assets, failure_destination, ownership
 from .filters import CleanupEventFilter, filter_criteria
 from .table import SessionAttributes
 
@@ -38,9 +38,11 @@ FAILURE_QUEUE_RETENTION = Duration.days(14)
 def cleanup_environment(
     attributes: SessionAttributes, *, metrics_namespace: str, max_workers: int, dry_run: bool
 ) -> dict[str, str]:
-    """The runtime settings the cleanup and the sweeper share (no table name, no targets)."""
+    """The runtime settings the cleanup and the sweepers share (no table name, no targets):
+    the session attribute names (with the incarnation's), metrics namespace, workers, dry run."""
     env = {
         **attributes.environment(),
+        **ownership.attribute_environment(),
         contract.ENV_METRICS_NAMESPACE: metrics_namespace,
         contract.ENV_MAX_WORKERS: str(max_workers),
     }

@@ -3,10 +3,12 @@
 Each unit owns its resources, IAM statements and environment variables, and creates them
 directly in the ``SessionExpiry`` scope with the ids they always had (construct paths and
 logical IDs are a public contract): ``table`` (the session table and attribute names),
-``cleanup`` (function, role, log group, event source mapping, on-failure destination),
-``targets`` (connections, grants, scratch prefixes and their lifecycle backstop), ``archive``,
-``fanout``, ``session_access`` (runtime layer, ``grant_session_access``), ``alarms``, and
-``sweeper``. Prop rules live in ``validation`` and in each feature's module.
+``ownership`` (the ownership table of connections, AgentCore sessions and grants), ``cleanup``
+(function, role, log group, event source mapping, on-failure destination), ``targets``
+(connections, grants, scratch prefixes and their lifecycle backstop), ``agentcore``,
+``archive``, ``fanout``, ``session_access`` (runtime layer, ``grant_session_access``),
+``alarms``, ``sweeper`` and ``grant_sweep``. Prop rules live in ``validation`` and in each
+feature's module.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from . import (
     hardening,
     kill_switch,
     nag,
+    ownership,
     sweeper,
     targets,
     validation,
@@ -54,7 +57,6 @@ from .props import SessionExpiryProps
 from .session_access import SessionAccess
 from .session_limits import SessionLimits
 
-DEFAULT_CLEANUP_TIMEOUT = Duration.minutes(5)
 #: Lambda allocates CPU in proportion to memory (1,769 MB = one vCPU). The cleanup is CPU-bound
 #: once its calls overlap (botocore's per-call work), so below 1,769 MiB a session costs the same
 #: at every size and more memory only cleans faster; above it, one Python process gains little
@@ -65,7 +67,6 @@ DEFAULT_CLEANUP_LOG_RETENTION = logs.RetentionDays.THREE_MONTHS
 DEFAULT_BATCH_SIZE = 100
 DEFAULT_PARALLELIZATION_FACTOR = 1
 DEFAULT_RETRY_ATTEMPTS = 10
-DEFAULT_MAX_RECORD_AGE = Duration.hours(6)
 
 
 class SessionExpiry(Construct):
@@ -86,6 +87,13 @@ class SessionExpiry(Construct):
     behaviour given as "Default" below. Units are in the prop's type (``Duration``) or its
     description; ranges are inclusive.
 
+    One rule for every connection, AgentCore session and grant: the cleanup acts on it only if
+    it is owned by the removed session's incarnation. With any of ``websocket_stage``,
+    ``grant_key``, ``agent_runtime``, ``code_interpreter``, ``browser``, the construct creates
+    the ownership table (``ownership_table``, ``Sessions/OwnershipTable``) where
+    ``SessionStore`` records who holds each id; the cleanup checks it before every act and
+    counts what it refuses (``metric_resources_refused``; see ``cdk_session_expiry.ownership``).
+
     Args:
         scope: parent construct.
         id: construct id. Renaming it replaces every resource, including the table.
@@ -104,10 +112,11 @@ class SessionExpiry(Construct):
         time_to_live_attribute: the table's time to live attribute (a Number, epoch seconds).
             A table of this app without time to live is rejected. Default: ``"expiresAt"``; for
             a table of this app, its own TTL attribute.
-        table_encryption_key: customer managed key of a new table (new tables only). Default:
-            the AWS managed key ``aws/dynamodb``.
-        removal_policy: what happens to a new table when it leaves the stack (new tables only).
-            Default: ``RemovalPolicy.RETAIN``.
+        table_encryption_key: customer managed key of a new table, and of the ownership table.
+            Default: the AWS managed key ``aws/dynamodb`` (with ``table=``, the ownership table
+            takes that table's customer managed key, if it has one).
+        removal_policy: what happens to a new table, and to the ownership table, when it leaves
+            the stack. Default: ``RemovalPolicy.RETAIN`` (always so with ``table=``).
         deletion_protection: turn on deletion protection of a new table (new tables only).
             Default: off (the table is still retained by ``removal_policy``).
         connection_id_attribute: the session attribute holding the WebSocket connection id
@@ -182,15 +191,17 @@ class SessionExpiry(Construct):
             encryption, SSL enforced and 14 days' retention.
         websocket_stage: WebSocket API stage whose connections are deleted. Set: the cleanup's
             endpoint is ``https://{api}.execute-api.{region}.amazonaws.com/{stage}`` and its role
-            gets ``execute-api:ManageConnections`` on ``…/{stage}/DELETE/@connections/*``.
-            Default: no connection cleanup.
+            gets ``execute-api:ManageConnections`` on ``…/{stage}/DELETE/@connections/*``; each
+            connection is deleted only when its ownership record shows the removed session held
+            it. Default: no connection cleanup.
         grant_key: KMS key whose per-session grants are retired. The grants must name
             ``cleanup_role`` as retiring principal (``grant_session_access`` configures the
             session runtime to do so), and the cleanup retires a grant only when its ``Name``
             names the removed item's key (``SessionStore.create_grant`` names it so; others
-            are refused, ``GrantsRefused``). The cleanup role gets ``kms:RetireGrant`` and
-            ``kms:ListGrants`` on this key only. Turns the grant sweep on. Default: no grant
-            cleanup.
+            are refused, ``GrantsRefused``; a grant recorded with an ownership record is retired
+            only when that record shows the removed session held it, ``ResourcesRefused``). The
+            cleanup role gets ``kms:RetireGrant`` and ``kms:ListGrants`` on this key only.
+            Turns the grant sweep on. Default: no grant cleanup.
         grant_sweep_interval: how often the grant sweep (on whenever ``grant_key`` is set)
             retires grants of gone or expired sessions, the grants' backstop: whole minutes, 5
             minutes..1 day. Only with ``grant_key``. Cost per run: one invocation, one
@@ -224,8 +235,11 @@ class SessionExpiry(Construct):
         alarm_actions: actions of every alarm (e.g. ``SnsAction``). Default: none.
         alarm_skipped_records: alarm when the cleanup skips a record for a cause that loses
             its cleanup (``RecordsSkipped`` ``NoOldImage``/``MissingAttributes``/
-            ``NoSequenceNumber``, ``ScratchPrefixesRefused``, ``GrantsRefused``;
-            ``skipped_records_alarm``; docs: Operating it, "Skipped-records runbook").
+            ``NoSequenceNumber``, ``ScratchPrefixesRefused``, ``GrantsRefused``) or refuses a
+            resource another session owns (``ResourcesRefused`` ``NotOwned``/``Unclaimed``:
+            a forged item or a writer bypassing ``SessionStore``; runbook in the alarm's
+            description, ``alarms.SKIPPED_RECORDS_DESCRIPTION``; ``skipped_records_alarm``;
+            docs: Operating it, "Skipped-records runbook").
             Cost: one metric-math alarm. Default: ``True``.
         expiry_sweep_interval: run the expiry sweeper this often (whole minutes from 1 minute
             to 1 day, or 5, 6, 10, 12, 15, 20 or 30 seconds: started every minute with reserved
@@ -297,19 +311,33 @@ class SessionExpiry(Construct):
             ``_``). Only with ``agent_runtime``. Default: none, AgentCore's ``DEFAULT``
             endpoint.
         code_interpreter: the AgentCore code interpreter whose sessions are stopped
-            (``StopCodeInterpreterSession``): a custom one (``ICodeInterpreterCustomRef``, e.g.
-            ``CodeInterpreterCustom``, ``CfnCodeInterpreterCustom.from_code_interpreter_id``),
-            its ARN (in the stack's Region), its identifier, or the AWS-managed
-            ``"aws.codeinterpreter.v1"``; its ARN and identifier must both be known (an
-            unresolved string is rejected: give an ``I…CustomRef``, which carries both). IAM:
-            ``bedrock-agentcore:StopCodeInterpreterSession`` on
-            ``…:<account>:code-interpreter-custom/<id>`` (or ``…:aws:code-interpreter/<id>``)
-            only. Default: none.
+            (``StopCodeInterpreterSession``): a custom one of this app
+            (``ICodeInterpreterCustomRef``, e.g. ``CodeInterpreterCustom``,
+            ``CfnCodeInterpreterCustom.from_code_interpreter_id``), its ARN or its identifier
+            (``<name>-<10 letters or digits>``). The AWS-managed ``"aws.codeinterpreter.v1"``
+            (or its ``…:aws:code-interpreter/…`` ARN) raises ``ValueError`` unless
+            ``allow_stopping_shared_aws_managed_tool_sessions``. IAM:
+            ``bedrock-agentcore:StopCodeInterpreterSession`` on it only, for the cleanup role
+            and every function given ``grant_session_access``. Default: none.
         browser: the AgentCore browser whose sessions are stopped (``StopBrowserSession``):
-            ``IBrowserCustomRef``, ARN (in the stack's Region), identifier, or the AWS-managed
-            ``"aws.browser.v1"``; its ARN and identifier must both be known, as for
-            ``code_interpreter``. IAM: ``bedrock-agentcore:StopBrowserSession`` on
-            ``…:<account>:browser-custom/<id>`` (or ``…:aws:browser/<id>``) only. Default: none.
+            ``IBrowserCustomRef`` (e.g. ``BrowserCustom``), ARN or identifier of a custom one;
+            the AWS-managed ``"aws.browser.v1"`` (or its ``…:aws:browser/…`` ARN) only with
+            ``allow_stopping_shared_aws_managed_tool_sessions``. IAM:
+            ``bedrock-agentcore:StopBrowserSession`` on it only. Default: none.
+        allow_stopping_shared_aws_managed_tool_sessions: accept the AWS-managed
+            ``aws.codeinterpreter.v1`` / ``aws.browser.v1`` as ``code_interpreter`` /
+            ``browser``. **Risk**: the ARN of an AWS-managed tool names one resource shared by
+            every application of the account in the Region, so the cleanup role and every
+            function given ``grant_session_access`` may stop *any* application's sessions of
+            that tool, and AWS offers no IAM condition to narrow it (Service Authorization
+            Reference, "Actions, resources, and condition keys for Amazon Bedrock AgentCore":
+            no condition key for ``StopCodeInterpreterSession``/``StopBrowserSession`` nor for
+            the AWS-managed ``code-interpreter``/``browser`` resource types). The statements
+            carry the Sids ``StopSharedAwsManagedCodeInterpreterSessions`` /
+            ``StopSharedAwsManagedBrowserSessions`` and no condition; the ownership records are
+            then the only guard of the cleanup. Prefer a ``CodeInterpreterCustom`` /
+            ``BrowserCustom`` of the app. ``ValueError`` when set without an AWS-managed tool.
+            Default: ``False`` (AWS-managed tools are refused).
         agent_runtime_session_attribute: the session attribute holding the AgentCore runtime
             session id (written by ``SessionStore.create(..., runtime_session_id=...)`` or
             ``attach_agent_session``); distinct from every other attribute. Default:
@@ -317,7 +345,10 @@ class SessionExpiry(Construct):
         code_interpreter_session_attribute: the session attribute holding the code
             interpreter session id. Default: ``"codeInterpreterSessionId"``.
         browser_session_attribute: the session attribute holding the browser session id.
-            Default: ``"browserSessionId"``.
+            Each of these three holds the latest id of its kind; every id of a kind is also in
+            the String Set ``agentRuntimeSessionIds``/``codeInterpreterSessionIds``/
+            ``browserSessionIds``, and the session's incarnation is in ``incarnation``: fixed
+            names no prop may take. Default: ``"browserSessionId"``.
         custom_steps: your own cleanup steps (:class:`CustomCleanupStep`): each directory's
             contents are copied beside the runtime in the cleanup function's code, and each
             step's handler runs once per removed session, side by side with the built-in steps
@@ -407,6 +438,7 @@ class SessionExpiry(Construct):
         agent_runtime_qualifier: str | None = None,
         code_interpreter: agentcore.CodeInterpreterTarget | None = None,
         browser: agentcore.BrowserTarget | None = None,
+        allow_stopping_shared_aws_managed_tool_sessions: bool = False,
         agent_runtime_session_attribute: str = contract.DEFAULT_AGENT_RUNTIME_SESSION_ATTRIBUTE,
         code_interpreter_session_attribute: str = (
             contract.DEFAULT_CODE_INTERPRETER_SESSION_ATTRIBUTE
@@ -419,46 +451,18 @@ class SessionExpiry(Construct):
         bind_grants_to_session: bool = True,
     ) -> None:
         validation.check_prop_types(locals())
-        # Duration defaults are resolved here so that help() shows them as words, not objects.
-        if cleanup_timeout is None:
-            cleanup_timeout = DEFAULT_CLEANUP_TIMEOUT
-        if max_record_age is None:
-            max_record_age = DEFAULT_MAX_RECORD_AGE
-        if alarm_iterator_age_threshold is None:
-            alarm_iterator_age_threshold = alarm_defaults.DEFAULT_ITERATOR_AGE_THRESHOLD
-        hardening.check_hardening_props(
-            cleanup_reserved_concurrency=cleanup_reserved_concurrency,
-            expiry_sweep_reserved_concurrency=expiry_sweep_reserved_concurrency,
-            sweeper_on=expiry_sweep_interval is not None,
-        )
         props = SessionExpiryProps.of(locals())
         super().__init__(scope, id)
         self._check_props(props)
-        self._limits = SessionLimits.from_props(
-            max_session_lifetime=max_session_lifetime,
-            scratch_retention=self._scratch.retention if self._scratch.bucket else None,
-            grant_operations=grant_operations,
-            grant_grantees=grant_grantees,
-            bind_grants_to_session=bind_grants_to_session,
-        )
-        self._websocket_stage = props.websocket_stage
+        self._add_resources(props)
+        self._finish(props)
+
+    # --- composition: each step hands one concern to its own module -------------------------
+
+    def _add_resources(self, props: SessionExpiryProps) -> None:
+        """Every resource, one concern a step, in dependency order."""
         self._settle_attributes(props)
-        #: The session table (created, or the one passed as ``table``).
-        self.table: dynamodb.ITable = (
-            table_unit.create_table(
-                self,
-                self._attributes,
-                encryption_key=props.table_encryption_key,
-                removal_policy=props.removal_policy,
-                deletion_protection=props.deletion_protection,
-            )
-            if props.table is None
-            else props.table
-        )
-        self.grant_key = props.grant_key
-        self.scratch_bucket = props.scratch_bucket
-        self.tenant_scoped_scratch = props.tenant_scoped_scratch
-        self.metrics_namespace = props.metrics_namespace
+        self._add_tables(props)
         self._add_cleanup_function(props)
         self._add_cleanup_targets(props)
         self._add_event_source(props)
@@ -467,21 +471,27 @@ class SessionExpiry(Construct):
         self._add_expiry_sweeper(props)
         self._add_grant_sweep(props)
         self._add_ttl_health_alarm(props)
+
+    def _finish(self, props: SessionExpiryProps) -> None:
+        """What reads the finished resources: cdk-nag acknowledgements, hardening, checkov."""
         #: The cdk-nag findings the design accepts, acknowledged with their reasons (``nag``).
         self.nag_acknowledgements = nag.acknowledge_design_findings(self)
         hardening.apply(
             self,
-            function_encryption_key=function_encryption_key,
-            cleanup_reserved_concurrency=cleanup_reserved_concurrency,
-            expiry_sweep_reserved_concurrency=expiry_sweep_reserved_concurrency,
+            function_encryption_key=props.function_encryption_key,
+            cleanup_reserved_concurrency=props.cleanup_reserved_concurrency,
+            expiry_sweep_reserved_concurrency=props.expiry_sweep_reserved_concurrency,
         )
         checkov.explain_findings(self)
-
-    # --- composition: each step hands one concern to its own module -------------------------
 
     def _check_props(self, props: SessionExpiryProps) -> None:
         """Validation before any resource exists (rules: ``validation`` and each feature's
         module)."""
+        hardening.check_hardening_props(
+            cleanup_reserved_concurrency=props.cleanup_reserved_concurrency,
+            expiry_sweep_reserved_concurrency=props.expiry_sweep_reserved_concurrency,
+            sweeper_on=props.expiry_sweep_interval is not None,
+        )
         validation.check_event_source_props(
             batch_size=props.batch_size,
             max_batching_window=props.max_batching_window,
@@ -515,6 +525,13 @@ class SessionExpiry(Construct):
         self.custom_steps: tuple[CustomCleanupStep, ...] = tuple(props.custom_steps or ())
         self._step_directories = custom_steps.check_custom_steps(self.custom_steps, self.node.path)
         self._check_s3_props(props)
+        self._limits = SessionLimits.from_props(
+            max_session_lifetime=props.max_session_lifetime,
+            scratch_retention=self._scratch.retention if self._scratch.bucket else None,
+            grant_operations=props.grant_operations,
+            grant_grantees=props.grant_grantees,
+            bind_grants_to_session=props.bind_grants_to_session,
+        )
 
     def _check_s3_props(self, props: SessionExpiryProps) -> None:
         """Scratch and archive prefixes, and their claims on the buckets."""
@@ -578,9 +595,13 @@ class SessionExpiry(Construct):
             agent_runtime_session_attribute=props.agent_runtime_session_attribute,
             code_interpreter_session_attribute=props.code_interpreter_session_attribute,
             browser_session_attribute=props.browser_session_attribute,
+            allow_stopping_shared_aws_managed_tool_sessions=(
+                props.allow_stopping_shared_aws_managed_tool_sessions
+            ),
         )
         validation.check_session_attributes(
-            {**self._attributes.props(), **self._agentcore.attribute_props()}
+            {**self._attributes.props(), **self._agentcore.attribute_props()},
+            reserved=ownership.reserved_attributes(self._agentcore.ids_attribute_props()),
         )
         if props.expiry_sweep_interval is not None:
             sweeper.check_expiry_sweeper(
@@ -598,6 +619,39 @@ class SessionExpiry(Construct):
         self.grant_token_attribute = attributes.grant_token_attribute
         self.scratch_prefix_attribute = attributes.scratch_prefix_attribute
         self.tenant_attribute = attributes.tenant_attribute
+
+    def _add_tables(self, props: SessionExpiryProps) -> None:
+        """The session table (unless given) and the ownership table (when a target has claims)."""
+        self._websocket_stage = props.websocket_stage
+        #: The session table (created, or the one passed as ``table``).
+        self.table: dynamodb.ITable = (
+            table_unit.create_table(
+                self,
+                self._attributes,
+                encryption_key=props.table_encryption_key,
+                removal_policy=props.removal_policy,
+                deletion_protection=props.deletion_protection,
+            )
+            if props.table is None
+            else props.table
+        )
+        self._ownership = ownership.create_ownership_table(
+            self,
+            session_table=self.table,
+            removal_policy=props.removal_policy,
+            **{prop: getattr(props, prop) for prop in ownership.CLAIMED_TARGET_PROPS},
+        )
+        #: The ownership table (``Sessions/OwnershipTable``: which session incarnation holds
+        #: each connection, AgentCore session and grant; see ``cdk_session_expiry.ownership``),
+        #: or ``None`` when no ``websocket_stage``, ``grant_key``, ``agent_runtime``,
+        #: ``code_interpreter`` or ``browser`` is set.
+        self.ownership_table: dynamodb.ITable | None = (
+            None if self._ownership is None else self._ownership.table
+        )
+        self.grant_key = props.grant_key
+        self.scratch_bucket = props.scratch_bucket
+        self.tenant_scoped_scratch = props.tenant_scoped_scratch
+        self.metrics_namespace = props.metrics_namespace
 
     def _add_cleanup_function(self, props: SessionExpiryProps) -> None:
         self._shared_environment = cleanup.cleanup_environment(
@@ -625,6 +679,10 @@ class SessionExpiry(Construct):
     def _add_cleanup_targets(self, props: SessionExpiryProps) -> None:
         """What the cleanup does for each session: built-in targets, archive, fan-out."""
         fn = self.cleanup_function
+        if self._ownership is not None:
+            for name, value in self._ownership.environment().items():
+                fn.add_environment(name, value)
+            self._ownership.grant_cleanup(self.cleanup_role)
         if props.websocket_stage is not None:
             targets.configure_connections(fn, props.websocket_stage)
         if props.grant_key is not None:
@@ -687,6 +745,8 @@ class SessionExpiry(Construct):
             retiring_principal_arn=self.retiring_principal_arn,
             limits=self._limits,
             websocket_stage=self._websocket_stage,
+            ownership_table=self._ownership,
+            agentcore=self._agentcore,
         )
         #: Layer with the session runtime (``import session_expiry_runtime``) for application
         #: functions; ``grant_session_access`` adds it to a ``lambda_.Function``.
@@ -720,6 +780,10 @@ class SessionExpiry(Construct):
                 },
                 refused=self.metric_scratch_prefixes_refused(),
                 grants_refused=self.metric_grants_refused(),
+                resources_refused={
+                    refusal: self.metric_resources_refused(refusal=refusal)
+                    for refusal in alarm_defaults.ALARMED_REFUSALS
+                },
                 actions=props.actions,
             )
             self.alarms.append(self.skipped_records_alarm)
@@ -758,6 +822,9 @@ class SessionExpiry(Construct):
                 **self._shared_environment,
                 contract.ENV_GRANT_KEY_ARN: props.grant_key.key_arn,
                 contract.ENV_RETIRING_PRINCIPAL: self.retiring_principal_arn,
+                # A grant_key always comes with the ownership table.
+                **(self._ownership.environment() if self._ownership else {}),
+                **grant_sweep.pending_environment(props.max_record_age),
             },
             log_retention=props.cleanup_log_retention,
             metrics_namespace=props.metrics_namespace,
@@ -819,7 +886,12 @@ class SessionExpiry(Construct):
         on the table (and use of its customer managed key, if any), and with
         ``websocket_stage`` ``execute-api:ManageConnections`` on the stage's
         ``…/DELETE/@connections/*`` (``attach_connection`` closes a session's earlier
-        connections).
+        connections). With the ownership table (``ownership_table``): ``dynamodb:PutItem``,
+        ``UpdateItem``, ``DeleteItem``, ``GetItem`` and ``ConditionCheckItem`` on it (the store
+        writes and releases ownership records). With AgentCore targets:
+        ``bedrock-agentcore:StopRuntimeSession`` / ``StopCodeInterpreterSession`` /
+        ``StopBrowserSession`` on those targets only (``attach_agent_session`` stops the
+        sessions it replaces).
 
         With ``create_grants=True`` (default ``False``: a function that should not create grants
         gets none) also ``kms:CreateGrant`` on ``grant_key``, only with the conditions
@@ -831,8 +903,8 @@ class SessionExpiry(Construct):
 
         For a ``lambda_.Function`` it also adds ``runtime_layer`` and sets the environment
         ``SessionStore.from_env()`` reads: table name, key names, TTL attribute, session
-        attribute names, scratch bucket/root, tenant scoping, grant key ARN and retiring
-        principal. A function imported with its role
+        attribute names, scratch bucket/root, tenant scoping, grant key ARN, retiring
+        principal, ownership table name and the AgentCore targets. A function imported with its role
         (``Function.from_function_attributes(role=...)``) gets the permissions (a policy on
         that role) and a synth warning that its environment and layer must be set by hand.
 
@@ -864,9 +936,7 @@ class SessionExpiry(Construct):
         sweeper_env = (
             {} if self.expiry_sweeper is None else self.expiry_sweeper.sweeper_environment()
         )
-        return self._session_access.environment(
-            {**self._agentcore.attribute_environment(), **sweeper_env}
-        )
+        return self._session_access.environment(sweeper_env)
 
     def metric_iterator_age(self, **options: Any) -> cloudwatch.Metric:
         """AWS/Lambda ``IteratorAge`` of the cleanup function (milliseconds), Maximum by default.
@@ -954,6 +1024,27 @@ class SessionExpiry(Construct):
         a grant token without a grant id), Sum."""
         return self._runtime_metric(contract.METRIC_GRANTS_REFUSED, None, options)
 
+    def metric_resources_refused(self, *, refusal: str, **options: Any) -> cloudwatch.Metric:
+        """``ResourcesRefused`` (embedded metric) for one ``refusal``, Sum by default: ids (a
+        connection, an AgentCore session, a grant) a removed session's old image named that the
+        cleanup did not act on, because their ownership record does not show the removed
+        session's key and incarnation holding them (``cdk_session_expiry.ownership``).
+
+        ``refusal`` is ``"NotOwned"`` (the record names another session: a forged image or a
+        writer that bypasses ``SessionStore``; alarmed), ``"Unclaimed"`` (no record for an item
+        written with records; alarmed), ``"Superseded"`` (a later incarnation or session holds
+        it now), ``"Legacy"`` (an item written before ownership records: its ids are left to
+        their own limits) or ``"ClaimExpired"`` (the REMOVE came after the record's retention,
+        the owner's absolute end plus 2 days).
+
+        Raises:
+            ValueError: another ``refusal`` (the runtime never emits it).
+        """
+        validation.check_choice("refusal", refusal, contract.REFUSALS)
+        return self._runtime_metric(
+            contract.METRIC_RESOURCES_REFUSED, {contract.DIMENSION_REFUSAL: refusal}, options
+        )
+
     def metric_sessions_archived(self, **options: Any) -> cloudwatch.Metric:
         """``SessionsArchived`` (embedded metric): old images written to ``archive_bucket``, Sum."""
         return self._runtime_metric(contract.METRIC_SESSIONS_ARCHIVED, None, options)
@@ -965,8 +1056,9 @@ class SessionExpiry(Construct):
     def widgets(self, *, period: Duration | None = None) -> list[cloudwatch.IWidget]:
         """CloudWatch widgets for an application's own dashboard (``cdk_session_expiry.dashboard``):
         the alarms' status, sessions cleaned by reason, TTL lag (p50/p99/max), iterator age,
-        failures by action, records skipped by cause, scratch objects deleted, the on-failure
-        destination, TTL and sweeper deletions, and with the sweeper its expiry to sweep.
+        failures by action, records skipped by cause, resources refused by reason, scratch
+        objects deleted, the on-failure destination, TTL and sweeper deletions, and with the
+        sweeper its expiry to sweep.
 
         Args:
             period: the period of every graph. Default: 5 minutes, the alarms' period.

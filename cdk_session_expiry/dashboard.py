@@ -12,12 +12,14 @@ name, so the widgets and the runtime cannot disagree on names or dimensions:
 5. cleanup failures, one line per action (``CleanupFailures`` by ``Action``);
 6. records skipped, one line per cause (``RecordsSkipped`` by ``Cause``), and grants refused
    (``GrantsRefused``);
-7. scratch objects deleted and scratch prefixes refused;
-8. the on-failure destination: messages visible in the queue (SQS), or records delivered
+7. resources refused by their ownership records, one line per reason (``ResourcesRefused`` by
+   ``Refusal``; the alarmed ``NotOwned`` and ``Unclaimed`` labelled so);
+8. scratch objects deleted and scratch prefixes refused;
+9. the on-failure destination: messages visible in the queue (SQS), or records delivered
    (``OnFailureDestinationDeliveredEventCount``, S3);
-9. sweeper and backstop: sessions deleted by time to live (``TimeToLiveDeletedItemCount``) and,
-   with the expiry sweeper, sessions swept / skipped / failed;
-10. with the expiry sweeper, expiry to sweep of swept sessions, p50 / p99 / maximum
+10. sweeper and backstop: sessions deleted by time to live (``TimeToLiveDeletedItemCount``) and,
+    with the expiry sweeper, sessions swept / skipped / failed;
+11. with the expiry sweeper, expiry to sweep of swept sessions, p50 / p99 / maximum
     (``SweepLagSeconds``; the cleanup follows within the stream's delivery time).
 
 Embedded metrics exist only once the runtime emitted them: a line with no data is a reason,
@@ -86,6 +88,7 @@ def widgets(
                 sessions.metric_grants_refused(period=period, label="grants refused"),
             ],
         ),
+        _refused_graph(sessions, period),
         _graph(
             "Scratch objects deleted",
             [
@@ -133,6 +136,21 @@ def add_dashboard(
 
 def _graph(title: str, metrics: list[cloudwatch.IMetric]) -> cloudwatch.GraphWidget:
     return cloudwatch.GraphWidget(title=title, left=metrics, width=_WIDTH, height=_HEIGHT)
+
+
+def _refused_graph(sessions: SessionExpiry, period: Duration) -> cloudwatch.GraphWidget:
+    """``ResourcesRefused`` by ``Refusal``, the alarmed reasons labelled so."""
+    return _graph(
+        "Resources refused by reason (ownership records)",
+        [
+            sessions.metric_resources_refused(
+                refusal=refusal,
+                period=period,
+                label=f"{refusal} (alarmed)" if refusal in contract.ALARMED_REFUSALS else refusal,
+            )
+            for refusal in contract.REFUSALS
+        ],
+    )
 
 
 def _on_failure_metric(sessions: SessionExpiry, period: Duration) -> cloudwatch.IMetric:

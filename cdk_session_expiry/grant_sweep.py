@@ -60,6 +60,22 @@ GRANT_SWEEPER_MEMORY_SIZE = 256
 GRANT_SWEEPER_TIMEOUT = Duration.minutes(5)
 
 
+#: How long past the event source mapping's ``max_record_age`` a grant whose session is gone but
+#: whose ownership record is still held counts as pending on the stream path (its REMOVE record
+#: may still be retried) rather than orphaned: the cleanup's retries are bounded by
+#: ``max_record_age``, the margin covers the last attempt and the sweep's own period of sighting.
+PENDING_MARGIN = Duration.hours(1)
+
+
+def pending_environment(max_record_age: Duration) -> dict[str, str]:
+    """``SESSION_EXPIRY_GRANT_SWEEP_PENDING_SECONDS`` = ``max_record_age`` + :data:`PENDING_MARGIN`
+    in seconds. An unresolved ``max_record_age`` (a token) gets the stream's 24 hour retention
+    instead, the most any record can wait."""
+    age = validation.STREAM_RETENTION if validation.is_token(max_record_age) else max_record_age
+    seconds = int(age.to_seconds() + PENDING_MARGIN.to_seconds())
+    return {contract.ENV_GRANT_SWEEP_PENDING_SECONDS: str(seconds)}
+
+
 def check_grant_sweep_props(key: kms.IKey | None, interval: Duration | None) -> None:
     """Reject a ``grant_sweep_interval`` without ``grant_key``, or out of range.
 

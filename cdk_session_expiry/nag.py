@@ -19,8 +19,12 @@ On the cleanup role's default policy (``AwsSolutions-IAM5``, a wildcard resource
 On the ``FailureQueue`` the construct creates: ``AwsSolutions-SQS3`` (no DLQ: it is the DLQ).
 
 On the expiry sweeper's role and on each role given ``grant_session_access``, when the table
-has a customer managed key: ``AwsSolutions-IAM5[Action::kms:GenerateDataKey*]`` and
-``[Action::kms:ReEncrypt*]``, granted on that key alone.
+has a customer managed key (the ownership table uses the same key):
+``AwsSolutions-IAM5[Action::kms:GenerateDataKey*]`` and ``[Action::kms:ReEncrypt*]``, granted on
+that key alone.
+
+The ownership table raises no finding (point-in-time recovery is on, ``AwsSolutions-DDB3``), and
+its grants name the table alone (the cleanup role gets ``kms:Decrypt`` only on its key).
 
 A finding's id names the wildcard resource as cdk-nag flattens it (``<LogicalId.Arn>``,
 ``<AWS::Partition>``), so ids are computed from the same resolved values cdk-nag reads. A
@@ -78,8 +82,9 @@ _FAILURE_BUCKET_REASON = (
     "chooses (aws/lambda/<mapping UUID>/<shard>/<date>/...); s3:PutObject only."
 )
 _TABLE_KEY_REASON = (
-    "grant_encrypt_decrypt on the session table's customer managed key, and on that key only: "
-    "DynamoDB uses it for every read and write of the table."
+    "grant_encrypt_decrypt on the session table's customer managed key (which also encrypts the "
+    "ownership table), and on that key only: DynamoDB uses it for every read and write of the "
+    "tables."
 )
 
 

@@ -2,6 +2,8 @@
 
 ``SessionExpiry.__init__`` keeps the keyword-only signature (the public API, documented there);
 this struct only carries the values given, defaults applied, from the composer to its units.
+The ``Duration`` defaults live here (``SessionExpiry``'s signature shows ``None`` for them, and
+:meth:`SessionExpiryProps.of` applies them).
 """
 
 from __future__ import annotations
@@ -15,14 +17,25 @@ from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 
 from . import agentcore
+from . import alarms as alarm_defaults
 from .custom_steps import CustomCleanupStep
 from .filters import CleanupEventFilter
+
+DEFAULT_CLEANUP_TIMEOUT = Duration.minutes(5)
+DEFAULT_MAX_RECORD_AGE = Duration.hours(6)
+#: ``Duration`` props whose ``None`` means a default (applied by :meth:`SessionExpiryProps.of`).
+_DURATION_DEFAULTS = {
+    "cleanup_timeout": DEFAULT_CLEANUP_TIMEOUT,
+    "max_record_age": DEFAULT_MAX_RECORD_AGE,
+    "alarm_iterator_age_threshold": alarm_defaults.DEFAULT_ITERATOR_AGE_THRESHOLD,
+}
 
 
 @dataclass(frozen=True)
@@ -81,14 +94,26 @@ class SessionExpiryProps:
     agent_runtime_session_attribute: str
     code_interpreter_session_attribute: str
     browser_session_attribute: str
+    allow_stopping_shared_aws_managed_tool_sessions: bool
     custom_steps: Sequence[CustomCleanupStep] | None
+    function_encryption_key: kms.IKey | None
+    cleanup_reserved_concurrency: int | None
+    expiry_sweep_reserved_concurrency: int | None
+    max_session_lifetime: Duration | None
+    grant_operations: Sequence[str] | None
+    grant_grantees: Sequence[iam.IRole] | None
+    bind_grants_to_session: bool
 
     @classmethod
     def of(cls, given: Mapping[str, object]) -> SessionExpiryProps:
-        """The props among ``given`` (the constructor's ``locals()``; other names are ignored,
-        so a prop wired by its own module need not be listed here)."""
+        """The props among ``given`` (the constructor's ``locals()``; other names are ignored),
+        with the ``Duration`` defaults applied where ``given`` holds ``None``."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in given.items() if k in names})  # type: ignore[arg-type]
+        values = {k: v for k, v in given.items() if k in names}
+        for name, default in _DURATION_DEFAULTS.items():
+            if values.get(name) is None:
+                values[name] = default
+        return cls(**values)  # type: ignore[arg-type]
 
     @property
     def actions(self) -> list[cloudwatch.IAlarmAction]:

@@ -2,7 +2,8 @@
 
 ``RuntimeLayer`` (the session runtime as a Lambda layer), the environment
 ``SessionStore.from_env()`` reads, and the grants of ``SessionExpiry.grant_session_access``
-(the grant and lifetime limits are in :mod:`.session_limits`).
+(the grant and lifetime limits are in :mod:`.session_limits`, the ownership table's grants in
+:mod:`.ownership`, the AgentCore targets' in :mod:`.agentcore`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from . import _runtime_contract as contract
-from . import assets
+from . import assets, ownership
+from .agentcore import AgentCoreTargets
+from .ownership import OwnershipTable
 from .session_limits import SessionLimits
 from .table import SessionAttributes
 from .targets import ScratchTarget, connections_endpoint, delete_connections_statement
@@ -47,6 +50,8 @@ class SessionAccess:
         retiring_principal_arn: str,
         limits: SessionLimits,
         websocket_stage: apigwv2.IWebSocketStage | None,
+        ownership_table: OwnershipTable | None,
+        agentcore: AgentCoreTargets,
     ) -> None:
         self._scope = scope
         self._limits = limits
@@ -56,6 +61,8 @@ class SessionAccess:
         self._scratch = scratch
         self._grant_key = grant_key
         self._retiring_principal_arn = retiring_principal_arn
+        self._ownership = ownership_table
+        self._agentcore = agentcore
         self.layer = lambda_.LayerVersion(
             scope,
             "RuntimeLayer",
@@ -83,6 +90,11 @@ class SessionAccess:
             # attach_connection closes a session's earlier connections.
             env[contract.ENV_WEBSOCKET_ENDPOINT] = connections_endpoint(self._websocket_stage)
         env.update(self._limits.environment())
+        env.update(ownership.attribute_environment())
+        if self._ownership is not None:
+            env.update(self._ownership.environment())
+        # attach_agent_session stops the sessions it replaces: it needs the targets too.
+        env.update(self._agentcore.environment())
         env.update(extra)
         return env
 
@@ -93,15 +105,7 @@ class SessionAccess:
             ValueError: ``function`` has no role to attach them to (imported by name or ARN),
                 or ``create_grants`` without ``grant_key`` or without ``grant_grantees``.
         """
-        if function.role is None:
-            raise ValueError(
-                f"grant_session_access({function.node.path}): the function was imported "
-                "without its role (Function.from_function_name/from_function_arn), so no "
-                "permission can be attached to it: expected a lambda_.Function, or an import "
-                "that names its role, Function.from_function_attributes(function_arn=..., "
-                "role=iam.Role.from_role_arn(...)) (it then gets the permissions; set the "
-                "variables of session_environment() and add runtime_layer yourself)"
-            )
+        _check_has_role(function)
         grant = iam.Grant.add_to_principal(
             grantee=function,
             actions=list(_SESSION_DATA_ACTIONS),
@@ -116,16 +120,29 @@ class SessionAccess:
                     "grant_key; expected a grant_key on the SessionExpiry, or create_grants=False"
                 )
             grant = grant.combine(self._grant_key_access(function, self._grant_key))
+        for extra in self._target_grants(function):
+            grant = grant.combine(extra)
+        return grant
+
+    def _target_grants(self, function: lambda_.IFunction) -> list[iam.Grant]:
+        """Claims in the ownership table, closing earlier connections, stopping replaced
+        AgentCore sessions: each only when its target is configured."""
+        grants: list[iam.Grant] = []
+        if self._ownership is not None:
+            grants.append(self._ownership.grant_application(function))
         if self._websocket_stage is not None:
             statement = delete_connections_statement(self._websocket_stage)
-            grant = grant.combine(
+            grants.append(
                 iam.Grant.add_to_principal(
                     grantee=function,
                     actions=statement.actions,
                     resource_arns=statement.resources,
                 )
             )
-        return grant
+        agentcore = self._agentcore.grant(function)
+        if agentcore is not None:
+            grants.append(agentcore)
+        return grants
 
     def _grant_key_access(self, function: lambda_.IFunction, key: kms.IKey) -> iam.Grant:
         statement = self._limits.create_grant_statement(
@@ -159,4 +176,16 @@ class SessionAccess:
             f"grant_session_access({function.node.path}): not a lambda_.Function, so its "
             "environment and layers cannot be set; set the variables of "
             "SessionExpiry.session_environment() and add runtime_layer yourself.",
+        )
+
+
+def _check_has_role(function: lambda_.IFunction) -> None:
+    if function.role is None:
+        raise ValueError(
+            f"grant_session_access({function.node.path}): the function was imported "
+            "without its role (Function.from_function_name/from_function_arn), so no "
+            "permission can be attached to it: expected a lambda_.Function, or an import "
+            "that names its role, Function.from_function_attributes(function_arn=..., "
+            "role=iam.Role.from_role_arn(...)) (it then gets the permissions; set the "
+            "variables of session_environment() and add runtime_layer yourself)"
         )

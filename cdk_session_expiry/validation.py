@@ -125,6 +125,7 @@ PROP_TYPES: Mapping[str, tuple[str, Callable[[object], bool]]] = {
         lambda v: isinstance(v, str) or hasattr(v, "browser_custom_ref"),
     ),
     "agent_runtime_qualifier": ("a str, an endpoint name such as 'prod'", _is(str)),
+    "allow_stopping_shared_aws_managed_tool_sessions": _BOOL,
     "custom_steps": (
         "a list of CustomCleanupStep",
         lambda v: (
@@ -175,7 +176,8 @@ def check_choice(name: str, value: object, choices: Sequence[str]) -> None:
 def is_token(value: object) -> bool:
     """True when ``value`` (a str, number or Duration) is unresolved until deployment."""
     if isinstance(value, Duration):
-        return Token.is_unresolved(value.to_string())
+        # Duration.to_string() renders a number token as a huge literal, not a token marker.
+        return value.is_unresolved()
     return Token.is_unresolved(value)
 
 
@@ -550,19 +552,25 @@ def check_table_only_props(**given: object) -> None:
             )
 
 
-def check_session_attributes(attribute_props: Mapping[str, str | None]) -> None:
+def check_session_attributes(
+    attribute_props: Mapping[str, str | None], *, reserved: Mapping[str, str] | None = None
+) -> None:
     """Each session attribute name is a valid DynamoDB attribute name, and all are distinct —
     except that ``tenant_attribute`` may be the partition key of a table with a sort key (the
     tenant's sessions in one partition, the session id the sort key): the cleanup then takes the
     tenant from the stream record's keys instead of the old image.
 
+    ``reserved`` maps a label (e.g. ``"the incarnation attribute"``) to an attribute name the
+    runtime writes without a prop: no prop may name it.
+
     Raises:
-        ValueError: an empty, padded or over-long name, or two props naming one attribute.
+        ValueError: an empty, padded or over-long name, or two props (or a prop and a reserved
+            name) naming one attribute.
     """
     for prop, attribute in attribute_props.items():
         if attribute is not None:
             check_attribute_name(prop, attribute)
-    names = dict(attribute_props)
+    names: dict[str, str | None] = {**(reserved or {}), **attribute_props}
     tenant = names.get("tenant_attribute")
     if names.get("sort_key_name") is not None and tenant == names.get("partition_key_name"):
         del names["tenant_attribute"]  # the tenant is the partition: bound by the record's keys

@@ -26,8 +26,9 @@ CONTEXT_CLEANUP_DRY_RUN = "sample:cleanupDryRun"  # default false
 CONTEXT_API_GATEWAY_LOGS_ROLE = "sample:apiGatewayLogsRole"  # default true
 #: AgentCore targets whose sessions the cleanup stops; each unset by default, so a deploy to a
 #: real account never names AgentCore resources that do not exist there. The runtime's ARN (and
-#: optional endpoint), and a code interpreter / browser by ARN or id (``aws.codeinterpreter.v1``,
-#: ``aws.browser.v1`` for the AWS-managed ones). ``make sandbox`` sets them for the emulator.
+#: optional endpoint), and a custom code interpreter / browser of the app by ARN or id
+#: (``<name>-<10 letters or digits>``; the construct refuses the AWS-managed
+#: ``aws.codeinterpreter.v1`` / ``aws.browser.v1``). ``make sandbox`` sets them for the emulator.
 CONTEXT_AGENT_RUNTIME_ARN = "sample:agentRuntimeArn"
 CONTEXT_AGENT_RUNTIME_QUALIFIER = "sample:agentRuntimeQualifier"
 CONTEXT_CODE_INTERPRETER = "sample:codeInterpreter"

@@ -81,7 +81,9 @@ class SessionExpirySampleStack(Stack):
             real finding. Default: on.
         agent_runtime_arn, agent_runtime_qualifier, code_interpreter, browser: AgentCore
             targets whose sessions the cleanup stops (``SessionExpiry``'s props of the same
-            names). Default: none (the sandbox sets them; a real account needs real ones).
+            names; a custom code interpreter and browser of the app, by ARN or identifier: the
+            construct refuses the AWS-managed ones). Default: none (the sandbox sets them; a
+            real account needs real ones).
     """
 
     def __init__(

@@ -1,7 +1,7 @@
 """Sandbox phase: Amazon Bedrock AgentCore sessions stopped with the sessions that used them.
 
 The sample app is deployed with AgentCore targets from context (:func:`deploy_context`: a
-runtime ARN in the emulator's account and Region, the AWS-managed code interpreter and browser),
+runtime ARN in the emulator's account and Region, a custom code interpreter and browser),
 so the deployed cleanup function carries them in its environment and its role's policy. Some
 sessions that will be ended and some that stay live get AgentCore session ids through
 ``SessionStore.attach_agent_session``, and the emulator registers those AgentCore sessions as
@@ -28,8 +28,12 @@ from cdk_session_expiry.testing.agentcore import BROWSER, CODE_INTERPRETER, RUNT
 #: How many ended / live sessions get AgentCore sessions, and how many of the ended ones'
 #: browser sessions already ended on their own.
 ENDED, LIVE, ALREADY_ENDED_BROWSERS = 12, 4, 3
-CODE_INTERPRETER_ID = "aws.codeinterpreter.v1"
-BROWSER_ID = "aws.browser.v1"
+#: A custom code interpreter and browser of the app (``<name>-<10 letters or digits>``, as
+#: ``CreateCodeInterpreter``/``CreateBrowser`` make them): the construct refuses the AWS-managed
+#: ``aws.codeinterpreter.v1``/``aws.browser.v1``, shared by every application of an account and
+#: Region. The emulator answers any identifier.
+CODE_INTERPRETER_ID = "sandboxInterpreter-AbCd123456"
+BROWSER_ID = "sandboxBrowser-AbCd123456"
 
 
 def deploy_context(emulator: LocalEmulator) -> dict[str, str]:

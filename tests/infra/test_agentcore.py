@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from aws_cdk import App, Environment, Stack
 from aws_cdk import aws_bedrockagentcore as agentcore
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk.assertions import Template
+from aws_cdk.assertions import Match, Template
 
 from cdk_session_expiry import SessionExpiry
 from cdk_session_expiry import _runtime_contract as contract
@@ -106,38 +107,112 @@ def test_runtime_of_this_app_by_its_reference() -> None:
     assert {"Fn::GetAtt": [cfn_id, "AgentRuntimeArn"]} in statement["Resource"]
 
 
-def test_managed_code_interpreter_and_browser_by_identifier() -> None:
+OPT_IN = "allow_stopping_shared_aws_managed_tool_sessions"
+MANAGED_CI_ARN = "arn:aws:bedrock-agentcore:us-east-1:aws:code-interpreter/aws.codeinterpreter.v1"
+MANAGED_BROWSER_ARN = "arn:aws:bedrock-agentcore:us-east-1:aws:browser/aws.browser.v1"
+
+
+def _managed_arn(resource: str) -> dict[str, Any]:
+    return {
+        "Fn::Join": [
+            "",
+            ["arn:", {"Ref": "AWS::Partition"}, f":bedrock-agentcore:us-east-1:aws:{resource}"],
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    ("props", "prop", "kind"),
+    [
+        ({"code_interpreter": "aws.codeinterpreter.v1"}, "code_interpreter", "code interpreter"),
+        ({"code_interpreter": MANAGED_CI_ARN}, "code_interpreter", "code interpreter"),
+        ({"browser": "aws.browser.v1"}, "browser", "browser"),
+        ({"browser": MANAGED_BROWSER_ARN}, "browser", "browser"),
+    ],
+    ids=["interpreter-id", "interpreter-arn", "browser-id", "browser-arn"],
+)
+def test_fails_on_an_aws_managed_tool_without_the_opt_in(
+    props: dict[str, Any], prop: str, kind: str
+) -> None:
+    with pytest.raises(ValueError) as raised:
+        SessionExpiry(_stack(), "Sessions", **props)
+    message = str(raised.value)
+    # The prop, why, and what to use instead.
+    assert message.startswith(f"{prop}='aws.")
+    assert f"is the AWS-managed {kind}" in message
+    assert "shared by every application of the account" in message
+    assert f"could stop another application's {kind} sessions" in message
+    custom = "CodeInterpreterCustom" if prop == "code_interpreter" else "BrowserCustom"
+    assert f"Expected a custom {kind} of this app (aws_bedrockagentcore.{custom}" in message
+    assert f"or {OPT_IN}=True to accept that risk" in message
+
+
+def test_with_the_opt_in_managed_tools_get_a_statement_marked_by_its_sid() -> None:
     sessions, template, stack = _synth(
-        code_interpreter="aws.codeinterpreter.v1", browser="aws.browser.v1"
+        code_interpreter="aws.codeinterpreter.v1", browser=MANAGED_BROWSER_ARN, **{OPT_IN: True}
     )
     env = _cleanup_env(sessions, template, stack)
     assert env[contract.ENV_CODE_INTERPRETER_ID] == "aws.codeinterpreter.v1"
     assert env[contract.ENV_BROWSER_ID] == "aws.browser.v1"
     assert env[contract.ENV_CODE_INTERPRETER_SESSION_ATTRIBUTE] == "codeInterpreterSessionId"
     assert env[contract.ENV_BROWSER_SESSION_ATTRIBUTE] == "browserSessionId"
-    resources = {s["Action"]: s["Resource"] for s in _agentcore_statements(sessions, template)}
-    assert resources == {
+    statements = {s["Action"]: s for s in _agentcore_statements(sessions, template)}
+    # AWS offers no condition key for these actions or resource types: none is set.
+    assert statements == {
         "bedrock-agentcore:StopCodeInterpreterSession": {
-            "Fn::Join": [
-                "",
-                [
-                    "arn:",
-                    {"Ref": "AWS::Partition"},
-                    ":bedrock-agentcore:us-east-1:aws:code-interpreter/aws.codeinterpreter.v1",
-                ],
-            ]
+            "Sid": "StopSharedAwsManagedCodeInterpreterSessions",
+            "Effect": "Allow",
+            "Action": "bedrock-agentcore:StopCodeInterpreterSession",
+            "Resource": _managed_arn("code-interpreter/aws.codeinterpreter.v1"),
         },
         "bedrock-agentcore:StopBrowserSession": {
-            "Fn::Join": [
-                "",
-                [
-                    "arn:",
-                    {"Ref": "AWS::Partition"},
-                    ":bedrock-agentcore:us-east-1:aws:browser/aws.browser.v1",
-                ],
-            ]
+            "Sid": "StopSharedAwsManagedBrowserSessions",
+            "Effect": "Allow",
+            "Action": "bedrock-agentcore:StopBrowserSession",
+            "Resource": MANAGED_BROWSER_ARN,
         },
     }
+
+
+def test_with_the_opt_in_the_application_role_gets_the_same_marked_statement() -> None:
+    stack = _stack()
+    sessions = SessionExpiry(
+        stack, "Sessions", code_interpreter="aws.codeinterpreter.v1", **{OPT_IN: True}
+    )
+    fn = _app_function(stack)
+    sessions.grant_session_access(fn)
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::IAM::Policy",
+        {
+            "Roles": [{"Ref": stack.get_logical_id(fn.role.node.default_child)}],  # type: ignore[union-attr]
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        {
+                            "Sid": "StopSharedAwsManagedCodeInterpreterSessions",
+                            "Effect": "Allow",
+                            "Action": "bedrock-agentcore:StopCodeInterpreterSession",
+                            "Resource": _managed_arn("code-interpreter/aws.codeinterpreter.v1"),
+                        }
+                    ]
+                )
+            },
+        },
+    )
+
+
+def test_fails_on_the_opt_in_without_an_aws_managed_tool() -> None:
+    with pytest.raises(
+        ValueError,
+        match=rf"{OPT_IN}=True is set without an AWS-managed code_interpreter or browser: "
+        rf"expected code_interpreter='aws.codeinterpreter.v1' or browser='aws.browser.v1'",
+    ):
+        SessionExpiry(_stack(), "Sessions", code_interpreter=CUSTOM_CI_ID, **{OPT_IN: True})
+
+
+def test_fails_on_an_opt_in_that_is_not_a_bool() -> None:
+    with pytest.raises(PropTypeError, match=rf"{OPT_IN}='yes': expected True or False"):
+        SessionExpiry(_stack(), "Sessions", browser="aws.browser.v1", **{OPT_IN: "yes"})
 
 
 def test_custom_tools_by_identifier_reference_and_arn() -> None:
@@ -166,28 +241,102 @@ def test_custom_tools_by_identifier_reference_and_arn() -> None:
     assert "code-interpreter-custom/" in str(interpreter_arn)
 
 
-def test_session_access_gives_the_store_the_attribute_names_of_the_targets_set() -> None:
-    stack = _stack()
-    sessions = SessionExpiry(
-        stack, "Sessions", agent_runtime=RUNTIME_ARN, agent_runtime_session_attribute="agentSid"
-    )
-    env = sessions.session_environment()
-    assert env[contract.ENV_AGENT_RUNTIME_SESSION_ATTRIBUTE] == "agentSid"
-    assert contract.ENV_BROWSER_SESSION_ATTRIBUTE not in env
-    assert contract.ENV_AGENT_RUNTIME_ARN not in env  # the application never stops sessions
-    fn = lambda_.Function(
+def _app_function(stack: Stack) -> lambda_.Function:
+    return lambda_.Function(
         stack,
         "App",
         runtime=lambda_.Runtime.PYTHON_3_12,
         handler="app.handler",
         code=lambda_.Code.from_inline("def handler(e, c): pass"),
     )
+
+
+def test_session_access_gives_the_store_the_targets_and_their_attribute_names() -> None:
+    stack = _stack()
+    sessions = SessionExpiry(
+        stack,
+        "Sessions",
+        agent_runtime=RUNTIME_ARN,
+        agent_runtime_qualifier="prod",
+        code_interpreter=CUSTOM_CI_ID,
+        agent_runtime_session_attribute="agentSid",
+    )
+    env = sessions.session_environment()
+    # attach_agent_session stops the sessions it replaces: it needs the targets.
+    assert env[contract.ENV_AGENT_RUNTIME_ARN] == RUNTIME_ARN
+    assert env[contract.ENV_AGENT_RUNTIME_QUALIFIER] == "prod"
+    assert env[contract.ENV_CODE_INTERPRETER_ID] == CUSTOM_CI_ID
+    assert env[contract.ENV_AGENT_RUNTIME_SESSION_ATTRIBUTE] == "agentSid"
+    assert env[contract.ENV_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE] == "agentRuntimeSessionIds"
+    assert env[contract.ENV_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE] == "codeInterpreterSessionIds"
+    assert contract.ENV_BROWSER_SESSION_ATTRIBUTE not in env
+    assert contract.ENV_BROWSER_SESSION_IDS_ATTRIBUTE not in env
+    assert contract.ENV_BROWSER_ID not in env
+    fn = _app_function(stack)
     sessions.grant_session_access(fn)
     template = Template.from_stack(stack).to_json()
     variables = template["Resources"][stack.get_logical_id(fn.node.default_child)]["Properties"][
         "Environment"
     ]["Variables"]
-    assert variables[contract.ENV_AGENT_RUNTIME_SESSION_ATTRIBUTE] == "agentSid"
+    assert {k: v for k, v in variables.items() if k in env} == {
+        k: stack.resolve(v) for k, v in env.items()
+    }
+
+
+def test_the_application_role_may_stop_sessions_of_the_targets_only() -> None:
+    stack = _stack()
+    sessions = SessionExpiry(
+        stack, "Sessions", agent_runtime=RUNTIME_ARN, browser=CUSTOM_BROWSER_ARN
+    )
+    fn = _app_function(stack)
+    sessions.grant_session_access(fn)
+    template = Template.from_stack(stack)
+    role = {"Ref": stack.get_logical_id(fn.role.node.default_child)}  # type: ignore[union-attr]
+    template.has_resource_properties(
+        "AWS::IAM::Policy",
+        {
+            "Roles": [role],
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        {
+                            "Effect": "Allow",
+                            "Action": "bedrock-agentcore:StopRuntimeSession",
+                            "Resource": [RUNTIME_ARN, f"{RUNTIME_ARN}/runtime-endpoint/DEFAULT"],
+                        },
+                        {
+                            "Effect": "Allow",
+                            "Action": "bedrock-agentcore:StopBrowserSession",
+                            "Resource": CUSTOM_BROWSER_ARN,
+                        },
+                    ]
+                )
+            },
+        },
+    )
+    actions = [
+        action
+        for policy in template.to_json()["Resources"].values()
+        if policy["Type"] == "AWS::IAM::Policy" and role in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        for action in (
+            [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+        )
+        if action.startswith("bedrock-agentcore:")
+    ]
+    assert sorted(actions) == [
+        "bedrock-agentcore:StopBrowserSession",
+        "bedrock-agentcore:StopRuntimeSession",
+    ]
+
+
+def test_without_targets_the_application_role_gets_no_agentcore_action() -> None:
+    stack = _stack()
+    sessions = SessionExpiry(stack, "Sessions")
+    fn = _app_function(stack)
+    sessions.grant_session_access(fn)
+    assert "bedrock-agentcore" not in json.dumps(Template.from_stack(stack).to_json())
+    assert not any("AGENT" in k or "BROWSER" in k for k in sessions.session_environment())
 
 
 @pytest.mark.parametrize(
@@ -215,8 +364,10 @@ def test_session_access_gives_the_store_the_attribute_names_of_the_targets_set()
         ),
         (
             {"code_interpreter": "my interpreter"},
-            r"code_interpreter='my interpreter': expected the identifier of an AWS-managed "
-            r"code interpreter \(e.g. 'aws.codeinterpreter.v1'\)",
+            r"code_interpreter='my interpreter': expected the identifier of a custom "
+            r"code interpreter \(<name>-<10 letters or digits>, e.g. 'my_tool-a1B2c3D4e5'\), an "
+            r"ARN, or the AWS-managed 'aws.codeinterpreter.v1' \(with "
+            r"allow_stopping_shared_aws_managed_tool_sessions=True only\)",
         ),
         (
             {"browser": "arn:aws:bedrock-agentcore:us-east-1:123456789012:browser/aws.browser.v1"},
@@ -224,8 +375,18 @@ def test_session_access_gives_the_store_the_attribute_names_of_the_targets_set()
             r"<account>:browser-custom/<id> or .*:aws:browser/aws.browser.v1",
         ),
         (
-            {"browser": "aws.browser.v1", "browser_session_attribute": "connectionId"},
+            {"browser": CUSTOM_BROWSER_ARN, "browser_session_attribute": "connectionId"},
             r"browser_session_attribute='connectionId' is also connection_id_attribute",
+        ),
+        (
+            {"browser": CUSTOM_BROWSER_ARN, "browser_session_attribute": "browserSessionIds"},
+            r"browser_session_attribute='browserSessionIds' is also the browser session ids "
+            r"attribute: expected a distinct attribute name",
+        ),
+        (
+            {"tenant_attribute": "incarnation"},
+            r"tenant_attribute='incarnation' is also the incarnation attribute: expected a "
+            r"distinct attribute name",
         ),
     ],
     ids=[
@@ -237,6 +398,8 @@ def test_session_access_gives_the_store_the_attribute_names_of_the_targets_set()
         "interpreter-bad-identifier",
         "browser-arn-account-with-managed-type",
         "attribute-clash",
+        "attribute-is-the-session-id-set",
+        "attribute-is-the-incarnation",
     ],
 )
 def test_fails_on_bad_agentcore_props(props: dict[str, Any], message: str) -> None:

@@ -107,6 +107,23 @@ def test_failures_by_every_action_and_skips_by_every_cause(with_sweeper: Board) 
     ]
 
 
+def test_resources_refused_by_every_refusal_the_alarmed_ones_labelled(with_sweeper: Board) -> None:
+    title = "Resources refused by reason (ownership records)"
+    lines = with_sweeper.graphs[title]
+    assert _named(lines) == [
+        (NS, contract.METRIC_RESOURCES_REFUSED, contract.DIMENSION_REFUSAL, refusal, "Sum")
+        for refusal in contract.REFUSALS
+    ]
+    labels = {line[-1]["label"] for line in lines}
+    assert labels == {
+        "NotOwned (alarmed)",
+        "Unclaimed (alarmed)",
+        "Superseded",
+        "Legacy",
+        "ClaimExpired",
+    }
+
+
 def test_iterator_age_scratch_and_on_failure_queue(with_sweeper: Board) -> None:
     (iterator_age,) = _named(with_sweeper.graphs["Iterator age (ms), maximum"])
     assert iterator_age[:3] == ("AWS/Lambda", "IteratorAge", "FunctionName")

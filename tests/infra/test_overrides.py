@@ -174,7 +174,11 @@ def test_existing_tables_are_attached_not_created(synth: Synth) -> None:
     assert synth.attached.table is synth.own_table
     assert synth.attached.node.try_find_child("Table") is None
     assert synth.imported.node.try_find_child("Table") is None
-    assert len(synth.template.find_resources("AWS::DynamoDB::Table")) == 2  # Custom + OwnTable
+    # Custom's session and ownership tables (it has a stage), and OwnTable: no table is created
+    # for the attached or imported ones, which have no target with ownership records.
+    tables = synth.template.find_resources("AWS::DynamoDB::Table")
+    assert len(tables) == 3
+    assert synth.attached.ownership_table is None and synth.imported.ownership_table is None
     own = synth.props(synth.attached.event_source_mapping)
     assert own["EventSourceArn"] == _arn(synth.id(synth.own_table), "StreamArn")
     imported = synth.props(synth.imported.event_source_mapping)
@@ -212,6 +216,8 @@ def test_cleanup_function_overrides(synth: Synth) -> None:
         contract.ENV_GRANT_TOKEN_ATTRIBUTE: "gtok",
         contract.ENV_SCRATCH_PREFIX_ATTRIBUTE: "scratch",
         contract.ENV_TENANT_ATTRIBUTE: "tenant",
+        contract.ENV_INCARNATION_ATTRIBUTE: "incarnation",
+        contract.ENV_OWNERSHIP_TABLE_NAME: {"Ref": synth.id(synth.custom.ownership_table)},
         contract.ENV_METRICS_NAMESPACE: "Custom/Sessions",
         contract.ENV_MAX_WORKERS: "4",
         contract.ENV_SCRATCH_BUCKET: {"Ref": synth.id(synth.bucket)},
@@ -423,6 +429,8 @@ def test_grant_session_access_sets_environment_and_layer(synth: Synth) -> None:
         contract.ENV_RETIRING_PRINCIPAL: _arn(synth.id(synth.custom.cleanup_role)),
         contract.ENV_GRANT_KEY_ARN: _arn(synth.id(synth.grant_key)),
         contract.ENV_MAX_SESSION_LIFETIME_SECONDS: str(8 * 3600),
+        contract.ENV_INCARNATION_ATTRIBUTE: "incarnation",
+        contract.ENV_OWNERSHIP_TABLE_NAME: {"Ref": synth.id(synth.custom.ownership_table)},
         contract.ENV_WEBSOCKET_ENDPOINT: props["Environment"]["Variables"][
             contract.ENV_WEBSOCKET_ENDPOINT
         ],

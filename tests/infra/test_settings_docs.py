@@ -46,8 +46,9 @@ def test_docs_list_every_variable_session_environment_sets(
         tenant_scoped_scratch=True,
         expiry_sweep_interval=Duration.minutes(5),
         agent_runtime="arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/agent-a1B2c3D4e5",
-        code_interpreter="aws.codeinterpreter.v1",
-        browser="aws.browser.v1",
+        agent_runtime_qualifier="prod",
+        code_interpreter="team_ci-Z9y8X7w6V5",
+        browser="web-Q1w2E3r4T5",
     )
     section = _settings_section()
     missing = [name for name in sessions.session_environment() if f"`{name}`" not in section]

@@ -57,10 +57,26 @@ def test_the_alarm_is_on_by_default_and_watches_every_cause_that_loses_a_cleanup
     assert skipped == {"NoOldImage", "MissingAttributes", "NoSequenceNumber"}
     names = {m["Metric"]["MetricName"] for m in watched}
     assert {contract.METRIC_PREFIXES_REFUSED, contract.METRIC_GRANTS_REFUSED} <= names
+    refused = {
+        d["Value"]
+        for m in watched
+        if m["Metric"]["MetricName"] == contract.METRIC_RESOURCES_REFUSED
+        for d in m["Metric"]["Dimensions"]
+        if d["Name"] == contract.DIMENSION_REFUSAL
+    }
+    # Only forgery (or a writer bypassing SessionStore) explains these two; the others are
+    # normal operation and stay off the alarm.
+    assert refused == {"NotOwned", "Unclaimed"} == set(contract.ALARMED_REFUSALS)
     assert all(m["Period"] == 300 and m["Stat"] == "Sum" for m in watched)
     # Every watched metric is in the sum, FILL-ed: the runtime writes nothing when all is well.
-    assert expression["Expression"].count("FILL(") == len(watched) == 5
-    assert "GrantsRefused" in props["AlarmDescription"]
+    assert expression["Expression"].count("FILL(") == len(watched) == 7
+    assert "FILL(refusedNotOwned, 0)" in expression["Expression"]
+    assert "FILL(refusedUnclaimed, 0)" in expression["Expression"]
+    description = props["AlarmDescription"]
+    assert "GrantsRefused" in description
+    assert "ResourcesRefused NotOwned/Unclaimed" in description
+    assert "Runbook:" in description
+    assert len(description) <= 1024  # CloudWatch's AlarmDescription limit
 
 
 def test_harmless_causes_are_not_watched() -> None:

@@ -162,6 +162,7 @@ def test_sweeper_function(synth: Synth) -> None:
         contract.ENV_GRANT_TOKEN_ATTRIBUTE: "grantToken",
         contract.ENV_SCRATCH_PREFIX_ATTRIBUTE: "scratchPrefix",
         contract.ENV_TENANT_ATTRIBUTE: "tenantId",
+        contract.ENV_INCARNATION_ATTRIBUTE: "incarnation",
         contract.ENV_METRICS_NAMESPACE: "SessionExpiry",
         contract.ENV_MAX_WORKERS: "32",
         contract.ENV_DRY_RUN: "true",
