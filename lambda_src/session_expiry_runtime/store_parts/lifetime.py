@@ -1,0 +1,361 @@
+"""A session's lifetime: create, get, list, touch (heartbeat) and end.
+
+A session has an absolute lifetime (``max_session_lifetime_seconds``, default 8 hours):
+``create`` records its not-after time, no heartbeat sets the TTL past it, and from then on it
+is gone whatever its TTL says.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeSerializer
+from botocore.exceptions import ClientError
+
+from ..prefixes import build_scratch_prefix
+from .agent_sessions import agent_session_values
+from .core import LIVE_TTL, NOT_LIVE, StoreCore, is_condition_failure
+from .errors import SessionConflictError, SessionGoneError, describe
+from .keys import Key, number, number_value, require_text
+from .session import Session
+
+# Lost races with concurrent creators/enders before create gives up with a conflict.
+_CREATE_ATTEMPTS = 3
+_SERIALIZER = TypeSerializer()
+
+
+class LifetimePart(StoreCore):
+    """create, get, iter_sessions, list, touch/heartbeat, end (see :class:`SessionStore`)."""
+
+    def create(
+        self,
+        session_id: str,
+        *,
+        ttl: timedelta | None = None,
+        expires_at: datetime | int | None = None,
+        connection_id: str | None = None,
+        tenant_id: str | None = None,
+        partition: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        runtime_session_id: str | None = None,
+        code_interpreter_session_id: str | None = None,
+        browser_session_id: str | None = None,
+    ) -> Session:
+        """Create a session with a fresh scratch prefix; conditional PutItem.
+
+        The TTL attribute is written as a Number of epoch seconds, ``now + ttl`` rounded up.
+        The not-after attribute (``notAfter``) records the session's absolute end, ``now +``
+        the maximum session lifetime (default 8 hours) rounded up; the TTL is never set past
+        it, here or by :meth:`touch` (a longer ``ttl``/``expires_at`` is cut to it). The
+        scratch prefix is unique to this incarnation (``{root}[{tenant}/]{id}/{token}/``).
+
+        Reuse after expiry: an item that exists but is not live (expired and not yet
+        deleted by TTL, or with a missing/non-Number/implausible TTL) does not block the id.
+        It is removed first with a DeleteItem conditioned on it still being not live, so its
+        REMOVE record reaches the stream and the cleanup releases the old incarnation's
+        connection, grant and scratch prefix; then the new item is put with
+        ``attribute_not_exists``. The old and new incarnations never share a scratch prefix.
+
+        Args:
+            session_id: 1-255 characters ``A-Z a-z 0-9 . _ : @ = + -``, starting with a
+                letter or digit (it becomes a scratch prefix segment).
+            ttl: lifetime, a ``timedelta`` from 1 second to ``max_ttl``; default the
+                store's ``default_ttl`` (1 hour). Mutually exclusive with ``expires_at``.
+            expires_at: absolute expiry, an aware ``datetime`` or ``int`` epoch seconds.
+            connection_id: WebSocket connection id to store (in ``connectionId`` and the
+                ``connectionIds`` String Set); default none.
+            tenant_id: tenant to store; required with tenant-scoped scratch. When the tenant
+                attribute is the partition key (a table with a sort key), the tenant is
+                ``partition``: give no ``tenant_id`` or the same value.
+            partition: partition key value; required with a sort key, else must be ``None``.
+            attributes: extra application attributes (boto3 ``TypeSerializer`` types:
+                ``Decimal`` not ``float``); their names must not be the key, TTL or
+                runtime attribute names.
+            runtime_session_id, code_interpreter_session_id, browser_session_id: Amazon
+                Bedrock AgentCore sessions the cleanup stops; see :meth:`attach_agent_session`.
+
+        Returns:
+            The new :class:`Session`.
+
+        Raises:
+            SessionConflictError: a live session with this id exists.
+            ValueError: a bad id, partition, tenant, connection id, attribute name, or
+                TTL (see :func:`.ttl.expiry_from_ttl`); the message names the value.
+        """
+        key = self._key(session_id, partition)
+        agents = {
+            "runtime": runtime_session_id,
+            "code_interpreter": code_interpreter_session_id,
+            "browser": browser_session_id,
+        }
+        item = self._new_item(key, ttl, expires_at, tenant_id, partition, attributes, agents)
+        if connection_id is not None:
+            c = self._config
+            item[c.connection_id_attribute] = {"S": require_text(connection_id, "connection id")}
+            item[c.connection_ids_attribute] = {"SS": [connection_id]}
+        return self._put_new(key, item, session_id, partition)
+
+    def _new_item(
+        self,
+        key: Key,
+        ttl: timedelta | None,
+        expires_at: datetime | int | None,
+        tenant_id: str | None,
+        partition: str | None,
+        attributes: Mapping[str, Any] | None,
+        agents: Mapping[str, str | None],
+    ) -> dict[str, Any]:
+        """The new incarnation's item (everything but its connection)."""
+        now = self._now()
+        not_after = self._not_after_from(now)
+        expiry = min(self._expiry(ttl, expires_at, now), not_after)
+        c = self._config
+        if tenant_id is not None:
+            require_text(tenant_id, "tenant id")
+        if self._tenant_is_partition:
+            tenant_id = self._tenant_from_partition(tenant_id, partition)
+        prefix = build_scratch_prefix(
+            c.scratch_root,
+            key[c.sort_key or c.partition_key]["S"],
+            tenant_id=tenant_id,
+            tenant_scoped=c.tenant_scoped_scratch,
+        )
+        item: dict[str, Any] = dict(key)
+        item.update(
+            agent_session_values(
+                c, agents["runtime"], agents["code_interpreter"], agents["browser"]
+            )
+        )
+        item.update(self._application_attributes(attributes))
+        item[c.ttl_attribute] = {"N": str(expiry)}
+        item[c.not_after_attribute] = {"N": str(not_after)}
+        item[c.scratch_prefix_attribute] = {"S": prefix}
+        if c.sweep_shard_attribute:
+            item[c.sweep_shard_attribute] = {"S": self._sweep_shard(key)}
+        if tenant_id is not None and not self._tenant_is_partition:
+            item[c.tenant_attribute] = {"S": tenant_id}
+        return item
+
+    def _application_attributes(self, attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, value in (attributes or {}).items():
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"attribute name {name!r}: expected a non-empty string")
+            if name in self._reserved:
+                raise ValueError(
+                    f"attribute name {name!r}: reserved for the key or the runtime; "
+                    f"choose a name other than {sorted(self._reserved)}"
+                )
+            out[name] = _SERIALIZER.serialize(value)
+        return out
+
+    def _put_new(
+        self, key: Key, item: dict[str, Any], session_id: str, partition: str | None
+    ) -> Session:
+        """Put ``item`` unless a live session holds the key; remove a dead one first."""
+        c = self._config
+        for _ in range(_CREATE_ATTEMPTS):
+            try:
+                self._ddb.put_item(
+                    TableName=self.table_name,
+                    Item=item,
+                    ConditionExpression="attribute_not_exists(#pk)",
+                    ExpressionAttributeNames={"#pk": c.partition_key},
+                )
+                return self._to_session(item)
+            except ClientError as err:
+                if not is_condition_failure(err):
+                    raise
+            self._remove_dead(key, session_id, partition)
+        raise SessionConflictError(
+            f"{describe(session_id, partition)}: lost {_CREATE_ATTEMPTS} races with concurrent "
+            "writers of the same id",
+            session_id=session_id,
+            partition=partition,
+        )
+
+    def _remove_dead(self, key: Key, session_id: str, partition: str | None) -> None:
+        """Delete the item holding the key while it is still not live (its REMOVE record
+        has the cleanup release the old incarnation); a live one is a conflict."""
+        try:
+            self._ddb.delete_item(
+                TableName=self.table_name,
+                Key=key,
+                ConditionExpression=NOT_LIVE,
+                ExpressionAttributeNames=self._names(),
+                ExpressionAttributeValues=self._time_values(self._now()),
+            )
+        except ClientError as err:
+            if not is_condition_failure(err):
+                raise
+            raise SessionConflictError(
+                f"{describe(session_id, partition)} already exists and is live; "
+                "end it or wait for it to expire before creating it again",
+                session_id=session_id,
+                partition=partition,
+            ) from None
+
+    def get(
+        self, session_id: str, *, partition: str | None = None, consistent: bool = False
+    ) -> Session | None:
+        """Read a session; ``None`` unless it exists and is live (fails closed on time).
+
+        Args:
+            consistent: strongly consistent read (``ConsistentRead``; twice the read
+                capacity). Default ``False``: eventually consistent, may miss a write made
+                within about a second.
+
+        Raises:
+            ValueError: a bad id or partition.
+        """
+        return self._get_live(self._key(session_id, partition), consistent=consistent)
+
+    def iter_sessions(
+        self, partition: str, *, consistent: bool = False, page_size: int | None = None
+    ) -> Iterator[Session]:
+        """Yield the live sessions of one partition, page by page (lazy :meth:`list`).
+
+        Arguments are checked at once; liveness is judged against the clock read once, here.
+        Arguments and errors as for :meth:`list`.
+        """
+        if not self._config.sort_key:
+            raise ValueError(
+                f"list({partition!r}): the table has no sort key, so a partition holds one "
+                "session; configure a sort key or use get()"
+            )
+        if page_size is not None and (
+            isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1
+        ):
+            raise ValueError(f"page_size {page_size!r}: expected a positive int or None")
+        pk_value = self._partition_value(partition)
+        now = self._now()
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "#pk = :pk",
+            # The filter saves transfer; _pages checks each item again.
+            "FilterExpression": LIVE_TTL,
+            "ExpressionAttributeNames": self._names(),
+            "ExpressionAttributeValues": {":pk": {"S": pk_value}, **self._time_values(now)},
+            "ConsistentRead": consistent,
+        }
+        if page_size is not None:
+            request["Limit"] = page_size
+        return self._pages(request, now)
+
+    def _pages(self, request: dict[str, Any], now: Decimal) -> Iterator[Session]:
+        while True:
+            resp = self._ddb.query(**request)
+            for item in resp.get("Items", []):
+                if self._live(item, now):
+                    yield self._to_session(item)
+            # A page the filter emptied still carries LastEvaluatedKey: keep going.
+            last = resp.get("LastEvaluatedKey")
+            if not last:
+                return
+            request["ExclusiveStartKey"] = last
+
+    def list(
+        self, partition: str, *, consistent: bool = False, page_size: int | None = None
+    ) -> builtins.list[Session]:
+        """The live sessions of one partition (tables with a sort key only).
+
+        A Query on the partition key with a FilterExpression on the TTL, following
+        ``LastEvaluatedKey`` across all pages, including pages the filter empties entirely
+        (Developer Guide, "Paginating table query results": the filter applies after
+        ``Limit``). Items are ordered by sort key (session id).
+
+        Args:
+            partition: the partition key value (e.g. the user or tenant id).
+            consistent: strongly consistent Query; default ``False``.
+            page_size: ``Limit`` per Query page; default DynamoDB's (up to 1 MB per page).
+
+        Raises:
+            ValueError: no sort key configured, or a bad partition or page size.
+        """
+        return builtins.list(
+            self.iter_sessions(partition, consistent=consistent, page_size=page_size)
+        )
+
+    def touch(
+        self,
+        session_id: str,
+        *,
+        ttl: timedelta | None = None,
+        expires_at: datetime | int | None = None,
+        partition: str | None = None,
+    ) -> Session:
+        """Heartbeat: set a new expiry on a live session; conditional UpdateItem.
+
+        The condition requires the item to exist and be live (``attribute_exists(#pk) AND
+        #t > :now AND #t <= :horizon``, and its not-after, if any, after now), so an expired
+        session is never revived, even while DynamoDB has not deleted it yet. ``ttl`` counts
+        from now (it may shorten the session).
+
+        Absolute lifetime: the TTL is never set past the session's not-after time (recorded
+        by :meth:`create`); a heartbeat asking for more gets exactly the not-after time (a
+        second conditional UpdateItem when the first finds the cap), and from the not-after
+        time on the session is gone. An item written before the not-after attribute existed
+        gets one at its first heartbeat (now plus the maximum session lifetime).
+
+        Args:
+            ttl: new lifetime from now; default the store's ``default_ttl`` (1 hour).
+            expires_at: absolute new expiry instead (aware ``datetime`` or epoch seconds).
+
+        Returns:
+            The updated :class:`Session`.
+
+        Raises:
+            SessionGoneError: the session is missing, not live, or past its not-after time;
+                the item is unchanged.
+            ValueError: a bad id, partition or TTL.
+        """
+        key = self._key(session_id, partition)
+        now = self._now()
+        not_after = self._not_after_from(now)
+        expiry = min(self._expiry(ttl, expires_at, now), not_after)
+        update = "SET #t = :expiry, #na = if_not_exists(#na, :na)"
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {":expiry": {"N": str(expiry)}, ":na": {"N": str(not_after)}}
+        if self._config.sweep_shard_attribute:
+            # Sessions created before the sweeper was turned on join its index here.
+            update += ", #shard = :shard"
+            names["#shard"] = self._config.sweep_shard_attribute
+            values[":shard"] = {"S": self._sweep_shard(key)}
+        new, old = self._try_update(
+            key, now, update, names, values, "(attribute_not_exists(#na) OR #na >= :expiry)"
+        )
+        if new is None and old is not None and self._live(old, now):
+            cap = number_value(old.get(self._config.not_after_attribute))
+            if cap is not None and cap < expiry:  # ask again for exactly the not-after time
+                capped = {**values, ":expiry": {"N": number(cap)}, ":cap": {"N": number(cap)}}
+                new, old = self._try_update(key, now, update, names, capped, "#na = :cap")
+        if new is None:
+            raise SessionGoneError(
+                f"{describe(session_id, partition)} is missing, expired or past its absolute "
+                "lifetime; nothing was written",
+                session_id=session_id,
+                partition=partition,
+            )
+        return self._to_session(new)
+
+    def end(self, session_id: str, *, partition: str | None = None) -> bool:
+        """End a session: an unconditional DeleteItem.
+
+        The REMOVE record on the table's stream (no ``userIdentity``: an explicit delete)
+        carries the old image, from which the cleanup function closes the connection,
+        retires the grant and deletes the scratch prefix. Ending an expired session that
+        DynamoDB has not deleted yet is allowed and starts that cleanup sooner.
+
+        Returns:
+            ``True`` if an item (live or expired) was deleted, ``False`` if none existed.
+
+        Raises:
+            ValueError: a bad id or partition.
+        """
+        key = self._key(session_id, partition)
+        resp = self._ddb.delete_item(TableName=self.table_name, Key=key, ReturnValues="ALL_OLD")
+        return bool(resp.get("Attributes"))
