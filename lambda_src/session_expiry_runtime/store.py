@@ -20,15 +20,23 @@ Usage (the construct's ``grant_session_access`` sets the environment read by ``f
 
 A session has an absolute lifetime (``max_session_lifetime_seconds``, default 8 hours):
 ``create`` records its not-after time, no heartbeat sets the TTL past it, and from then on it
-is gone whatever its TTL says. It records every WebSocket connection attached to it (a String
-Set), and its KMS grant is bound to its encryption context (:attr:`Session.encryption_context`).
+is gone whatever its TTL says. It records every WebSocket connection and AgentCore session
+attached to it (String Sets), and its KMS grant is bound to its encryption context
+(:attr:`Session.encryption_context`).
+
+Ownership records (``SESSION_EXPIRY_OWNERSHIP_TABLE_NAME``, set by the construct when it has a
+connection, AgentCore or grant target): every connection id, AgentCore session id and grant id
+is claimed for the session incarnation that records it, before or atomically with the write
+that records it, and an id another live session owns is refused with
+:class:`ResourceOwnedError` (:mod:`.store_parts.claims`). The cleanup acts only on ids whose
+record names the removed item's key and incarnation (:mod:`.ownership`).
 
 Every attribute name goes through ``ExpressionAttributeNames``, so a TTL attribute named
 ``ttl`` (a DynamoDB reserved word) works. Errors other than the ones documented per method
 (throttling, access denied, a missing table) propagate as ``botocore`` ``ClientError``.
 
 One class, its concerns in their own modules (:mod:`.store_parts`): keys and layout, lifetime
-(create/get/list/touch/end), connections, agent sessions, grants.
+(create/get/list/touch/end), connections, agent sessions, grants, ownership records (claims).
 """
 
 from __future__ import annotations
@@ -39,7 +47,12 @@ from typing import Any
 from .config import RuntimeConfig
 from .store_parts.agent_sessions import AgentSessionsPart
 from .store_parts.connections import ConnectionsPart
-from .store_parts.errors import SessionConflictError, SessionError, SessionGoneError
+from .store_parts.errors import (
+    ResourceOwnedError,
+    SessionConflictError,
+    SessionError,
+    SessionGoneError,
+)
 from .store_parts.grants import GrantsPart
 from .store_parts.lifetime import LifetimePart
 from .store_parts.session import (
@@ -53,6 +66,7 @@ __all__ = [
     "ENCRYPTION_CONTEXT_PARTITION",
     "ENCRYPTION_CONTEXT_SESSION_ID",
     "Clock",
+    "ResourceOwnedError",
     "Session",
     "SessionConflictError",
     "SessionError",
@@ -77,6 +91,9 @@ class SessionStore(LifetimePart, ConnectionsPart, AgentSessionsPart, GrantsPart)
         connections_client: a boto3 ``apigatewaymanagementapi`` client with which
             :meth:`attach_connection` closes earlier connections; default created on first
             use for ``config.websocket_endpoint``.
+        agentcore_client: a boto3 ``bedrock-agentcore`` client with which
+            :meth:`attach_agent_session` stops replaced AgentCore sessions; default created
+            on first use.
         clock: returns the current time as an **aware** ``datetime``; default
             ``datetime.now(timezone.utc)``. Every call reads it once.
         config: key names, attribute names, scratch root, grant key, retiring principal,
@@ -88,6 +105,9 @@ class SessionStore(LifetimePart, ConnectionsPart, AgentSessionsPart, GrantsPart)
             :data:`~.ttl.MAX_SESSION_TTL` (365 days).
         default_ttl: lifetime used when a call gives neither ``ttl`` nor ``expires_at``;
             default :data:`~.ttl.DEFAULT_SESSION_TTL` (1 hour).
+        sleep: waits the given seconds before asking again for an id whose previous owner's
+            cleanup is releasing it (a few times, about 3 seconds in all); default
+            ``time.sleep``.
 
     Raises:
         ValueError: no table name, a bad scratch root, two roles sharing one attribute
@@ -109,9 +129,11 @@ class SessionStore(LifetimePart, ConnectionsPart, AgentSessionsPart, GrantsPart)
         ``..._RETIRING_PRINCIPAL``, and with the expiry sweeper ``..._SWEEP_SHARD_ATTRIBUTE`` and
         ``..._SWEEP_SHARDS`` (create and touch then write the session's shard, see
         :mod:`.sweeper`) (see :mod:`.config`), ``..._WEBSOCKET_ENDPOINT`` and
-        ``..._MAX_SESSION_LIFETIME_SECONDS``. ``kwargs`` go to the constructor
-        (``dynamodb_client``, ``kms_client``, ``connections_client``, ``clock``, ``max_ttl``,
-        ``default_ttl``).
+        ``..._MAX_SESSION_LIFETIME_SECONDS``, ``..._OWNERSHIP_TABLE_NAME`` (ownership records)
+        and the AgentCore targets (``..._AGENT_RUNTIME_ARN``, ``..._AGENT_RUNTIME_QUALIFIER``,
+        ``..._CODE_INTERPRETER_ID``, ``..._BROWSER_ID``). ``kwargs`` go to the constructor
+        (``dynamodb_client``, ``kms_client``, ``connections_client``, ``agentcore_client``,
+        ``clock``, ``max_ttl``, ``default_ttl``, ``sleep``).
 
         Raises:
             ValueError: the table name variable is unset, or see the constructor.

@@ -11,5 +11,6 @@ Import the store from :mod:`session_expiry_runtime.store`; these modules are its
 ``connections``     attach_connection (WebSocket connections)
 ``agent_sessions``  attach_agent_session (Amazon Bedrock AgentCore sessions)
 ``grants``          attach_grant, create_grant (KMS grants)
+``claims``          ownership records, the writer side: claim, undo, release
 ==================  ===========================================================================
 """

@@ -13,9 +13,10 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..config import ENV_WEBSOCKET_ENDPOINT
-from .core import LOGGER, StoreCore, is_condition_failure
-from .errors import describe, gone
-from .keys import require_text
+from ..ownership import KIND_CONNECTION
+from .core import Recording, StoreCore
+from .errors import LOGGER, describe, gone, is_condition_failure
+from .keys import Key, require_text
 from .session import Session
 
 #: ``GoneException`` (HTTP 410): the connection is already closed (API Gateway Management API).
@@ -42,13 +43,21 @@ class ConnectionsPart(StoreCore):
         to the ``connectionIds`` String Set; ``ADD`` is atomic, so concurrent reconnects lose
         no id (DynamoDB Developer Guide, "Update expressions").
 
+        Ownership records (``SESSION_EXPIRY_OWNERSHIP_TABLE_NAME``): a consistent GetItem reads
+        the live incarnation, the id is claimed for it (:mod:`.claims`), then the UpdateItem
+        also requires the item to still be that incarnation; if it is refused, the claim is
+        undone. The update's condition proves the claimant was the key's live incarnation when
+        the id was recorded, and the claim existed from before: the cleanup's invariant holds
+        without a transaction (which could not return the item as it was before the write).
+
         With ``close_previous`` (the default) every connection the item held before this write
         (the set, and ``connectionId`` of items written before the set existed) is closed with
         ``DeleteConnection`` (``GoneException``: already closed, done) and then removed from
         the set. Of concurrent reconnects each closes every connection written before it, so
         only the last one stays open. A connection that could not be closed (e.g.
         ``ForbiddenException``, throttling) is logged and stays recorded: the cleanup closes
-        it when the session ends.
+        it when the session ends. With ownership records only connections whose claim this
+        incarnation holds are closed (then released); on a legacy item none.
 
         Args:
             connection_id: the new connection id (``requestContext.connectionId``).
@@ -60,6 +69,7 @@ class ConnectionsPart(StoreCore):
 
         Raises:
             SessionGoneError: the session is missing or not live; the item is unchanged.
+            ResourceOwnedError: another session owns ``connection_id``; nothing was written.
             ValueError: a bad id, partition or connection id, or ``close_previous`` without
                 a WebSocket endpoint (``SESSION_EXPIRY_WEBSOCKET_ENDPOINT``) or
                 ``connections_client``; nothing was written.
@@ -67,24 +77,58 @@ class ConnectionsPart(StoreCore):
         key = self._key(session_id, partition)
         require_text(connection_id, "connection id")
         connections = self._connections_client() if close_previous else None
-        c = self._config
-        update = "SET #conn = :conn ADD #conns :conns"
-        names = {"#conn": c.connection_id_attribute, "#conns": c.connection_ids_attribute}
-        values = {":conn": {"S": connection_id}, ":conns": {"SS": [connection_id]}}
-        now = self._now()
+        recording = self._recording(key, session_id, partition)
+        item = self._claimed(
+            recording.claims(KIND_CONNECTION, [connection_id]),
+            lambda: self._record_connection(
+                key, session_id, partition, connection_id, recording, connections is not None
+            ),
+        )
         if connections is None:
-            return self._update_live(session_id, partition, key, now, update, names, values)
-        old, _ = self._try_update(key, now, update, names, values, return_values="ALL_OLD")
-        if old is None:
-            raise gone(session_id, partition)
-        earlier = self._to_session(old).connection_ids - {connection_id}
-        closed = _close_connections(connections, earlier, describe(session_id, partition))
-        after = dict(old)
+            return self._to_session(item)
+        c = self._config
+        earlier = self._to_session(item).connection_ids - {connection_id}
+        mine, marked = self._may_act_on(recording, KIND_CONNECTION, earlier)
+        closed = _close_connections(connections, mine, describe(session_id, partition))
+        after = dict(item)
         after[c.connection_id_attribute] = {"S": connection_id}
         after[c.connection_ids_attribute] = {"SS": sorted(earlier - closed | {connection_id})}
-        if closed:
+        if closed:  # forgotten before released: the item never names an id it gave up
             after = self._forget_connections(key, closed) or after
+        self._settle(marked, closed)
         return self._to_session(after)
+
+    def _record_connection(
+        self,
+        key: Key,
+        session_id: str,
+        partition: str | None,
+        connection_id: str,
+        recording: Recording,
+        before: bool,
+    ) -> dict[str, Any]:
+        """The conditional UpdateItem; the item before it (``before``) or after it.
+
+        Raises:
+            SessionGoneError: the session (this incarnation) is missing or not live.
+        """
+        c = self._config
+        written, _ = self._try_update(
+            key,
+            self._now(),
+            "SET #conn = :conn ADD #conns :conns",
+            {
+                "#conn": c.connection_id_attribute,
+                "#conns": c.connection_ids_attribute,
+                **recording.names,
+            },
+            {":conn": {"S": connection_id}, ":conns": {"SS": [connection_id]}, **recording.values},
+            recording.condition,
+            return_values="ALL_OLD" if before else "ALL_NEW",
+        )
+        if written is None:
+            raise gone(session_id, partition)
+        return written
 
     def _forget_connections(
         self, key: Mapping[str, Any], closed: set[str]

@@ -10,16 +10,18 @@ that needs a live session carries a condition expression that requires it (Devel
 
 from __future__ import annotations
 
-import logging
 import math
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
 from ..config import ENV_TABLE_NAME, RuntimeConfig
+from ..ownership import owner_token
 from ..prefixes import validate_scratch_root
 from ..sweeper import shard_of
 from ..ttl import (
@@ -34,7 +36,8 @@ from ..ttl import (
     validate_max_ttl,
 )
 from ..ttl_log import UnreadableTtlLog
-from .errors import gone, one_grant
+from .claims import Claimed, ClaimRequest, ClaimWriter, Holder
+from .errors import LOGGER, describe, gone, is_condition_failure, one_grant
 from .keys import (
     Key,
     item_to_session,
@@ -48,10 +51,8 @@ from .keys import (
 )
 from .session import Clock, Session, utc_now
 
-#: Every part of the store logs under this one name (it was the single module's name).
-LOGGER = logging.getLogger("session_expiry_runtime.store")
+T = TypeVar("T")
 
-CONDITION_FAILED = "ConditionalCheckFailedException"
 # Expression placeholders. Every attribute name is aliased, reserved word or not. The type
 # test comes first so a TTL of another type never reaches a numeric comparison. A session
 # past its absolute end (#na, not-after) is not live whatever its TTL; items written before
@@ -68,11 +69,6 @@ NOT_LIVE = (
 )
 
 
-def is_condition_failure(err: ClientError) -> bool:
-    """The error is DynamoDB's ``ConditionalCheckFailedException``."""
-    return bool(err.response.get("Error", {}).get("Code") == CONDITION_FAILED)
-
-
 class StoreCore:
     """Settings, clients and the shared table access of :class:`SessionStore` (its arguments
     and errors are documented there)."""
@@ -84,10 +80,12 @@ class StoreCore:
         dynamodb_client: Any = None,
         kms_client: Any = None,
         connections_client: Any = None,
+        agentcore_client: Any = None,
         clock: Clock | None = None,
         config: RuntimeConfig | None = None,
         max_ttl: timedelta = MAX_SESSION_TTL,
         default_ttl: timedelta = DEFAULT_SESSION_TTL,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._config = config or RuntimeConfig()
         name = table_name or self._config.table_name
@@ -112,10 +110,17 @@ class StoreCore:
         self._ddb = dynamodb_client
         self._kms = kms_client
         self._connections = connections_client
+        self._agentcore = agentcore_client
         self._clock: Clock = clock or utc_now
         c = self._config
         key_names = [c.partition_key] + ([c.sort_key] if c.sort_key else [])
         self._unreadable_ttl = UnreadableTtlLog(LOGGER, c.ttl_attribute, key_names)
+        #: Ownership records (:mod:`.claims`); ``None``: none are written (no table configured).
+        self._claims = (
+            ClaimWriter(dynamodb_client, c.ownership_table_name, clock=self._now, sleep=sleep)
+            if c.ownership_table_name
+            else None
+        )
 
     @property
     def config(self) -> RuntimeConfig:
@@ -163,6 +168,87 @@ class StoreCore:
     def _to_session(self, item: Mapping[str, Any]) -> Session:
         return item_to_session(self._config, self._reserved, item)
 
+    # --- ownership records ----------------------------------------------------------------------
+    def _holder(self, key: Key, incarnation: str, not_after: int | None) -> Holder:
+        """The session incarnation ``incarnation`` of ``key`` as the claimant of ids."""
+        c = self._config
+        if c.sort_key:
+            session_id, partition = key[c.sort_key]["S"], key[c.partition_key]["S"]
+        else:
+            session_id, partition = key[c.partition_key]["S"], None
+        return Holder(
+            owner=owner_token({name: value["S"] for name, value in key.items()}),
+            incarnation=incarnation,
+            # Only an item a foreign writer made lacks it: the end touch() would give it.
+            not_after=not_after if not_after is not None else self._not_after_from(self._now()),
+            session_id=session_id,
+            partition=partition,
+            label=f"{describe(session_id, partition)} (incarnation {incarnation!r})",
+        )
+
+    def _recording(self, key: Key, session_id: str, partition: str | None) -> Recording:
+        """How an attach records ids on the live session under ``key`` (a consistent GetItem
+        when ownership records are on).
+
+        Raises:
+            SessionGoneError: the session is missing or not live.
+        """
+        if self._claims is None:
+            return Recording(None, None, {}, {}, None)
+        current = self._get_live(key, consistent=True)
+        if current is None:
+            raise gone(session_id, partition)
+        return self._recording_of(key, current)
+
+    def _recording_of(self, key: Key, current: Session) -> Recording:
+        if self._claims is None:
+            return Recording(None, None, {}, {}, current)
+        names = {"#inc": self._config.incarnation_attribute}
+        if current.incarnation is None:  # legacy: no claims, and it must still be that item
+            return Recording(None, "attribute_not_exists(#inc)", names, {}, current)
+        holder = self._holder(key, current.incarnation, current.not_after)
+        inc = {":inc": {"S": current.incarnation}}
+        return Recording(holder, "#inc = :inc", names, inc, current)
+
+    def _claimed(self, requests: Sequence[ClaimRequest], write: Callable[[], T]) -> T:
+        """Claim every id, then ``write`` (the item update, which requires the claimant's
+        incarnation to be the live one); if anything fails, undo the claims and re-raise."""
+        claims = self._claims
+        if claims is None or not requests:
+            return write()
+        done: list[Claimed] = []
+        try:
+            for request in requests:
+                done.append(claims.put(request))
+            return write()
+        except BaseException:
+            for claimed in reversed(done):
+                claims.undo(claimed)
+            raise
+
+    def _may_act_on(
+        self, recording: Recording, kind: str, ids: Iterable[str]
+    ) -> tuple[frozenset[str], list[ClaimRequest]]:
+        """Of earlier ids recorded on the item, those this incarnation may close or stop
+        itself, and their claims (now ``releasing``): every id without ownership records; on
+        a legacy item none (its ids cannot be proven its own: they end by their own limits or
+        the cleanup's rules); else the ids whose claims it still holds."""
+        wanted = sorted(set(ids))
+        if self._claims is None:
+            return frozenset(wanted), []
+        if recording.holder is None:
+            return frozenset(), []
+        marked = self._claims.mark_releasing(recording.claims(kind, wanted))
+        return frozenset(r.resource_id for r in marked), marked
+
+    def _settle(self, marked: Sequence[ClaimRequest], done: Iterable[str]) -> None:
+        """Release the claims of the ids closed or stopped; hold the others again."""
+        if self._claims is None or not marked:
+            return
+        finished = set(done)
+        self._claims.release([r for r in marked if r.resource_id in finished])
+        self._claims.hold_again([r for r in marked if r.resource_id not in finished])
+
     # --- liveness --------------------------------------------------------------------------
     def _names(self) -> dict[str, str]:
         c = self._config
@@ -207,13 +293,15 @@ class StoreCore:
         values: Mapping[str, Any],
         *,
         extra_condition: str | None = None,
+        grant_conflict: bool = False,
     ) -> Session:
-        """:meth:`_try_update`; the session after it, or the error saying why not."""
+        """:meth:`_try_update`; the session after it, or the error saying why not
+        (``grant_conflict``: a live session that carries a grant refused it)."""
         new, old = self._try_update(key, now, update, names, values, extra_condition)
         if new is not None:
             return self._to_session(new)
         current = self._to_session(old) if old is not None and self._live(old, now) else None
-        if current is not None and current.grant_id and extra_condition is not None:
+        if grant_conflict and current is not None and current.grant_id:
             raise one_grant(session_id, partition, current.grant_id)
         raise gone(session_id, partition)
 
@@ -251,6 +339,31 @@ class StoreCore:
             old = err.response.get("Item")
             return None, dict(old) if old is not None else None
         return dict(resp.get("Attributes") or {}), None
+
+
+@dataclass(frozen=True)
+class Recording:
+    """How an attach records ids: the claimant (``None``: no claims, without ownership records
+    or on a legacy item) and the condition its item update adds (the claimant's incarnation is
+    still the live one; a legacy item is still legacy)."""
+
+    holder: Holder | None
+    condition: str | None
+    names: dict[str, str]
+    values: dict[str, Any]
+    #: The session as read (consistently) to learn its incarnation; ``None`` when not read.
+    current: Session | None
+
+    def claims(self, kind: str, ids: Sequence[str]) -> list[ClaimRequest]:
+        """The claims of ``ids`` (none without a claimant)."""
+        if self.holder is None:
+            return []
+        return [ClaimRequest(kind, resource_id, self.holder) for resource_id in ids]
+
+    def and_condition(self, condition: str | None) -> str | None:
+        """``condition`` AND this recording's condition."""
+        parts = [part for part in (condition, self.condition) if part]
+        return " AND ".join(f"({part})" for part in parts) or None
 
 
 def _max_lifetime(config: RuntimeConfig, max_ttl: timedelta) -> int:

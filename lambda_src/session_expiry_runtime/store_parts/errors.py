@@ -1,6 +1,21 @@
-"""The errors :class:`~session_expiry_runtime.store.SessionStore` raises."""
+"""The errors :class:`~session_expiry_runtime.store.SessionStore` raises (and the DynamoDB error
+it reads most: a failed condition)."""
 
 from __future__ import annotations
+
+import logging
+
+from botocore.exceptions import ClientError
+
+#: Every part of the store logs under this one name (it was the single module's name).
+LOGGER = logging.getLogger("session_expiry_runtime.store")
+
+CONDITION_FAILED = "ConditionalCheckFailedException"
+
+
+def is_condition_failure(err: ClientError) -> bool:
+    """The error is DynamoDB's ``ConditionalCheckFailedException``."""
+    return bool(err.response.get("Error", {}).get("Code") == CONDITION_FAILED)
 
 
 class SessionError(Exception):
@@ -44,3 +59,38 @@ def one_grant(session_id: str, partition: str | None, grant_id: str) -> SessionC
         session_id=session_id,
         partition=partition,
     )
+
+
+class ResourceOwnedError(SessionConflictError):
+    """A connection, AgentCore session or KMS grant id that another session owns (its ownership
+    record names another key, or another incarnation of this key that is still being released);
+    nothing was written.
+
+    Attributes:
+        kind: the resource kind (``ownership.KINDS``: ``connection``, ``agentRuntime``,
+            ``codeInterpreter``, ``browser``, ``grant``).
+        resource_id: the id refused.
+        owner_key: the owning session's key (attribute name to String value), or ``None`` when
+            the ownership record does not name one readably.
+        owner_incarnation: the owning session incarnation, or ``None``.
+        releasing: the owner ended and its cleanup is releasing the id: retry in a few seconds.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        session_id: str,
+        partition: str | None,
+        kind: str,
+        resource_id: str,
+        owner_key: dict[str, str] | None,
+        owner_incarnation: str | None,
+        releasing: bool,
+    ) -> None:
+        super().__init__(message, session_id=session_id, partition=partition)
+        self.kind = kind
+        self.resource_id = resource_id
+        self.owner_key = owner_key
+        self.owner_incarnation = owner_incarnation
+        self.releasing = releasing

@@ -10,6 +10,7 @@ be stored on its session.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,11 +18,16 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ..config import ENV_GRANT_KEY_ARN, ENV_RETIRING_PRINCIPAL
 from ..grant_names import grant_name
-from .core import LOGGER, StoreCore
-from .errors import describe, gone, one_grant
+from ..ownership import KIND_GRANT
+from ..prefixes import incarnation_of
+from .claims import GRANT_CLAIM_CONDITION, ClaimRequest, TransactionCancelled, refusal
+from .core import LIVE, Recording, StoreCore
+from .errors import LOGGER, describe, gone, one_grant
 from .keys import Key, require_text
 from .session import ENCRYPTION_CONTEXT_PARTITION, ENCRYPTION_CONTEXT_SESSION_ID, Session
 
+# A session holds one grant (the same one again: an idempotent retry).
+_ONE_GRANT = "attribute_not_exists(#gid) OR #gid = :gid"
 #: Encryption context values in a grant constraint: at most 384 characters (KMS API Reference,
 #: "CreateGrant", ``Constraints``).
 _MAX_CONTEXT_VALUE = 384
@@ -44,26 +50,22 @@ class GrantsPart(StoreCore):
         Guide, "Retiring and revoking grants"); :meth:`create_grant` does this for you.
         A session carries at most one grant: attaching a different grant id to a session
         that already has one is refused, since the replaced grant would never be retired.
-        Re-attaching the same grant id is allowed (idempotent retries).
+        Re-attaching the same grant id is allowed (idempotent retries). With ownership records
+        the update and the grant's ownership record (``grant#<id>``) are one
+        ``TransactWriteItems``, and the session returned is the one read before it, with the
+        grant.
 
         Raises:
             SessionGoneError: the session is missing or not live; the item is unchanged.
             SessionConflictError: the session already carries a different grant id.
+            ResourceOwnedError: another session's ownership record names the grant id.
             ValueError: a bad id, partition, grant id or token.
         """
         key = self._key(session_id, partition)
         require_text(grant_id, "grant id")
         require_text(grant_token, "grant token")
-        return self._update_live(
-            session_id,
-            partition,
-            key,
-            self._now(),
-            "SET #gid = :gid, #gtok = :gtok",
-            {"#gid": self._config.grant_id_attribute, "#gtok": self._config.grant_token_attribute},
-            {":gid": {"S": grant_id}, ":gtok": {"S": grant_token}},
-            extra_condition="(attribute_not_exists(#gid) OR #gid = :gid)",
-        )
+        recording = self._recording(key, session_id, partition)
+        return self._store_grant(key, session_id, partition, grant_id, grant_token, recording)
 
     def create_grant(
         self,
@@ -93,15 +95,13 @@ class GrantsPart(StoreCore):
         (the grantee can use the key for any data while the grant lives); only then may
         ``constraints`` hold more than an ``EncryptionContextSubset`` to add to the binding.
 
-        Name: ``grant_names.grant_name(key, incarnation)``, so a grant that is never stored can
-        be traced to its session by a sweep of the key's grants, and so the cleanup can prove a
-        grant an old image names is this session's before it retires it. A session whose name
-        would be longer than 256 characters (a session id beyond about 147 characters without a
-        sort key), or an item without a scratch prefix, gets no grant: ``ValueError``.
+        Name: ``grant_names.grant_name(key, incarnation)``, so a grant never stored can be
+        traced to its session by a sweep of the key's grants. A session whose name would be
+        longer than 256 characters (a session id beyond about 147 characters without a sort
+        key) gets no grant: ``ValueError``.
 
-        Any failure after ``CreateGrant`` (the session ended or expired meanwhile, a throttled
-        or failed UpdateItem, access denied) retires the new grant at once by its grant token
-        and re-raises; if the retire fails too, it is logged with the grant id and name.
+        Stored as :meth:`attach_grant` does. Any failure after ``CreateGrant`` retires the new
+        grant at once by its token and re-raises (a failed retire is logged).
 
         Args:
             grantee_principal: ARN of the principal that receives the permissions.
@@ -119,23 +119,27 @@ class GrantsPart(StoreCore):
                 hold (see Name above); the message names the setting or value.
             SessionGoneError: the session is missing or not live.
             SessionConflictError: the session already carries a grant.
+            ResourceOwnedError: another session's ownership record names the new grant id.
         """
         self._check_grant_settings(grantee_principal, operations)
         key = self._key(session_id, partition)
         grant_constraints = _grant_constraints(
             session_id, partition, constraints, bind=bind_to_session
         )
-        request = self._grant_request(key, session_id, partition, grantee_principal, operations)
+        request, current = self._grant_request(key, session_id, partition, grantee_principal)
+        request["Operations"] = builtins.list(operations)
         if grant_constraints:
             request["Constraints"] = grant_constraints
         kms = self._kms_client()
         grant = kms.create_grant(**request)
         try:
-            return self.attach_grant(
+            return self._store_grant(
+                key,
                 session_id,
-                grant_id=grant["GrantId"],
-                grant_token=grant["GrantToken"],
-                partition=partition,
+                partition,
+                grant["GrantId"],
+                grant["GrantToken"],
+                self._recording_of(key, current),
             )
         except Exception:
             self._retire_unstored_grant(
@@ -144,21 +148,17 @@ class GrantsPart(StoreCore):
             raise
 
     def _grant_request(
-        self,
-        key: Key,
-        session_id: str,
-        partition: str | None,
-        grantee_principal: str,
-        operations: Sequence[str],
-    ) -> dict[str, Any]:
-        """The ``CreateGrant`` request of a live session without a grant, named after it."""
+        self, key: Key, session_id: str, partition: str | None, grantee_principal: str
+    ) -> tuple[dict[str, Any], Session]:
+        """The ``CreateGrant`` request of a live session without a grant, named after it (no
+        operations yet), and the session as read."""
         c = self._config
         current = self._get_live(key, consistent=True)
         if current is None:
             raise gone(session_id, partition, "no grant created")
         if current.grant_id:
             raise one_grant(session_id, partition, current.grant_id)
-        incarnation = (current.scratch_prefix or "").rstrip("/").rsplit("/", 1)[-1]
+        incarnation = current.incarnation or incarnation_of(current.scratch_prefix) or ""
         name = grant_name({attr: value["S"] for attr, value in key.items()}, incarnation)
         if name is None:
             raise ValueError(
@@ -167,13 +167,88 @@ class GrantsPart(StoreCore):
                 "characters of session id without a sort key), and the cleanup retires only a "
                 "grant whose Name names its session; use a shorter session id"
             )
-        return {
+        request = {
             "KeyId": c.grant_key_arn,
             "GranteePrincipal": grantee_principal,
             "RetiringPrincipal": c.retiring_principal,
-            "Operations": builtins.list(operations),
             "Name": name,
         }
+        return request, current
+
+    def _store_grant(
+        self,
+        key: Key,
+        session_id: str,
+        partition: str | None,
+        grant_id: str,
+        grant_token: str,
+        recording: Recording,
+    ) -> Session:
+        """Record the grant on the live session: one conditional UpdateItem, or with an
+        ownership record one ``TransactWriteItems`` of that update and the grant's claim."""
+        c = self._config
+        update = "SET #gid = :gid, #gtok = :gtok"
+        names = {"#gid": c.grant_id_attribute, "#gtok": c.grant_token_attribute, **recording.names}
+        values = {":gid": {"S": grant_id}, ":gtok": {"S": grant_token}, **recording.values}
+        condition = recording.and_condition(_ONE_GRANT)
+        if recording.holder is None:
+            return self._update_live(
+                session_id,
+                partition,
+                key,
+                self._now(),
+                update,
+                names,
+                values,
+                extra_condition=condition,
+                grant_conflict=True,
+            )
+        claim = ClaimRequest(KIND_GRANT, grant_id, recording.holder)
+        self._transact_grant(key, claim, update, names, values, condition)
+        assert recording.current is not None
+        return dataclasses.replace(recording.current, grant_id=grant_id, grant_token=grant_token)
+
+    def _transact_grant(
+        self,
+        key: Key,
+        claim: ClaimRequest,
+        update: str,
+        names: dict[str, str],
+        values: dict[str, Any],
+        condition: str | None,
+    ) -> None:
+        """The item update and the grant's claim in one ``TransactWriteItems``.
+
+        Raises:
+            SessionGoneError, SessionConflictError, ResourceOwnedError: as the write was
+                refused (by the item's condition or the claim's).
+        """
+        claims, holder, now = self._claims, claim.holder, self._now()
+        assert claims is not None
+        item_update = {
+            "TableName": self.table_name,
+            "Key": key,
+            "UpdateExpression": update,
+            "ConditionExpression": f"{LIVE} AND {condition}",
+            "ExpressionAttributeNames": {**self._names(), **names},
+            "ExpressionAttributeValues": {**self._time_values(now), **values},
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        claim_put = claims.put_request(claim, now, condition=GRANT_CLAIM_CONDITION)
+        try:
+            claims.transact([{"Update": item_update}, {"Put": claim_put}])
+        except TransactionCancelled as cancelled:
+            item_refused = cancelled.failed(0)
+            if item_refused is not None:
+                old = item_refused.get("Item")
+                current = self._to_session(old) if old and self._live(old, now) else None
+                if current is not None and current.grant_id:
+                    raise one_grant(holder.session_id, holder.partition, current.grant_id) from None
+                raise gone(holder.session_id, holder.partition) from None
+            claim_refused = cancelled.failed(1)
+            if claim_refused is not None:
+                raise refusal(claim, claim_refused.get("Item")) from None
+            raise cancelled.error from None
 
     def _check_grant_settings(self, grantee_principal: object, operations: object) -> None:
         c = self._config

@@ -57,6 +57,10 @@ def reserved_attributes(config: RuntimeConfig) -> frozenset[str]:
         "agent runtime session attribute": c.agent_runtime_session_attribute,
         "code interpreter session attribute": c.code_interpreter_session_attribute,
         "browser session attribute": c.browser_session_attribute,
+        "incarnation attribute": c.incarnation_attribute,
+        "agent runtime session ids attribute": c.agent_runtime_session_ids_attribute,
+        "code interpreter session ids attribute": c.code_interpreter_session_ids_attribute,
+        "browser session ids attribute": c.browser_session_ids_attribute,
     }
     seen: dict[str, str] = {}
     for role, attr in roles.items():
@@ -142,6 +146,10 @@ def item_to_session(
             return str(value["S"])
         return None
 
+    def every(single: str, several: str) -> frozenset[str]:
+        latest = text(single)
+        return string_set(item.get(several)) | ({latest} if latest is not None else set())
+
     ttl = ttl_from_attribute(item.get(c.ttl_attribute))
     if c.sort_key:
         session_id, partition = text(c.sort_key), text(c.partition_key)
@@ -156,14 +164,19 @@ def item_to_session(
         grant_id=text(c.grant_id_attribute),
         grant_token=text(c.grant_token_attribute),
         tenant_id=text(c.tenant_attribute),
-        connection_ids=frozenset(
-            {cid for cid in (text(c.connection_id_attribute),) if cid is not None}
-            | string_set(item.get(c.connection_ids_attribute))
-        ),
+        connection_ids=every(c.connection_id_attribute, c.connection_ids_attribute),
         not_after=whole_seconds(item.get(c.not_after_attribute)),
         agent_runtime_session_id=text(c.agent_runtime_session_attribute),
         code_interpreter_session_id=text(c.code_interpreter_session_attribute),
         browser_session_id=text(c.browser_session_attribute),
+        incarnation=text(c.incarnation_attribute),
+        agent_runtime_session_ids=every(
+            c.agent_runtime_session_attribute, c.agent_runtime_session_ids_attribute
+        ),
+        code_interpreter_session_ids=every(
+            c.code_interpreter_session_attribute, c.code_interpreter_session_ids_attribute
+        ),
+        browser_session_ids=every(c.browser_session_attribute, c.browser_session_ids_attribute),
         attributes={
             name: _DESERIALIZER.deserialize(value)
             for name, value in item.items()

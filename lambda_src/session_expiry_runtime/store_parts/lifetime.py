@@ -8,7 +8,7 @@ is gone whatever its TTL says.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -16,11 +16,19 @@ from typing import Any
 from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import ClientError
 
-from ..prefixes import build_scratch_prefix
-from .agent_sessions import agent_session_values
-from .core import LIVE_TTL, NOT_LIVE, StoreCore, is_condition_failure
-from .errors import SessionConflictError, SessionGoneError, describe
-from .keys import Key, number, number_value, require_text
+from ..ownership import KIND_CONNECTION
+from ..prefixes import build_scratch_prefix, new_incarnation
+from .agent_sessions import agent_session_ids, agent_session_values
+from .claims import RELEASING_RETRY_DELAYS, ClaimRequest, TransactionCancelled, refusal
+from .core import LIVE_TTL, NOT_LIVE, StoreCore
+from .errors import (
+    ResourceOwnedError,
+    SessionConflictError,
+    SessionGoneError,
+    describe,
+    is_condition_failure,
+)
+from .keys import Key, number, number_value, require_text, whole_seconds
 from .session import Session
 
 # Lost races with concurrent creators/enders before create gives up with a conflict.
@@ -45,59 +53,65 @@ class LifetimePart(StoreCore):
         code_interpreter_session_id: str | None = None,
         browser_session_id: str | None = None,
     ) -> Session:
-        """Create a session with a fresh scratch prefix; conditional PutItem.
+        """Create a session: a new incarnation with its own scratch prefix; conditional PutItem.
 
-        The TTL attribute is written as a Number of epoch seconds, ``now + ttl`` rounded up.
-        The not-after attribute (``notAfter``) records the session's absolute end, ``now +``
-        the maximum session lifetime (default 8 hours) rounded up; the TTL is never set past
-        it, here or by :meth:`touch` (a longer ``ttl``/``expires_at`` is cut to it). The
-        scratch prefix is unique to this incarnation (``{root}[{tenant}/]{id}/{token}/``).
+        The TTL attribute is a Number of epoch seconds, ``now + ttl`` rounded up; ``notAfter``
+        records the absolute end, ``now +`` the maximum session lifetime (default 8 hours), and
+        no TTL is ever set past it. The item's ``incarnation`` (32 random hex characters) is the
+        last segment of its scratch prefix, which names the whole key
+        (:mod:`..prefixes`: ``{root}[{tenant}/][{partition}/]{id}/{incarnation}/``).
 
-        Reuse after expiry: an item that exists but is not live (expired and not yet
-        deleted by TTL, or with a missing/non-Number/implausible TTL) does not block the id.
-        It is removed first with a DeleteItem conditioned on it still being not live, so its
-        REMOVE record reaches the stream and the cleanup releases the old incarnation's
-        connection, grant and scratch prefix; then the new item is put with
-        ``attribute_not_exists``. The old and new incarnations never share a scratch prefix.
+        With ownership records (``SESSION_EXPIRY_OWNERSHIP_TABLE_NAME``) and ids given, one
+        ``TransactWriteItems`` puts the item and an ownership record per id
+        (:mod:`.claims`): an id another live session owns is refused with
+        :class:`ResourceOwnedError` and nothing is written.
+
+        Reuse after expiry: an item that exists but is not live does not block the id. It is
+        removed first with a DeleteItem conditioned on it still being not live (its REMOVE
+        record has the cleanup release the old incarnation's resources), then the new item is
+        put with ``attribute_not_exists``; the new incarnation takes over the ids the old one
+        claimed, whose cleanup then leaves them alone.
 
         Args:
             session_id: 1-255 characters ``A-Z a-z 0-9 . _ : @ = + -``, starting with a
-                letter or digit (it becomes a scratch prefix segment).
-            ttl: lifetime, a ``timedelta`` from 1 second to ``max_ttl``; default the
-                store's ``default_ttl`` (1 hour). Mutually exclusive with ``expires_at``.
-            expires_at: absolute expiry, an aware ``datetime`` or ``int`` epoch seconds.
-            connection_id: WebSocket connection id to store (in ``connectionId`` and the
-                ``connectionIds`` String Set); default none.
+                letter or digit (a scratch prefix segment).
+            ttl: lifetime, 1 second to ``max_ttl``; default the store's ``default_ttl`` (1
+                hour). Mutually exclusive with ``expires_at`` (aware ``datetime`` or epoch
+                seconds).
+            connection_id: WebSocket connection id (``connectionId`` and the ``connectionIds``
+                String Set); default none.
             tenant_id: tenant to store; required with tenant-scoped scratch. When the tenant
-                attribute is the partition key (a table with a sort key), the tenant is
-                ``partition``: give no ``tenant_id`` or the same value.
-            partition: partition key value; required with a sort key, else must be ``None``.
-            attributes: extra application attributes (boto3 ``TypeSerializer`` types:
-                ``Decimal`` not ``float``); their names must not be the key, TTL or
-                runtime attribute names.
+                attribute is the partition key, the tenant is ``partition``.
+            partition: partition key value; required with a sort key (then a prefix segment
+                too: the same rule as ``session_id``), else must be ``None``.
+            attributes: extra application attributes (boto3 ``TypeSerializer`` types); not
+                the key, TTL or runtime attribute names.
             runtime_session_id, code_interpreter_session_id, browser_session_id: Amazon
                 Bedrock AgentCore sessions the cleanup stops; see :meth:`attach_agent_session`.
 
-        Returns:
-            The new :class:`Session`.
-
         Raises:
             SessionConflictError: a live session with this id exists.
-            ValueError: a bad id, partition, tenant, connection id, attribute name, or
-                TTL (see :func:`.ttl.expiry_from_ttl`); the message names the value.
+            ResourceOwnedError: another session owns one of the ids.
+            ValueError: a bad id, partition, tenant, connection id, attribute name or TTL.
         """
         key = self._key(session_id, partition)
-        agents = {
-            "runtime": runtime_session_id,
-            "code_interpreter": code_interpreter_session_id,
-            "browser": browser_session_id,
-        }
-        item = self._new_item(key, ttl, expires_at, tenant_id, partition, attributes, agents)
+        agents = agent_session_ids(
+            runtime_session_id, code_interpreter_session_id, browser_session_id
+        )
+        incarnation = new_incarnation()
+        item = self._new_item(key, ttl, expires_at, tenant_id, partition, attributes, incarnation)
+        item.update(agent_session_values(self._config, agents))
+        ids = [(kind.kind, agent_id) for kind, agent_id in agents]
         if connection_id is not None:
             c = self._config
             item[c.connection_id_attribute] = {"S": require_text(connection_id, "connection id")}
             item[c.connection_ids_attribute] = {"SS": [connection_id]}
-        return self._put_new(key, item, session_id, partition)
+            ids.insert(0, (KIND_CONNECTION, connection_id))
+        if self._claims is None or not ids:
+            return self._put_new(key, item, session_id, partition)
+        not_after = whole_seconds(item[self._config.not_after_attribute])
+        holder = self._holder(key, incarnation, not_after)
+        return self._transact_new(key, item, [ClaimRequest(k, i, holder) for k, i in ids])
 
     def _new_item(
         self,
@@ -107,9 +121,9 @@ class LifetimePart(StoreCore):
         tenant_id: str | None,
         partition: str | None,
         attributes: Mapping[str, Any] | None,
-        agents: Mapping[str, str | None],
+        incarnation: str,
     ) -> dict[str, Any]:
-        """The new incarnation's item (everything but its connection)."""
+        """The new incarnation's item (everything but its connection and agent sessions)."""
         now = self._now()
         not_after = self._not_after_from(now)
         expiry = min(self._expiry(ttl, expires_at, now), not_after)
@@ -121,19 +135,18 @@ class LifetimePart(StoreCore):
         prefix = build_scratch_prefix(
             c.scratch_root,
             key[c.sort_key or c.partition_key]["S"],
+            partition=partition if c.sort_key else None,
             tenant_id=tenant_id,
             tenant_scoped=c.tenant_scoped_scratch,
+            tenant_is_partition=self._tenant_is_partition,
+            incarnation=incarnation,
         )
         item: dict[str, Any] = dict(key)
-        item.update(
-            agent_session_values(
-                c, agents["runtime"], agents["code_interpreter"], agents["browser"]
-            )
-        )
         item.update(self._application_attributes(attributes))
         item[c.ttl_attribute] = {"N": str(expiry)}
         item[c.not_after_attribute] = {"N": str(not_after)}
         item[c.scratch_prefix_attribute] = {"S": prefix}
+        item[c.incarnation_attribute] = {"S": incarnation}
         if c.sweep_shard_attribute:
             item[c.sweep_shard_attribute] = {"S": self._sweep_shard(key)}
         if tenant_id is not None and not self._tenant_is_partition:
@@ -171,12 +184,39 @@ class LifetimePart(StoreCore):
                 if not is_condition_failure(err):
                     raise
             self._remove_dead(key, session_id, partition)
-        raise SessionConflictError(
-            f"{describe(session_id, partition)}: lost {_CREATE_ATTEMPTS} races with concurrent "
-            "writers of the same id",
-            session_id=session_id,
-            partition=partition,
-        )
+        raise _lost_races(session_id, partition)
+
+    def _transact_new(
+        self, key: Key, item: dict[str, Any], requests: Sequence[ClaimRequest]
+    ) -> Session:
+        """:meth:`_put_new` and the claims of ``requests`` in one ``TransactWriteItems``."""
+        claims, holder = self._claims, requests[0].holder
+        assert claims is not None
+        put_item = {
+            "TableName": self.table_name,
+            "Item": item,
+            "ConditionExpression": "attribute_not_exists(#pk)",
+            "ExpressionAttributeNames": {"#pk": self._config.partition_key},
+        }
+        races, waits = 0, iter(RELEASING_RETRY_DELAYS)
+        while True:
+            now = self._now()
+            puts = [put_item] + [claims.put_request(r, now) for r in requests]
+            try:
+                claims.transact([{"Put": put} for put in puts])
+                return self._to_session(item)
+            except TransactionCancelled as cancelled:
+                if cancelled.failed(0):  # an item holds the key: remove it while it is dead
+                    races += 1
+                    if races >= _CREATE_ATTEMPTS:
+                        raise _lost_races(holder.session_id, holder.partition) from None
+                    self._remove_dead(key, holder.session_id, holder.partition)
+                    continue
+                error = _claim_refused(cancelled, requests)
+            delay = next(waits, None) if error.releasing else None
+            if delay is None:
+                raise error
+            claims.sleep(delay)
 
     def _remove_dead(self, key: Key, session_id: str, partition: str | None) -> None:
         """Delete the item holding the key while it is still not live (its REMOVE record
@@ -359,3 +399,24 @@ class LifetimePart(StoreCore):
         key = self._key(session_id, partition)
         resp = self._ddb.delete_item(TableName=self.table_name, Key=key, ReturnValues="ALL_OLD")
         return bool(resp.get("Attributes"))
+
+
+def _lost_races(session_id: str, partition: str | None) -> SessionConflictError:
+    return SessionConflictError(
+        f"{describe(session_id, partition)}: lost {_CREATE_ATTEMPTS} races with concurrent "
+        "writers of the same id",
+        session_id=session_id,
+        partition=partition,
+    )
+
+
+def _claim_refused(
+    cancelled: TransactionCancelled, requests: Sequence[ClaimRequest]
+) -> ResourceOwnedError:
+    """The error of the first claim the transaction refused; the botocore error itself when
+    it was cancelled for another reason."""
+    for index, request in enumerate(requests, start=1):
+        reason = cancelled.failed(index)
+        if reason is not None:
+            return refusal(request, reason.get("Item"))
+    raise cancelled.error

@@ -42,7 +42,15 @@ class Session:
         not_after: the session's absolute end, epoch **seconds**, or ``None`` on an item
             written before the absolute lifetime existed (its first ``touch`` sets one).
         agent_runtime_session_id, code_interpreter_session_id, browser_session_id: the
-            Amazon Bedrock AgentCore sessions the cleanup stops, or ``None``.
+            latest Amazon Bedrock AgentCore session of each kind attached, or ``None``.
+        incarnation: this incarnation of the session (32 hex characters, also the last segment
+            of its scratch prefix; its ownership records name it), or ``None`` on an item
+            written before ownership records existed (a *legacy* item).
+        agent_runtime_session_ids, code_interpreter_session_ids, browser_session_ids: every
+            AgentCore session of each kind recorded and not stopped by
+            :meth:`SessionStore.attach_agent_session` (the String Set plus the single
+            attribute: items written before the sets hold only the latter); the cleanup stops
+            them all.
     """
 
     session_id: str
@@ -59,6 +67,10 @@ class Session:
     agent_runtime_session_id: str | None = None
     code_interpreter_session_id: str | None = None
     browser_session_id: str | None = None
+    incarnation: str | None = None
+    agent_runtime_session_ids: frozenset[str] = frozenset()
+    code_interpreter_session_ids: frozenset[str] = frozenset()
+    browser_session_ids: frozenset[str] = frozenset()
 
     @property
     def expires_at_datetime(self) -> datetime:
