@@ -181,6 +181,7 @@ def owning_store(make_store: Any, agentcore: Any) -> SessionStore:
         agent_runtime_arn=RUNTIME_ARN,
         agent_runtime_qualifier="live",
         browser_id="app_browser-Ab12Cd34Ef",
+        code_interpreter_id="app_interpreter-Ab12Cd34Ef",
         store_kwargs={"agentcore_client": agentcore},
     )
 
@@ -228,6 +229,26 @@ def test_attach_stops_the_replaced_session_and_releases_its_claim(
     assert _claim_state(ddb, f"agentRuntime#{RUNTIME_SESSION}") == "released"
     assert _claim_state(ddb, f"agentRuntime#{RUNTIME_2}") == "held"
     assert _claim_state(ddb, "browser#br01") == "held"
+
+
+def test_a_replaced_code_interpreter_session_is_stopped_on_the_configured_interpreter(
+    owning_store: SessionStore, agentcore: Any, ddb: Any
+) -> None:
+    owning_store.create("s-1", ttl=HOUR, code_interpreter_session_id="ci01")
+    with Stubber(agentcore) as stub:
+        stub.add_response(
+            "stop_code_interpreter_session",
+            {
+                "codeInterpreterIdentifier": "app_interpreter-Ab12Cd34Ef",
+                "sessionId": "ci01",
+                "lastUpdatedAt": "2026-01-01T00:00:00Z",
+            },
+            {"codeInterpreterIdentifier": "app_interpreter-Ab12Cd34Ef", "sessionId": "ci01"},
+        )
+        s = owning_store.attach_agent_session("s-1", code_interpreter_session_id="ci02")
+        stub.assert_no_pending_responses()
+    assert s.code_interpreter_session_ids == {"ci02"}
+    assert _claim_state(ddb, "codeInterpreter#ci01") == "released"
 
 
 def test_stop_previous_false_keeps_the_replaced_sessions_running_and_recorded(

@@ -48,21 +48,19 @@ class AgentKind:
     target_field: str  # RuntimeConfig field naming the target to stop it on
     target_env: str
     operation: str  # bedrock-agentcore client method
+    target_parameter: str
+    session_parameter: str
 
     def stop_params(self, config: RuntimeConfig, session_id: str) -> dict[str, str]:
-        """The ``Stop…Session`` parameters for one session id."""
-        target = str(getattr(config, self.target_field))
-        if self.kind == KIND_AGENT_RUNTIME:
-            params = {"runtimeSessionId": session_id, "agentRuntimeArn": target}
-            if config.agent_runtime_qualifier:
-                params["qualifier"] = config.agent_runtime_qualifier
-            return params
-        name = (
-            "codeInterpreterIdentifier"
-            if self.kind == KIND_CODE_INTERPRETER
-            else ("browserIdentifier")
-        )
-        return {name: target, "sessionId": session_id}
+        """The ``Stop…Session`` parameters for one session id (Amazon Bedrock AgentCore API
+        Reference; the runtime's endpoint ``qualifier`` when one is configured)."""
+        params = {
+            self.target_parameter: str(getattr(config, self.target_field)),
+            self.session_parameter: session_id,
+        }
+        if self.kind == KIND_AGENT_RUNTIME and config.agent_runtime_qualifier:
+            params["qualifier"] = config.agent_runtime_qualifier
+        return params
 
 
 AGENT_KINDS = (
@@ -77,6 +75,8 @@ AGENT_KINDS = (
         "agent_runtime_arn",
         ENV_AGENT_RUNTIME_ARN,
         "stop_runtime_session",
+        "agentRuntimeArn",
+        "runtimeSessionId",
     ),
     AgentKind(
         KIND_CODE_INTERPRETER,
@@ -89,6 +89,8 @@ AGENT_KINDS = (
         "code_interpreter_id",
         ENV_CODE_INTERPRETER_ID,
         "stop_code_interpreter_session",
+        "codeInterpreterIdentifier",
+        "sessionId",
     ),
     AgentKind(
         KIND_BROWSER,
@@ -101,6 +103,8 @@ AGENT_KINDS = (
         "browser_id",
         ENV_BROWSER_ID,
         "stop_browser_session",
+        "browserIdentifier",
+        "sessionId",
     ),
 )
 
