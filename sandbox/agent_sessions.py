@@ -109,6 +109,9 @@ def _attach_one(store: Any, session_id: str) -> tuple[str, str, str]:
         runtime_session_id=ids[0],
         code_interpreter_session_id=ids[1],
         browser_session_id=ids[2],
+        # The session's first AgentCore sessions: nothing to replace, so nothing to stop (and
+        # the stop targets need not be in the application's environment).
+        stop_previous=False,
     )
     return ids
 

@@ -62,6 +62,9 @@ class Fault:
 #: JSON protocol target of every KMS request (``X-Amz-Target: TrentService.<Operation>``).
 _KMS_TARGET_PREFIX = "TrentService."
 _KMS_LOCK = threading.Lock()
+#: JSON protocol target of every DynamoDB request (not DynamoDB Streams: ``DynamoDBStreams_``).
+_DYNAMODB_TARGET_PREFIX = "DynamoDB_20120810."
+_DYNAMODB_LOCK = threading.Lock()
 
 
 class _FaultInjector:
@@ -93,11 +96,19 @@ class _FaultInjector:
         answered = self.emulator.agentcore.answer(environ, start_response)
         if answered is not None:
             return answered
-        if str(environ.get("HTTP_X_AMZ_TARGET", "")).startswith(_KMS_TARGET_PREFIX):
+        target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
+        if target.startswith(_KMS_TARGET_PREFIX):
             # moto's Key.retire_grant_by_token rebuilds the key's grant dict without a lock:
             # two RetireGrant (or RetireGrant and CreateGrant) calls answered at once on one
             # key lose one change, which AWS never does. KMS requests go one at a time.
             with _KMS_LOCK:
+                return self.app(environ, start_response)
+        if target.startswith(_DYNAMODB_TARGET_PREFIX):
+            # moto's TransactWriteItems deep-copies the tables it touches and restores the
+            # copies when the transaction is cancelled, undoing any write answered meanwhile
+            # (an ownership record claimed by another session, an item created); DynamoDB
+            # applies a transaction atomically. DynamoDB requests go one at a time.
+            with _DYNAMODB_LOCK:
                 return self.app(environ, start_response)
         return self.app(environ, start_response)
 

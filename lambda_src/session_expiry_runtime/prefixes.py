@@ -1,9 +1,28 @@
 """Scratch prefix rules: how a session's S3 scratch prefix is built and when it may be deleted.
 
-Layout (S3 keys are flat; ``/`` is only a convention, so every rule here is textual):
+Layout (S3 keys are flat; ``/`` is only a convention, so every rule here is textual): the root,
+the tenant when the scratch is tenant-scoped, **the item's whole key**, then the incarnation:
 
-* plain:         ``{root}{session_id}/{incarnation}/``
-* tenant-scoped: ``{root}{tenant_id}/{session_id}/{incarnation}/``
+* no sort key:                        ``{root}{session_id}/{incarnation}/``
+* no sort key, tenant-scoped:         ``{root}{tenant}/{session_id}/{incarnation}/``
+* sort key:                           ``{root}{partition}/{session_id}/{incarnation}/``
+* sort key, tenant-scoped (a tenant
+  attribute of its own):              ``{root}{tenant}/{partition}/{session_id}/{incarnation}/``
+* sort key, the tenant is the
+  partition (scoped or not):          ``{root}{tenant}/{session_id}/{incarnation}/``
+
+Every segment that binds the prefix to one item comes from the item's key, which the cleanup
+reads from the stream record's ``Keys`` (no writer of the item can change them), and the
+incarnation from the item itself. Keys are unique table-wide, so with a sort key the partition
+segment keeps ``u-1/s-1`` and ``u-2/s-1`` apart: a prefix naming another partition's session is
+not this record's (issue 20). With a tenant attribute of its own, the tenant segment is the
+item's word, but the whole key follows it, so it cannot reach another session's objects.
+
+*Legacy layout*: before the whole key was used, a table with a sort key had
+``{root}[{tenant}/]{session_id}/{incarnation}/`` (:func:`legacy_scratch_prefix`), which does not
+name the partition. The cleanup never deletes such a prefix (it cannot be bound to its
+partition); the S3 lifecycle rule of the scratch root expires it. Tables without a sort key, and
+tables whose partition is the tenant with tenant-scoped scratch, have the same layout as before.
 
 ``incarnation`` is unique per :func:`build_scratch_prefix` call, so a session id reused after
 expiry never shares a prefix with the session that expired (the late REMOVE of the old one
@@ -83,33 +102,75 @@ def build_scratch_prefix(
     root: str,
     session_id: str,
     *,
+    partition: str | None = None,
     tenant_id: str | None = None,
     tenant_scoped: bool = False,
+    tenant_is_partition: bool = False,
     incarnation: str | None = None,
 ) -> str:
-    """Build the scratch prefix of one session incarnation.
+    """Build the scratch prefix of one session incarnation (the layout in the module docstring).
 
     Args:
         root: scratch root, e.g. ``"sessions/"`` (see :func:`validate_scratch_root`).
-        session_id: the session's id, one segment.
-        tenant_id: the session's tenant; required when ``tenant_scoped``.
+        session_id: the session's id (the partition key value, or the sort key value on a
+            table with a sort key), one segment.
+        partition: the partition key value on a table with a sort key; ``None`` without one.
+        tenant_id: the session's tenant; required when ``tenant_scoped`` (unless the tenant
+            is the partition).
         tenant_scoped: put the prefix under ``{root}{tenant_id}/``.
+        tenant_is_partition: the tenant attribute is the partition key (a table with a sort
+            key): the partition is the tenant segment, and ``tenant_id`` is not used.
         incarnation: token unique to this incarnation; default a new random one.
 
     Returns:
         The prefix, always ending in ``/``; it passes :func:`validate_scratch_prefix`.
 
     Raises:
-        ScratchPrefixError: a bad root, id or tenant, or ``tenant_scoped`` without a tenant.
+        ScratchPrefixError: a bad root, id, partition, tenant or incarnation (the message names
+            the value and the rule), ``tenant_scoped`` without a tenant, or
+            ``tenant_is_partition`` without a partition.
     """
     validate_scratch_root(root)
-    validate_segment(session_id, "session id")
-    token = validate_segment(incarnation or new_incarnation(), "incarnation")
-    if tenant_scoped:
+    segments = [validate_segment(session_id, "session id")]
+    if partition is not None:
+        segments.insert(0, validate_segment(partition, "partition"))
+    if tenant_is_partition:
+        if partition is None:
+            raise ScratchPrefixError(
+                "scratch layout with the tenant as the partition: expected a partition, got None"
+            )
+    elif tenant_scoped:
         if tenant_id is None:
             raise ScratchPrefixError("tenant-scoped scratch layout: expected a tenant id, got None")
-        return f"{root}{validate_segment(tenant_id, 'tenant id')}/{session_id}/{token}/"
-    return f"{root}{session_id}/{token}/"
+        segments.insert(0, validate_segment(tenant_id, "tenant id"))
+    token = validate_segment(incarnation or new_incarnation(), "incarnation")
+    return root + "".join(f"{segment}/" for segment in segments) + f"{token}/"
+
+
+def legacy_scratch_prefix(
+    root: str,
+    session_id: str,
+    incarnation: str,
+    *,
+    tenant_id: str | None = None,
+    tenant_scoped: bool = False,
+) -> str:
+    """The layout a table with a sort key had before the prefix named the whole key:
+    ``{root}[{tenant}/]{session_id}/{incarnation}/`` (see the module docstring).
+
+    Raises:
+        ScratchPrefixError: as :func:`build_scratch_prefix`.
+    """
+    return build_scratch_prefix(
+        root, session_id, tenant_id=tenant_id, tenant_scoped=tenant_scoped, incarnation=incarnation
+    )
+
+
+def incarnation_of(prefix: object) -> str | None:
+    """The last segment of a prefix ending in ``/`` (its incarnation), else ``None``."""
+    if not isinstance(prefix, str) or not prefix.endswith("/"):
+        return None
+    return prefix[:-1].rsplit("/", 1)[-1] or None
 
 
 def validate_scratch_prefix(
@@ -164,44 +225,4 @@ def validate_scratch_prefix(
                 f"scratch prefix {prefix!r}: not strictly under the session's tenant prefix "
                 f"{tenant_root!r}"
             )
-    return prefix
-
-
-def validate_session_prefix(
-    prefix: object,
-    root: str,
-    session_id: object,
-    *,
-    tenant_id: object = None,
-    tenant_scoped: bool = False,
-) -> str:
-    """Accept ``prefix`` for deletion only if it is the session's own incarnation prefix.
-
-    The one form the cleanup deletes is ``{root}[{tenant_id}/]{session_id}/{incarnation}/``,
-    where ``session_id`` comes from the stream record's own ``Keys`` (not from the image's
-    other attributes) and ``incarnation`` is exactly one segment. So an image that names a
-    neighbour (``sessions/s-10/...`` for ``s-1``), the whole session (``sessions/s-1/``, which
-    holds every incarnation, the live one included), or another tenant's prefix is refused,
-    whoever wrote it. :func:`validate_scratch_prefix`'s rules apply first.
-
-    Returns:
-        ``prefix`` unchanged.
-
-    Raises:
-        ScratchPrefixError: any rule is broken; the message names the prefix and the form
-            expected.
-    """
-    prefix = validate_scratch_prefix(prefix, root, tenant_id=tenant_id, tenant_scoped=tenant_scoped)
-    if not isinstance(session_id, str) or not _SEGMENT.fullmatch(session_id):
-        raise ScratchPrefixError(
-            f"scratch prefix {prefix!r}: the record's session id {session_id!r} cannot be a "
-            "prefix segment, so no prefix of it is deleted"
-        )
-    base = f"{root}{tenant_id}/{session_id}/" if tenant_scoped else f"{root}{session_id}/"
-    incarnation = prefix[len(base) : -1] if prefix.startswith(base) else ""
-    if not _SEGMENT.fullmatch(incarnation):
-        raise ScratchPrefixError(
-            f"scratch prefix {prefix!r}: not the session's own prefix; expected "
-            f"{base + '<incarnation>/'!r} (one incarnation segment)"
-        )
     return prefix

@@ -4,7 +4,9 @@ Resume: the session must be live and created by the same IAM principal; the new 
 attached and the session's earlier connections are closed (``attach_connection``). A token of
 another principal's session is refused with 403 and the session is left untouched; an expired
 or unknown one with 410. Create: a new session owned by the caller, and its KMS grant for the
-message handler, bound to the session's encryption context.
+message handler, bound to the session's encryption context. A connection id another live
+session owns (``ResourceOwnedError``: API Gateway never reuses one, so only a replayed or forged
+event) is refused with 409 and nothing is written.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 import os
 from typing import Any
 
-from session_expiry_runtime.store import SessionGoneError
+from session_expiry_runtime.store import ResourceOwnedError, SessionGoneError
 from sessions import (
     OWNER_ATTRIBUTE,
     SESSION_TTL,
@@ -42,12 +44,15 @@ def handler(event: dict[str, Any], _context: Any) -> dict[str, Any]:
 
 def _create(connection: str, principal: str) -> dict[str, Any]:
     session_id = new_session_id()
-    session = store().create(
-        session_id,
-        ttl=SESSION_TTL,
-        connection_id=connection,
-        attributes={OWNER_ATTRIBUTE: principal},
-    )
+    try:
+        session = store().create(
+            session_id,
+            ttl=SESSION_TTL,
+            connection_id=connection,
+            attributes={OWNER_ATTRIBUTE: principal},
+        )
+    except ResourceOwnedError:
+        return response(409, "connection belongs to another session")
     store().create_grant(
         session_id,
         grantee_principal=os.environ["SESSION_GRANTEE_ROLE_ARN"],
@@ -69,6 +74,8 @@ def _resume(connection: str, principal: str, token: str) -> dict[str, Any]:
         return response(403, "not your session")
     try:
         session = store().attach_connection(token, connection)  # closes the earlier ones
+    except ResourceOwnedError:
+        return response(409, "connection belongs to another session")
     except SessionGoneError:
         return response(410, "session expired")
     remember_connection(connection, token, session.not_after or session.expires_at)

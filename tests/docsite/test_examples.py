@@ -86,8 +86,21 @@ class Given:
             BillingMode="PAY_PER_REQUEST",
             StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
         )
+        # The ownership table, as the construct creates it (cdk_session_expiry.ownership).
+        ddb.create_table(
+            TableName="ownership",
+            AttributeDefinitions=[{"AttributeName": "resource", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": "resource", "KeyType": "HASH"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
         key_arn = boto3.client("kms", region_name=REGION).create_key()["KeyMetadata"]["Arn"]
         env = {
+            "SESSION_EXPIRY_OWNERSHIP_TABLE_NAME": "ownership",
+            # The AgentCore targets grant_session_access sets (attach_agent_session stops the
+            # sessions it replaces there; the examples replace none, so nothing is called).
+            "SESSION_EXPIRY_AGENT_RUNTIME_ARN": RUNTIME_ARN,
+            "SESSION_EXPIRY_CODE_INTERPRETER_ID": "coder-Q1w2E3r4T5",
+            "SESSION_EXPIRY_BROWSER_ID": "web-Q1w2E3r4T5",
             "SESSION_EXPIRY_TABLE_NAME": "sessions",
             "SESSION_EXPIRY_PARTITION_KEY": "pk",
             "SESSION_EXPIRY_GRANT_KEY_ARN": key_arn,

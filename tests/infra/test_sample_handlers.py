@@ -211,3 +211,27 @@ def test_an_end_message_ends_the_session(aws: dict[str, Any], handlers: Handlers
     assert json.loads(reply["body"]) == {"sessionId": session_id, "ended": True}
     assert _item(aws, session_id) is None
     assert _connect(aws, handlers, "c6", token=session_id)["statusCode"] == 410
+
+
+def test_fails_connect_with_a_connection_id_another_session_owns(
+    aws: dict[str, Any], handlers: Handlers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With the ownership table the construct adds for a WebSocket target: the first session
+    # owns its connection id; a replayed $connect with that id cannot create a second one.
+    aws["ddb"].create_table(
+        TableName="ownership",
+        KeySchema=[{"AttributeName": "resource", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "resource", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    monkeypatch.setenv(contract.ENV_OWNERSHIP_TABLE_NAME, "ownership")
+    first = json.loads(_connect(aws, handlers, "conn-1")["body"])["sessionId"]
+    claim = aws["ddb"].get_item(
+        TableName="ownership", Key={"resource": {"S": "connection#conn-1"}}, ConsistentRead=True
+    )["Item"]
+    assert claim["owner"]["S"] and claim["state"] == {"S": "held"}
+
+    replayed = _connect(aws, handlers, "conn-1")
+
+    assert replayed == {"statusCode": 409, "body": "connection belongs to another session"}
+    assert [i["pk"]["S"] for i in aws["ddb"].scan(TableName=TABLE)["Items"]] == [first]

@@ -11,6 +11,7 @@ import boto3
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 T0_EPOCH = 1_767_225_600  # T0 in epoch seconds
 TABLE = "sessions"
+OWNERSHIP_TABLE = "session-ownership"
 RETIRING_ROLE = "arn:aws:iam::123456789012:role/session-cleanup"
 GRANTEE_ROLE = "arn:aws:iam::123456789012:role/app"
 WEBSOCKET_ENDPOINT = "https://abc123.execute-api.us-east-1.amazonaws.com/live"
@@ -47,6 +48,24 @@ def create_table(ddb: Any, *, partition_key: str = "pk", sort_key: str | None = 
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
     )
     return str(resp["TableDescription"]["LatestStreamArn"])
+
+
+def create_ownership_table(ddb: Any) -> None:
+    """The ownership table as the construct creates it: partition key ``resource``, no stream."""
+    ddb.create_table(
+        TableName=OWNERSHIP_TABLE,
+        AttributeDefinitions=[{"AttributeName": "resource", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "resource", "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
+def claim_of(ddb: Any, resource: str) -> dict[str, Any] | None:
+    """The ownership record of ``resource`` (``<kind>#<id>``) exactly as stored."""
+    item = ddb.get_item(
+        TableName=OWNERSHIP_TABLE, Key={"resource": {"S": resource}}, ConsistentRead=True
+    ).get("Item")
+    return dict(item) if item is not None else None
 
 
 def raw_item(ddb: Any, key: dict[str, Any]) -> dict[str, Any] | None:

@@ -4,8 +4,6 @@ Management API (connections read from moto's registry, as the sandbox does)."""
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
@@ -13,7 +11,6 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
-from moto.core.botocore_stubber import BotocoreStubber
 from session_expiry_runtime.config import RuntimeConfig
 from session_expiry_runtime.store import SessionGoneError, SessionStore
 
@@ -66,25 +63,6 @@ def test_attach_can_keep_the_earlier_connections(
     assert s.connection_ids == {"conn-1", "conn-2"}
     item = raw_item(ddb, KEY)
     assert item is not None and sorted(item["connectionIds"]["SS"]) == ["conn-1", "conn-2"]
-
-
-@pytest.fixture
-def one_request_at_a_time(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """moto handles each request under one lock, as DynamoDB applies each UpdateItem atomically.
-
-    moto's backends are not thread safe (an item's ADD and DELETE can interleave and lose an
-    update); AWS's are. The store's threads still run concurrently: only moto's handling of a
-    request is one at a time (as in tests/runtime/conftest.py).
-    """
-    lock = threading.RLock()
-    original = BotocoreStubber.process_request
-
-    def serialised(self: BotocoreStubber, request: Any) -> Any:
-        with lock:
-            return original(self, request)
-
-    monkeypatch.setattr(BotocoreStubber, "process_request", serialised)
-    yield
 
 
 def test_concurrent_reconnects_lose_no_id_and_leave_only_the_last_open(

@@ -1,23 +1,31 @@
 """``DeleteScratch``: delete every object under the session's scratch prefix.
 
-Plan: only the session's own incarnation prefix runs, as
-:func:`~session_expiry_runtime.prefixes.validate_session_prefix` derives it from the record's
-own ``Keys`` (plus the tenant and the incarnation):
-``<root>[<tenant>/]<session id>/<incarnation>/``.
+Plan: the prefix is **derived, not trusted**. The step builds the one prefix this record may
+delete from the record's own ``Keys`` and the old image's ``incarnation``
+(:func:`~session_expiry_runtime.prefixes.build_scratch_prefix`:
+``<root>[<tenant>/]<key segments>/<incarnation>/``, the partition as well as the session id on a
+table with a sort key) and deletes the image's ``scratchPrefix`` only when it is exactly that.
 Any other prefix the image names — a neighbour's (``sessions/s-10/...`` for ``s-1``), the whole
-session without an incarnation, another tenant's — is **refused** (counted as
-``ScratchPrefixesRefused``, logged, never retried, nothing deleted), whoever wrote the image.
+session without an incarnation, another partition's or another tenant's, one whose last segment
+is not the image's incarnation — is **refused** (counted as ``ScratchPrefixesRefused``, alarmed,
+logged, never retried, nothing deleted), whoever wrote the image.
+
+Items written before the ``incarnation`` attribute existed (*legacy* items) have none: their
+incarnation is their prefix's last segment, so on a table without a sort key their prefix is
+checked and deleted as before. On a table with a sort key, a legacy item's prefix in the old
+layout (``<root>[<tenant>/]<session id>/<incarnation>/``, which does not name the partition) is
+**left to the scratch root's S3 lifecycle rule**: the step makes no call and reports
+``legacy-layout`` (the record counts as cleaned; the log line says ``scratchRefusal: Legacy``;
+not a refusal of the record, not alarmed), because such a prefix cannot be bound to its
+partition.
 
 The tenant segment (``tenant_scoped_scratch``): when the tenant attribute is one of the table's
 key attributes (the construct and ``SessionStore`` allow it as the partition key of a table with
-a sort key), it comes from the record's ``Keys``, and a record whose old image names another
-tenant is refused (DynamoDB's own records always agree; a record that does not was altered,
-e.g. a replayed failure-destination payload). When it is not a key attribute, the tenant is
-**the old image's word**: the session id and the single incarnation segment still come from
-``Keys`` and the prefix's shape, so a writer of the table can at most name
-``<root><another tenant>/<this record's session id>/<incarnation>/``, the objects of a session
-with the same id under another tenant (possible only with a sort key, where ids are unique
-per partition only) whose incarnation it has read.
+a sort key), it is the partition from the record's ``Keys``, and a record whose old image names
+another tenant is refused (DynamoDB's own records always agree; a record that does not was
+altered, e.g. a replayed failure-destination payload). When it is not a key attribute, the
+tenant is **the old image's word**, but the whole key and the incarnation follow it, and keys are
+unique table-wide, so it cannot reach another session's objects.
 
 Run: every key under the prefix is listed (``ListObjectsV2``, paginated; botocore requests
 ``EncodingType=url`` and decodes the keys, so control characters survive the XML) and handed to
@@ -43,19 +51,37 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..clients import CleanupClients
-from ..config import ACTION_DELETE_SCRATCH, ACTION_TIME_GUARD, RuntimeConfig
+from ..config import ACTION_DELETE_SCRATCH, ACTION_TIME_GUARD, REFUSAL_LEGACY, RuntimeConfig
 from ..decode import to_json_value
 from ..outcomes import STEP_DONE, STEP_DRY_RUN, StepFailed, error_text
-from ..prefixes import ScratchPrefixError, validate_session_prefix
+from ..prefixes import (
+    ScratchPrefixError,
+    build_scratch_prefix,
+    incarnation_of,
+    legacy_scratch_prefix,
+)
 from .base import CleanupStep, Plan, Session, StepContext
 from .delete_objects import DELETE_OBJECTS_MAX_KEYS, BatchingDeleter
 
-__all__ = ["DELETE_OBJECTS_MAX_KEYS", "NOT_XML_SAFE", "ScratchDeleter", "ScratchStep"]
+__all__ = [
+    "DELETE_OBJECTS_MAX_KEYS",
+    "NOT_XML_SAFE",
+    "STEP_LEGACY_LAYOUT",
+    "ScratchDeleter",
+    "ScratchStep",
+]
 #: Characters outside XML 1.0's Char production (``#x9 | #xA | #xD | [#x20-#xD7FF] |
 #: [#xE000-#xFFFD] | [#x10000-#x10FFFF]``), plus CR (normalised to LF by XML parsers): written as
 #: the class of those characters rather than the negation of the allowed ones, which compiles in
 #: a fourth of the time (part of the function's cold start).
 NOT_XML_SAFE = re.compile(r"[\x00-\x08\x0b-\x1f\ud800-\udfff\ufffe\uffff]")
+#: The step's outcome for a legacy item's old-layout prefix on a table with a sort key: no call,
+#: left to the lifecycle rule (module docstring); a success, not a refusal of the record.
+STEP_LEGACY_LAYOUT = "legacy-layout"
+
+
+class _LegacyLayout(str):
+    """A plan payload: the old-layout prefix of a legacy item, which the step does not delete."""
 
 
 class ScratchDeleter:
@@ -103,7 +129,11 @@ class ScratchStep(CleanupStep):
         self.s3 = s3
         self.bucket = config.scratch_bucket
         self.deleter = ScratchDeleter(s3, config.scratch_bucket)
-        self.attributes = (config.scratch_prefix_attribute, config.tenant_attribute)
+        self.attributes = (
+            config.scratch_prefix_attribute,
+            config.tenant_attribute,
+            config.incarnation_attribute,
+        )
 
     @classmethod
     def build(cls, config: RuntimeConfig, clients: CleanupClients) -> ScratchStep | None:
@@ -120,18 +150,60 @@ class ScratchStep(CleanupStep):
             log["tenant"] = to_json_value(tenant)
         if cfg.tenant_scoped_scratch and mismatch is not None:
             return Plan.refused(mismatch, log=log)
-        session_id = session.keys.get(cfg.sort_key or cfg.partition_key)
+        legacy = cfg.incarnation_attribute not in session.image
+        incarnation = incarnation_of(prefix) if legacy else session.image[cfg.incarnation_attribute]
+        expected, why = self._expected(session, tenant, incarnation)
+        if expected is not None and prefix == expected:
+            return Plan.run(expected, log=log)
+        if legacy and cfg.sort_key and prefix == self._legacy(session, tenant, incarnation):
+            log["scratchRefusal"] = REFUSAL_LEGACY
+            return Plan.run(_LegacyLayout(prefix), log=log)
+        return Plan.refused(
+            f"scratch prefix {to_json_value(prefix)!r}: not the session's own prefix; "
+            + (why or f"expected {expected!r} (from the record's Keys and its incarnation)"),
+            log=log,
+        )
+
+    def _expected(
+        self, session: Session, tenant: object, incarnation: object
+    ) -> tuple[str | None, str | None]:
+        """The prefix this record may delete, or why none can be built (a key value or an
+        incarnation that cannot be a segment)."""
+        cfg = self.config
         try:
-            accepted = validate_session_prefix(
-                prefix,
+            return build_scratch_prefix(
                 cfg.scratch_root,
-                session_id,
-                tenant_id=tenant,
+                _text(session.keys.get(cfg.sort_key or cfg.partition_key), "session id"),
+                partition=_text(session.keys.get(cfg.partition_key), "partition")
+                if cfg.sort_key
+                else None,
+                tenant_id=self._tenant_segment(tenant),
+                tenant_scoped=cfg.tenant_scoped_scratch,
+                tenant_is_partition=_tenant_is_partition(cfg),
+                incarnation=_text(incarnation, "incarnation"),
+            ), None
+        except ScratchPrefixError as exc:
+            return None, f"no prefix of this record can be built: {exc}"
+
+    def _legacy(self, session: Session, tenant: object, incarnation: object) -> str | None:
+        """The old layout of a legacy item on a table with a sort key, else ``None``."""
+        cfg = self.config
+        try:
+            return legacy_scratch_prefix(
+                cfg.scratch_root,
+                _text(session.keys.get(cfg.sort_key or cfg.partition_key), "session id"),
+                _text(incarnation, "incarnation"),
+                tenant_id=self._tenant_segment(tenant),
                 tenant_scoped=cfg.tenant_scoped_scratch,
             )
-        except ScratchPrefixError as exc:
-            return Plan.refused(str(exc), log=log)
-        return Plan.run(accepted, log=log)
+        except ScratchPrefixError:
+            return None
+
+    def _tenant_segment(self, tenant: object) -> str | None:
+        """The tenant for the prefix: only tenant-scoped scratch has one (checked as a segment)."""
+        if not self.config.tenant_scoped_scratch or _tenant_is_partition(self.config):
+            return None
+        return _text(tenant, "tenant id")
 
     def _tenant(self, session: Session) -> tuple[object, str | None]:
         """The tenant of the prefix and, when the image contradicts the key, why it is refused:
@@ -149,6 +221,8 @@ class ScratchStep(CleanupStep):
         return key_tenant, None
 
     def run(self, plan: Plan, ctx: StepContext) -> str:
+        if isinstance(plan.payload, _LegacyLayout):
+            return STEP_LEGACY_LAYOUT
         try:
             return self.delete_scratch(plan.payload, ctx)
         finally:
@@ -182,6 +256,8 @@ class ScratchStep(CleanupStep):
 
     def preview(self, plan: Plan, ctx: StepContext) -> str:
         """List (never delete) the objects under the prefix; logs ``objectsWouldBeDeleted``."""
+        if isinstance(plan.payload, _LegacyLayout):
+            return STEP_LEGACY_LAYOUT
         prefix, count = plan.payload, 0
         try:
             for page in self._pages(prefix):
@@ -208,3 +284,14 @@ class ScratchStep(CleanupStep):
                 f"e.g. {outside[0]!r}; nothing outside the prefix is deleted",
             )
         return keys
+
+
+def _tenant_is_partition(config: RuntimeConfig) -> bool:
+    return config.sort_key is not None and config.tenant_attribute == config.partition_key
+
+
+def _text(value: object, what: str) -> str:
+    """``value`` when it is a string (a segment candidate, checked by the prefix builder)."""
+    if isinstance(value, str):
+        return value
+    raise ScratchPrefixError(f"{what} {to_json_value(value)!r}: expected a String")

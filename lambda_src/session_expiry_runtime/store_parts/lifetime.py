@@ -1,0 +1,426 @@
+"""A session's lifetime: create, get, list, touch (heartbeat) and end.
+
+A session has an absolute lifetime (``max_session_lifetime_seconds``, default 8 hours):
+``create`` records its not-after time, no heartbeat sets the TTL past it, and from then on it
+is gone whatever its TTL says.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeSerializer
+from botocore.exceptions import ClientError
+
+from ..ownership import KIND_CONNECTION
+from ..prefixes import build_scratch_prefix, new_incarnation
+from .agent_sessions import agent_session_ids, agent_session_values
+from .claims import RELEASING_RETRY_DELAYS, ClaimRequest, TransactionCancelled, refusal
+from .core import LIVE_TTL, NOT_LIVE, StoreCore
+from .errors import (
+    ResourceOwnedError,
+    SessionConflictError,
+    SessionGoneError,
+    describe,
+    is_condition_failure,
+)
+from .keys import Key, number, number_value, require_text, whole_seconds
+from .session import Session
+
+# Lost races with concurrent creators/enders before create gives up with a conflict.
+_CREATE_ATTEMPTS = 3
+_SERIALIZER = TypeSerializer()
+
+
+class LifetimePart(StoreCore):
+    """create, get, iter_sessions, list, touch/heartbeat, end (see :class:`SessionStore`)."""
+
+    def create(
+        self,
+        session_id: str,
+        *,
+        ttl: timedelta | None = None,
+        expires_at: datetime | int | None = None,
+        connection_id: str | None = None,
+        tenant_id: str | None = None,
+        partition: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        runtime_session_id: str | None = None,
+        code_interpreter_session_id: str | None = None,
+        browser_session_id: str | None = None,
+    ) -> Session:
+        """Create a session: a new incarnation with its own scratch prefix; conditional PutItem.
+
+        The TTL attribute is a Number of epoch seconds, ``now + ttl`` rounded up; ``notAfter``
+        records the absolute end, ``now +`` the maximum session lifetime (default 8 hours), and
+        no TTL is ever set past it. The item's ``incarnation`` (32 random hex characters) is the
+        last segment of its scratch prefix, which names the whole key
+        (:mod:`..prefixes`: ``{root}[{tenant}/][{partition}/]{id}/{incarnation}/``).
+
+        With ownership records (``SESSION_EXPIRY_OWNERSHIP_TABLE_NAME``) and ids given, one
+        ``TransactWriteItems`` puts the item and an ownership record per id
+        (:mod:`.claims`): an id another live session owns is refused with
+        :class:`ResourceOwnedError` and nothing is written.
+
+        Reuse after expiry: an item that exists but is not live does not block the id. It is
+        removed first with a DeleteItem conditioned on it still being not live (its REMOVE
+        record has the cleanup release the old incarnation's resources), then the new item is
+        put with ``attribute_not_exists``; the new incarnation takes over the ids the old one
+        claimed, whose cleanup then leaves them alone.
+
+        Args:
+            session_id: 1-255 characters ``A-Z a-z 0-9 . _ : @ = + -``, starting with a
+                letter or digit (a scratch prefix segment).
+            ttl: lifetime, 1 second to ``max_ttl``; default the store's ``default_ttl`` (1
+                hour). Mutually exclusive with ``expires_at`` (aware ``datetime`` or epoch
+                seconds).
+            connection_id: WebSocket connection id (``connectionId`` and the ``connectionIds``
+                String Set); default none.
+            tenant_id: tenant to store; required with tenant-scoped scratch. When the tenant
+                attribute is the partition key, the tenant is ``partition``.
+            partition: partition key value; required with a sort key (then a prefix segment
+                too: the same rule as ``session_id``), else must be ``None``.
+            attributes: extra application attributes, stored as top-level attributes of the
+                item (boto3 ``TypeSerializer`` types: ``Decimal`` not ``float``); not the key, TTL
+                or runtime attribute names. A custom cleanup step's attributes go here: for a
+                step whose ``attributes`` are ``["secretName"]``,
+                ``attributes={"secretName": name}`` (docs: Custom cleanup steps, "Storing what
+                the step reads"). Read back as :attr:`Session.attributes`. Default: none.
+            runtime_session_id, code_interpreter_session_id, browser_session_id: Amazon
+                Bedrock AgentCore sessions the cleanup stops; see :meth:`attach_agent_session`.
+
+        Raises:
+            SessionConflictError: a live session with this id exists.
+            ResourceOwnedError: another session owns one of the ids.
+            ValueError: a bad id, partition, tenant, connection id, attribute name or TTL.
+        """
+        key = self._key(session_id, partition)
+        agents = agent_session_ids(
+            runtime_session_id, code_interpreter_session_id, browser_session_id
+        )
+        incarnation = new_incarnation()
+        item = self._new_item(key, ttl, expires_at, tenant_id, partition, attributes, incarnation)
+        item.update(agent_session_values(self._config, agents))
+        ids = [(kind.kind, agent_id) for kind, agent_id in agents]
+        if connection_id is not None:
+            c = self._config
+            item[c.connection_id_attribute] = {"S": require_text(connection_id, "connection id")}
+            item[c.connection_ids_attribute] = {"SS": [connection_id]}
+            ids.insert(0, (KIND_CONNECTION, connection_id))
+        if self._claims is None or not ids:
+            return self._put_new(key, item, session_id, partition)
+        not_after = whole_seconds(item[self._config.not_after_attribute])
+        holder = self._holder(key, incarnation, not_after)
+        return self._transact_new(key, item, [ClaimRequest(k, i, holder) for k, i in ids])
+
+    def _new_item(
+        self,
+        key: Key,
+        ttl: timedelta | None,
+        expires_at: datetime | int | None,
+        tenant_id: str | None,
+        partition: str | None,
+        attributes: Mapping[str, Any] | None,
+        incarnation: str,
+    ) -> dict[str, Any]:
+        """The new incarnation's item (everything but its connection and agent sessions)."""
+        now = self._now()
+        not_after = self._not_after_from(now)
+        expiry = min(self._expiry(ttl, expires_at, now), not_after)
+        c = self._config
+        if tenant_id is not None:
+            require_text(tenant_id, "tenant id")
+        if self._tenant_is_partition:
+            tenant_id = self._tenant_from_partition(tenant_id, partition)
+        prefix = build_scratch_prefix(
+            c.scratch_root,
+            key[c.sort_key or c.partition_key]["S"],
+            partition=partition if c.sort_key else None,
+            tenant_id=tenant_id,
+            tenant_scoped=c.tenant_scoped_scratch,
+            tenant_is_partition=self._tenant_is_partition,
+            incarnation=incarnation,
+        )
+        item: dict[str, Any] = dict(key)
+        item.update(self._application_attributes(attributes))
+        item[c.ttl_attribute] = {"N": str(expiry)}
+        item[c.not_after_attribute] = {"N": str(not_after)}
+        item[c.scratch_prefix_attribute] = {"S": prefix}
+        item[c.incarnation_attribute] = {"S": incarnation}
+        if c.sweep_shard_attribute:
+            item[c.sweep_shard_attribute] = {"S": self._sweep_shard(key)}
+        if tenant_id is not None and not self._tenant_is_partition:
+            item[c.tenant_attribute] = {"S": tenant_id}
+        return item
+
+    def _application_attributes(self, attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, value in (attributes or {}).items():
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"attribute name {name!r}: expected a non-empty string")
+            if name in self._reserved:
+                raise ValueError(
+                    f"attribute name {name!r}: reserved for the key or the runtime; "
+                    f"choose a name other than {sorted(self._reserved)}"
+                )
+            out[name] = _SERIALIZER.serialize(value)
+        return out
+
+    def _put_new(
+        self, key: Key, item: dict[str, Any], session_id: str, partition: str | None
+    ) -> Session:
+        """Put ``item`` unless a live session holds the key; remove a dead one first."""
+        c = self._config
+        for _ in range(_CREATE_ATTEMPTS):
+            try:
+                self._ddb.put_item(
+                    TableName=self.table_name,
+                    Item=item,
+                    ConditionExpression="attribute_not_exists(#pk)",
+                    ExpressionAttributeNames={"#pk": c.partition_key},
+                )
+                return self._to_session(item)
+            except ClientError as err:
+                if not is_condition_failure(err):
+                    raise
+            self._remove_dead(key, session_id, partition)
+        raise _lost_races(session_id, partition)
+
+    def _transact_new(
+        self, key: Key, item: dict[str, Any], requests: Sequence[ClaimRequest]
+    ) -> Session:
+        """:meth:`_put_new` and the claims of ``requests`` in one ``TransactWriteItems``."""
+        claims, holder = self._claims, requests[0].holder
+        assert claims is not None
+        put_item = {
+            "TableName": self.table_name,
+            "Item": item,
+            "ConditionExpression": "attribute_not_exists(#pk)",
+            "ExpressionAttributeNames": {"#pk": self._config.partition_key},
+        }
+        races, waits = 0, iter(RELEASING_RETRY_DELAYS)
+        while True:
+            now = self._now()
+            puts = [put_item] + [claims.put_request(r, now) for r in requests]
+            try:
+                claims.transact([{"Put": put} for put in puts])
+                return self._to_session(item)
+            except TransactionCancelled as cancelled:
+                if cancelled.failed(0):  # an item holds the key: remove it while it is dead
+                    races += 1
+                    if races >= _CREATE_ATTEMPTS:
+                        raise _lost_races(holder.session_id, holder.partition) from None
+                    self._remove_dead(key, holder.session_id, holder.partition)
+                    continue
+                error = _claim_refused(cancelled, requests)
+            delay = next(waits, None) if error.releasing else None
+            if delay is None:
+                raise error
+            claims.sleep(delay)
+
+    def _remove_dead(self, key: Key, session_id: str, partition: str | None) -> None:
+        """Delete the item holding the key while it is still not live (its REMOVE record
+        has the cleanup release the old incarnation); a live one is a conflict."""
+        try:
+            self._ddb.delete_item(
+                TableName=self.table_name,
+                Key=key,
+                ConditionExpression=NOT_LIVE,
+                ExpressionAttributeNames=self._names(),
+                ExpressionAttributeValues=self._time_values(self._now()),
+            )
+        except ClientError as err:
+            if not is_condition_failure(err):
+                raise
+            raise SessionConflictError(
+                f"{describe(session_id, partition)} already exists and is live; "
+                "end it or wait for it to expire before creating it again",
+                session_id=session_id,
+                partition=partition,
+            ) from None
+
+    def get(
+        self, session_id: str, *, partition: str | None = None, consistent: bool = False
+    ) -> Session | None:
+        """Read a session; ``None`` unless it exists and is live (fails closed on time).
+
+        Args:
+            consistent: strongly consistent read (``ConsistentRead``; twice the read
+                capacity). Default ``False``: eventually consistent, may miss a write made
+                within about a second.
+
+        Raises:
+            ValueError: a bad id or partition.
+        """
+        return self._get_live(self._key(session_id, partition), consistent=consistent)
+
+    def iter_sessions(
+        self, partition: str, *, consistent: bool = False, page_size: int | None = None
+    ) -> Iterator[Session]:
+        """Yield the live sessions of one partition, page by page (lazy :meth:`list`).
+
+        Arguments are checked at once; liveness is judged against the clock read once, here.
+        Arguments and errors as for :meth:`list`.
+        """
+        if not self._config.sort_key:
+            raise ValueError(
+                f"list({partition!r}): the table has no sort key, so a partition holds one "
+                "session; configure a sort key or use get()"
+            )
+        if page_size is not None and (
+            isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1
+        ):
+            raise ValueError(f"page_size {page_size!r}: expected a positive int or None")
+        pk_value = self._partition_value(partition)
+        now = self._now()
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "#pk = :pk",
+            # The filter saves transfer; _pages checks each item again.
+            "FilterExpression": LIVE_TTL,
+            "ExpressionAttributeNames": self._names(),
+            "ExpressionAttributeValues": {":pk": {"S": pk_value}, **self._time_values(now)},
+            "ConsistentRead": consistent,
+        }
+        if page_size is not None:
+            request["Limit"] = page_size
+        return self._pages(request, now)
+
+    def _pages(self, request: dict[str, Any], now: Decimal) -> Iterator[Session]:
+        while True:
+            resp = self._ddb.query(**request)
+            for item in resp.get("Items", []):
+                if self._live(item, now):
+                    yield self._to_session(item)
+            # A page the filter emptied still carries LastEvaluatedKey: keep going.
+            last = resp.get("LastEvaluatedKey")
+            if not last:
+                return
+            request["ExclusiveStartKey"] = last
+
+    def list(
+        self, partition: str, *, consistent: bool = False, page_size: int | None = None
+    ) -> builtins.list[Session]:
+        """The live sessions of one partition (tables with a sort key only).
+
+        A Query on the partition key with a FilterExpression on the TTL, following
+        ``LastEvaluatedKey`` across all pages, including pages the filter empties entirely
+        (Developer Guide, "Paginating table query results": the filter applies after
+        ``Limit``). Items are ordered by sort key (session id).
+
+        Args:
+            partition: the partition key value (e.g. the user or tenant id).
+            consistent: strongly consistent Query; default ``False``.
+            page_size: ``Limit`` per Query page; default DynamoDB's (up to 1 MB per page).
+
+        Raises:
+            ValueError: no sort key configured, or a bad partition or page size.
+        """
+        return builtins.list(
+            self.iter_sessions(partition, consistent=consistent, page_size=page_size)
+        )
+
+    def touch(
+        self,
+        session_id: str,
+        *,
+        ttl: timedelta | None = None,
+        expires_at: datetime | int | None = None,
+        partition: str | None = None,
+    ) -> Session:
+        """Heartbeat: set a new expiry on a live session; conditional UpdateItem.
+
+        The condition requires the item to exist and be live (``attribute_exists(#pk) AND
+        #t > :now AND #t <= :horizon``, and its not-after, if any, after now), so an expired
+        session is never revived, even while DynamoDB has not deleted it yet. ``ttl`` counts
+        from now (it may shorten the session).
+
+        Absolute lifetime: the TTL is never set past the session's not-after time (recorded
+        by :meth:`create`); a heartbeat asking for more gets exactly the not-after time (a
+        second conditional UpdateItem when the first finds the cap), and from the not-after
+        time on the session is gone. An item written before the not-after attribute existed
+        gets one at its first heartbeat (now plus the maximum session lifetime).
+
+        Args:
+            ttl: new lifetime from now; default the store's ``default_ttl`` (1 hour).
+            expires_at: absolute new expiry instead (aware ``datetime`` or epoch seconds).
+
+        Returns:
+            The updated :class:`Session`.
+
+        Raises:
+            SessionGoneError: the session is missing, not live, or past its not-after time;
+                the item is unchanged.
+            ValueError: a bad id, partition or TTL.
+        """
+        key = self._key(session_id, partition)
+        now = self._now()
+        not_after = self._not_after_from(now)
+        expiry = min(self._expiry(ttl, expires_at, now), not_after)
+        update = "SET #t = :expiry, #na = if_not_exists(#na, :na)"
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {":expiry": {"N": str(expiry)}, ":na": {"N": str(not_after)}}
+        if self._config.sweep_shard_attribute:
+            # Sessions created before the sweeper was turned on join its index here.
+            update += ", #shard = :shard"
+            names["#shard"] = self._config.sweep_shard_attribute
+            values[":shard"] = {"S": self._sweep_shard(key)}
+        new, old = self._try_update(
+            key, now, update, names, values, "(attribute_not_exists(#na) OR #na >= :expiry)"
+        )
+        if new is None and old is not None and self._live(old, now):
+            cap = number_value(old.get(self._config.not_after_attribute))
+            if cap is not None and cap < expiry:  # ask again for exactly the not-after time
+                capped = {**values, ":expiry": {"N": number(cap)}, ":cap": {"N": number(cap)}}
+                new, old = self._try_update(key, now, update, names, capped, "#na = :cap")
+        if new is None:
+            raise SessionGoneError(
+                f"{describe(session_id, partition)} is missing, expired or past its absolute "
+                "lifetime; nothing was written",
+                session_id=session_id,
+                partition=partition,
+            )
+        return self._to_session(new)
+
+    def end(self, session_id: str, *, partition: str | None = None) -> bool:
+        """End a session: an unconditional DeleteItem.
+
+        The REMOVE record on the table's stream (no ``userIdentity``: an explicit delete)
+        carries the old image, from which the cleanup function closes the connection,
+        retires the grant and deletes the scratch prefix. Ending an expired session that
+        DynamoDB has not deleted yet is allowed and starts that cleanup sooner.
+
+        Returns:
+            ``True`` if an item (live or expired) was deleted, ``False`` if none existed.
+
+        Raises:
+            ValueError: a bad id or partition.
+        """
+        key = self._key(session_id, partition)
+        resp = self._ddb.delete_item(TableName=self.table_name, Key=key, ReturnValues="ALL_OLD")
+        return bool(resp.get("Attributes"))
+
+
+def _lost_races(session_id: str, partition: str | None) -> SessionConflictError:
+    return SessionConflictError(
+        f"{describe(session_id, partition)}: lost {_CREATE_ATTEMPTS} races with concurrent "
+        "writers of the same id",
+        session_id=session_id,
+        partition=partition,
+    )
+
+
+def _claim_refused(
+    cancelled: TransactionCancelled, requests: Sequence[ClaimRequest]
+) -> ResourceOwnedError:
+    """The error of the first claim the transaction refused; the botocore error itself when
+    it was cancelled for another reason."""
+    for index, request in enumerate(requests, start=1):
+        reason = cancelled.failed(index)
+        if reason is not None:
+            return refusal(request, reason.get("Item"))
+    raise cancelled.error
