@@ -12,6 +12,11 @@ the example event in the Lambda Developer Guide, "Using AWS Lambda with Amazon D
 * moto never deletes items by TTL, so a TTL delete is an explicit DeleteItem whose record then
   gets the ``userIdentity`` AWS documents for TTL deletes
   (``{"type": "Service", "principalId": "dynamodb.amazonaws.com"}``).
+
+Sessions are written as ``SessionStore`` writes them with ownership records: an ``incarnation``
+attribute (the scratch prefix's last segment) and a claim for the connection and the grant in
+the ownership table (:mod:`ownership_support`); ``legacy=True`` writes an item of before
+ownership records (no incarnation, no claims).
 """
 
 from __future__ import annotations
@@ -27,11 +32,13 @@ import boto3
 from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.s3.models import s3_backends
+from ownership_support import OWNERSHIP_TABLE, create_ownership_table, put_claim
 from session_expiry_runtime import stream_records
 from session_expiry_runtime.cleaner import SessionCleaner, build_clients
 from session_expiry_runtime.config import RuntimeConfig
 from session_expiry_runtime.grant_names import grant_name
 from session_expiry_runtime.metrics import MetricsRecorder
+from session_expiry_runtime.ownership import KIND_CONNECTION, KIND_GRANT
 from session_expiry_runtime.prefixes import build_scratch_prefix
 
 REGION = "us-east-1"
@@ -90,6 +97,8 @@ class Session:
     keys: list[str]
     tenant: str | None = None
     item: dict[str, Any] = field(default_factory=dict)
+    #: ``None`` for a legacy item (written before ownership records)
+    incarnation: str | None = None
 
 
 class Sandbox:
@@ -110,9 +119,11 @@ class Sandbox:
         )
         self.stream_arn = table["TableDescription"]["LatestStreamArn"]
         self.s3.create_bucket(Bucket=BUCKET)
+        create_ownership_table(self.ddb)
         self.key_arn = self.kms.create_key(Description="session grants")["KeyMetadata"]["Arn"]
         self.config = RuntimeConfig(
             table_name=TABLE,
+            ownership_table_name=OWNERSHIP_TABLE,
             websocket_endpoint=ENDPOINT,
             grant_key_arn=self.key_arn,
             scratch_bucket=BUCKET,
@@ -132,6 +143,7 @@ class Sandbox:
             "SESSION_EXPIRY_SCRATCH_BUCKET": BUCKET,
             "SESSION_EXPIRY_RETIRING_PRINCIPAL": CLEANUP_ROLE,
             "SESSION_EXPIRY_MAX_WORKERS": str(c.max_workers),
+            "SESSION_EXPIRY_OWNERSHIP_TABLE_NAME": OWNERSHIP_TABLE,
         }
         if c.tenant_scoped_scratch:
             env["SESSION_EXPIRY_TENANT_SCOPED_SCRATCH"] = "true"
@@ -198,9 +210,11 @@ class Sandbox:
         prefix: str | None = None,
         extra: dict[str, Any] | None = None,
         write_item: bool = True,
+        legacy: bool = False,
     ) -> Session:
         """Create a connection, a grant (retiring principal: the cleanup role), scratch objects
-        under a fresh incarnation prefix, and the session item that names them."""
+        under a fresh incarnation prefix, the session item that names them and, unless
+        ``legacy``, its ``incarnation`` and the claims of the connection and the grant."""
         # API Gateway connection ids are unique per connection, like "L0SM9cOFvHcCIhw=".
         connection_id = f"{session_id}-{uuid.uuid4().hex[:8]}="
         self.open_connection(connection_id)
@@ -211,7 +225,8 @@ class Sandbox:
                 tenant_id=tenant,
                 tenant_scoped=self.config.tenant_scoped_scratch,
             )
-        grant = self.create_grant({"pk": session_id}, prefix.rstrip("/").rsplit("/", 1)[-1])
+        incarnation = prefix.rstrip("/").rsplit("/", 1)[-1]
+        grant = self.create_grant({"pk": session_id}, incarnation)
         keys = [prefix + name for name in object_names]
         self.put_objects(keys)
         expires = int(time.time()) + 3600 if expires_at is None else expires_at
@@ -225,6 +240,13 @@ class Sandbox:
         }
         if tenant is not None:
             item["tenantId"] = {"S": tenant}
+        if not legacy:
+            item["incarnation"] = {"S": incarnation}
+            for kind, resource_id in (
+                (KIND_CONNECTION, connection_id),
+                (KIND_GRANT, grant["GrantId"]),
+            ):
+                self.claim(kind, resource_id, session_id, incarnation)
         item.update(extra or {})
         if write_item:
             self.ddb.put_item(TableName=TABLE, Item=item)
@@ -237,6 +259,21 @@ class Sandbox:
             keys,
             tenant,
             item,
+            None if legacy else incarnation,
+        )
+
+    def claim(
+        self, kind: str, resource_id: str, session_id: str, incarnation: str, **fields: Any
+    ) -> None:
+        """Seed the ownership record of ``resource_id`` for session ``session_id`` (key
+        ``{"pk": session_id}``) in ``incarnation``, as ``SessionStore`` writes it."""
+        put_claim(
+            self.ddb,
+            kind,
+            resource_id,
+            key={"pk": session_id},
+            incarnation=incarnation,
+            **fields,
         )
 
     def delete(self, session_id: str) -> None:
