@@ -106,3 +106,40 @@ def calls_of(client: Any) -> list[tuple[str, dict[str, Any]]]:
 
 def epoch(value: float) -> Decimal:
     return Decimal(int(value))
+
+
+def adopt(
+    ddb: Any, table: str, key: Mapping[str, Any], *, scratch_prefix: str = "scratchPrefix"
+) -> str:
+    """Give an item written by ``SessionStore`` what it writes with ownership records (issue 20):
+    an ``incarnation`` (its scratch prefix's last segment, the value the store uses) and a claim
+    for every connection, AgentCore session and grant id it names. For the tests that drive the
+    cleanup through ``SessionStore`` while the store's side of issue 20 is merged separately;
+    idempotent once the store writes them itself (same incarnation, same owner). Returns the
+    incarnation.
+    """
+    item = ddb.get_item(TableName=table, Key=dict(key), ConsistentRead=True)["Item"]
+    incarnation = (
+        item.get("incarnation", {}).get("S")
+        or item[scratch_prefix]["S"].rstrip("/").rsplit("/", 1)[-1]
+    )
+    ddb.update_item(
+        TableName=table,
+        Key=dict(key),
+        UpdateExpression="SET incarnation = :i",
+        ExpressionAttributeValues={":i": {"S": incarnation}},
+    )
+    owner = {name: value["S"] for name, value in key.items()}
+    for kind, single, many in (
+        (own.KIND_CONNECTION, "connectionId", "connectionIds"),
+        (own.KIND_AGENT_RUNTIME, "agentRuntimeSessionId", "agentRuntimeSessionIds"),
+        (own.KIND_CODE_INTERPRETER, "codeInterpreterSessionId", "codeInterpreterSessionIds"),
+        (own.KIND_BROWSER, "browserSessionId", "browserSessionIds"),
+        (own.KIND_GRANT, "grantId", ""),
+    ):
+        ids = set(item.get(many, {}).get("SS", [])) | (
+            {item[single]["S"]} if "S" in item.get(single, {}) else set()
+        )
+        for resource_id in ids:
+            put_claim(ddb, kind, resource_id, key=owner, incarnation=incarnation)
+    return incarnation

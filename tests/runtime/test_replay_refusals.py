@@ -194,7 +194,7 @@ def test_a_superseded_connection_is_not_a_refusal_and_the_object_is_deleted(
     # of an id is normal operation): the record is cleaned, the connection left to its owner.
     gone = Gone(sandbox, "s-1", named_grant=True, own_prefix=True)
     sandbox.claim(KIND_CONNECTION, gone.session.connection_id, "s-9", "inc9", claimed_at=2e9)
-    (number,) = _put_failure_object(sandbox, [gone])
+    _put_failure_object(sandbox, [gone])
 
     outcome = _replay(sandbox)
 
