@@ -8,9 +8,9 @@ a session's claims (``Sandbox.create_session`` seeds them through :func:`put_cla
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
-from decimal import Decimal
 from typing import Any
 
 from session_expiry_runtime import ownership as own
@@ -104,8 +104,22 @@ def calls_of(client: Any) -> list[tuple[str, dict[str, Any]]]:
     return calls
 
 
-def epoch(value: float) -> Decimal:
-    return Decimal(int(value))
+def emf_totals(stdout: str) -> dict[str, float]:
+    """The metrics of embedded-metric-format lines: ``{"Name" or "Name|Dim=Value": total}``."""
+    totals: dict[str, float] = {}
+    for line in stdout.splitlines():
+        if not line.startswith('{"_aws"'):
+            continue
+        doc = json.loads(line)
+        (directive,) = doc["_aws"]["CloudWatchMetrics"]
+        dimensions = directive["Dimensions"][0]
+        suffix = "".join(f"|{d}={doc[d]}" for d in dimensions)
+        for metric in directive["Metrics"]:
+            value = doc[metric["Name"]]
+            total = len(value) if isinstance(value, list) else value
+            key = metric["Name"] + suffix
+            totals[key] = totals.get(key, 0) + total
+    return totals
 
 
 def adopt(

@@ -101,19 +101,42 @@ class Session:
     incarnation: str | None = None
 
 
-class Sandbox:
-    """moto resources of one test: table + stream, scratch bucket, KMS key, WebSocket endpoint."""
+#: The schema the README recommends for untrusted tenant writers: the tenant is the partition.
+TENANT_SCHEMA = {
+    "partition_key": "tenantId",
+    "sort_key": "sessionId",
+    "tenant_attribute": "tenantId",
+}
 
-    def __init__(self, *, tenant_scoped: bool = False, max_workers: int = 4) -> None:
+
+class Sandbox:
+    """moto resources of one test: table + stream, scratch bucket, KMS key, WebSocket endpoint,
+    ownership table.
+
+    Args:
+        tenant_partition: key the table by ``tenantId`` (partition) and ``sessionId`` (sort)
+            (:data:`TENANT_SCHEMA`) instead of ``pk``; :meth:`create_session` and
+            :meth:`delete` then do not apply (write items with explicit keys).
+    """
+
+    def __init__(
+        self, *, tenant_scoped: bool = False, max_workers: int = 4, tenant_partition: bool = False
+    ) -> None:
         self.ddb = SESSION.client("dynamodb")
         self.streams = SESSION.client("dynamodbstreams")
         self.s3 = SESSION.client("s3")
         self.kms = SESSION.client("kms")
         self.apigw = SESSION.client("apigatewaymanagementapi", endpoint_url=ENDPOINT)
+        schema = TENANT_SCHEMA if tenant_partition else {"partition_key": "pk"}
+        keys = [(schema["partition_key"], "HASH")]
+        if tenant_partition:
+            keys.append((schema["sort_key"], "RANGE"))
         table = self.ddb.create_table(
             TableName=TABLE,
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": name, "KeyType": kind} for name, kind in keys],
+            AttributeDefinitions=[
+                {"AttributeName": name, "AttributeType": "S"} for name, _ in keys
+            ],
             BillingMode="PAY_PER_REQUEST",
             StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
         )
@@ -130,6 +153,7 @@ class Sandbox:
             tenant_scoped_scratch=tenant_scoped,
             retiring_principal=CLEANUP_ROLE,
             max_workers=max_workers,
+            **schema,
         )
         self._read_after: str | None = None
 
@@ -147,6 +171,10 @@ class Sandbox:
         }
         if c.tenant_scoped_scratch:
             env["SESSION_EXPIRY_TENANT_SCOPED_SCRATCH"] = "true"
+        if c.sort_key:
+            env["SESSION_EXPIRY_PARTITION_KEY"] = c.partition_key
+            env["SESSION_EXPIRY_SORT_KEY"] = c.sort_key
+            env["SESSION_EXPIRY_TENANT_ATTRIBUTE"] = c.tenant_attribute
         return env
 
     def cleaner(self, config: RuntimeConfig | None = None) -> SessionCleaner:
@@ -330,8 +358,9 @@ class Sandbox:
         """New stream records in Lambda's shape; REMOVEs of ``ttl_deletes`` ids get the TTL
         ``userIdentity``."""
         shaped = []
+        session_key = self.config.sort_key or self.config.partition_key
         for record in self.read_stream():
-            pk = record["dynamodb"]["Keys"]["pk"].get("S")
+            pk = record["dynamodb"]["Keys"][session_key].get("S")
             ttl = record["eventName"] == "REMOVE" and pk in ttl_deletes
             shaped.append(to_lambda_record(record, self.stream_arn, ttl_delete=ttl))
         return shaped
