@@ -32,13 +32,17 @@ import boto3
 from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.s3.models import s3_backends
-from ownership_support import OWNERSHIP_TABLE, create_ownership_table, put_claim
 from session_expiry_runtime import stream_records
 from session_expiry_runtime.cleaner import SessionCleaner, build_clients
 from session_expiry_runtime.config import RuntimeConfig
 from session_expiry_runtime.grant_names import grant_name
 from session_expiry_runtime.metrics import MetricsRecorder
 from session_expiry_runtime.ownership import KIND_CONNECTION, KIND_GRANT
+
+try:  # imported as ``runtime_support`` (tests/runtime on the path) ...
+    from ownership_support import OWNERSHIP_TABLE, create_ownership_table, put_claim
+except ModuleNotFoundError:  # ... or as ``runtime.runtime_support`` (tests/store)
+    from runtime.ownership_support import OWNERSHIP_TABLE, create_ownership_table, put_claim
 from session_expiry_runtime.prefixes import build_scratch_prefix
 
 REGION = "us-east-1"
