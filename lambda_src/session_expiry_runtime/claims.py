@@ -195,8 +195,6 @@ class _Coalescer(Generic[T]):
         self._pending: list[tuple[T, _Ticket]] = []
         self._remainder_in_flight = False
         self._cond = threading.Condition()
-        #: calls made (what the tests count)
-        self.calls = 0
 
     def submit(
         self, requests: Sequence[T], waiting: Callable[[], AbstractContextManager[None]]
@@ -242,7 +240,6 @@ class _Coalescer(Generic[T]):
             else:
                 rest.append((request, ticket))
         self._pending = rest
-        self.calls += 1
         if remainder:
             self._remainder_in_flight = True
         return chunk, remainder

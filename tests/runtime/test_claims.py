@@ -406,3 +406,32 @@ def test_the_cleanup_builds_its_ownership_client_with_the_cleanup_settings(
     assert (config.connect_timeout, config.read_timeout) == (1.0, 3.0)  # the 10 s margin's
     assert cleaner.clients.ownership.meta.service_model.service_name == "dynamodb"
     assert SESSION.region_name == cleaner.clients.ownership.meta.region_name
+
+
+def test_no_record_after_the_retention_is_claim_expired_not_alarmed(sandbox: Sandbox) -> None:
+    claims, _ = batcher(sandbox)
+    late = Claimant(
+        owner_token(ME),
+        "inc1",
+        removed_at=Decimal(NOW),
+        not_after=Decimal(NOW - 3 * 24 * 3600),  # the session ended three days before its REMOVE
+    )
+
+    (verdict,) = claims.check(late, [ref("gone=")]).values()
+
+    assert verdict == Verdict("ClaimExpired") and not verdict.alarmed
+
+
+def test_keys_no_record_can_name_make_every_id_unclaimed(sandbox: Sandbox) -> None:
+    claims, _ = batcher(sandbox)
+    calls = calls_of(sandbox.ddb)
+
+    verdicts = claims.check(Claimant(None, "inc1"), [ref("c=")])
+
+    assert verdicts == {ref("c="): Verdict("Unclaimed")} and calls == []
+
+
+@pytest.mark.parametrize(("kind", "resource_id"), [("socket", "c-1"), (KIND_CONNECTION, "")])
+def test_fails_a_claim_ref_of_an_unknown_kind_or_empty_id(kind: str, resource_id: str) -> None:
+    with pytest.raises(ValueError, match="resource"):
+        ClaimRef(kind, resource_id)

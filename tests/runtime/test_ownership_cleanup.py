@@ -445,3 +445,31 @@ def test_a_redelivered_record_makes_no_second_call_for_released_resources(
     assert calls == {"apigateway": [], "kms": []}
     steps = lines(session_logs)[-1].session["steps"]  # type: ignore[attr-defined]
     assert steps["DeleteConnection"] == steps["RetireGrant"] == "already-done"
+
+
+def test_a_step_acts_on_its_owned_ids_and_refuses_the_others(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # s-1 recorded its own connection and (forged) s-2's, which s-2 claimed before.
+    victim = "s2-conn="
+    sandbox.open_connection(victim)
+    sandbox.claim(KIND_CONNECTION, victim, "s-2", "inc2", claimed_at=time.time() - 600)
+    own = sandbox.create_session("s-1", object_names=(), extra={"connectionIds": {"SS": [victim]}})
+    sandbox.read_stream()
+    sandbox.delete("s-1")
+    capsys.readouterr()
+
+    assert process_batch(event(*sandbox.removes()), FakeContext(), sandbox.cleaner()) == {
+        "batchItemFailures": []
+    }
+
+    assert not sandbox.connection_exists(own.connection_id)
+    assert sandbox.connection_exists(victim)
+    (line,) = lines(session_logs)
+    assert line.levelno == logging.WARNING
+    logged = line.session  # type: ignore[attr-defined]
+    assert logged["steps"]["DeleteConnection"] == "done"
+    assert logged["ownership"] == {"DeleteConnection": {victim: "NotOwned"}}
+    assert claim_state(sandbox.ddb, KIND_CONNECTION, own.connection_id) == STATE_RELEASED
+    assert claim_state(sandbox.ddb, KIND_CONNECTION, victim) == "held"
+    assert emf_totals(capsys.readouterr().out)["ResourcesRefused|Refusal=NotOwned"] == 1
