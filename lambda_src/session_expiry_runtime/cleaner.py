@@ -13,22 +13,26 @@ handler, the replay tool, the tests and the benchmarks import:
 
 Built-in steps, each run only when its target is configured and the old image names it, in
 this order: ``Archive`` (a gate: first, and nothing else runs if it fails), then side by side
-``DeleteConnection`` (``GoneException`` is success), ``RetireGrant`` (by key ARN + grant id,
-once ``ListGrants`` shows the grant is named for the record's ``Keys``, else refused; not on
-the key or ``NotFoundException`` is success) and ``DeleteScratch`` (only an accepted prefix;
+``DeleteConnection`` (``GoneException`` is success), ``RetireGrant`` (by key ARN + grant id;
+``NotFoundException`` is success once KMS's consistency window has passed; items written before
+ownership records: once ``ListGrants`` shows the grant is named for the record's ``Keys`` and
+incarnation, else refused) and ``DeleteScratch`` (only an accepted prefix;
 ListObjectsV2 + DeleteObjects ≤ 1,000 keys shared by the sessions cleaned side by side, each
 ``Errors`` entry failing only the record that owns its key), the AgentCore steps
 ``StopRuntimeSession``, ``StopCodeInterpreterSession`` and ``StopBrowserSession``
 (``ResourceNotFoundException`` is success) and the user-defined steps of
 ``SESSION_EXPIRY_CUSTOM_STEPS`` (:mod:`.steps.custom`), then the fan-out ``PublishEvent`` once
-per batch for the cleaned records.
+per batch for the cleaned records. The connection, AgentCore and grant steps act only on the
+ids whose ownership record names the record's ``Keys`` and incarnation (:mod:`.claims`, checked
+by the runner for every step).
 
 Dry run (``SESSION_EXPIRY_DRY_RUN=true``, the construct's ``cleanup_dry_run``): every record is
 classified, logged (outcome ``dry-run``, each step ``dry-run``, ``objectsWouldBeDeleted`` from a
-ListObjectsV2 of the prefix, ``grantWouldBeRetired`` from the grant's ListGrants) and counted
-(``SessionsWouldBeCleaned`` by ``Reason``); no DeleteConnection, RetireGrant, DeleteObjects,
-archive write or event is made. The records are consumed all the same: the stream position
-moves on.
+ListObjectsV2 of the prefix, ``grantWouldBeRetired`` from the grant's ownership record or, for
+items written before ownership records, its ListGrants) and counted (``SessionsWouldBeCleaned``
+by ``Reason``); no DeleteConnection, RetireGrant, DeleteObjects, archive write, event or
+ownership record write is made (the records are only read). The records are consumed all the
+same: the stream position moves on.
 
 Throttling, 5xx and connection errors are retried by botocore's ``standard`` retry mode first;
 what still fails marks the record failed, so the event source mapping retries it (all steps are

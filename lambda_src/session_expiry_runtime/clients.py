@@ -1,7 +1,8 @@
 """The boto3 clients of the cleanup: one shared, thread-safe set per process.
 
 :func:`build_clients` creates a client only for a configured target; a step whose client is
-``None`` is not configured and never runs.
+``None`` is not configured and never runs. The ownership table's DynamoDB client (the claims of
+:mod:`.claims`) shares the same settings: its calls fit in the time guard like every other.
 """
 
 from __future__ import annotations
@@ -105,6 +106,9 @@ class CleanupClients:
     #: ``bedrock-agentcore`` data-plane client (an AgentCore runtime, code interpreter or
     #: browser configured).
     agentcore: Any = None
+    #: DynamoDB client for the ownership table (``ownership_table_name``): the claims' marks,
+    #: releases and reads (:mod:`.claims`).
+    ownership: Any = None
 
 
 def build_clients(
@@ -135,5 +139,8 @@ def build_clients(
         events=session.client("events", config=settings) if config.event_bus_arn else None,
         agentcore=session.client("bedrock-agentcore", config=settings)
         if config.agent_runtime_arn or config.code_interpreter_id or config.browser_id
+        else None,
+        ownership=session.client("dynamodb", config=settings)
+        if config.ownership_table_name
         else None,
     )

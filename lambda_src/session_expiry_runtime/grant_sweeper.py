@@ -35,8 +35,29 @@ store created, retires it when its session is gone or expired:
   by design);
 * otherwise (a live session holding the grant) the grant is kept.
 
+**The grant's ownership record** (``grant#<id>`` in the ownership table,
+``SESSION_EXPIRY_OWNERSHIP_TABLE_NAME``; :mod:`.ownership`) refines *gone* and *expired*; read
+with a strongly consistent ``GetItem`` only for those:
+
+* ``released``: the stream path (or an earlier sweep) retired it; KMS may still list it for a
+  while (eventual consistency). Kept, **no call**, never counted as an orphan.
+* ``held``/``releasing`` and the session *gone*: the session's REMOVE record may still be on
+  the stream path, failing and retrying (a grant KMS does not show yet, a throttled call):
+  **pending**, not an orphan. The first sweep that sees it so writes ``goneSince``
+  (``SET goneSince = if_not_exists(goneSince, :now)``); the grant stays pending until it has
+  been gone ``SESSION_EXPIRY_GRANT_SWEEP_PENDING_SECONDS`` (the event source mapping's maximum
+  record age plus a margin, set by the construct; 7 hours by default): past it the stream path
+  has given up (the failure destination holds the record) and the grant is an orphan, retired
+  and counted as ``OrphanGrantsRetired``.
+* no record (a legacy grant, created before ownership records, or one whose record was never
+  written): as above, by the item alone.
+
+Retiring a grant that has a record marks the record ``released`` (condition: the same owner
+and incarnation), so a REMOVE record that arrives later makes no call.
+
 ``RetireGrant`` by ``KeyId`` + ``GrantId``; ``NotFoundException`` (already retired) is success.
-In a dry run (``SESSION_EXPIRY_DRY_RUN``) nothing is retired: ``GrantsWouldBeRetired`` counts.
+In a dry run (``SESSION_EXPIRY_DRY_RUN``) nothing is retired and nothing is written (no
+``goneSince``: a grant without one is pending): ``GrantsWouldBeRetired`` counts.
 Failures (a ``GetItem`` or ``RetireGrant`` that still fails after botocore's retries) are
 counted (``GrantSweepFailures``) and the handler raises after writing its metrics, so the
 function's errors alarm fires; the next run retries. Time guard: once the remaining time is
@@ -53,6 +74,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from typing import Any
 
 import boto3
@@ -73,6 +95,17 @@ from .config import (
 )
 from .grant_names import GRANT_NAME_PREFIX, GrantOwner, parse_grant_name
 from .metrics import MetricsRecorder
+from .ownership import (
+    ATTR_INCARNATION,
+    ATTR_OWNER,
+    ATTR_RESOURCE,
+    ATTR_STATE,
+    ATTR_STATE_SINCE,
+    KIND_GRANT,
+    STATE_RELEASED,
+    Claim,
+    resource_key,
+)
 from .ttl import MAX_SESSION_TTL, is_live, now_seconds, ttl_from_attribute
 
 LOGGER = logging.getLogger("session_expiry_runtime.grant_sweeper")
@@ -85,6 +118,14 @@ VERDICT_RECENT = "recent"
 VERDICT_LIVE = "live"
 VERDICT_GONE = "gone"
 VERDICT_EXPIRED = "expired"
+#: Gone, but its ownership record is unreleased and the stream path may still be retrying.
+VERDICT_PENDING = "pending"
+#: Its ownership record is released: the stream path retired it.
+VERDICT_RELEASED = "released"
+
+#: Ownership record attribute (Number, epoch seconds): when the grant sweep first saw the
+#: grant's session gone while the record was unreleased.
+ATTR_GONE_SINCE = "goneSince"
 
 
 def client_config() -> Config:
@@ -108,6 +149,10 @@ class GrantSweepReport:
     orphans_retired: int = 0
     expired_retired: int = 0
     would_retire: int = 0
+    #: gone, unreleased record, within the pending bound: the stream path may still retire it
+    kept_pending: int = 0
+    #: the record says the stream path retired it (KMS still lists it): no call
+    kept_released: int = 0
     unusable_names: int = 0
     failures: int = 0
     incomplete: bool = False
@@ -274,32 +319,136 @@ class GrantSweeper:
         grant_id = grant.get("GrantId")
         try:
             verdict = self.verdict(grant, owner, now)
-            if verdict == VERDICT_RECENT:
-                report.kept_recent += 1
-            elif verdict == VERDICT_LIVE:
-                report.kept_live += 1
-            elif self.config.dry_run:
-                report.would_retire += 1
-            else:
-                self.retire(grant)
-                if verdict == VERDICT_GONE:
-                    report.orphans_retired += 1
-                else:
-                    report.expired_retired += 1
+            claim: Claim | None = None
+            if verdict in (VERDICT_GONE, VERDICT_EXPIRED):
+                claim, verdict = self.ownership(str(grant_id), verdict, now)
+            self._act(grant, verdict, claim, now, report)
         except (ClientError, BotoCoreError) as exc:
             report.failures += 1
             self.logger.error("grant %s of %s: %s", grant_id, owner.key, _error_text(exc))
             return
-        if verdict in (VERDICT_GONE, VERDICT_EXPIRED):
-            self.logger.warning(
+        if verdict in (VERDICT_GONE, VERDICT_EXPIRED, VERDICT_PENDING):
+            what = {
+                VERDICT_PENDING: "kept: its ownership record is unreleased, the stream path may "
+                "still retire it",
+                VERDICT_GONE: "would be retired (dry run)" if self.config.dry_run else "retired",
+            }
+            self.logger.log(
+                logging.INFO if verdict == VERDICT_PENDING else logging.WARNING,
                 "grant %s of session %s (incarnation %s): session %s, grant %s",
                 grant_id,
                 owner.key,
                 owner.incarnation,
                 verdict,
-                "would be retired (dry run)" if self.config.dry_run else "retired",
+                what.get(verdict, what[VERDICT_GONE]),
                 extra={"grantSweep": {"grantId": grant_id, "key": owner.key, "verdict": verdict}},
             )
+
+    def _act(
+        self,
+        grant: Mapping[str, Any],
+        verdict: str,
+        claim: Claim | None,
+        now: datetime,
+        report: GrantSweepReport,
+    ) -> None:
+        """Keep, count or retire one grant of this store by its verdict."""
+        kept = {
+            VERDICT_RECENT: "kept_recent",
+            VERDICT_LIVE: "kept_live",
+            VERDICT_PENDING: "kept_pending",
+            VERDICT_RELEASED: "kept_released",
+        }
+        if verdict in kept:
+            setattr(report, kept[verdict], getattr(report, kept[verdict]) + 1)
+        elif self.config.dry_run:
+            report.would_retire += 1
+        else:
+            self.retire(grant)
+            if claim is not None:
+                self._release(claim, now)
+            if verdict == VERDICT_GONE:
+                report.orphans_retired += 1
+            else:
+                report.expired_retired += 1
+
+    def ownership(self, grant_id: str, verdict: str, now: datetime) -> tuple[Claim | None, str]:
+        """The grant's ownership record, and the verdict it gives a ``gone`` or ``expired``
+        grant: ``released`` (the stream path retired it), ``pending`` (gone, unreleased, within
+        the pending bound), else ``verdict`` unchanged. No ownership table: ``(None, verdict)``.
+
+        Raises:
+            ClientError, BotoCoreError: the GetItem or UpdateItem failed (after the retries).
+        """
+        table = self.config.ownership_table_name
+        if table is None:
+            return None, verdict
+        key = {ATTR_RESOURCE: {"S": resource_key(KIND_GRANT, grant_id)}}
+        item = self._ddb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+        claim = Claim.from_item(item)
+        if claim is None:
+            return None, verdict
+        if claim.state == STATE_RELEASED:
+            return claim, VERDICT_RELEASED
+        if verdict == VERDICT_GONE and self._pending(key, item or {}, now):
+            return claim, VERDICT_PENDING
+        return claim, verdict
+
+    def _pending(self, key: dict[str, Any], item: Mapping[str, Any], now: datetime) -> bool:
+        """``True`` while the grant's session has been seen gone for less than the stream
+        path's bound (``grant_sweep_pending_seconds``); the first sighting writes ``goneSince``
+        (not in a dry run)."""
+        since = _seconds(item.get(ATTR_GONE_SINCE))
+        if since is None and not self.config.dry_run:
+            since = self._mark_gone(key, now)
+        if since is None:
+            return True  # first sighting (or a dry run): it has just been seen gone
+        return now_seconds(now) - since < self.config.grant_sweep_pending_seconds
+
+    def _mark_gone(self, key: dict[str, Any], now: datetime) -> Decimal | None:
+        """``SET goneSince = if_not_exists(goneSince, :now)`` on an existing record; the value
+        it holds now (``None`` when the record went away meanwhile)."""
+        try:
+            answer = self._ddb.update_item(
+                TableName=self.config.ownership_table_name,
+                Key=key,
+                UpdateExpression="SET #gone = if_not_exists(#gone, :now)",
+                ConditionExpression="attribute_exists(#resource)",
+                ExpressionAttributeNames={"#gone": ATTR_GONE_SINCE, "#resource": ATTR_RESOURCE},
+                ExpressionAttributeValues={":now": {"N": str(int(now_seconds(now)))}},
+                ReturnValues="UPDATED_NEW",
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return None
+            raise
+        return _seconds((answer.get("Attributes") or {}).get(ATTR_GONE_SINCE))
+
+    def _release(self, claim: Claim, now: datetime) -> None:
+        """Mark the retired grant's record ``released`` (only while it still names the same
+        owner and incarnation; a record taken over since is left alone)."""
+        try:
+            self._ddb.update_item(
+                TableName=self.config.ownership_table_name,
+                Key={ATTR_RESOURCE: {"S": claim.resource}},
+                UpdateExpression="SET #state = :released, #since = :now",
+                ConditionExpression="#owner = :owner AND #incarnation = :incarnation",
+                ExpressionAttributeNames={
+                    "#state": ATTR_STATE,
+                    "#since": ATTR_STATE_SINCE,
+                    "#owner": ATTR_OWNER,
+                    "#incarnation": ATTR_INCARNATION,
+                },
+                ExpressionAttributeValues={
+                    ":released": {"S": STATE_RELEASED},
+                    ":now": {"N": str(int(now_seconds(now)))},
+                    ":owner": {"S": claim.owner},
+                    ":incarnation": {"S": claim.incarnation},
+                },
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
 
     def _account(self, report: GrantSweepReport) -> None:
         m = self.metrics
@@ -320,6 +469,16 @@ class GrantSweeper:
                 report.pages,
             )
         self.logger.info("grant sweep %s", report.as_dict(), extra={"grantSweep": report.as_dict()})
+
+
+def _seconds(value: object) -> Decimal | None:
+    """A low-level ``{"N": ...}`` value as epoch seconds, else ``None``."""
+    if not isinstance(value, Mapping) or not isinstance(value.get("N"), str):
+        return None
+    try:
+        return Decimal(value["N"])
+    except ArithmeticError:
+        return None
 
 
 def _out_of_time(context: object, margin_ms: int) -> Callable[[], bool]:

@@ -32,11 +32,13 @@ from .config import (
     DIMENSION_ACTION,
     DIMENSION_CAUSE,
     DIMENSION_REASON,
+    DIMENSION_REFUSAL,
     METRIC_CLEANUP_FAILURES,
     METRIC_GRANTS_REFUSED,
     METRIC_OBJECTS_DELETED,
     METRIC_PREFIXES_REFUSED,
     METRIC_RECORDS_SKIPPED,
+    METRIC_RESOURCES_REFUSED,
     METRIC_SESSIONS_CLEANED,
     METRIC_TTL_LAG,
 )
@@ -65,6 +67,9 @@ class MetricsRecorder:
     * ``TtlLagSeconds`` (Seconds), no dimension: one value per TTL-classified session.
     * ``ScratchObjectsDeleted``, ``ScratchPrefixesRefused`` and ``GrantsRefused`` (Count), no
       dimension.
+    * ``ResourcesRefused`` (Count) by ``Refusal``: one per connection, AgentCore session or
+      grant id an old image named that the ownership check refused (``config.REFUSAL_*``;
+      ``NotOwned`` and ``Unclaimed`` are alarmed, the others counted only).
     """
 
     def __init__(self, namespace: str) -> None:
@@ -117,6 +122,10 @@ class MetricsRecorder:
         metric = REFUSAL_METRICS.get(step)
         if metric is not None:
             self.count(metric)
+
+    def resource_refused(self, refusal: str, count: int = 1) -> None:
+        """Count ``count`` ids the ownership check refused for ``refusal`` (``REFUSAL_*``)."""
+        self.count(METRIC_RESOURCES_REFUSED, count, dimension=(DIMENSION_REFUSAL, refusal))
 
     def snapshot(self) -> dict[str, Any]:
         """Totals so far, for tests and log lines: ``{metric or "metric|dim=value": total}``."""

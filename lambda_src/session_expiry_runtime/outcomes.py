@@ -13,6 +13,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from .ownership import ALARMED_REFUSALS
+
 OUTCOME_CLEANED = "cleaned"
 OUTCOME_SKIPPED = "skipped"
 OUTCOME_FAILED = "failed"
@@ -28,6 +30,9 @@ STEP_ALREADY_DONE = "already-done"
 #: (``Plan.refused``) or, when only a read call can tell, ``run``/``preview`` may return it.
 STEP_REFUSED = "refused"
 STEP_FAILED = "failed"
+#: Every id the step's plan named is refused by the ownership check for a reason that happens in
+#: normal operation (``Superseded``, ``Legacy``, ``ClaimExpired``): nothing to do, a success.
+STEP_NOT_OWNED = "not-owned"
 #: Dry run: the step would have run (its change-making call was not made).
 STEP_DRY_RUN = "dry-run"
 
@@ -64,6 +69,8 @@ class RecordResult:
             the session's own), each counted under its refusal metric.
         lag_seconds: TTL lag of a TTL-classified record.
         log: the structured log fields (already JSON-serialisable).
+        ownership_refusals: step name -> {resource id -> ``Refusal``} of every id the ownership
+            check refused (:mod:`.steps.base`), each counted as ``ResourcesRefused``.
     """
 
     sequence_number: str | None
@@ -79,6 +86,16 @@ class RecordResult:
     tenant: Any = None
     #: The old image was written to the archive bucket.
     archived: bool = False
+    ownership_refusals: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def alarmed_refusals(self) -> dict[str, dict[str, str]]:
+        """The ownership refusals that only a forged image or a writer bypassing
+        ``SessionStore`` produces (``NotOwned``, ``Unclaimed``), by step."""
+        alarmed = {
+            step: {rid: why for rid, why in ids.items() if why in ALARMED_REFUSALS}
+            for step, ids in self.ownership_refusals.items()
+        }
+        return {step: ids for step, ids in alarmed.items() if ids}
 
 
 def error_text(exc: BaseException) -> str:

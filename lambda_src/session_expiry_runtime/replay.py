@@ -38,17 +38,22 @@ item gone from the table (:mod:`.removed_items`: DynamoDB writes a REMOVE only o
 deleted, so a payload forged with this stream's own ARN for a live session is caught there);
 otherwise the message is kept as ``foreign-stream``, ``still-in-table`` (or ``invalid``), never
 deleted. A payload forged for a session that is really gone is still cleaned with the image it
-gives (connection ids are not bound to the key): write access to the on-failure destination
-must stay with Lambda.
+gives, but only of what that session owned: connection, AgentCore session and grant ids are
+acted on only when their ownership record names the record's ``Keys`` and incarnation
+(:mod:`.claims`), and the scratch prefix derives from the ``Keys``. Write access to the
+on-failure destination must still stay with Lambda.
 
 **When a message is deleted.** Only when its whole range was read back (or its payload covers
 it), it holds at least one ``REMOVE`` record, and every ``REMOVE`` record in it was cleaned.
 Anything else keeps the message and reports why (:data:`STATUSES`). A ``REMOVE`` record with a
 step that refused what its image names (a grant not provably the session's own, a scratch prefix
-that is not its own: ``GrantsRefused``, ``ScratchPrefixesRefused``) is not cleaned: it is in
-``not_cleaned`` as ``refused`` and in ``refused`` with each step and why, and the message is
-kept. Records that are not ``REMOVE`` records are skipped (the cleanup skips them too) and do
-not keep a message.
+that is not its own: ``GrantsRefused``, ``ScratchPrefixesRefused``; an id whose ownership record
+names another session or that has none: ``ResourcesRefused`` ``NotOwned``/``Unclaimed``) is not
+cleaned: it is in ``not_cleaned`` as ``refused`` and in ``refused`` with each step and why, and
+the message is kept. Ids refused for a reason of normal operation (``Superseded``: a later
+session holds the id now; ``Legacy``: an item written before ownership records;
+``ClaimExpired``) do not keep it: the record counts as cleaned. Records that are not ``REMOVE``
+records are skipped (the cleanup skips them too) and do not keep a message.
 
 **One message's error is that message's.** Malformed metadata (a shard id or sequence number
 of a length the Streams API refuses, or anything else botocore refuses with
@@ -436,12 +441,18 @@ def _cause(result: RecordResult | None) -> str:
 
 def _refusals(result: RecordResult) -> dict[str, str]:
     """Each step that refused what ``result``'s image names -> why (its log field: the grant
-    step's ``grantRefusal``, :meth:`.steps.base.Plan.refused`'s ``refusal``)."""
+    step's ``grantRefusal``, :meth:`.steps.base.Plan.refused`'s ``refusal``; for the ownership
+    check's alarmed refusals, ``ownership: <id> <Refusal>, ...``). The ownership check's
+    refusals of normal operation (``Superseded``, ``Legacy``, ``ClaimExpired``) are not."""
     fields = {ACTION_RETIRE_GRANT: GRANT_REFUSAL_FIELD}
-    return {
+    why = {
         step: str(result.log.get(fields.get(step, "refusal"), STEP_REFUSED))
         for step in result.refused_steps
     }
+    for step, ids in result.alarmed_refusals().items():
+        refused = ", ".join(f"{rid} {reason}" for rid, reason in sorted(ids.items()))
+        why[step] = f"{why[step]}; ownership: {refused}" if step in why else f"ownership: {refused}"
+    return why
 
 
 def _judge(outcome: ReplayOutcome, *, dry_run: bool) -> None:
@@ -696,9 +707,10 @@ stdout: one JSON object per line, one line per message (object), written as each
   error, deleted.
   status: replayed (every REMOVE record cleaned; the message is deleted) | dry-run |
   failed | aged-out | invalid | foreign-stream | still-in-table | nothing-cleaned |
-  partly-cleaned (all kept). A REMOVE record whose grant or scratch prefix a step refused is
-  not cleaned: not_cleaned says "refused", refused names each step and why; kept, even with
-  --delete.
+  partly-cleaned (all kept). A REMOVE record whose grant or scratch prefix a step refused, or
+  with an id whose ownership record names another session or is missing (NotOwned,
+  Unclaimed), is not cleaned: not_cleaned says "refused", refused names each step and why;
+  kept, even with --delete.
 stderr: metrics (embedded metric format), logs, the table whose streams are trusted, and why
   a run could not start.
 

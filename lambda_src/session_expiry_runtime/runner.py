@@ -9,17 +9,21 @@ A batch goes through :func:`process_batch`; each record through :meth:`CleanupRu
 3. **Gate steps** (the archive), one after another: if one fails, nothing else is done for the
    record, which fails (the retry starts over).
 4. **Session steps** — every step plans from the old image
-   (:mod:`session_expiry_runtime.steps.base`); the steps that run do so **side by side** on the
+   (:mod:`session_expiry_runtime.steps.base`); then the **ownership check**, once for all the
+   record's claims (:mod:`session_expiry_runtime.claims`, one batcher per invocation, shared by
+   its records): each step gets only the ids this record's ``Keys`` and incarnation own, the
+   refused ones are counted and logged; the steps that run do so **side by side** on the
    batch's bounded step pool (at most ``config.max_workers`` calls in flight), so a session
-   costs the latency of its slowest step. In a **dry run** only each step's read-only
-   ``preview`` runs.
+   costs the latency of its slowest step, and each releases what it acted on. In a **dry run**
+   the ownership records are only read, and only each step's read-only ``preview`` runs.
 5. **Error classification** — ``StepFailed`` is metered under its ``action``; any other
    exception under the step's name. Either fails only the record.
 6. **After-success steps** (the fan-out), once per batch on the cleaned records; never in a
    dry run. Accounting waits for them, so each record is counted once.
 7. **Accounting** — the metrics and **one structured log line per record** (logger
    ``session_expiry_runtime.cleanup``, field ``session``; ERROR for failed, WARNING for refused
-   prefixes or grants, unusable attributes and suspicious skips, INFO otherwise).
+   prefixes or grants, alarmed ownership refusals, unusable attributes and suspicious skips,
+   INFO otherwise).
 
 The **time guard** (:class:`Deadline`): the invocation returns before its deadline in every
 case.
@@ -41,16 +45,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import Any
 
+from .claims import Claimant, ClaimBatcher, ClaimFailure, ClaimRef
 from .classify import classify_removal
 from .clients import CleanupClients
 from .config import (
     ACTION_ARCHIVE,
     ACTION_DECODE,
+    ACTION_OWNERSHIP,
     ACTION_TIME_GUARD,
     ACTION_UNEXPECTED,
     CAUSE_DUPLICATE,
@@ -59,6 +67,7 @@ from .config import (
     CAUSE_NO_SEQUENCE_NUMBER,
     CAUSE_NOT_REMOVE,
     DIMENSION_REASON,
+    ENV_OWNERSHIP_TABLE_NAME,
     METRIC_SESSIONS_ARCHIVED,
     METRIC_SESSIONS_WOULD_BE_CLEANED,
     RuntimeConfig,
@@ -73,11 +82,13 @@ from .outcomes import (
     STEP_ALREADY_DONE,
     STEP_DONE,
     STEP_FAILED,
+    STEP_NOT_OWNED,
     STEP_REFUSED,
     RecordResult,
     StepFailed,
     error_text,
 )
+from .ownership import ALARMED_REFUSALS, VERDICT_RELEASED, Verdict, owner_token
 from .step_pool import StepPool
 from .steps import build_steps
 from .steps.base import (
@@ -111,7 +122,12 @@ class _Tally:
     missing: list[str] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    #: step name -> {id -> Refusal} of the ids the ownership check refused
+    ownership: dict[str, dict[str, str]] = field(default_factory=dict)
     ran_any: bool = False
+
+    def add_error(self, action: str, text: str) -> None:
+        self.errors[action] = f"{self.errors[action]}; {text}" if action in self.errors else text
 
     def add_plan(self, step: CleanupStep, plan: Plan, ctx: StepContext) -> None:
         self.missing.extend(plan.missing)
@@ -130,7 +146,37 @@ class _Tally:
         if status == STEP_REFUSED:  # refused by run/preview, after a read call (the grant)
             self.refused.append(name)
         if error is not None:
-            self.errors[error[0]] = error[1]
+            self.add_error(*error)
+
+    def add_ownership(self, step: CleanupStep, plan: Plan) -> bool:
+        """Record the ownership check's verdicts for ``step``; whether it acts (some id owned).
+
+        A step that does not act gets its status here: ``failed`` (unsettled, action
+        ``Ownership``), ``refused`` (an alarmed refusal), ``already-done`` (released by an
+        earlier run) or ``not-owned`` (every id refused for a reason of normal operation).
+        """
+        verdicts = plan.ownership
+        failures = [v.detail for v in verdicts.values() if isinstance(v, ClaimFailure)]
+        if failures:
+            self.steps[step.name] = STEP_FAILED
+            self.add_error(ACTION_OWNERSHIP, "; ".join(failures))
+            return False
+        refused = {
+            ref.resource_id: v.status
+            for ref, v in verdicts.items()
+            if isinstance(v, Verdict) and not v.owned
+        }
+        if refused:
+            self.ownership[step.name] = refused
+        if plan.owned:
+            return True
+        if ALARMED_REFUSALS & set(refused.values()):
+            self.steps[step.name] = STEP_REFUSED
+        elif any(_status(v) == VERDICT_RELEASED for v in verdicts.values()):
+            self.steps[step.name] = STEP_ALREADY_DONE
+        else:
+            self.steps[step.name] = STEP_NOT_OWNED
+        return False
 
 
 class CleanupRunner:
@@ -160,6 +206,14 @@ class CleanupRunner:
         self.metrics = metrics
         self.logger = logger
         built = build_steps(config, clients) if steps is None else list(steps)
+        claimed = [s.name for s in built if isinstance(s, CleanupStep) and s.claims_ownership]
+        if claimed and (config.ownership_table_name is None or clients.ownership is None):
+            raise ValueError(
+                f"{ENV_OWNERSHIP_TABLE_NAME} is not set: the steps {claimed} act only on ids "
+                "whose ownership record names the removed session; set it to the ownership "
+                "table (the construct does whenever a WebSocket, grant or AgentCore target is "
+                "configured)"
+            )
         self.gate_steps = [s for s in built if isinstance(s, CleanupStep) and s.phase == PHASE_GATE]
         self.session_steps = [
             s for s in built if isinstance(s, CleanupStep) and s.phase != PHASE_GATE
@@ -167,6 +221,15 @@ class CleanupRunner:
         self.after_success_steps = [
             s for s in built if isinstance(s, BatchStep) and s.phase == PHASE_AFTER_SUCCESS
         ]
+
+    def claim_batcher(self) -> ClaimBatcher | None:
+        """A new ownership check (:mod:`.claims`) for one invocation; ``None`` without an
+        ownership table."""
+        if self.clients.ownership is None or self.config.ownership_table_name is None:
+            return None
+        return ClaimBatcher(
+            self.clients.ownership, self.config.ownership_table_name, dry_run=self.config.dry_run
+        )
 
     # --- one record ----------------------------------------------------------------------
     def clean(
@@ -176,17 +239,20 @@ class CleanupRunner:
         out_of_time: Callable[[], bool] = _never,
         account: bool = True,
         step_pool: StepPool | None = None,
+        claims: ClaimBatcher | None = None,
     ) -> RecordResult:
         """Handle one Lambda DynamoDB stream record; never raises (errors become ``failed``).
 
         ``account=False`` leaves metrics and the log line to the caller (:meth:`account`), which
         :func:`process_batch` needs when an after-success step may still fail the record. With
         ``step_pool``, the record's session steps run side by side on it; without, one after
-        another.
+        another. ``claims`` is the invocation's ownership check, shared by its records; default:
+        one of the record's own (:meth:`claim_batcher`).
         """
         record = parse_record(raw)
         try:
-            result = self._clean(record, out_of_time, step_pool)
+            claims = claims if claims is not None else self.claim_batcher()
+            result = self._clean(record, out_of_time, step_pool, claims)
         except Exception as exc:  # per-record isolation: a bug must cost a retry, not the batch
             result = self._result(record, OUTCOME_FAILED, failed_actions=(ACTION_UNEXPECTED,))
             result.log["errors"] = {ACTION_UNEXPECTED: error_text(exc)}
@@ -230,22 +296,74 @@ class CleanupRunner:
         return result
 
     def _clean(
-        self, record: StreamRecord, out_of_time: Callable[[], bool], step_pool: StepPool | None
+        self,
+        record: StreamRecord,
+        out_of_time: Callable[[], bool],
+        step_pool: StepPool | None,
+        claims: ClaimBatcher | None,
     ) -> RecordResult:
         session = self._session(record)
         if isinstance(session, RecordResult):
             return session
-        slots = step_pool.slots if step_pool is not None else None
-        ctx = StepContext(session, out_of_time, log=self._session_log(session), slots=slots)
+        ctx = StepContext(
+            session,
+            out_of_time,
+            log=self._session_log(session),
+            slots=step_pool.slots if step_pool is not None else None,
+            claim_batcher=claims,
+            claimant=self._claimant(session),
+        )
         tally = _Tally()
         if self._run_gates(ctx, tally):
             plans = [(step, step.plan(session)) for step in self.session_steps]
             for step, plan in plans:
                 tally.add_plan(step, plan, ctx)
             runnable = [(step, plan) for step, plan in plans if plan.status == PLAN_RUN]
-            for attempt in self._run_side_by_side(runnable, ctx, step_pool):
+            acting = self._check_ownership(runnable, ctx, tally)
+            for attempt in self._run_side_by_side(acting, ctx, step_pool):
                 tally.add_attempt(attempt)
         return self._finish(record, ctx, tally)
+
+    def _claimant(self, session: Session) -> Claimant:
+        """Who the ownership records must name: the record's ``Keys`` (never the image's), the
+        image's incarnation, and the times :func:`~.ownership.classify` weighs."""
+        try:
+            owner: str | None = owner_token(session.keys)
+        except ValueError:
+            owner = None  # Keys no claim can name (e.g. Number keys): every id is Unclaimed
+        not_after = session.image.get(self.config.not_after_attribute)
+        return Claimant(
+            owner,
+            session.incarnation,
+            removed_at=session.record.approximate_creation_time,
+            not_after=not_after if isinstance(not_after, Decimal) else None,
+        )
+
+    def _check_ownership(
+        self, runnable: Sequence[tuple[CleanupStep, Plan]], ctx: StepContext, tally: _Tally
+    ) -> list[tuple[CleanupStep, Plan]]:
+        """The ownership check, once for every claim of the record's runnable plans: the steps
+        that act, each with its verdicts; the others get their status in ``tally``."""
+        refs = list(dict.fromkeys(ref for _, plan in runnable for ref in plan.claims))
+        if not refs:
+            return list(runnable)
+        verdicts = self._verdicts(ctx, refs)
+        acting: list[tuple[CleanupStep, Plan]] = []
+        for step, plan in runnable:
+            if plan.claims:
+                plan = replace(plan, ownership={ref: verdicts[ref] for ref in plan.claims})
+                if not tally.add_ownership(step, plan):
+                    continue
+            acting.append((step, plan))
+        return acting
+
+    def _verdicts(
+        self, ctx: StepContext, refs: Sequence[ClaimRef]
+    ) -> dict[ClaimRef, Verdict | ClaimFailure]:
+        if ctx.claim_batcher is None or ctx.claimant is None:
+            return dict.fromkeys(refs, ClaimFailure(f"{ENV_OWNERSHIP_TABLE_NAME} is not set"))
+        with ctx.holding():
+            return ctx.claim_batcher.check(ctx.claimant, refs, ctx.waiting)
 
     def _session(self, record: StreamRecord) -> Session | RecordResult:
         """The decoded, classified session; or the result of a record that has none."""
@@ -267,7 +385,15 @@ class CleanupRunner:
             ttl_value=image.get(self.config.ttl_attribute),
             approximate_creation_time=record.approximate_creation_time,
         )
-        return Session(image, keys, verdict.reason, verdict.lag_seconds, record)
+        incarnation = image.get(self.config.incarnation_attribute)
+        return Session(
+            image,
+            keys,
+            verdict.reason,
+            verdict.lag_seconds,
+            record,
+            incarnation if isinstance(incarnation, str) and incarnation else None,
+        )
 
     def _session_log(self, session: Session) -> dict[str, Any]:
         log: dict[str, Any] = {
@@ -282,18 +408,35 @@ class CleanupRunner:
 
     # --- steps ---------------------------------------------------------------------------
     def _attempt(self, step: CleanupStep, plan: Plan, ctx: StepContext) -> Attempt:
-        """Run (or, in a dry run, preview) one step and classify what it raised. The attempt
-        holds a call slot, on a pool thread or the record's own (gates, a record's single step):
-        record and pool threads together never exceed ``max_workers`` calls in flight."""
+        """Run (or, in a dry run, preview) one step, release the ownership records of what it
+        acted on, and classify what it raised. The attempt holds a call slot, on a pool thread
+        or the record's own (gates, a record's single step): record and pool threads together
+        never exceed ``max_workers`` calls in flight."""
         # The one gate of every change-making call: in a dry run only ``preview`` runs.
         call = step.preview if self.config.dry_run else step.run
         try:
             with ctx.holding():
-                return step.name, call(plan, ctx), None
+                status = call(plan, ctx)
+                if plan.owned and status in (STEP_DONE, STEP_ALREADY_DONE):
+                    self._release(plan, ctx)
+                return step.name, status, None
         except StepFailed as exc:
             return step.name, STEP_FAILED, (exc.action, exc.detail)
         except Exception as exc:
             return step.name, STEP_FAILED, (step.name, error_text(exc))
+
+    @staticmethod
+    def _release(plan: Plan, ctx: StepContext) -> None:
+        """Mark the owned ids' records ``released`` (after the act).
+
+        Raises:
+            StepFailed: a release failed (action ``Ownership``): the record is retried.
+        """
+        if ctx.claim_batcher is None or ctx.claimant is None:
+            return
+        failures = ctx.claim_batcher.release(ctx.claimant, plan.owned, ctx.waiting)
+        if failures:
+            raise StepFailed(ACTION_OWNERSHIP, "; ".join(failures))
 
     def _run_gates(self, ctx: StepContext, tally: _Tally) -> bool:
         """Run the gate steps in order, on the record's thread; ``False`` (stop) as soon as one
@@ -335,6 +478,8 @@ class CleanupRunner:
             log["invalidAttributes"] = tally.invalid
         if tally.steps:
             log["steps"] = tally.steps
+        if tally.ownership:
+            log["ownership"] = tally.ownership
         failed = tuple(tally.errors)
         if failed:
             outcome, cause = OUTCOME_FAILED, None
@@ -355,6 +500,7 @@ class CleanupRunner:
             lag_seconds=session.lag_seconds,
             tenant=session.image.get(self.config.tenant_attribute),
             archived=tally.steps.get(ACTION_ARCHIVE) == STEP_DONE,
+            ownership_refusals=tally.ownership,
         )
         result.log.update(log)
         return result
@@ -387,6 +533,9 @@ class CleanupRunner:
         m.objects_deleted(result.objects_deleted)
         for step in result.refused_steps:
             m.step_refused(step)
+        refusals = Counter(r for ids in result.ownership_refusals.values() for r in ids.values())
+        for refusal, count in sorted(refusals.items()):
+            m.resource_refused(refusal, count)
         if result.outcome == OUTCOME_FAILED:
             for action in result.failed_actions:
                 m.cleanup_failed(action)
@@ -404,13 +553,22 @@ class CleanupRunner:
             m.record_skipped(result.cause)
 
 
+def _status(verdict: Verdict | ClaimFailure) -> str | None:
+    return verdict.status if isinstance(verdict, Verdict) else None
+
+
 _WARNING_CAUSES = (CAUSE_NO_OLD_IMAGE, CAUSE_MISSING_ATTRIBUTES, CAUSE_NO_SEQUENCE_NUMBER)
 
 
 def _level(result: RecordResult, fields: Mapping[str, Any]) -> int:
     if result.outcome == OUTCOME_FAILED:
         return logging.ERROR
-    if result.refused_steps or "invalidAttributes" in fields or result.cause in _WARNING_CAUSES:
+    if (
+        result.refused_steps
+        or result.alarmed_refusals()
+        or "invalidAttributes" in fields
+        or result.cause in _WARNING_CAUSES
+    ):
         return logging.WARNING
     return logging.INFO
 
@@ -526,13 +684,15 @@ def _clean_records(
     max_workers = cleaner.config.max_workers
     # Record threads mostly wait on their steps; the step pool bounds the calls in flight.
     step_pool = StepPool(max_workers)
+    # One ownership check per invocation: its records' claims share calls, nothing outlives it.
+    claims = cleaner.claim_batcher()
     pool = ThreadPoolExecutor(
         max_workers=max(1, min(max_workers, len(records))), thread_name_prefix="cleanup"
     )
     pending: set[Future[tuple[RecordResult, bool]]] = set()
     try:
         futures = [
-            pool.submit(_record_work, raw, cleaner, deadline, deferred is None, step_pool)
+            pool.submit(_record_work, raw, cleaner, deadline, deferred is None, step_pool, claims)
             for raw in records
         ]
         pending = _wait_until_done_or_hard_stop(futures, deadline)
@@ -544,14 +704,23 @@ def _clean_records(
 
 
 def _record_work(
-    raw: object, cleaner: CleanupRunner, deadline: Deadline, account: bool, step_pool: StepPool
+    raw: object,
+    cleaner: CleanupRunner,
+    deadline: Deadline,
+    account: bool,
+    step_pool: StepPool,
+    claims: ClaimBatcher | None,
 ) -> tuple[RecordResult, bool]:
     """One record thread: the record's result, and whether its accounting was deferred."""
     try:
         if deadline.out_of_time():
             return cleaner.not_started(raw), False
         result = cleaner.clean(
-            raw, out_of_time=deadline.out_of_time, account=account, step_pool=step_pool
+            raw,
+            out_of_time=deadline.out_of_time,
+            account=account,
+            step_pool=step_pool,
+            claims=claims,
         )
         return result, not account
     except Exception as exc:

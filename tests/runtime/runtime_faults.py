@@ -139,11 +139,13 @@ class FaultInjector:
         "apigatewaymanagementapi": lambda: rest_json_error(429, "LimitExceededException"),
         "kms": lambda: json_error(400, "ThrottlingException"),
         "s3": lambda: s3_error(503, "SlowDown"),
+        "dynamodb": lambda: json_error(400, "ThrottlingException"),
     }
     _SERVER: ClassVar[dict[str, Callable[[], Any]]] = {
         "apigatewaymanagementapi": lambda: rest_json_error(500, "InternalServerErrorException"),
         "kms": lambda: json_error(500, "KMSInternalException"),
         "s3": lambda: s3_error(500, "InternalError"),
+        "dynamodb": lambda: json_error(500, "InternalServerError"),
     }
 
     def __init__(self, rate: float, seed: int) -> None:

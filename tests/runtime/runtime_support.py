@@ -12,6 +12,11 @@ the example event in the Lambda Developer Guide, "Using AWS Lambda with Amazon D
 * moto never deletes items by TTL, so a TTL delete is an explicit DeleteItem whose record then
   gets the ``userIdentity`` AWS documents for TTL deletes
   (``{"type": "Service", "principalId": "dynamodb.amazonaws.com"}``).
+
+Sessions are written as ``SessionStore`` writes them with ownership records: an ``incarnation``
+attribute (the scratch prefix's last segment) and a claim for the connection and the grant in
+the ownership table (:mod:`ownership_support`); ``legacy=True`` writes an item of before
+ownership records (no incarnation, no claims).
 """
 
 from __future__ import annotations
@@ -32,6 +37,12 @@ from session_expiry_runtime.cleaner import SessionCleaner, build_clients
 from session_expiry_runtime.config import RuntimeConfig
 from session_expiry_runtime.grant_names import grant_name
 from session_expiry_runtime.metrics import MetricsRecorder
+from session_expiry_runtime.ownership import KIND_CONNECTION, KIND_GRANT
+
+try:  # imported as ``runtime_support`` (tests/runtime on the path) ...
+    from ownership_support import OWNERSHIP_TABLE, create_ownership_table, put_claim
+except ModuleNotFoundError:  # ... or as ``runtime.runtime_support`` (tests/store)
+    from runtime.ownership_support import OWNERSHIP_TABLE, create_ownership_table, put_claim
 from session_expiry_runtime.prefixes import build_scratch_prefix
 
 REGION = "us-east-1"
@@ -90,35 +101,63 @@ class Session:
     keys: list[str]
     tenant: str | None = None
     item: dict[str, Any] = field(default_factory=dict)
+    #: ``None`` for a legacy item (written before ownership records)
+    incarnation: str | None = None
+
+
+#: The schema the README recommends for untrusted tenant writers: the tenant is the partition.
+TENANT_SCHEMA = {
+    "partition_key": "tenantId",
+    "sort_key": "sessionId",
+    "tenant_attribute": "tenantId",
+}
 
 
 class Sandbox:
-    """moto resources of one test: table + stream, scratch bucket, KMS key, WebSocket endpoint."""
+    """moto resources of one test: table + stream, scratch bucket, KMS key, WebSocket endpoint,
+    ownership table.
 
-    def __init__(self, *, tenant_scoped: bool = False, max_workers: int = 4) -> None:
+    Args:
+        tenant_partition: key the table by ``tenantId`` (partition) and ``sessionId`` (sort)
+            (:data:`TENANT_SCHEMA`) instead of ``pk``; :meth:`create_session` and
+            :meth:`delete` then do not apply (write items with explicit keys).
+    """
+
+    def __init__(
+        self, *, tenant_scoped: bool = False, max_workers: int = 4, tenant_partition: bool = False
+    ) -> None:
         self.ddb = SESSION.client("dynamodb")
         self.streams = SESSION.client("dynamodbstreams")
         self.s3 = SESSION.client("s3")
         self.kms = SESSION.client("kms")
         self.apigw = SESSION.client("apigatewaymanagementapi", endpoint_url=ENDPOINT)
+        schema = TENANT_SCHEMA if tenant_partition else {"partition_key": "pk"}
+        keys = [(schema["partition_key"], "HASH")]
+        if tenant_partition:
+            keys.append((schema["sort_key"], "RANGE"))
         table = self.ddb.create_table(
             TableName=TABLE,
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            KeySchema=[{"AttributeName": name, "KeyType": kind} for name, kind in keys],
+            AttributeDefinitions=[
+                {"AttributeName": name, "AttributeType": "S"} for name, _ in keys
+            ],
             BillingMode="PAY_PER_REQUEST",
             StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
         )
         self.stream_arn = table["TableDescription"]["LatestStreamArn"]
         self.s3.create_bucket(Bucket=BUCKET)
+        create_ownership_table(self.ddb)
         self.key_arn = self.kms.create_key(Description="session grants")["KeyMetadata"]["Arn"]
         self.config = RuntimeConfig(
             table_name=TABLE,
+            ownership_table_name=OWNERSHIP_TABLE,
             websocket_endpoint=ENDPOINT,
             grant_key_arn=self.key_arn,
             scratch_bucket=BUCKET,
             tenant_scoped_scratch=tenant_scoped,
             retiring_principal=CLEANUP_ROLE,
             max_workers=max_workers,
+            **schema,
         )
         self._read_after: str | None = None
 
@@ -132,9 +171,14 @@ class Sandbox:
             "SESSION_EXPIRY_SCRATCH_BUCKET": BUCKET,
             "SESSION_EXPIRY_RETIRING_PRINCIPAL": CLEANUP_ROLE,
             "SESSION_EXPIRY_MAX_WORKERS": str(c.max_workers),
+            "SESSION_EXPIRY_OWNERSHIP_TABLE_NAME": OWNERSHIP_TABLE,
         }
         if c.tenant_scoped_scratch:
             env["SESSION_EXPIRY_TENANT_SCOPED_SCRATCH"] = "true"
+        if c.sort_key:
+            env["SESSION_EXPIRY_PARTITION_KEY"] = c.partition_key
+            env["SESSION_EXPIRY_SORT_KEY"] = c.sort_key
+            env["SESSION_EXPIRY_TENANT_ATTRIBUTE"] = c.tenant_attribute
         return env
 
     def cleaner(self, config: RuntimeConfig | None = None) -> SessionCleaner:
@@ -198,9 +242,11 @@ class Sandbox:
         prefix: str | None = None,
         extra: dict[str, Any] | None = None,
         write_item: bool = True,
+        legacy: bool = False,
     ) -> Session:
         """Create a connection, a grant (retiring principal: the cleanup role), scratch objects
-        under a fresh incarnation prefix, and the session item that names them."""
+        under a fresh incarnation prefix, the session item that names them and, unless
+        ``legacy``, its ``incarnation`` and the claims of the connection and the grant."""
         # API Gateway connection ids are unique per connection, like "L0SM9cOFvHcCIhw=".
         connection_id = f"{session_id}-{uuid.uuid4().hex[:8]}="
         self.open_connection(connection_id)
@@ -211,7 +257,8 @@ class Sandbox:
                 tenant_id=tenant,
                 tenant_scoped=self.config.tenant_scoped_scratch,
             )
-        grant = self.create_grant({"pk": session_id}, prefix.rstrip("/").rsplit("/", 1)[-1])
+        incarnation = prefix.rstrip("/").rsplit("/", 1)[-1]
+        grant = self.create_grant({"pk": session_id}, incarnation)
         keys = [prefix + name for name in object_names]
         self.put_objects(keys)
         expires = int(time.time()) + 3600 if expires_at is None else expires_at
@@ -225,6 +272,13 @@ class Sandbox:
         }
         if tenant is not None:
             item["tenantId"] = {"S": tenant}
+        if not legacy:
+            item["incarnation"] = {"S": incarnation}
+            for kind, resource_id in (
+                (KIND_CONNECTION, connection_id),
+                (KIND_GRANT, grant["GrantId"]),
+            ):
+                self.claim(kind, resource_id, session_id, incarnation)
         item.update(extra or {})
         if write_item:
             self.ddb.put_item(TableName=TABLE, Item=item)
@@ -237,6 +291,21 @@ class Sandbox:
             keys,
             tenant,
             item,
+            None if legacy else incarnation,
+        )
+
+    def claim(
+        self, kind: str, resource_id: str, session_id: str, incarnation: str, **fields: Any
+    ) -> None:
+        """Seed the ownership record of ``resource_id`` for session ``session_id`` (key
+        ``{"pk": session_id}``) in ``incarnation``, as ``SessionStore`` writes it."""
+        put_claim(
+            self.ddb,
+            kind,
+            resource_id,
+            key={"pk": session_id},
+            incarnation=incarnation,
+            **fields,
         )
 
     def delete(self, session_id: str) -> None:
@@ -293,8 +362,9 @@ class Sandbox:
         """New stream records in Lambda's shape; REMOVEs of ``ttl_deletes`` ids get the TTL
         ``userIdentity``."""
         shaped = []
+        session_key = self.config.sort_key or self.config.partition_key
         for record in self.read_stream():
-            pk = record["dynamodb"]["Keys"]["pk"].get("S")
+            pk = record["dynamodb"]["Keys"][session_key].get("S")
             ttl = record["eventName"] == "REMOVE" and pk in ttl_deletes
             shaped.append(to_lambda_record(record, self.stream_arn, ttl_delete=ttl))
         return shaped

@@ -17,6 +17,7 @@ from botocore.stub import Stubber
 from runtime_support import FakeContext, Sandbox, event
 from session_expiry_runtime.cleaner import SessionCleaner, process_batch
 from session_expiry_runtime.config import RuntimeConfig, validate_cleanup_config
+from session_expiry_runtime.ownership import KIND_AGENT_RUNTIME, KIND_BROWSER, KIND_CODE_INTERPRETER
 
 RUNTIME_ARN = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/coder-Ab12Cd34Ef"
 RUNTIME_SESSION = "rs-" + "0123456789abcdef" * 2  # the API takes 33-256 characters
@@ -34,7 +35,17 @@ def agent_config(sandbox: Sandbox, **changes: Any) -> RuntimeConfig:
     return dataclasses.replace(sandbox.config, **{**settings, **changes})
 
 
+#: The single-id attribute of each AgentCore kind and the kind of its ownership records.
+AGENT_KINDS = {
+    "agentRuntimeSessionId": KIND_AGENT_RUNTIME,
+    "codeInterpreterSessionId": KIND_CODE_INTERPRETER,
+    "browserSessionId": KIND_BROWSER,
+}
+
+
 def agent_session_record(sandbox: Sandbox, session_id: str, **ids: str) -> dict[str, Any]:
+    """A removed session naming one session of each AgentCore kind, each claimed by it (as
+    ``SessionStore`` records them)."""
     values = {
         "agentRuntimeSessionId": RUNTIME_SESSION,
         "codeInterpreterSessionId": "ci01",
@@ -42,7 +53,9 @@ def agent_session_record(sandbox: Sandbox, session_id: str, **ids: str) -> dict[
         **ids,
     }
     extra = {name: {"S": value} for name, value in values.items()}
-    sandbox.create_session(session_id, extra=extra)
+    session = sandbox.create_session(session_id, extra=extra)
+    for name, value in values.items():
+        sandbox.claim(AGENT_KINDS[name], value, session_id, str(session.incarnation))
     sandbox.read_stream()
     sandbox.delete(session_id)
     (record,) = sandbox.removes()
@@ -89,7 +102,7 @@ def test_stops_each_agent_session_with_its_ids_and_the_qualifier(
         "StopCodeInterpreterSession": "done",
         "StopBrowserSession": "done",
     }
-    assert result.log["agentRuntimeSessionId"] == RUNTIME_SESSION
+    assert result.log["agentRuntimeSessionIds"] == [RUNTIME_SESSION]
 
 
 def test_without_a_qualifier_none_is_sent(sandbox: Sandbox) -> None:
@@ -136,7 +149,10 @@ def test_access_denied_fails_the_record_under_its_action(
     }
     assert cleaner.metrics.snapshot()["CleanupFailures|Action=StopRuntimeSession"] == 1
     (line,) = [r.session for r in session_logs.records if hasattr(r, "session")]
-    assert line["errors"] == {"StopRuntimeSession": "AccessDeniedException: not allowed"}
+    # Each failed session is named: a session may hold several of a kind.
+    assert line["errors"] == {
+        "StopRuntimeSession": f"{RUNTIME_SESSION}: AccessDeniedException: not allowed"
+    }
     assert line["steps"]["DeleteConnection"] == "done"  # the other steps still ran
 
 
@@ -202,6 +218,7 @@ def test_a_cleaner_built_from_the_environment_has_the_agentcore_client(
     monkeypatch: pytest.MonkeyPatch, aws: None
 ) -> None:
     monkeypatch.setenv("SESSION_EXPIRY_CODE_INTERPRETER_ID", INTERPRETER_ID)
+    monkeypatch.setenv("SESSION_EXPIRY_OWNERSHIP_TABLE_NAME", "ownership")
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://localhost:4566")
     from session_expiry_runtime.cleaner import build_clients
     from session_expiry_runtime.metrics import MetricsRecorder
@@ -210,3 +227,16 @@ def test_a_cleaner_built_from_the_environment_has_the_agentcore_client(
     cleaner = SessionCleaner(config, build_clients(config), MetricsRecorder("t"))
     assert cleaner.clients.agentcore.meta.endpoint_url == "http://localhost:4566"
     assert [s.name for s in cleaner.session_steps] == ["StopCodeInterpreterSession"]
+
+
+def test_fails_to_build_a_cleanup_with_agentcore_targets_and_no_ownership_table(
+    aws: None,
+) -> None:
+    from session_expiry_runtime.cleaner import build_clients
+    from session_expiry_runtime.metrics import MetricsRecorder
+
+    config = RuntimeConfig(browser_id=BROWSER_ID)  # no SESSION_EXPIRY_OWNERSHIP_TABLE_NAME
+    with pytest.raises(
+        ValueError, match=r"SESSION_EXPIRY_OWNERSHIP_TABLE_NAME is not set.*StopBrowserSession"
+    ):
+        SessionCleaner(config, build_clients(config), MetricsRecorder("t"))

@@ -9,19 +9,30 @@ import json
 from typing import Any
 
 import pytest
+from ownership_support import claim_state
 from runtime_faults import answer, s3_error, times
 from runtime_support import FakeContext, Sandbox, event
 from session_expiry_runtime import handler as handler_module
 from session_expiry_runtime.cleaner import SessionCleaner, process_batch
 from session_expiry_runtime.config import ENV_DRY_RUN
+from session_expiry_runtime.ownership import KIND_CONNECTION, KIND_GRANT
 
 #: The calls that change something; none may be sent in a dry run.
-CHANGING = {"DeleteConnection", "RetireGrant", "DeleteObjects", "DeleteObject", "PutObject"}
+CHANGING = {
+    "DeleteConnection",
+    "RetireGrant",
+    "DeleteObjects",
+    "DeleteObject",
+    "PutObject",
+    "TransactWriteItems",
+    "UpdateItem",
+}
 
 
 def record_calls(cleaner: SessionCleaner) -> list[str]:
     calls: list[str] = []
-    for client in (cleaner.clients.apigateway, cleaner.clients.kms, cleaner.clients.s3):
+    clients = cleaner.clients
+    for client in (clients.apigateway, clients.kms, clients.s3, clients.ownership):
         client.meta.events.register("before-call", lambda model, **_: calls.append(model.name))
     return calls
 
@@ -52,8 +63,13 @@ def test_dry_run_changes_nothing_and_reports_what_it_would_clean(
     assert sandbox.is_intact(ttl_deleted)
     assert sandbox.is_intact(ended)
     assert not CHANGING & set(calls)
-    # Read-only: the scratch listing and the grant's ownership check (ListGrants).
-    assert set(calls) == {"ListObjectsV2", "ListGrants"}
+    # Read-only: the scratch listing and the ownership records (one BatchGetItem for both
+    # sessions' connection and grant claims, or one each when they did not meet).
+    assert set(calls) == {"ListObjectsV2", "BatchGetItem"}
+    assert 1 <= calls.count("BatchGetItem") <= 2
+    for session in (ttl_deleted, ended):
+        assert claim_state(sandbox.ddb, KIND_CONNECTION, session.connection_id) == "held"
+        assert claim_state(sandbox.ddb, KIND_GRANT, session.grant_id) == "held"
     lines = {line["keys"]["pk"]: line for line in session_lines(session_logs)}
     for session_id, reason in (("s-ttl", "ttl"), ("s-end", "explicit")):
         line = lines[session_id]

@@ -1,7 +1,9 @@
 """Fault injection: 1,000 expired sessions through an event-source-mapping-like loop.
 
 Throttling, 5xx (some after the server acted) and connection errors are injected into every
-cleanup call (DeleteConnection, RetireGrant, ListObjectsV2, DeleteObjects) at 20 %, seeded. The
+cleanup call (DeleteConnection, RetireGrant, ListObjectsV2, DeleteObjects, and the ownership
+records' TransactWriteItems) at 20 %, seeded. Every session is written as ``SessionStore``
+writes it with ownership records (an incarnation, a claim for its connection and its grant). The
 loop below behaves like the Lambda event source mapping for DynamoDB streams with
 ReportBatchItemFailures: batches of 100 in sequence order, checkpoint at the lowest failed
 sequence number, bisect of what remains (no retry consumed), bounded retries, then the
@@ -27,6 +29,7 @@ import pytest
 from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.kms.models import kms_backends
+from ownership_support import OWNERSHIP_TABLE, claim_item
 from runtime_faults import FaultInjector
 from runtime_support import (
     APP_ROLE,
@@ -41,6 +44,7 @@ from runtime_support import (
 )
 from session_expiry_runtime.cleaner import process_batch
 from session_expiry_runtime.grant_names import grant_name
+from session_expiry_runtime.ownership import KIND_CONNECTION, KIND_GRANT
 from session_expiry_runtime.prefixes import build_scratch_prefix
 
 EXPIRED = 1_000
@@ -113,6 +117,7 @@ def _seed(
     kms = kms_backends[DEFAULT_ACCOUNT_ID][REGION]
     connections = apigatewaymanagementapi_backends[DEFAULT_ACCOUNT_ID][REGION].connections
     sessions = []
+    claims: list[dict[str, Any]] = []
     for i in range(n):
         sid = f"{prefix_tag}-{i}"
         connection_id = f"{sid}-c="
@@ -124,6 +129,11 @@ def _seed(
             sandbox.key_arn, APP_ROLE, ["Decrypt"], name, {}, CLEANUP_ROLE
         )
         sandbox.put_objects([prefix + name for name in OBJECT_NAMES])
+        incarnation = prefix.rstrip("/").rsplit("/", 1)[-1]
+        claims.extend(
+            claim_item(kind, rid, key={"pk": sid}, incarnation=incarnation)
+            for kind, rid in ((KIND_CONNECTION, connection_id), (KIND_GRANT, grant_id))
+        )
         sessions.append(
             {
                 "sid": sid,
@@ -137,15 +147,17 @@ def _seed(
                     "grantId": {"S": grant_id},
                     "grantToken": {"S": grant_token},
                     "scratchPrefix": {"S": prefix},
+                    "incarnation": {"S": incarnation},
                 },
             }
         )
-    for start in range(0, n, 25):
-        sandbox.ddb.batch_write_item(
-            RequestItems={
-                TABLE: [{"PutRequest": {"Item": s["item"]}} for s in sessions[start : start + 25]]
-            }
-        )
+    for table, items in ((TABLE, [s["item"] for s in sessions]), (OWNERSHIP_TABLE, claims)):
+        for start in range(0, len(items), 25):
+            sandbox.ddb.batch_write_item(
+                RequestItems={
+                    table: [{"PutRequest": {"Item": i}} for i in items[start : start + 25]]
+                }
+            )
     return sessions
 
 
@@ -175,7 +187,8 @@ def test_1000_sessions_with_20_percent_faults_leak_nothing_and_touch_no_live_ses
 
     cleaner = sandbox.cleaner()
     faults = FaultInjector(FAULT_RATE, SEED)
-    for client in (cleaner.clients.apigateway, cleaner.clients.kms, cleaner.clients.s3):
+    clients = cleaner.clients
+    for client in (clients.apigateway, clients.kms, clients.s3, clients.ownership):
         faults.attach(client)
     sqs = SESSION.client("sqs")
     queue_url = sqs.create_queue(QueueName="cleanup-on-failure")["QueueUrl"]

@@ -1,5 +1,7 @@
-"""The cleanup retires a grant only once KMS shows it is the removed session's own.
+"""Legacy items (written before ownership records, no ``incarnation``): the cleanup retires a
+grant only once KMS shows it is the removed session's own, by its ``Name``.
 
+Items with an incarnation go through their ownership record instead (``test_ownership_*``).
 Real records from a moto table, real boto3 ``ListGrants``/``RetireGrant`` against moto's KMS
 (which keeps a grant's ``Name``). The one answer moto cannot give — ``InvalidGrantIdException``
 for an id KMS does not accept (moto validates no grant id) — is stubbed, and says so.
@@ -50,7 +52,7 @@ def write_and_delete(sandbox: Sandbox, session_id: str, **attributes: dict[str, 
 def test_fails_to_retire_a_live_sessions_grant_copied_into_another_item(
     sandbox: Sandbox, session_logs: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    victim = sandbox.create_session("s-2")  # live, its grant named for s-2
+    victim = sandbox.create_session("s-2", legacy=True)  # live, its grant named for s-2
     sandbox.read_stream()
     # Another writer of the table: item s-1 holding s-2's grant id and token, then deleted.
     write_and_delete(
@@ -75,7 +77,7 @@ def test_fails_to_retire_a_live_sessions_grant_copied_into_another_item(
 
 
 def test_retires_its_own_grant_by_key_and_id_never_by_token(sandbox: Sandbox) -> None:
-    session = sandbox.create_session("s-1")
+    session = sandbox.create_session("s-1", legacy=True)
     sandbox.read_stream()
     sandbox.delete("s-1")
     cleaner = sandbox.cleaner()
@@ -85,7 +87,9 @@ def test_retires_its_own_grant_by_key_and_id_never_by_token(sandbox: Sandbox) ->
         "batchItemFailures": []
     }
 
-    assert sandbox.is_clean(session)
+    assert session.grant_id not in sandbox.grant_ids() and not sandbox.keys_under(session.prefix)
+    # A legacy item's connection is never acted on: it ends by API Gateway's own limits.
+    assert sandbox.connection_exists(session.connection_id)
     by_key_and_id = {"KeyId": sandbox.key_arn, "GrantId": session.grant_id}
     assert calls == [("ListGrants", by_key_and_id), ("RetireGrant", by_key_and_id)]
 
@@ -112,7 +116,7 @@ def test_fails_to_retire_a_grant_without_a_session_expiry_name(
 def test_fails_to_retire_a_grant_by_a_token_alone(
     sandbox: Sandbox, session_logs: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    victim = sandbox.create_session("s-2")
+    victim = sandbox.create_session("s-2", legacy=True)
     sandbox.read_stream()
     write_and_delete(sandbox, "s-1", grantToken={"S": victim.grant_token})
     cleaner = sandbox.cleaner()
@@ -132,7 +136,7 @@ def test_a_grant_on_another_key_is_never_touched(sandbox: Sandbox) -> None:
     # Named for s-1 itself, but on a key the cleanup was not given.
     other_key = sandbox.kms.create_key(Description="another key")["KeyMetadata"]["Arn"]
     sandbox.key_arn, configured = other_key, sandbox.key_arn
-    foreign = sandbox.create_session("s-1", write_item=False)
+    foreign = sandbox.create_session("s-1", write_item=False, legacy=True)
     sandbox.key_arn = configured
     write_and_delete(sandbox, "s-1", grantId={"S": foreign.grant_id})
 
@@ -146,8 +150,8 @@ def test_a_grant_on_another_key_is_never_touched(sandbox: Sandbox) -> None:
 def test_dry_run_says_it_would_refuse_and_would_retire(
     sandbox: Sandbox, session_logs: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    victim = sandbox.create_session("s-2")
-    own = sandbox.create_session("s-3")
+    victim = sandbox.create_session("s-2", legacy=True)
+    own = sandbox.create_session("s-3", legacy=True)
     sandbox.read_stream()
     write_and_delete(sandbox, "s-1", grantId={"S": victim.grant_id})
     sandbox.delete("s-3")
@@ -167,7 +171,7 @@ def test_dry_run_says_it_would_refuse_and_would_retire(
 
 
 def test_a_grant_already_retired_is_done(sandbox: Sandbox) -> None:
-    session = sandbox.create_session("s-1")
+    session = sandbox.create_session("s-1", legacy=True)
     sandbox.kms.retire_grant(KeyId=sandbox.key_arn, GrantId=session.grant_id)
     sandbox.read_stream()
     sandbox.delete("s-1")
@@ -196,7 +200,7 @@ def test_fails_to_retire_a_grant_id_kms_calls_invalid(
 
 
 def test_a_failed_ownership_check_fails_the_record(sandbox: Sandbox) -> None:
-    session = sandbox.create_session("s-1")
+    session = sandbox.create_session("s-1", legacy=True)
     sandbox.read_stream()
     sandbox.delete("s-1")
     cleaner = sandbox.cleaner()
@@ -211,7 +215,7 @@ def test_a_failed_ownership_check_fails_the_record(sandbox: Sandbox) -> None:
 def test_list_grants_not_found_is_already_done(
     sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
 ) -> None:
-    session = sandbox.create_session("s-1")
+    session = sandbox.create_session("s-1", legacy=True)
     sandbox.read_stream()
     sandbox.delete("s-1")
     cleaner = sandbox.cleaner()
@@ -231,7 +235,7 @@ def test_list_grants_not_found_is_already_done(
 def test_a_grant_retired_between_the_check_and_the_retire_is_done(
     sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
 ) -> None:
-    session = sandbox.create_session("s-1")
+    session = sandbox.create_session("s-1", legacy=True)
     sandbox.read_stream()
     sandbox.delete("s-1")
     cleaner = sandbox.cleaner()
@@ -243,3 +247,28 @@ def test_a_grant_retired_between_the_check_and_the_retire_is_done(
     }
     assert session.grant_id in sandbox.grant_ids()  # moto never saw the stubbed call
     assert lines(session_logs)["s-1"]["steps"]["RetireGrant"] == "already-done"
+
+
+def test_fails_to_retire_a_grant_named_for_another_incarnation_of_the_same_key(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A legacy item of s-1 (incarnation "old") holding the grant of s-1's incarnation "new".
+    newer = sandbox.create_grant({"pk": "s-1"}, "new")
+    write_and_delete(
+        sandbox,
+        "s-1",
+        grantId={"S": newer["GrantId"]},
+        scratchPrefix={"S": "sessions/s-1/old/"},
+    )
+    cleaner = sandbox.cleaner()
+    calls = record_calls(cleaner)
+
+    assert process_batch(event(*sandbox.removes()), FakeContext(), cleaner) == {
+        "batchItemFailures": []
+    }
+
+    assert newer["GrantId"] in sandbox.grant_ids()
+    assert [name for name, _ in calls] == ["ListGrants"]
+    refusal = lines(session_logs)["s-1"]["grantRefusal"]
+    assert "incarnation 'new'" in refusal and "not 'old'" in refusal
+    assert grants_refused(capsys.readouterr().out) == 1

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import EndpointConnectionError
 from botocore.stub import Stubber
+from ownership_support import OWNERSHIP_TABLE
 from runtime_support import APP_ROLE, CLEANUP_ROLE, SESSION, TABLE, Sandbox
 from session_expiry_runtime import grant_sweeper
 from session_expiry_runtime.config import RuntimeConfig
@@ -93,19 +94,24 @@ class Grants:
             item["grantId"] = {"S": holds}
         self.sandbox.ddb.put_item(TableName=TABLE, Item=item)
 
-    def sweeper(self, kms: Any = None, **config: Any) -> grant_sweeper.GrantSweeper:
+    def sweeper(
+        self, kms: Any = None, *, now: datetime = NOW, **config: Any
+    ) -> grant_sweeper.GrantSweeper:
+        """A sweep at ``now`` (default :data:`NOW`), with the ownership table as the construct
+        configures it (grants without an ownership record are judged by the item alone)."""
+        settings: dict[str, Any] = {"ownership_table_name": OWNERSHIP_TABLE, **config}
         cfg = RuntimeConfig(
             table_name=TABLE,
             grant_key_arn=self.sandbox.key_arn,
             retiring_principal=CLEANUP_ROLE,
-            **config,
+            **settings,
         )
         return grant_sweeper.GrantSweeper(
             cfg,
             kms_client=kms or self.kms,
             dynamodb_client=self.sandbox.ddb,
             metrics=MetricsRecorder("SessionExpiry"),
-            clock=lambda: NOW,
+            clock=lambda: now,
         )
 
     def alive(self) -> set[str]:

@@ -138,9 +138,12 @@ def test_replay_from_queue_metadata_cleans_the_range_and_deletes_the_message(
 
 def test_replay_that_fails_again_keeps_the_message(sandbox: Sandbox, failed: FailedBatch) -> None:
     still_failing = sandbox.cleaner()
-    # The first run retired the grants: the grant step's ListGrants check is what still runs.
+    # The first run retired the grants and released their claims (no call now): the failed step,
+    # DeleteConnection, is what still runs. Stub: moto never refuses DeleteConnection.
     answer(
-        still_failing.clients.kms, "ListGrants", lambda _: json_error(400, "AccessDeniedException")
+        still_failing.clients.apigateway,
+        "DeleteConnection",
+        lambda _: rest_json_error(403, "ForbiddenException"),
     )
 
     (outcome,) = failed.replay(still_failing)

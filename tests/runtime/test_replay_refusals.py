@@ -1,9 +1,12 @@
 """Replay never counts a REMOVE record whose cleanup step refused what its image names as cleaned.
 
-The grant step refuses a grant that is not provably the session's own (``GrantsRefused``), the
-scratch step a prefix that is not the session's own (``ScratchPrefixesRefused``). In a CLI
+The ownership check refuses a grant (or connection, AgentCore session) id whose ownership record
+is missing or names another session (``ResourcesRefused`` ``Unclaimed``/``NotOwned``, alarmed),
+the scratch step a prefix that is not the session's own (``ScratchPrefixesRefused``). In a CLI
 replay those metrics go only to stderr: the JSON line and the exit status must say it, and the
-on-failure object (the session's last trace) must be kept, even with ``--delete``.
+on-failure object (the session's last trace) must be kept, even with ``--delete``. Ownership
+refusals of normal operation (``Superseded``: a later session holds the id now) are not
+refusals of the record: it is replayed and the object deleted.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 import pytest
 from runtime_support import SESSION, Sandbox, Session, event
 from session_expiry_runtime import replay
+from session_expiry_runtime.ownership import KIND_CONNECTION
 from test_replay import failure_record, trusted
 
 BUCKET = "failures"
@@ -22,7 +26,8 @@ KEY = "aws/lambda/esm-uuid/shard/2026/01/01/refused"
 
 class Gone:
     """A session whose item is deleted; its image may name a grant without a session-expiry
-    ``Name`` (made outside ``SessionStore``) or a prefix without an incarnation."""
+    ``Name`` and without an ownership record (made outside ``SessionStore``) or a prefix without
+    an incarnation."""
 
     def __init__(
         self, sandbox: Sandbox, session_id: str, *, named_grant: bool, own_prefix: bool
@@ -86,7 +91,7 @@ def test_fails_to_count_a_refused_grant_as_cleaned_and_keeps_the_object(sandbox:
     assert outcome.not_cleaned == {number: "refused"}
     assert list(outcome.refused) == [number]
     assert list(outcome.refused[number]) == ["RetireGrant"]
-    assert "grant" in outcome.refused[number]["RetireGrant"].lower()
+    assert outcome.refused[number]["RetireGrant"] == f"ownership: {gone.grant_id} Unclaimed"
     assert "refused" in (outcome.error or "")
     assert _object_kept(sandbox)
     assert gone.grant_id in sandbox.grant_ids()  # left in place: not provably the session's
@@ -180,3 +185,21 @@ def test_fails_cli_with_exit_1_and_a_line_naming_the_refused_steps(
     assert line["not_cleaned"] == {number: "refused"}
     assert sorted(line["refused"][number]) == ["DeleteScratch", "RetireGrant"]
     assert _object_kept(sandbox)
+
+
+def test_a_superseded_connection_is_not_a_refusal_and_the_object_is_deleted(
+    sandbox: Sandbox,
+) -> None:
+    # The session's connection id was claimed by a later session after this one ended (reuse
+    # of an id is normal operation): the record is cleaned, the connection left to its owner.
+    gone = Gone(sandbox, "s-1", named_grant=True, own_prefix=True)
+    sandbox.claim(KIND_CONNECTION, gone.session.connection_id, "s-9", "inc9", claimed_at=2e9)
+    _put_failure_object(sandbox, [gone])
+
+    outcome = _replay(sandbox)
+
+    assert outcome.status == "replayed" and outcome.deleted, outcome.error
+    assert outcome.refused == {} and outcome.not_cleaned == {}
+    assert sandbox.connection_exists(gone.session.connection_id)  # the later owner's
+    assert gone.grant_id not in sandbox.grant_ids()
+    assert not _object_kept(sandbox)

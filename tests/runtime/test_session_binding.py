@@ -10,9 +10,11 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from ownership_support import OWNERSHIP_TABLE, adopt
 from runtime_support import ENDPOINT, SESSION, TABLE, FakeContext, Sandbox, event
 from session_expiry_runtime.config import RuntimeConfig
 from session_expiry_runtime.handler import handler
+from session_expiry_runtime.ownership import KIND_CONNECTION
 from session_expiry_runtime.store import SessionStore
 
 
@@ -117,7 +119,9 @@ def test_the_sessions_own_incarnation_prefix_is_deleted_and_its_neighbours_kept(
 
 
 def _store(sandbox: Sandbox) -> SessionStore:
-    config = RuntimeConfig(table_name=TABLE, websocket_endpoint=ENDPOINT)
+    config = RuntimeConfig(
+        table_name=TABLE, websocket_endpoint=ENDPOINT, ownership_table_name=OWNERSHIP_TABLE
+    )
     return SessionStore(
         dynamodb_client=sandbox.ddb,
         connections_client=SESSION.client("apigatewaymanagementapi", endpoint_url=ENDPOINT),
@@ -140,6 +144,7 @@ def test_concurrent_reconnects_then_the_cleanup_closes_the_last(
     session = store.get("s-1", consistent=True)
     assert session is not None
     assert len(still_open) == 1 and session.connection_ids == set(still_open)
+    adopt(sandbox.ddb, TABLE, {"pk": {"S": "s-1"}})  # the store's ownership records
     sandbox.read_stream()
     store.end("s-1")
     (record,) = sandbox.removes()
@@ -160,6 +165,8 @@ def test_every_recorded_connection_is_closed(
     for cid in kept_open:
         sandbox.open_connection(cid)
     s = sandbox.create_session("s-1", extra={"connectionIds": {"SS": kept_open}})
+    for cid in kept_open:  # each recorded connection is claimed, as SessionStore records it
+        sandbox.claim(KIND_CONNECTION, cid, "s-1", str(s.incarnation))
     sandbox.read_stream()
     sandbox.delete("s-1")
     (record,) = sandbox.removes()

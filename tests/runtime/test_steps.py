@@ -17,12 +17,14 @@ from session_expiry_runtime.config import RuntimeConfig
 from session_expiry_runtime.decode import parse_record
 from session_expiry_runtime.metrics import MetricsRecorder
 from session_expiry_runtime.outcomes import STEP_DONE, STEP_DRY_RUN
+from session_expiry_runtime.ownership import KIND_GRANT
 from session_expiry_runtime.runner import process_batch
 from session_expiry_runtime.steps import BUILTIN_STEPS, build_steps
 from session_expiry_runtime.steps.base import (
     PLAN_MISSING,
     PLAN_REFUSED,
     PLAN_RUN,
+    ClaimRef,
     CleanupStep,
     Plan,
     Session,
@@ -49,7 +51,7 @@ def _session(image: dict[str, Any]) -> Session:
 
 
 def test_builtin_steps_are_registered_in_order() -> None:
-    clients = CleanupClients(*(SOME_CLIENT,) * 6)
+    clients = CleanupClients(*(SOME_CLIENT,) * 7)
     names = [step.name for step in build_steps(ALL_TARGETS, clients)]
     assert names == [
         "Archive",
@@ -70,10 +72,24 @@ def test_a_step_without_its_target_is_not_built() -> None:
 
 
 def test_grant_plan_runs_on_the_id_and_the_record_keys_never_the_token() -> None:
+    # A legacy item (no incarnation): the ListGrants name check, with the prefix's incarnation.
     step = GrantStep(ALL_TARGETS, SOME_CLIENT)
-    plan = step.plan(_session({"grantToken": "tok", "grantId": "g-1"}))
-    assert (plan.status, plan.payload) == (PLAN_RUN, GrantTarget("g-1", {"pk": "s-1"}))
+    image = {"grantToken": "tok", "grantId": "g-1", "scratchPrefix": "sessions/s-1/inc1/"}
+    plan = step.plan(_session(image))
+    assert (plan.status, plan.payload) == (PLAN_RUN, GrantTarget("g-1", {"pk": "s-1"}, "inc1"))
+    assert plan.claims == ()
     assert plan.log == {"grantId": "g-1"}  # the token is never logged
+
+
+def test_grant_plan_of_an_item_with_an_incarnation_claims_the_grant() -> None:
+    step = GrantStep(ALL_TARGETS, SOME_CLIENT)
+    session = dataclasses.replace(
+        _session({"grantToken": "tok", "grantId": "g-1"}), incarnation="inc1"
+    )
+    plan = step.plan(session)
+    assert (plan.status, plan.claims) == (PLAN_RUN, (ClaimRef(KIND_GRANT, "g-1"),))
+    assert plan.owned == ()  # nothing is owned until the runner's ownership check says so
+    assert plan.log == {"grantId": "g-1"}
 
 
 def test_fails_grant_plan_with_a_token_but_no_id() -> None:

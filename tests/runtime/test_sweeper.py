@@ -19,6 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from ownership_support import adopt
 from runtime_faults import answer, json_error, times
 from runtime_support import SESSION, TABLE, FakeContext, Sandbox, event
 from session_expiry_runtime import sweeper as sweeper_module
@@ -337,6 +338,7 @@ def test_swept_session_is_cleaned_by_the_cleanup_handler(
     s = store.attach_grant("s-1", grant_id=grant["GrantId"], grant_token=grant["GrantToken"])
     assert s.scratch_prefix is not None
     sandbox.put_objects([s.scratch_prefix + "a.txt"])
+    adopt(sandbox.ddb, TABLE, {"pk": {"S": "s-1"}})  # the store's ownership records
     sandbox.read_stream()  # consume INSERT/MODIFY
 
     assert sweeper.sweep(now=wall_now()).swept == 1

@@ -18,6 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from ownership_support import OWNERSHIP_TABLE, create_ownership_table
 from runtime_support import (
     APP_ROLE,
     BUCKET,
@@ -157,7 +158,13 @@ def test_a_grant_named_for_a_composite_key_is_retired_with_it(table: TenantTable
     # The grant name holds both key attributes; the record's Keys must match both.
     kms = SESSION.client("kms")
     key_arn = kms.create_key(Description="grants")["KeyMetadata"]["Arn"]
-    config = dataclasses.replace(CONFIG, grant_key_arn=key_arn, retiring_principal=CLEANUP_ROLE)
+    create_ownership_table(table.ddb)
+    config = dataclasses.replace(
+        CONFIG,
+        grant_key_arn=key_arn,
+        retiring_principal=CLEANUP_ROLE,
+        ownership_table_name=OWNERSHIP_TABLE,
+    )
     store = SessionStore(dynamodb_client=table.ddb, kms_client=kms, config=config)
     store.create("s-9", partition="t1", ttl=timedelta(hours=1))
     store.create("s-9", partition="t2", ttl=timedelta(hours=1))

@@ -1,11 +1,16 @@
-"""The shared shape of the AgentCore tool steps: stop one code interpreter or browser session.
+"""The shared shape of the AgentCore tool steps: stop every code interpreter or browser session
+the session owned.
 
 Both tools take ``Stop…Session(<tool>Identifier, sessionId)`` and answer
-``ResourceNotFoundException`` once the session has ended (``already-done``). A subclass names
-its action, the :class:`~session_expiry_runtime.config.RuntimeConfig` fields of its tool
-identifier and session attribute, the log key, and the ``bedrock-agentcore`` operation with its
-identifier parameter; a session id that is not 1-40 letters and digits (the APIs' pattern) is
-an unusable attribute (logged, never sent).
+``ResourceNotFoundException`` once the session has ended (``already-done``). The ids are the
+union of the tool's String Set (``codeInterpreterSessionIds`` / ``browserSessionIds``) and its
+single latest-id attribute (all that items written before the sets hold), planned as claims: the
+runner's ownership check (:mod:`.base`) hands the step only the ids this record's ``Keys`` and
+incarnation own, and the step stops each. A subclass names its action, the
+:class:`~session_expiry_runtime.config.RuntimeConfig` fields of its tool identifier and session
+attributes, the log key, the ownership kind, and the ``bedrock-agentcore`` operation with its
+identifier parameter; a session id that is not 1-40 letters and digits (the APIs' pattern) is an
+unusable attribute (logged, never sent).
 """
 
 from __future__ import annotations
@@ -15,16 +20,20 @@ from typing import Any, ClassVar
 from ..agent_sessions import is_tool_session_id
 from ..clients import CleanupClients
 from ..config import RuntimeConfig
-from .base import CleanupStep, Plan, Session, StepContext, call_aws, string_attribute
+from .base import ClaimRef, CleanupStep, Plan, Session, StepContext, act_on_each, call_aws, id_union
 
 
 class ToolSessionStep(CleanupStep):
+    claims_ownership = True
     #: ``RuntimeConfig`` field holding the tool identifier (``None``: the step is off).
     identifier_field: ClassVar[str]
-    #: ``RuntimeConfig`` field holding the name of the session attribute with the session id.
+    #: ``RuntimeConfig`` fields holding the names of the latest-id attribute and the id set.
     attribute_field: ClassVar[str]
-    #: Key of the session id in the record's log line.
+    ids_attribute_field: ClassVar[str]
+    #: Key of the session ids in the record's log line.
     log_key: ClassVar[str]
+    #: The ownership records' kind (``ownership.KIND_*``).
+    kind: ClassVar[str]
     #: boto3 ``bedrock-agentcore`` method and its tool identifier parameter.
     operation: ClassVar[str]
     identifier_parameter: ClassVar[str]
@@ -32,7 +41,12 @@ class ToolSessionStep(CleanupStep):
     def __init__(self, config: RuntimeConfig, agentcore: Any) -> None:
         self.agentcore = agentcore
         self.identifier = getattr(config, self.identifier_field)
-        self.attributes = (getattr(config, self.attribute_field),)
+        #: (the latest id, the String Set of all of them)
+        self.id_attributes = (
+            getattr(config, self.attribute_field),
+            getattr(config, self.ids_attribute_field),
+        )
+        self.attributes = self.id_attributes
 
     @classmethod
     def build(cls, config: RuntimeConfig, clients: CleanupClients) -> ToolSessionStep | None:
@@ -41,17 +55,22 @@ class ToolSessionStep(CleanupStep):
         return cls(config, clients.agentcore)
 
     def plan(self, session: Session) -> Plan:
-        session_id, unusable = string_attribute(session, self.attributes[0])
+        ids, unusable, invalid = id_union(session, *self.id_attributes, is_tool_session_id)
         if unusable is not None:
             return unusable
-        if not is_tool_session_id(session_id):
-            return Plan.missing_attributes(invalid=self.attributes)
-        return Plan.run(session_id, log={self.log_key: session_id})
+        return Plan.run(
+            log={self.log_key: ids},
+            invalid=invalid,
+            claims=[ClaimRef(self.kind, session_id) for session_id in ids],
+        )
 
     def run(self, plan: Plan, ctx: StepContext) -> str:
+        return act_on_each(self.name, [ref.resource_id for ref in plan.owned], self._stop)
+
+    def _stop(self, session_id: str) -> str:
         return call_aws(
             self.name,
             getattr(self.agentcore, self.operation),
             already_done=("ResourceNotFoundException",),
-            **{self.identifier_parameter: self.identifier, "sessionId": plan.payload},
+            **{self.identifier_parameter: self.identifier, "sessionId": session_id},
         )

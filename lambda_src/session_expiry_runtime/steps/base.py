@@ -1,4 +1,4 @@
-"""The cleanup step contract: what a step decides (``plan``), does (``run``), shows (``preview``).
+"""The cleanup step contract: **plan → ownership check → act**.
 
 A **cleanup step** is one small unit that removes one kind of resource an expired session owned
 (a WebSocket connection, a KMS grant, a scratch prefix, ...). It has:
@@ -6,13 +6,18 @@ A **cleanup step** is one small unit that removes one kind of resource an expire
 * ``name`` — the metric's ``Action`` (``CleanupFailures`` dimension) and its key in the log
   line's ``steps``; one of ``config.ACTION_*`` for built-ins.
 * ``attributes`` — the session attributes (old image) it reads.
+* ``claims_ownership`` — ``True`` for a step whose plans name resources by ownership record
+  (:class:`ClaimRef`); the runner then needs the ownership table
+  (``SESSION_EXPIRY_OWNERSHIP_TABLE_NAME``) and refuses to start without it.
 * ``build(config, clients)`` — the step when its target is configured, else ``None`` (the step
   then never plans, runs or logs).
 * ``plan(session)`` — **pure**: reads only the decoded old image (:class:`Session`), makes no
   call, and returns a :class:`Plan`:
 
   ========================  ===================================================================
-  ``Plan.run(...)``          the step will run; ``payload`` carries what ``run`` needs.
+  ``Plan.run(...)``          the step will run; ``payload`` carries what ``run`` needs, and
+                             ``claims`` the resources (kind and id, :class:`ClaimRef`) it would
+                             act on, when they are ids an ownership record must vouch for.
   ``Plan.nothing()``         nothing to do for this session; not logged, not counted.
   ``Plan.refused(...)``      the image names something the step will never touch (e.g. a prefix
                              outside the scratch root): logged ``refused``, counted, never
@@ -24,18 +29,48 @@ A **cleanup step** is one small unit that removes one kind of resource an expire
   ========================  ===================================================================
 
   Every plan may carry ``invalid`` attribute names and ``log`` fields (JSON-ready values).
+* **The ownership check** is the runner's, once, for every step whose plan has ``claims``: a
+  step never checks ownership itself. The runner asks the invocation's
+  :class:`~session_expiry_runtime.claims.ClaimBatcher` whether each id's ownership record names
+  the REMOVE record's own ``Keys`` and the image's incarnation (``Session.incarnation``), marking
+  the owned ones ``releasing`` in the same conditional write (a dry run only reads), and hands
+  the step the plan with its verdicts: ``plan.owned`` are the ids to act on. Then:
+
+  ========================  ===================================================================
+  some ids owned             ``run`` acts on ``plan.owned`` only; after ``done``/``already-done``
+                             the runner releases their records (``released``). A release that
+                             fails fails the record (action ``Ownership``); the retry marks again
+                             and acts again, idempotently.
+  released already           an earlier run acted and released: no call (``already-done``).
+  refused                    counted one per id as ``ResourcesRefused`` by ``Refusal`` (the
+                             reason), logged as ``ownership: {step: {id: reason}}``, never
+                             called. ``NotOwned``/``Unclaimed`` (a forged image, a writer that
+                             bypassed ``SessionStore``) are alarmed: the step is a refused step
+                             (the Lambda path counts the record cleaned, replay keeps its
+                             message). ``Superseded``/``Legacy``/``ClaimExpired`` happen in
+                             normal operation: a step whose ids are all refused that way
+                             reports ``not-owned``, a success.
+  unsettled                  the ownership table could not answer (after bounded retries): the
+                             step fails with action ``Ownership``, nothing is acted on, the
+                             record is retried.
+  ========================  ===================================================================
+
+  Steps without claims (the scratch prefix, derived from the record's ``Keys``; the archive;
+  custom steps; the fan-out) are unchanged: ``plan.owned`` stays empty and unused.
 * ``run(plan, ctx)`` — makes the change and returns ``"done"`` (the change was made) or
   ``"already-done"`` (the target was already gone: ``GoneException``, ``NotFoundException``, a
   missing key — success), or ``"refused"`` when only a read call can show that what the image
-  names is not the session's own (the grant step's ``ListGrants``): counted and logged like a
-  refused plan, nothing changed. It must be **idempotent**: the event source mapping redelivers a
-  failed record and a batch may hold a record twice, so a second run must end in the same state
-  and report success. It must be **bounded in time**: botocore's ``standard`` retries and the
-  client timeouts bound each call; a step that loops checks ``ctx.out_of_time()`` between
-  iterations and raises ``StepFailed(ACTION_TIME_GUARD, ...)``.
+  names is not the session's own (the grant step's ``ListGrants`` for items written before
+  ownership records): counted and logged like a refused plan, nothing changed. It must be
+  **idempotent**: the event source mapping redelivers a failed record and a batch may hold a
+  record twice, so a second run must end in the same state and report success. It must be
+  **bounded in time**: botocore's ``standard`` retries and the client timeouts bound each call;
+  a step that loops checks ``ctx.out_of_time()`` between iterations and raises
+  ``StepFailed(ACTION_TIME_GUARD, ...)``.
 * ``preview(plan, ctx)`` — the dry run: **read-only** calls at most (e.g. ``ListObjectsV2``),
   returns ``"dry-run"`` (or ``"refused"``, as ``run`` would), may add log fields with
-  ``ctx.note``. The default makes no call.
+  ``ctx.note``. The default makes no call. ``plan.owned`` comes from a read of the ownership
+  records then.
 
 **Exceptions.** ``run``/``preview`` raise :class:`~session_expiry_runtime.outcomes.StepFailed`
 for an expected failure (the error after botocore's retries, an ``Errors`` entry, the time
@@ -45,9 +80,10 @@ that record fails (it goes into the partial batch response by sequence number), 
 of the session still run, and the runner writes the error into the log line's ``errors``.
 
 Steps never count metrics or write log lines themselves: the runner
-(:mod:`session_expiry_runtime.runner`) owns order, the step pool, the dry run, the time guard,
-error classification, metrics and the one log line per record. Steps of one session run side
-by side, so they must not depend on each other's effects; ``ctx.note`` keys must be distinct.
+(:mod:`session_expiry_runtime.runner`) owns order, the step pool, the ownership check, the dry
+run, the time guard, error classification, metrics and the one log line per record. Steps of one
+session run side by side, so they must not depend on each other's effects; ``ctx.note`` keys
+must be distinct.
 
 **Phases.** ``PHASE_GATE`` steps (the archive) run first, one after another; if one fails,
 nothing else is done for the record. ``PHASE_SESSION`` steps run side by side on the bounded
@@ -67,6 +103,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..claims import Claimant, ClaimBatcher, ClaimFailure, ClaimRef
 from ..clients import CleanupClients
 from ..config import RuntimeConfig
 from ..decode import StreamRecord
@@ -80,9 +117,32 @@ from ..outcomes import (
     error_code,
     error_text,
 )
+from ..ownership import VERDICT_OWNED, Claim, Verdict
 
 if TYPE_CHECKING:
     from ..step_pool import CallSlots
+
+__all__ = [
+    "PHASE_AFTER_SUCCESS",
+    "PHASE_GATE",
+    "PHASE_SESSION",
+    "PLAN_MISSING",
+    "PLAN_NOTHING",
+    "PLAN_REFUSED",
+    "PLAN_RUN",
+    "BatchStep",
+    "ClaimFailure",
+    "ClaimRef",
+    "CleanupStep",
+    "Plan",
+    "Session",
+    "StepContext",
+    "act_on_each",
+    "call_aws",
+    "id_union",
+    "nonempty_str",
+    "string_attribute",
+]
 
 PLAN_RUN = "run"
 PLAN_NOTHING = "nothing"
@@ -104,6 +164,9 @@ class Session:
         reason: ``ttl``, ``deleted-after-expiry`` or ``explicit``.
         lag_seconds: TTL lag in seconds for TTL-classified removals, else ``None``.
         record: the stream record (sequence number, event id, removal time, wire old image).
+        incarnation: the image's incarnation attribute (``incarnation``, a non-empty String);
+            ``None`` for an item written before ownership records (*legacy*), whose ids are
+            never acted on by claim.
     """
 
     image: Mapping[str, Any]
@@ -111,17 +174,26 @@ class Session:
     reason: str
     lag_seconds: Decimal | None
     record: StreamRecord
+    incarnation: str | None = None
 
 
 @dataclass(frozen=True)
 class Plan:
-    """A step's decision for one session (see the module docstring)."""
+    """A step's decision for one session (see the module docstring).
+
+    Attributes:
+        claims: the resources the step would act on that an ownership record must vouch for,
+            in the order the step acts on them (set by ``plan``).
+        ownership: each claim's verdict (set by the runner's ownership check, never by a step).
+    """
 
     status: str
     payload: Any = None
     missing: tuple[str, ...] = ()
     invalid: tuple[str, ...] = ()
     log: Mapping[str, Any] = field(default_factory=dict)
+    claims: tuple[ClaimRef, ...] = ()
+    ownership: Mapping[ClaimRef, Verdict | ClaimFailure] = field(default_factory=dict)
 
     @classmethod
     def run(
@@ -130,8 +202,27 @@ class Plan:
         *,
         log: Mapping[str, Any] | None = None,
         invalid: Sequence[str] = (),
+        claims: Sequence[ClaimRef] = (),
     ) -> Plan:
-        return cls(PLAN_RUN, payload, invalid=tuple(invalid), log=dict(log or {}))
+        """The step will run; ``claims`` (de-duplicated, in order) are checked before it does."""
+        return cls(
+            PLAN_RUN,
+            payload,
+            invalid=tuple(invalid),
+            log=dict(log or {}),
+            claims=tuple(dict.fromkeys(claims)),
+        )
+
+    @property
+    def owned(self) -> tuple[ClaimRef, ...]:
+        """The claims the ownership check found owned and not yet released: act on these."""
+        statuses = {ref: _status(self.ownership.get(ref)) for ref in self.claims}
+        return tuple(ref for ref, status in statuses.items() if status == VERDICT_OWNED)
+
+    def verdict(self, ref: ClaimRef) -> Verdict | None:
+        """The ownership check's verdict for ``ref`` (``None``: unchecked or unsettled)."""
+        verdict = self.ownership.get(ref)
+        return verdict if isinstance(verdict, Verdict) else None
 
     @classmethod
     def nothing(cls) -> Plan:
@@ -144,6 +235,10 @@ class Plan:
     @classmethod
     def missing_attributes(cls, missing: Sequence[str] = (), invalid: Sequence[str] = ()) -> Plan:
         return cls(PLAN_MISSING, missing=tuple(missing), invalid=tuple(invalid))
+
+
+def _status(verdict: Verdict | ClaimFailure | None) -> str | None:
+    return verdict.status if isinstance(verdict, Verdict) else None
 
 
 @dataclass
@@ -160,6 +255,10 @@ class StepContext:
     log: dict[str, Any] = field(default_factory=dict)
     #: The invocation's call slots (:mod:`..step_pool`); ``None`` outside the step pool.
     slots: CallSlots | None = None
+    #: The invocation's ownership check (:mod:`..claims`); ``None`` without an ownership table.
+    claim_batcher: ClaimBatcher | None = None
+    #: Who the ownership records must name: the record's ``Keys`` and the image's incarnation.
+    claimant: Claimant | None = None
     objects_deleted: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -171,6 +270,17 @@ class StepContext:
         """Wrap a wait that makes no call of its own (for another step's shared call), so the
         step's call slot serves other calls meanwhile."""
         return self.slots.lent() if self.slots is not None else nullcontext()
+
+    def claim(self, ref: ClaimRef) -> Claim | None:
+        """``ref``'s ownership record as it is now (e.g. its ``claimed_at``), read through the
+        invocation's batcher (``BatchGetItem``, shared); ``None`` when there is none.
+
+        Raises:
+            RuntimeError: no ownership table, or the read failed after its retries.
+        """
+        if self.claim_batcher is None:
+            raise RuntimeError(f"{ref.resource}: no ownership table to read it from")
+        return self.claim_batcher.claims([ref], self.waiting)[ref]
 
     def note(self, name: str, value: Any) -> None:
         """Add a (JSON-ready) field to the record's log line."""
@@ -196,6 +306,8 @@ class CleanupStep(ABC):
     phase: ClassVar[str] = PHASE_SESSION
     #: Session attributes (old image) this step reads.
     attributes: tuple[str, ...] = ()
+    #: Its plans name resources by ownership record (``Plan.claims``): needs the ownership table.
+    claims_ownership: ClassVar[bool] = False
 
     @classmethod
     @abstractmethod
@@ -249,6 +361,60 @@ def string_attribute(session: Session, name: str) -> tuple[str | None, Plan | No
     if value is None:
         return None, Plan.missing_attributes(invalid=(name,))
     return value, None
+
+
+def id_union(
+    session: Session, single: str, many: str, usable: Callable[[object], bool]
+) -> tuple[list[str], Plan | None, list[str]]:
+    """The ids of one kind a session names: its latest in ``single`` (a String) and all of them in
+    ``many`` (a String Set), together; items written before the set existed hold only the former.
+
+    Returns:
+        ``(sorted ids, None, invalid attribute names)``, or ``([], missing/invalid plan, ...)``
+        when neither attribute is present or no usable id is left. An attribute is invalid
+        when it is not of its type or holds a value ``usable`` rejects (the usable ones of a
+        set still count).
+    """
+    if single not in session.image and many not in session.image:
+        return [], Plan.missing_attributes(missing=(single, many)), []
+    ids: set[str] = set()
+    invalid: list[str] = []
+    if single in session.image:
+        value = session.image[single]
+        if isinstance(value, str) and usable(value):
+            ids.add(value)
+        else:
+            invalid.append(single)
+    if many in session.image:
+        recorded = session.image[many]
+        # A String Set decodes to a frozenset; anything else is an unusable value.
+        members = set(recorded) if isinstance(recorded, (set, frozenset)) else set()
+        good = {v for v in members if isinstance(v, str) and usable(v)}
+        if not good or good != members:
+            invalid.append(many)
+        ids |= good
+    if not ids:
+        return [], Plan.missing_attributes(invalid=invalid), invalid
+    return sorted(ids), None, invalid
+
+
+def act_on_each(action: str, ids: Sequence[str], act: Callable[[str], str]) -> str:
+    """``act`` on every id, even after one failed: ``"done"`` when one made the change, else
+    ``"already-done"``; ``StepFailed(action, ...)`` naming each id that failed.
+
+    ``act`` returns ``"done"``/``"already-done"`` or raises ``StepFailed`` (e.g. through
+    :func:`call_aws`).
+    """
+    outcomes: list[str] = []
+    failures: list[str] = []
+    for resource_id in ids:
+        try:
+            outcomes.append(act(resource_id))
+        except StepFailed as exc:
+            failures.append(f"{resource_id}: {exc.detail}")
+    if failures:
+        raise StepFailed(action, "; ".join(failures))
+    return STEP_DONE if STEP_DONE in outcomes else STEP_ALREADY_DONE
 
 
 def call_aws(

@@ -1,61 +1,95 @@
 """``RetireGrant``: retire the session's KMS grant — only once it is proven to be the session's.
 
 The old image says which grant the session held (``grantId``; ``grantToken`` beside it), but an
-old image is whatever the last writer of the item wrote: an item ``s-1`` written with the live
-session ``s-2``'s grant id and then deleted would otherwise make the cleanup retire ``s-2``'s
-grant. So the image's grant id is only a question, answered by KMS and the record's own
-``Keys``:
+old image is whatever the last writer of the item wrote, so the image's grant id is only a
+question. Two ways to answer it:
+
+**Items with an incarnation (written with ownership records).** The plan claims
+``grant#<grant id>``; the runner's ownership check (:mod:`.base`) hands the step the grant only
+when its ownership record (written by ``SessionStore.create_grant`` in the same transaction that
+stored the grant on the item) names this record's ``Keys`` and incarnation. Then
+``RetireGrant(KeyId=<configured key ARN>, GrantId=...)``:
+
+* success: ``done``; the runner releases the record;
+* ``NotFoundException``: KMS is eventually consistent ("there might be a brief delay, usually
+  less than five minutes, until the grant is available throughout AWS KMS", AWS KMS API
+  Reference, CreateGrant), so a grant its record claimed less than
+  ``DEFAULT_GRANT_CONSISTENCY_SECONDS`` (5 minutes) ago may simply not be visible yet: the step
+  **fails** (action ``RetireGrant``) and the event source mapping retries the record, until the
+  grant is visible (retired) or the claim is older, when ``NotFoundException`` means retired
+  before: ``already-done``. Bounded by the mapping's maximum record age, after which the failure
+  destination and the grant sweep hold it;
+* a record already ``released`` (an earlier run retired the grant): ``already-done`` without a
+  call (the runner's doing). No ``ListGrants``: one call per session.
+
+**Items without an incarnation (legacy, written before ownership records)**: today's check by
+name, so an upgrade leaves no grant behind:
 
 1. ``ListGrants(KeyId=<configured key ARN>, GrantId=<image's grant id>)`` (read-only). No such
-   grant on the key: ``already-done`` (retired before, or never on this key; a grant on another
-   key is never touched, since every call names the configured key).
+   grant on the key: ``already-done`` (a grant on another key is never touched, since every call
+   names the configured key).
 2. The grant's ``Name`` must parse (:func:`~session_expiry_runtime.grant_names.parse_grant_name`,
-   the ``session-expiry:<incarnation>:<key>`` that ``SessionStore.create_grant`` writes) to the
-   record's ``Keys`` exactly (:func:`~session_expiry_runtime.grant_names.owner_key`). The
-   ``Keys`` of a REMOVE record are the deleted item's key, which no writer of the item can
-   change; the grant's name is set by whoever created the grant (``kms:CreateGrant``, which the
-   construct's conditions tie to the cleanup role as retiring principal), not by table writers.
-3. ``RetireGrant(KeyId=<configured key ARN>, GrantId=...)``; ``NotFoundException`` is
-   ``already-done``. Never by ``GrantToken``: a token identifies a grant on any key.
+   ``session-expiry:<incarnation>:<key>``) to the record's ``Keys`` exactly
+   (:func:`~session_expiry_runtime.grant_names.owner_key`), and its incarnation must be the last
+   segment of the image's scratch prefix (``SessionStore`` wrote both from one incarnation), so a
+   grant of a later incarnation of the same key is never the earlier one's.
+3. ``RetireGrant``; ``NotFoundException`` is ``already-done``. Never by ``GrantToken``: a token
+   identifies a grant on any key.
 
-**Refused** (nothing retired, the step logged ``refused`` with ``grantRefusal``, counted as
-``GrantsRefused``, which the skipped-records alarm watches, never retried): a grant named for
-another session, a grant without a name of that form (created outside ``SessionStore`` or with
-a key too long for a 256-character name), an image holding a grant token but no grant id (a
-token cannot be checked against the key's grants; ``SessionStore`` always writes both), a record
-whose ``Keys`` are not all non-empty Strings, an id KMS calls invalid
-(``InvalidGrantIdException``).
+**Refused** on the legacy path (nothing retired, logged ``refused`` with ``grantRefusal``,
+counted as ``GrantsRefused``, which the skipped-records alarm watches, never retried): a grant
+named for another session or incarnation, a grant without a name of that form (or an image
+without a scratch prefix to compare the name's incarnation with), a record whose ``Keys`` are
+not all non-empty Strings, an id KMS calls invalid (``InvalidGrantIdException``). On both paths
+an image holding a grant token but no grant id is refused (a token cannot be checked;
+``SessionStore`` always writes both).
 
-The incarnation in the name is not compared: within one key, a REMOVE record can only carry a
-grant id written while that item existed, and the store never gives a later incarnation's grant
-to an earlier item (the key is unique while an item exists).
-
-Preview (dry run): the same ``ListGrants``, nothing retired; logs ``grantWouldBeRetired``
-(``true``, or ``false`` when already gone) or refuses as above. The cleanup retires the grant
-as its retiring principal (AWS KMS Developer Guide, "Retiring and revoking grants"); the role
-also needs ``kms:ListGrants`` on the key (AWS KMS API Reference, "ListGrants").
+Preview (dry run): no ``RetireGrant``; logs ``grantWouldBeRetired`` (an owned grant: ``true``;
+legacy: the same ``ListGrants`` check, ``false`` when already gone) or refuses as above. The
+cleanup retires the grant as its retiring principal (AWS KMS Developer Guide, "Retiring and
+revoking grants"); the role needs ``kms:ListGrants`` on the key only for legacy items (AWS KMS
+API Reference, "ListGrants").
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..clients import CleanupClients
-from ..config import ACTION_RETIRE_GRANT, RuntimeConfig
+from ..config import (
+    ACTION_OWNERSHIP,
+    ACTION_RETIRE_GRANT,
+    DEFAULT_GRANT_CONSISTENCY_SECONDS,
+    RuntimeConfig,
+)
 from ..decode import to_json_value
 from ..grant_names import owner_key, parse_grant_name
 from ..outcomes import (
     STEP_ALREADY_DONE,
+    STEP_DONE,
     STEP_DRY_RUN,
     STEP_REFUSED,
     StepFailed,
     error_code,
     error_text,
 )
-from .base import PLAN_REFUSED, CleanupStep, Plan, Session, StepContext, call_aws, nonempty_str
+from ..ownership import KIND_GRANT
+from .base import (
+    PLAN_REFUSED,
+    ClaimRef,
+    CleanupStep,
+    Plan,
+    Session,
+    StepContext,
+    call_aws,
+    nonempty_str,
+)
 
 #: Log field holding why the grant was refused (distinct from the scratch step's ``refusal``).
 REFUSAL_FIELD = "grantRefusal"
@@ -63,10 +97,12 @@ REFUSAL_FIELD = "grantRefusal"
 
 @dataclass(frozen=True)
 class GrantTarget:
-    """The grant an image names and the session key it must belong to."""
+    """A legacy item's grant, the session key and the incarnation its Name must give."""
 
     grant_id: str
     key: dict[str, str]
+    #: The last segment of the image's scratch prefix; ``None`` without one.
+    incarnation: str | None
 
 
 def _refused(refusal: str, log: dict[str, Any]) -> Plan:
@@ -75,11 +111,16 @@ def _refused(refusal: str, log: dict[str, Any]) -> Plan:
 
 class GrantStep(CleanupStep):
     name = ACTION_RETIRE_GRANT
+    claims_ownership = True
 
-    def __init__(self, config: RuntimeConfig, kms: Any) -> None:
+    def __init__(
+        self, config: RuntimeConfig, kms: Any, *, clock: Callable[[], float] = time.time
+    ) -> None:
         self.kms = kms
         self.key_arn = config.grant_key_arn
         self.attributes = (config.grant_id_attribute, config.grant_token_attribute)
+        self.scratch_prefix_attribute = config.scratch_prefix_attribute
+        self.clock = clock
 
     @classmethod
     def build(cls, config: RuntimeConfig, clients: CleanupClients) -> GrantStep | None:
@@ -100,6 +141,14 @@ class GrantStep(CleanupStep):
                 "checked against the key's grants (SessionStore always writes both)",
                 log,
             )
+        if session.incarnation is not None:
+            claims = [ClaimRef(KIND_GRANT, grant_id)]
+            return Plan.run(grant_id, log=log, invalid=invalid, claims=claims)
+        return self._legacy_plan(session, grant_id, log, invalid)
+
+    def _legacy_plan(
+        self, session: Session, grant_id: str, log: dict[str, Any], invalid: list[str]
+    ) -> Plan:
         key = owner_key(session.keys)
         if key is None:
             return _refused(
@@ -107,32 +156,75 @@ class GrantStep(CleanupStep):
                 "no grant name can name this session",
                 log,
             )
-        return Plan.run(GrantTarget(grant_id, key), log=log, invalid=invalid)
+        prefix = nonempty_str(session.image.get(self.scratch_prefix_attribute))
+        incarnation = (prefix.rstrip("/").rsplit("/", 1)[-1] or None) if prefix else None
+        return Plan.run(GrantTarget(grant_id, key, incarnation), log=log, invalid=invalid)
 
     def run(self, plan: Plan, ctx: StepContext) -> str:
-        target: GrantTarget = plan.payload
-        verdict = self.check(target, ctx)
-        if verdict is not None:
-            return verdict
-        return call_aws(
-            self.name,
-            self.kms.retire_grant,
-            already_done=("NotFoundException",),
-            KeyId=self.key_arn,
-            GrantId=target.grant_id,
-        )
+        if not plan.claims:
+            target: GrantTarget = plan.payload
+            verdict = self.check(target, ctx)
+            if verdict is not None:
+                return verdict
+            return self._retire(target.grant_id)
+        outcomes = [self._retire_claimed(ref, ctx) for ref in plan.owned]
+        return STEP_DONE if STEP_DONE in outcomes else STEP_ALREADY_DONE
 
     def preview(self, plan: Plan, ctx: StepContext) -> str:
-        """Dry run: the same ``ListGrants`` check, no ``RetireGrant``."""
+        """Dry run: no ``RetireGrant``; the ``ListGrants`` check for a legacy item."""
+        if plan.claims:
+            ctx.note("grantWouldBeRetired", bool(plan.owned))
+            return STEP_DRY_RUN
         verdict = self.check(plan.payload, ctx)
         if verdict == STEP_REFUSED:
             return verdict
         ctx.note("grantWouldBeRetired", verdict is None)
         return STEP_DRY_RUN
 
+    def _retire(self, grant_id: str) -> str:
+        return call_aws(
+            self.name,
+            self.kms.retire_grant,
+            already_done=("NotFoundException",),
+            KeyId=self.key_arn,
+            GrantId=grant_id,
+        )
+
+    def _retire_claimed(self, ref: ClaimRef, ctx: StepContext) -> str:
+        """RetireGrant of an owned grant; ``NotFoundException`` is ``already-done`` only once
+        its claim is older than KMS's consistency window.
+
+        Raises:
+            StepFailed: the call failed, or KMS does not find a grant claimed within the window
+                (``RetireGrant``), or its claim could not be read (``Ownership``).
+        """
+        try:
+            self.kms.retire_grant(KeyId=self.key_arn, GrantId=ref.resource_id)
+        except ClientError as exc:
+            if error_code(exc) != "NotFoundException":
+                raise StepFailed(self.name, error_text(exc)) from exc
+        except BotoCoreError as exc:
+            raise StepFailed(self.name, error_text(exc)) from exc
+        else:
+            return STEP_DONE
+        try:
+            claim = ctx.claim(ref)
+        except Exception as exc:
+            raise StepFailed(ACTION_OWNERSHIP, error_text(exc)) from exc
+        age = Decimal(str(self.clock())) - claim.claimed_at if claim is not None else None
+        if age is not None and age < DEFAULT_GRANT_CONSISTENCY_SECONDS:
+            raise StepFailed(
+                self.name,
+                f"grant {ref.resource_id}: NotFoundException {int(age)} s after it was claimed; "
+                f"KMS may not show a grant for up to {DEFAULT_GRANT_CONSISTENCY_SECONDS} s after "
+                "CreateGrant (eventual consistency), so the record is retried",
+            )
+        return STEP_ALREADY_DONE
+
     def check(self, target: GrantTarget, ctx: StepContext) -> str | None:
-        """``None`` when the grant is on the key and named for ``target.key``; else
-        ``already-done`` (not on the key) or ``refused`` (``grantRefusal`` noted).
+        """Legacy items: ``None`` when the grant is on the key and named for ``target.key`` and
+        ``target.incarnation``; else ``already-done`` (not on the key) or ``refused``
+        (``grantRefusal`` noted).
 
         Raises:
             StepFailed: ``ListGrants`` failed (after botocore's retries).
@@ -160,6 +252,13 @@ class GrantStep(CleanupStep):
         if owner.key != target.key:
             return self._refuse(
                 ctx, f"grant {target.grant_id} is named for session {owner.key}, not {target.key}"
+            )
+        if owner.incarnation != target.incarnation:
+            return self._refuse(
+                ctx,
+                f"grant {target.grant_id} is named for incarnation {owner.incarnation!r} of "
+                f"session {target.key}, not {target.incarnation!r} (the last segment of the "
+                f"image's {self.scratch_prefix_attribute})",
             )
         return None
 

@@ -1,0 +1,437 @@
+"""The ownership check's batcher (``session_expiry_runtime.claims``): marks, releases and reads
+coalesced across the records of an invocation.
+
+Real boto3 ``TransactWriteItems``/``BatchGetItem`` against moto's DynamoDB (which returns
+``CancellationReasons`` with the ``ALL_OLD`` item, as AWS does). What moto never answers — a
+``TransactionConflict`` reason, a ``ValidationError`` reason for one action, ``AccessDenied`` —
+is stubbed with the wire answer AWS sends, before moto sees the call, and says so. Pauses
+between retry rounds go to a recorder, never to ``time.sleep``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from botocore.awsrequest import AWSPreparedRequest
+from ownership_support import OWNERSHIP_TABLE, calls_of, claim_state, put_claim, read_claim
+from runtime_faults import answer, json_error
+from runtime_support import SESSION, FakeContext, Sandbox, event
+from session_expiry_runtime import claims as claims_module
+from session_expiry_runtime.claims import Claimant, ClaimBatcher, ClaimFailure, ClaimRef
+from session_expiry_runtime.cleaner import process_batch
+from session_expiry_runtime.ownership import (
+    KIND_CONNECTION,
+    STATE_HELD,
+    STATE_RELEASED,
+    STATE_RELEASING,
+    VERDICT_OWNED,
+    VERDICT_RELEASED,
+    Verdict,
+    owner_token,
+)
+
+ME = {"pk": "s-1"}
+OTHER = {"pk": "s-2"}
+NOW = 2_000_000_000
+#: The REMOVE came after every claim below was made, within their retention.
+MINE = Claimant(owner_token(ME), "inc1", removed_at=Decimal(NOW), not_after=Decimal(NOW + 3600))
+
+
+def ref(connection_id: str) -> ClaimRef:
+    return ClaimRef(KIND_CONNECTION, connection_id)
+
+
+def batcher(sandbox: Sandbox, *, dry_run: bool = False) -> tuple[ClaimBatcher, list[float]]:
+    pauses: list[float] = []
+    return (
+        ClaimBatcher(
+            sandbox.ddb,
+            OWNERSHIP_TABLE,
+            dry_run=dry_run,
+            clock=lambda: NOW,
+            sleep=pauses.append,
+        ),
+        pauses,
+    )
+
+
+def claim(sandbox: Sandbox, connection_id: str, key: dict[str, str] = ME, **fields: Any) -> None:
+    fields.setdefault("claimed_at", NOW - 3600)
+    put_claim(sandbox.ddb, KIND_CONNECTION, connection_id, key=key, incarnation="inc1", **fields)
+
+
+def cancelled(reasons: list[dict[str, Any]]) -> tuple[int, dict[str, str], bytes]:
+    """DynamoDB's TransactionCanceledException wire answer (json 1.0) with these reasons."""
+    codes = ", ".join(r["Code"] for r in reasons)
+    body = {
+        "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+        "Message": f"Transaction cancelled, please refer cancellation reasons for specific "
+        f"reasons [{codes}]",
+        "CancellationReasons": reasons,
+    }
+    return 400, {"content-type": "application/x-amz-json-1.0"}, json.dumps(body).encode()
+
+
+def actions(request: AWSPreparedRequest) -> list[dict[str, Any]]:
+    return json.loads(request.body)["TransactItems"]  # type: ignore[arg-type,no-any-return]
+
+
+def new_state(request: AWSPreparedRequest) -> str:
+    """The state a mark (``releasing``) or release (``released``) transaction writes."""
+    return str(actions(request)[0]["Update"]["ExpressionAttributeValues"][":state"]["S"])
+
+
+def test_cancellation_reasons_are_mapped_item_by_item(sandbox: Sandbox) -> None:
+    claim(sandbox, "owned=")
+    claim(sandbox, "taken=", OTHER, claimed_at=NOW - 7200)  # another session's, from before
+    claim(sandbox, "done=", state=STATE_RELEASED)
+    claims, _ = batcher(sandbox)
+    calls = calls_of(sandbox.ddb)
+
+    verdicts = claims.check(MINE, [ref("owned="), ref("taken="), ref("done="), ref("none=")])
+
+    assert verdicts == {
+        ref("owned="): Verdict(VERDICT_OWNED),
+        ref("taken="): Verdict("NotOwned", read_claim(sandbox.ddb, KIND_CONNECTION, "taken=")),
+        ref("done="): Verdict(VERDICT_RELEASED, read_claim(sandbox.ddb, KIND_CONNECTION, "done=")),
+        ref("none="): Verdict("Unclaimed"),
+    }
+    # The first call was cancelled (3 conditions failed); only the owned one went again.
+    assert [len(p["TransactItems"]) for n, p in calls if n == "TransactWriteItems"] == [4, 1]
+    assert claim_state(sandbox.ddb, KIND_CONNECTION, "owned=") == STATE_RELEASING
+    assert claim_state(sandbox.ddb, KIND_CONNECTION, "taken=") == STATE_HELD  # unchanged
+
+
+def test_the_mark_is_one_conditional_write_per_record(sandbox: Sandbox) -> None:
+    claim(sandbox, "owned=")
+    claims, _ = batcher(sandbox)
+    calls = calls_of(sandbox.ddb)
+
+    claims.check(MINE, [ref("owned=")])
+
+    ((name, params),) = calls  # nothing else: no read before the write
+    (action,) = params["TransactItems"]
+    update = action["Update"]
+    assert name == "TransactWriteItems"
+    assert update["ConditionExpression"] == (
+        "#owner = :owner AND #incarnation = :incarnation AND #state <> :released"
+    )
+    assert update["ReturnValuesOnConditionCheckFailure"] == "ALL_OLD"
+    assert update["ExpressionAttributeValues"][":owner"] == {"S": owner_token(ME)}
+
+
+def test_a_transaction_conflict_is_sent_again(sandbox: Sandbox) -> None:
+    claim(sandbox, "a=")
+    claim(sandbox, "b=")
+    claims, pauses = batcher(sandbox)
+    # Stub: moto never reports a conflict with a concurrent transaction; AWS does, per action.
+    first = [True]
+
+    def conflict_once(_: AWSPreparedRequest) -> Any:
+        if not first[0]:
+            return None
+        first[0] = False
+        return cancelled([{"Code": "TransactionConflict", "Message": "conflict"}, {"Code": "None"}])
+
+    stubbed = answer(sandbox.ddb, "TransactWriteItems", conflict_once)
+
+    verdicts = claims.check(MINE, [ref("a="), ref("b=")])
+
+    assert set(verdicts.values()) == {Verdict(VERDICT_OWNED)}
+    assert len(stubbed) == 1 and pauses == [claims_module.RETRY_PAUSES[0]]
+    assert claim_state(sandbox.ddb, KIND_CONNECTION, "a=") == STATE_RELEASING
+
+
+def test_fails_after_bounded_rounds_of_conflicts(sandbox: Sandbox) -> None:
+    claim(sandbox, "a=")
+    claims, pauses = batcher(sandbox)
+    # Stub: a conflict on every call (moto never has one).
+    stubbed = answer(
+        sandbox.ddb,
+        "TransactWriteItems",
+        lambda _: cancelled([{"Code": "TransactionConflict", "Message": "conflict"}]),
+    )
+
+    (verdict,) = claims.check(MINE, [ref("a=")]).values()
+
+    assert isinstance(verdict, ClaimFailure)
+    assert "TransactionCanceledException" in verdict.detail and "connection#a=" in verdict.detail
+    assert len(stubbed) == claims_module.MAX_ROUNDS and len(pauses) == claims_module.MAX_ROUNDS - 1
+    assert claim_state(sandbox.ddb, KIND_CONNECTION, "a=") == STATE_HELD
+
+
+def test_requests_that_arrive_while_a_call_is_answered_go_together_in_the_next(
+    sandbox: Sandbox,
+) -> None:
+    """Natural batching: the first request goes at once; the eight that arrive meanwhile share
+    one call (not eight)."""
+    for i in range(9):
+        put_claim(sandbox.ddb, KIND_CONNECTION, f"c{i}=", key={"pk": f"s-{i}"}, incarnation="inc1")
+    claims, _ = batcher(sandbox)
+    calls = calls_of(sandbox.ddb)
+    release_first = threading.Event()
+    held_once = [False]
+
+    def hold_the_first_call(**_: Any) -> None:
+        if not held_once[0]:
+            held_once[0] = True
+            release_first.wait(timeout=10)
+
+    sandbox.ddb.meta.events.register("before-send.dynamodb.TransactWriteItems", hold_the_first_call)
+    results: dict[int, Any] = {}
+
+    def record(i: int) -> Callable[[], None]:
+        claimant = Claimant(owner_token({"pk": f"s-{i}"}), "inc1")
+        return lambda: results.update({i: claims.check(claimant, [ref(f"c{i}=")])})
+
+    first = threading.Thread(target=record(0))
+    first.start()
+    while not held_once[0]:
+        threading.Event().wait(0.001)
+    others = [threading.Thread(target=record(i)) for i in range(1, 9)]
+    for thread in others:
+        thread.start()
+    while len(claims.marks._pending) < 8:  # every other record is waiting for the next call
+        threading.Event().wait(0.001)
+    release_first.set()
+    for thread in [first, *others]:
+        thread.join(timeout=10)
+
+    assert [len(p["TransactItems"]) for _, p in calls] == [1, 8]
+    assert all(v == {ref(f"c{i}="): Verdict(VERDICT_OWNED)} for i, v in results.items())
+    assert len(results) == 9
+
+
+def test_the_same_record_and_owner_share_one_action_another_owner_waits(
+    sandbox: Sandbox,
+) -> None:
+    claim(sandbox, "shared=")
+    claims, _ = batcher(sandbox)
+    calls = calls_of(sandbox.ddb)
+    forger = Claimant(owner_token(OTHER), "incX", removed_at=Decimal(NOW))
+
+    # One record naming the id twice (set and single attribute) asks once; a second
+    # claimant of the same record cannot share the transaction (DynamoDB refuses two actions
+    # on one item): it goes in a call of its own.
+    both = claims.marks.submit(
+        [
+            claims_module._Write("connection#shared=", MINE.owner or "", "inc1"),
+            claims_module._Write("connection#shared=", MINE.owner or "", "inc1"),
+            claims_module._Write("connection#shared=", forger.owner or "", "incX"),
+        ],
+        lambda: __import__("contextlib").nullcontext(),
+    )
+
+    assert [len(p["TransactItems"]) for _, p in calls] == [1, 1]
+    assert sorted(a.applied for a in both.values()) == [False, True]
+    assert claims.check(forger, [ref("shared=")])[ref("shared=")].status == "NotOwned"
+
+
+def test_a_release_marks_released_and_one_no_longer_ours_is_not_a_failure(
+    sandbox: Sandbox,
+) -> None:
+    claim(sandbox, "mine=", state=STATE_RELEASING)
+    claim(sandbox, "taken-over=", OTHER)  # taken after our mark went stale
+    claims, _ = batcher(sandbox)
+
+    failures = claims.release(MINE, [ref("mine="), ref("taken-over=")])
+
+    assert failures == []
+    assert claim_state(sandbox.ddb, KIND_CONNECTION, "mine=") == STATE_RELEASED
+    assert read_claim(sandbox.ddb, KIND_CONNECTION, "taken-over=") is not None
+    assert claim_state(sandbox.ddb, KIND_CONNECTION, "taken-over=") == STATE_HELD
+
+
+def test_a_dry_run_reads_and_writes_nothing(sandbox: Sandbox) -> None:
+    claim(sandbox, "owned=")
+    claim(sandbox, "taken=", OTHER, claimed_at=NOW - 7200)
+    claims, _ = batcher(sandbox, dry_run=True)
+    calls = calls_of(sandbox.ddb)
+
+    verdicts = claims.check(MINE, [ref("owned="), ref("taken=")])
+    assert claims.release(MINE, [ref("owned=")]) == []
+
+    assert [name for name, _ in calls] == ["BatchGetItem"]
+    assert calls[0][1]["RequestItems"][OWNERSHIP_TABLE]["ConsistentRead"] is True
+    assert verdicts[ref("owned=")].status == VERDICT_OWNED  # type: ignore[union-attr]
+    assert verdicts[ref("taken=")].status == "NotOwned"  # type: ignore[union-attr]
+    assert claim_state(sandbox.ddb, KIND_CONNECTION, "owned=") == STATE_HELD
+
+
+def test_a_legacy_item_reads_nothing(sandbox: Sandbox) -> None:
+    claims, _ = batcher(sandbox)
+    calls = calls_of(sandbox.ddb)
+
+    verdicts = claims.check(Claimant(owner_token(ME), None), [ref("c=")])
+
+    assert verdicts == {ref("c="): Verdict("Legacy")} and calls == []
+
+
+@pytest.mark.parametrize("max_items", [0, 101])
+def test_fails_a_batch_size_outside_what_the_apis_take(sandbox: Sandbox, max_items: int) -> None:
+    with pytest.raises(ValueError, match=rf"max_items={max_items}: expected 1..100"):
+        ClaimBatcher(sandbox.ddb, OWNERSHIP_TABLE, max_items=max_items)
+
+
+# --- through the handler's batch -----------------------------------------------------------
+def test_one_invocation_marks_many_records_in_few_calls(sandbox: Sandbox) -> None:
+    sessions = [sandbox.create_session(f"s-{i}", object_names=()) for i in range(12)]
+    sandbox.read_stream()
+    for s in sessions:
+        sandbox.delete(s.session_id)
+    cleaner = sandbox.cleaner()
+    calls = calls_of(cleaner.clients.ownership)
+
+    assert process_batch(event(*sandbox.removes()), FakeContext(), cleaner) == {
+        "batchItemFailures": []
+    }
+
+    assert all(sandbox.is_clean(s) for s in sessions)
+    writes = [p for name, p in calls if name == "TransactWriteItems"]
+    # 24 claims marked and 24 released, in at most one call per record's mark and per step's
+    # release (36), fewer when records meet (test_requests_that_arrive_while_... shows how).
+    assert sum(len(p["TransactItems"]) for p in writes) == 48
+    assert len(writes) <= 36
+    assert [name for name, _ in calls if name != "TransactWriteItems"] == []
+
+
+def test_an_ownership_failure_fails_exactly_the_records_it_touches(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    bad = sandbox.create_session("s-bad", object_names=())
+    good = sandbox.create_session("s-good", object_names=())
+    sandbox.read_stream()
+    sandbox.delete("s-bad")
+    sandbox.delete("s-good")
+    bad_record, good_record = sandbox.removes()
+    cleaner = sandbox.cleaner()
+    target = f"connection#{bad.connection_id}"
+
+    # Stub: a ValidationError reason for the bad record's action (moto never answers one),
+    # whichever call carries it; the other actions are answered "None" (not applied).
+    def validation_error_for_bad(request: AWSPreparedRequest) -> Any:
+        sent = actions(request)
+        keys = [a["Update"]["Key"]["resource"]["S"] for a in sent]
+        if target not in keys or new_state(request) != STATE_RELEASING:
+            return None
+        return cancelled(
+            [
+                {"Code": "ValidationError", "Message": "bad item"}
+                if k == target
+                else {"Code": "None"}
+                for k in keys
+            ]
+        )
+
+    answer(cleaner.clients.ownership, "TransactWriteItems", validation_error_for_bad)
+
+    response = process_batch(event(bad_record, good_record), FakeContext(), cleaner)
+
+    assert response == {
+        "batchItemFailures": [{"itemIdentifier": bad_record["dynamodb"]["SequenceNumber"]}]
+    }
+    assert sandbox.is_clean(good)
+    assert sandbox.connection_exists(bad.connection_id)  # never acted on: unsettled
+    assert bad.grant_id not in sandbox.grant_ids()  # its other step's claim was settled
+    lines = {
+        r.session["keys"]["pk"]: r.session for r in session_logs.records if hasattr(r, "session")
+    }
+    assert lines["s-bad"]["failedActions"] == ["Ownership"]
+    assert "ValidationError: bad item" in lines["s-bad"]["errors"]["Ownership"]
+    assert lines["s-bad"]["steps"]["DeleteConnection"] == "failed"
+    assert lines["s-good"]["outcome"] == "cleaned"
+
+
+def test_a_failed_release_fails_the_record_and_its_retry_finishes(sandbox: Sandbox) -> None:
+    session = sandbox.create_session("s-1", object_names=())
+    sandbox.read_stream()
+    sandbox.delete("s-1")
+    (record,) = sandbox.removes()
+    cleaner = sandbox.cleaner()
+
+    # Stub: the release transactions are refused (e.g. a policy without dynamodb:UpdateItem).
+    def deny_release(request: AWSPreparedRequest) -> Any:
+        denied = new_state(request) == STATE_RELEASED
+        return json_error(400, "AccessDeniedException") if denied else None
+
+    stubbed = answer(cleaner.clients.ownership, "TransactWriteItems", deny_release)
+    first = process_batch(event(record), FakeContext(), cleaner)
+
+    assert len(first["batchItemFailures"]) == 1 and stubbed
+    assert not sandbox.connection_exists(session.connection_id)  # acted, not yet released
+    assert claim_state(sandbox.ddb, KIND_CONNECTION, session.connection_id) == STATE_RELEASING
+
+    retry = sandbox.cleaner()  # the redelivery: marks again (releasing), acts again, releases
+    assert process_batch(event(record), FakeContext(), retry) == {"batchItemFailures": []}
+    assert claim_state(sandbox.ddb, KIND_CONNECTION, session.connection_id) == STATE_RELEASED
+    assert sandbox.is_clean(session)
+
+
+def test_a_denied_mark_fails_every_record_it_carried_and_acts_on_nothing(
+    sandbox: Sandbox,
+) -> None:
+    sessions = [sandbox.create_session(f"s-{i}", object_names=()) for i in range(2)]
+    sandbox.read_stream()
+    for s in sessions:
+        sandbox.delete(s.session_id)
+    records = sandbox.removes()
+    cleaner = sandbox.cleaner()
+    calls = calls_of(cleaner.clients.apigateway)
+    # Stub: every ownership write refused (moto enforces no IAM).
+    answer(
+        cleaner.clients.ownership,
+        "TransactWriteItems",
+        lambda _: json_error(400, "AccessDeniedException"),
+    )
+
+    response = process_batch(event(*records), FakeContext(), cleaner)
+
+    assert len(response["batchItemFailures"]) == 2
+    assert calls == [] and all(sandbox.is_intact(s) or s.keys == [] for s in sessions)
+    assert all(sandbox.connection_exists(s.connection_id) for s in sessions)
+    assert all(s.grant_id in sandbox.grant_ids() for s in sessions)
+
+
+def test_the_cleanup_builds_its_ownership_client_with_the_cleanup_settings(
+    sandbox: Sandbox,
+) -> None:
+    cleaner = sandbox.cleaner()
+    config = cleaner.clients.ownership.meta.config
+    assert config.retries["total_max_attempts"] == 2
+    assert (config.connect_timeout, config.read_timeout) == (1.0, 3.0)  # the 10 s margin's
+    assert cleaner.clients.ownership.meta.service_model.service_name == "dynamodb"
+    assert SESSION.region_name == cleaner.clients.ownership.meta.region_name
+
+
+def test_no_record_after_the_retention_is_claim_expired_not_alarmed(sandbox: Sandbox) -> None:
+    claims, _ = batcher(sandbox)
+    late = Claimant(
+        owner_token(ME),
+        "inc1",
+        removed_at=Decimal(NOW),
+        not_after=Decimal(NOW - 3 * 24 * 3600),  # the session ended three days before its REMOVE
+    )
+
+    (verdict,) = claims.check(late, [ref("gone=")]).values()
+
+    assert verdict == Verdict("ClaimExpired") and not verdict.alarmed
+
+
+def test_keys_no_record_can_name_make_every_id_unclaimed(sandbox: Sandbox) -> None:
+    claims, _ = batcher(sandbox)
+    calls = calls_of(sandbox.ddb)
+
+    verdicts = claims.check(Claimant(None, "inc1"), [ref("c=")])
+
+    assert verdicts == {ref("c="): Verdict("Unclaimed")} and calls == []
+
+
+@pytest.mark.parametrize(("kind", "resource_id"), [("socket", "c-1"), (KIND_CONNECTION, "")])
+def test_fails_a_claim_ref_of_an_unknown_kind_or_empty_id(kind: str, resource_id: str) -> None:
+    with pytest.raises(ValueError, match="resource"):
+        ClaimRef(kind, resource_id)
