@@ -1,7 +1,7 @@
 """Props that close checkov's findings on the construct's functions and log groups.
 
 * ``function_encryption_key``: a customer managed KMS key that encrypts the environment
-  variables of the cleanup, sweeper and grant sweep functions (``KmsKeyArn``; their roles get
+  variables of the cleanup, sweeper, grant sweep, pause watch and circuit breaker functions (``KmsKeyArn``; their roles get
   ``kms:Decrypt`` on it) and their log groups (``KmsKeyId``). CloudWatch Logs uses the key
   only if the key policy lets the service principal ``logs.<region>.amazonaws.com`` use it for
   this account's log groups (Amazon CloudWatch Logs User Guide, "Encrypt log data in CloudWatch
@@ -86,6 +86,9 @@ def apply(
     grant_sweep = sessions.grant_sweep
     if grant_sweep is not None:
         functions.append((grant_sweep.function, None))
+    functions.append((sessions.pause_watch.function, None))
+    if sessions.circuit_breaker is not None:
+        functions.append((sessions.circuit_breaker.function, None))  # reserves 1 itself
     for function, concurrency in functions:
         resource = function.node.default_child
         assert isinstance(resource, lambda_.CfnFunction)
