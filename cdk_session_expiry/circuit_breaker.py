@@ -131,9 +131,12 @@ def check_circuit_breaker_props(
     """
     validation.check_switches(circuit_breaker=enabled)
     if not enabled:
-        for name, value in (("circuit_breaker_alarms", alarms), ("circuit_breaker_cool_down", cool_down)):
-            if value is not None:
-                shown = _alarm_list(value) if name.endswith("alarms") else validation.shown(value)  # type: ignore[arg-type]
+        given = {
+            "circuit_breaker_alarms": None if alarms is None else _alarm_list(alarms),
+            "circuit_breaker_cool_down": None if cool_down is None else validation.shown(cool_down),
+        }
+        for name, shown in given.items():
+            if shown is not None:
                 raise ValueError(
                     f"{name}={shown} is set without circuit_breaker=True: expected "
                     f"circuit_breaker=True, or no {name}"
@@ -145,8 +148,12 @@ def check_circuit_breaker_props(
     return chosen
 
 
-def _check_alarm_choice(chosen: tuple[CircuitBreakerAlarm, ...], skipped_records_alarm: bool) -> None:
-    failures = ", ".join(a.name for a in CircuitBreakerAlarm if a is not CircuitBreakerAlarm.ITERATOR_AGE)
+def _check_alarm_choice(
+    chosen: tuple[CircuitBreakerAlarm, ...], skipped_records_alarm: bool
+) -> None:
+    failures = ", ".join(
+        a.name for a in CircuitBreakerAlarm if a is not CircuitBreakerAlarm.ITERATOR_AGE
+    )
     if not chosen:
         raise ValueError(
             f"circuit_breaker_alarms=[]: expected at least one CircuitBreakerAlarm ({failures})"
@@ -178,8 +185,12 @@ def _check_cool_down(cool_down: Duration, paused_after: Duration, max_record_age
         )
     for prop, limit, why in (
         ("alarm_cleanup_paused_after", paused_after, "the first probe must come before it fires"),
-        ("max_record_age", max_record_age, "a probe after it sends every waiting record to the "
-         "on-failure destination, whose alarm opens the breaker again"),
+        (
+            "max_record_age",
+            max_record_age,
+            "a probe after it sends every waiting record to the "
+            "on-failure destination, whose alarm opens the breaker again",
+        ),
     ):
         if not validation.is_token(limit) and seconds >= limit.to_seconds():
             raise ValueError(

@@ -18,9 +18,8 @@ from aws_cdk.assertions import Annotations, Match
 from moto import mock_aws
 from session_expiry_runtime import pause_watch as watch_runtime
 
-from cdk_session_expiry import PropTypeError, SessionExpiry
+from cdk_session_expiry import PropTypeError, SessionExpiry, kill_switch
 from cdk_session_expiry import _runtime_contract as contract
-from cdk_session_expiry import kill_switch
 
 from .helpers import StackTemplate
 
