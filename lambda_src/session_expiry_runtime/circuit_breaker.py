@@ -411,7 +411,7 @@ class CircuitBreaker:
             "mapping": mapping.state,
             "record": asdict(after),
         }
-        logger.info("circuit breaker", extra={"breaker": outcome})
+        logger.info("circuit breaker %s", json.dumps(outcome), extra={"breaker": outcome})
         return outcome
 
     def _emit(self, state: str, now: float) -> None:

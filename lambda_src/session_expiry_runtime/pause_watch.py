@@ -135,7 +135,7 @@ def watch(
     found = {"uuid": uuid, "state": mapping.get("State"), "pausedSeconds": seconds}
     found.update(deadlines(mapping))
     if seconds:
-        logger.warning("cleanup paused", extra={"pause": found})
+        logger.warning("cleanup paused %s", json.dumps(found), extra={"pause": found})
     return found
 
 
