@@ -4,6 +4,7 @@ Re-exports only; see :class:`SessionExpiry`.
 """
 
 from .assets import CLEANUP_RUNTIME
+from .circuit_breaker import CircuitBreakerAlarm
 from .construct import SessionExpiry
 from .custom_steps import CustomCleanupStep
 from .filters import CleanupEventFilter
@@ -11,6 +12,7 @@ from .validation import PropTypeError
 
 __all__ = [
     "CLEANUP_RUNTIME",
+    "CircuitBreakerAlarm",
     "CleanupEventFilter",
     "CustomCleanupStep",
     "PropTypeError",

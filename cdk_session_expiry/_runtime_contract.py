@@ -209,6 +209,26 @@ ACTION_OWNERSHIP = "Ownership"
 OWNERSHIP_PARTITION_KEY = "resource"
 OWNERSHIP_TTL_ATTRIBUTE = "expiresAt"
 
+# --- a paused cleanup is loud; the circuit breaker (issue 21; same values as the runtime's) ---
+PAUSE_WATCH_HANDLER = f"{RUNTIME_PACKAGE}.pause_watch.handler"
+CIRCUIT_BREAKER_HANDLER = f"{RUNTIME_PACKAGE}.circuit_breaker.handler"
+ENV_EVENT_SOURCE_MAPPING_UUID = "SESSION_EXPIRY_EVENT_SOURCE_MAPPING_UUID"
+#: Seconds the mapping has been Disabled/Disabling (0 while enabled), Maximum alarmed.
+METRIC_CLEANUP_PAUSED_SECONDS = "CleanupPausedSeconds"
+#: The breaker's state: BREAKER_CLOSED, BREAKER_HALF_OPEN or BREAKER_OPEN.
+METRIC_CIRCUIT_BREAKER_STATE = "CircuitBreakerState"
+#: Dimension of both: the mapping's UUID (AWS/Lambda's own name for it).
+DIMENSION_EVENT_SOURCE_MAPPING = "EventSourceMappingUUID"
+BREAKER_CLOSED = 0
+BREAKER_HALF_OPEN = 1
+BREAKER_OPEN = 2
+ENV_BREAKER_STATE_PARAMETER = "SESSION_EXPIRY_BREAKER_STATE_PARAMETER"
+ENV_BREAKER_ALARMS = "SESSION_EXPIRY_BREAKER_ALARMS"
+ENV_BREAKER_CLOSED_ONLY_ALARMS = "SESSION_EXPIRY_BREAKER_CLOSED_ONLY_ALARMS"
+ENV_BREAKER_COOL_DOWN_SECONDS = "SESSION_EXPIRY_BREAKER_COOL_DOWN_SECONDS"
+ENV_BREAKER_PROBE_SECONDS = "SESSION_EXPIRY_BREAKER_PROBE_SECONDS"
+ENV_CLEANUP_ENABLED = "SESSION_EXPIRY_CLEANUP_ENABLED"
+
 # --- every value of each dimension the runtime emits (checked by the metric_* methods) -----
 REASONS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("REASON_"))
 ACTIONS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("ACTION_"))

@@ -2,6 +2,15 @@
 
 Every alarm treats missing data as not breaching: no invocations means nothing to clean, not
 a failure. Thresholds and periods are here so they can be read in one place.
+
+Each alarm has one meaning, and its ``AlarmDescription`` (at most 1,024 characters, CloudWatch's
+limit: Amazon CloudWatch API Reference, PutMetricAlarm) states it and ends with a link to its
+runbook: ``Runbook: docs/operating.md#alarm-<name>``, a section of the operator's page of the
+documentation site giving the meaning, the likely causes and the first command to run. The
+site is not hosted yet, so the link is the page's path in the repository plus the section's
+anchor (each section sets its id explicitly, ``{#alarm-<name>}``, so a retitled heading keeps
+it); ``tests/infra/test_alarm_runbooks.py`` checks every alarm of a stack with every feature on
+against the page.
 """
 
 from __future__ import annotations
@@ -26,6 +35,47 @@ ALARM_PERIOD = Duration.minutes(5)
 DEFAULT_ITERATOR_AGE_THRESHOLD = Duration.hours(1)
 #: Iterator age thresholds must stay below the stream retention, or the alarm fires too late.
 STREAM_RETENTION = Duration.hours(24)
+
+#: The page that holds every alarm's runbook section (relative to the repository: no hosted
+#: documentation site yet).
+RUNBOOK_PAGE = "docs/operating.md"
+#: CloudWatch's limit on ``AlarmDescription`` (PutMetricAlarm: 0 to 1,024 characters).
+MAX_DESCRIPTION = 1024
+#: Each alarm's runbook anchor on :data:`RUNBOOK_PAGE`.
+RUNBOOK_ITERATOR_AGE = "alarm-iterator-age"
+RUNBOOK_CLEANUP_ERRORS = "alarm-cleanup-errors"
+RUNBOOK_THROTTLES = "alarm-throttles"
+RUNBOOK_ON_FAILURE_DESTINATION = "alarm-on-failure-destination"
+RUNBOOK_SKIPPED_RECORDS = "alarm-skipped-records"
+RUNBOOK_TTL_HEALTH = "alarm-ttl-health"
+RUNBOOK_EXPIRY_SWEEPER_ERRORS = "alarm-expiry-sweeper-errors"
+RUNBOOK_ORPHAN_GRANTS = "alarm-orphan-grants"
+RUNBOOK_GRANT_SWEEP_INCOMPLETE = "alarm-grant-sweep-incomplete"
+RUNBOOK_GRANT_SWEEP_ERRORS = "alarm-grant-sweep-errors"
+RUNBOOK_CLEANUP_PAUSED = "alarm-cleanup-paused"
+RUNBOOK_PAUSE_WATCH_ERRORS = "alarm-pause-watch-errors"
+RUNBOOK_CIRCUIT_BREAKER_ERRORS = "alarm-circuit-breaker-errors"
+
+
+def runbook_link(anchor: str) -> str:
+    """``docs/operating.md#<anchor>``: where an alarm's runbook section is."""
+    return f"{RUNBOOK_PAGE}#{anchor}"
+
+
+def described(text: str, anchor: str) -> str:
+    """An alarm description: ``text`` (the alarm's one meaning, causes, what to do) followed by
+    ``Runbook: docs/operating.md#<anchor>``.
+
+    Raises:
+        ValueError: the result is longer than CloudWatch's 1,024 characters.
+    """
+    description = f"{text} Runbook: {runbook_link(anchor)}"
+    if len(description) > MAX_DESCRIPTION:
+        raise ValueError(
+            f"alarm description of {len(description)} characters for #{anchor}: expected at "
+            f"most {MAX_DESCRIPTION} (CloudWatch's limit)"
+        )
+    return description
 
 
 def _alarm(
@@ -66,25 +116,40 @@ def iterator_age_alarm(
         "IteratorAgeAlarm",
         metric=metric,
         threshold=threshold.to_milliseconds(),
-        description=(
+        description=described(
             f"Session cleanup lags more than {threshold.to_human_string()} behind the stream; "
-            "records older than 24 hours leave the stream and are never cleaned."
+            "records older than 24 hours leave the stream and are never cleaned.",
+            RUNBOOK_ITERATOR_AGE,
         ),
         actions=actions,
     )
 
 
 #: What an errors alarm says when it fires, by the function it watches.
-CLEANUP_ERRORS_DESCRIPTION = (
-    "The session cleanup function failed; failed batches are retried, bisected "
-    "and finally sent to the on-failure queue."
+CLEANUP_ERRORS_DESCRIPTION = described(
+    "The session cleanup function failed as a whole (not one record); failed batches are "
+    "retried, bisected and finally sent to the on-failure destination.",
+    RUNBOOK_CLEANUP_ERRORS,
 )
-GRANT_SWEEPER_ERRORS_DESCRIPTION = (
-    "The session grant sweep could not check or retire some KMS grants; the next run retries them."
+GRANT_SWEEPER_ERRORS_DESCRIPTION = described(
+    "The session grant sweep could not check or retire some KMS grants; the next run retries them.",
+    RUNBOOK_GRANT_SWEEP_ERRORS,
 )
-SWEEPER_ERRORS_DESCRIPTION = (
+SWEEPER_ERRORS_DESCRIPTION = described(
     "The session expiry sweeper failed to delete some due sessions (or to query "
-    "its index); the next run retries them and time to live remains the backstop."
+    "its index); the next run retries them and time to live remains the backstop.",
+    RUNBOOK_EXPIRY_SWEEPER_ERRORS,
+)
+PAUSE_WATCH_ERRORS_DESCRIPTION = described(
+    "The paused-cleanup watch could not read the cleanup's event source mapping: while it "
+    "fails, a paused cleanup raises no alarm before its records leave the stream.",
+    RUNBOOK_PAUSE_WATCH_ERRORS,
+)
+CIRCUIT_BREAKER_ERRORS_DESCRIPTION = described(
+    "The session cleanup's circuit breaker could not read or change the event source mapping or "
+    "its own record (or refused a mapping whose starting position is LATEST): it may not open "
+    "on an alarm, or not resume the cleanup after a probe.",
+    RUNBOOK_CIRCUIT_BREAKER_ERRORS,
 )
 
 
@@ -115,7 +180,9 @@ def throttles_alarm(
         "ThrottlesAlarm",
         metric=function.metric_throttles(period=ALARM_PERIOD, statistic=cloudwatch.Stats.SUM),
         threshold=0,
-        description="The session cleanup function was throttled; cleanup is delayed.",
+        description=described(
+            "The session cleanup function was throttled; cleanup is delayed.", RUNBOOK_THROTTLES
+        ),
         actions=actions,
     )
 
@@ -131,8 +198,11 @@ def failure_queue_alarm(
             period=ALARM_PERIOD, statistic=cloudwatch.Stats.MAXIMUM
         ),
         threshold=0,
-        description="Session cleanup gave up on stream records; the queue holds their shard and "
-        "sequence numbers, replayable from the stream only within its 24 hour retention.",
+        description=described(
+            "Session cleanup gave up on stream records; the queue holds their shard and "
+            "sequence numbers, replayable from the stream only within its 24 hour retention.",
+            RUNBOOK_ON_FAILURE_DESTINATION,
+        ),
         actions=actions,
     )
 
@@ -178,10 +248,11 @@ def ttl_health_alarm(
         "TtlHealthAlarm",
         metric=expression,
         threshold=0,
-        description=(
+        description=described(
             f"Time to live deleted no session in {window.to_human_string()} while sessions were "
             "written: TTL values in milliseconds or not a Number, the wrong TTL attribute name, "
-            "or TTL disabled on the table. (Expected when every session is ended explicitly.)"
+            "or TTL disabled on the table. (Expected when every session is ended explicitly.)",
+            RUNBOOK_TTL_HEALTH,
         ),
         actions=actions,
     )
@@ -299,19 +370,19 @@ LOST_CLEANUP_CAUSES: tuple[str, ...] = (
 #: ``ClaimExpired`` happen in normal operation and are counted only).
 ALARMED_REFUSALS: tuple[str, ...] = contract.ALARMED_REFUSALS
 
-#: What the skipped-records alarm says, and the runbook for each cause (README and
-#: ``docs/ownership.md`` say more). At most 1,024 characters (CloudWatch's limit).
-SKIPPED_RECORDS_DESCRIPTION = (
+#: What the skipped-records alarm says, and what to do first (``docs/operating.md`` has one runbook
+#: entry per cause, ``docs/ownership.md`` more). At most 1,024 characters (CloudWatch's limit).
+SKIPPED_RECORDS_DESCRIPTION = described(
     "Session cleanup skipped work for good. RecordsSkipped NoOldImage/MissingAttributes/"
     "NoSequenceNumber: a stream or image problem. ScratchPrefixesRefused, "
     "GrantsRefused, ResourcesRefused NotOwned/Unclaimed: a removed item named a scratch prefix, "
     "grant, connection or AgentCore session its session did not own, so nothing was deleted, "
-    "retired, closed or stopped; a forged item or a writer bypassing SessionStore. Runbook: the "
+    "retired, closed or stopped; a forged item or a writer bypassing SessionStore. First: the "
     "cleanup log's 'ownership' line names each id and reason; find who wrote the item (CloudTrail "
     "data events on the table); the named resources belong to another session and stay as they "
     "are; resources the removed session did own end by their own limits (WebSocket 2 h, AgentCore "
-    "idle timeout, the grant sweep, the scratch lifecycle rule). Runbook for each cause: "
-    "docs/operating.md, skipped-records runbook."
+    "idle timeout, the grant sweep, the scratch lifecycle rule). One entry per cause.",
+    RUNBOOK_SKIPPED_RECORDS,
 )
 
 
@@ -370,12 +441,13 @@ def grant_sweep_incomplete_alarm(
         "IncompleteAlarm",
         metric=metric,
         threshold=0,
-        description=(
+        description=described(
             "The grant sweep stopped at its time guard (or a failed ListGrants) before the last "
             "grant of the key. Each run starts again from the first ListGrants page, so the "
             "grants past that point are never checked and their orphans never retired. Raise "
             "the grant sweep function's timeout (grant_sweep.function, up to 15 minutes) or "
-            "reduce the grants on the key (e.g. a grant_key per application)."
+            "reduce the grants on the key (e.g. a grant_key per application).",
+            RUNBOOK_GRANT_SWEEP_INCOMPLETE,
         ),
         actions=actions,
     )
@@ -390,11 +462,62 @@ def orphan_grants_alarm(
         "OrphanGrantsAlarm",
         metric=metric,
         threshold=0,
-        description=(
+        description=described(
             "The grant sweep retired KMS grants whose session was gone: the stream path missed "
             "those sessions (stream outage, unreplayed on-failure messages, or a crash while "
             "creating a grant). Check the iterator age and failure queue alarms; the sessions' "
-            "connections and scratch data may need the same attention."
+            "connections and scratch data may need the same attention.",
+            RUNBOOK_ORPHAN_GRANTS,
+        ),
+        actions=actions,
+    )
+
+
+# --- issue 21: a paused cleanup is loud before it is lossy ---------------------------------
+
+#: Default threshold of the paused-cleanup alarm: half the stream's 24 hour retention, so the
+#: records written since the pause still have 12 hours in the stream when it fires.
+DEFAULT_CLEANUP_PAUSED_AFTER = Duration.hours(12)
+#: One run of the pause watch (every 5 minutes): a shorter threshold cannot be told apart.
+MIN_CLEANUP_PAUSED_AFTER = Duration.minutes(5)
+
+
+def check_cleanup_paused_after(value: Duration) -> None:
+    """Reject an ``alarm_cleanup_paused_after`` below 5 minutes or not below the stream's
+    24 hour retention (the alarm would fire after the records are gone).
+
+    Raises:
+        ValueError: the message names the value and the expected range.
+    """
+    check_duration_below(
+        "alarm_cleanup_paused_after",
+        value,
+        minimum=MIN_CLEANUP_PAUSED_AFTER,
+        limit=STREAM_RETENTION,
+    )
+
+
+def cleanup_paused_alarm(
+    scope: Construct,
+    *,
+    metric: cloudwatch.IMetric,
+    threshold: Duration,
+    actions: Sequence[cloudwatch.IAlarmAction],
+) -> cloudwatch.Alarm:
+    """Maximum ``CleanupPausedSeconds`` above ``threshold`` (construct id
+    ``CleanupPausedAlarm``): the cleanup's event source mapping has been disabled that long."""
+    return _alarm(
+        scope,
+        "CleanupPausedAlarm",
+        metric=metric,
+        threshold=threshold.to_seconds(),
+        description=described(
+            f"The session cleanup has been paused (its event source mapping disabled) for more "
+            f"than {threshold.to_human_string()}: records written since the pause leave the "
+            "stream 24 hours after it and are then never cleaned; records older than "
+            "max_record_age at resume go to the on-failure destination. Resume it, or know why "
+            "not.",
+            RUNBOOK_CLEANUP_PAUSED,
         ),
         actions=actions,
     )

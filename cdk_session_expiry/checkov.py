@@ -6,12 +6,14 @@ templates as often as cdk-nag. checkov reads a resource's ``Metadata.checkov.ski
 of failed. The construct writes that list on its own resources for each check its design
 accepts, and for each check a prop closes while that prop is unset (the comment names the prop):
 
-* ``CKV_AWS_117`` (function not in a VPC), cleanup, sweeper and grant sweep: they call only AWS APIs
-  (DynamoDB Streams, API Gateway, KMS, S3, EventBridge); a VPC would add NAT or endpoints and
-  nothing to isolate.
+* ``CKV_AWS_117`` (function not in a VPC), every function (cleanup, sweeper, grant sweep, pause
+  watch, circuit breaker): they call only AWS APIs (DynamoDB Streams, API Gateway, KMS, S3,
+  EventBridge, Lambda, CloudWatch, SSM); a VPC would add NAT or endpoints and nothing to isolate.
 * ``CKV_AWS_116`` (no dead-letter queue for asynchronous invocations): the cleanup is invoked
   synchronously by its event source mapping, whose on-failure destination holds what fails; the
-  sweepers' asynchronous retries are off because their next scheduled run is the retry.
+  sweepers' and the pause watch's asynchronous retries are off because their next scheduled run
+  is the retry; the circuit breaker's alarm events are retried by Lambda and its schedule
+  re-reads its stored state.
 * ``CKV_AWS_27`` (queue not encrypted), the on-failure queue the construct creates: it has
   SQS-managed server-side encryption (``SqsManagedSseEnabled``), which checkov does not read.
 * ``CKV_AWS_119`` (table not on a customer managed key), a table the construct creates (the
@@ -22,7 +24,8 @@ accepts, and for each check a prop closes while that prop is unset (the comment 
   both.
 * ``CKV_AWS_115`` (no reserved concurrency) without ``cleanup_reserved_concurrency`` /
   ``expiry_sweep_reserved_concurrency`` (the sub-minute sweeper always reserves 1); the grant
-  sweep runs once per ``grant_sweep_interval``.
+  sweep runs once per ``grant_sweep_interval``, the pause watch once every 5 minutes; the circuit
+  breaker always reserves 1.
 
 Anything else checkov reports on the construct's resources is not explained here and fails
 this project's checkov test.
@@ -90,6 +93,17 @@ GRANT_SWEEP_CONCURRENCY = (
     "The grant sweep runs once per grant_sweep_interval (hourly by default), one invocation at a "
     "time in practice; reserving concurrency would take it from the account's pool.",
 )
+PAUSE_WATCH_CONCURRENCY = (
+    "CKV_AWS_115",
+    "The pause watch runs once every 5 minutes for well under a second; reserving concurrency "
+    "would take it from the account's pool.",
+)
+BREAKER_DLQ = (
+    "CKV_AWS_116",
+    "Invoked by EventBridge: a failed alarm event is retried by Lambda's asynchronous retries, "
+    "the 5-minute schedule re-reads the breaker's stored state, and the breaker's errors alarm "
+    "fires; a dead-letter queue would hold an alarm event nobody replays.",
+)
 
 
 def cfn_resource(construct: IConstruct) -> CfnResource:
@@ -130,6 +144,9 @@ def explain_findings(sessions: SessionExpiry) -> None:
     grant_sweep = sessions.grant_sweep
     if grant_sweep is not None:
         functions.append((grant_sweep.function, SWEEPER_DLQ, GRANT_SWEEP_CONCURRENCY))
+    functions.append((sessions.pause_watch.function, SWEEPER_DLQ, PAUSE_WATCH_CONCURRENCY))
+    if sessions.circuit_breaker is not None:  # reserved concurrency 1: CKV_AWS_115 closed
+        functions.append((sessions.circuit_breaker.function, BREAKER_DLQ, CLEANUP_CONCURRENCY))
     for function, dead_letter, concurrency in functions:
         resource = cfn_resource(function)
         skip(function, VPC)

@@ -7,8 +7,8 @@ logical IDs are a public contract): ``table`` (the session table and attribute n
 (function, role, log group, event source mapping, on-failure destination), ``targets``
 (connections, grants, scratch prefixes and their lifecycle backstop), ``agentcore``,
 ``archive``, ``fanout``, ``session_access`` (runtime layer, ``grant_session_access``),
-``alarms``, ``sweeper`` and ``grant_sweep``. Prop rules live in ``validation`` and in each
-feature's module.
+``alarms``, ``sweeper``, ``grant_sweep``, ``pause_watch`` (a paused cleanup is loud) and
+``circuit_breaker``. Prop rules live in ``validation`` and in each feature's module.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from . import (
     archive,
     assets,
     checkov,
+    circuit_breaker,
     cleanup,
     custom_steps,
     dashboard,
@@ -45,12 +46,14 @@ from . import (
     kill_switch,
     nag,
     ownership,
+    pause_watch,
     sweeper,
     targets,
     validation,
 )
 from . import alarms as alarm_defaults
 from . import table as table_unit
+from .circuit_breaker import CircuitBreakerAlarm
 from .custom_steps import CustomCleanupStep
 from .filters import CleanupEventFilter
 from .props import SessionExpiryProps
@@ -261,8 +264,10 @@ class SessionExpiry(Construct):
         cleanup_enabled: the kill switch: ``False`` disables the event source mapping. Lambda
             stops reading the stream and resumes where it stopped when enabled again; records
             older than ``max_record_age`` by then go to the on-failure destination, and the
-            stream keeps them 24 hours at most (docs: Operating it, "Kill switch"). Default:
-            ``True``.
+            stream keeps them 24 hours at most (docs: Operating it, "Kill switch"). ``False``
+            gives a synth warning saying so (``kill_switch.WARNING_CLEANUP_PAUSED``), and the
+            paused-cleanup alarm fires ``alarm_cleanup_paused_after`` after the deploy.
+            Default: ``True``.
         cleanup_dry_run: the cleanup logs and counts (``SessionsWouldBeCleaned``) what it would
             clean and changes nothing (no DeleteConnection, RetireGrant, DeleteObjects, archive
             or event); the records are consumed. Cost: one ListObjectsV2 and one ListGrants per
@@ -371,6 +376,41 @@ class SessionExpiry(Construct):
             ``EncryptionContextSubset`` constraint (``kms:GrantConstraintType``), which
             ``SessionStore.create_grant`` adds by default (the session's encryption context).
             ``False`` allows unbound grants. Default: ``True``.
+        alarm_cleanup_paused_after: the paused-cleanup alarm (``cleanup_paused_alarm``) fires
+            when the event source mapping has been disabled (``cleanup_enabled=False``, the kill
+            switch, the circuit breaker) longer than this: at least 5 minutes and less than
+            24 hours, the stream's retention. Always on: a function (``pause_watch``) reads the
+            mapping every 5 minutes (``GetEventSourceMapping``) and writes
+            ``CleanupPausedSeconds`` (now - its ``LastModified`` while ``Disabled``, 0 while
+            enabled; ``metric_cleanup_paused_seconds``). Cost: about $0.51 a month, mostly the
+            metric and two alarms (docs: Operating it, "Paused cleanup"). Default: 12 hours,
+            half the stream's retention.
+        circuit_breaker: pause the cleanup when one of ``circuit_breaker_alarms`` goes to
+            ``ALARM`` (``UpdateEventSourceMapping`` ``Enabled=false``, in place: never deleted
+            or replaced) and resume it through a half-open probe: after
+            ``circuit_breaker_cool_down``, once those alarms have left ``ALARM``, it enables the
+            mapping; an alarm within 15 minutes opens it again, none closes it. It never undoes
+            a change it did not make (the kill switch, a deploy; with ``cleanup_enabled=False``
+            it never enables), and is never forced closed: a breaker held open raises the
+            paused-cleanup alarm. Refused (``ValueError`` at synth) for a mapping whose
+            ``StartingPosition`` is ``LATEST``, which can skip records when toggled
+            (awsdocs/aws-lambda-developer-guide#487). Adds ``Sessions/CircuitBreaker``
+            (``circuit_breaker``): an SSM parameter holding its state, a function with reserved
+            concurrency 1, an EventBridge rule on the alarms' state changes and one every
+            5 minutes, an errors alarm and the metric ``CircuitBreakerState`` (on the
+            dashboard). Cost: about $0.41 a month (docs: Operating it, "Circuit breaker").
+            Default: ``False``.
+        circuit_breaker_alarms: the alarms that open the breaker
+            (:class:`CircuitBreakerAlarm`): ``ERRORS``, ``FAILURE_DESTINATION``, ``THROTTLES``,
+            ``SKIPPED_RECORDS`` (needs ``alarm_skipped_records``) and ``ITERATOR_AGE``, which
+            only opens a closed breaker and is refused alone (``ValueError``: iterator age rises
+            while the cleanup is paused and would hold the breaker open). Only with
+            ``circuit_breaker``. Default: ``[ERRORS, FAILURE_DESTINATION]``, the cleanup's
+            failures.
+        circuit_breaker_cool_down: how long the breaker stays open before its probe, whole
+            seconds, at least 5 minutes and less than ``alarm_cleanup_paused_after`` and
+            ``max_record_age`` (a later probe would send every waiting record to the on-failure
+            destination). Only with ``circuit_breaker``. Default: 15 minutes.
 
     Raises:
         PropTypeError: a prop of the wrong type (e.g. ``batch_size="100"`` or
@@ -449,6 +489,10 @@ class SessionExpiry(Construct):
         grant_operations: Sequence[str] | None = None,
         grant_grantees: Sequence[iam.IRole] | None = None,
         bind_grants_to_session: bool = True,
+        alarm_cleanup_paused_after: Duration | None = None,
+        circuit_breaker: bool = False,
+        circuit_breaker_alarms: Sequence[CircuitBreakerAlarm] | None = None,
+        circuit_breaker_cool_down: Duration | None = None,
     ) -> None:
         validation.check_prop_types(locals())
         props = SessionExpiryProps.of(locals())
@@ -471,6 +515,8 @@ class SessionExpiry(Construct):
         self._add_expiry_sweeper(props)
         self._add_grant_sweep(props)
         self._add_ttl_health_alarm(props)
+        self._add_pause_watch(props)
+        self._add_circuit_breaker(props)
 
     def _finish(self, props: SessionExpiryProps) -> None:
         """What reads the finished resources: cdk-nag acknowledgements, hardening, checkov."""
@@ -507,6 +553,15 @@ class SessionExpiry(Construct):
             event_filter=props.event_filter,
         )
         alarm_defaults.check_iterator_age_threshold(props.alarm_iterator_age_threshold)
+        alarm_defaults.check_cleanup_paused_after(props.alarm_cleanup_paused_after)
+        self._breaker_alarms = circuit_breaker.check_circuit_breaker_props(
+            enabled=props.circuit_breaker,
+            alarms=props.circuit_breaker_alarms,
+            cool_down=props.circuit_breaker_cool_down,
+            paused_after=props.alarm_cleanup_paused_after,
+            max_record_age=props.max_record_age,
+            skipped_records_alarm=props.alarm_skipped_records,
+        )
         if props.expiry_sweep_interval is not None:
             sweeper.check_sweep_interval(props.expiry_sweep_interval)
         validation.check_filter_with_sweeper(props.event_filter, props.expiry_sweep_interval)
@@ -734,6 +789,12 @@ class SessionExpiry(Construct):
         self.event_source_mapping_id_output = kill_switch.mapping_id_output(
             self, self.event_source_mapping
         )
+        kill_switch.warn_when_paused(
+            self,
+            cleanup_enabled=props.cleanup_enabled,
+            max_record_age=props.max_record_age,
+            paused_after=props.alarm_cleanup_paused_after,
+        )
 
     def _add_session_access(self) -> None:
         self._session_access = SessionAccess(
@@ -854,6 +915,40 @@ class SessionExpiry(Construct):
         )
         self.alarms.append(self.ttl_health_alarm)
 
+    def _add_pause_watch(self, props: SessionExpiryProps) -> None:
+        #: The pause watch (always on): ``CleanupPausedSeconds`` every 5 minutes, its alarm.
+        self.pause_watch = pause_watch.PauseWatch(
+            self,
+            "PauseWatch",
+            mapping=self.event_source_mapping,
+            paused_after=props.alarm_cleanup_paused_after,
+            log_retention=props.cleanup_log_retention,
+            metrics_namespace=props.metrics_namespace,
+            alarm_actions=props.actions,
+        )
+        #: The event source mapping has been disabled longer than ``alarm_cleanup_paused_after``.
+        self.cleanup_paused_alarm = self.pause_watch.paused_alarm
+        self.alarms += [self.cleanup_paused_alarm, self.pause_watch.errors_alarm]
+
+    def _add_circuit_breaker(self, props: SessionExpiryProps) -> None:
+        #: The circuit breaker (``circuit_breaker``), or ``None`` when it is off.
+        self.circuit_breaker: circuit_breaker.CircuitBreaker | None = None
+        if not props.circuit_breaker:
+            return
+        chosen = {member: getattr(self, member.value) for member in self._breaker_alarms}
+        self.circuit_breaker = circuit_breaker.CircuitBreaker(
+            self,
+            "CircuitBreaker",
+            mapping=self.event_source_mapping,
+            alarms=chosen,
+            cool_down=props.circuit_breaker_cool_down or circuit_breaker.DEFAULT_COOL_DOWN,
+            cleanup_enabled=props.cleanup_enabled,
+            log_retention=props.cleanup_log_retention,
+            metrics_namespace=props.metrics_namespace,
+            alarm_actions=props.actions,
+        )
+        self.alarms.append(self.circuit_breaker.errors_alarm)
+
     # --- public API -------------------------------------------------------------------------
 
     @property
@@ -957,6 +1052,12 @@ class SessionExpiry(Construct):
         return self.table.metric(
             "TimeToLiveDeletedItemCount", **{"statistic": cloudwatch.Stats.SUM, **options}
         )
+
+    def metric_cleanup_paused_seconds(self, **options: Any) -> cloudwatch.Metric:
+        """``CleanupPausedSeconds`` (embedded metric, seconds), Maximum over 5 minutes by default:
+        how long the event source mapping has been ``Disabled``/``Disabling`` (0 while enabled),
+        written every 5 minutes by ``pause_watch``; dimension ``EventSourceMappingUUID``."""
+        return self.pause_watch.metric_cleanup_paused_seconds(**options)
 
     def metric_sessions_cleaned(self, *, reason: str, **options: Any) -> cloudwatch.Metric:
         """``SessionsCleaned`` (embedded metric) for one ``reason``, Sum by default.

@@ -20,7 +20,10 @@ name, so the widgets and the runtime cannot disagree on names or dimensions:
 10. sweeper and backstop: sessions deleted by time to live (``TimeToLiveDeletedItemCount``) and,
     with the expiry sweeper, sessions swept / skipped / failed;
 11. with the expiry sweeper, expiry to sweep of swept sessions, p50 / p99 / maximum
-    (``SweepLagSeconds``; the cleanup follows within the stream's delivery time).
+    (``SweepLagSeconds``; the cleanup follows within the stream's delivery time);
+12. how long the cleanup has been paused (``CleanupPausedSeconds``, with the paused-cleanup
+    alarm's threshold as a line) and, with ``circuit_breaker``, the breaker's state on the right
+    axis (``CircuitBreakerState``: 0 closed, 1 half-open, 2 open).
 
 Embedded metrics exist only once the runtime emitted them: a line with no data is a reason,
 action or cause that has not happened yet.
@@ -110,6 +113,7 @@ def widgets(
                 ],
             )
         )
+    graphs.append(_paused_graph(sessions, period))
     status = cloudwatch.AlarmStatusWidget(
         title="Session expiry alarms", alarms=list(sessions.alarms), width=24, height=4
     )
@@ -136,6 +140,26 @@ def add_dashboard(
 
 def _graph(title: str, metrics: list[cloudwatch.IMetric]) -> cloudwatch.GraphWidget:
     return cloudwatch.GraphWidget(title=title, left=metrics, width=_WIDTH, height=_HEIGHT)
+
+
+def _paused_graph(sessions: SessionExpiry, period: Duration) -> cloudwatch.GraphWidget:
+    """``CleanupPausedSeconds`` against the alarm's threshold; the breaker's state beside it."""
+    breaker = sessions.circuit_breaker
+    right: list[cloudwatch.IMetric] = []
+    if breaker is not None:
+        right.append(
+            breaker.metric_circuit_breaker_state(
+                period=period, label="circuit breaker (0 closed, 1 half-open, 2 open)"
+            )
+        )
+    return cloudwatch.GraphWidget(
+        title="Cleanup paused (seconds)" + (" and circuit breaker" if breaker else ""),
+        left=[sessions.metric_cleanup_paused_seconds(period=period, label="paused")],
+        left_annotations=[sessions.cleanup_paused_alarm.to_annotation()],
+        right=right,
+        width=_WIDTH,
+        height=_HEIGHT,
+    )
 
 
 def _refused_graph(sessions: SessionExpiry, period: Duration) -> cloudwatch.GraphWidget:

@@ -95,9 +95,10 @@ def delivered_alarm(
     alarm = cloudwatch.Alarm(
         scope,
         "FailureDestinationAlarm",
-        alarm_description=(
+        alarm_description=alarm_defaults.described(
             "Records went to the S3 on-failure destination: the cleanup gave up on them. "
-            "Replay with python -m session_expiry_runtime.replay --bucket ... --key ..."
+            "Replay with python -m session_expiry_runtime.replay --bucket ... --key ...",
+            alarm_defaults.RUNBOOK_ON_FAILURE_DESTINATION,
         ),
         metric=metric_delivered(mapping),
         threshold=1,

@@ -1,12 +1,13 @@
 """Props that close checkov's findings on the construct's functions and log groups.
 
 * ``function_encryption_key``: a customer managed KMS key that encrypts the environment
-  variables of the cleanup, sweeper and grant sweep functions (``KmsKeyArn``; their roles get
-  ``kms:Decrypt`` on it) and their log groups (``KmsKeyId``). CloudWatch Logs uses the key
-  only if the key policy lets the service principal ``logs.<region>.amazonaws.com`` use it for
-  this account's log groups (Amazon CloudWatch Logs User Guide, "Encrypt log data in CloudWatch
-  Logs using AWS KMS"); for a ``kms.Key`` of this app the statement is added, for an imported
-  key a synth warning says to add it. Closes ``CKV_AWS_173`` and ``CKV_AWS_158``.
+  variables of the cleanup, sweeper, grant sweep, pause watch and circuit breaker functions
+  (``KmsKeyArn``; their roles get ``kms:Decrypt`` on it) and their log groups (``KmsKeyId``).
+  CloudWatch Logs uses the key only if the key policy lets the service principal
+  ``logs.<region>.amazonaws.com`` use it for this account's log groups (Amazon CloudWatch Logs
+  User Guide, "Encrypt log data in CloudWatch Logs using AWS KMS"); for a ``kms.Key`` of this
+  app the statement is added, for an imported key a synth warning says to add it. Closes
+  ``CKV_AWS_173`` and ``CKV_AWS_158``.
 * ``cleanup_reserved_concurrency``: reserved concurrency of the cleanup function. The event
   source mapping runs at most one invocation per shard and ``parallelization_factor``; a value
   below that throttles the cleanup (the iterator age alarm shows it). Closes ``CKV_AWS_115``.
@@ -86,6 +87,9 @@ def apply(
     grant_sweep = sessions.grant_sweep
     if grant_sweep is not None:
         functions.append((grant_sweep.function, None))
+    functions.append((sessions.pause_watch.function, None))
+    if sessions.circuit_breaker is not None:
+        functions.append((sessions.circuit_breaker.function, None))  # reserves 1 itself
     for function, concurrency in functions:
         resource = function.node.default_child
         assert isinstance(resource, lambda_.CfnFunction)

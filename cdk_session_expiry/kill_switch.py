@@ -1,19 +1,49 @@
-"""The kill switch without a deploy: the cleanup's event source mapping id, as a stack output.
+"""The kill switch: the cleanup's event source mapping id as a stack output, and the synth
+warning of a cleanup deployed paused.
 
 ``cleanup_enabled=False`` needs a deploy; in an incident the operator disables the mapping in
 place instead (``aws lambda update-event-source-mapping --uuid UUID --no-enabled``, or
 ``python -m session_expiry_runtime.kill_switch disable --uuid UUID``) and needs its UUID: the
 construct exposes it as ``event_source_mapping_id`` and as this stack output.
+
+Deploying ``cleanup_enabled=False`` is a pause with a deadline: the stream keeps records
+24 hours, so synth warns (:func:`warn_when_paused`) with the dates that matter.
 """
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput
+from aws_cdk import Annotations, CfnOutput, Duration
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from . import validation
+
 #: Construct id of the output (its logical id is derived from the construct's path).
 OUTPUT_ID = "CleanupEventSourceMappingId"
+#: Id of the synth warning of :func:`warn_when_paused` (acknowledge it with
+#: ``Annotations.of(scope).acknowledge_warning(WARNING_CLEANUP_PAUSED)``).
+WARNING_CLEANUP_PAUSED = "cdk-session-expiry:cleanupPaused"
+
+
+def warn_when_paused(
+    scope: Construct, *, cleanup_enabled: bool, max_record_age: Duration, paused_after: Duration
+) -> None:
+    """A synth warning when ``cleanup_enabled`` is ``False``: the mapping is deployed disabled,
+    records age out of the stream 24 hours after the pause, those older than ``max_record_age``
+    at resume go to the on-failure destination, and the paused-cleanup alarm fires after
+    ``paused_after``."""
+    if cleanup_enabled:
+        return
+    Annotations.of(scope).add_warning_v2(
+        WARNING_CLEANUP_PAUSED,
+        "cleanup_enabled=False: the event source mapping is deployed disabled and nothing is "
+        "cleaned. The stream keeps records 24 hours: records written from the pause on age out "
+        "of the stream 24 hours after it and are then never cleaned; resumed after "
+        f"max_record_age ({validation.shown(max_record_age)}), the older ones go to the "
+        "on-failure destination instead (replay them within the 24 hours). The paused-cleanup "
+        f"alarm fires after {validation.shown(paused_after)}. Resume with cleanup_enabled=True "
+        "(docs/operating.md#kill-switch).",
+    )
 
 
 def mapping_id_output(scope: Construct, mapping: lambda_.EventSourceMapping) -> CfnOutput:

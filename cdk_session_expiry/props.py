@@ -25,6 +25,7 @@ from aws_cdk import aws_sqs as sqs
 
 from . import agentcore
 from . import alarms as alarm_defaults
+from .circuit_breaker import CircuitBreakerAlarm
 from .custom_steps import CustomCleanupStep
 from .filters import CleanupEventFilter
 
@@ -35,6 +36,7 @@ _DURATION_DEFAULTS = {
     "cleanup_timeout": DEFAULT_CLEANUP_TIMEOUT,
     "max_record_age": DEFAULT_MAX_RECORD_AGE,
     "alarm_iterator_age_threshold": alarm_defaults.DEFAULT_ITERATOR_AGE_THRESHOLD,
+    "alarm_cleanup_paused_after": alarm_defaults.DEFAULT_CLEANUP_PAUSED_AFTER,
 }
 
 
@@ -103,6 +105,10 @@ class SessionExpiryProps:
     grant_operations: Sequence[str] | None
     grant_grantees: Sequence[iam.IRole] | None
     bind_grants_to_session: bool
+    alarm_cleanup_paused_after: Duration
+    circuit_breaker: bool
+    circuit_breaker_alarms: Sequence[CircuitBreakerAlarm] | None
+    circuit_breaker_cool_down: Duration | None
 
     @classmethod
     def of(cls, given: Mapping[str, object]) -> SessionExpiryProps:

@@ -60,6 +60,17 @@ def _alarm_actions(value: object) -> bool:
     )
 
 
+def _breaker_alarms(value: object) -> bool:
+    # Imported here: circuit_breaker imports this module.
+    from .circuit_breaker import CircuitBreakerAlarm
+
+    return (
+        isinstance(value, Sequence)
+        and not isinstance(value, (str, bytes))
+        and all(isinstance(a, CircuitBreakerAlarm) for a in value)
+    )
+
+
 def _whole_number(value: object) -> bool:
     # bool is an int in Python, but True is no batch size; a CDK number token is a float.
     if isinstance(value, bool):
@@ -136,6 +147,13 @@ PROP_TYPES: Mapping[str, tuple[str, Callable[[object], bool]]] = {
     ),
     "max_session_lifetime": _DURATION,
     "bind_grants_to_session": _BOOL,
+    "alarm_cleanup_paused_after": _DURATION,
+    "circuit_breaker": _BOOL,
+    "circuit_breaker_alarms": (
+        "a list of CircuitBreakerAlarm, e.g. [CircuitBreakerAlarm.ERRORS]",
+        _breaker_alarms,
+    ),
+    "circuit_breaker_cool_down": _DURATION,
 }
 
 

@@ -25,6 +25,7 @@ SHARED_PREFIXES = (
     "ACTION_",
     "CAUSE_",
     "REFUSAL_",
+    "BREAKER_",
 )
 SHARED_NAMES = sorted(n for n in dir(infra) if n.startswith(SHARED_PREFIXES))
 PACKAGE = Path(infra.__file__).resolve().parent
@@ -50,8 +51,18 @@ def test_every_runtime_name_is_known_to_the_construct() -> None:
     assert runtime_names - set(SHARED_NAMES) == set()
 
 
-def test_cleanup_handler_exists_in_the_runtime_package() -> None:
-    module, function = infra.CLEANUP_HANDLER.rsplit(".", 1)
+@pytest.mark.parametrize(
+    "handler",
+    [
+        infra.CLEANUP_HANDLER,
+        infra.SWEEPER_HANDLER,
+        infra.GRANT_SWEEPER_HANDLER,
+        infra.PAUSE_WATCH_HANDLER,
+        infra.CIRCUIT_BREAKER_HANDLER,
+    ],
+)
+def test_cleanup_handler_exists_in_the_runtime_package(handler: str) -> None:
+    module, function = handler.rsplit(".", 1)
     path = infra.runtime_package_dir().parent.joinpath(*module.split(".")).with_suffix(".py")
     tree = ast.parse(path.read_text())
     assert function in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}

@@ -233,6 +233,33 @@ REFUSAL_CLAIM_EXPIRED = "ClaimExpired"
 #: Reading, marking or releasing ownership records failed (the record fails and is retried).
 ACTION_OWNERSHIP = "Ownership"
 
+# --- a paused cleanup is loud; the circuit breaker (issue 21; same values on both sides) -----
+#: The cleanup's event source mapping (its UUID), read by the pause watch and the breaker.
+ENV_EVENT_SOURCE_MAPPING_UUID = "SESSION_EXPIRY_EVENT_SOURCE_MAPPING_UUID"
+#: Seconds the mapping has been ``Disabled``/``Disabling`` (now - ``LastModified``), 0 while it
+#: is enabled; Maximum alarmed above ``alarm_cleanup_paused_after`` (see :mod:`.pause_watch`).
+METRIC_CLEANUP_PAUSED_SECONDS = "CleanupPausedSeconds"
+#: The circuit breaker's state: :data:`BREAKER_CLOSED`, :data:`BREAKER_HALF_OPEN` or
+#: :data:`BREAKER_OPEN` (see :mod:`.circuit_breaker`).
+METRIC_CIRCUIT_BREAKER_STATE = "CircuitBreakerState"
+#: Dimension of both metrics: the mapping's UUID (AWS/Lambda's name for it).
+DIMENSION_EVENT_SOURCE_MAPPING = "EventSourceMappingUUID"
+BREAKER_CLOSED = 0
+BREAKER_HALF_OPEN = 1
+BREAKER_OPEN = 2
+#: The SSM parameter (a String) holding the breaker's record (JSON).
+ENV_BREAKER_STATE_PARAMETER = "SESSION_EXPIRY_BREAKER_STATE_PARAMETER"
+#: JSON list of the names of the alarms whose ALARM opens the breaker.
+ENV_BREAKER_ALARMS = "SESSION_EXPIRY_BREAKER_ALARMS"
+#: JSON list of those names that only open a closed breaker (the iterator age alarm: it rises
+#: after any pause, so it says nothing during a cool-down or a probe).
+ENV_BREAKER_CLOSED_ONLY_ALARMS = "SESSION_EXPIRY_BREAKER_CLOSED_ONLY_ALARMS"
+ENV_BREAKER_COOL_DOWN_SECONDS = "SESSION_EXPIRY_BREAKER_COOL_DOWN_SECONDS"
+ENV_BREAKER_PROBE_SECONDS = "SESSION_EXPIRY_BREAKER_PROBE_SECONDS"
+#: ``"false"`` when the construct deploys the mapping disabled (``cleanup_enabled=False``): the
+#: breaker then never enables it.
+ENV_CLEANUP_ENABLED = "SESSION_EXPIRY_CLEANUP_ENABLED"
+
 
 def _is_url(value: str, schemes: tuple[str, ...]) -> bool:
     scheme, sep, rest = value.partition("://")

@@ -24,9 +24,14 @@ CLI::
     python -m session_expiry_runtime.kill_switch enable  (--uuid UUID | --function NAME)
     python -m session_expiry_runtime.kill_switch status  (--uuid UUID | --function NAME)
 
-Prints one JSON line (uuid, state, function, stream, last modified); waits until the mapping's
-``State`` is ``Disabled``/``Enabled`` (it passes through ``Disabling``/``Enabling``), at most
-``--wait`` seconds. Exit status: 0 the mapping is in the requested state; 1 still changing after
+Prints one JSON line (uuid, state, function, stream, last modified) and, while the mapping is
+paused, its deadlines (:func:`session_expiry_runtime.pause_watch.deadlines`):
+``streamRetentionDeadline`` (``LastModified`` + 24 hours: records written since the pause start
+to leave the stream) and ``maxRecordAgeDeadline`` (``LastModified`` + the mapping's
+``MaximumRecordAgeInSeconds``: resumed later, those records go to the on-failure destination
+instead of the cleanup), with the same in words on stderr. Waits until the mapping's ``State``
+is ``Disabled``/``Enabled`` (it passes through ``Disabling``/``Enabling``), at most ``--wait``
+seconds. Exit status: 0 the mapping is in the requested state; 1 still changing after
 ``--wait``; 2 could not run (unknown mapping or function, no permission). The credentials need
 ``lambda:UpdateEventSourceMapping`` and ``lambda:GetEventSourceMapping`` (and
 ``lambda:ListEventSourceMappings`` with ``--function``).
@@ -43,6 +48,8 @@ from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
+
+from .pause_watch import deadlines
 
 EXIT_DONE = 0
 EXIT_STILL_CHANGING = 1
@@ -82,7 +89,8 @@ def find_mapping(lambda_client: Any, function_name: str) -> str:
 
 
 def summary(mapping: dict[str, Any]) -> dict[str, Any]:
-    """The fields an operator needs from a ``GetEventSourceMapping`` answer (JSON-ready)."""
+    """The fields an operator needs from a ``GetEventSourceMapping`` answer (JSON-ready), with
+    the pause's :func:`~session_expiry_runtime.pause_watch.deadlines` (``None`` while enabled)."""
     return {
         "uuid": mapping.get("UUID"),
         "state": mapping.get("State"),
@@ -90,7 +98,28 @@ def summary(mapping: dict[str, Any]) -> dict[str, Any]:
         "stream": mapping.get("EventSourceArn"),
         "lastModified": str(mapping.get("LastModified")),
         "stateTransitionReason": mapping.get("StateTransitionReason"),
+        **deadlines(mapping),
     }
+
+
+def deadline_note(state: dict[str, Any]) -> str | None:
+    """The deadlines of a :func:`summary` in words, or ``None`` when the mapping is not paused."""
+    since = state.get("pausedSince")
+    if since is None:
+        return None
+    note = (
+        f"paused since {since}: records written since then start to leave the stream at "
+        f"{state['streamRetentionDeadline']} (24-hour retention; records the cleanup had not "
+        "reached at the pause leave it earlier)"
+    )
+    if state.get("maxRecordAgeDeadline"):
+        note += (
+            f"; resumed after {state['maxRecordAgeDeadline']} (max_record_age, "
+            f"{state['maximumRecordAgeSeconds']} s), the records older than that go to the "
+            "on-failure destination instead of the cleanup: replay them before they leave "
+            "the stream"
+        )
+    return note + "."
 
 
 def switch(
@@ -146,6 +175,9 @@ def _parser() -> argparse.ArgumentParser:
             "'Sessions')):\n"
             f"  {FIND_UUID}\n"
             "or pass --function with the cleanup function's name instead.\n\n"
+            "while paused, the JSON line gives streamRetentionDeadline (records start to\n"
+            "leave the stream: LastModified + 24 h) and maxRecordAgeDeadline (resumed later,\n"
+            "records go to the on-failure destination: LastModified + max_record_age).\n\n"
             "exit status: 0 the mapping is in the requested state; 1 still changing after\n"
             "--wait; 2 could not run. Before the next deploy, set the construct's\n"
             "cleanup_enabled to match (documentation: Operating it, Kill switch;\n"
@@ -181,6 +213,9 @@ def main(argv: Iterable[str] | None = None, session: boto3.session.Session | Non
         sys.stderr.write(f"kill_switch: {type(exc).__name__}: {exc}\n")
         return EXIT_COULD_NOT_RUN
     sys.stdout.write(json.dumps(state, sort_keys=True) + "\n")
+    note = deadline_note(state)
+    if note is not None:
+        sys.stderr.write(f"kill_switch: {note}\n")
     return EXIT_DONE if settled else EXIT_STILL_CHANGING
 
 

@@ -205,3 +205,30 @@ class MetricsRecorder:
             self._counts.clear()
             self._values.clear()
         return docs
+
+
+def gauge_document(
+    namespace: str,
+    name: str,
+    value: float,
+    *,
+    unit: str,
+    dimensions: dict[str, str],
+    timestamp_ms: int,
+) -> dict[str, Any]:
+    """One EMF document holding one value of one metric under ``dimensions`` (all of them one
+    dimension set): what a scheduled check writes once per run (the pause watch, the breaker)."""
+    return {
+        "_aws": {
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": namespace,
+                    "Dimensions": [sorted(dimensions)],
+                    "Metrics": [{"Name": name, "Unit": unit}],
+                }
+            ],
+        },
+        **dimensions,
+        name: value,
+    }

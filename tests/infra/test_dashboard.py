@@ -153,7 +153,7 @@ def test_sweeper_and_ttl_deletions_and_sweep_lag(with_sweeper: Board) -> None:
 def test_alarm_status_lists_every_alarm(with_sweeper: Board) -> None:
     (status,) = [w for w in with_sweeper.body["widgets"] if w["type"] == "alarm"]
     alarms = status["properties"]["alarms"]
-    assert len(alarms) == len(with_sweeper.sessions.alarms) == 6
+    assert len(alarms) == len(with_sweeper.sessions.alarms) == 8
     ids = {
         with_sweeper.stack.get_logical_id(a.node.default_child)
         for a in with_sweeper.sessions.alarms

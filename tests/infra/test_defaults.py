@@ -68,6 +68,17 @@ def test_logical_ids_are_pinned(synth: Synth) -> None:
             "SessionsThrottlesAlarm508049F5",
             "SessionsFailureQueueAlarm9D727584",
             "SessionsSkippedRecordsAlarmA74503EA",
+            # The pause watch (issue 21), always on.
+            "SessionsPauseWatchLogGroup91BFD4E4",
+            "SessionsPauseWatchRole0C79469A",
+            "SessionsPauseWatchRoleDefaultPolicy1CEAAEED",
+            "SessionsPauseWatchFunctionA3B87995",
+            "SessionsPauseWatchFunctionEventInvokeConfigE93493CD",
+            "SessionsPauseWatchSchedule5B906267",
+            "SessionsPauseWatchScheduleAllowEventRuleTest"
+            "SessionsPauseWatchFunction6C2649EB14D4585E",
+            "SessionsPauseWatchCleanupPausedAlarm3A840418",
+            "SessionsPauseWatchErrorsAlarm4709D962",
         ]
     )
 
@@ -141,7 +152,7 @@ def test_cleanup_function_defaults(synth: Synth) -> None:
 
 
 def test_cleanup_environment_holds_only_what_the_runtime_reads(synth: Synth) -> None:
-    (function,) = resources_of(synth.json, "AWS::Lambda::Function").values()
+    function = synth.json["Resources"]["SessionsCleanupFunction40CF4160"]
     names = set(function["Properties"]["Environment"]["Variables"])
     contract_names = {getattr(contract, n) for n in dir(contract) if n.startswith("ENV_")}
     assert names <= contract_names
@@ -160,7 +171,7 @@ def test_cleanup_log_group_has_bounded_retention(synth: Synth) -> None:
 
 
 def test_cleanup_code_asset_has_the_handler_package_at_its_root(synth: Synth) -> None:
-    (function,) = resources_of(synth.json, "AWS::Lambda::Function").values()
+    function = synth.json["Resources"]["SessionsCleanupFunction40CF4160"]
     root = asset_dir(synth.outdir, function["Properties"]["Code"])
     assert (root / "session_expiry_runtime" / "handler.py").is_file()
     assert (root / "session_expiry_runtime" / "config.py").is_file()
@@ -189,7 +200,7 @@ def test_runtime_layer(synth: Synth) -> None:
     root = asset_dir(synth.outdir, layer["Properties"]["Content"])
     assert (root / "python" / "session_expiry_runtime" / "store.py").is_file()
     assert sorted(p.name for p in root.iterdir()) == ["python"]
-    (function,) = resources_of(synth.json, "AWS::Lambda::Function").values()
+    function = synth.json["Resources"]["SessionsCleanupFunction40CF4160"]
     assert layer["Properties"]["Content"]["S3Key"] != function["Properties"]["Code"]["S3Key"]
 
 
@@ -361,7 +372,10 @@ def test_attributes(synth: Synth) -> None:
         s.throttles_alarm,
         s.failure_queue_alarm,
         s.skipped_records_alarm,
+        s.cleanup_paused_alarm,
+        s.pause_watch.errors_alarm,
     ]
+    assert s.circuit_breaker is None
     assert synth.stack.resolve(s.retiring_principal_arn) == _arn("SessionsCleanupRole463B4A5E")
     assert synth.logical_id(s.event_source_mapping) == "SessionsCleanupEventSourceMappingE8202608"
 

@@ -54,7 +54,7 @@ def test_cleanup_enabled_false_disables_only_the_mapping(synth: Synth) -> None:
         "FunctionResponseTypes",
     ):
         assert paused[name] == default[name]
-    assert len(synth.paused.alarms) == 5
+    assert len(synth.paused.alarms) == 7
 
 
 def test_dry_run_off_by_default(synth: Synth) -> None:

@@ -22,7 +22,7 @@ from aws_cdk import aws_sqs as sqs
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
-from cdk_session_expiry import CLEANUP_RUNTIME, SessionExpiry, nag
+from cdk_session_expiry import CLEANUP_RUNTIME, CircuitBreakerAlarm, SessionExpiry, nag
 
 from .helpers import REPO
 
@@ -99,6 +99,13 @@ def everything(stack: Stack) -> SessionExpiry:
         agent_runtime="arn:aws:bedrock-agentcore:eu-west-1:123456789012:runtime/agent-a1B2c3D4e5",
         code_interpreter="team_ci-Z9y8X7w6V5",
         browser="web-Q1w2E3r4T5",
+        circuit_breaker=True,
+        circuit_breaker_alarms=[
+            CircuitBreakerAlarm.ERRORS,
+            CircuitBreakerAlarm.FAILURE_DESTINATION,
+            CircuitBreakerAlarm.SKIPPED_RECORDS,
+            CircuitBreakerAlarm.ITERATOR_AGE,
+        ],
     )
     sessions.grant_session_access(_function(stack, "Connect"))
     return sessions
@@ -134,6 +141,7 @@ def failure_bucket_and_own_table(stack: Stack) -> SessionExpiry:
         expiry_sweep_interval=Duration.minutes(1),
         failure_destination_bucket=_clean_bucket(stack, "Failures", own["logs"]),
         # not TTL_DELETES_ONLY: rejected with the sweeper and the session store (test_guards)
+        circuit_breaker=True,  # the S3 destination's alarm opens it
     )
     sessions.grant_session_access(_function(stack, "Connect"))
     sessions.grant_session_access(_function(stack, "Message"))

@@ -113,7 +113,7 @@ def test_off_by_default(synth: Synth) -> None:
     assert synth.off.expiry_sweeper is None
     assert synth.off.node.try_find_child("ExpirySweeper") is None
     assert "GlobalSecondaryIndexes" not in synth.props(synth.off.table)
-    assert len(synth.off.alarms) == 5
+    assert len(synth.off.alarms) == 7  # 5 + the pause watch's paused and errors alarms
     env = synth.off.session_environment()
     assert contract.ENV_SWEEP_SHARD_ATTRIBUTE not in env
     handlers = [
@@ -121,7 +121,7 @@ def test_off_by_default(synth: Synth) -> None:
         for path, r in resources_of(synth.json, "AWS::Lambda::Function").items()
         if path.startswith("Off")
     ]
-    assert handlers == [contract.CLEANUP_HANDLER]
+    assert handlers == [contract.CLEANUP_HANDLER, contract.PAUSE_WATCH_HANDLER]
 
 
 # --- on: new table --------------------------------------------------------------------------
@@ -239,7 +239,7 @@ def test_errors_alarm_is_in_alarms_with_the_actions(synth: Synth) -> None:
     sw = synth.on.expiry_sweeper
     assert sw is not None
     assert sw.errors_alarm in synth.on.alarms
-    assert len(synth.on.alarms) == 6
+    assert len(synth.on.alarms) == 8
     props = synth.props(sw.errors_alarm)
     assert props["MetricName"] == "Errors"
     assert props["Dimensions"] == [

@@ -71,14 +71,14 @@ def _table_metric(name: str, table: Any, period: int) -> dict[str, Any]:
 def test_off_by_default(synth: Synth) -> None:
     assert synth.off.ttl_health_alarm is None
     assert synth.off.node.try_find_child("TtlHealthAlarm") is None
-    assert len(synth.off.alarms) == 5
+    assert len(synth.off.alarms) == 7  # 5 + the pause watch's paused and errors alarms
 
 
 def test_alarm_when_ttl_deletes_nothing_while_sessions_are_written(synth: Synth) -> None:
     alarm = synth.on.ttl_health_alarm
     assert alarm is not None
     assert alarm in synth.on.alarms
-    assert len(synth.on.alarms) == 6
+    assert len(synth.on.alarms) == 8
     table = {"Ref": synth.id(synth.on.table)}
     props = synth.props(alarm)
     assert props["Metrics"] == [
@@ -125,7 +125,7 @@ def test_with_the_sweeper_swept_sessions_count_as_deletions(synth: Synth) -> Non
         },
         "ReturnData": False,
     }
-    assert len(synth.swept.alarms) == 7  # 5 + sweeper errors + TTL health
+    assert len(synth.swept.alarms) == 9  # 7 + sweeper errors + TTL health
 
 
 def test_imported_table_by_name(synth: Synth) -> None:
