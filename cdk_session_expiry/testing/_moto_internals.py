@@ -23,6 +23,9 @@ Internals used, and why:
 * ``moto.apigatewaymanagementapi.models.ApiGatewayManagementApiBackend.connections`` —
   moto's GetConnection and PostToConnection *create* a connection that does not exist, so
   the API cannot tell whether a connection is open; the registry is read directly instead.
+* ``moto.dynamodb.models.DynamoDBBackend.transact_write_items`` — it deep-copies a whole table
+  per action as its backup; :mod:`._moto_transactions` backs up only the items the actions name
+  (and the stream's length), so ownership marks and session creates stay fast.
 * ``moto.server.ThreadedMotoServer._server`` (a werkzeug ``BaseWSGIServer`` whose ``app`` every
   request goes through) — fault injection (:meth:`LocalEmulator.inject_fault`) wraps that WSGI
   application, so chosen requests fail like AWS answers an error, before moto sees them.
@@ -146,6 +149,9 @@ def check_moto_internals() -> None:
     backend = _connections_backend_dict()["123456789012"]["us-east-1"]
     if not isinstance(getattr(backend, "connections", None), Mapping):
         raise _fail("ApiGatewayManagementApiBackend.connections", "is not a mapping")
+    from cdk_session_expiry.testing import _moto_transactions
+
+    _moto_transactions.check()
 
 
 def _no_delivery(self: Any, function_arn: str, items: list[Any], source: str) -> None:

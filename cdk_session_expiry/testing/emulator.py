@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from cdk_session_expiry.testing import _moto_internals
+from cdk_session_expiry.testing import _moto_internals, _moto_transactions
 from cdk_session_expiry.testing.agentcore import AgentCoreSessions
 
 #: Account and Region the emulator answers for (moto's default account).
@@ -104,10 +104,10 @@ class _FaultInjector:
             with _KMS_LOCK:
                 return self.app(environ, start_response)
         if target.startswith(_DYNAMODB_TARGET_PREFIX):
-            # moto's TransactWriteItems deep-copies the tables it touches and restores the
-            # copies when the transaction is cancelled, undoing any write answered meanwhile
-            # (an ownership record claimed by another session, an item created); DynamoDB
-            # applies a transaction atomically. DynamoDB requests go one at a time.
+            # moto applies a TransactWriteItems action by action and undoes them when one
+            # fails (see _moto_transactions), so a write answered meanwhile could be seen
+            # half-done or undone; DynamoDB applies a transaction atomically. DynamoDB
+            # requests go one at a time.
             with _DYNAMODB_LOCK:
                 return self.app(environ, start_response)
         return self.app(environ, start_response)
@@ -183,12 +183,14 @@ class LocalEmulator:
                     "module globals, so run one emulator per process (stop the other first)"
                 )
             _moto_internals.disable_stream_delivery()
+            _moto_transactions.install()
             try:
                 port = self.port or _free_port()
                 server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
                 server.start()
                 _moto_internals.wrap_wsgi_app(server, lambda app: _FaultInjector(app, self))
             except BaseException:
+                _moto_transactions.uninstall()
                 _moto_internals.restore_stream_delivery()
                 raise
             _ACTIVE.append(self)
@@ -243,6 +245,7 @@ class LocalEmulator:
             with _ACTIVE_LOCK:
                 if self in _ACTIVE:
                     _ACTIVE.remove(self)
+            _moto_transactions.uninstall()
             _moto_internals.restore_stream_delivery()
 
     def __enter__(self) -> LocalEmulator:
