@@ -67,7 +67,7 @@ def install() -> None:
             return
         check()
         _ORIGINAL = DynamoDBBackend.transact_write_items
-        DynamoDBBackend.transact_write_items = _transact_write_items  # type: ignore[method-assign]
+        DynamoDBBackend.transact_write_items = _transact_write_items  # type: ignore[method-assign,assignment]
 
 
 def uninstall() -> None:
@@ -93,7 +93,7 @@ def _transact_write_items(backend: Any, transact_items: Any) -> None:
         (original or type(backend).transact_write_items)(backend, transact_items)
         return
     streams = _stream_lengths(backend, backups)
-    dynamodb_models.copy = _NO_TABLE_COPIES  # type: ignore[attr-defined]
+    dynamodb_models.copy = _NO_TABLE_COPIES  # type: ignore[assignment,attr-defined]
     try:
         original(backend, transact_items)
     except Exception:
