@@ -8,8 +8,12 @@ of the other phases, on sessions of its own).
    age and goes to the on-failure queue unprocessed (``RecordAgeExceeded``); the outage also
    outlasted the stream's 24 hours, so that message cannot be replayed and is dropped. The
    deployed grant sweep (its own code asset and environment) then retires the orphaned grant
-   (``OrphanGrantsRetired`` 1), keeps every live session's grant, and keeps a grant created
-   seconds ago for a session still being created (the grace period). The connection and the
+   (``OrphanGrantsRetired`` 1) — but only on its run after the stream path's own bound: its
+   first run holds the grants of ended sessions *pending* (their ownership records are not
+   released and the stream path may still be retrying them; no orphan alarm) and notes when it
+   saw them gone; the sandbox then moves that note back by the bound (simulated time, as the
+   outage's hours are) and runs it again. It keeps every live session's grant, and a grant
+   created seconds ago for a session still being created (the grace period). The connection and the
    scratch objects have their own backstops, which moto does not run: API Gateway's 2-hour
    connection limit and the S3 lifecycle rule are applied by hand.
 2. **A replay run over a queue holding a malformed message.** Session ``replay-2``'s
@@ -196,8 +200,21 @@ def _grant_sweep(
     schedule = b.pipeline.schedule_of(function)
     sweep = b.pipeline.local_function(contract.GRANT_SWEEPER_HANDLER)
     with grant_creation_dates(lambda grant_id: ages.get(grant_id, 3600.0)):
+        first = sweep(schedule.scheduled_event())
+        held = expected & b.grant_ids()
+        _gone_for_longer_than_the_stream_path(b, function, expected)
         result = sweep(schedule.scheduled_event())
     alive = b.grant_ids()
+    say(
+        f"grant sweep, first run: {first['kept_pending']} grants of ended sessions held pending "
+        f"on the stream path (not orphans: no alarm), {first['orphans_retired']} retired; "
+        f"{len(held)}/{len(expected)} expected orphans still there; the next run comes after "
+        "the pending bound (simulated)"
+    )
+    b.check(
+        first["orphans_retired"] == 0 and first["kept_pending"] >= len(expected),
+        f"first sweep retired or missed pending grants: {first}",
+    )
     left_by_dry_run = len(expected & dry_grants)
     say(
         f"grant sweep ({schedule.expression}, deployed function as the cleanup role): "
@@ -227,6 +244,28 @@ def _grant_sweep(
         "expected_orphans": len(expected),
         "left_by_dry_run": left_by_dry_run,
     }
+
+
+def _gone_for_longer_than_the_stream_path(b: Backstops, function: Any, grants: set[str]) -> None:
+    """Move the ``goneSince`` the first sweep wrote on these grants' ownership records back by
+    the stream path's bound (``SESSION_EXPIRY_GRANT_SWEEP_PENDING_SECONDS``, deployed on the
+    grant sweep): the simulated time until the next run, as the outage's 25 hours are."""
+    from session_expiry_runtime.grant_sweeper import ATTR_GONE_SINCE
+    from session_expiry_runtime.ownership import KIND_GRANT, resource_key
+
+    env = function.environment
+    pending = int(env[contract.ENV_GRANT_SWEEP_PENDING_SECONDS])
+    table = env[contract.ENV_OWNERSHIP_TABLE_NAME]
+    ddb = b.emulator.client("dynamodb")
+    for grant_id in sorted(grants):
+        ddb.update_item(
+            TableName=table,
+            Key={"resource": {"S": resource_key(KIND_GRANT, grant_id)}},
+            UpdateExpression="SET #gone = #gone - :bound",
+            ConditionExpression="attribute_exists(#gone)",
+            ExpressionAttributeNames={"#gone": ATTR_GONE_SINCE},
+            ExpressionAttributeValues={":bound": {"N": str(pending + 60)}},
+        )
 
 
 def _replay(b: Backstops, say: Callable[[str], None]) -> dict[str, Any]:

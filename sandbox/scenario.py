@@ -43,6 +43,11 @@
 12. Forgery (:mod:`sandbox.forgery`): an item written by another writer names a live session's
     grant and scratch prefix and ends; the deployed cleanup refuses both (``GrantsRefused``,
     ``ScratchPrefixesRefused``) and the live session's grant and objects stay.
+13. Ownership (:mod:`sandbox.ownership`): a tenant asks the store for another tenant's
+    connection and AgentCore ids (refused at write) and ends forged items naming all of that
+    tenant's resources (refused by the cleanup: 0 foreign resources touched); a reuse-after-
+    expiry storm re-creates ids with the same connection and runtime session ids, before and
+    after the old incarnation's cleanup: old incarnations cleaned, new ones untouched.
 """
 
 from __future__ import annotations
@@ -182,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     from cdk_session_expiry import _runtime_contract as contract
     from cdk_session_expiry.testing import Fault, LocalEmulator, LocalPipeline
 
-    from . import agent_sessions, backstops, beyond_ttl, forgery
+    from . import agent_sessions, backstops, beyond_ttl, forgery, ownership
 
     say = Progress(args.quiet)
     emulator = LocalEmulator(verbose_errors=args.verbose_errors).start()
@@ -604,6 +609,17 @@ def run(args: argparse.Namespace) -> int:
             say=say,
         )
         mismatches += forgery_mismatches
+        # --- 10. ownership: a tenant forging against another; a reuse-after-expiry storm ----
+        ownership_summary, ownership_mismatches = ownership.run(
+            emulator=emulator,
+            pipeline=pipeline,
+            store=store,
+            past_store=past_store,
+            bucket=bucket,
+            grantee=grantee,
+            say=say,
+        )
+        mismatches += ownership_mismatches
         summary = {
             "sessions": {
                 "expired": expected_expired,
@@ -654,6 +670,7 @@ def run(args: argparse.Namespace) -> int:
             "records_sent_to_on_failure": on_failure_sent,
             "backstops": backstop_summary,
             "forgery": forgery_summary,
+            "ownership": ownership_summary,
             "records_sent_to_on_failure_expected": 1,
             "emulator_internal_errors": len(emulator.internal_errors),
             "on_failure_queue_messages": queue_left,
@@ -825,7 +842,7 @@ def _replay_line(replay: dict[str, Any]) -> str:
 
 
 def print_report(s: dict[str, Any]) -> None:
-    from . import backstops, forgery
+    from . import backstops, forgery, ownership
 
     st, ss, sw = s["stream"], s["sessions"], s["sweeper"]
     ar, ev = s["archive"], s["events"]
@@ -889,6 +906,7 @@ def print_report(s: dict[str, Any]) -> None:
         f"{s['on_failure_queue_messages']} messages left after replay",
         backstops.report_line(s["backstops"]),
         forgery.report_line(s["forgery"]),
+        ownership.report_line(s["ownership"]),
         f"emulator errors   {s['emulator_internal_errors']} HTTP 500s from moto (retried by the "
         "SDK; moto is not thread-safe everywhere)",
         *reconnects.report_lines(s.get("reconnects") or {}),

@@ -89,6 +89,11 @@ STATE_RELEASED = "released"
 #: lag the construct already allows for, "typically within 48 hours"), so a REMOVE record that
 #: DynamoDB's time to live writes late still finds it.
 CLAIM_RETENTION_SECONDS = 2 * 24 * 3600
+#: How much later than a REMOVE record's ``ApproximateCreationDateTime`` a claim must have been
+#: taken to count as taken after the removal: that time is whole seconds and "approximate"
+#: (DynamoDB Streams), and the claim's ``claimedAt`` is the writer's clock. A forged image
+#: removed in the same second as its victim's claim is still ``NotOwned``.
+REMOVAL_TIME_MARGIN_SECONDS = 2
 #: A claim left ``releasing`` this long (a cleanup that stopped between its mark and its act)
 #: may be taken by a new claimant: the cleanup's own run is bounded by its 15-minute maximum.
 RELEASING_STALE_SECONDS = 15 * 60
@@ -214,7 +219,8 @@ def classify(
     Returns:
         ``owned``/``released`` when the claim names exactly this key and incarnation;
         ``Superseded`` when a later claimant took it legitimately (this key's later incarnation,
-        or another session after this one's absolute end or removal); ``NotOwned`` otherwise;
+        or another session after this one's absolute end, or more than
+        :data:`REMOVAL_TIME_MARGIN_SECONDS` after its removal); ``NotOwned`` otherwise;
         without a claim ``Legacy`` (no incarnation), ``ClaimExpired`` (the REMOVE came after the
         claim's retention) or ``Unclaimed``.
     """
@@ -233,7 +239,7 @@ def classify(
     if claim.owner == owner:
         return Verdict(REFUSAL_SUPERSEDED, claim)  # another incarnation of this very key
     taken_later = (image_not_after is not None and claim.claimed_at >= image_not_after) or (
-        removed_at is not None and claim.claimed_at > removed_at
+        removed_at is not None and claim.claimed_at > removed_at + REMOVAL_TIME_MARGIN_SECONDS
     )
     return Verdict(REFUSAL_SUPERSEDED if taken_later else REFUSAL_NOT_OWNED, claim)
 

@@ -75,11 +75,18 @@ def test_another_sessions_claim_from_before_the_removal_is_not_owned() -> None:
 
 
 def test_a_claim_taken_after_the_removal_or_the_absolute_end_is_superseded() -> None:
-    assert verdict(claim(owner=OTHER, claimed_at=Decimal(501))) == own.REFUSAL_SUPERSEDED
+    assert verdict(claim(owner=OTHER, claimed_at=Decimal(503))) == own.REFUSAL_SUPERSEDED
     assert (
         verdict(claim(owner=OTHER, claimed_at=Decimal(400)), image_not_after=Decimal(300))
         == own.REFUSAL_SUPERSEDED
     )
+
+
+def test_a_claim_taken_in_the_second_of_the_removal_is_not_owned() -> None:
+    # ApproximateCreationDateTime is whole seconds: a forged item removed in the same second
+    # (or the next) as the victim's claim must not pass for a later claimant.
+    for claimed_at in (Decimal("500.9"), Decimal(502)):
+        assert verdict(claim(owner=OTHER, claimed_at=claimed_at)) == own.REFUSAL_NOT_OWNED
 
 
 def test_no_claim_is_unclaimed_unless_legacy_or_past_the_retention() -> None:

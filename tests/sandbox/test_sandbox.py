@@ -104,4 +104,13 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
         "objects_kept": True,
         "refused": {"GrantsRefused": 1, "ScratchPrefixesRefused": 1},
     }
+    # Ownership (issue 20): a tenant forging against another touches none of its resources; a
+    # reuse-after-expiry storm cleans every old incarnation and leaves every new one alone.
+    tenants, reuse = report["ownership"]["tenants"], report["ownership"]["storm"]
+    assert tenants["foreign_touched"] == 0
+    assert tenants["refused_at_write"] == tenants["victims"] > 0
+    assert tenants["not_owned"] == 5 * tenants["victims"]  # connection, 3 AgentCore ids, grant
+    assert reuse["old_cleaned"] == reuse["new_intact"] == reuse["ids"] > 0
+    assert reuse["superseded"] == 4 * reuse["after"]  # connection and 3 AgentCore ids each
+    assert "foreign resources touched 0" in done.stdout
     assert "RESULT            OK" in done.stdout
