@@ -102,6 +102,14 @@ class _FaultInjector:
         return self.app(environ, start_response)
 
 
+def _ask_running_emulator_to_step_aside() -> None:
+    with _ACTIVE_LOCK:
+        running = list(_ACTIVE)
+    for other in running:
+        if other.on_another_start is not None:
+            other.on_another_start()
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -136,7 +144,8 @@ class LocalEmulator:
         #: bucket while keys are deleted concurrently.
         self.internal_errors: list[str] = []
         #: Resource types of deployed templates that moto's CloudFormation does not create
-        #: (moto warns and skips them), e.g. ``AWS::CloudWatch::Alarm``.
+        #: (moto warns and skips them), e.g. ``AWS::S3::BucketPolicy``; the emulator teaches it
+        #: the types of :data:`._cloudformation_models.TAUGHT_RESOURCE_TYPES`.
         self.unmodelled_resource_types: set[str] = set()
         self.region = region
         self.account_id = ACCOUNT_ID
@@ -150,6 +159,9 @@ class LocalEmulator:
         #: AgentCore sessions registered as running and the Stop calls answered (moto has no
         #: AgentCore data plane; see :mod:`cdk_session_expiry.testing.agentcore`).
         self.agentcore = AgentCoreSessions()
+        #: Called when another emulator starts while this one runs; it may stop this one (the
+        #: pytest plugin's emulator steps aside between test modules, see ``pytest_plugin``).
+        self.on_another_start: Callable[[], None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> LocalEmulator:
@@ -163,8 +175,9 @@ class LocalEmulator:
         if self._server is not None:
             return self
         # moto also raises a UserWarning per resource type its CloudFormation does not model
-        # (bucket policies, alarms, ...); the CDK deploy still succeeds.
+        # (bucket policies, ...); the CDK deploy still succeeds.
         warnings.filterwarnings("ignore", category=UserWarning, module=r"moto\.cloudformation")
+        _ask_running_emulator_to_step_aside()
         with _ACTIVE_LOCK:
             if _ACTIVE:
                 raise RuntimeError(
@@ -173,6 +186,9 @@ class LocalEmulator:
                 )
             _moto_internals.disable_stream_delivery()
             try:
+                from cdk_session_expiry.testing import _cloudformation_models
+
+                _cloudformation_models.install()  # alarms, ...: every opt-in deploys
                 port = self.port or _free_port()
                 server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
                 server.start()
