@@ -17,6 +17,11 @@ been called:
 * ``AWS::Lambda::EventInvokeConfig`` — ``lambda.put_function_event_invoke_config`` (retry
   attempts, maximum event age, destinations of asynchronous invocations), readable with
   ``GetFunctionEventInvokeConfig``. Asynchronous invocation itself is not emulated.
+* ``Ref`` of an ``AWS::Events::EventBus`` — moto's model answers no physical id, so a ``Ref``
+  to a bus (a rule on the fan-out bus, ``events.Rule(event_bus=bus)``) resolved to the model
+  itself and failed the deploy; it answers the bus's name, as AWS does.
+* ``Outputs`` of a stack deployed by the CDK CLI (a change set): moto built them before the
+  template was known and answered none; they are rebuilt once the change set is executed.
 
 :func:`install` makes moto's CloudFormation see the models
 (:func:`~cdk_session_expiry.testing._moto_internals.register_cloudformation_models`, which fails
@@ -47,7 +52,8 @@ TAUGHT_RESOURCE_TYPES = ("AWS::CloudWatch::Alarm", "AWS::Lambda::EventInvokeConf
 
 
 def install() -> None:
-    """Teach moto's CloudFormation the types of :data:`TAUGHT_RESOURCE_TYPES`; idempotent.
+    """Teach moto's CloudFormation the types of :data:`TAUGHT_RESOURCE_TYPES` and the ``Ref``
+    of an event bus; idempotent.
 
     Raises:
         MotoInternalsChanged: moto's CloudFormation model registry changed shape.
@@ -55,6 +61,8 @@ def install() -> None:
     _moto_internals.register_cloudformation_models(
         [CloudFormationAlarm, CloudFormationEventInvokeConfig], TAUGHT_RESOURCE_TYPES
     )
+    _moto_internals.name_event_buses()
+    _moto_internals.output_change_set_stacks()
 
 
 def _metric_data_queries(metrics: list[Any]) -> list[Any] | None:

@@ -30,6 +30,13 @@ Internals used, and why:
   (cached, built from ``CloudFormationModel.__subclasses__()``) — moto's CloudFormation creates
   only the resource types of its models; :mod:`._cloudformation_models` defines models for types
   moto lacks (``AWS::CloudWatch::Alarm``, ...) and clears those caches so they are seen.
+* ``moto.kms.models.Grant`` (``__init__``, ``to_json``) — moto's ListGrants answers no
+  ``CreationDate``, so the grant sweep (which never retires a grant it cannot age) did nothing
+  locally; :func:`date_grants` records each grant's creation and answers it, and
+  :func:`age_grants` moves it into the past for a test.
+* ``moto.core.base_backend.BackendDict._instances`` (every service's backends, by account and
+  Region), each backend's ``__dict__``, ``S3BackendDict.bucket_accounts`` and the models'
+  ``instances_tracked`` — an emulator snapshot (:mod:`.snapshot`) copies and restores them.
 """
 
 from __future__ import annotations
@@ -182,6 +189,8 @@ def check_moto_internals() -> None:
     """Check every moto internal the pipeline relies on; raise :class:`MotoInternalsChanged`."""
     _threaded_server_entry()
     _cloudformation_registry()
+    _grant_class()
+    _backend_dicts()
     _lambda_backend_class()
     _stream_shard_class()
     backend = _connections_backend_dict()["123456789012"]["us-east-1"]
@@ -363,13 +372,32 @@ def _reduce_parameter_dict(parameters: Any) -> tuple[Any, tuple[Any, ...]]:
     )
 
 
+def _rebuild_event(is_set: bool) -> threading.Event:
+    event = threading.Event()
+    if is_set:
+        event.set()
+    return event
+
+
+def _synchronisation_reducers() -> dict[type[Any], Any]:
+    """Locks, conditions and events are copied as new, released ones (a copied condition would
+    keep methods bound to the original's lock, e.g. SQS's queue of messages)."""
+    return {
+        type(threading.Lock()): lambda _: (threading.Lock, ()),
+        type(threading.RLock()): lambda _: (threading.RLock, ()),
+        threading.Condition: lambda _: (threading.Condition, ()),
+        threading.Event: lambda event: (_rebuild_event, (event.is_set(),)),
+    }
+
+
 _COPY_LOCK = threading.Lock()
 _REDUCERS: dict[type[Any], Any] = {}
 
 
 def _copy(value: Any, memo: dict[int, Any] | None = None) -> Any:
     """``copy.deepcopy`` with reducers for what moto holds that deepcopy cannot copy (locks,
-    private keys, SSM's parameter dict), registered in ``copyreg`` only while copying."""
+    conditions, private keys, SSM's parameter dict), registered in ``copyreg`` only while
+    copying."""
     import copy
     import copyreg
 
@@ -377,8 +405,7 @@ def _copy(value: Any, memo: dict[int, Any] | None = None) -> Any:
 
     with _COPY_LOCK:
         if not _REDUCERS:
-            _REDUCERS[type(threading.Lock())] = lambda _: (threading.Lock, ())
-            _REDUCERS[type(threading.RLock())] = lambda _: (threading.RLock, ())
+            _REDUCERS.update(_synchronisation_reducers())
             _REDUCERS[ParameterDict] = _reduce_parameter_dict
             for key_type in _crypto_key_types():
                 _REDUCERS[key_type] = _reduce_private_key
@@ -388,9 +415,9 @@ def _copy(value: Any, memo: dict[int, Any] | None = None) -> Any:
             return copy.deepcopy(value, memo)
         except (TypeError, AttributeError) as err:
             raise SnapshotError(
-                f"cannot copy the emulator's state: {err}. A resource of this app holds an "
-                "object the snapshot cannot copy; mark its test modules "
-                "@pytest.mark.session_expiry_fresh (deployed again instead of restored)"
+                f"cannot copy the emulator's state: {err}. A resource moto holds for this app "
+                "cannot be copied into a snapshot, so the pytest plugin deploys the app again "
+                "for each test module instead of restoring it (please report the type named)"
             ) from err
         finally:
             for cls, reducer in saved.items():
@@ -448,3 +475,131 @@ def restore_backends(snapshot: Any) -> None:
     for (backends, _), extra in zip(extras, copied_extras, strict=True):
         for name, value in extra.items():
             getattr(backends, name).update(value)
+
+
+# --- Ref of an event bus in CloudFormation ---------------------------------------------------
+
+
+def name_event_buses() -> None:
+    """Give moto's ``EventBus`` the ``physical_resource_id`` (its name) that CloudFormation's
+    ``Ref`` answers; moto's model has none, so ``Ref`` returned the model. Idempotent; a moto
+    release that adds one is left as it is.
+
+    Raises:
+        MotoInternalsChanged: moto's ``EventBus`` no longer has a ``name``.
+    """
+    module = importlib.import_module("moto.events.models")
+    bus = getattr(module, "EventBus", None)
+    if bus is None or "self.name = name" not in inspect.getsource(bus.__init__):
+        raise _fail("moto.events.models.EventBus.name", "does not exist")
+    if "physical_resource_id" not in vars(bus):
+        bus.physical_resource_id = property(lambda self: self.name)
+
+
+# --- Outputs of a stack created by a change set ----------------------------------------------
+
+
+def output_change_set_stacks() -> None:
+    """Make ``DescribeStacks`` answer the ``Outputs`` of a stack created or updated by a change
+    set (as the CDK CLI deploys): moto builds a stack's outputs from its template when the
+    stack is created, which for a change set is before the template is known, so they stayed
+    empty (e.g. the construct's ``...CleanupEventSourceMappingId...`` output, which the kill
+    switch documents). After moto executes a change set the stack's template is parsed again
+    and its outputs rebuilt. Idempotent.
+
+    Raises:
+        MotoInternalsChanged: moto's ``execute_change_set`` or ``Stack`` changed shape.
+    """
+    module = importlib.import_module("moto.cloudformation.models")
+    backend: Any = getattr(module, "CloudFormationBackend", None)
+    stack: Any = getattr(module, "Stack", None)
+    execute = getattr(backend, "execute_change_set", None)
+    if execute is None or stack is None:
+        raise _fail("CloudFormationBackend.execute_change_set/Stack", "do not exist")
+    if getattr(execute, "_outputs_rebuilt", False):
+        return
+    for name in ("_parse_template", "_create_output_map"):
+        if not callable(getattr(stack, name, None)):
+            raise _fail(f"moto.cloudformation.models.Stack.{name}", "does not exist")
+    if "stack.template = change_set.template" not in inspect.getsource(execute):
+        raise _fail("CloudFormationBackend.execute_change_set", "no longer sets the template")
+
+    def execute_change_set(self: Any, change_set_name: str, stack_name: str | None = None) -> Any:
+        result = execute(self, change_set_name, stack_name)
+        for change_set in list(self.change_sets.values()):
+            done = getattr(change_set, "execution_status", "") == "EXECUTE_COMPLETE"
+            target = self.stacks.get(change_set.stack_id) if done else None
+            if target is not None and target.template == change_set.template:
+                target._parse_template()
+                target.output_map = target._create_output_map()
+        return result
+
+    execute_change_set._outputs_rebuilt = True  # type: ignore[attr-defined]
+    backend.execute_change_set = execute_change_set
+
+
+# --- KMS grants' CreationDate ----------------------------------------------------------------
+
+_GRANT_DATES_LOCK = threading.Lock()
+
+
+def _grant_class() -> Any:
+    module = importlib.import_module("moto.kms.models")
+    grant = getattr(module, "Grant", None)
+    if grant is None or not callable(getattr(grant, "to_json", None)):
+        raise _fail("moto.kms.models.Grant.to_json", "does not exist")
+    # Once patched, check moto's own __init__ (kept on the class), not the wrapper.
+    init = getattr(grant, "_moto_init", grant.__init__)
+    if "self.id = " not in inspect.getsource(init):
+        raise _fail("moto.kms.models.Grant.__init__", "no longer sets the grant's id")
+    return grant
+
+
+def date_grants() -> None:
+    """Give every moto KMS grant the ``CreationDate`` AWS answers in ``ListGrants`` (epoch
+    seconds of its creation, kept as ``creation_date``); moto answers none, so the grant sweep
+    took every grant for a recent one. Idempotent; stays for the process (it only adds a field).
+
+    Raises:
+        MotoInternalsChanged: moto's ``Grant`` changed shape.
+    """
+    import time
+
+    grant = _grant_class()
+    with _GRANT_DATES_LOCK:
+        if getattr(grant, "_dated_by_emulator", False):
+            return
+        original_init, original_to_json = grant.__init__, grant.to_json
+
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            original_init(self, *args, **kwargs)
+            self.creation_date = time.time()
+
+        def to_json(self: Any) -> dict[str, Any]:
+            document: dict[str, Any] = original_to_json(self)
+            document.setdefault("CreationDate", getattr(self, "creation_date", time.time()))
+            return document
+
+        grant.__init__, grant.to_json = __init__, to_json
+        grant._moto_init = original_init
+        grant._dated_by_emulator = True
+
+
+def age_grants(account_id: str, region: str, seconds: float) -> int:
+    """Move the ``CreationDate`` of every KMS grant ``seconds`` into the past; returns how
+    many grants were aged.
+
+    Raises:
+        MotoInternalsChanged: moto's KMS backend changed shape.
+    """
+    from moto.kms.models import kms_backends
+
+    keys = getattr(kms_backends[account_id][region], "keys", None)
+    if not isinstance(keys, Mapping):
+        raise _fail("KmsBackend.keys", "is not a mapping")
+    aged = 0
+    for key in list(keys.values()):
+        for grant in list(getattr(key, "grants", {}).values()):
+            grant.creation_date = getattr(grant, "creation_date", 0.0) - seconds
+            aged += 1
+    return aged

@@ -53,7 +53,22 @@ class Fault:
     code: str = "ForbiddenException"
     message: str = "fault injected by the local emulator"
 
+    @classmethod
+    def delete_connection(
+        cls,
+        connection_id: str,
+        *,
+        status: int = 403,
+        code: str = "ForbiddenException",
+        message: str = "fault injected by the local emulator",
+    ) -> Fault:
+        """The API Gateway Management API's ``DeleteConnection`` of one connection (what the
+        cleanup calls to close a session's WebSocket connection). Default: HTTP 403
+        ``ForbiddenException``; e.g. ``status=500, code="InternalServerErrorException"``."""
+        return cls("DELETE", f"/@connections/{connection_id}", status, code, message)
+
     def matches(self, environ: Mapping[str, Any]) -> bool:
+        """Whether the WSGI request ``environ`` is one this fault answers."""
         return bool(
             environ.get("REQUEST_METHOD") == self.method and environ.get("PATH_INFO") == self.path
         )
@@ -189,6 +204,7 @@ class LocalEmulator:
                 from cdk_session_expiry.testing import _cloudformation_models
 
                 _cloudformation_models.install()  # alarms, ...: every opt-in deploys
+                _moto_internals.date_grants()  # ListGrants answers CreationDate, as AWS does
                 port = self.port or _free_port()
                 server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
                 server.start()
@@ -389,6 +405,13 @@ class LocalEmulator:
         """Register a running AgentCore session that ``Stop...Session`` will stop (see
         :meth:`AgentCoreSessions.start`); unknown sessions answer ResourceNotFoundException."""
         self.agentcore.start(kind, target, session_id, qualifier=qualifier)
+
+    def age_grants(self, seconds: float) -> int:
+        """Make every KMS grant ``seconds`` older: its ``CreationDate`` (which the emulator
+        records, moto answers none) moves into the past. The grant sweep leaves grants younger
+        than its grace period (15 minutes) alone; age them past it to test the sweep now.
+        Returns how many grants were aged."""
+        return _moto_internals.age_grants(self.account_id, self.region, seconds)
 
     def open_connection(self, connection_id: str) -> None:
         """Open a WebSocket connection (moto creates one on its first PostToConnection)."""

@@ -198,6 +198,11 @@ class _Deployments:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # moto warns once per resource type its CloudFormation skips (bucket policies, ...); the
+    # deploy succeeds, and LocalEmulator.unmodelled_resource_types lists them.
+    config.addinivalue_line(
+        "filterwarnings", "ignore:Tried to parse AWS:UserWarning:moto.cloudformation"
+    )
     config.addinivalue_line(
         "markers",
         f"{FRESH_MARKER}(redeploy=False): this module starts from the app's deployment as "

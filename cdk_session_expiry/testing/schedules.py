@@ -116,6 +116,7 @@ class ScheduleRunner:
         self._stop = threading.Event()
         self._state = threading.Lock()
         self._in_run = False
+        self._started_a_run = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> ScheduleRunner:
@@ -137,6 +138,7 @@ class ScheduleRunner:
                 if self._stop.is_set():
                     return
                 self._in_run = True
+                self._started_a_run.set()
             started = time.monotonic()
             run = ScheduledRun(started=started, seconds=0.0)
             try:
@@ -152,6 +154,11 @@ class ScheduleRunner:
                 return
             due += self.period
             self._stop.wait(max(0.0, due - time.monotonic()))
+
+    def wait_for_run(self, timeout: float) -> bool:
+        """Wait until the first run has started (no sleep: an event); ``False`` after
+        ``timeout`` seconds without one."""
+        return self._started_a_run.wait(timeout)
 
     def join(self, timeout: float | None = None) -> list[ScheduledRun]:
         """Wait for the thread to end by itself (``max_runs``); the runs so far."""
