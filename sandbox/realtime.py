@@ -253,13 +253,15 @@ def measure(
         f"real time: sweeper reconfigured as the construct synthesizes a {INTERVAL_SECONDS} s "
         f"interval (read back: {result.settings})"
     )
+    from .scenario import APP_FUNCTION
+
     emulator = pipeline.emulator
     ddb, kms, s3 = emulator.client("dynamodb"), emulator.client("kms"), emulator.client("s3")
-    env = pipeline.session_environment()
+    env = pipeline.session_environment(APP_FUNCTION)
     bucket = env[contract.ENV_SCRATCH_BUCKET]
     grantee = env.get("SESSION_GRANTEE_ROLE_ARN") or pipeline.function.role_arn
     store = SessionStore.from_env(
-        pipeline.application_env(),
+        pipeline.application_env(APP_FUNCTION),
         dynamodb_client=ddb,
         kms_client=kms,
         clock=lambda: datetime.now(timezone.utc),
