@@ -61,27 +61,37 @@ class DeployedFunction:
 
     @classmethod
     def read(cls, emulator: LocalEmulator, name_or_arn: str) -> DeployedFunction:
+        """The function ``name_or_arn`` as the emulator holds it (``GetFunction``).
+
+        Raises:
+            botocore.exceptions.ClientError: no such function (``ResourceNotFoundException``).
+        """
         got = emulator.client("lambda").get_function(FunctionName=name_or_arn)
         return cls(emulator, got["Configuration"], got.get("Code", {}).get("Location", ""))
 
     @property
     def arn(self) -> str:
+        """The function's ARN."""
         return str(self.configuration["FunctionArn"])
 
     @property
     def name(self) -> str:
+        """The function's name."""
         return str(self.configuration["FunctionName"])
 
     @property
     def handler(self) -> str:
+        """The function's ``Handler`` (``module.function`` in its code asset)."""
         return str(self.configuration["Handler"])
 
     @property
     def timeout_ms(self) -> int:
+        """The function's timeout in milliseconds (Lambda's default: 3 seconds)."""
         return int(self.configuration.get("Timeout", 3)) * 1000
 
     @property
     def role_arn(self) -> str:
+        """The ARN of the function's execution role."""
         return str(self.configuration["Role"])
 
     @property
@@ -376,6 +386,11 @@ class DeployedStack:
 
     @classmethod
     def read(cls, emulator: LocalEmulator, stack_name: str) -> DeployedStack:
+        """The stack ``stack_name`` as the emulator's CloudFormation holds it.
+
+        Raises:
+            botocore.exceptions.ClientError: no such stack (``ValidationError``).
+        """
         cfn = emulator.client("cloudformation")
         body = cfn.get_template(StackName=stack_name)["TemplateBody"]
         template = body if isinstance(body, dict) else json.loads(body)

@@ -279,6 +279,7 @@ class LocalEmulator:
 
     @property
     def running(self) -> bool:
+        """Whether the server is running (between :meth:`start` and :meth:`stop`)."""
         return self._server is not None
 
     # -- endpoints and clients ---------------------------------------------------------------

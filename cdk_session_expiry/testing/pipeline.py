@@ -211,6 +211,7 @@ class LocalPipeline:
 
     @property
     def stream_arn(self) -> str:
+        """The ARN of the session table's stream the mapping reads."""
         return self.mapping.event_source_arn
 
     def session_environment(self, function: str | None = None) -> dict[str, str]:

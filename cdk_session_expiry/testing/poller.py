@@ -161,12 +161,14 @@ class PollReport:
 
     @property
     def function_errors(self) -> int:
+        """Invocations whose handler raised or answered an invalid partial batch response."""
         return sum(
             1 for i in self.invocations if i.outcome in ("function_error", "invalid_response")
         )
 
     @property
     def partial_failures(self) -> int:
+        """Invocations answered with a valid partial batch response."""
         return sum(1 for i in self.invocations if i.outcome == "partial")
 
     def outcomes(self) -> dict[str, int]:
