@@ -87,7 +87,7 @@ def run_synth(sizes: str, repeats: int, log: Any) -> dict[str, Any]:
         return dict(json.loads(out.read_text()))
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes; BENCHMARKS.md untouched")
     parser.add_argument("--no-write", action="store_true", help="leave BENCHMARKS.md untouched")
@@ -109,11 +109,19 @@ def main(argv: list[str] | None = None) -> int:
         help="run only the consumer project's test suite with the pytest plugin, from the "
         "wheel (a few minutes); print its table, BENCHMARKS.md untouched",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _consumer_only() -> int:
+    result = consumer.run(sys.stderr)
+    print(consumer.table(result))
+    return 0 if result["variants"]["restore per module"]["returncode"] == 0 else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if args.consumer_only:
-        result = consumer.run(sys.stderr)
-        print(consumer.table(result))
-        return 0 if result["variants"]["restore per module"]["returncode"] == 0 else 1
+        return _consumer_only()
     if args.profile:
         args.no_write = True
     if args.report_only:

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from .scenario import APP_FUNCTION
+
 #: The interval measured, and the goal for it (issue 15).
 INTERVAL_SECONDS = 5
 GOAL_P99_SECONDS = 10.0
@@ -253,8 +255,6 @@ def measure(
         f"real time: sweeper reconfigured as the construct synthesizes a {INTERVAL_SECONDS} s "
         f"interval (read back: {result.settings})"
     )
-    from .scenario import APP_FUNCTION
-
     emulator = pipeline.emulator
     ddb, kms, s3 = emulator.client("dynamodb"), emulator.client("kms"), emulator.client("s3")
     env = pipeline.session_environment(APP_FUNCTION)

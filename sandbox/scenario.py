@@ -740,12 +740,9 @@ def verify(
     grants = _list_grants(kms, key_arn)
     connections = emulator.open_connection_ids()
     items = set()
-    partition_key = pipeline.session_environment(APP_FUNCTION).get(
-        "SESSION_EXPIRY_PARTITION_KEY", "pk"
-    )
+    key_name = pipeline.session_environment(APP_FUNCTION).get("SESSION_EXPIRY_PARTITION_KEY", "pk")
     for page in ddb.get_paginator("scan").paginate(TableName=table_name):
-        for item in page.get("Items", []):
-            items.add(item[partition_key]["S"])
+        items.update(item[key_name]["S"] for item in page.get("Items", []))
     mismatches: list[str] = []
     counts = Counter[str]()
 

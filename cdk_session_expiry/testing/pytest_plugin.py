@@ -118,6 +118,13 @@ class _Deployments:
     def acquire(self, key: _Key, *, fresh: bool, redeploy: bool) -> LocalPipeline:
         """The pipeline of ``key``'s app for one module, deployed or restored as needed."""
         self._in_use = True
+        try:
+            return self._acquire(key, fresh=fresh, redeploy=redeploy)
+        except BaseException:
+            self._in_use = False
+            raise
+
+    def _acquire(self, key: _Key, *, fresh: bool, redeploy: bool) -> LocalPipeline:
         emulator = self.running_emulator()
         snapshot = self._snapshots.get(key)
         if key in self._failed and not redeploy:
@@ -276,7 +283,9 @@ def session_expiry_emulator(
     """The running emulator on ``http://localhost:{port}``; it holds the app's deployment in
     modules that use ``session_expiry_pipeline``, and nothing in others."""
     emulator = _session_expiry_deployments.running_emulator()
-    module_items = [i for i in request.session.items if i.module is request.module]  # type: ignore[attr-defined]
+    module_items = [
+        i for i in request.session.items if getattr(i, "module", None) is request.module
+    ]
     if not any(_PIPELINE in getattr(i, "fixturenames", ()) for i in module_items):
         emulator.reset()
         _session_expiry_deployments._holds = None
