@@ -80,11 +80,13 @@ class DeploymentStats:
 
     Attributes:
         deploys: seconds of each deploy with the CDK CLI.
+        deployed_apps: the app directory of each deploy, in the same order.
         restores: seconds of each module started from a snapshot: the restore and reading the
             pipeline back.
     """
 
     deploys: list[float] = field(default_factory=list)
+    deployed_apps: list[str] = field(default_factory=list)
     restores: list[float] = field(default_factory=list)
 
     def summary(self) -> str:
@@ -162,6 +164,7 @@ class _Deployments:
             raise
         self._failed.pop(key, None)
         self.stats.deploys.append(time.monotonic() - started)
+        self.stats.deployed_apps.append(app_dir)
         self._replace(key, pipeline)
         self._holds = key
         try:

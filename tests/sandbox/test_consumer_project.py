@@ -26,15 +26,16 @@ def test_the_consumer_suite_passes_with_one_deploy(tmp_path: Path) -> None:
     assert (result["passed"], result["failed"]) == (6, 0), result["output"]
     # One deploy for the session; the two later modules start from its snapshot.
     assert (result["deploys"], result["restores"]) == (1, len(consumer.MODULES) - 1)
-    # The suite imported the plugin from the wheel, not from this checkout.
-    assert "site-packages/cdk_session_expiry" in _plugin_path(installed)
+    # In the project, the plugin is the wheel's, not this checkout's.
+    assert _plugin_path(installed, root).is_relative_to(installed.venv)
 
 
-def _plugin_path(installed: Installed) -> str:
+def _plugin_path(installed: Installed, root: Path) -> Path:
     from bench.wheel import run
 
     done = run(
         [str(installed.python), "-c", "import cdk_session_expiry.testing as t; print(t.__file__)"],
         env=installed.env,
+        cwd=root,
     )
-    return done.stdout.strip()
+    return Path(done.stdout.strip())
