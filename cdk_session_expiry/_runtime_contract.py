@@ -16,6 +16,10 @@ RUNTIME_PACKAGE = "session_expiry_runtime"
 CLEANUP_HANDLER = f"{RUNTIME_PACKAGE}.handler.handler"
 #: Lambda handler of the expiry sweeper (same code asset as the cleanup function).
 SWEEPER_HANDLER = f"{RUNTIME_PACKAGE}.sweeper.handler"
+#: Function of the sweeper's handler module that ends its run in progress after the pass in
+#: progress (``session_expiry_runtime.sweeper.stop_after_pass``); the local emulator calls it in
+#: the process hosting the handler (``cdk_session_expiry.testing``), AWS never does.
+SWEEPER_STOP_HOOK = "stop_after_pass"
 
 
 def runtime_package_dir() -> Path:

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from .scenario import APP_FUNCTION
+
 #: The interval measured, and the goal for it (issue 15).
 INTERVAL_SECONDS = 5
 GOAL_P99_SECONDS = 10.0
@@ -255,11 +257,11 @@ def measure(
     )
     emulator = pipeline.emulator
     ddb, kms, s3 = emulator.client("dynamodb"), emulator.client("kms"), emulator.client("s3")
-    env = pipeline.session_environment()
+    env = pipeline.session_environment(APP_FUNCTION)
     bucket = env[contract.ENV_SCRATCH_BUCKET]
     grantee = env.get("SESSION_GRANTEE_ROLE_ARN") or pipeline.function.role_arn
     store = SessionStore.from_env(
-        pipeline.application_env(),
+        pipeline.application_env(APP_FUNCTION),
         dynamodb_client=ddb,
         kms_client=kms,
         clock=lambda: datetime.now(timezone.utc),
