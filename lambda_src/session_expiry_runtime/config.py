@@ -7,6 +7,7 @@ holds the same names for the infrastructure side; ``tests/test_contract.py`` che
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -341,6 +342,24 @@ def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    """``env[name]`` as a positive integer; ``default`` when unset or empty.
+
+    Raises:
+        ValueError: the value is not a positive integer (the message names the variable).
+    """
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r}: expected a positive integer") from None
+    if value <= 0:
+        raise ValueError(f"{name}={raw!r}: expected a positive integer")
+    return value
+
+
 @dataclass(frozen=True)
 class RuntimeConfig:
     """What the cleanup function and the session runtime read from their environment.
@@ -410,19 +429,7 @@ class RuntimeConfig:
             ValueError: a numeric variable is not a positive integer.
         """
         e = os.environ if env is None else env
-
-        def positive_int(name: str, default: int) -> int:
-            raw = e.get(name)
-            if raw is None or raw == "":
-                return default
-            try:
-                value = int(raw)
-            except ValueError:
-                raise ValueError(f"{name}={raw!r}: expected a positive integer") from None
-            if value <= 0:
-                raise ValueError(f"{name}={raw!r}: expected a positive integer")
-            return value
-
+        positive_int = functools.partial(_positive_int, e)
         return cls(
             table_name=e.get(ENV_TABLE_NAME) or None,
             partition_key=e.get(ENV_PARTITION_KEY) or DEFAULT_PARTITION_KEY,
