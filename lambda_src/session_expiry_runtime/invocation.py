@@ -4,15 +4,15 @@ A warm execution environment runs many invocations with the same process: the cl
 clients, its configuration and its step objects live as long as the process, and they hold
 nothing that one invocation leaves behind for the next (clients are thread safe and keep only
 their connection pools; a step object keeps only its configuration and its client). Everything
-that *coordinates* the calls of one invocation's records lives in an :class:`InvocationScope`,
-built by the runner (:func:`session_expiry_runtime.runner.process_batch`) for each invocation
-and dropped when it returns:
+that *coordinates* the calls of one invocation's records is made by the runner
+(:func:`session_expiry_runtime.runner.process_batch`) for each invocation and dropped when it
+returns:
 
 * the step pool and its call slots (:mod:`.step_pool`);
 * the ownership check's batcher (:mod:`.claims`);
-* any helper a step shares between the sessions of the invocation, through
-  :meth:`InvocationScope.shared` — the scratch step's ``DeleteObjects`` batcher
-  (:mod:`.steps.delete_objects`) is one.
+* an :class:`InvocationScope`: any helper a step shares between the sessions of the
+  invocation, through :meth:`InvocationScope.shared` (``StepContext.shared``) — the scratch
+  step's ``DeleteObjects`` batcher (:mod:`.steps.delete_objects`) is one.
 
 Why it matters: at the hard stop the runner returns without waiting for the calls still in
 flight (:mod:`.runner`); such an abandoned call may never answer. A batcher that outlived the

@@ -605,9 +605,10 @@ def raised_text(exc: BaseException) -> str:
 
 
 def _attempt_of(step: CleanupStep, future: Future[Attempt]) -> Attempt:
-    """The attempt a step pool future holds; an exception it holds (the pool's own, or a step's
-    that got past :meth:`CleanupRunner._attempt`) is that step's failure. Waiting is not
-    guarded: a signal's ``KeyboardInterrupt`` raised in this thread while it waits propagates."""
+    """The attempt a step pool future holds; an exception it holds (raised on the pool thread
+    outside :meth:`CleanupRunner._attempt`, e.g. by its call slots) is that step's failure.
+    Waiting is not guarded: a signal's ``KeyboardInterrupt`` raised in this thread while it
+    waits propagates."""
     try:
         exc = future.exception()
     except CancelledError:  # the pool was shut down at the hard stop before the step started
@@ -760,9 +761,10 @@ def _clean_records(
     pool = ThreadPoolExecutor(
         max_workers=max(1, min(max_workers, len(records))), thread_name_prefix="cleanup"
     )
-    futures = [pool.submit(_record_work, raw, cleaner, invocation) for raw in records]
-    pending: set[Future[RecordResult]] = set(futures)
+    pending: set[Future[RecordResult]] = set()
     try:
+        futures = [pool.submit(_record_work, raw, cleaner, invocation) for raw in records]
+        pending = set(futures)  # until they are waited for: an interrupt waits for none
         pending = _wait_until_done_or_hard_stop(futures, deadline)
         return _collect(records, futures, pending, cleaner, deferred)
     finally:
