@@ -102,6 +102,8 @@ class EventSourceSettings:
     retry_attempts: int
     max_record_age: Duration
     enabled: bool
+    #: A global table's (owner Region attribute, this Region): filtered on (``multi_region``).
+    owner_region: tuple[str, str] | None = None
 
 
 class CleanupEventSource:
@@ -134,7 +136,7 @@ class CleanupEventSource:
             target=cleanup.function,
             event_source_arn=table.table_stream_arn,
             starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-            filters=filter_criteria(settings.event_filter),
+            filters=filter_criteria(settings.event_filter, owner_region=settings.owner_region),
             batch_size=settings.batch_size,
             max_batching_window=settings.max_batching_window,
             parallelization_factor=settings.parallelization_factor,

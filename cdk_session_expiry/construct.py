@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
@@ -44,6 +44,7 @@ from . import (
     grant_sweep,
     hardening,
     kill_switch,
+    multi_region,
     nag,
     ownership,
     pause_watch,
@@ -411,6 +412,18 @@ class SessionExpiry(Construct):
             seconds, at least 5 minutes and less than ``alarm_cleanup_paused_after`` and
             ``max_record_age`` (a later probe would send every waiting record to the on-failure
             destination). Only with ``circuit_breaker``. Default: 15 minutes.
+        global_table: the table is a DynamoDB global table (version 2019.11.21) and this
+            construct is attached to one of its replicas, one stack per Region (docs:
+            Multi-Region). Each session is then cleaned once, in its owner Region (the Region
+            whose replica ``SessionStore.create`` wrote it in, stamped as ``ownerRegion``): the
+            event source mapping's filter passes only REMOVEs whose old image names this
+            stack's Region, the cleanup skips any other (``RecordsSkipped``, ``OtherRegion``),
+            and the expiry sweeper Queries only this Region's shards. Needs
+            ``CleanupEventFilter.ALL_REMOVES`` (a replicated TTL delete carries no
+            ``userIdentity``). Raises ``ValueError`` when ``True`` with the construct's own
+            table or a table of this app without replicas. Default: derived, ``True`` for a
+            ``TableV2`` (or ``Table``) of this app with replicas, ``False`` otherwise (an
+            imported replica is taken on trust: say ``True``).
 
     Raises:
         PropTypeError: a prop of the wrong type (e.g. ``batch_size="100"`` or
@@ -493,6 +506,7 @@ class SessionExpiry(Construct):
         circuit_breaker: bool = False,
         circuit_breaker_alarms: Sequence[CircuitBreakerAlarm] | None = None,
         circuit_breaker_cool_down: Duration | None = None,
+        global_table: bool | None = None,
     ) -> None:
         validation.check_prop_types(locals())
         props = SessionExpiryProps.of(locals())
@@ -565,6 +579,11 @@ class SessionExpiry(Construct):
         if props.expiry_sweep_interval is not None:
             sweeper.check_sweep_interval(props.expiry_sweep_interval)
         validation.check_filter_with_sweeper(props.event_filter, props.expiry_sweep_interval)
+        #: Global-table mode (``global_table``, or derived from the table's replicas): this
+        #: Region cleans and sweeps only the sessions it owns (``multi_region``).
+        self.global_table = multi_region.settle_global_table(
+            props.table, props.global_table, props.event_filter
+        )
         grant_sweep.check_grant_sweep_props(props.grant_key, props.grant_sweep_interval)
         #: Which REMOVE records reach the cleanup (``grant_session_access`` checks it).
         self.event_filter = props.event_filter
@@ -715,6 +734,8 @@ class SessionExpiry(Construct):
             max_workers=props.max_workers,
             dry_run=props.cleanup_dry_run,
         )
+        if self.global_table:
+            self._shared_environment.update(multi_region.environment(self))
         self._cleanup = cleanup.CleanupFunction(
             self,
             environment=self._shared_environment,
@@ -767,6 +788,9 @@ class SessionExpiry(Construct):
             retry_attempts=props.retry_attempts,
             max_record_age=props.max_record_age,
             enabled=props.cleanup_enabled,
+            owner_region=(multi_region.OWNER_REGION_ATTRIBUTE, Stack.of(self).region)
+            if self.global_table
+            else None,
         )
         self._event_source = cleanup.CleanupEventSource(
             self,
@@ -1031,6 +1055,8 @@ class SessionExpiry(Construct):
         sweeper_env = (
             {} if self.expiry_sweeper is None else self.expiry_sweeper.sweeper_environment()
         )
+        if self.global_table:
+            sweeper_env = {**sweeper_env, **multi_region.environment(self)}
         return self._session_access.environment(sweeper_env)
 
     def metric_iterator_age(self, **options: Any) -> cloudwatch.Metric:

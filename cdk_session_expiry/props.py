@@ -109,6 +109,7 @@ class SessionExpiryProps:
     circuit_breaker: bool
     circuit_breaker_alarms: Sequence[CircuitBreakerAlarm] | None
     circuit_breaker_cool_down: Duration | None
+    global_table: bool | None
 
     @classmethod
     def of(cls, given: Mapping[str, object]) -> SessionExpiryProps:
