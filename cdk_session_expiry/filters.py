@@ -69,9 +69,7 @@ def filter_pattern(
         }
     if owner_region is not None:
         attribute, region = owner_region
-        pattern["dynamodb"] = {
-            "OldImage": {attribute: {"S": lambda_.FilterRule.is_equal(region)}}
-        }
+        pattern["dynamodb"] = {"OldImage": {attribute: {"S": lambda_.FilterRule.is_equal(region)}}}
     return pattern
 
 

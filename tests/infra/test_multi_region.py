@@ -73,7 +73,9 @@ def two_regions() -> tuple[Stack, SessionExpiry, Stack, SessionExpiry]:
     app = App()
     primary = _stack(app, "Primary", PRIMARY)
     table = global_table(primary)
-    home = SessionExpiry(primary, "Sessions", table=table, expiry_sweep_interval=Duration.minutes(1))
+    home = SessionExpiry(
+        primary, "Sessions", table=table, expiry_sweep_interval=Duration.minutes(1)
+    )
     replica_stack = _stack(app, "Replica", REPLICA)
     replica = dynamodb.TableV2.from_table_attributes(
         replica_stack, "Table", table_name="sessions", table_stream_arn=REPLICA_STREAM

@@ -208,9 +208,7 @@ class _Clock:
 
 def cleaned(lines: list[dict[str, Any]]) -> dict[str, str]:
     """session id -> reason of the records a Region cleaned."""
-    return {
-        line["keys"]["pk"]: line["reason"] for line in lines if line["outcome"] == "cleaned"
-    }
+    return {line["keys"]["pk"]: line["reason"] for line in lines if line["outcome"] == "cleaned"}
 
 
 def test_the_store_stamps_the_owner_region_and_a_foreign_touch_keeps_it(world: Any) -> None:
@@ -308,9 +306,7 @@ def test_sweepers_of_both_regions_at_once_sweep_each_session_once(world: Any) ->
     assert (reports[B].swept, reports[B].skipped) == (6, 0)
     # Each swept only its own: the other Region's sessions are still in its table.
     for name, region in table.regions.items():
-        left = {
-            i["pk"]["S"] for i in region.ddb.scan(TableName=TABLE)["Items"]
-        }
+        left = {i["pk"]["S"] for i in region.ddb.scan(TableName=TABLE)["Items"]}
         assert left == set(owned[B if name == A else A])
 
 
