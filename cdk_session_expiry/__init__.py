@@ -4,6 +4,7 @@ Re-exports only; see :class:`SessionExpiry`.
 """
 
 from .assets import CLEANUP_RUNTIME
+from .change_source import ChangeSource
 from .circuit_breaker import CircuitBreakerAlarm
 from .construct import SessionExpiry
 from .custom_steps import CustomCleanupStep
@@ -12,6 +13,7 @@ from .validation import PropTypeError
 
 __all__ = [
     "CLEANUP_RUNTIME",
+    "ChangeSource",
     "CircuitBreakerAlarm",
     "CleanupEventFilter",
     "CustomCleanupStep",

@@ -54,6 +54,12 @@ from . import (
 )
 from . import alarms as alarm_defaults
 from . import table as table_unit
+from .change_source import (
+    ChangeSource,
+    check_table_destination,
+    create_stream,
+    stream_iterator_age_alarm,
+)
 from .circuit_breaker import CircuitBreakerAlarm
 from .custom_steps import CustomCleanupStep
 from .filters import CleanupEventFilter
@@ -424,6 +430,18 @@ class SessionExpiry(Construct):
             table or a table of this app without replicas. Default: derived, ``True`` for a
             ``TableV2`` (or ``Table``) of this app with replicas, ``False`` otherwise (an
             imported replica is taken on trust: say ``True``).
+        change_source: where the cleanup reads the table's changes from (docs: Change source).
+            ``ChangeSource.kinesis(stream=None, retention=None)``: Kinesis Data Streams for
+            DynamoDB, for retention past a DynamoDB stream's 24 hours: a new on-demand stream
+            encrypted with ``aws/kinesis`` (retention 7 days by default, up to 365 days) or the
+            one given, the table's Kinesis streaming destination (``ApproximateCreationDateTime``
+            in milliseconds; a ``table=`` must already stream into it), the event source
+            mapping on the Kinesis stream with the same guarantees (filter under ``data``,
+            bisect, bounded retries and record age, partial batch response by Kinesis sequence
+            number, on-failure destination) and an alarm on the stream's iterator age;
+            ``max_record_age``, ``alarm_iterator_age_threshold`` and
+            ``alarm_cleanup_paused_after`` are then bounded by its retention (record age at most
+            7 days). Default: ``ChangeSource.dynamodb_stream()``, the table's DynamoDB stream.
 
     Raises:
         PropTypeError: a prop of the wrong type (e.g. ``batch_size="100"`` or
@@ -507,6 +525,7 @@ class SessionExpiry(Construct):
         circuit_breaker_alarms: Sequence[CircuitBreakerAlarm] | None = None,
         circuit_breaker_cool_down: Duration | None = None,
         global_table: bool | None = None,
+        change_source: ChangeSource | None = None,
     ) -> None:
         validation.check_prop_types(locals())
         props = SessionExpiryProps.of(locals())
@@ -552,7 +571,11 @@ class SessionExpiry(Construct):
             expiry_sweep_reserved_concurrency=props.expiry_sweep_reserved_concurrency,
             sweeper_on=props.expiry_sweep_interval is not None,
         )
+        #: Where the cleanup reads the table's changes (``change_source``).
+        self.change_source = props.change_source or ChangeSource.dynamodb_stream()
+        retention = self.change_source.retention()
         validation.check_event_source_props(
+            record_age_limit=self.change_source.record_age_limit(),
             batch_size=props.batch_size,
             max_batching_window=props.max_batching_window,
             parallelization_factor=props.parallelization_factor,
@@ -566,8 +589,8 @@ class SessionExpiry(Construct):
             metrics_namespace=props.metrics_namespace,
             event_filter=props.event_filter,
         )
-        alarm_defaults.check_iterator_age_threshold(props.alarm_iterator_age_threshold)
-        alarm_defaults.check_cleanup_paused_after(props.alarm_cleanup_paused_after)
+        alarm_defaults.check_iterator_age_threshold(props.alarm_iterator_age_threshold, retention)
+        alarm_defaults.check_cleanup_paused_after(props.alarm_cleanup_paused_after, retention)
         self._breaker_alarms = circuit_breaker.check_circuit_breaker_props(
             enabled=props.circuit_breaker,
             alarms=props.circuit_breaker_alarms,
@@ -697,6 +720,14 @@ class SessionExpiry(Construct):
     def _add_tables(self, props: SessionExpiryProps) -> None:
         """The session table (unless given) and the ownership table (when a target has claims)."""
         self._websocket_stage = props.websocket_stage
+        #: The Kinesis stream of the Kinesis change source, or ``None``.
+        self.change_stream = (
+            create_stream(self, self.change_source)
+            if self.change_source.is_kinesis
+            else None
+        )
+        if self.change_stream is not None and props.table is not None:
+            check_table_destination(props.table)
         #: The session table (created, or the one passed as ``table``).
         self.table: dynamodb.ITable = (
             table_unit.create_table(
@@ -705,6 +736,7 @@ class SessionExpiry(Construct):
                 encryption_key=props.table_encryption_key,
                 removal_policy=props.removal_policy,
                 deletion_protection=props.deletion_protection,
+                kinesis_stream=self.change_stream,
             )
             if props.table is None
             else props.table
@@ -799,6 +831,7 @@ class SessionExpiry(Construct):
             settings=settings,
             failure_queue=props.failure_queue,
             failure_destination_bucket=props.failure_destination_bucket,
+            kinesis_stream=self.change_stream,
         )
         #: On-failure destination: metadata of batches the cleanup gave up on (``None`` with
         #: ``failure_destination_bucket``).
@@ -818,6 +851,7 @@ class SessionExpiry(Construct):
             cleanup_enabled=props.cleanup_enabled,
             max_record_age=props.max_record_age,
             paused_after=props.alarm_cleanup_paused_after,
+            retention=self.change_source.retention(),
         )
 
     def _add_session_access(self) -> None:
@@ -845,6 +879,7 @@ class SessionExpiry(Construct):
             iterator_age_threshold=props.alarm_iterator_age_threshold,
             destination=self._event_source,
             actions=props.actions,
+            retention=self.change_source.retention(),
         )
         self.iterator_age_alarm = cleanup_alarms.iterator_age
         self.errors_alarm = cleanup_alarms.errors
@@ -854,6 +889,16 @@ class SessionExpiry(Construct):
         self.failure_queue_alarm = cleanup_alarms.failure
         #: Every alarm the construct creates.
         self.alarms: list[cloudwatch.Alarm] = cleanup_alarms.all()
+        #: The Kinesis change stream's iterator age (``change_source``), or ``None``.
+        self.change_stream_iterator_age_alarm: cloudwatch.Alarm | None = None
+        if self.change_stream is not None:
+            self.change_stream_iterator_age_alarm = stream_iterator_age_alarm(
+                self,
+                self.change_stream,
+                threshold=props.alarm_iterator_age_threshold,
+                actions=props.actions,
+            )
+            self.alarms.append(self.change_stream_iterator_age_alarm)
         #: Records skipped for good (``alarm_skipped_records``), or ``None`` when turned off.
         self.skipped_records_alarm: cloudwatch.Alarm | None = None
         if props.alarm_skipped_records:
@@ -949,6 +994,7 @@ class SessionExpiry(Construct):
             log_retention=props.cleanup_log_retention,
             metrics_namespace=props.metrics_namespace,
             alarm_actions=props.actions,
+            retention=self.change_source.retention(),
         )
         #: The event source mapping has been disabled longer than ``alarm_cleanup_paused_after``.
         self.cleanup_paused_alarm = self.pause_watch.paused_alarm

@@ -25,6 +25,7 @@ from aws_cdk import aws_sqs as sqs
 
 from . import agentcore
 from . import alarms as alarm_defaults
+from .change_source import ChangeSource
 from .circuit_breaker import CircuitBreakerAlarm
 from .custom_steps import CustomCleanupStep
 from .filters import CleanupEventFilter
@@ -110,6 +111,7 @@ class SessionExpiryProps:
     circuit_breaker_alarms: Sequence[CircuitBreakerAlarm] | None
     circuit_breaker_cool_down: Duration | None
     global_table: bool | None
+    change_source: ChangeSource | None
 
     @classmethod
     def of(cls, given: Mapping[str, object]) -> SessionExpiryProps:

@@ -22,7 +22,13 @@ from aws_cdk import aws_sqs as sqs
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
-from cdk_session_expiry import CLEANUP_RUNTIME, CircuitBreakerAlarm, SessionExpiry, nag
+from cdk_session_expiry import (
+    CLEANUP_RUNTIME,
+    ChangeSource,
+    CircuitBreakerAlarm,
+    SessionExpiry,
+    nag,
+)
 
 from .helpers import REPO
 
@@ -99,6 +105,7 @@ def everything(stack: Stack) -> SessionExpiry:
         agent_runtime="arn:aws:bedrock-agentcore:eu-west-1:123456789012:runtime/agent-a1B2c3D4e5",
         code_interpreter="team_ci-Z9y8X7w6V5",
         browser="web-Q1w2E3r4T5",
+        change_source=ChangeSource.kinesis(),
         circuit_breaker=True,
         circuit_breaker_alarms=[
             CircuitBreakerAlarm.ERRORS,
