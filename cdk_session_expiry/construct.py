@@ -722,9 +722,7 @@ class SessionExpiry(Construct):
         self._websocket_stage = props.websocket_stage
         #: The Kinesis stream of the Kinesis change source, or ``None``.
         self.change_stream = (
-            create_stream(self, self.change_source)
-            if self.change_source.is_kinesis
-            else None
+            create_stream(self, self.change_source) if self.change_source.is_kinesis else None
         )
         if self.change_stream is not None and props.table is not None:
             check_table_destination(props.table)

@@ -231,3 +231,28 @@ def test_approximate_creation_date_time_precision(value: int, seconds: str) -> N
 def test_a_dynamodb_stream_event_is_left_as_it_is() -> None:
     event = {"Records": [{"eventSource": "aws:dynamodb", "dynamodb": {}}]}
     assert kinesis_records.to_stream_event(event) is event
+
+
+def test_the_kill_switch_gives_the_kinesis_streams_retention_deadline(
+    source: KinesisSource,
+) -> None:
+    from datetime import datetime, timezone
+
+    from session_expiry_runtime import kill_switch
+
+    source.kinesis.increase_stream_retention_period(StreamName=STREAM, RetentionPeriodHours=168)
+    since = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    mapping = {"State": "Disabled", "LastModified": since, "EventSourceArn": source.arn}
+
+    retention = kill_switch.source_retention(SESSION, mapping)
+    state = kill_switch.summary(mapping, retention)
+
+    assert state["streamRetentionDeadline"] == "2026-01-08T00:00:00+00:00"
+    assert "168-hour retention" in str(kill_switch.deadline_note(state))
+    dynamodb = {**mapping, "EventSourceArn": "arn:aws:dynamodb:us-east-1:1:table/t/stream/x"}
+    assert (
+        kill_switch.summary(dynamodb, kill_switch.source_retention(SESSION, dynamodb))[
+            "streamRetentionDeadline"
+        ]
+        == "2026-01-02T00:00:00+00:00"
+    )
