@@ -110,6 +110,7 @@ def to_stream_record(record: Mapping[str, Any]) -> dict[str, Any]:
         "eventName": change.get("eventName"),
         "eventSource": change.get("eventSource", "aws:dynamodb"),
         "awsRegion": change.get("awsRegion"),
+        "tableName": change.get("tableName"),
         "eventSourceARN": record.get("eventSourceARN"),
         "dynamodb": body,
     }
