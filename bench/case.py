@@ -173,10 +173,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     sys.path.insert(0, spec["lambda_src"])
     sys.path.insert(0, spec["repo"])
-    from bench.kinesis_source import shape  # after sys.path: it imports the runtime
-
-    # The change source's shape (bench.kinesis_source), made before anything is timed.
-    event = shape(json.loads(Path(spec["event_path"]).read_text()))
+    event = json.loads(Path(spec["event_path"]).read_text())
     recorder = CallRecorder()
     recorder.install()
     rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -188,7 +185,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     # then run warm, as every invocation but an execution environment's first does: clients
     # created, endpoint rules loaded, credentials resolved. Cold start is measured on its own.
     first = time.perf_counter()
-    warmup = shape(json.loads(Path(spec["warmup_path"]).read_text()))
+    warmup = json.loads(Path(spec["warmup_path"]).read_text())
     module.handler(warmup, FakeContext(60, spec["memory_mb"]))
     t_warmup = time.perf_counter() - first
     recorder.reset()

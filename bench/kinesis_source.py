@@ -1,9 +1,9 @@
 """The Kinesis change source in the bench: the same REMOVE records, delivered as Kinesis records.
 
 ``python -m bench`` runs the handler a second time per scenario on the Kinesis path
-(:data:`KINESIS_IMPL`): the spec's environment carries ``BENCH_CHANGE_SOURCE=kinesis``, and
-:mod:`bench.case` reshapes the event before the timed invocation (:func:`to_kinesis_event`), so
-the handler pays what it pays in Lambda — decoding each record's ``data`` — and nothing else.
+(:data:`KINESIS_IMPL`): its environment overrides carry ``BENCH_CHANGE_SOURCE=kinesis``, and
+:mod:`bench.throughput` writes its event file as Kinesis records (:func:`shape`), so the timed
+invocation pays what it pays in Lambda — decoding each record's ``data`` — and nothing else.
 Each DynamoDB record becomes the change document Kinesis Data Streams for DynamoDB writes
 (``ApproximateCreationDateTime`` in milliseconds, ``tableName``, no ``SequenceNumber``), base64
 in ``kinesis.data``, numbered by a Kinesis sequence number.
@@ -11,7 +11,7 @@ in ``kinesis.data``, numbered by a Kinesis sequence number.
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -70,8 +70,9 @@ def to_kinesis_event(event: dict[str, Any], table_name: str = "sessions") -> dic
     return {"Records": records}
 
 
-def shape(event: dict[str, Any]) -> dict[str, Any]:
-    """``event`` as the run's change source delivers it (``BENCH_CHANGE_SOURCE``)."""
-    if os.environ.get(ENV_CHANGE_SOURCE) == "kinesis":
-        return to_kinesis_event(event, os.environ.get("SESSION_EXPIRY_TABLE_NAME", "sessions"))
+def shape(event: dict[str, Any], env: Mapping[str, str], table_name: str) -> dict[str, Any]:
+    """``event`` as the run's change source delivers it: Kinesis records when the run's
+    environment overrides ``env`` say ``BENCH_CHANGE_SOURCE=kinesis``."""
+    if env.get(ENV_CHANGE_SOURCE) == "kinesis":
+        return to_kinesis_event(event, table_name)
     return event

@@ -190,7 +190,15 @@ def run(args: argparse.Namespace) -> int:
     from cdk_session_expiry import _runtime_contract as contract
     from cdk_session_expiry.testing import Fault, LocalEmulator, LocalPipeline
 
-    from . import agent_sessions, backstops, beyond_ttl, forgery, ownership
+    from . import (
+        agent_sessions,
+        backstops,
+        beyond_ttl,
+        forgery,
+        kinesis_phase,
+        ownership,
+        two_regions,
+    )
 
     say = Progress(args.quiet)
     emulator = LocalEmulator(verbose_errors=args.verbose_errors).start()
@@ -623,6 +631,26 @@ def run(args: argparse.Namespace) -> int:
             say=say,
         )
         mismatches += ownership_mismatches
+        # --- 11. two Regions of a global table, each cleaning its own sessions (issue 23) ---
+        regions_summary, regions_mismatches = two_regions.run(
+            emulator=emulator,
+            pipeline=pipeline,
+            bucket=bucket,
+            grantee=grantee,
+            app_env=app_env,
+            say=say,
+        )
+        mismatches += regions_mismatches
+        # --- 12. the Kinesis change source, 30 hours late (issue 23); last: see the module ---
+        kinesis_summary, kinesis_mismatches = kinesis_phase.run(
+            emulator=emulator,
+            pipeline=pipeline,
+            store=store,
+            bucket=bucket,
+            grantee=grantee,
+            say=say,
+        )
+        mismatches += kinesis_mismatches
         summary = {
             "sessions": {
                 "expired": expected_expired,
@@ -674,6 +702,8 @@ def run(args: argparse.Namespace) -> int:
             "backstops": backstop_summary,
             "forgery": forgery_summary,
             "ownership": ownership_summary,
+            "two_regions": regions_summary,
+            "kinesis": kinesis_summary,
             "records_sent_to_on_failure_expected": 1,
             "emulator_internal_errors": len(emulator.internal_errors),
             "on_failure_queue_messages": queue_left,
@@ -843,7 +873,7 @@ def _replay_line(replay: dict[str, Any]) -> str:
 
 
 def print_report(s: dict[str, Any]) -> None:
-    from . import backstops, forgery, ownership
+    from . import backstops, forgery, kinesis_phase, ownership, two_regions
 
     st, ss, sw = s["stream"], s["sessions"], s["sweeper"]
     ar, ev = s["archive"], s["events"]
@@ -908,6 +938,8 @@ def print_report(s: dict[str, Any]) -> None:
         backstops.report_line(s["backstops"]),
         forgery.report_line(s["forgery"]),
         ownership.report_line(s["ownership"]),
+        two_regions.report_line(s["two_regions"]),
+        kinesis_phase.report_line(s["kinesis"]),
         f"emulator errors   {s['emulator_internal_errors']} HTTP 500s from moto (retried by the "
         "SDK; moto is not thread-safe everywhere)",
         *reconnects.report_lines(s.get("reconnects") or {}),
