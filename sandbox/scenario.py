@@ -48,6 +48,10 @@
     tenant's resources (refused by the cleanup: 0 foreign resources touched); a reuse-after-
     expiry storm re-creates ids with the same connection and runtime session ids, before and
     after the old incarnation's cleanup: old incarnations cleaned, new ones untouched.
+14. Two Regions (:mod:`sandbox.two_regions`): a global table's replicas in two Regions, each
+    Region's deployed cleanup code in global-table mode cleans exactly its own sessions.
+15. Kinesis source (:mod:`sandbox.kinesis_phase`, last): the deployed cleanup code fed by a
+    Kinesis change stream with duplicated, reordered REMOVEs 30 hours old: each cleaned once.
 """
 
 from __future__ import annotations
