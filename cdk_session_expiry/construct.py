@@ -79,6 +79,10 @@ DEFAULT_PARALLELIZATION_FACTOR = 1
 DEFAULT_RETRY_ATTEMPTS = 10
 
 
+#: The signature's default of ``code_interpreter_session_attribute`` (one line in it).
+_DEFAULT_CODE_INTERPRETER_ATTRIBUTE = contract.DEFAULT_CODE_INTERPRETER_SESSION_ATTRIBUTE
+
+
 class SessionExpiry(Construct):
     """A DynamoDB session table whose expired and ended sessions are cleaned up.
 
@@ -511,9 +515,7 @@ class SessionExpiry(Construct):
         browser: agentcore.BrowserTarget | None = None,
         allow_stopping_shared_aws_managed_tool_sessions: bool = False,
         agent_runtime_session_attribute: str = contract.DEFAULT_AGENT_RUNTIME_SESSION_ATTRIBUTE,
-        code_interpreter_session_attribute: str = (
-            contract.DEFAULT_CODE_INTERPRETER_SESSION_ATTRIBUTE
-        ),
+        code_interpreter_session_attribute: str = _DEFAULT_CODE_INTERPRETER_ATTRIBUTE,
         browser_session_attribute: str = contract.DEFAULT_BROWSER_SESSION_ATTRIBUTE,
         custom_steps: Sequence[CustomCleanupStep] | None = None,
         max_session_lifetime: Duration | None = None,

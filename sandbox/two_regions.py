@@ -65,10 +65,14 @@ class _Region:
 def _copy_table(source: Any, target: Any, name: str) -> str | None:
     """Create ``name`` in ``target``'s Region with the schema it has in ``source``'s."""
     table = source.describe_table(TableName=name)["Table"]
+    key_names = {k["AttributeName"] for k in table["KeySchema"]}
     kwargs: dict[str, Any] = {
         "TableName": name,
         "KeySchema": table["KeySchema"],
-        "AttributeDefinitions": table["AttributeDefinitions"],
+        # The key attributes only: the replica has no sweep index (this phase does not sweep).
+        "AttributeDefinitions": [
+            a for a in table["AttributeDefinitions"] if a["AttributeName"] in key_names
+        ],
         "BillingMode": "PAY_PER_REQUEST",
     }
     if table.get("StreamSpecification"):
