@@ -84,6 +84,12 @@ def _copy_table(source: Any, target: Any, name: str) -> str | None:
     return created.get("LatestStreamArn")
 
 
+def app_env_bus_name(pipeline: Any) -> str | None:
+    """The name of the deployed fan-out bus (the last segment of its ARN), if any."""
+    arn = pipeline.function.environment.get(contract.ENV_EVENT_BUS_ARN)
+    return arn.rsplit("/", 1)[-1] if arn else None
+
+
 def _records(region: _Region, stream_arn: str, keys: set[str], pk: str) -> list[Any]:
     streams = region.client("dynamodbstreams")
     out: list[Any] = []
@@ -125,6 +131,11 @@ def run(
         .create_key(Description="replica grants")["KeyMetadata"]["Arn"],
     }
     streams = {home: pipeline.stream_arn, away: str(away_stream)}
+    # The fan-out bus is regional too: the other Region's cleanup publishes to its own.
+    bus_name = app_env_bus_name(pipeline)
+    buses = {home: pipeline.function.environment.get(contract.ENV_EVENT_BUS_ARN, "")}
+    if bus_name:
+        buses[away] = regions[away].client("events").create_event_bus(Name=bus_name)["EventBusArn"]
     past = lambda: datetime.now(timezone.utc) - timedelta(minutes=2)  # noqa: E731
     stores = {
         name: SessionStore.from_env(
@@ -162,7 +173,7 @@ def run(
             if by_ttl:
                 performed_ttl[deleter].add(session_id)
     summary, mismatches = _clean_and_check(
-        emulator, pipeline, regions, streams, keys, sessions, performed_ttl, pk, bucket
+        emulator, pipeline, regions, streams, keys, sessions, performed_ttl, pk, bucket, buses
     )
     say(report_line(summary))
     return summary, mismatches
@@ -178,20 +189,29 @@ def _clean_and_check(
     performed_ttl: dict[str, set[str]],
     pk: str,
     bucket: str,
+    buses: dict[str, str],
 ) -> tuple[dict[str, Any], list[str]]:
     per_region: dict[str, Any] = {}
     mismatches: list[str] = []
     for name, region in regions.items():
         metrics = EmfMetrics()
+        errors: list[str] = []
+
+        def log(line: str, _metrics: EmfMetrics = metrics, _errors: list[str] = errors) -> None:
+            _metrics.add_log_line(line)
+            if '"ERROR"' in line or "Traceback" in line:
+                _errors.append(line[:600])
+
         worker = pipeline.function.start(
             env_overrides={
                 contract.ENV_OWNER_REGION_ATTRIBUTE: OWNER_ATTRIBUTE,
                 contract.ENV_REGION: name,
                 contract.ENV_GRANT_KEY_ARN: keys[name],
+                **({contract.ENV_EVENT_BUS_ARN: buses[name]} if buses.get(name) else {}),
                 "AWS_REGION": name,
                 "AWS_DEFAULT_REGION": name,
             },
-            on_log=metrics.add_log_line,
+            on_log=log,
         )
         try:
             raw = _records(region, streams[name], set(sessions), pk)
@@ -225,6 +245,10 @@ def _clean_and_check(
             "cleaned_by_reason": metrics.by_dimension(
                 contract.METRIC_SESSIONS_CLEANED, contract.DIMENSION_REASON
             ),
+            "failures_by_action": metrics.by_dimension(
+                contract.METRIC_CLEANUP_FAILURES, contract.DIMENSION_ACTION
+            ),
+            "errors": errors[:3],
         }
         own = sum(1 for owner, _, _ in sessions.values() if owner == name)
         cleaned = sum(per_region[name]["cleaned_by_reason"].values())
