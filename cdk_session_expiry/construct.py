@@ -199,7 +199,8 @@ class SessionExpiry(Construct):
         retry_attempts: retries of a failing batch (after bisecting), 0..10,000; infinite
             (``-1``) is rejected. Default: 10.
         max_record_age: records older than this go to the on-failure destination, 60
-            seconds..24 hours (the stream's retention). Default: 6 hours.
+            seconds..24 hours (the stream's retention; with the Kinesis ``change_source`` up to
+            its retention, at most 7 days). Default: 6 hours.
         failure_queue: on-failure destination of the event source mapping. Not with
             ``failure_destination_bucket``. Default: a new SQS queue with SQS-managed
             encryption, SSL enforced and 14 days' retention.
@@ -245,7 +246,7 @@ class SessionExpiry(Construct):
             both props: the backstop must never delete a live session's objects. Default: 7
             days, well beyond TTL's typical 48 hour deletion lag.
         alarm_iterator_age_threshold: the iterator age alarm fires above this, 1 minute..less
-            than 24 hours. Default: 1 hour.
+            than 24 hours (the Kinesis ``change_source``'s retention with it). Default: 1 hour.
         alarm_actions: actions of every alarm (e.g. ``SnsAction``). Default: none.
         alarm_skipped_records: alarm when the cleanup skips a record for a cause that loses
             its cleanup (``RecordsSkipped`` ``NoOldImage``/``MissingAttributes``/
@@ -390,7 +391,8 @@ class SessionExpiry(Construct):
         alarm_cleanup_paused_after: the paused-cleanup alarm (``cleanup_paused_alarm``) fires
             when the event source mapping has been disabled (``cleanup_enabled=False``, the kill
             switch, the circuit breaker) longer than this: at least 5 minutes and less than
-            24 hours, the stream's retention. Always on: a function (``pause_watch``) reads the
+            24 hours, the stream's retention (the Kinesis ``change_source``'s retention with
+            it). Always on: a function (``pause_watch``) reads the
             mapping every 5 minutes (``GetEventSourceMapping``) and writes
             ``CleanupPausedSeconds`` (now - its ``LastModified`` while ``Disabled``, 0 while
             enabled; ``metric_cleanup_paused_seconds``). Cost: about $0.51 a month, mostly the
