@@ -94,3 +94,47 @@ def test_fails_a_time_without_a_zone() -> None:
 def test_fails_kinesis_stream_arn_without_a_range(sandbox: Sandbox) -> None:
     with pytest.raises(SystemExit):
         replay.main(["--kinesis-stream-arn", f"arn:aws:kinesis:us-east-1:1:stream/{STREAM}"])
+
+
+def test_fails_a_stream_the_cleanup_function_does_not_read(aws: None) -> None:
+    """``--env-from-function``: the function's event source mapping must read the stream."""
+    import io
+    import zipfile
+
+    iam, lam = SESSION.client("iam"), SESSION.client("lambda")
+    role = iam.create_role(
+        RoleName="cleanup",
+        AssumeRolePolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Principal": {"Service": "lambda.amazonaws.com"},
+                        "Action": "sts:AssumeRole",
+                    }
+                ],
+            }
+        ),
+    )["Role"]["Arn"]
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as archive:
+        archive.writestr("handler.py", "def handler(event, context):\n    return None\n")
+    lam.create_function(
+        FunctionName="cleanup",
+        Runtime="python3.12",
+        Role=role,
+        Handler="handler.handler",
+        Code={"ZipFile": code.getvalue()},
+    )
+    read = KinesisSource()
+    other = SESSION.client("kinesis")
+    other.create_stream(StreamName="other", ShardCount=1)
+    other_arn = other.describe_stream(StreamName="other")["StreamDescription"]["StreamARN"]
+    lam.create_event_source_mapping(
+        FunctionName="cleanup", EventSourceArn=read.arn, StartingPosition="TRIM_HORIZON"
+    )
+
+    kinesis_replay.check_trusted(lam, "cleanup", read.arn)  # its own stream: accepted
+    with pytest.raises(kinesis_replay.KinesisReplayError, match="is not what cleanup's event"):
+        kinesis_replay.check_trusted(lam, "cleanup", other_arn)
