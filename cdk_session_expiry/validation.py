@@ -154,6 +154,11 @@ PROP_TYPES: Mapping[str, tuple[str, Callable[[object], bool]]] = {
         _breaker_alarms,
     ),
     "circuit_breaker_cool_down": _DURATION,
+    "global_table": _BOOL,
+    "change_source": (
+        "a ChangeSource, e.g. ChangeSource.kinesis()",
+        _has("is_kinesis", "record_age_limit"),
+    ),
 }
 
 

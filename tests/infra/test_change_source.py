@@ -15,7 +15,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kinesis as kinesis
 from aws_cdk.assertions import Annotations, Match, Template
 
-from cdk_session_expiry import ChangeSource, SessionExpiry
+from cdk_session_expiry import ChangeSource, PropTypeError, SessionExpiry
 from cdk_session_expiry.kill_switch import WARNING_CLEANUP_PAUSED
 
 ENV = Environment(account="111111111111", region="us-east-1")
@@ -238,3 +238,8 @@ def test_fails_a_kinesis_source_on_a_table_whose_stream_view_lacks_old_images() 
         SessionExpiry(
             stack, "Sessions", table=table, change_source=ChangeSource.kinesis(stream=stream)
         )
+
+
+def test_fails_a_change_source_of_the_wrong_type() -> None:
+    with pytest.raises(PropTypeError, match=r"^change_source='kinesis': expected a ChangeSource"):
+        synth(change_source="kinesis")
