@@ -199,8 +199,8 @@ class SessionExpiry(Construct):
         retry_attempts: retries of a failing batch (after bisecting), 0..10,000; infinite
             (``-1``) is rejected. Default: 10.
         max_record_age: records older than this go to the on-failure destination, 60
-            seconds..24 hours (the stream's retention; with the Kinesis ``change_source`` up to
-            its retention, at most 7 days). Default: 6 hours.
+            seconds..24 hours (the stream's retention); with the Kinesis ``change_source`` up
+            to its retention, at most 7 days. Default: 6 hours.
         failure_queue: on-failure destination of the event source mapping. Not with
             ``failure_destination_bucket``. Default: a new SQS queue with SQS-managed
             encryption, SSL enforced and 14 days' retention.
