@@ -80,4 +80,5 @@ def owned_here(old_image: Mapping[str, Any] | None, config: RuntimeConfig) -> bo
         return True
     attribute = config.owner_region_attribute
     assert attribute is not None
-    return owner_region_of(old_image, attribute) == config.region
+    # No known Region owns nothing: never act on a session that might be another Region's.
+    return config.region is not None and owner_region_of(old_image, attribute) == config.region
