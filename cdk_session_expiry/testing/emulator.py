@@ -17,7 +17,12 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from cdk_session_expiry.testing import _moto_internals, _moto_transactions
+from cdk_session_expiry.testing import (
+    _moto_agentcore_memory,
+    _moto_firehose,
+    _moto_internals,
+    _moto_transactions,
+)
 from cdk_session_expiry.testing.agentcore import AgentCoreSessions
 
 #: Account and Region the emulator answers for (moto's default account).
@@ -184,12 +189,17 @@ class LocalEmulator:
                 )
             _moto_internals.disable_stream_delivery()
             _moto_transactions.install()
+            # AgentCore Memory paging and records, Firehose's dynamic partitioning: moto lacks them.
+            _moto_agentcore_memory.install()
+            _moto_firehose.install()
             try:
                 port = self.port or _free_port()
                 server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
                 server.start()
                 _moto_internals.wrap_wsgi_app(server, lambda app: _FaultInjector(app, self))
             except BaseException:
+                _moto_firehose.uninstall()
+                _moto_agentcore_memory.uninstall()
                 _moto_transactions.uninstall()
                 _moto_internals.restore_stream_delivery()
                 raise
@@ -245,6 +255,8 @@ class LocalEmulator:
             with _ACTIVE_LOCK:
                 if self in _ACTIVE:
                     _ACTIVE.remove(self)
+            _moto_firehose.uninstall()
+            _moto_agentcore_memory.uninstall()
             _moto_transactions.uninstall()
             _moto_internals.restore_stream_delivery()
 
