@@ -93,7 +93,9 @@ class FirehoseBatcher:
         self.max_records = max_records
         self.max_bytes = max_bytes
         self._pending: list[_Ticket] = []
-        self._in_flight = False
+        #: A call of less than a full batch is in flight: new lines wait for it (they join the
+        #: next call); full calls go out whenever they are complete.
+        self._remainder_in_flight = False
         self._cond = threading.Condition()
         #: ``PutRecordBatch`` calls made (the bench reads it).
         self.calls = 0
@@ -128,20 +130,22 @@ class FirehoseBatcher:
                 self._cond.wait_for(lambda: ticket.done or self._can_send())
                 if ticket.done:
                     break
-                chunk = self._take()
-            self._send(chunk)
+                chunk, remainder = self._take()
+            self._send(chunk, remainder)
         if ticket.failure is not None:
             raise ticket.failure
 
     def _can_send(self) -> bool:
-        return bool(self._pending) and (not self._in_flight or self._full())
+        return bool(self._pending) and (not self._remainder_in_flight or self._full())
 
     def _full(self) -> bool:
         size = sum(len(t.line) for t in self._pending)
         return len(self._pending) >= self.max_records or size >= self.max_bytes
 
-    def _take(self) -> list[_Ticket]:
-        """Under the lock: the next call's tickets, in order, within both limits."""
+    def _take(self) -> tuple[list[_Ticket], bool]:
+        """Under the lock: the next call's tickets, in order, within both limits, and whether
+        it is a remainder (less than a full call)."""
+        remainder = not self._full()
         chunk: list[_Ticket] = []
         size = 0
         for ticket in self._pending:
@@ -150,10 +154,11 @@ class FirehoseBatcher:
             chunk.append(ticket)
             size += len(ticket.line)
         self._pending = self._pending[len(chunk) :]
-        self._in_flight = True
-        return chunk
+        if remainder:
+            self._remainder_in_flight = True
+        return chunk, remainder
 
-    def _send(self, chunk: Sequence[_Ticket]) -> None:
+    def _send(self, chunk: Sequence[_Ticket], remainder: bool) -> None:
         """One ``PutRecordBatch`` for ``chunk``; each record's answer to its ticket."""
         failures: list[BaseException | None]
         try:
@@ -168,7 +173,8 @@ class FirehoseBatcher:
             for ticket, failure in zip(chunk, failures, strict=True):
                 ticket.failure = failure
                 ticket.done = True
-            self._in_flight = False
+            if remainder:
+                self._remainder_in_flight = False
             self._cond.notify_all()
 
 
