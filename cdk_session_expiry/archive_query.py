@@ -254,6 +254,11 @@ class ArchiveQuery(Construct):
                 serialization_library=glue.SerializationLibrary.HIVE_JSON,
             ),
             partition_projection=projection,
+            # The objects are SSE-S3/SSE-KMS (the bucket's): "No additional table properties
+            # need to be specified ... Amazon S3 handles decrypting the SSE objects
+            # automatically"; has_encrypted_data=true would declare client-side (CSE-KMS)
+            # encryption (Athena User Guide, "Create tables based on encrypted datasets").
+            has_encrypted_data=False,
             parameters={"storage.location.template": template, "classification": "json"},
         )
 
