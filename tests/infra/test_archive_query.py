@@ -284,7 +284,7 @@ def test_fails_archive_query_without_an_archive_bucket(cdk_context: dict[str, An
 
 
 def test_fails_firehose_delivery_without_an_archive_bucket(cdk_context: dict[str, Any]) -> None:
-    with pytest.raises(ValueError, match=r"ArchiveDelivery\.FIREHOSE is set without archive_bucket"):
+    with pytest.raises(ValueError, match=r"FIREHOSE is set without archive_bucket"):
         SessionExpiry(_stack(cdk_context), "Sessions", archive_delivery=ArchiveDelivery.FIREHOSE)
 
 
