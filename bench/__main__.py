@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import coldstart, expiry_latency, harness, parsing, report, throughput
+from . import archive, coldstart, expiry_latency, harness, parsing, report, throughput
 
 LATENCY_MS = 20.0
 
@@ -153,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     expiry = expiry_latency.run(log)
     print(expiry["line"], flush=True)
 
+    print("[+] archive per object vs Firehose, 1,000 sessions ...", file=log, flush=True)
+    archive_modes = archive.run()
+
     elapsed = time.time() - started
     data = {
         "quick": args.quick,
@@ -166,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         "coldstart": cold,
         "parsing": parse,
         "expiry_latency": expiry,
+        "archive_modes": archive_modes,
     }
     results_dir = harness.REPO / "bench" / "results"
     results_dir.mkdir(exist_ok=True)

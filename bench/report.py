@@ -827,6 +827,13 @@ def tables(data: dict[str, Any]) -> str:
             "### Expiry-to-clean in real time, 5 s sweeper (issue 15)",
             expiry_latency.table(data["expiry_latency"]),
         ]
+    if data.get("archive_modes"):
+        from . import archive
+
+        parts += [
+            "### Archive per object vs Firehose, per 1,000 sessions (issue 24)",
+            archive.table(data["archive_modes"]),
+        ]
     return "\n\n".join(parts)
 
 

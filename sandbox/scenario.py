@@ -187,7 +187,15 @@ def run(args: argparse.Namespace) -> int:
     from cdk_session_expiry import _runtime_contract as contract
     from cdk_session_expiry.testing import Fault, LocalEmulator, LocalPipeline
 
-    from . import agent_sessions, backstops, beyond_ttl, forgery, ownership
+    from . import (
+        agent_data,
+        agent_sessions,
+        archive_query,
+        backstops,
+        beyond_ttl,
+        forgery,
+        ownership,
+    )
 
     say = Progress(args.quiet)
     emulator = LocalEmulator(verbose_errors=args.verbose_errors).start()
@@ -199,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
             args.app_dir,
             emulator=emulator,
             stack=args.stack,
-            context=agent_sessions.deploy_context(emulator),
+            context={**agent_sessions.deploy_context(emulator), **agent_data.deploy_context()},
         )
         m = pipeline.mapping
         say(f"deployed stack {pipeline.stack.name}: table {pipeline.table_name}")
@@ -312,6 +320,13 @@ def run(args: argparse.Namespace) -> int:
 
         _parallel(all_plans, create, say, "sessions created", args.workers)
         agent_plan = agent_sessions.attach(
+            emulator,
+            store,
+            cleanup_env,
+            ended=[p.session_id for p in plans if p.fate == "end"],
+            live=[p.session_id for p in plans if p.fate == "live"],
+        )
+        memory_plan = agent_data.attach(  # AgentCore Memory data (issue 24)
             emulator,
             store,
             cleanup_env,
@@ -538,6 +553,15 @@ def run(args: argparse.Namespace) -> int:
             say,
         )
         phase_mismatches += agents.mismatches
+        memory = agent_data.check(
+            emulator,
+            memory_plan,
+            pipeline.metrics.by_dimension(
+                contract.METRIC_CLEANUP_FAILURES, contract.DIMENSION_ACTION
+            ),
+            say,
+        )
+        phase_mismatches += memory.mismatches
 
         # --- verification ----------------------------------------------------------------------
         say("verifying against the emulator ...")
@@ -586,6 +610,19 @@ def run(args: argparse.Namespace) -> int:
             + event_mismatches
             + storm.verify(emulator)
         )
+        # --- the archive queried with the named queries' SQL (issue 24), before the phases
+        # below add records of their own ---------------------------------------------------
+        queried = archive_query.phase(
+            emulator=emulator,
+            pipeline=pipeline,
+            bucket=archive_bucket,
+            prefix=archive_prefix,
+            excluded_session_ids=[p.session_id for p in dry],
+            reused_session_id=reused[0].session_id if reused else None,
+            tenant_attribute=config.tenant_attribute,
+            say=say,
+        )
+        mismatches += queried.mismatches
 
         # --- 8. backstops (issue 12), on sessions of their own, after the checks above --------
         on_failure_sent = report.records_sent_to_on_failure
@@ -662,6 +699,8 @@ def run(args: argparse.Namespace) -> int:
             "replay": {"outcomes": outcomes, "queue_messages_left": queue_left},
             "agent_sessions": agents.as_dict(),
             "agent_sessions_line": agents.summary_line(),
+            "agent_data": memory.as_dict(),
+            "archive_queried": queried.as_dict(),
             "kill_switch": {"invocations_while_disabled": while_disabled, "resumed": resumed},
             "dry_run": {"would_be_cleaned": int(would), "archive_objects_written": archived_during},
             "ttl_health_alarm": {"logical_id": health[0], "window_seconds": health[1]}
@@ -842,7 +881,7 @@ def _replay_line(replay: dict[str, Any]) -> str:
 
 
 def print_report(s: dict[str, Any]) -> None:
-    from . import backstops, forgery, ownership
+    from . import agent_data, archive_query, backstops, forgery, ownership
 
     st, ss, sw = s["stream"], s["sessions"], s["sweeper"]
     ar, ev = s["archive"], s["events"]
@@ -889,6 +928,8 @@ def print_report(s: dict[str, Any]) -> None:
         f"sessions; by reason {_fmt(ev['by_reason'].items())}",
         f"failure replay    {_replay_line(s['replay'])}",
         s["agent_sessions_line"],
+        agent_data.report_line(s.get("agent_data")),
+        archive_query.report_line(s.get("archive_queried")),
         f"kill switch       {s['kill_switch']['invocations_while_disabled']} invocations while "
         f"disabled, {s['kill_switch']['resumed']} after re-enabling (position kept)",
         f"dry run           {s['dry_run']['would_be_cleaned']} would be cleaned, "
