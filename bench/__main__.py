@@ -8,7 +8,9 @@ tables go to stdout and, with the machine description, the commands and the date
 
 Options: ``--quick`` runs smaller sizes and does not write BENCHMARKS.md (a check that the
 bench works, not a measurement); ``--no-write`` keeps BENCHMARKS.md as it is;
-``--report-only`` re-renders from the last run's raw numbers without measuring.
+``--report-only`` re-renders from the last run's raw numbers without measuring;
+``--consumer-only`` runs the consumer project's test suite alone (``bench/consumer.py``) and
+prints its table.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import archive, coldstart, expiry_latency, harness, parsing, report, throughput
+from . import archive, coldstart, consumer, expiry_latency, harness, parsing, report, throughput
 
 LATENCY_MS = 20.0
 
@@ -85,7 +87,7 @@ def run_synth(sizes: str, repeats: int, log: Any) -> dict[str, Any]:
         return dict(json.loads(out.read_text()))
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes; BENCHMARKS.md untouched")
     parser.add_argument("--no-write", action="store_true", help="leave BENCHMARKS.md untouched")
@@ -101,7 +103,25 @@ def main(argv: list[str] | None = None) -> int:
         help="also write cProfile statistics of each handler run against the bench endpoint "
         "to bench/results/*.prof (slows those runs; BENCHMARKS.md untouched)",
     )
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--consumer-only",
+        action="store_true",
+        help="run only the consumer project's test suite with the pytest plugin, from the "
+        "wheel (a few minutes); print its table, BENCHMARKS.md untouched",
+    )
+    return parser
+
+
+def _consumer_only() -> int:
+    result = consumer.run(sys.stderr)
+    print(consumer.table(result))
+    return 0 if result["variants"]["restore per module"]["returncode"] == 0 else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.consumer_only:
+        return _consumer_only()
     if args.profile:
         args.no_write = True
     if args.report_only:
@@ -153,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     expiry = expiry_latency.run(log)
     print(expiry["line"], flush=True)
 
+    print("[+] a consumer project's tests, from the wheel ...", file=log, flush=True)
+    consumed = consumer.run(log)
+
     print("[+] archive per object vs Firehose, 1,000 sessions ...", file=log, flush=True)
     archive_modes = archive.run()
 
@@ -169,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         "coldstart": cold,
         "parsing": parse,
         "expiry_latency": expiry,
+        "consumer": consumed,
         "archive_modes": archive_modes,
     }
     results_dir = harness.REPO / "bench" / "results"
@@ -183,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         (harness.REPO / "BENCHMARKS.md").write_text(report.document(data, tables))
         print("BENCHMARKS.md written", file=log)
     ok = all(r.verification.clean and not r.case["failures"] for r in runs + scale)
+    ok = ok and consumed["variants"]["restore per module"]["returncode"] == 0
     print(f"bench finished in {elapsed:.0f} s", file=log)
     return 0 if ok else 1
 

@@ -827,6 +827,13 @@ def tables(data: dict[str, Any]) -> str:
             "### Expiry-to-clean in real time, 5 s sweeper (issue 15)",
             expiry_latency.table(data["expiry_latency"]),
         ]
+    if data.get("consumer"):
+        from . import consumer
+
+        parts += [
+            "### A consumer project's tests with the pytest plugin (issue 22)",
+            consumer.table(data["consumer"]),
+        ]
     if data.get("archive_modes"):
         from . import archive
 
@@ -872,6 +879,7 @@ mostly waits (see "What bounds each number").
 make bench                      # = make setup, then .venv/bin/python -m bench
 .venv/bin/python -m bench --quick   # smaller sizes, prints the tables, leaves this file alone
 .venv/bin/python -m bench.synth out.json   # synth part alone
+.venv/bin/python -m bench --consumer-only  # the consumer project's test suite alone
 ```
 
 `make bench` needs nothing beyond `make setup` and PyPI: the Powertools reference for the cold

@@ -16,6 +16,10 @@ RUNTIME_PACKAGE = "session_expiry_runtime"
 CLEANUP_HANDLER = f"{RUNTIME_PACKAGE}.handler.handler"
 #: Lambda handler of the expiry sweeper (same code asset as the cleanup function).
 SWEEPER_HANDLER = f"{RUNTIME_PACKAGE}.sweeper.handler"
+#: Function of the sweeper's handler module that ends its run in progress after the pass in
+#: progress (``session_expiry_runtime.sweeper.stop_after_pass``); the local emulator calls it in
+#: the process hosting the handler (``cdk_session_expiry.testing``), AWS never does.
+SWEEPER_STOP_HOOK = "stop_after_pass"
 
 
 def runtime_package_dir() -> Path:
@@ -177,6 +181,9 @@ METRIC_GRANTS_WOULD_BE_RETIRED = "GrantsWouldBeRetired"
 METRIC_GRANT_SWEEP_FAILURES = "GrantSweepFailures"
 METRIC_GRANT_SWEEP_UNUSABLE_NAMES = "GrantSweepUnusableNames"
 METRIC_GRANT_SWEEP_INCOMPLETE = "GrantSweepIncomplete"
+METRIC_GRANTS_CHECKED = "GrantsChecked"
+ENV_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND = "SESSION_EXPIRY_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND"
+DEFAULT_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND = 5
 
 # --- ownership records (issue 20; same values as session_expiry_runtime.config) ------------
 ENV_OWNERSHIP_TABLE_NAME = "SESSION_EXPIRY_OWNERSHIP_TABLE_NAME"

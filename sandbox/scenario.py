@@ -111,6 +111,9 @@ class SessionPlan:
 GONE_FATES = frozenset({"expire", "end", "sweep", "replay", "paused"})
 #: Fates whose session item must still be in the table at the end.
 IN_TABLE_FATES = frozenset({"live", "race"})
+#: The sample app's three route handlers have session access with different environments
+#: ($connect alone creates grants, for SESSION_GRANTEE_ROLE_ARN): the sandbox acts as $connect.
+APP_FUNCTION = "ConnectHandler"
 
 
 class Progress:
@@ -253,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
         consumer_url = beyond_ttl.add_consumer(emulator, bus_arn)
         say(f"  consumer rule on the bus -> SQS {consumer_url.rsplit('/', 1)[-1]} (added locally)")
 
-        env = pipeline.session_environment()
+        env = pipeline.session_environment(APP_FUNCTION)
         for name in (
             contract.ENV_SCRATCH_BUCKET,
             contract.ENV_GRANT_KEY_ARN,
@@ -276,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
         from session_expiry_runtime.store import SessionStore
 
         ddb, kms, s3 = emulator.client("dynamodb"), emulator.client("kms"), emulator.client("s3")
-        app_env = pipeline.application_env()
+        app_env = pipeline.application_env(APP_FUNCTION)
         real_clock = lambda: datetime.now(timezone.utc)  # noqa: E731
         # Sessions that will have expired by the time the TTL sweep runs were "created two
         # minutes ago" with a one-minute lifetime: live for their own calls, expired now.
@@ -793,11 +796,9 @@ def verify(
     grants = _list_grants(kms, key_arn)
     connections = emulator.open_connection_ids()
     items = set()
+    key_name = pipeline.session_environment(APP_FUNCTION).get("SESSION_EXPIRY_PARTITION_KEY", "pk")
     for page in ddb.get_paginator("scan").paginate(TableName=table_name):
-        for item in page.get("Items", []):
-            items.add(
-                item[pipeline.session_environment().get("SESSION_EXPIRY_PARTITION_KEY", "pk")]["S"]
-            )
+        items.update(item[key_name]["S"] for item in page.get("Items", []))
     mismatches: list[str] = []
     counts = Counter[str]()
 

@@ -31,6 +31,10 @@ from collections.abc import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
 
+# The library's pytest plugin, loaded as a user's root conftest loads it: its fixtures deploy an
+# app into the local emulator (tests/sandbox); tests that do not ask for them are left alone.
+pytest_plugins = ["cdk_session_expiry.testing.pytest_plugin"]
+
 
 @pytest.fixture(autouse=True)
 def _collector_as_found() -> Iterator[None]:

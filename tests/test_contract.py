@@ -68,6 +68,14 @@ def test_cleanup_handler_exists_in_the_runtime_package(handler: str) -> None:
     assert function in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
 
 
+def test_the_sweeper_has_the_stop_hook_the_emulator_calls() -> None:
+    from session_expiry_runtime import sweeper
+
+    module, _ = infra.SWEEPER_HANDLER.rsplit(".", 1)
+    assert module == sweeper.__name__
+    assert callable(getattr(sweeper, infra.SWEEPER_STOP_HOOK))
+
+
 @pytest.mark.parametrize("path", CONSTRUCT_MODULES, ids=lambda p: p.name)
 def test_the_construct_never_imports_the_runtime(path: Path) -> None:
     tree = ast.parse(path.read_text())

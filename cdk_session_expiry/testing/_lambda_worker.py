@@ -1,9 +1,13 @@
 """Worker process that hosts one deployed Lambda handler (like the Lambda runtime does).
 
 Run as ``python _lambda_worker.py TASK_ROOT HANDLER``. Requests arrive on stdin, one JSON
-object a line: ``{"event": ..., "timeout_ms": ..., "function_arn": ..., "request_id": ...}``.
-Responses leave on the file descriptor that was stdout at start, one JSON object a line:
-``{"response": ...}`` or ``{"errorType": ..., "errorMessage": ..., "stackTrace": [...]}``.
+object a line: ``{"event": ..., "timeout_ms": ..., "function_arn": ..., "request_id": ...,
+"call_first": [name, ...]}`` (``call_first``: functions of the handler's module called without
+arguments just before the handler, optional). Responses leave on the file descriptor that was
+stdout at start, one JSON object a line: ``{"response": ...}`` or ``{"errorType": ...,
+"errorMessage": ..., "stackTrace": [...]}``. A line ``{"call": name}`` calls that function of the
+handler's module at once, even while an invocation runs (read on its own thread; nothing is
+answered), e.g. the expiry sweeper's ``stop_after_pass``.
 Everything the handler prints (logs, EMF metrics) goes to stderr, as Lambda sends it to logs.
 This file imports nothing from the project so the handler sees only its own code asset.
 """
@@ -13,11 +17,14 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import queue
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, TextIO
 
 
 class _Context:
@@ -66,9 +73,12 @@ def main() -> None:
             + "\n"
         )
         return
-    for line in sys.stdin:
-        request = json.loads(line)
+    requests: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    threading.Thread(target=_read, args=(sys.stdin, module, requests), daemon=True).start()
+    while (request := requests.get()) is not None:
         try:
+            for name in request.get("call_first") or []:
+                getattr(module, name)()
             response = handler(request["event"], _Context(request))
             out = {"response": response}
             text = json.dumps(out)
@@ -82,6 +92,19 @@ def main() -> None:
             )
         protocol.write(text + "\n")
         sys.stderr.flush()
+
+
+def _read(stream: TextIO, module: ModuleType, requests: queue.Queue[dict[str, Any] | None]) -> None:
+    """Hand requests to the main thread; make ``{"call": name}`` calls at once."""
+    for line in stream:
+        message = json.loads(line)
+        if "call" in message:
+            hook = getattr(module, str(message["call"]), None)
+            if callable(hook):
+                hook()
+            continue
+        requests.put(message)
+    requests.put(None)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import tempfile
 import threading
 import uuid
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -61,27 +61,37 @@ class DeployedFunction:
 
     @classmethod
     def read(cls, emulator: LocalEmulator, name_or_arn: str) -> DeployedFunction:
+        """The function ``name_or_arn`` as the emulator holds it (``GetFunction``).
+
+        Raises:
+            botocore.exceptions.ClientError: no such function (``ResourceNotFoundException``).
+        """
         got = emulator.client("lambda").get_function(FunctionName=name_or_arn)
         return cls(emulator, got["Configuration"], got.get("Code", {}).get("Location", ""))
 
     @property
     def arn(self) -> str:
+        """The function's ARN."""
         return str(self.configuration["FunctionArn"])
 
     @property
     def name(self) -> str:
+        """The function's name."""
         return str(self.configuration["FunctionName"])
 
     @property
     def handler(self) -> str:
+        """The function's ``Handler`` (``module.function`` in its code asset)."""
         return str(self.configuration["Handler"])
 
     @property
     def timeout_ms(self) -> int:
+        """The function's timeout in milliseconds (Lambda's default: 3 seconds)."""
         return int(self.configuration.get("Timeout", 3)) * 1000
 
     @property
     def role_arn(self) -> str:
+        """The ARN of the function's execution role."""
         return str(self.configuration["Role"])
 
     @property
@@ -200,6 +210,7 @@ class LocalLambda:
         self.logs: list[str] = []
         self._on_log = on_log
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
         self._proc: subprocess.Popen[str] | None = None
         self._responses: queue.Queue[str | None] = queue.Queue()
         self._spawn()
@@ -266,7 +277,21 @@ class LocalLambda:
         return line
 
     def __call__(self, event: Mapping[str, Any], context: Any = None) -> Any:
-        """Invoke the handler with ``event``; return its response.
+        """Invoke the handler with ``event``; return its response (see :meth:`invoke`)."""
+        return self.invoke(event, context)
+
+    def invoke(
+        self, event: Mapping[str, Any], context: Any = None, *, call_first: Sequence[str] = ()
+    ) -> Any:
+        """Invoke the handler with ``event``; return its response. One invocation at a time:
+        a second caller waits for the first (like reserved concurrency 1).
+
+        Args:
+            event: the event, JSON-serialisable.
+            context: only its ``aws_request_id`` is used. Default: a new request id.
+            call_first: names of functions of the handler's module to call, without
+                arguments, in the worker just before the handler (e.g. the expiry sweeper's
+                ``stop_after_pass``: one pass only). Default: none.
 
         Raises:
             FunctionError: the handler raised, the process died, or it timed out (then the
@@ -275,15 +300,14 @@ class LocalLambda:
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self._spawn()
-            assert self._proc is not None and self._proc.stdin is not None
             request = {
                 "event": event,
                 "timeout_ms": self.function.timeout_ms,
                 "function_arn": self.function.arn,
                 "request_id": getattr(context, "aws_request_id", str(uuid.uuid4())),
+                "call_first": list(call_first),
             }
-            self._proc.stdin.write(json.dumps(request) + "\n")
-            self._proc.stdin.flush()
+            self._send(request)
             try:
                 reply = json.loads(self._next_line(self.function.timeout_ms / 1000 + 2))
             except FunctionError:
@@ -296,6 +320,25 @@ class LocalLambda:
             reply.get("errorMessage", ""),
             reply.get("stackTrace", []),
         )
+
+    def _send(self, message: Mapping[str, Any]) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None
+        with self._write_lock:
+            proc.stdin.write(json.dumps(message) + "\n")
+            proc.stdin.flush()
+
+    def call(self, name: str) -> None:
+        """Call the function ``name`` of the handler's module in the worker now, without
+        arguments, even while an invocation runs (e.g. the expiry sweeper's
+        ``stop_after_pass``). Nothing is answered; a module without ``name`` ignores it. Does
+        nothing when the worker is not running."""
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        try:
+            self._send({"call": name})
+        except (OSError, ValueError):  # the worker just exited: nothing to stop
+            pass
 
     def close(self) -> None:
         """Stop the worker process. Idempotent."""
@@ -343,6 +386,11 @@ class DeployedStack:
 
     @classmethod
     def read(cls, emulator: LocalEmulator, stack_name: str) -> DeployedStack:
+        """The stack ``stack_name`` as the emulator's CloudFormation holds it.
+
+        Raises:
+            botocore.exceptions.ClientError: no such stack (``ValidationError``).
+        """
         cfn = emulator.client("cloudformation")
         body = cfn.get_template(StackName=stack_name)["TemplateBody"]
         template = body if isinstance(body, dict) else json.loads(body)

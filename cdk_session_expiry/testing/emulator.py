@@ -58,7 +58,22 @@ class Fault:
     code: str = "ForbiddenException"
     message: str = "fault injected by the local emulator"
 
+    @classmethod
+    def delete_connection(
+        cls,
+        connection_id: str,
+        *,
+        status: int = 403,
+        code: str = "ForbiddenException",
+        message: str = "fault injected by the local emulator",
+    ) -> Fault:
+        """The API Gateway Management API's ``DeleteConnection`` of one connection (what the
+        cleanup calls to close a session's WebSocket connection). Default: HTTP 403
+        ``ForbiddenException``; e.g. ``status=500, code="InternalServerErrorException"``."""
+        return cls("DELETE", f"/@connections/{connection_id}", status, code, message)
+
     def matches(self, environ: Mapping[str, Any]) -> bool:
+        """Whether the WSGI request ``environ`` is one this fault answers."""
         return bool(
             environ.get("REQUEST_METHOD") == self.method and environ.get("PATH_INFO") == self.path
         )
@@ -118,6 +133,14 @@ class _FaultInjector:
         return self.app(environ, start_response)
 
 
+def _ask_running_emulator_to_step_aside() -> None:
+    with _ACTIVE_LOCK:
+        running = list(_ACTIVE)
+    for other in running:
+        if other.on_another_start is not None:
+            other.on_another_start()
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -152,7 +175,8 @@ class LocalEmulator:
         #: bucket while keys are deleted concurrently.
         self.internal_errors: list[str] = []
         #: Resource types of deployed templates that moto's CloudFormation does not create
-        #: (moto warns and skips them), e.g. ``AWS::CloudWatch::Alarm``.
+        #: (moto warns and skips them), e.g. ``AWS::S3::BucketPolicy``; the emulator teaches it
+        #: the types of :data:`._cloudformation_models.TAUGHT_RESOURCE_TYPES`.
         self.unmodelled_resource_types: set[str] = set()
         self.region = region
         self.account_id = ACCOUNT_ID
@@ -166,6 +190,9 @@ class LocalEmulator:
         #: AgentCore sessions registered as running and the Stop calls answered (moto has no
         #: AgentCore data plane; see :mod:`cdk_session_expiry.testing.agentcore`).
         self.agentcore = AgentCoreSessions()
+        #: Called when another emulator starts while this one runs; it may stop this one (the
+        #: pytest plugin's emulator steps aside between test modules, see ``pytest_plugin``).
+        self.on_another_start: Callable[[], None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> LocalEmulator:
@@ -179,8 +206,9 @@ class LocalEmulator:
         if self._server is not None:
             return self
         # moto also raises a UserWarning per resource type its CloudFormation does not model
-        # (bucket policies, alarms, ...); the CDK deploy still succeeds.
+        # (bucket policies, ...); the CDK deploy still succeeds.
         warnings.filterwarnings("ignore", category=UserWarning, module=r"moto\.cloudformation")
+        _ask_running_emulator_to_step_aside()
         with _ACTIVE_LOCK:
             if _ACTIVE:
                 raise RuntimeError(
@@ -193,6 +221,10 @@ class LocalEmulator:
             _moto_agentcore_memory.install()
             _moto_firehose.install()
             try:
+                from cdk_session_expiry.testing import _cloudformation_models
+
+                _cloudformation_models.install()  # alarms, ...: every opt-in deploys
+                _moto_internals.date_grants()  # ListGrants answers CreationDate, as AWS does
                 port = self.port or _free_port()
                 server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
                 server.start()
@@ -273,6 +305,7 @@ class LocalEmulator:
 
     @property
     def running(self) -> bool:
+        """Whether the server is running (between :meth:`start` and :meth:`stop`)."""
         return self._server is not None
 
     # -- endpoints and clients ---------------------------------------------------------------
@@ -399,6 +432,13 @@ class LocalEmulator:
         """Register a running AgentCore session that ``Stop...Session`` will stop (see
         :meth:`AgentCoreSessions.start`); unknown sessions answer ResourceNotFoundException."""
         self.agentcore.start(kind, target, session_id, qualifier=qualifier)
+
+    def age_grants(self, seconds: float) -> int:
+        """Make every KMS grant ``seconds`` older: its ``CreationDate`` (which the emulator
+        records, moto answers none) moves into the past. The grant sweep leaves grants younger
+        than its grace period (15 minutes) alone; age them past it to test the sweep now.
+        Returns how many grants were aged."""
+        return _moto_internals.age_grants(self.account_id, self.region, seconds)
 
     def open_connection(self, connection_id: str) -> None:
         """Open a WebSocket connection (moto creates one on its first PostToConnection)."""

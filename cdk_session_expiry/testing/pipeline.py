@@ -3,23 +3,23 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from session_expiry_runtime.grant_sweeper import ATTR_GONE_SINCE
+
 from cdk_session_expiry import _runtime_contract as contract
+from cdk_session_expiry.testing import app_function
 from cdk_session_expiry.testing.cdk_cli import CdkCli
 from cdk_session_expiry.testing.deployment import DeployedFunction, DeployedStack, LocalLambda
 from cdk_session_expiry.testing.emulator import LocalEmulator
+from cdk_session_expiry.testing.failure_replay import ReplayResult, replay_from_destination
 from cdk_session_expiry.testing.poller import (
     EventSourceMappingConfig,
     EventSourceMappingPoller,
@@ -27,6 +27,7 @@ from cdk_session_expiry.testing.poller import (
     Invocation,
     PollReport,
 )
+from cdk_session_expiry.testing.schedules import Schedule, ScheduleRunner
 
 
 @dataclass
@@ -73,130 +74,6 @@ class EmfMetrics:
             if n == name and dimension in d and len(d) == 1:
                 out[d[dimension]] = out.get(d[dimension], 0.0) + v
         return out
-
-
-_RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
-_UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86_400}
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """An EventBridge schedule rule as the emulator holds it (moto creates the rule but never
-    fires it: call the target yourself, e.g. with :meth:`scheduled_event`)."""
-
-    rule_arn: str
-    expression: str
-    enabled: bool = True
-
-    @property
-    def interval_seconds(self) -> int:
-        """The period of a ``rate(...)`` expression in seconds.
-
-        Raises:
-            ValueError: a ``cron(...)`` or malformed expression.
-        """
-        found = _RATE.match(self.expression)
-        if not found:
-            raise ValueError(f"{self.expression!r}: expected rate(<n> <unit>)")
-        return int(found.group(1)) * _UNIT_SECONDS[found.group(2).rstrip("s")]
-
-    def scheduled_event(self, when: datetime | None = None) -> dict[str, Any]:
-        """The event EventBridge sends a scheduled target (``detail-type`` ``Scheduled Event``)."""
-        moment = when or datetime.now(timezone.utc)
-        arn = self.rule_arn.split(":")
-        return {
-            "version": "0",
-            "id": str(uuid.uuid4()),
-            "detail-type": "Scheduled Event",
-            "source": "aws.events",
-            "account": arn[4],
-            "time": moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "region": arn[3],
-            "resources": [self.rule_arn],
-            "detail": {},
-        }
-
-
-@dataclass
-class ScheduledRun:
-    """One run started by a :class:`ScheduleRunner`: when (monotonic), how long, what."""
-
-    started: float
-    seconds: float
-    response: Any = None
-    error: str | None = None
-
-
-class ScheduleRunner:
-    """Fires an EventBridge schedule in real time (moto creates rules but never fires them).
-
-    Every ``period_seconds`` (default the rule's ``rate()``) on its own thread, it calls
-    ``handler(schedule.scheduled_event(), None)``, the first time at once. Runs never overlap:
-    a run still going when the next is due delays it (the sweeper's reserved concurrency of 1
-    throttles the second invocation, which the asynchronous queue retries). Errors are recorded
-    per run, as Lambda records a failed asynchronous invocation, and the schedule goes on.
-    """
-
-    def __init__(
-        self,
-        schedule: Schedule,
-        handler: Handler,
-        *,
-        period_seconds: float | None = None,
-        max_runs: int | None = None,
-    ) -> None:
-        self.schedule = schedule
-        self.handler = handler
-        self.period = float(period_seconds or schedule.interval_seconds)
-        if self.period <= 0:
-            raise ValueError(f"period_seconds={period_seconds!r}: expected seconds > 0")
-        #: Stop by itself after this many runs (``None``: until :meth:`stop`).
-        self.max_runs = max_runs
-        self.runs: list[ScheduledRun] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> ScheduleRunner:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="schedule", daemon=True)
-        self._thread.start()
-        return self
-
-    def _loop(self) -> None:
-        due = time.monotonic()
-        while not self._stop.is_set():
-            started = time.monotonic()
-            run = ScheduledRun(started=started, seconds=0.0)
-            try:
-                run.response = self.handler(self.schedule.scheduled_event(), None)
-            except Exception as err:
-                run.error = f"{type(err).__name__}: {err}"
-            run.seconds = time.monotonic() - started
-            self.runs.append(run)
-            if self.max_runs is not None and len(self.runs) >= self.max_runs:
-                return
-            due += self.period
-            self._stop.wait(max(0.0, due - time.monotonic()))
-
-    def join(self, timeout: float | None = None) -> list[ScheduledRun]:
-        """Wait for the thread to end by itself (``max_runs``); the runs so far."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-        return self.runs
-
-    def stop(self, *, timeout: float = 120.0) -> list[ScheduledRun]:
-        """Stop after the run in progress; the runs so far.
-
-        Raises:
-            TimeoutError: the run in progress did not end within ``timeout`` seconds.
-        """
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            if self._thread.is_alive():
-                raise TimeoutError(f"the scheduled run did not end within {timeout} s")
-            self._thread = None
-        return self.runs
 
 
 class LocalPipeline:
@@ -336,41 +213,50 @@ class LocalPipeline:
 
     @property
     def stream_arn(self) -> str:
+        """The ARN of the session table's stream the mapping reads."""
         return self.mapping.event_source_arn
 
-    def session_environment(self) -> dict[str, str]:
-        """The session runtime's environment as deployed (what ``SessionStore.from_env()`` reads).
+    def session_environment(self, function: str | None = None) -> dict[str, str]:
+        """The environment of the application function the tests stand in for, as deployed
+        (what ``SessionStore.from_env()`` and the function's own code read).
 
-        Taken from a function of the stack whose ``SESSION_EXPIRY_TABLE_NAME`` names the session
-        table, preferring one with ``SESSION_EXPIRY_RETIRING_PRINCIPAL``
-        (``SessionExpiry.grant_session_access`` sets both on application functions, with the
-        expiry sweeper's shard settings); without one, the cleanup function's variables plus
-        the table name.
+        Which function (:mod:`cdk_session_expiry.testing.app_function`): ``function`` when
+        given; otherwise the one function given ``SessionExpiry.grant_session_access``;
+        otherwise, with none, the variables ``SessionExpiry.session_environment()`` sets,
+        rebuilt from the cleanup function, the expiry sweeper and the cleanup role (without
+        ``SESSION_EXPIRY_MAX_SESSION_LIFETIME_SECONDS``: the runtime's default applies).
+
+        Args:
+            function: a construct path (``"MyStack/Connect"`` or its end ``"Connect"``), a
+                logical id or a function name. Default: the rule above.
+
+        Raises:
+            AppFunctionError: ``function`` names no function of the stack, or several; or no
+                ``function`` and several functions given session access have different
+                environments (the message names them).
         """
-        lam = self.emulator.client("lambda")
-        naming_the_table = []
-        for _, physical_id in sorted(self.stack.physical_ids("AWS::Lambda::Function").items()):
-            config = lam.get_function_configuration(FunctionName=physical_id)
-            variables = dict((config.get("Environment") or {}).get("Variables") or {})
-            if variables.get(contract.ENV_TABLE_NAME) == self.table_name:
-                naming_the_table.append(variables)
-        # grant_session_access always sets the retiring principal; the expiry sweeper's own
-        # function names the table too, but lacks the session settings.
-        for variables in naming_the_table:
-            if contract.ENV_RETIRING_PRINCIPAL in variables:
-                return variables
-        if naming_the_table:
-            return naming_the_table[0]
-        return {**self.function.environment, contract.ENV_TABLE_NAME: self.table_name}
+        functions = app_function.stack_functions(self.stack)
+        chosen = app_function.choose(functions, table_name=self.table_name, selector=function)
+        if chosen is not None:
+            return dict(chosen.environment)
+        cleanup = next(f for f in functions if f.name == self.function.name)
+        return app_function.derived_session_environment(
+            functions, table_name=self.table_name, cleanup=cleanup
+        )
 
-    def application_env(self) -> dict[str, str]:
-        """Environment for application code in tests: :meth:`session_environment` plus the
-        emulator's endpoint, Region and fake credentials (``AWS_ENDPOINT_URL`` and friends).
+    def application_env(self, function: str | None = None) -> dict[str, str]:
+        """Environment for application code in tests: :meth:`session_environment` (of
+        ``function``, same rule) plus the emulator's endpoint, Region and fake credentials
+        (``AWS_ENDPOINT_URL`` and friends).
 
         A WebSocket management endpoint (``SESSION_EXPIRY_WEBSOCKET_ENDPOINT``, with which
         ``attach_connection`` closes earlier connections) is pointed at the emulator, which
-        answers the API Gateway Management API at its root (as for the deployed functions)."""
-        env = self.session_environment()
+        answers the API Gateway Management API at its root (as for the deployed functions).
+
+        Raises:
+            AppFunctionError: see :meth:`session_environment`.
+        """
+        env = self.session_environment(function)
         if env.get(contract.ENV_WEBSOCKET_ENDPOINT):
             env[contract.ENV_WEBSOCKET_ENDPOINT] = self.emulator.endpoint_url
         return {**env, **self.emulator.aws_env()}
@@ -518,6 +404,37 @@ class LocalPipeline:
             self._poller.config = self.mapping
             self._poller.handler = self.local_lambda()
 
+    def _end_activity(self) -> None:
+        """Stop what runs on threads (continuous cleanup, schedules); the pytest plugin calls
+        it when a test or a module ends.
+
+        Raises:
+            ShardBlocked: continuous mode had stopped at a batch that kept failing.
+        """
+        self.stop_schedules()
+        if self._poller is not None and self._poller.running:
+            self._poller.stop()
+
+    def _after_restore(self) -> None:
+        """Start over after the emulator's state was restored from a snapshot (the pytest
+        plugin, between modules): as a pipeline read back afresh (new poller from the stream's
+        start, empty metrics and logs), keeping the worker processes whose function
+        configuration is unchanged (warm, like a reused execution environment)."""
+        try:
+            self._end_activity()
+        except Exception:  # noqa: S110 - the module that left it blocked has ended
+            pass
+        self._poller = None
+        self._log_listeners.clear()
+        self.metrics = EmfMetrics()
+        self.logs = []
+        self.stack = DeployedStack.read(self.emulator, self.stack.name)
+        self.refresh()
+        for handler, local in list(self._functions.items()):
+            deployed = DeployedFunction.read(self.emulator, local.function.name)
+            if deployed.configuration != local.function.configuration:
+                self.restart_function(handler)
+
     # -- the stack's other functions (e.g. the expiry sweeper) ------------------------------------
     def function_with_handler(self, handler: str) -> DeployedFunction:
         """The stack's one function whose ``Handler`` is ``handler``, read from the emulator.
@@ -588,15 +505,136 @@ class LocalPipeline:
         *,
         period_seconds: float | None = None,
         max_runs: int | None = None,
+        interrupt: Callable[[], None] | None = None,
     ) -> ScheduleRunner:
         """Fire ``schedule`` in real time: ``handler(scheduled_event, None)`` every period on
-        its own thread, one run at a time (see :class:`ScheduleRunner`). Stopped by
-        :meth:`close` or the runner's ``stop``."""
+        its own thread, one run at a time (see :class:`ScheduleRunner`, which documents the
+        arguments). Stopped by :meth:`stop_schedules`, :meth:`close` or the runner's ``stop``."""
         runner = ScheduleRunner(
-            schedule, handler, period_seconds=period_seconds, max_runs=max_runs
+            schedule,
+            handler,
+            period_seconds=period_seconds,
+            max_runs=max_runs,
+            interrupt=interrupt,
         ).start()
         self._schedules.append(runner)
         return runner
+
+    def stop_schedules(self) -> None:
+        """Stop every schedule this pipeline started; a sweeper's run in progress ends after its
+        pass in progress (see :meth:`start_expiry_sweeper`). Idempotent.
+
+        Raises:
+            TimeoutError: a run did not end within 120 seconds.
+        """
+        runners, self._schedules = self._schedules, []
+        for runner in runners:
+            runner.stop()
+
+    # -- the construct's sweepers, for a test -------------------------------------------------
+    def _sweeper(self, handler: str, prop: str) -> tuple[LocalLambda, Schedule]:
+        try:
+            local = self.local_function(handler)
+        except LookupError:
+            raise LookupError(
+                f"stack {self.stack.name} has no function with handler {handler}: the "
+                f"SessionExpiry of this app has no {prop}"
+            ) from None
+        return local, self.schedule_of(local.function)
+
+    def run_expiry_sweep(self) -> dict[str, Any]:
+        """Run the deployed expiry sweeper once, now, from its code asset: one pass (also with
+        a sub-minute ``expiry_sweep_interval``, whose scheduled runs make a pass every interval
+        for a minute), with the scheduled event its rule sends. Waits for a scheduled run in
+        progress (reserved concurrency 1). The sessions it deletes reach the cleanup with the
+        next :meth:`run_cleanup`.
+
+        Returns:
+            The sweeper's summary: ``swept``, ``skipped``, ``failed``, ``queryFailures``,
+            ``passes``, ``complete``, ``maxSweepLagSeconds``, ... (the handler's response).
+
+        Raises:
+            LookupError: the app's ``SessionExpiry`` has no ``expiry_sweep_interval``.
+            FunctionError: the sweep raised, e.g. ``SweepIncompleteError`` when a due session
+                could not be deleted.
+        """
+        local, schedule = self._sweeper(contract.SWEEPER_HANDLER, "expiry_sweep_interval")
+        response = local.invoke(schedule.scheduled_event(), call_first=[contract.SWEEPER_STOP_HOOK])
+        return dict(response)
+
+    def run_grant_sweep(self) -> dict[str, Any]:
+        """Run the deployed grant sweep once, now, from its code asset (what its hourly rule
+        does): retires the KMS grants of sessions that are gone or expired.
+
+        Returns:
+            The grant sweep's report (the handler's response), e.g. ``orphansRetired``.
+
+        Raises:
+            LookupError: the app's ``SessionExpiry`` has no ``grant_key`` (no grant sweep).
+            FunctionError: the sweep raised, e.g. ``GrantSweepFailed``.
+        """
+        local, schedule = self._sweeper(contract.GRANT_SWEEPER_HANDLER, "grant_key")
+        return dict(local.invoke(schedule.scheduled_event()))
+
+    def end_grant_pending_bounds(self) -> int:
+        """Make every grant the grant sweep holds **pending** due now: its ended session's
+        ``goneSince`` (written by the sweep that first saw the session gone) moves back by the
+        deployed pending bound (``grant_sweep_pending_seconds``) plus a minute, the time the
+        stream path had to retire it. The next :meth:`run_grant_sweep` counts those grants as
+        orphans and retires them (docs/ownership.md, "The grant sweep").
+
+        Returns:
+            How many grant ownership records were moved (0 when no sweep has seen one pending).
+
+        Raises:
+            LookupError: the app's ``SessionExpiry`` has no ``grant_key`` (no grant sweep).
+        """
+        local, _ = self._sweeper(contract.GRANT_SWEEPER_HANDLER, "grant_key")
+        env = local.function.environment
+        return _move_gone_since_back(
+            self.emulator.client("dynamodb"),
+            table=env[contract.ENV_OWNERSHIP_TABLE_NAME],
+            seconds=int(env[contract.ENV_GRANT_SWEEP_PENDING_SECONDS]) + 60,
+        )
+
+    def start_expiry_sweeper(
+        self, *, period_seconds: float | None = None, max_runs: int | None = None
+    ) -> ScheduleRunner:
+        """Fire the expiry sweeper's rule on the wall clock, at once and then every period, one
+        run at a time (:class:`ScheduleRunner`; its ``runs`` hold each run's summary). With a
+        sub-minute interval each run makes a pass every interval for a minute, as deployed;
+        :meth:`stop_schedules` ends the run in progress after its pass in progress (the
+        runtime's ``stop_after_pass``, which AWS never calls) instead of waiting out its minute.
+
+        Args:
+            period_seconds: seconds between runs. Default: the rule's ``rate()`` (60 s for a
+                sub-minute interval).
+            max_runs: stop after this many runs. Default: until stopped.
+
+        Raises:
+            LookupError: the app's ``SessionExpiry`` has no ``expiry_sweep_interval``.
+        """
+        local, schedule = self._sweeper(contract.SWEEPER_HANDLER, "expiry_sweep_interval")
+        return self.start_schedule(
+            schedule,
+            local,
+            period_seconds=period_seconds,
+            max_runs=max_runs,
+            interrupt=lambda: local.call(contract.SWEEPER_STOP_HOOK),
+        )
+
+    def start_grant_sweeper(
+        self, *, period_seconds: float | None = None, max_runs: int | None = None
+    ) -> ScheduleRunner:
+        """Fire the grant sweep's rule on the wall clock (as :meth:`start_expiry_sweeper`).
+
+        Raises:
+            LookupError: the app's ``SessionExpiry`` has no ``grant_key``.
+        """
+        local, schedule = self._sweeper(contract.GRANT_SWEEPER_HANDLER, "grant_key")
+        return self.start_schedule(
+            schedule, local, period_seconds=period_seconds, max_runs=max_runs
+        )
 
     def on_failure_messages(self, *, max_messages: int = 10_000) -> list[dict[str, Any]]:
         """Messages on the mapping's SQS on-failure destination (received, not deleted)."""
@@ -627,6 +665,92 @@ class LocalPipeline:
         account, name = destination.split(":")[4], destination.split(":")[5]
         sqs = self.emulator.client("sqs")
         return str(sqs.get_queue_url(QueueName=name, QueueOwnerAWSAccountId=account)["QueueUrl"])
+
+    def replay_failures(self, *, dry_run: bool = False) -> ReplayResult:
+        """Replay what reached the on-failure destination, as an operator does after an
+        incident: ``python -m session_expiry_runtime.replay`` from the cleanup function's code
+        asset with its settings (:meth:`run_module`), for the SQS queue (every message; a
+        message is deleted once its records are cleaned) or for each object of the S3
+        destination (deleted once replayed).
+
+        Args:
+            dry_run: read and report, change nothing (``--dry-run``). Default: replay.
+
+        Returns:
+            The outcomes (one per message or object) and the exit code of each run.
+
+        Raises:
+            LookupError: the mapping has no on-failure destination.
+        """
+        return replay_from_destination(self, dry_run=dry_run)
+
+    # -- a session's life and the kill switch, for a test ---------------------------------------
+    def expire_session(self, session_id: str, *, partition: str | None = None) -> PollReport:
+        """Expire one session now and wait for its cleanup: delete its item as DynamoDB's TTL
+        service does once its TTL has passed (:meth:`ttl_delete` at its TTL, or now if later),
+        then :meth:`run_cleanup`. Its other items and every other session are left alone.
+
+        Args:
+            session_id: the session's id (``SessionStore.create``'s ``session_id``).
+            partition: the partition key value on a table with a sort key (the store's
+                ``partition``). Default: none (the session id is the partition key).
+
+        Returns:
+            The cumulative report of :meth:`run_cleanup`.
+
+        Raises:
+            LookupError: no such session in the table.
+            ValueError: its TTL attribute is not a Number (TTL would never delete it), or
+                ``partition`` does not fit the table's key.
+        """
+        key = self._session_key(session_id, partition)
+        ddb = self.emulator.client("dynamodb")
+        item = ddb.get_item(TableName=self.table_name, Key=key, ConsistentRead=True).get("Item")
+        if item is None:
+            raise LookupError(f"no session {session_id!r} in table {self.table_name} ({key})")
+        ttl = (item.get(self.ttl_attribute) or {}).get("N")
+        if ttl is None:
+            raise ValueError(
+                f"session {session_id!r} has no Number attribute {self.ttl_attribute!r}: the "
+                "TTL service would never delete it; expected SessionStore.create to have set it"
+            )
+        self.ttl_delete(key, now=max(float(ttl), time.time()))
+        return self.run_cleanup()
+
+    def _session_key(self, session_id: str, partition: str | None) -> dict[str, Any]:
+        ddb = self.emulator.client("dynamodb")
+        schema = ddb.describe_table(TableName=self.table_name)["Table"]["KeySchema"]
+        names = {k["KeyType"]: k["AttributeName"] for k in schema}
+        if "RANGE" not in names:
+            if partition is not None:
+                raise ValueError(
+                    f"partition={partition!r}: table {self.table_name} has no sort key, the "
+                    "session id is the partition key; expected partition=None"
+                )
+            return {names["HASH"]: {"S": session_id}}
+        if partition is None:
+            raise ValueError(
+                f"table {self.table_name} has a sort key: expected partition= (the value of "
+                f"{names['HASH']!r}) with session {session_id!r}"
+            )
+        return {names["HASH"]: {"S": partition}, names["RANGE"]: {"S": session_id}}
+
+    def pause_cleanup(self) -> None:
+        """Pull the kill switch as an operator does (``UpdateEventSourceMapping``
+        ``Enabled=False``), then :meth:`refresh`: :meth:`run_cleanup` delivers nothing while
+        paused and the stream keeps the records; :meth:`resume_cleanup` goes on from there."""
+        self._set_cleanup_enabled(False)
+
+    def resume_cleanup(self) -> None:
+        """Release the kill switch (``Enabled=True``) and :meth:`refresh`; the next
+        :meth:`run_cleanup` delivers what was written meanwhile."""
+        self._set_cleanup_enabled(True)
+
+    def _set_cleanup_enabled(self, enabled: bool) -> None:
+        self.emulator.client("lambda").update_event_source_mapping(
+            UUID=self.mapping.uuid, Enabled=enabled
+        )
+        self.refresh()
 
     def run_module(
         self, module: str, *args: str, env_overrides: Mapping[str, str] | None = None
@@ -664,9 +788,7 @@ class LocalPipeline:
         if this pipeline started it."""
         if self._poller is not None and self._poller.running:
             self._poller.stop()
-        for runner in self._schedules:
-            runner.stop()
-        self._schedules.clear()
+        self.stop_schedules()
         if self._lambda is not None:
             self._lambda.close()
             self._lambda = None
@@ -693,3 +815,24 @@ def _deployed_stack_names(emulator: LocalEmulator) -> list[str]:
             if stack["StackName"] != "CDKToolkit":
                 names.append(stack["StackName"])
     return names
+
+
+def _move_gone_since_back(ddb: Any, *, table: str, seconds: int) -> int:
+    """``SET goneSince = goneSince - seconds`` on every grant ownership record that has one."""
+    moved, key = 0, contract.OWNERSHIP_PARTITION_KEY
+    pages = ddb.get_paginator("scan").paginate(
+        TableName=table,
+        FilterExpression="attribute_exists(#gone)",
+        ExpressionAttributeNames={"#gone": ATTR_GONE_SINCE},
+    )
+    for item in (item for page in pages for item in page.get("Items", [])):
+        ddb.update_item(
+            TableName=table,
+            Key={key: item[key]},
+            UpdateExpression="SET #gone = #gone - :seconds",
+            ConditionExpression="attribute_exists(#gone)",
+            ExpressionAttributeNames={"#gone": ATTR_GONE_SINCE},
+            ExpressionAttributeValues={":seconds": {"N": str(seconds)}},
+        )
+        moved += 1
+    return moved

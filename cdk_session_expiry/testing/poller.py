@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdk_session_expiry.testing.stream_records import sequence_number, to_lambda_record
+from cdk_session_expiry.testing._stream_records import sequence_number, to_lambda_record
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -161,12 +161,14 @@ class PollReport:
 
     @property
     def function_errors(self) -> int:
+        """Invocations whose handler raised or answered an invalid partial batch response."""
         return sum(
             1 for i in self.invocations if i.outcome in ("function_error", "invalid_response")
         )
 
     @property
     def partial_failures(self) -> int:
+        """Invocations answered with a valid partial batch response."""
         return sum(1 for i in self.invocations if i.outcome == "partial")
 
     def outcomes(self) -> dict[str, int]:
@@ -563,7 +565,7 @@ class EventSourceMappingPoller:
         if not self.config.report_batch_item_failures:
             self._record(Invocation(shard_id, seqs, "success", retry))
             return
-        verdict = interpret_partial_batch_response(response, seqs)
+        verdict = _interpret_partial_batch_response(response, seqs)
         if verdict is None:
             self._record(Invocation(shard_id, seqs, "success", retry))
             return
@@ -586,7 +588,7 @@ class EventSourceMappingPoller:
             return
         self._checkpoint(shard_id, sequence_number(records[-1]))
         self.report.records_sent_to_on_failure += len(records)
-        message = on_failure_record(
+        message = _on_failure_record(
             records,
             shard_id=shard_id,
             stream_arn=self.config.event_source_arn,
@@ -619,7 +621,7 @@ class EventSourceMappingPoller:
             raise ValueError(f"on-failure destination {destination!r}: expected SQS, SNS or S3")
 
 
-def interpret_partial_batch_response(
+def _interpret_partial_batch_response(
     response: Any, sequence_numbers: Sequence[str]
 ) -> int | str | None:
     """Read a partial batch response the way Lambda does for stream sources.
@@ -656,7 +658,7 @@ def _iso(epoch: float) -> str:
     return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def on_failure_record(
+def _on_failure_record(
     records: Sequence[Mapping[str, Any]],
     *,
     shard_id: str,

@@ -2,9 +2,11 @@
 
 The event source mapping delivers batches of DynamoDB stream records; the handler returns a
 partial batch response (the mapping must have ``ReportBatchItemFailures``). Configuration is
-read and checked once per execution environment, and the boto3 clients are shared by every
-invocation and worker thread. A bad configuration raises on every invocation (function errors,
-so the errors alarm fires) rather than skipping cleanups.
+read and checked once per execution environment, and the boto3 clients and the step objects are
+shared by every invocation and worker thread; nothing else outlives an invocation (the step
+pool, the ownership check and the steps' shared batchers are made per invocation:
+:mod:`.invocation`). A bad configuration raises on every invocation (function errors, so the
+errors alarm fires) rather than skipping cleanups.
 """
 
 from __future__ import annotations

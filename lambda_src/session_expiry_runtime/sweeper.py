@@ -490,6 +490,10 @@ def _camel(name: str) -> str:
     return first + "".join(part.title() for part in rest)
 
 
+def _never() -> bool:
+    return False
+
+
 def run_passes(
     sweeper: ExpirySweeper,
     *,
@@ -497,6 +501,7 @@ def run_passes(
     deadline: Deadline,
     clock: RunClock | None = None,
     run_seconds: int = RUN_SECONDS,
+    stop_requested: Callable[[], bool] = _never,
 ) -> RunReport:
     """Run a pass every ``interval_seconds`` for ``run_seconds``, never past the time guard.
 
@@ -504,6 +509,9 @@ def run_passes(
     one pass at a time (a pass that overruns its slot delays the next, skipping slots already
     missed). A slot the guard would cut (the run started late) is moved forward to just before
     the guard trips and is the run's last pass; no pass starts once the guard has tripped.
+    Once ``stop_requested()`` is true (checked after each pass and after each wait; the
+    handler's clock ends its wait at once, see :func:`stop_after_pass`), no further pass
+    starts: the first pass always runs.
 
     Raises:
         ValueError: ``interval_seconds`` is not a positive integer.
@@ -517,6 +525,8 @@ def run_passes(
     start = clock.monotonic()
     slot = 0
     while slot * interval_seconds < run_seconds:
+        if run.passes and stop_requested():
+            break
         wait = start + slot * interval_seconds - clock.monotonic()
         last = False
         if wait > 0:
@@ -529,7 +539,7 @@ def run_passes(
                     break
                 wait, last = latest, True
             clock.sleep(wait)
-        if deadline.passed():
+        if deadline.passed() or (run.passes and stop_requested()):
             break
         run.pass_offsets.append(clock.monotonic() - start)
         run.passes.append(sweeper.sweep(out_of_time=deadline.passed))
@@ -544,8 +554,30 @@ def run_passes(
 
 _sweeper: ExpirySweeper | None = None
 _lock = threading.Lock()
-#: The clock of the handler's passes (tests replace it).
-_run_clock = RunClock()
+#: Set by :func:`stop_after_pass`; cleared when the run in progress (or the next) ends.
+_stop_passes = threading.Event()
+
+
+def _sleep_unless_stopped(seconds: float) -> None:
+    _stop_passes.wait(seconds)
+
+
+#: The clock of the handler's passes (tests replace it): its waits end at once on
+#: :func:`stop_after_pass`.
+_run_clock = RunClock(sleep=_sleep_unless_stopped)
+
+
+def stop_after_pass() -> None:
+    """End the handler's run in progress after its pass in progress; thread-safe.
+
+    No further pass starts, a wait for the next pass ends at once, and the handler returns its
+    summary and writes its metrics as usual. Without a run in progress, the next run makes one
+    pass. AWS never calls it (a deployed run lasts its minute); it is for a process that hosts
+    the handler: the local emulator calls it when a test stops the sweeper's schedule or runs
+    one sweep now (``cdk_session_expiry.testing``). The name is the contract's
+    ``SWEEPER_STOP_HOOK``.
+    """
+    _stop_passes.set()
 
 
 def get_sweeper() -> ExpirySweeper:
@@ -573,11 +605,20 @@ def sweep_run(sweeper: ExpirySweeper, context: object) -> RunReport:
     :data:`RUN_SECONDS` a pass every interval for the run's minute."""
     deadline = Deadline.of(context, sweeper.config.time_guard_ms)
     interval = sweeper.config.sweep_interval_seconds
-    if interval is not None and interval < RUN_SECONDS:
-        return run_passes(sweeper, interval_seconds=interval, deadline=deadline, clock=_run_clock)
-    run = RunReport(interval_seconds=interval, pass_offsets=[0.0])
-    run.passes.append(sweeper.sweep(out_of_time=deadline.passed))
-    return run
+    try:
+        if interval is not None and interval < RUN_SECONDS:
+            return run_passes(
+                sweeper,
+                interval_seconds=interval,
+                deadline=deadline,
+                clock=_run_clock,
+                stop_requested=_stop_passes.is_set,
+            )
+        run = RunReport(interval_seconds=interval, pass_offsets=[0.0])
+        run.passes.append(sweeper.sweep(out_of_time=deadline.passed))
+        return run
+    finally:
+        _stop_passes.clear()
 
 
 def handler(event: object, context: object) -> dict[str, Any]:

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import sysconfig
 import textwrap
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from bench.wheel import Installed, run
 from cdk_session_expiry import _runtime_contract as contract
 
 from .helpers import REPO
@@ -40,66 +39,6 @@ def test_editable_checkout_resolves_the_runtime_in_lambda_src() -> None:
     assert contract.runtime_package_dir() == REPO / "lambda_src" / contract.RUNTIME_PACKAGE
 
 
-def _run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        args, capture_output=True, text=True, check=False, timeout=600, **kwargs
-    )  # type: ignore[call-overload]
-    assert result.returncode == 0, f"{args}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    return result  # type: ignore[no-any-return]
-
-
-class Installed:
-    """The wheel and sdist built from this checkout, the wheel installed into a fresh venv."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.dist = tmp_path / "dist"
-        # --no-isolation: hatchling comes from the dev venv, so the build needs no network.
-        _run(
-            [
-                sys.executable,
-                "-m",
-                "build",
-                "--wheel",
-                "--sdist",
-                "--no-isolation",
-                "--outdir",
-                str(self.dist),
-                str(REPO),
-            ]
-        )
-        (self.wheel,) = self.dist.glob("cdk_session_expiry-*.whl")
-        (self.sdist,) = self.dist.glob("cdk_session_expiry-*.tar.gz")
-        self.venv = tmp_path / "venv"
-        _run([sys.executable, "-m", "venv", str(self.venv)])
-        self.python = self.venv / "bin" / "python"
-        _run(
-            [
-                str(self.python),
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--no-deps",
-                "--no-index",
-                str(self.wheel),
-            ]
-        )
-        # Dependencies (aws-cdk-lib, constructs, jsii) come from the dev venv's site-packages,
-        # appended after the fresh venv's own: a plain path line, so the dev venv's editable
-        # .pth files (which point at this checkout) are not processed.
-        fresh_site = Path(
-            _run(
-                [
-                    str(self.python),
-                    "-c",
-                    "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-                ]
-            ).stdout.strip()
-        )
-        (fresh_site / "_dev_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-        self.env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME"}}
-
-
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     return Installed(tmp_path_factory.mktemp("packaging"))
@@ -112,7 +51,7 @@ def test_wheel_installed_in_a_fresh_venv_synthesizes_a_consumer_app(
     consumer = tmp_path / "consumer"
     consumer.mkdir()
     (consumer / "app.py").write_text(CONSUMER_APP)
-    result = _run(
+    result = run(
         [str(installed.python), "app.py", str(consumer / "cdk.out")],
         cwd=consumer,
         env=installed.env,
@@ -211,7 +150,7 @@ def test_wheel_holds_py_typed_licence_and_metadata(installed: Installed) -> None
 
 @pytest.mark.slow
 def test_twine_check_passes_on_wheel_and_sdist(installed: Installed) -> None:
-    result = _run(
+    result = run(
         [
             sys.executable,
             "-m",

@@ -312,6 +312,57 @@ def test_handler_runs_the_minute_of_passes_and_writes_metrics_once(
     assert doc["SessionsSwept"] == 2
 
 
+def test_stop_after_pass_before_a_run_makes_it_one_pass(
+    handler_env: None, store: SessionStore, fake: FakeTime
+) -> None:
+    """What the local emulator does for "run one sweep now" on a sub-minute sweeper."""
+    t0 = int(fake.t)
+    store.create("a", expires_at=t0 + 1)
+    store.create("b", expires_at=t0 + 10)  # due at the second pass, which does not start
+    fake.t = t0 + 2.0
+    sweeper_module.get_sweeper()._clock = fake.now
+
+    sweeper_module.stop_after_pass()
+    summary = sweeper_module.handler({}, Context(TIMEOUT_S, fake.monotonic))
+
+    assert (summary["passes"], summary["swept"]) == (1, 1)
+    assert fake.slept == []
+    assert not sweeper_module._stop_passes.is_set()  # the next run is a whole minute again
+    assert sweeper_module.handler({}, Context(TIMEOUT_S, fake.monotonic))["passes"] == 12
+
+
+def test_stop_after_pass_during_a_run_ends_it_after_the_pass_in_progress(
+    handler_env: None, store: SessionStore, fake: FakeTime
+) -> None:
+    """Requested while the run waits for its third pass (as the local schedule runner does when
+    a test stops it): the wait ends at once and no pass starts after it."""
+    t0 = int(fake.t)
+    store.create("a", expires_at=t0 + 3)
+    store.create("b", expires_at=t0 + 30)
+    sweeper_module.get_sweeper()._clock = fake.now
+    fake.at(t0 + 7, sweeper_module.stop_after_pass)
+
+    summary = sweeper_module.handler({}, Context(TIMEOUT_S, fake.monotonic))
+
+    assert (summary["passes"], summary["swept"]) == (2, 1)
+    assert summary["passOffsetsSeconds"] == [0.0, 5.0]
+
+
+def test_run_passes_stops_only_after_the_first_pass(
+    sweeper: ExpirySweeper, store: SessionStore, fake: FakeTime
+) -> None:
+    store.create("a", expires_at=int(fake.t) + 1)
+    fake.t += 2.0
+    run = run_passes(
+        sweeper,
+        interval_seconds=5,
+        deadline=Deadline(None, MARGIN_MS),
+        clock=fake.run_clock(),
+        stop_requested=lambda: True,
+    )
+    assert swept_in_pass(run) == [1]
+
+
 def test_handler_without_an_interval_makes_one_pass(
     handler_env: None, fake: FakeTime, monkeypatch: pytest.MonkeyPatch
 ) -> None:

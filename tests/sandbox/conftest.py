@@ -8,15 +8,7 @@ import pytest
 
 from cdk_session_expiry.testing import LocalEmulator
 
-# The library's fixtures, as a user's conftest would load them (a root conftest would use
-# ``pytest_plugins = ["cdk_session_expiry.testing.pytest_plugin"]``).
-from cdk_session_expiry.testing.pytest_plugin import (  # noqa: F401
-    session_expiry_app_dir,
-    session_expiry_app_env,
-    session_expiry_emulator,
-    session_expiry_pipeline,
-    session_expiry_stack,
-)
+# The library's fixtures (session_expiry_*) come from the plugin tests/conftest.py loads.
 
 
 @pytest.fixture(scope="module")

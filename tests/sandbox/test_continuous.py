@@ -334,3 +334,18 @@ def test_a_repeated_sequence_number_ends_the_read_instead_of_looping() -> None:
     assert handler.calls == [["a", "b", "c"]]
     assert report.records_read == 3
     assert poller.poll().records_read == 3  # nothing new: nothing re-read
+
+
+def test_stop_interrupts_the_run_in_progress() -> None:
+    """A run that would last until interrupted ends when the runner stops (the expiry
+    sweeper's run ends after its pass in progress); without ``interrupt`` it is waited for."""
+    interrupted = threading.Event()
+
+    def long_run(event: dict[str, Any], context: Any) -> str:
+        return "interrupted" if interrupted.wait(WAIT) else "waited out"
+
+    runner = ScheduleRunner(SCHEDULE, long_run, interrupt=interrupted.set).start()
+    assert runner.wait_for_run(WAIT)
+    runs = runner.stop()
+    assert [r.response for r in runs] == ["interrupted"]
+    assert not runner.running

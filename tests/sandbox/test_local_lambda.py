@@ -150,3 +150,46 @@ def test_emf_metrics_sum_by_dimension() -> None:
     metrics.add_log_line('{"level": "INFO"}')
     assert metrics.by_dimension("F", "Action") == {"RetireGrant": 3.0}
     assert metrics.total("F") == 3.0
+
+
+# A handler that waits until a function of its module is called from outside (the way the
+# expiry sweeper's run waits between passes until stop_after_pass).
+STOPPABLE = """
+import threading
+
+_stop = threading.Event()
+_calls = []
+
+
+def stop_after_pass():
+    _calls.append("stop")
+    _stop.set()
+
+
+def handler(event, context):
+    stopped = _stop.wait(event.get("wait", 0))
+    _stop.clear()
+    return {"stopped": stopped, "calls": list(_calls)}
+"""
+
+
+def test_a_function_of_the_handler_module_is_called_during_an_invocation(
+    emulator: LocalEmulator,
+) -> None:
+    import threading
+
+    local = _deploy(emulator, {"app.py": STOPPABLE}, timeout_s=30).start()
+    try:
+        answers: list[dict[str, object]] = []
+        invocation = threading.Thread(target=lambda: answers.append(local({"wait": 25})))
+        invocation.start()
+        local.call("stop_after_pass")  # answered by the worker's reader thread at once
+        local.call("no_such_function")  # ignored
+        invocation.join(25)
+        assert answers == [{"stopped": True, "calls": ["stop"]}]
+        # call_first: called in the worker just before the handler.
+        first = local.invoke({"wait": 25}, call_first=["stop_after_pass"])
+        assert first == {"stopped": True, "calls": ["stop", "stop"]}
+    finally:
+        local.close()
+    local.call("stop_after_pass")  # the worker is gone: nothing to do
