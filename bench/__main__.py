@@ -10,7 +10,8 @@ Options: ``--quick`` runs smaller sizes and does not write BENCHMARKS.md (a chec
 bench works, not a measurement); ``--no-write`` keeps BENCHMARKS.md as it is;
 ``--report-only`` re-renders from the last run's raw numbers without measuring;
 ``--consumer-only`` runs the consumer project's test suite alone (``bench/consumer.py``) and
-prints its table.
+prints its table; ``--archive-only`` measures the archive's two modes alone
+(``bench/archive.py``, about a minute) and prints their table.
 """
 
 from __future__ import annotations
@@ -109,6 +110,12 @@ def _parser() -> argparse.ArgumentParser:
         help="run only the consumer project's test suite with the pytest plugin, from the "
         "wheel (a few minutes); print its table, BENCHMARKS.md untouched",
     )
+    parser.add_argument(
+        "--archive-only",
+        action="store_true",
+        help="run only the archive per object vs Firehose measurement (bench/archive.py); "
+        "print its table, BENCHMARKS.md untouched",
+    )
     return parser
 
 
@@ -122,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.consumer_only:
         return _consumer_only()
+    if args.archive_only:
+        return archive.main()
     if args.profile:
         args.no_write = True
     if args.report_only:
