@@ -59,6 +59,7 @@ import random
 import sys
 import threading
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -114,6 +115,12 @@ IN_TABLE_FATES = frozenset({"live", "race"})
 #: The sample app's three route handlers have session access with different environments
 #: ($connect alone creates grants, for SESSION_GRANTEE_ROLE_ARN): the sandbox acts as $connect.
 APP_FUNCTION = "ConnectHandler"
+
+
+def tenant_of(session_id: str) -> str | None:
+    """The tenant of a planned session: two tenants and no tenant, by a stable hash, so the
+    archive's per-tenant counts (issue 24) have more than one tenant."""
+    return ("acme", "globex", None)[zlib.crc32(session_id.encode()) % 3]
 
 
 class Progress:
@@ -310,7 +317,12 @@ def run(args: argparse.Namespace) -> int:
         def create(plan: SessionPlan) -> None:
             st = past_store if plan.fate == "expire" else store
             ttl = timedelta(minutes=1) if plan.fate == "expire" else timedelta(hours=1)
-            session = st.create(plan.session_id, ttl=ttl, connection_id=plan.connection_id)
+            session = st.create(
+                plan.session_id,
+                ttl=ttl,
+                connection_id=plan.connection_id,
+                tenant_id=tenant_of(plan.session_id),
+            )
             emulator.open_connection(plan.connection_id)
             session = st.create_grant(
                 plan.session_id,
@@ -615,6 +627,7 @@ def run(args: argparse.Namespace) -> int:
         )
         # --- the archive queried with the named queries' SQL (issue 24), before the phases
         # below add records of their own ---------------------------------------------------
+        say("querying the archive: the deployed named queries' SQL, run by DuckDB ...")
         queried = archive_query.phase(
             emulator=emulator,
             pipeline=pipeline,
