@@ -121,6 +121,9 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
     queried = report["archive_queried"]
     assert queried["by_reason_tenant"] == queried["expected"]
     assert sum(queried["by_reason_tenant"].values()) == gone == queried["sessions"]
+    # Two tenants and sessions without one (sandbox.scenario.tenant_of), each counted apart.
+    assert {key.split("/", 1)[1] for key in queried["by_reason_tenant"]} == {"acme", "globex", "-"}
+    assert set(queried["metrics_by_reason"]) == {k.split("/")[0] for k in queried["expected"]}
     assert queried["history_incarnations"] >= 1
     assert "archive queried   DuckDB" in done.stdout
     # Agent data: the ended sessions' memory events (one over three ListEvents pages) and
