@@ -158,10 +158,11 @@ class SessionExpiry(Construct):
         cleanup_log_retention: retention of the cleanup function's log group. Default:
             three months.
         function_encryption_key: customer managed KMS key that encrypts the environment
-            variables and the log groups of the cleanup, sweeper and grant sweep functions
-            (their roles get ``kms:Decrypt``; for a key of this app the key policy gets a
-            statement for ``logs.<region>.amazonaws.com``, an imported key gets a synth warning
-            saying what its policy needs). Closes checkov's CKV_AWS_173 and CKV_AWS_158.
+            variables and the log groups of the cleanup, sweeper and grant sweep functions,
+            and the archive's Firehose delivery error log group (the functions' roles get
+            ``kms:Decrypt``; for a key of this app the key policy gets a statement for
+            ``logs.<region>.amazonaws.com``, an imported key gets a synth warning saying what
+            its policy needs). Closes checkov's CKV_AWS_173 and CKV_AWS_158.
             Default: AWS managed encryption.
         cleanup_reserved_concurrency: reserved concurrency of the cleanup function, at least
             1. The event source mapping runs at most one invocation per shard and
