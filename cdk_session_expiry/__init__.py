@@ -3,6 +3,7 @@
 Re-exports only; see :class:`SessionExpiry`.
 """
 
+from .archive_delivery import ArchiveDelivery
 from .assets import CLEANUP_RUNTIME
 from .circuit_breaker import CircuitBreakerAlarm
 from .construct import SessionExpiry
@@ -12,6 +13,7 @@ from .validation import PropTypeError
 
 __all__ = [
     "CLEANUP_RUNTIME",
+    "ArchiveDelivery",
     "CircuitBreakerAlarm",
     "CleanupEventFilter",
     "CustomCleanupStep",

@@ -154,6 +154,23 @@ PROP_TYPES: Mapping[str, tuple[str, Callable[[object], bool]]] = {
         _breaker_alarms,
     ),
     "circuit_breaker_cool_down": _DURATION,
+    "archive_query": _BOOL,
+    "archive_delivery": (
+        "an ArchiveDelivery member",
+        lambda v: type(v).__name__ == "ArchiveDelivery",
+    ),
+    "agent_memory": (
+        "an AgentCore Memory (Memory, CfnMemory: IMemoryRef), its ARN or its id",
+        lambda v: isinstance(v, str) or hasattr(v, "memory_ref"),
+    ),
+    "agent_memory_record_namespaces": (
+        "a list of namespace templates (str)",
+        lambda v: (
+            isinstance(v, Sequence)
+            and not isinstance(v, (str, bytes))
+            and all(isinstance(t, str) for t in v)
+        ),
+    ),
 }
 
 

@@ -84,6 +84,9 @@ class SessionExpirySampleStack(Stack):
             names; a custom code interpreter and browser of the app, by ARN or identifier: the
             construct refuses the AWS-managed ones). Default: none (the sandbox sets them; a
             real account needs real ones).
+        agent_memory, agent_memory_record_namespaces: the AgentCore Memory whose events (and
+            records in those namespaces) of each ended session the cleanup deletes. Default:
+            none.
     """
 
     def __init__(
@@ -101,6 +104,8 @@ class SessionExpirySampleStack(Stack):
         agent_runtime_qualifier: str | None = None,
         code_interpreter: str | None = None,
         browser: str | None = None,
+        agent_memory: str | None = None,
+        agent_memory_record_namespaces: list[str] | None = None,
         **kwargs: object,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
@@ -302,6 +307,8 @@ class SessionExpirySampleStack(Stack):
             cleanup_dry_run=cleanup_dry_run,
             archive_bucket=archive,
             archive_expiration=ARCHIVE_EXPIRATION,
+            # A Glue table, an Athena workgroup and named queries over the archive.
+            archive_query=True,
             event_bus=event_bus,
             # Closes checkov's CKV_AWS_158/173 on the construct's functions and log groups.
             function_encryption_key=self.logs_key,
@@ -310,6 +317,8 @@ class SessionExpirySampleStack(Stack):
             agent_runtime_qualifier=agent_runtime_qualifier,
             code_interpreter=code_interpreter,
             browser=browser,
+            agent_memory=agent_memory,
+            agent_memory_record_namespaces=agent_memory_record_namespaces,
             # Session grants go to the message handler only, bound to their session.
             grant_grantees=[message_fn.role],  # type: ignore[list-item]
         )

@@ -59,6 +59,7 @@ import random
 import sys
 import threading
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -114,6 +115,12 @@ IN_TABLE_FATES = frozenset({"live", "race"})
 #: The sample app's three route handlers have session access with different environments
 #: ($connect alone creates grants, for SESSION_GRANTEE_ROLE_ARN): the sandbox acts as $connect.
 APP_FUNCTION = "ConnectHandler"
+
+
+def tenant_of(session_id: str) -> str | None:
+    """The tenant of a planned session: two tenants and no tenant, by a stable hash, so the
+    archive's per-tenant counts (issue 24) have more than one tenant."""
+    return ("acme", "globex", None)[zlib.crc32(session_id.encode()) % 3]
 
 
 class Progress:
@@ -190,7 +197,15 @@ def run(args: argparse.Namespace) -> int:
     from cdk_session_expiry import _runtime_contract as contract
     from cdk_session_expiry.testing import Fault, LocalEmulator, LocalPipeline
 
-    from . import agent_sessions, backstops, beyond_ttl, forgery, ownership
+    from . import (
+        agent_data,
+        agent_sessions,
+        archive_query,
+        backstops,
+        beyond_ttl,
+        forgery,
+        ownership,
+    )
 
     say = Progress(args.quiet)
     emulator = LocalEmulator(verbose_errors=args.verbose_errors).start()
@@ -202,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
             args.app_dir,
             emulator=emulator,
             stack=args.stack,
-            context=agent_sessions.deploy_context(emulator),
+            context={**agent_sessions.deploy_context(emulator), **agent_data.deploy_context()},
         )
         m = pipeline.mapping
         say(f"deployed stack {pipeline.stack.name}: table {pipeline.table_name}")
@@ -302,7 +317,12 @@ def run(args: argparse.Namespace) -> int:
         def create(plan: SessionPlan) -> None:
             st = past_store if plan.fate == "expire" else store
             ttl = timedelta(minutes=1) if plan.fate == "expire" else timedelta(hours=1)
-            session = st.create(plan.session_id, ttl=ttl, connection_id=plan.connection_id)
+            session = st.create(
+                plan.session_id,
+                ttl=ttl,
+                connection_id=plan.connection_id,
+                tenant_id=tenant_of(plan.session_id),
+            )
             emulator.open_connection(plan.connection_id)
             session = st.create_grant(
                 plan.session_id,
@@ -315,6 +335,13 @@ def run(args: argparse.Namespace) -> int:
 
         _parallel(all_plans, create, say, "sessions created", args.workers)
         agent_plan = agent_sessions.attach(
+            emulator,
+            store,
+            cleanup_env,
+            ended=[p.session_id for p in plans if p.fate == "end"],
+            live=[p.session_id for p in plans if p.fate == "live"],
+        )
+        memory_plan = agent_data.attach(  # AgentCore Memory data (issue 24)
             emulator,
             store,
             cleanup_env,
@@ -541,6 +568,15 @@ def run(args: argparse.Namespace) -> int:
             say,
         )
         phase_mismatches += agents.mismatches
+        memory = agent_data.check(
+            emulator,
+            memory_plan,
+            pipeline.metrics.by_dimension(
+                contract.METRIC_CLEANUP_FAILURES, contract.DIMENSION_ACTION
+            ),
+            say,
+        )
+        phase_mismatches += memory.mismatches
 
         # --- verification ----------------------------------------------------------------------
         say("verifying against the emulator ...")
@@ -589,6 +625,20 @@ def run(args: argparse.Namespace) -> int:
             + event_mismatches
             + storm.verify(emulator)
         )
+        # --- the archive queried with the named queries' SQL (issue 24), before the phases
+        # below add records of their own ---------------------------------------------------
+        say("querying the archive: the deployed named queries' SQL, run by DuckDB ...")
+        queried = archive_query.phase(
+            emulator=emulator,
+            pipeline=pipeline,
+            bucket=archive_bucket,
+            prefix=archive_prefix,
+            excluded_session_ids=[p.session_id for p in dry],
+            reused_session_id=reused[0].session_id if reused else None,
+            tenant_attribute=config.tenant_attribute,
+            say=say,
+        )
+        mismatches += queried.mismatches
 
         # --- 8. backstops (issue 12), on sessions of their own, after the checks above --------
         on_failure_sent = report.records_sent_to_on_failure
@@ -665,6 +715,8 @@ def run(args: argparse.Namespace) -> int:
             "replay": {"outcomes": outcomes, "queue_messages_left": queue_left},
             "agent_sessions": agents.as_dict(),
             "agent_sessions_line": agents.summary_line(),
+            "agent_data": memory.as_dict(),
+            "archive_queried": queried.as_dict(),
             "kill_switch": {"invocations_while_disabled": while_disabled, "resumed": resumed},
             "dry_run": {"would_be_cleaned": int(would), "archive_objects_written": archived_during},
             "ttl_health_alarm": {"logical_id": health[0], "window_seconds": health[1]}
@@ -843,7 +895,7 @@ def _replay_line(replay: dict[str, Any]) -> str:
 
 
 def print_report(s: dict[str, Any]) -> None:
-    from . import backstops, forgery, ownership
+    from . import agent_data, archive_query, backstops, forgery, ownership
 
     st, ss, sw = s["stream"], s["sessions"], s["sweeper"]
     ar, ev = s["archive"], s["events"]
@@ -890,6 +942,8 @@ def print_report(s: dict[str, Any]) -> None:
         f"sessions; by reason {_fmt(ev['by_reason'].items())}",
         f"failure replay    {_replay_line(s['replay'])}",
         s["agent_sessions_line"],
+        agent_data.report_line(s.get("agent_data")),
+        archive_query.report_line(s.get("archive_queried")),
         f"kill switch       {s['kill_switch']['invocations_while_disabled']} invocations while "
         f"disabled, {s['kill_switch']['resumed']} after re-enabling (position kept)",
         f"dry run           {s['dry_run']['would_be_cleaned']} would be cleaned, "

@@ -8,6 +8,7 @@ holds the same names for the infrastructure side; ``tests/test_contract.py`` che
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -242,6 +243,24 @@ REFUSAL_CLAIM_EXPIRED = "ClaimExpired"
 #: Reading, marking or releasing ownership records failed (the record fails and is retried).
 ACTION_OWNERSHIP = "Ownership"
 
+# --- queryable archive, archive at scale, agent memory (issue 24; same values on both sides) --
+#: The Amazon Data Firehose delivery stream (its name) the archive step hands records to
+#: instead of one PutObject per session (``archive_delivery_stream``). Unset: PutObject.
+ENV_ARCHIVE_DELIVERY_STREAM = "SESSION_EXPIRY_ARCHIVE_DELIVERY_STREAM"
+#: The AgentCore Memory (its ARN: the data plane's ``memoryId`` accepts it) whose short-term
+#: events of each removed session the cleanup deletes (``agent_memory``).
+ENV_AGENT_MEMORY_ID = "SESSION_EXPIRY_AGENT_MEMORY_ID"
+#: String Set of the session's AgentCore Memory sessions, each ``<actorId>/<sessionId>``.
+ENV_AGENT_MEMORY_SESSIONS_ATTRIBUTE = "SESSION_EXPIRY_AGENT_MEMORY_SESSIONS_ATTRIBUTE"
+DEFAULT_AGENT_MEMORY_SESSIONS_ATTRIBUTE = "agentMemorySessions"
+#: JSON list of long-term memory record namespaces, each with ``{sessionId}`` (and optionally
+#: ``{actorId}``): the records in them are the session's own and are deleted too. Unset: none.
+ENV_AGENT_MEMORY_RECORD_NAMESPACES = "SESSION_EXPIRY_AGENT_MEMORY_RECORD_NAMESPACES"
+#: ListEvents/DeleteEvent of a memory session failed (or ran out of time).
+ACTION_DELETE_MEMORY_EVENTS = "DeleteMemoryEvents"
+#: ListMemoryRecords/DeleteMemoryRecord of a memory session's namespaces failed.
+ACTION_DELETE_MEMORY_RECORDS = "DeleteMemoryRecords"
+
 # --- a paused cleanup is loud; the circuit breaker (issue 21; same values on both sides) -----
 #: The cleanup's event source mapping (its UUID), read by the pause watch and the breaker.
 ENV_EVENT_SOURCE_MAPPING_UUID = "SESSION_EXPIRY_EVENT_SOURCE_MAPPING_UUID"
@@ -338,6 +357,39 @@ def validate_archive_prefix(prefix: str) -> str:
         raise ValueError(f"{ENV_ARCHIVE_PREFIX}={prefix!r}: {exc}") from None
 
 
+def memory_record_namespaces(raw: str | None) -> tuple[str, ...]:
+    """``SESSION_EXPIRY_AGENT_MEMORY_RECORD_NAMESPACES`` parsed: a JSON list of namespace
+    templates, each holding ``{sessionId}`` (a namespace without it gathers records of many
+    sessions, which cannot be told apart); empty when unset.
+
+    Raises:
+        ValueError: not a JSON list of strings, or a template without ``{sessionId}``.
+    """
+    if not raw:
+        return ()
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, list) or not all(isinstance(t, str) and t for t in parsed):
+        raise ValueError(
+            f"{ENV_AGENT_MEMORY_RECORD_NAMESPACES}={raw!r}: expected a JSON list of namespace "
+            'templates, e.g. ["/summaries/{actorId}/{sessionId}/"]'
+        )
+    for template in parsed:
+        if "{sessionId}" not in template:
+            raise ValueError(
+                f"{ENV_AGENT_MEMORY_RECORD_NAMESPACES}: namespace {template!r} has no "
+                "{sessionId}: its records are not one session's and are never deleted"
+            )
+        if "{" in template.replace("{actorId}", "").replace("{sessionId}", ""):
+            raise ValueError(
+                f"{ENV_AGENT_MEMORY_RECORD_NAMESPACES}: namespace {template!r}: expected only "
+                "the placeholders {actorId} and {sessionId} (write a strategy id literally)"
+            )
+    return tuple(parsed)
+
+
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
@@ -418,6 +470,14 @@ class RuntimeConfig:
     code_interpreter_session_ids_attribute: str = DEFAULT_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE
     browser_session_ids_attribute: str = DEFAULT_BROWSER_SESSION_IDS_ATTRIBUTE
     grant_sweep_pending_seconds: int = DEFAULT_GRANT_SWEEP_PENDING_SECONDS
+    #: The archive's Firehose delivery stream (name); ``None``: one PutObject per session.
+    archive_delivery_stream: str | None = None
+    #: The AgentCore Memory (ARN or id) whose events the cleanup deletes; ``None``: none.
+    agent_memory_id: str | None = None
+    agent_memory_sessions_attribute: str = DEFAULT_AGENT_MEMORY_SESSIONS_ATTRIBUTE
+    #: Long-term record namespace templates (``{actorId}``, ``{sessionId}``); empty: records
+    #: are left alone.
+    agent_memory_record_namespaces: tuple[str, ...] = ()
     #: The grant sweep's KMS requests per second at most (``ListGrants`` + ``RetireGrant``).
     grant_sweep_kms_requests_per_second: int = DEFAULT_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND
 
@@ -490,6 +550,13 @@ class RuntimeConfig:
             or DEFAULT_BROWSER_SESSION_IDS_ATTRIBUTE,
             grant_sweep_pending_seconds=positive_int(
                 ENV_GRANT_SWEEP_PENDING_SECONDS, DEFAULT_GRANT_SWEEP_PENDING_SECONDS
+            ),
+            archive_delivery_stream=e.get(ENV_ARCHIVE_DELIVERY_STREAM) or None,
+            agent_memory_id=e.get(ENV_AGENT_MEMORY_ID) or None,
+            agent_memory_sessions_attribute=e.get(ENV_AGENT_MEMORY_SESSIONS_ATTRIBUTE)
+            or DEFAULT_AGENT_MEMORY_SESSIONS_ATTRIBUTE,
+            agent_memory_record_namespaces=memory_record_namespaces(
+                e.get(ENV_AGENT_MEMORY_RECORD_NAMESPACES)
             ),
             grant_sweep_kms_requests_per_second=positive_int(
                 ENV_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND,

@@ -36,7 +36,8 @@ Every attribute name goes through ``ExpressionAttributeNames``, so a TTL attribu
 (throttling, access denied, a missing table) propagate as ``botocore`` ``ClientError``.
 
 One class, its concerns in their own modules (:mod:`.store_parts`): keys and layout, lifetime
-(create/get/list/touch/end), connections, agent sessions, grants, ownership records (claims).
+(create/get/list/touch/end), connections, agent sessions, AgentCore Memory sessions, grants,
+ownership records (claims).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .config import RuntimeConfig
+from .store_parts.agent_memory import AgentMemoryPart
 from .store_parts.agent_sessions import AgentSessionsPart
 from .store_parts.connections import ConnectionsPart
 from .store_parts.errors import (
@@ -75,7 +77,7 @@ __all__ = [
 ]
 
 
-class SessionStore(LifetimePart, ConnectionsPart, AgentSessionsPart, GrantsPart):
+class SessionStore(LifetimePart, ConnectionsPart, AgentSessionsPart, AgentMemoryPart, GrantsPart):
     """Sessions in one DynamoDB table, bound to the key schema and attribute names the
     construct configured.
 

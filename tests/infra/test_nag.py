@@ -22,7 +22,13 @@ from aws_cdk import aws_sqs as sqs
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
-from cdk_session_expiry import CLEANUP_RUNTIME, CircuitBreakerAlarm, SessionExpiry, nag
+from cdk_session_expiry import (
+    CLEANUP_RUNTIME,
+    ArchiveDelivery,
+    CircuitBreakerAlarm,
+    SessionExpiry,
+    nag,
+)
 
 from .helpers import REPO
 
@@ -91,6 +97,11 @@ def everything(stack: Stack) -> SessionExpiry:
         archive_bucket=_clean_bucket(stack, "Archive", own["logs"]),
         archive_transition_after=Duration.days(30),
         archive_expiration=Duration.days(365),
+        # Issue 24: the queryable archive, Firehose delivery, AgentCore Memory data.
+        archive_query=True,
+        archive_delivery=ArchiveDelivery.FIREHOSE,
+        agent_memory="support_memory-a1B2c3D4e5",
+        agent_memory_record_namespaces=["/summaries/{actorId}/{sessionId}/"],
         event_bus=events.EventBus(stack, "Bus"),
         function_encryption_key=kms.Key(stack, "FunctionKey", enable_key_rotation=True),
         cleanup_reserved_concurrency=10,

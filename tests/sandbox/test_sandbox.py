@@ -116,4 +116,26 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
     assert reuse["old_cleaned"] == reuse["new_intact"] == reuse["ids"] > 0
     assert reuse["superseded"] == 4 * reuse["after"]  # connection and 3 AgentCore ids each
     assert "foreign resources touched 0" in done.stdout
+    # Archive and audit (issue 24): the deployed named queries' SQL, run by DuckDB over the
+    # archive's objects, counts per reason and tenant what the sandbox's stream says was cleaned.
+    queried = report["archive_queried"]
+    assert queried["by_reason_tenant"] == queried["expected"]
+    assert sum(queried["by_reason_tenant"].values()) == gone == queried["sessions"]
+    # Two tenants and sessions without one (sandbox.scenario.tenant_of), each counted apart.
+    assert {key.split("/", 1)[1] for key in queried["by_reason_tenant"]} == {"acme", "globex", "-"}
+    assert set(queried["metrics_by_reason"]) == {k.split("/")[0] for k in queried["expected"]}
+    assert queried["history_incarnations"] >= 1
+    assert "archive queried   DuckDB" in done.stdout
+    # Agent data: the ended sessions' memory events (one over three ListEvents pages) and
+    # summary records deleted; neighbours, actor-wide records and live sessions' kept.
+    data = report["agent_data"]
+    assert data == {
+        "events_deleted": 230 + 5 * 4,
+        "records_deleted": 6,
+        "ended_sessions": 6,
+        "neighbours_kept": 9,
+        "actor_wide_kept": 9,
+        "live_kept": 3,
+    }
+    assert "agent data        AgentCore Memory of 6 ended sessions" in done.stdout
     assert "RESULT            OK" in done.stdout
