@@ -74,10 +74,13 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
     assert realtime["settings"]["reserved_concurrency"] == 1
     assert realtime["settings"]["schedule"] == "rate(1 minute)"
     assert "goal p99 <= 10 s:" in done.stdout
-    # Archive: one object per cleaned session; fan-out: one event per cleaned session.
+    # Archive: one object per cleaned session; fan-out: at least one event per cleaned session
+    # (EventBridge delivery is at least once, and a record the mapping redelivers after a
+    # partial batch response is published again: one distinct sequence number each).
     assert report["archive"]["sessions_with_one_object"] == gone == report["archive"]["objects"]
     assert report["archive"]["round_trips_checked"] == report["archive"]["round_trips_sampled"]
-    assert report["events"]["received"] == report["events"]["unique_sequence_numbers"] == gone
+    assert report["events"]["unique_sequence_numbers"] == gone
+    assert report["events"]["received"] >= gone
     # Kill switch and dry run changed nothing while they were on.
     assert report["kill_switch"]["invocations_while_disabled"] == 0
     assert report["dry_run"]["would_be_cleaned"] == sessions["dry_run"]
