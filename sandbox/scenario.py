@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     from cdk_session_expiry import _runtime_contract as contract
     from cdk_session_expiry.testing import Fault, LocalEmulator, LocalPipeline
 
-    from . import agent_sessions, backstops, beyond_ttl, forgery, ownership
+    from . import agent_sessions, backstops, beyond_ttl, connected_grants, forgery, ownership
 
     say = Progress(args.quiet)
     emulator = LocalEmulator(verbose_errors=args.verbose_errors).start()
@@ -623,6 +623,11 @@ def run(args: argparse.Namespace) -> int:
             say=say,
         )
         mismatches += ownership_mismatches
+        # --- 11. grants on disconnect: a grant lives only while a client is connected -------
+        grants_summary, grants_mismatches = connected_grants.run(
+            emulator=emulator, pipeline=pipeline, say=say
+        )
+        mismatches += grants_mismatches
         summary = {
             "sessions": {
                 "expired": expected_expired,
@@ -674,6 +679,7 @@ def run(args: argparse.Namespace) -> int:
             "backstops": backstop_summary,
             "forgery": forgery_summary,
             "ownership": ownership_summary,
+            "connected_grants": grants_summary,
             "records_sent_to_on_failure_expected": 1,
             "emulator_internal_errors": len(emulator.internal_errors),
             "on_failure_queue_messages": queue_left,
@@ -908,6 +914,7 @@ def print_report(s: dict[str, Any]) -> None:
         backstops.report_line(s["backstops"]),
         forgery.report_line(s["forgery"]),
         ownership.report_line(s["ownership"]),
+        connected_grants.report_line(s["connected_grants"]),
         f"emulator errors   {s['emulator_internal_errors']} HTTP 500s from moto (retried by the "
         "SDK; moto is not thread-safe everywhere)",
         *reconnects.report_lines(s.get("reconnects") or {}),
