@@ -849,7 +849,7 @@ def _replay_line(replay: dict[str, Any]) -> str:
 
 
 def print_report(s: dict[str, Any]) -> None:
-    from . import backstops, forgery, ownership
+    from . import backstops, connected_grants, forgery, ownership
 
     st, ss, sw = s["stream"], s["sessions"], s["sweeper"]
     ar, ev = s["archive"], s["events"]

@@ -34,6 +34,7 @@ from .config import (
     DIMENSION_CAUSE,
     DIMENSION_REASON,
     DIMENSION_REFUSAL,
+    DIMENSION_TENANT,
     METRIC_CLEANUP_FAILURES,
     METRIC_GRANTS_REFUSED,
     METRIC_OBJECTS_DELETED,
@@ -42,7 +43,6 @@ from .config import (
     METRIC_RESOURCES_REFUSED,
     METRIC_SESSIONS_CLEANED,
     METRIC_TTL_LAG,
-    DIMENSION_TENANT,
 )
 from .decode import to_json_value
 

@@ -31,6 +31,7 @@ from sessions import (
     store,
 )
 
+
 def handler(event: dict[str, Any], _context: Any) -> dict[str, Any]:
     principal = caller(event)
     if principal is None:

@@ -93,18 +93,18 @@ def test_failed_and_refused_sessions_carry_their_tenant(
     answer(
         cleaner.clients.apigateway,
         "DeleteConnection",
-        lambda r: rest_json_error(403, "ForbiddenException")
-        if failing.connection_id.rstrip("=") in r.url
-        else None,
+        lambda r: (
+            rest_json_error(403, "ForbiddenException")
+            if failing.connection_id.rstrip("=") in r.url
+            else None
+        ),
     )
 
     response, docs = run(sandbox, capsys, cleaner)
 
     assert len(response["batchItemFailures"]) == 1
     failures = [d for d in docs if "CleanupFailures" in metric_names(d)]
-    assert [(d[DIMENSION_TENANT], d["Action"]) for d in failures] == [
-        ("acme", "DeleteConnection")
-    ]
+    assert [(d[DIMENSION_TENANT], d["Action"]) for d in failures] == [("acme", "DeleteConnection")]
     refusals = [d for d in docs if "ResourcesRefused" in metric_names(d)]
     assert [(d[DIMENSION_TENANT], d["Refusal"], d["ResourcesRefused"]) for d in refusals] == [
         ("globex", "NotOwned", 1)
