@@ -22,6 +22,8 @@ from session_expiry_runtime.config import DIMENSION_TENANT
 from session_expiry_runtime.metrics import MAX_TENANT_CHARACTERS, MetricsRecorder, tenant_text
 from session_expiry_runtime.ownership import KIND_GRANT
 
+from cdk_session_expiry import tenant_metrics
+
 
 def documents(out: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.splitlines() if line.startswith('{"_aws"')]
@@ -109,6 +111,67 @@ def test_failed_and_refused_sessions_carry_their_tenant(
     assert [(d[DIMENSION_TENANT], d["Refusal"], d["ResourcesRefused"]) for d in refusals] == [
         ("globex", "NotOwned", 1)
     ]
+
+
+def contributors(rule: dict[str, Any], docs: list[dict[str, Any]]) -> dict[str, float]:
+    """What a Contributor Insights rule (``CloudWatchLogRule``, JSON, one key, ``Sum``) makes of
+    log events: the sum of ``ValueOf`` by key over the events every filter matches. The rule's
+    paths are ``$.<member>``: the EMF documents are flat at the root.
+
+    The emulator creates no insight rules (moto has no Contributor Insights), so the rule body
+    the construct synthesizes is evaluated here, on the cleanup's real log lines."""
+    contribution = rule["Contribution"]
+    assert rule["LogFormat"] == "JSON" and rule["AggregateOn"] == "Sum"
+
+    def member(doc: dict[str, Any], path: str) -> Any:
+        assert path.startswith("$.") and "." not in path[2:]
+        return doc.get(path[2:])
+
+    def matches(doc: dict[str, Any], flt: dict[str, Any]) -> bool:
+        value = member(doc, flt["Match"])
+        if "IsPresent" in flt:
+            return (value is not None) == flt["IsPresent"]
+        if "GreaterThan" in flt:
+            return isinstance(value, (int, float)) and value > flt["GreaterThan"]
+        raise AssertionError(f"filter not evaluated here: {flt}")
+
+    totals: dict[str, float] = {}
+    (key,) = contribution["Keys"]
+    for doc in docs:
+        if all(matches(doc, flt) for flt in contribution["Filters"]):
+            tenant = member(doc, key)
+            totals[tenant] = totals.get(tenant, 0) + member(doc, contribution["ValueOf"])
+    return totals
+
+
+def test_the_contributor_insights_rules_rank_tenants_from_the_cleanups_log_lines(
+    sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for sid, tenant in (("s-1", "acme"), ("s-2", "acme"), ("s-3", "globex"), ("s-4", None)):
+        session = sandbox.create_session(sid, tenant=tenant)
+        if sid == "s-3":
+            put_claim(
+                sandbox.ddb, KIND_GRANT, session.grant_id, key={"pk": "s-9"}, incarnation="i-9"
+            )
+    sandbox.read_stream()
+    for sid in ("s-1", "s-2", "s-3", "s-4"):
+        sandbox.delete(sid)
+    cleaner = sandbox.cleaner()
+    answer(  # Stub: moto never refuses DeleteConnection (see test_failed_and_refused_...)
+        cleaner.clients.apigateway,
+        "DeleteConnection",
+        lambda r: rest_json_error(403, "ForbiddenException") if "/s-2-" in r.url else None,
+    )
+
+    _, docs = run(sandbox, capsys, cleaner)
+
+    rules = {
+        rule_id: tenant_metrics.rule_body("/aws/lambda/cleanup", metric)
+        for rule_id, metric in tenant_metrics.RULES
+    }
+    assert contributors(rules["TopTenantsCleaned"], docs) == {"acme": 1, "globex": 1}
+    assert contributors(rules["TopTenantsFailed"], docs) == {"acme": 1}
+    assert contributors(rules["TopTenantsRefused"], docs) == {"globex": 1}
 
 
 def test_the_opt_in_tenant_dimension_adds_a_dimension_set(
