@@ -121,8 +121,6 @@ def test_the_rule_names_are_unique_per_construct(cdk_context: dict[str, Any]) ->
 
 
 @pytest.mark.parametrize("prop", ["metrics_tenant_dimension", "tenant_insights"])
-def test_fails_a_tenant_switch_that_is_not_a_bool(
-    cdk_context: dict[str, Any], prop: str
-) -> None:
+def test_fails_a_tenant_switch_that_is_not_a_bool(cdk_context: dict[str, Any], prop: str) -> None:
     with pytest.raises(PropTypeError, match=f"{prop}='yes': expected"):
         synth(cdk_context, **{prop: "yes"})

@@ -102,6 +102,32 @@ def test_two_connections_one_detached_keeps_the_grant(sandbox: Sandbox) -> None:
     assert claim_state(sandbox.ddb, KIND_GRANT, session.grant_id) == "held"
 
 
+def test_a_resume_that_races_the_last_detach_keeps_the_grant(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = store_of(sandbox)
+    session = connected(sandbox, store, "conn-1=")
+    sandbox.open_connection("conn-2=")
+    resume = store_of(sandbox)
+    may_act_on = SessionStore._may_act_on
+
+    def resumed_meanwhile(self: SessionStore, *args: Any) -> Any:
+        # The resume lands between the detach's read and its forgetting of the grant.
+        if args[1] == KIND_GRANT:
+            resume.attach_connection("s-1", "conn-2=")
+        return may_act_on(self, *args)
+
+    monkeypatch.setattr(SessionStore, "_may_act_on", resumed_meanwhile)
+
+    after = store.detach_connection("s-1", "conn-1=")
+
+    assert after is not None
+    assert after.grant_id == session.grant_id  # the resumed client keeps its grant
+    assert after.connection_ids == frozenset({"conn-2="})
+    assert grant_of(sandbox, session.grant_id) is not None
+    assert claim_state(sandbox.ddb, KIND_GRANT, session.grant_id) == "held"
+
+
 def test_a_heartbeat_without_a_connection_does_not_keep_the_grant(sandbox: Sandbox) -> None:
     store = store_of(sandbox)
     store.create("s-1", ttl=timedelta(hours=1))  # e.g. its $disconnect never arrived
