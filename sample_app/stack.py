@@ -322,8 +322,8 @@ class SessionExpirySampleStack(Stack):
         # a new one (SessionStore's connected_grant, on where the grantee's variable is set).
         for fn in (connect_fn, disconnect_fn):
             fn.add_environment("SESSION_GRANTEE_ROLE_ARN", message_fn.role.role_arn)  # type: ignore[union-attr]
-        # RetireGrant by a principal of the account that created the grant, with IAM permission
-        # (AWS KMS API Reference, "RetireGrant").
+        # $disconnect retires as an IAM principal of the key's account given kms:RetireGrant (AWS
+        # KMS Developer Guide, "Retiring and revoking grants": the account delegates it so).
         disconnect_fn.add_to_role_policy(
             iam.PolicyStatement(actions=["kms:RetireGrant"], resources=[session_key.key_arn])
         )

@@ -18,10 +18,11 @@ Retiring is ownership-checked as the cleanup does it (``docs/ownership.md``): th
 ownership record is marked ``releasing`` only if it names this incarnation, the item forgets the
 grant (a conditional UpdateItem that also requires the session to have no connection, so a
 resume that raced the detach keeps its grant), then ``RetireGrant`` by key and grant id, then the
-record is released. The caller retires as a principal of the account that created the grant,
-with IAM permission ``kms:RetireGrant`` on the key (KMS API Reference, "RetireGrant": "can be
-called ... by the AWS account in which the grant is created"). A grant that cannot be retired
-is put back on its session for the cleanup.
+record is released. The caller is not the grant's retiring principal (the cleanup role is):
+it retires as an IAM principal of the account that owns the key, given ``kms:RetireGrant`` on
+the key in an IAM policy (AWS KMS Developer Guide, "Retiring and revoking grants": "The AWS
+account that owns the KMS key can delegate the kms:RetireGrant permission to IAM principal in
+the account"). A grant that cannot be retired is put back on its session for the cleanup.
 
 Cost: one ``CreateGrant`` per resume and one ``RetireGrant`` per last disconnect, each against
 its own KMS request quota per account and Region (AWS KMS Developer Guide, "Request quotas":
