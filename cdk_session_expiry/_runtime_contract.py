@@ -63,6 +63,7 @@ ENV_SCRATCH_ROOT = "SESSION_EXPIRY_SCRATCH_ROOT"
 ENV_TENANT_SCOPED_SCRATCH = "SESSION_EXPIRY_TENANT_SCOPED_SCRATCH"
 ENV_RETIRING_PRINCIPAL = "SESSION_EXPIRY_RETIRING_PRINCIPAL"
 ENV_METRICS_NAMESPACE = "SESSION_EXPIRY_METRICS_NAMESPACE"
+ENV_METRICS_TENANT_DIMENSION = "SESSION_EXPIRY_METRICS_TENANT_DIMENSION"
 ENV_MAX_WORKERS = "SESSION_EXPIRY_MAX_WORKERS"
 ENV_TIME_GUARD_MS = "SESSION_EXPIRY_TIME_GUARD_MS"
 
@@ -90,6 +91,10 @@ METRIC_GRANTS_REFUSED = "GrantsRefused"
 DIMENSION_REASON = "Reason"
 DIMENSION_ACTION = "Action"
 DIMENSION_CAUSE = "Cause"
+#: The tenant of a session's metrics: always a property (a root member) of its EMF documents,
+#: and with ``SESSION_EXPIRY_METRICS_TENANT_DIMENSION`` also a dimension (opt-in: priced per
+#: tenant).
+DIMENSION_TENANT = "Tenant"
 
 # --- dimension values of the metrics above ---------------------------------------------------
 #: Values of the ``Reason`` dimension of ``SessionsCleaned``.

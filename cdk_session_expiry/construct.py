@@ -52,6 +52,7 @@ from . import (
     pause_watch,
     sweeper,
     targets,
+    tenant_metrics,
     validation,
 )
 from . import alarms as alarm_defaults
@@ -180,6 +181,20 @@ class SessionExpiry(Construct):
             the bench machine and both reach ~10 times).
         metrics_namespace: CloudWatch namespace of the runtime's embedded metrics. Default:
             ``"SessionExpiry"``.
+        metrics_tenant_dimension: also emit every metric of a tenant-scoped session (its old
+            image's ``tenant_attribute``) under a second dimension set with ``Tenant``, beside
+            the aggregate one the alarms watch; for platforms with few tenants: each tenant adds
+            about 10 custom metrics, about $3 a tenant a month at $0.30 a metric (Amazon
+            CloudWatch pricing, December 2026; docs: Operating it, "Expiry by tenant").
+            Default: ``False`` (the tenant is a property of the EMF documents only, read by
+            Logs Insights and ``tenant_insights``, at no metric cost).
+        tenant_insights: create three CloudWatch Contributor Insights rules
+            (``AWS::CloudWatch::InsightRule``, ``Sessions/TenantInsights``) on the cleanup's
+            log group: top tenants by sessions cleaned (``SessionsCleaned``), failed
+            (``CleanupFailures``) and resources refused (``ResourcesRefused``). Cost: $0.50 a
+            rule a month plus $0.02 per million matched log events (Amazon CloudWatch pricing,
+            December 2026). Default: ``False`` (Logs Insights and the dashboard's top-tenants
+            widget still show them).
         event_filter: which REMOVE records reach the cleanup function.
             ``CleanupEventFilter.TTL_DELETES_ONLY`` also drops explicit ends **and** TTL deletes
             replicated into global-table replicas (they carry no ``userIdentity``); it is
@@ -490,6 +505,8 @@ class SessionExpiry(Construct):
         expiry_sweep_reserved_concurrency: int | None = None,
         max_workers: int = contract.DEFAULT_MAX_WORKERS,
         metrics_namespace: str = contract.DEFAULT_METRICS_NAMESPACE,
+        metrics_tenant_dimension: bool = False,
+        tenant_insights: bool = False,
         event_filter: CleanupEventFilter = CleanupEventFilter.ALL_REMOVES,
         batch_size: int = DEFAULT_BATCH_SIZE,
         max_batching_window: Duration | None = None,
@@ -566,6 +583,7 @@ class SessionExpiry(Construct):
         self._add_ttl_health_alarm(props)
         self._add_pause_watch(props)
         self._add_circuit_breaker(props)
+        self._add_tenant_metrics(props)
 
     def _finish(self, props: SessionExpiryProps) -> None:
         """What reads the finished resources: cdk-nag acknowledgements, hardening, checkov."""
@@ -1064,6 +1082,15 @@ class SessionExpiry(Construct):
         )
         self.alarms.append(self.circuit_breaker.errors_alarm)
 
+    def _add_tenant_metrics(self, props: SessionExpiryProps) -> None:
+        #: The Contributor Insights rules of ``tenant_insights`` (top tenants), or ``None``.
+        self.tenant_insights = tenant_metrics.add_tenant_metrics(
+            self,
+            self.cleanup_function,
+            dimension=props.metrics_tenant_dimension,
+            insights=props.tenant_insights,
+        )
+
     # --- public API -------------------------------------------------------------------------
 
     @property
@@ -1273,8 +1300,9 @@ class SessionExpiry(Construct):
         """CloudWatch widgets for an application's own dashboard (``cdk_session_expiry.dashboard``):
         the alarms' status, sessions cleaned by reason, TTL lag (p50/p99/max), iterator age,
         failures by action, records skipped by cause, resources refused by reason, scratch
-        objects deleted, the on-failure destination, TTL and sweeper deletions, and with the
-        sweeper its expiry to sweep.
+        objects deleted, the on-failure destination, TTL and sweeper deletions, with the
+        sweeper its expiry to sweep, how long the cleanup has been paused, and the top tenants
+        by sessions cleaned, failed and refused (a Logs Insights table).
 
         Args:
             period: the period of every graph. Default: 5 minutes, the alarms' period.

@@ -62,6 +62,8 @@ class SessionExpiryProps:
     cleanup_log_retention: logs.RetentionDays
     max_workers: int
     metrics_namespace: str
+    metrics_tenant_dimension: bool
+    tenant_insights: bool
     event_filter: CleanupEventFilter
     batch_size: int
     max_batching_window: Duration | None

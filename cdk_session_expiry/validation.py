@@ -116,6 +116,8 @@ PROP_TYPES: Mapping[str, tuple[str, Callable[[object], bool]]] = {
     "alarm_ttl_health_window": _DURATION,
     "cleanup_enabled": _BOOL,
     "cleanup_dry_run": _BOOL,
+    "metrics_tenant_dimension": _BOOL,
+    "tenant_insights": _BOOL,
     "archive_bucket": _BUCKET,
     "archive_transition_after": _DURATION,
     "archive_transition_storage_class": ("an s3.StorageClass", _is(s3.StorageClass)),

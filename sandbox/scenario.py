@@ -203,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
         archive_query,
         backstops,
         beyond_ttl,
+        connected_grants,
         forgery,
         ownership,
     )
@@ -673,6 +674,11 @@ def run(args: argparse.Namespace) -> int:
             say=say,
         )
         mismatches += ownership_mismatches
+        # --- 11. grants on disconnect: a grant lives only while a client is connected -------
+        grants_summary, grants_mismatches = connected_grants.run(
+            emulator=emulator, pipeline=pipeline, say=say
+        )
+        mismatches += grants_mismatches
         summary = {
             "sessions": {
                 "expired": expected_expired,
@@ -726,6 +732,7 @@ def run(args: argparse.Namespace) -> int:
             "backstops": backstop_summary,
             "forgery": forgery_summary,
             "ownership": ownership_summary,
+            "connected_grants": grants_summary,
             "records_sent_to_on_failure_expected": 1,
             "emulator_internal_errors": len(emulator.internal_errors),
             "on_failure_queue_messages": queue_left,
@@ -895,7 +902,7 @@ def _replay_line(replay: dict[str, Any]) -> str:
 
 
 def print_report(s: dict[str, Any]) -> None:
-    from . import agent_data, archive_query, backstops, forgery, ownership
+    from . import agent_data, archive_query, backstops, connected_grants, forgery, ownership
 
     st, ss, sw = s["stream"], s["sessions"], s["sweeper"]
     ar, ev = s["archive"], s["events"]
@@ -962,6 +969,7 @@ def print_report(s: dict[str, Any]) -> None:
         backstops.report_line(s["backstops"]),
         forgery.report_line(s["forgery"]),
         ownership.report_line(s["ownership"]),
+        connected_grants.report_line(s["connected_grants"]),
         f"emulator errors   {s['emulator_internal_errors']} HTTP 500s from moto (retried by the "
         "SDK; moto is not thread-safe everywhere)",
         *reconnects.report_lines(s.get("reconnects") or {}),

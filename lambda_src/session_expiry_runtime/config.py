@@ -41,6 +41,7 @@ ENV_SCRATCH_ROOT = "SESSION_EXPIRY_SCRATCH_ROOT"
 ENV_TENANT_SCOPED_SCRATCH = "SESSION_EXPIRY_TENANT_SCOPED_SCRATCH"
 ENV_RETIRING_PRINCIPAL = "SESSION_EXPIRY_RETIRING_PRINCIPAL"
 ENV_METRICS_NAMESPACE = "SESSION_EXPIRY_METRICS_NAMESPACE"
+ENV_METRICS_TENANT_DIMENSION = "SESSION_EXPIRY_METRICS_TENANT_DIMENSION"
 ENV_MAX_WORKERS = "SESSION_EXPIRY_MAX_WORKERS"
 ENV_TIME_GUARD_MS = "SESSION_EXPIRY_TIME_GUARD_MS"
 ENV_ARCHIVE_BUCKET = "SESSION_EXPIRY_ARCHIVE_BUCKET"
@@ -76,6 +77,10 @@ METRIC_EVENTS_PUBLISHED = "SessionEventsPublished"
 DIMENSION_REASON = "Reason"
 DIMENSION_ACTION = "Action"
 DIMENSION_CAUSE = "Cause"
+#: The tenant of a session's metrics: always a property (a root member) of its EMF documents,
+#: and with ``SESSION_EXPIRY_METRICS_TENANT_DIMENSION`` also a dimension (opt-in: priced per
+#: tenant).
+DIMENSION_TENANT = "Tenant"
 
 # --- classification reasons ----------------------------------------------------------------
 REASON_TTL = "ttl"
@@ -436,6 +441,8 @@ class RuntimeConfig:
     tenant_scoped_scratch: bool = False
     retiring_principal: str | None = None
     metrics_namespace: str = DEFAULT_METRICS_NAMESPACE
+    #: Add the ``Tenant`` dimension to the metrics of tenant-scoped sessions (opt-in).
+    metrics_tenant_dimension: bool = False
     max_workers: int = DEFAULT_MAX_WORKERS
     time_guard_ms: int = DEFAULT_TIME_GUARD_MS
     archive_bucket: str | None = None
@@ -509,6 +516,7 @@ class RuntimeConfig:
             tenant_scoped_scratch=_truthy(e.get(ENV_TENANT_SCOPED_SCRATCH)),
             retiring_principal=e.get(ENV_RETIRING_PRINCIPAL) or None,
             metrics_namespace=e.get(ENV_METRICS_NAMESPACE) or DEFAULT_METRICS_NAMESPACE,
+            metrics_tenant_dimension=_truthy(e.get(ENV_METRICS_TENANT_DIMENSION)),
             max_workers=positive_int(ENV_MAX_WORKERS, DEFAULT_MAX_WORKERS),
             time_guard_ms=positive_int(ENV_TIME_GUARD_MS, DEFAULT_TIME_GUARD_MS),
             archive_bucket=e.get(ENV_ARCHIVE_BUCKET) or None,

@@ -117,6 +117,9 @@ def everything(stack: Stack) -> SessionExpiry:
             CircuitBreakerAlarm.SKIPPED_RECORDS,
             CircuitBreakerAlarm.ITERATOR_AGE,
         ],
+        # Expiry by tenant: the Tenant dimension and the Contributor Insights rules.
+        metrics_tenant_dimension=True,
+        tenant_insights=True,
     )
     sessions.grant_session_access(_function(stack, "Connect"))
     return sessions

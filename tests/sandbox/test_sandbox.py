@@ -141,4 +141,13 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
         "live_kept": 3,
     }
     assert "agent data        AgentCore Memory of 6 ended sessions" in done.stdout
+    # Grants on disconnect (issue 26): kept while one connection remains, retired with the
+    # last, granted again on resume, and none left once the session ended and was cleaned.
+    assert report["connected_grants"] == {
+        "kept_with_one_connection": True,
+        "retired_with_the_last": True,
+        "new_grant_on_resume": True,
+        "left_after_cleanup": 0,
+    }
+    assert "grants on disconnect  one of two connections detached: grant kept" in done.stdout
     assert "RESULT            OK" in done.stdout
