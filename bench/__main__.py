@@ -10,7 +10,8 @@ Options: ``--quick`` runs smaller sizes and does not write BENCHMARKS.md (a chec
 bench works, not a measurement); ``--no-write`` keeps BENCHMARKS.md as it is;
 ``--report-only`` re-renders from the last run's raw numbers without measuring;
 ``--consumer-only`` runs the consumer project's test suite alone (``bench/consumer.py``) and
-prints its table.
+prints its table; ``--archive-only`` measures the archive's two modes alone
+(``bench/archive.py``, about a minute) and prints their table.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import coldstart, consumer, expiry_latency, harness, parsing, report, throughput
+from . import archive, coldstart, consumer, expiry_latency, harness, parsing, report, throughput
 from .kinesis_source import KINESIS_ENV, KINESIS_IMPL
 
 LATENCY_MS = 20.0
@@ -110,6 +111,12 @@ def _parser() -> argparse.ArgumentParser:
         help="run only the consumer project's test suite with the pytest plugin, from the "
         "wheel (a few minutes); print its table, BENCHMARKS.md untouched",
     )
+    parser.add_argument(
+        "--archive-only",
+        action="store_true",
+        help="run only the archive per object vs Firehose measurement (bench/archive.py); "
+        "print its table, BENCHMARKS.md untouched",
+    )
     return parser
 
 
@@ -123,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.consumer_only:
         return _consumer_only()
+    if args.archive_only:
+        return archive.main()
     if args.profile:
         args.no_write = True
     if args.report_only:
@@ -181,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     print("[+] a consumer project's tests, from the wheel ...", file=log, flush=True)
     consumed = consumer.run(log)
 
+    print("[+] archive per object vs Firehose, 1,000 sessions ...", file=log, flush=True)
+    archive_modes = archive.run()
+
     elapsed = time.time() - started
     data = {
         "quick": args.quick,
@@ -195,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         "parsing": parse,
         "expiry_latency": expiry,
         "consumer": consumed,
+        "archive_modes": archive_modes,
     }
     results_dir = harness.REPO / "bench" / "results"
     results_dir.mkdir(exist_ok=True)

@@ -843,6 +843,13 @@ def tables(data: dict[str, Any]) -> str:
             "### A consumer project's tests with the pytest plugin (issue 22)",
             consumer.table(data["consumer"]),
         ]
+    if data.get("archive_modes"):
+        from . import archive
+
+        parts += [
+            "### Archive per object vs Firehose, per 1,000 sessions (issue 24)",
+            archive.table(data["archive_modes"]),
+        ]
     return "\n\n".join(parts)
 
 

@@ -3,6 +3,7 @@
 Re-exports only; see :class:`SessionExpiry`.
 """
 
+from .archive_delivery import ArchiveDelivery
 from .assets import CLEANUP_RUNTIME
 from .change_source import ChangeSource
 from .circuit_breaker import CircuitBreakerAlarm
@@ -13,6 +14,7 @@ from .validation import PropTypeError
 
 __all__ = [
     "CLEANUP_RUNTIME",
+    "ArchiveDelivery",
     "ChangeSource",
     "CircuitBreakerAlarm",
     "CleanupEventFilter",

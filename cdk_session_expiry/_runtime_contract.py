@@ -63,6 +63,7 @@ ENV_SCRATCH_ROOT = "SESSION_EXPIRY_SCRATCH_ROOT"
 ENV_TENANT_SCOPED_SCRATCH = "SESSION_EXPIRY_TENANT_SCOPED_SCRATCH"
 ENV_RETIRING_PRINCIPAL = "SESSION_EXPIRY_RETIRING_PRINCIPAL"
 ENV_METRICS_NAMESPACE = "SESSION_EXPIRY_METRICS_NAMESPACE"
+ENV_METRICS_TENANT_DIMENSION = "SESSION_EXPIRY_METRICS_TENANT_DIMENSION"
 ENV_MAX_WORKERS = "SESSION_EXPIRY_MAX_WORKERS"
 ENV_TIME_GUARD_MS = "SESSION_EXPIRY_TIME_GUARD_MS"
 
@@ -90,6 +91,10 @@ METRIC_GRANTS_REFUSED = "GrantsRefused"
 DIMENSION_REASON = "Reason"
 DIMENSION_ACTION = "Action"
 DIMENSION_CAUSE = "Cause"
+#: The tenant of a session's metrics: always a property (a root member) of its EMF documents,
+#: and with ``SESSION_EXPIRY_METRICS_TENANT_DIMENSION`` also a dimension (opt-in: priced per
+#: tenant).
+DIMENSION_TENANT = "Tenant"
 
 # --- dimension values of the metrics above ---------------------------------------------------
 #: Values of the ``Reason`` dimension of ``SessionsCleaned``.
@@ -221,6 +226,24 @@ ACTION_OWNERSHIP = "Ownership"
 #: ``tests/infra/test_ownership_table.py`` checks both agree.
 OWNERSHIP_PARTITION_KEY = "resource"
 OWNERSHIP_TTL_ATTRIBUTE = "expiresAt"
+
+# --- queryable archive, archive at scale, agent memory (issue 24; same values on both sides) --
+#: The Amazon Data Firehose delivery stream (its name) the archive step hands records to
+#: instead of one PutObject per session (``archive_delivery_stream``). Unset: PutObject.
+ENV_ARCHIVE_DELIVERY_STREAM = "SESSION_EXPIRY_ARCHIVE_DELIVERY_STREAM"
+#: The AgentCore Memory (its ARN: the data plane's ``memoryId`` accepts it) whose short-term
+#: events of each removed session the cleanup deletes (``agent_memory``).
+ENV_AGENT_MEMORY_ID = "SESSION_EXPIRY_AGENT_MEMORY_ID"
+#: String Set of the session's AgentCore Memory sessions, each ``<actorId>/<sessionId>``.
+ENV_AGENT_MEMORY_SESSIONS_ATTRIBUTE = "SESSION_EXPIRY_AGENT_MEMORY_SESSIONS_ATTRIBUTE"
+DEFAULT_AGENT_MEMORY_SESSIONS_ATTRIBUTE = "agentMemorySessions"
+#: JSON list of long-term memory record namespaces, each with ``{sessionId}`` (and optionally
+#: ``{actorId}``): the records in them are the session's own and are deleted too. Unset: none.
+ENV_AGENT_MEMORY_RECORD_NAMESPACES = "SESSION_EXPIRY_AGENT_MEMORY_RECORD_NAMESPACES"
+#: ListEvents/DeleteEvent of a memory session failed (or ran out of time).
+ACTION_DELETE_MEMORY_EVENTS = "DeleteMemoryEvents"
+#: ListMemoryRecords/DeleteMemoryRecord of a memory session's namespaces failed.
+ACTION_DELETE_MEMORY_RECORDS = "DeleteMemoryRecords"
 
 # --- a paused cleanup is loud; the circuit breaker (issue 21; same values as the runtime's) ---
 PAUSE_WATCH_HANDLER = f"{RUNTIME_PACKAGE}.pause_watch.handler"

@@ -56,6 +56,7 @@ RUNBOOK_GRANT_SWEEP_ERRORS = "alarm-grant-sweep-errors"
 RUNBOOK_CLEANUP_PAUSED = "alarm-cleanup-paused"
 RUNBOOK_PAUSE_WATCH_ERRORS = "alarm-pause-watch-errors"
 RUNBOOK_CIRCUIT_BREAKER_ERRORS = "alarm-circuit-breaker-errors"
+RUNBOOK_ARCHIVE_DELIVERY = "alarm-archive-delivery"
 RUNBOOK_CHANGE_STREAM_ITERATOR_AGE = "alarm-change-stream-iterator-age"
 
 

@@ -158,6 +158,9 @@ def explain_findings(sessions: SessionExpiry) -> None:
         log_group = function.log_group
         if _owned(sessions, log_group) and cfn_resource(log_group).kms_key_id is None:  # type: ignore[attr-defined]
             skip(log_group, LOG_GROUP_KEY)
+    delivery = sessions.archive_delivery_stream  # its delivery error log group
+    if delivery is not None and cfn_resource(delivery.log_group).kms_key_id is None:  # type: ignore[attr-defined]
+        skip(delivery.log_group, LOG_GROUP_KEY)
     queue = sessions.failure_queue
     if queue is not None and _owned(sessions, queue):
         skip(queue, QUEUE_ENCRYPTION)

@@ -31,8 +31,11 @@ from constructs import Construct
 
 from . import _runtime_contract as contract
 from . import (
+    agent_memory,
     agentcore,
     archive,
+    archive_delivery,
+    archive_query,
     assets,
     checkov,
     circuit_breaker,
@@ -50,10 +53,12 @@ from . import (
     pause_watch,
     sweeper,
     targets,
+    tenant_metrics,
     validation,
 )
 from . import alarms as alarm_defaults
 from . import table as table_unit
+from .archive_delivery import ArchiveDelivery
 from .change_source import (
     ChangeSource,
     check_table_destination,
@@ -165,10 +170,11 @@ class SessionExpiry(Construct):
         cleanup_log_retention: retention of the cleanup function's log group. Default:
             three months.
         function_encryption_key: customer managed KMS key that encrypts the environment
-            variables and the log groups of the cleanup, sweeper and grant sweep functions
-            (their roles get ``kms:Decrypt``; for a key of this app the key policy gets a
-            statement for ``logs.<region>.amazonaws.com``, an imported key gets a synth warning
-            saying what its policy needs). Closes checkov's CKV_AWS_173 and CKV_AWS_158.
+            variables and the log groups of the cleanup, sweeper and grant sweep functions,
+            and the archive's Firehose delivery error log group (the functions' roles get
+            ``kms:Decrypt``; for a key of this app the key policy gets a statement for
+            ``logs.<region>.amazonaws.com``, an imported key gets a synth warning saying what
+            its policy needs). Closes checkov's CKV_AWS_173 and CKV_AWS_158.
             Default: AWS managed encryption.
         cleanup_reserved_concurrency: reserved concurrency of the cleanup function, at least
             1. The event source mapping runs at most one invocation per shard and
@@ -186,6 +192,20 @@ class SessionExpiry(Construct):
             the bench machine and both reach ~10 times).
         metrics_namespace: CloudWatch namespace of the runtime's embedded metrics. Default:
             ``"SessionExpiry"``.
+        metrics_tenant_dimension: also emit every metric of a tenant-scoped session (its old
+            image's ``tenant_attribute``) under a second dimension set with ``Tenant``, beside
+            the aggregate one the alarms watch; for platforms with few tenants: each tenant adds
+            about 10 custom metrics, about $3 a tenant a month at $0.30 a metric (Amazon
+            CloudWatch pricing, December 2026; docs: Operating it, "Expiry by tenant").
+            Default: ``False`` (the tenant is a property of the EMF documents only, read by
+            Logs Insights and ``tenant_insights``, at no metric cost).
+        tenant_insights: create three CloudWatch Contributor Insights rules
+            (``AWS::CloudWatch::InsightRule``, ``Sessions/TenantInsights``) on the cleanup's
+            log group: top tenants by sessions cleaned (``SessionsCleaned``), failed
+            (``CleanupFailures``) and resources refused (``ResourcesRefused``). Cost: $0.50 a
+            rule a month plus $0.02 per million matched log events (Amazon CloudWatch pricing,
+            December 2026). Default: ``False`` (Logs Insights and the dashboard's top-tenants
+            widget still show them).
         event_filter: which REMOVE records reach the cleanup function.
             ``CleanupEventFilter.TTL_DELETES_ONLY`` also drops explicit ends **and** TTL deletes
             replicated into global-table replicas (they carry no ``userIdentity``); it is
@@ -424,6 +444,45 @@ class SessionExpiry(Construct):
             seconds, at least 5 minutes and less than ``alarm_cleanup_paused_after`` and
             ``max_record_age`` (a later probe would send every waiting record to the on-failure
             destination). Only with ``circuit_breaker``. Default: 15 minutes.
+        archive_query: make the archive queryable: a Glue database and table over
+            ``archive_prefix`` (aws-cdk-lib's ``aws_glue.S3Table``, the Hive JSON SerDe, one
+            column per field of the archived record), partition projection on ``date``
+            (``date=YYYY-MM-DD``) and, with ``tenant_scoped_scratch``, on ``tenant``
+            (``injected``: every query names its tenant), so no crawler or ``MSCK REPAIR``
+            is needed; an Athena workgroup whose enforced result location
+            (``<archive prefix>-query-results/``, expiring after 30 days) is encrypted like the
+            bucket (SSE-KMS with its key, else SSE-S3); three named queries: a session's
+            history, sessions per tenant per day, swept vs expired by time to live
+            (``archive_query_resources``; docs: Archive and audit). Only with
+            ``archive_bucket``. Cost: Glue's catalog free tier covers it; Athena bills per TB
+            scanned (5 USD). Default: ``False`` (the archive is written, not catalogued).
+        archive_delivery: how the archive is written: ``ArchiveDelivery.PUT_OBJECT`` (one
+            ``PutObject`` per session) or ``ArchiveDelivery.FIREHOSE``: an Amazon Data Firehose
+            stream (``archive_delivery_stream``) takes the invocation's records in
+            ``PutRecordBatch`` calls of up to 500 and writes GZIP objects of many sessions under
+            the same ``date=/tenant=`` partitions (dynamic partitioning), within 5 minutes.
+            The gate holds: nothing else is done for a record until Firehose accepted it
+            (Firehose keeps an accepted record 24 hours while it retries S3; an alarm fires
+            when records wait over an hour). IAM: ``firehose:PutRecordBatch`` on that stream
+            only. Cost: fewer calls and objects per session, Firehose ingestion and dynamic
+            partitioning per GB (docs: Archive and audit, "When to switch"). Only with
+            ``archive_bucket``. Default: ``ArchiveDelivery.PUT_OBJECT``.
+        agent_memory: the Amazon Bedrock AgentCore Memory whose short-term events of each
+            removed session the cleanup deletes (``ListEvents`` by actor and session id,
+            ``DeleteEvent`` each; paginated, bounded by the time guard, idempotent): a
+            ``Memory``/``CfnMemory`` (``IMemoryRef``), its ARN in the stack's Region or its id.
+            Only memory sessions recorded with ``SessionStore.attach_memory_session`` and owned
+            by the removed incarnation (ownership records of kind ``agentMemory``; creates the
+            ownership table). IAM: ``bedrock-agentcore:ListEvents`` and ``DeleteEvent`` on that
+            memory only. Default: no memory data deleted (events expire by the memory's
+            ``eventExpiryDuration``).
+        agent_memory_record_namespaces: also delete the long-term memory records filed under
+            these namespace templates for the session's actor and session id
+            (``ListMemoryRecords``, ``DeleteMemoryRecord``; IAM on the memory only). Each must
+            contain ``{sessionId}`` (records of other namespaces cannot be told apart by
+            session and are never deleted) and no placeholder but ``{actorId}`` and
+            ``{sessionId}``, e.g. ``"/strategies/summary-a1b2c3/actors/{actorId}/sessions/
+            {sessionId}/"``. Only with ``agent_memory``. Default: none, records stay.
         global_table: the table is a DynamoDB global table (version 2019.11.21) and this
             construct is attached to one of its replicas, one stack per Region (docs:
             Multi-Region). Each session is then cleaned once, in its owner Region (the Region
@@ -483,6 +542,8 @@ class SessionExpiry(Construct):
         expiry_sweep_reserved_concurrency: int | None = None,
         max_workers: int = contract.DEFAULT_MAX_WORKERS,
         metrics_namespace: str = contract.DEFAULT_METRICS_NAMESPACE,
+        metrics_tenant_dimension: bool = False,
+        tenant_insights: bool = False,
         event_filter: CleanupEventFilter = CleanupEventFilter.ALL_REMOVES,
         batch_size: int = DEFAULT_BATCH_SIZE,
         max_batching_window: Duration | None = None,
@@ -528,6 +589,10 @@ class SessionExpiry(Construct):
         circuit_breaker: bool = False,
         circuit_breaker_alarms: Sequence[CircuitBreakerAlarm] | None = None,
         circuit_breaker_cool_down: Duration | None = None,
+        archive_query: bool = False,
+        archive_delivery: ArchiveDelivery = ArchiveDelivery.PUT_OBJECT,
+        agent_memory: agent_memory.AgentMemoryTarget | None = None,
+        agent_memory_record_namespaces: Sequence[str] | None = None,
         global_table: bool | None = None,
         change_source: ChangeSource | None = None,
     ) -> None:
@@ -549,11 +614,13 @@ class SessionExpiry(Construct):
         self._add_event_source(props)
         self._add_session_access()
         self._add_alarms(props)
+        self._add_archive_extras(props)
         self._add_expiry_sweeper(props)
         self._add_grant_sweep(props)
         self._add_ttl_health_alarm(props)
         self._add_pause_watch(props)
         self._add_circuit_breaker(props)
+        self._add_tenant_metrics(props)
 
     def _finish(self, props: SessionExpiryProps) -> None:
         """What reads the finished resources: cdk-nag acknowledgements, hardening, checkov."""
@@ -626,6 +693,7 @@ class SessionExpiry(Construct):
         self.custom_steps: tuple[CustomCleanupStep, ...] = tuple(props.custom_steps or ())
         self._step_directories = custom_steps.check_custom_steps(self.custom_steps, self.node.path)
         self._check_s3_props(props)
+        self._check_archive_and_memory_props(props)
         self._limits = SessionLimits.from_props(
             max_session_lifetime=props.max_session_lifetime,
             scratch_retention=self._scratch.retention if self._scratch.bucket else None,
@@ -666,6 +734,58 @@ class SessionExpiry(Construct):
             ],
         )
 
+    def _check_archive_and_memory_props(self, props: SessionExpiryProps) -> None:
+        """The queryable archive, Firehose delivery and AgentCore Memory props."""
+        archive_query.check_archive_query_props(
+            archive_query=props.archive_query, archive_bucket=props.archive_bucket
+        )
+        archive_delivery.check_archive_delivery_props(
+            archive_delivery=props.archive_delivery, archive_bucket=props.archive_bucket
+        )
+        self._memory_namespaces = agent_memory.check_record_namespaces(
+            props.agent_memory_record_namespaces, agent_memory=props.agent_memory
+        )
+        #: The AgentCore Memory's ARN (``agent_memory``), or ``None``.
+        self.agent_memory_arn = (
+            None
+            if props.agent_memory is None
+            else agent_memory.memory_arn(self, props.agent_memory)
+        )
+
+    def _add_archive_extras(self, props: SessionExpiryProps) -> None:
+        """The queryable archive and the Firehose stream (both on the archive bucket), and the
+        AgentCore Memory release."""
+        #: The Glue table, Athena workgroup and named queries (``archive_query``), or ``None``.
+        self.archive_query_resources: archive_query.ArchiveQuery | None = None
+        #: The archive's Firehose stream (``ArchiveDelivery.FIREHOSE``), or ``None``.
+        self.archive_delivery_stream: archive_delivery.ArchiveDeliveryStream | None = None
+        bucket = props.archive_bucket
+        if bucket is not None and props.archive_query:
+            self.archive_query_resources = archive_query.ArchiveQuery(
+                self,
+                "ArchiveQuery",
+                bucket=bucket,
+                prefix=self.archive_prefix,
+                tenant_partition=props.tenant_scoped_scratch,
+            )
+        if bucket is not None and props.archive_delivery is ArchiveDelivery.FIREHOSE:
+            self.archive_delivery_stream = archive_delivery.ArchiveDeliveryStream(
+                self,
+                "ArchiveDelivery",
+                bucket=bucket,
+                prefix=self.archive_prefix,
+                log_retention=props.cleanup_log_retention,
+                alarm_actions=props.actions,
+            )
+            self.archive_delivery_stream.configure(self.cleanup_function)
+            self.alarms.append(self.archive_delivery_stream.freshness_alarm)
+        if self.agent_memory_arn is not None:
+            agent_memory.configure(
+                self.cleanup_function,
+                memory=self.agent_memory_arn,
+                namespaces=self._memory_namespaces,
+            )
+
     def _settle_attributes(self, props: SessionExpiryProps) -> None:
         """Key, TTL and session attribute names in effect, checked."""
         keys = table_unit.settle_key_names(
@@ -702,7 +822,20 @@ class SessionExpiry(Construct):
         )
         validation.check_session_attributes(
             {**self._attributes.props(), **self._agentcore.attribute_props()},
-            reserved=ownership.reserved_attributes(self._agentcore.ids_attribute_props()),
+            reserved=ownership.reserved_attributes(
+                {
+                    **self._agentcore.ids_attribute_props(),
+                    **(
+                        {
+                            contract.ENV_AGENT_MEMORY_SESSIONS_ATTRIBUTE: (
+                                contract.DEFAULT_AGENT_MEMORY_SESSIONS_ATTRIBUTE
+                            )
+                        }
+                        if props.agent_memory is not None
+                        else {}
+                    ),
+                }
+            ),
         )
         if props.expiry_sweep_interval is not None:
             sweeper.check_expiry_sweeper(
@@ -1021,6 +1154,15 @@ class SessionExpiry(Construct):
         )
         self.alarms.append(self.circuit_breaker.errors_alarm)
 
+    def _add_tenant_metrics(self, props: SessionExpiryProps) -> None:
+        #: The Contributor Insights rules of ``tenant_insights`` (top tenants), or ``None``.
+        self.tenant_insights = tenant_metrics.add_tenant_metrics(
+            self,
+            self.cleanup_function,
+            dimension=props.metrics_tenant_dimension,
+            insights=props.tenant_insights,
+        )
+
     # --- public API -------------------------------------------------------------------------
 
     @property
@@ -1232,8 +1374,9 @@ class SessionExpiry(Construct):
         """CloudWatch widgets for an application's own dashboard (``cdk_session_expiry.dashboard``):
         the alarms' status, sessions cleaned by reason, TTL lag (p50/p99/max), iterator age,
         failures by action, records skipped by cause, resources refused by reason, scratch
-        objects deleted, the on-failure destination, TTL and sweeper deletions, and with the
-        sweeper its expiry to sweep.
+        objects deleted, the on-failure destination, TTL and sweeper deletions, with the
+        sweeper its expiry to sweep, how long the cleanup has been paused, and the top tenants
+        by sessions cleaned, failed and refused (a Logs Insights table).
 
         Args:
             period: the period of every graph. Default: 5 minutes, the alarms' period.

@@ -23,7 +23,10 @@ name, so the widgets and the runtime cannot disagree on names or dimensions:
     (``SweepLagSeconds``; the cleanup follows within the stream's delivery time);
 12. how long the cleanup has been paused (``CleanupPausedSeconds``, with the paused-cleanup
     alarm's threshold as a line) and, with ``circuit_breaker``, the breaker's state on the right
-    axis (``CircuitBreakerState``: 0 closed, 1 half-open, 2 open).
+    axis (``CircuitBreakerState``: 0 closed, 1 half-open, 2 open);
+13. the top 10 tenants by sessions cleaned, failed and resources refused: a CloudWatch Logs
+    Insights table over the cleanup's log group, read from the ``Tenant`` property of the EMF
+    documents (:mod:`.tenant_metrics`; each refresh runs the query, priced per GB scanned).
 
 Embedded metrics exist only once the runtime emitted them: a line with no data is a reason,
 action or cause that has not happened yet.
@@ -37,7 +40,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
 from . import _runtime_contract as contract
-from . import failure_destination
+from . import failure_destination, tenant_metrics
 
 if TYPE_CHECKING:
     from .construct import SessionExpiry
@@ -54,7 +57,7 @@ def widgets(
     sessions: SessionExpiry, *, period: Duration = DEFAULT_PERIOD
 ) -> list[cloudwatch.IWidget]:
     """The construct's widgets, in the order of the module docstring (see there)."""
-    graphs = [
+    graphs: list[cloudwatch.IWidget] = [
         _graph(
             "Sessions cleaned by reason",
             [
@@ -114,6 +117,11 @@ def widgets(
             )
         )
     graphs.append(_paused_graph(sessions, period))
+    graphs.append(
+        tenant_metrics.top_tenants_widget(
+            sessions.cleanup_function.log_group, width=_WIDTH, height=_HEIGHT
+        )
+    )
     status = cloudwatch.AlarmStatusWidget(
         title="Session expiry alarms", alarms=list(sessions.alarms), width=24, height=4
     )

@@ -100,6 +100,9 @@ def apply(
             if function.role is not None:
                 function_encryption_key.grant_decrypt(function.role)
             _encrypt_log_group(function.log_group, function_encryption_key)
+    delivery = sessions.archive_delivery_stream
+    if function_encryption_key is not None and delivery is not None:
+        _encrypt_log_group(delivery.log_group, function_encryption_key)
     if function_encryption_key is not None:
         _allow_cloudwatch_logs(sessions, function_encryption_key)
 

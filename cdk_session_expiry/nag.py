@@ -16,6 +16,11 @@ On the cleanup role's default policy (``AwsSolutions-IAM5``, a wildcard resource
 * ``<bucket>/<archive_prefix>*``, with ``archive_bucket`` (``s3:PutObject``);
 * ``<bucket>/*``, with ``failure_destination_bucket`` (``s3:PutObject``).
 
+On the archive's Firehose stream role (``archive_delivery=ArchiveDelivery.FIREHOSE``,
+``AwsSolutions-IAM5``): ``<bucket>/<archive_prefix>*`` and
+``<bucket>/<archive prefix>-delivery-errors/*`` (``s3:PutObject``, ``s3:AbortMultipartUpload``):
+Firehose names its objects.
+
 On the ``FailureQueue`` the construct creates: ``AwsSolutions-SQS3`` (no DLQ: it is the DLQ).
 
 On the expiry sweeper's role and on each role given ``grant_session_access``, when the table
@@ -77,6 +82,12 @@ _ARCHIVE_REASON = (
     "The cleanup writes one object per cleaned session under the archive prefix (s3:PutObject "
     "only); its key holds the session and the record's sequence number, not known in advance."
 )
+_FIREHOSE_REASON = (
+    "The archive's Firehose stream writes objects of many sessions under the archive prefix and "
+    "records it cannot partition under the delivery-errors prefix, with names Firehose chooses "
+    "(s3:PutObject and s3:AbortMultipartUpload, on those two prefixes only)."
+)
+_FIREHOSE_ACTIONS = frozenset({"s3:PutObject", "s3:AbortMultipartUpload"})
 _FAILURE_BUCKET_REASON = (
     "Lambda writes each failed batch to the on-failure destination bucket under a key it "
     "chooses (aws/lambda/<mapping UUID>/<shard>/<date>/...); s3:PutObject only."
@@ -180,6 +191,23 @@ def acknowledge_design_findings(sessions: SessionExpiry) -> list[NagAcknowledgem
         acknowledge(done, queue, SQS3, _FAILURE_QUEUE_REASON)
     if sessions.expiry_sweeper is not None:
         done.extend(acknowledge_table_key_grant(sessions, sessions.expiry_sweeper.role))
+    if sessions.archive_delivery_stream is not None:
+        done.extend(_acknowledge_firehose_role(sessions.archive_delivery_stream.role))
+    return done
+
+
+def _acknowledge_firehose_role(role: iam.IRole) -> list[NagAcknowledgement]:
+    """The Firehose role's object wildcards, for statements of its object actions only."""
+    done: list[NagAcknowledgement] = []
+    policy = _default_policy(role)
+    if policy is None:
+        return done
+    for statement in _statements(policy):
+        if not set(_as_list(statement.get("Action"))) <= _FIREHOSE_ACTIONS:
+            continue
+        for resource in (flatten_reference(r) for r in _as_list(statement.get("Resource"))):
+            if "*" in resource:
+                acknowledge(done, policy, f"{IAM5}[Resource::{resource}]", _FIREHOSE_REASON)
     return done
 
 

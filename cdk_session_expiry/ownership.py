@@ -65,6 +65,7 @@ CLAIMED_TARGET_PROPS = (
     "agent_runtime",
     "code_interpreter",
     "browser",
+    "agent_memory",
 )
 
 

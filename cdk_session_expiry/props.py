@@ -23,8 +23,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 
-from . import agentcore
+from . import agent_memory, agentcore
 from . import alarms as alarm_defaults
+from .archive_delivery import ArchiveDelivery
 from .change_source import ChangeSource
 from .circuit_breaker import CircuitBreakerAlarm
 from .custom_steps import CustomCleanupStep
@@ -62,6 +63,8 @@ class SessionExpiryProps:
     cleanup_log_retention: logs.RetentionDays
     max_workers: int
     metrics_namespace: str
+    metrics_tenant_dimension: bool
+    tenant_insights: bool
     event_filter: CleanupEventFilter
     batch_size: int
     max_batching_window: Duration | None
@@ -110,6 +113,10 @@ class SessionExpiryProps:
     circuit_breaker: bool
     circuit_breaker_alarms: Sequence[CircuitBreakerAlarm] | None
     circuit_breaker_cool_down: Duration | None
+    archive_query: bool
+    archive_delivery: ArchiveDelivery
+    agent_memory: agent_memory.AgentMemoryTarget | None
+    agent_memory_record_namespaces: Sequence[str] | None
     global_table: bool | None
     change_source: ChangeSource | None
 

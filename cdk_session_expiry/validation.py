@@ -116,6 +116,8 @@ PROP_TYPES: Mapping[str, tuple[str, Callable[[object], bool]]] = {
     "alarm_ttl_health_window": _DURATION,
     "cleanup_enabled": _BOOL,
     "cleanup_dry_run": _BOOL,
+    "metrics_tenant_dimension": _BOOL,
+    "tenant_insights": _BOOL,
     "archive_bucket": _BUCKET,
     "archive_transition_after": _DURATION,
     "archive_transition_storage_class": ("an s3.StorageClass", _is(s3.StorageClass)),
@@ -154,6 +156,23 @@ PROP_TYPES: Mapping[str, tuple[str, Callable[[object], bool]]] = {
         _breaker_alarms,
     ),
     "circuit_breaker_cool_down": _DURATION,
+    "archive_query": _BOOL,
+    "archive_delivery": (
+        "an ArchiveDelivery member",
+        lambda v: type(v).__name__ == "ArchiveDelivery",
+    ),
+    "agent_memory": (
+        "an AgentCore Memory (Memory, CfnMemory: IMemoryRef), its ARN or its id",
+        lambda v: isinstance(v, str) or hasattr(v, "memory_ref"),
+    ),
+    "agent_memory_record_namespaces": (
+        "a list of namespace templates (str)",
+        lambda v: (
+            isinstance(v, Sequence)
+            and not isinstance(v, (str, bytes))
+            and all(isinstance(t, str) for t in v)
+        ),
+    ),
     "global_table": _BOOL,
     "change_source": (
         "a ChangeSource, e.g. ChangeSource.kinesis()",

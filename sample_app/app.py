@@ -33,6 +33,11 @@ CONTEXT_AGENT_RUNTIME_ARN = "sample:agentRuntimeArn"
 CONTEXT_AGENT_RUNTIME_QUALIFIER = "sample:agentRuntimeQualifier"
 CONTEXT_CODE_INTERPRETER = "sample:codeInterpreter"
 CONTEXT_BROWSER = "sample:browser"
+#: An AgentCore Memory (ARN or id) whose events of each ended session the cleanup deletes, and
+#: the long-term record namespaces (comma-separated templates with {sessionId}) deleted with
+#: them; unset by default (``make sandbox`` sets them for the emulator).
+CONTEXT_AGENT_MEMORY = "sample:agentMemory"
+CONTEXT_AGENT_MEMORY_RECORD_NAMESPACES = "sample:agentMemoryRecordNamespaces"
 DEFAULT_STACK_NAME = "SessionExpirySample"
 FALLBACK_REGION = "us-east-1"
 
@@ -68,6 +73,11 @@ def build_app(
         agent_runtime_qualifier=ctx(CONTEXT_AGENT_RUNTIME_QUALIFIER),
         code_interpreter=ctx(CONTEXT_CODE_INTERPRETER),
         browser=ctx(CONTEXT_BROWSER),
+        agent_memory=ctx(CONTEXT_AGENT_MEMORY),
+        agent_memory_record_namespaces=[
+            n for n in str(ctx(CONTEXT_AGENT_MEMORY_RECORD_NAMESPACES) or "").split(",") if n
+        ]
+        or None,
         description="Sample app of cdk-session-expiry: WebSocket sessions that fail closed",
     )
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))

@@ -84,6 +84,9 @@ class SessionExpirySampleStack(Stack):
             names; a custom code interpreter and browser of the app, by ARN or identifier: the
             construct refuses the AWS-managed ones). Default: none (the sandbox sets them; a
             real account needs real ones).
+        agent_memory, agent_memory_record_namespaces: the AgentCore Memory whose events (and
+            records in those namespaces) of each ended session the cleanup deletes. Default:
+            none.
     """
 
     def __init__(
@@ -101,6 +104,8 @@ class SessionExpirySampleStack(Stack):
         agent_runtime_qualifier: str | None = None,
         code_interpreter: str | None = None,
         browser: str | None = None,
+        agent_memory: str | None = None,
+        agent_memory_record_namespaces: list[str] | None = None,
         **kwargs: object,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
@@ -237,7 +242,7 @@ class SessionExpirySampleStack(Stack):
             fn.add_environment("SAMPLE_CONNECTIONS_TABLE", connections.table_name)
         connections.grant(connect_fn, "dynamodb:PutItem")
         connections.grant(message_fn, "dynamodb:GetItem")
-        connections.grant(disconnect_fn, "dynamodb:DeleteItem")
+        connections.grant(disconnect_fn, "dynamodb:GetItem", "dynamodb:DeleteItem")
         # The message handler keeps each message, encrypted under its session's encryption
         # context, under the session's scratch prefix.
         message_fn.add_to_role_policy(
@@ -302,6 +307,8 @@ class SessionExpirySampleStack(Stack):
             cleanup_dry_run=cleanup_dry_run,
             archive_bucket=archive,
             archive_expiration=ARCHIVE_EXPIRATION,
+            # A Glue table, an Athena workgroup and named queries over the archive.
+            archive_query=True,
             event_bus=event_bus,
             # Closes checkov's CKV_AWS_158/173 on the construct's functions and log groups.
             function_encryption_key=self.logs_key,
@@ -310,6 +317,8 @@ class SessionExpirySampleStack(Stack):
             agent_runtime_qualifier=agent_runtime_qualifier,
             code_interpreter=code_interpreter,
             browser=browser,
+            agent_memory=agent_memory,
+            agent_memory_record_namespaces=agent_memory_record_namespaces,
             # Session grants go to the message handler only, bound to their session.
             grant_grantees=[message_fn.role],  # type: ignore[list-item]
         )
@@ -317,8 +326,16 @@ class SessionExpirySampleStack(Stack):
         self.sessions.grant_session_access(connect_fn, create_grants=True)
         for fn in (message_fn, disconnect_fn):
             self.sessions.grant_session_access(fn)
-        # The session grant lets the message handler use the session key while it lasts.
-        connect_fn.add_environment("SESSION_GRANTEE_ROLE_ARN", message_fn.role.role_arn)  # type: ignore[union-attr]
+        # The session grant lets the message handler use the session key while a client is
+        # connected: $disconnect of the last connection retires it, a resume ($connect) creates
+        # a new one (SessionStore's connected_grant, on where the grantee's variable is set).
+        for fn in (connect_fn, disconnect_fn):
+            fn.add_environment("SESSION_GRANTEE_ROLE_ARN", message_fn.role.role_arn)  # type: ignore[union-attr]
+        # $disconnect retires as an IAM principal of the key's account given kms:RetireGrant (AWS
+        # KMS Developer Guide, "Retiring and revoking grants": the account delegates it so).
+        disconnect_fn.add_to_role_policy(
+            iam.PolicyStatement(actions=["kms:RetireGrant"], resources=[session_key.key_arn])
+        )
         # The construct acknowledges the findings on its own resources itself
         # (self.sessions.nag_acknowledgements); this stack acknowledges only its own.
         scratch_arn = f"<{self.get_logical_id(scratch.node.default_child)}.Arn>"  # type: ignore[arg-type]

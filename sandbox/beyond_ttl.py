@@ -315,7 +315,8 @@ def check_archive(
             continue
         body = json.loads(s3.get_object(Bucket=bucket, Key=objs[0].key)["Body"].read())
         plan = cleaned[session_id]
-        image = decode_image(body["dynamodbOldImage"])
+        # The archived record (format 2): images and keys as JSON text fields.
+        image = decode_image(json.loads(body["dynamodb_old_image"]))
         expected = {
             config.partition_key: session_id,
             config.connection_id_attribute: plan.connection_id,
@@ -325,10 +326,10 @@ def check_archive(
         wrong = {k: (image.get(k), v) for k, v in expected.items() if image.get(k) != v}
         recomputed = archive_key(
             config,
-            keys=body["sessionKey"],
+            keys=json.loads(body["session_key"]),
             tenant=body["tenant"],
-            sequence_number=body["sequenceNumber"],
-            approximate_creation_time=body["approximateCreationDateTime"],
+            sequence_number=body["sequence_number"],
+            approximate_creation_time=body["removed_at"],
         )
         if wrong:
             mismatches.append(f"ARCHIVE {session_id}: old image differs {wrong}")

@@ -63,6 +63,7 @@ import random
 import sys
 import threading
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -118,6 +119,12 @@ IN_TABLE_FATES = frozenset({"live", "race"})
 #: The sample app's three route handlers have session access with different environments
 #: ($connect alone creates grants, for SESSION_GRANTEE_ROLE_ARN): the sandbox acts as $connect.
 APP_FUNCTION = "ConnectHandler"
+
+
+def tenant_of(session_id: str) -> str | None:
+    """The tenant of a planned session: two tenants and no tenant, by a stable hash, so the
+    archive's per-tenant counts (issue 24) have more than one tenant."""
+    return ("acme", "globex", None)[zlib.crc32(session_id.encode()) % 3]
 
 
 class Progress:
@@ -195,9 +202,12 @@ def run(args: argparse.Namespace) -> int:
     from cdk_session_expiry.testing import Fault, LocalEmulator, LocalPipeline
 
     from . import (
+        agent_data,
         agent_sessions,
+        archive_query,
         backstops,
         beyond_ttl,
+        connected_grants,
         forgery,
         kinesis_phase,
         ownership,
@@ -214,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
             args.app_dir,
             emulator=emulator,
             stack=args.stack,
-            context=agent_sessions.deploy_context(emulator),
+            context={**agent_sessions.deploy_context(emulator), **agent_data.deploy_context()},
         )
         m = pipeline.mapping
         say(f"deployed stack {pipeline.stack.name}: table {pipeline.table_name}")
@@ -314,7 +324,12 @@ def run(args: argparse.Namespace) -> int:
         def create(plan: SessionPlan) -> None:
             st = past_store if plan.fate == "expire" else store
             ttl = timedelta(minutes=1) if plan.fate == "expire" else timedelta(hours=1)
-            session = st.create(plan.session_id, ttl=ttl, connection_id=plan.connection_id)
+            session = st.create(
+                plan.session_id,
+                ttl=ttl,
+                connection_id=plan.connection_id,
+                tenant_id=tenant_of(plan.session_id),
+            )
             emulator.open_connection(plan.connection_id)
             session = st.create_grant(
                 plan.session_id,
@@ -327,6 +342,13 @@ def run(args: argparse.Namespace) -> int:
 
         _parallel(all_plans, create, say, "sessions created", args.workers)
         agent_plan = agent_sessions.attach(
+            emulator,
+            store,
+            cleanup_env,
+            ended=[p.session_id for p in plans if p.fate == "end"],
+            live=[p.session_id for p in plans if p.fate == "live"],
+        )
+        memory_plan = agent_data.attach(  # AgentCore Memory data (issue 24)
             emulator,
             store,
             cleanup_env,
@@ -553,6 +575,15 @@ def run(args: argparse.Namespace) -> int:
             say,
         )
         phase_mismatches += agents.mismatches
+        memory = agent_data.check(
+            emulator,
+            memory_plan,
+            pipeline.metrics.by_dimension(
+                contract.METRIC_CLEANUP_FAILURES, contract.DIMENSION_ACTION
+            ),
+            say,
+        )
+        phase_mismatches += memory.mismatches
 
         # --- verification ----------------------------------------------------------------------
         say("verifying against the emulator ...")
@@ -601,6 +632,20 @@ def run(args: argparse.Namespace) -> int:
             + event_mismatches
             + storm.verify(emulator)
         )
+        # --- the archive queried with the named queries' SQL (issue 24), before the phases
+        # below add records of their own ---------------------------------------------------
+        say("querying the archive: the deployed named queries' SQL, run by DuckDB ...")
+        queried = archive_query.phase(
+            emulator=emulator,
+            pipeline=pipeline,
+            bucket=archive_bucket,
+            prefix=archive_prefix,
+            excluded_session_ids=[p.session_id for p in dry],
+            reused_session_id=reused[0].session_id if reused else None,
+            tenant_attribute=config.tenant_attribute,
+            say=say,
+        )
+        mismatches += queried.mismatches
 
         # --- 8. backstops (issue 12), on sessions of their own, after the checks above --------
         on_failure_sent = report.records_sent_to_on_failure
@@ -635,6 +680,11 @@ def run(args: argparse.Namespace) -> int:
             say=say,
         )
         mismatches += ownership_mismatches
+        # --- 11. grants on disconnect: a grant lives only while a client is connected -------
+        grants_summary, grants_mismatches = connected_grants.run(
+            emulator=emulator, pipeline=pipeline, say=say
+        )
+        mismatches += grants_mismatches
         # --- 11. two Regions of a global table, each cleaning its own sessions (issue 23) ---
         regions_summary, regions_mismatches = two_regions.run(
             emulator=emulator,
@@ -697,6 +747,8 @@ def run(args: argparse.Namespace) -> int:
             "replay": {"outcomes": outcomes, "queue_messages_left": queue_left},
             "agent_sessions": agents.as_dict(),
             "agent_sessions_line": agents.summary_line(),
+            "agent_data": memory.as_dict(),
+            "archive_queried": queried.as_dict(),
             "kill_switch": {"invocations_while_disabled": while_disabled, "resumed": resumed},
             "dry_run": {"would_be_cleaned": int(would), "archive_objects_written": archived_during},
             "ttl_health_alarm": {"logical_id": health[0], "window_seconds": health[1]}
@@ -706,6 +758,7 @@ def run(args: argparse.Namespace) -> int:
             "backstops": backstop_summary,
             "forgery": forgery_summary,
             "ownership": ownership_summary,
+            "connected_grants": grants_summary,
             "two_regions": regions_summary,
             "kinesis": kinesis_summary,
             "records_sent_to_on_failure_expected": 1,
@@ -877,7 +930,16 @@ def _replay_line(replay: dict[str, Any]) -> str:
 
 
 def print_report(s: dict[str, Any]) -> None:
-    from . import backstops, forgery, kinesis_phase, ownership, two_regions
+    from . import (
+        agent_data,
+        archive_query,
+        backstops,
+        connected_grants,
+        forgery,
+        kinesis_phase,
+        ownership,
+        two_regions,
+    )
 
     st, ss, sw = s["stream"], s["sessions"], s["sweeper"]
     ar, ev = s["archive"], s["events"]
@@ -924,6 +986,8 @@ def print_report(s: dict[str, Any]) -> None:
         f"sessions; by reason {_fmt(ev['by_reason'].items())}",
         f"failure replay    {_replay_line(s['replay'])}",
         s["agent_sessions_line"],
+        agent_data.report_line(s.get("agent_data")),
+        archive_query.report_line(s.get("archive_queried")),
         f"kill switch       {s['kill_switch']['invocations_while_disabled']} invocations while "
         f"disabled, {s['kill_switch']['resumed']} after re-enabling (position kept)",
         f"dry run           {s['dry_run']['would_be_cleaned']} would be cleaned, "
@@ -942,6 +1006,7 @@ def print_report(s: dict[str, Any]) -> None:
         backstops.report_line(s["backstops"]),
         forgery.report_line(s["forgery"]),
         ownership.report_line(s["ownership"]),
+        connected_grants.report_line(s["connected_grants"]),
         two_regions.report_line(s["two_regions"]),
         kinesis_phase.report_line(s["kinesis"]),
         f"emulator errors   {s['emulator_internal_errors']} HTTP 500s from moto (retried by the "

@@ -199,9 +199,15 @@ def check_moto_internals() -> None:
     backend = _connections_backend_dict()["123456789012"]["us-east-1"]
     if not isinstance(getattr(backend, "connections", None), Mapping):
         raise _fail("ApiGatewayManagementApiBackend.connections", "is not a mapping")
-    from cdk_session_expiry.testing import _moto_transactions
+    from cdk_session_expiry.testing import (
+        _moto_agentcore_memory,
+        _moto_firehose,
+        _moto_transactions,
+    )
 
     _moto_transactions.check()
+    _moto_agentcore_memory.check()
+    _moto_firehose.check()
 
 
 def _no_delivery(self: Any, function_arn: str, items: list[Any], source: str) -> None:

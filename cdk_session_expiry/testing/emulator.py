@@ -17,7 +17,12 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from cdk_session_expiry.testing import _moto_internals, _moto_transactions
+from cdk_session_expiry.testing import (
+    _moto_agentcore_memory,
+    _moto_firehose,
+    _moto_internals,
+    _moto_transactions,
+)
 from cdk_session_expiry.testing.agentcore import AgentCoreSessions
 
 #: Account and Region the emulator answers for (moto's default account).
@@ -212,6 +217,9 @@ class LocalEmulator:
                 )
             _moto_internals.disable_stream_delivery()
             _moto_transactions.install()
+            # AgentCore Memory paging and records, Firehose's dynamic partitioning: moto lacks them.
+            _moto_agentcore_memory.install()
+            _moto_firehose.install()
             try:
                 from cdk_session_expiry.testing import _cloudformation_models
 
@@ -222,6 +230,8 @@ class LocalEmulator:
                 server.start()
                 _moto_internals.wrap_wsgi_app(server, lambda app: _FaultInjector(app, self))
             except BaseException:
+                _moto_firehose.uninstall()
+                _moto_agentcore_memory.uninstall()
                 _moto_transactions.uninstall()
                 _moto_internals.restore_stream_delivery()
                 raise
@@ -277,6 +287,8 @@ class LocalEmulator:
             with _ACTIVE_LOCK:
                 if self in _ACTIVE:
                     _ACTIVE.remove(self)
+            _moto_firehose.uninstall()
+            _moto_agentcore_memory.uninstall()
             _moto_transactions.uninstall()
             _moto_internals.restore_stream_delivery()
 

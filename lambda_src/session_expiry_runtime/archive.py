@@ -1,6 +1,7 @@
-"""Archive of cleaned sessions: each old image as one JSON object in S3, written first.
+"""Archive of cleaned sessions: each old image as one line of JSON in S3, written first.
 
-Key layout (deterministic: a redelivered record overwrites its own object, never adds one)::
+Key layout of the per-object mode (deterministic: a redelivered record overwrites its own
+object, never adds one)::
 
     {prefix}date=YYYY-MM-DD/tenant={tenant or _none}/{session key}/{sequence number}.json
 
@@ -17,17 +18,48 @@ Key layout (deterministic: a redelivered record overwrites its own object, never
   :data:`MAX_SEGMENT_CHARACTERS` is cut and suffixed with a SHA-256 of the whole value (S3
   keys are at most 1,024 bytes; DynamoDB partition keys up to 2,048).
 
-Body (``application/json``)::
+With Amazon Data Firehose (``archive_delivery_stream``) the same lines go to the delivery
+stream instead (:mod:`.archive_delivery`), which writes them, many to an object (GZIP), under
+``{prefix}date=YYYY-MM-DD/tenant=.../`` from the record's ``partition_date`` and
+``partition_tenant`` fields: the same two partition levels, so one table reads both.
 
-    {"schemaVersion": 1, "sessionKey": {...}, "tenant": ..., "reason": "ttl",
-     "sequenceNumber": "...", "eventId": "...", "approximateCreationDateTime": <epoch s>,
-     "ttl": <epoch s>, "ttlLagSeconds": <s or null>,
-     "oldImage": {<plain JSON, decode.to_json_value>},
-     "dynamodbOldImage": {<the record's OldImage, DynamoDB JSON as Lambda delivered it>}}
+**Format** (:data:`FORMAT_VERSION` 2): one JSON object on one line, ending in ``\\n`` — what
+Athena's JSON SerDes read ("The Hive and OpenX libraries expect JSON data to be on a single
+line ... with records separated by a new line character", Amazon Athena User Guide, "JSON
+SerDe libraries"). Every field is a JSON string, integer, number or ``null`` with a lowercase
+name, so a column of the Glue table is exactly a field, under either SerDe, Athena, DuckDB or
+any JSON reader, with no case folding, key mapping or nested typing::
 
-``oldImage`` is for readers (numbers exact, sets as sorted lists, bytes as base64 text);
-``dynamodbOldImage`` keeps the types, so ``decode.decode_image`` of it gives back exactly the
-item that was removed.
+    format_version     int      2
+    session_id         string   the session id: the sort key value with a sort key, else the
+                                partition key value (non-strings as JSON text)
+    session_partition  string   the partition key value with a sort key, else null
+    session_key        string   the record's Keys as compact JSON text, sorted
+    incarnation        string   the session incarnation (null on items written before them)
+    tenant             string   the tenant attribute (non-strings as JSON text), or null
+    reason             string   ttl | deleted-after-expiry | explicit
+    removed_at         bigint   ApproximateCreationDateTime, epoch seconds
+    expires_at         bigint   the old image's TTL (epoch seconds) when it is a whole number
+    ttl_lag_seconds    double   removal - TTL for TTL-classified removals, else null
+    sequence_number    string   dynamodb.SequenceNumber
+    event_id           string   eventID
+    partition_date     string   the key's date segment (YYYY-MM-DD or _unknown)
+    partition_tenant   string   the key's tenant segment (percent-encoded, or _none)
+    old_image          string   the old image as JSON text (decode.to_json_value: numbers
+                                exact, sets sorted lists, bytes base64)
+    dynamodb_old_image string   the record's OldImage as JSON text, DynamoDB JSON as Lambda
+                                delivered it: decode.decode_image(json.loads(...)) gives back
+                                exactly the item that was removed
+
+The content is a function of the stream record alone (no write time), so a redelivered record
+and the Firehose mode write the same bytes as the per-object mode.
+
+**Older objects.** Format 1 (before ``format_version``) wrote one compact JSON object per
+object with camelCase keys (``schemaVersion``, ``sessionKey``, ``oldImage``, ...). Each is still
+one JSON line under the same partitions, so the table reads it: ``reason`` and ``tenant`` keep
+their names (the per-day and per-reason queries count format-1 objects too), the other columns
+are null, ``format_version`` is null, and ``"$path"`` names the session (its key holds the
+session key segment).
 
 Encryption: ``ServerSideEncryption=aws:kms`` with ``SSEKMSKeyId`` when the construct passed the
 bucket's key (``SESSION_EXPIRY_ARCHIVE_KMS_KEY_ARN``); otherwise no header, so the bucket's
@@ -51,33 +83,51 @@ from .config import RuntimeConfig
 from .config import validate_archive_prefix as validate_archive_prefix
 from .decode import StreamRecord, to_json_value
 
-SCHEMA_VERSION = 1
+#: The archived record's format (its ``format_version`` field); see the module docstring.
+FORMAT_VERSION = 2
 NO_TENANT = "_none"
 NO_DATE = "_unknown"
 #: Longest encoded key segment kept whole; longer ones are cut and hashed.
 MAX_SEGMENT_CHARACTERS = 200
-CONTENT_TYPE = "application/json"
+#: JSON lines (one object per line): what ``Content-Type`` S3 stores with each object.
+CONTENT_TYPE = "application/x-ndjson"
+#: BIGINT range (Athena/Hive): a larger whole number is not a usable time.
+_MAX_BIGINT = 2**63 - 1
 
 
 def encode_segment(value: object) -> str:
     """One key segment for ``value``: percent-encoded text, never empty, ``_none`` or ``..``."""
-    text = value if isinstance(value, str) else json.dumps(to_json_value(value))
-    encoded = quote(text, safe="-.~")  # "_" is encoded below only where it leads
+    encoded = quote(_text(value), safe="-.~")  # "_" is encoded below only where it leads
     if encoded.startswith("_"):
         encoded = "%5F" + encoded[1:]
     if encoded in {"", ".", ".."}:
         encoded = encoded.replace(".", "%2E") or "%00empty"
     if len(encoded) > MAX_SEGMENT_CHARACTERS:
-        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        digest = hashlib.sha256(_text(value).encode("utf-8", "surrogatepass")).hexdigest()
         encoded = f"{encoded[:100]}~{digest}"
     return encoded
 
 
-def _day(approximate_creation_time: Decimal | None) -> str:
-    if approximate_creation_time is None:
+def _text(value: object) -> str:
+    """A value as text: a string as it is, anything else as compact JSON text."""
+    return value if isinstance(value, str) else json.dumps(to_json_value(value))
+
+
+def day_segment(approximate_creation_time: object) -> str:
+    """``YYYY-MM-DD`` (UTC) of the removal time in epoch seconds, or ``_unknown``."""
+    value = approximate_creation_time
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
         return NO_DATE
-    moment = datetime.fromtimestamp(float(approximate_creation_time), tz=timezone.utc)
+    try:
+        moment = datetime.fromtimestamp(float(value), tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return NO_DATE
     return moment.strftime("%Y-%m-%d")
+
+
+def tenant_segment(tenant: object) -> str:
+    """The key's tenant segment: :func:`encode_segment` of the tenant, ``_none`` without."""
+    return NO_TENANT if tenant is None else encode_segment(tenant)
 
 
 def key_values(config: RuntimeConfig, keys: Mapping[str, Any]) -> list[Any]:
@@ -93,52 +143,90 @@ def archive_key(
     keys: Mapping[str, Any],
     tenant: object,
     sequence_number: str,
-    approximate_creation_time: Decimal | None,
+    approximate_creation_time: object,
 ) -> str:
     """The object key of one removed session (see the module docstring for the layout)."""
-    tenant_segment = NO_TENANT if tenant is None else encode_segment(tenant)
     session_segment = ",".join(encode_segment(v) for v in key_values(config, keys)) or NO_TENANT
     return (
-        f"{config.archive_prefix}date={_day(approximate_creation_time)}/"
-        f"tenant={tenant_segment}/{session_segment}/{encode_segment(sequence_number)}.json"
+        f"{config.archive_prefix}date={day_segment(approximate_creation_time)}/"
+        f"tenant={tenant_segment(tenant)}/{session_segment}/{encode_segment(sequence_number)}.json"
     )
 
 
 def archive_document(
+    config: RuntimeConfig,
     record: StreamRecord,
     *,
     keys: Mapping[str, Any],
     image: Mapping[str, Any],
-    tenant: object,
     reason: str,
-    ttl: object,
     lag_seconds: Decimal | None,
 ) -> dict[str, Any]:
-    """The JSON body of one archived session (already JSON-serialisable)."""
+    """The archived record of one removed session (format :data:`FORMAT_VERSION`; every value
+    a JSON scalar or ``None``)."""
+    tenant = image.get(config.tenant_attribute)
+    session_id, partition = _session_id(config, keys)
+    incarnation = image.get(config.incarnation_attribute)
     return {
-        "schemaVersion": SCHEMA_VERSION,
-        "sessionKey": to_json_value(keys),
-        "tenant": to_json_value(tenant),
+        "format_version": FORMAT_VERSION,
+        "session_id": session_id,
+        "session_partition": partition,
+        "session_key": _json_text(keys),
+        "incarnation": incarnation if isinstance(incarnation, str) else None,
+        "tenant": None if tenant is None else _text(tenant),
         "reason": reason,
-        "sequenceNumber": record.sequence_number,
-        "eventId": record.event_id,
-        "approximateCreationDateTime": to_json_value(record.approximate_creation_time),
-        "ttl": to_json_value(ttl),
-        "ttlLagSeconds": to_json_value(lag_seconds),
-        "oldImage": to_json_value(image),
-        "dynamodbOldImage": to_json_value(record.old_image),
+        "removed_at": _whole(record.approximate_creation_time),
+        "expires_at": _whole(image.get(config.ttl_attribute)),
+        "ttl_lag_seconds": None if lag_seconds is None else float(lag_seconds),
+        "sequence_number": record.sequence_number,
+        "event_id": record.event_id,
+        "partition_date": day_segment(record.approximate_creation_time),
+        "partition_tenant": tenant_segment(tenant),
+        "old_image": _json_text(image),
+        "dynamodb_old_image": _json_text(record.old_image),
     }
 
 
-def put_archive(s3: Any, config: RuntimeConfig, key: str, document: Mapping[str, Any]) -> None:
-    """PutObject of ``document`` under ``key``; raises botocore errors unchanged."""
+def archive_line(document: Mapping[str, Any]) -> bytes:
+    """``document`` as one line of JSON (sorted keys, ASCII, no blanks) ending in ``\\n``."""
+    return (json.dumps(document, separators=(",", ":"), sort_keys=True) + "\n").encode("ascii")
+
+
+def put_archive(s3: Any, config: RuntimeConfig, key: str, line: bytes) -> None:
+    """PutObject of one archived record's ``line`` under ``key``; raises botocore errors
+    unchanged."""
     params: dict[str, Any] = {
         "Bucket": config.archive_bucket,
         "Key": key,
-        "Body": json.dumps(document, separators=(",", ":"), sort_keys=True).encode("utf-8"),
+        "Body": line,
         "ContentType": CONTENT_TYPE,
     }
     if config.archive_kms_key_arn:
         params["ServerSideEncryption"] = "aws:kms"
         params["SSEKMSKeyId"] = config.archive_kms_key_arn
     s3.put_object(**params)
+
+
+def _session_id(config: RuntimeConfig, keys: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    if config.sort_key and config.sort_key in keys:
+        partition = keys.get(config.partition_key)
+        return _text(keys[config.sort_key]), None if partition is None else _text(partition)
+    value = keys.get(config.partition_key)
+    return (None if value is None else _text(value)), None
+
+
+def _json_text(value: object) -> str:
+    return json.dumps(to_json_value(value), separators=(",", ":"), sort_keys=True)
+
+
+def _whole(value: object) -> int | None:
+    """A whole number of seconds within BIGINT, else ``None`` (a TTL of another type, a
+    fraction, a value no engine reads as a time)."""
+    if isinstance(value, bool) or not isinstance(value, (int, Decimal)):
+        return None
+    if isinstance(value, Decimal) and (
+        not value.is_finite() or value.adjusted() > 18 or value != value.to_integral_value()
+    ):
+        return None
+    whole = int(value)
+    return whole if -_MAX_BIGINT <= whole <= _MAX_BIGINT else None

@@ -103,12 +103,14 @@ class CleanupClients:
     archive: Any = None
     #: EventBridge client for the fan-out (``event_bus_arn``).
     events: Any = None
-    #: ``bedrock-agentcore`` data-plane client (an AgentCore runtime, code interpreter or
-    #: browser configured).
+    #: ``bedrock-agentcore`` data-plane client (an AgentCore runtime, code interpreter,
+    #: browser or memory configured).
     agentcore: Any = None
     #: DynamoDB client for the ownership table (``ownership_table_name``): the claims' marks,
     #: releases and reads (:mod:`.claims`).
     ownership: Any = None
+    #: Amazon Data Firehose client of the archive's delivery stream (``archive_delivery_stream``).
+    firehose: Any = None
 
 
 def build_clients(
@@ -138,9 +140,15 @@ def build_clients(
         archive=session.client("s3", config=settings) if config.archive_bucket else None,
         events=session.client("events", config=settings) if config.event_bus_arn else None,
         agentcore=session.client("bedrock-agentcore", config=settings)
-        if config.agent_runtime_arn or config.code_interpreter_id or config.browser_id
+        if config.agent_runtime_arn
+        or config.code_interpreter_id
+        or config.browser_id
+        or config.agent_memory_id
         else None,
         ownership=session.client("dynamodb", config=settings)
         if config.ownership_table_name
+        else None,
+        firehose=session.client("firehose", config=settings)
+        if config.archive_delivery_stream and config.archive_bucket
         else None,
     )

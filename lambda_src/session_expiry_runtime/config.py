@@ -8,6 +8,7 @@ holds the same names for the infrastructure side; ``tests/test_contract.py`` che
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -40,6 +41,7 @@ ENV_SCRATCH_ROOT = "SESSION_EXPIRY_SCRATCH_ROOT"
 ENV_TENANT_SCOPED_SCRATCH = "SESSION_EXPIRY_TENANT_SCOPED_SCRATCH"
 ENV_RETIRING_PRINCIPAL = "SESSION_EXPIRY_RETIRING_PRINCIPAL"
 ENV_METRICS_NAMESPACE = "SESSION_EXPIRY_METRICS_NAMESPACE"
+ENV_METRICS_TENANT_DIMENSION = "SESSION_EXPIRY_METRICS_TENANT_DIMENSION"
 ENV_MAX_WORKERS = "SESSION_EXPIRY_MAX_WORKERS"
 ENV_TIME_GUARD_MS = "SESSION_EXPIRY_TIME_GUARD_MS"
 ENV_ARCHIVE_BUCKET = "SESSION_EXPIRY_ARCHIVE_BUCKET"
@@ -75,6 +77,10 @@ METRIC_EVENTS_PUBLISHED = "SessionEventsPublished"
 DIMENSION_REASON = "Reason"
 DIMENSION_ACTION = "Action"
 DIMENSION_CAUSE = "Cause"
+#: The tenant of a session's metrics: always a property (a root member) of its EMF documents,
+#: and with ``SESSION_EXPIRY_METRICS_TENANT_DIMENSION`` also a dimension (opt-in: priced per
+#: tenant).
+DIMENSION_TENANT = "Tenant"
 
 # --- classification reasons ----------------------------------------------------------------
 REASON_TTL = "ttl"
@@ -255,6 +261,24 @@ REFUSAL_CLAIM_EXPIRED = "ClaimExpired"
 #: Reading, marking or releasing ownership records failed (the record fails and is retried).
 ACTION_OWNERSHIP = "Ownership"
 
+# --- queryable archive, archive at scale, agent memory (issue 24; same values on both sides) --
+#: The Amazon Data Firehose delivery stream (its name) the archive step hands records to
+#: instead of one PutObject per session (``archive_delivery_stream``). Unset: PutObject.
+ENV_ARCHIVE_DELIVERY_STREAM = "SESSION_EXPIRY_ARCHIVE_DELIVERY_STREAM"
+#: The AgentCore Memory (its ARN: the data plane's ``memoryId`` accepts it) whose short-term
+#: events of each removed session the cleanup deletes (``agent_memory``).
+ENV_AGENT_MEMORY_ID = "SESSION_EXPIRY_AGENT_MEMORY_ID"
+#: String Set of the session's AgentCore Memory sessions, each ``<actorId>/<sessionId>``.
+ENV_AGENT_MEMORY_SESSIONS_ATTRIBUTE = "SESSION_EXPIRY_AGENT_MEMORY_SESSIONS_ATTRIBUTE"
+DEFAULT_AGENT_MEMORY_SESSIONS_ATTRIBUTE = "agentMemorySessions"
+#: JSON list of long-term memory record namespaces, each with ``{sessionId}`` (and optionally
+#: ``{actorId}``): the records in them are the session's own and are deleted too. Unset: none.
+ENV_AGENT_MEMORY_RECORD_NAMESPACES = "SESSION_EXPIRY_AGENT_MEMORY_RECORD_NAMESPACES"
+#: ListEvents/DeleteEvent of a memory session failed (or ran out of time).
+ACTION_DELETE_MEMORY_EVENTS = "DeleteMemoryEvents"
+#: ListMemoryRecords/DeleteMemoryRecord of a memory session's namespaces failed.
+ACTION_DELETE_MEMORY_RECORDS = "DeleteMemoryRecords"
+
 # --- a paused cleanup is loud; the circuit breaker (issue 21; same values on both sides) -----
 #: The cleanup's event source mapping (its UUID), read by the pause watch and the breaker.
 ENV_EVENT_SOURCE_MAPPING_UUID = "SESSION_EXPIRY_EVENT_SOURCE_MAPPING_UUID"
@@ -351,6 +375,39 @@ def validate_archive_prefix(prefix: str) -> str:
         raise ValueError(f"{ENV_ARCHIVE_PREFIX}={prefix!r}: {exc}") from None
 
 
+def memory_record_namespaces(raw: str | None) -> tuple[str, ...]:
+    """``SESSION_EXPIRY_AGENT_MEMORY_RECORD_NAMESPACES`` parsed: a JSON list of namespace
+    templates, each holding ``{sessionId}`` (a namespace without it gathers records of many
+    sessions, which cannot be told apart); empty when unset.
+
+    Raises:
+        ValueError: not a JSON list of strings, or a template without ``{sessionId}``.
+    """
+    if not raw:
+        return ()
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, list) or not all(isinstance(t, str) and t for t in parsed):
+        raise ValueError(
+            f"{ENV_AGENT_MEMORY_RECORD_NAMESPACES}={raw!r}: expected a JSON list of namespace "
+            'templates, e.g. ["/summaries/{actorId}/{sessionId}/"]'
+        )
+    for template in parsed:
+        if "{sessionId}" not in template:
+            raise ValueError(
+                f"{ENV_AGENT_MEMORY_RECORD_NAMESPACES}: namespace {template!r} has no "
+                "{sessionId}: its records are not one session's and are never deleted"
+            )
+        if "{" in template.replace("{actorId}", "").replace("{sessionId}", ""):
+            raise ValueError(
+                f"{ENV_AGENT_MEMORY_RECORD_NAMESPACES}: namespace {template!r}: expected only "
+                "the placeholders {actorId} and {sessionId} (write a strategy id literally)"
+            )
+    return tuple(parsed)
+
+
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
@@ -397,6 +454,8 @@ class RuntimeConfig:
     tenant_scoped_scratch: bool = False
     retiring_principal: str | None = None
     metrics_namespace: str = DEFAULT_METRICS_NAMESPACE
+    #: Add the ``Tenant`` dimension to the metrics of tenant-scoped sessions (opt-in).
+    metrics_tenant_dimension: bool = False
     max_workers: int = DEFAULT_MAX_WORKERS
     time_guard_ms: int = DEFAULT_TIME_GUARD_MS
     archive_bucket: str | None = None
@@ -435,6 +494,14 @@ class RuntimeConfig:
     code_interpreter_session_ids_attribute: str = DEFAULT_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE
     browser_session_ids_attribute: str = DEFAULT_BROWSER_SESSION_IDS_ATTRIBUTE
     grant_sweep_pending_seconds: int = DEFAULT_GRANT_SWEEP_PENDING_SECONDS
+    #: The archive's Firehose delivery stream (name); ``None``: one PutObject per session.
+    archive_delivery_stream: str | None = None
+    #: The AgentCore Memory (ARN or id) whose events the cleanup deletes; ``None``: none.
+    agent_memory_id: str | None = None
+    agent_memory_sessions_attribute: str = DEFAULT_AGENT_MEMORY_SESSIONS_ATTRIBUTE
+    #: Long-term record namespace templates (``{actorId}``, ``{sessionId}``); empty: records
+    #: are left alone.
+    agent_memory_record_namespaces: tuple[str, ...] = ()
     #: The grant sweep's KMS requests per second at most (``ListGrants`` + ``RetireGrant``).
     grant_sweep_kms_requests_per_second: int = DEFAULT_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND
 
@@ -466,6 +533,7 @@ class RuntimeConfig:
             tenant_scoped_scratch=_truthy(e.get(ENV_TENANT_SCOPED_SCRATCH)),
             retiring_principal=e.get(ENV_RETIRING_PRINCIPAL) or None,
             metrics_namespace=e.get(ENV_METRICS_NAMESPACE) or DEFAULT_METRICS_NAMESPACE,
+            metrics_tenant_dimension=_truthy(e.get(ENV_METRICS_TENANT_DIMENSION)),
             max_workers=positive_int(ENV_MAX_WORKERS, DEFAULT_MAX_WORKERS),
             time_guard_ms=positive_int(ENV_TIME_GUARD_MS, DEFAULT_TIME_GUARD_MS),
             archive_bucket=e.get(ENV_ARCHIVE_BUCKET) or None,
@@ -509,6 +577,13 @@ class RuntimeConfig:
             or DEFAULT_BROWSER_SESSION_IDS_ATTRIBUTE,
             grant_sweep_pending_seconds=positive_int(
                 ENV_GRANT_SWEEP_PENDING_SECONDS, DEFAULT_GRANT_SWEEP_PENDING_SECONDS
+            ),
+            archive_delivery_stream=e.get(ENV_ARCHIVE_DELIVERY_STREAM) or None,
+            agent_memory_id=e.get(ENV_AGENT_MEMORY_ID) or None,
+            agent_memory_sessions_attribute=e.get(ENV_AGENT_MEMORY_SESSIONS_ATTRIBUTE)
+            or DEFAULT_AGENT_MEMORY_SESSIONS_ATTRIBUTE,
+            agent_memory_record_namespaces=memory_record_namespaces(
+                e.get(ENV_AGENT_MEMORY_RECORD_NAMESPACES)
             ),
             grant_sweep_kms_requests_per_second=positive_int(
                 ENV_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND,

@@ -40,7 +40,11 @@ def get_cleaner() -> SessionCleaner:
         if _cleaner is None:
             config = validate_cleanup_config(RuntimeConfig.from_env())
             _cleaner = SessionCleaner(
-                config, build_clients(config), MetricsRecorder(config.metrics_namespace)
+                config,
+                build_clients(config),
+                MetricsRecorder(
+                    config.metrics_namespace, tenant_dimension=config.metrics_tenant_dimension
+                ),
             )
             tune_for_cleanup()  # after the long-lived objects exist: see gc_settings
         return _cleaner

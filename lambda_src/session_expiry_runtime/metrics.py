@@ -17,6 +17,7 @@ are, and CloudWatch Logs extracts the metrics.
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import threading
@@ -33,6 +34,7 @@ from .config import (
     DIMENSION_CAUSE,
     DIMENSION_REASON,
     DIMENSION_REFUSAL,
+    DIMENSION_TENANT,
     METRIC_CLEANUP_FAILURES,
     METRIC_GRANTS_REFUSED,
     METRIC_OBJECTS_DELETED,
@@ -42,6 +44,7 @@ from .config import (
     METRIC_SESSIONS_CLEANED,
     METRIC_TTL_LAG,
 )
+from .decode import to_json_value
 
 UNIT_COUNT = "Count"
 UNIT_SECONDS = "Seconds"
@@ -70,14 +73,40 @@ class MetricsRecorder:
     * ``ResourcesRefused`` (Count) by ``Refusal``: one per connection, AgentCore session or
       grant id an old image named that the ownership check refused (``config.REFUSAL_*``;
       ``NotOwned`` and ``Unclaimed`` are alarmed, the others counted only).
+
+    Tenants: what is recorded through :meth:`for_tenant` lands in documents of their own that
+    carry the tenant as the root member ``Tenant`` (:data:`.config.DIMENSION_TENANT`): a property,
+    which CloudWatch Logs Insights and Contributor Insights read and CloudWatch does not turn
+    into a metric (CloudWatch User Guide, "Specification: Embedded metric format": members not
+    named in a dimension set or metric are ignored by the metric extraction). With
+    ``tenant_dimension`` the same documents also name a second dimension set with ``Tenant``, so
+    every metric exists once in aggregate and once per tenant (one custom metric per tenant and
+    metric and dimension value: priced per metric).
+
+    Args:
+        namespace: the CloudWatch namespace.
+        tenant_dimension: add the per-tenant dimension set; default off (property only).
     """
 
-    def __init__(self, namespace: str) -> None:
+    def __init__(self, namespace: str, *, tenant_dimension: bool = False) -> None:
         self.namespace = namespace
+        self.tenant_dimension = tenant_dimension
+        self._tenant: str | None = None
         self._lock = threading.Lock()
-        self._dimensioned: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
-        self._counts: dict[str, float] = {}
-        self._values: dict[str, list[float]] = defaultdict(list)
+        # Keyed by tenant (None: no tenant) first; shared by every for_tenant() view.
+        self._dimensioned: dict[tuple[str | None, str, str], dict[str, float]] = defaultdict(dict)
+        self._counts: dict[str | None, dict[str, float]] = defaultdict(dict)
+        self._values: dict[str | None, dict[str, list[float]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+
+    def for_tenant(self, tenant: object) -> MetricsRecorder:
+        """A view of this recorder whose counts carry ``tenant`` (the old image's tenant
+        attribute, decoded: text, a number or anything :func:`tenant_text` turns into text);
+        ``None`` or empty: no tenant, this recorder's own documents."""
+        view = copy.copy(self)  # shares the lock and the totals
+        view._tenant = tenant_text(tenant)
+        return view
 
     def _add(self, bucket: dict[str, float], name: str, value: float) -> None:
         bucket[name] = bucket.get(name, 0) + value
@@ -88,14 +117,14 @@ class MetricsRecorder:
         """Add ``value`` to a Count metric, optionally under one ``(name, value)`` dimension."""
         with self._lock:
             if dimension is None:
-                self._add(self._counts, metric, value)
+                self._add(self._counts[self._tenant], metric, value)
             else:
-                self._add(self._dimensioned[dimension], metric, value)
+                self._add(self._dimensioned[(self._tenant, *dimension)], metric, value)
 
     def value(self, metric: str, value: float | Decimal) -> None:
         """Record one observation of an undimensioned Seconds metric (e.g. ``TtlLagSeconds``)."""
         with self._lock:
-            self._values[metric].append(float(value))
+            self._values[self._tenant][metric].append(float(value))
 
     # Convenience wrappers with the project's names, so call sites cannot mix them up.
     def session_cleaned(self, reason: str) -> None:
@@ -128,68 +157,37 @@ class MetricsRecorder:
         self.count(METRIC_RESOURCES_REFUSED, count, dimension=(DIMENSION_REFUSAL, refusal))
 
     def snapshot(self) -> dict[str, Any]:
-        """Totals so far, for tests and log lines: ``{metric or "metric|dim=value": total}``."""
+        """Totals so far, every tenant together, for tests and log lines:
+        ``{metric or "metric|dim=value": total}``."""
         with self._lock:
-            out: dict[str, Any] = dict(self._counts)
-            for (dim, dim_value), metrics in self._dimensioned.items():
+            out: dict[str, Any] = {}
+            for counts in self._counts.values():
+                for name, total in counts.items():
+                    out[name] = out.get(name, 0) + total
+            for (_, dim, dim_value), metrics in self._dimensioned.items():
                 for name, total in metrics.items():
-                    out[f"{name}|{dim}={dim_value}"] = total
-            for name, values in self._values.items():
-                out[name] = list(values)
+                    key = f"{name}|{dim}={dim_value}"
+                    out[key] = out.get(key, 0) + total
+            for values in self._values.values():
+                for name, observations in values.items():
+                    out[name] = [*out.get(name, []), *observations]
             return out
 
     def documents(self, timestamp_ms: int | None = None) -> list[dict[str, Any]]:
-        """The EMF documents for everything recorded so far (empty list if nothing was)."""
+        """The EMF documents for everything recorded so far (empty list if nothing was): the
+        documents without a tenant first, then each tenant's, tenants in sorted order."""
         stamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
         with self._lock:
-            dimensioned = {k: dict(v) for k, v in self._dimensioned.items()}
-            counts = dict(self._counts)
-            values = {k: list(v) for k, v in self._values.items() if v}
-
-        def document(
-            dimensions: list[str], members: dict[str, Any], units: dict[str, str]
-        ) -> dict[str, Any]:
-            return {
-                "_aws": {
-                    "Timestamp": stamp,
-                    "CloudWatchMetrics": [
-                        {
-                            "Namespace": self.namespace,
-                            "Dimensions": [dimensions],
-                            "Metrics": [{"Name": n, "Unit": units[n]} for n in sorted(units)],
-                        }
-                    ],
-                },
-                **members,
-            }
-
+            dimensioned = {k: dict(v) for k, v in self._dimensioned.items() if v}
+            counts = {k: dict(v) for k, v in self._counts.items() if v}
+            values = {t: {k: list(v) for k, v in vs.items() if v} for t, vs in self._values.items()}
+        tenants = {t for t, _, _ in dimensioned} | set(counts) | {t for t, v in values.items() if v}
         docs: list[dict[str, Any]] = []
-        for (dim, dim_value), metrics in sorted(dimensioned.items()):
-            docs.append(
-                document(
-                    [dim],
-                    {dim: dim_value, **metrics},
-                    dict.fromkeys(metrics, UNIT_COUNT),
-                )
+        for tenant in sorted(tenants, key=lambda t: (t is not None, t or "")):
+            group = {(d, v): m for (t, d, v), m in dimensioned.items() if t == tenant}
+            docs += _Documents(self, stamp, tenant).all(
+                group, counts.get(tenant, {}), values.get(tenant, {})
             )
-        # Undimensioned: counts ride in the first document, value arrays in chunks of 100.
-        chunked: list[dict[str, list[float]]] = []
-        for name, observations in sorted(values.items()):
-            for i in range(0, len(observations), MAX_VALUES_PER_DOCUMENT):
-                part = observations[i : i + MAX_VALUES_PER_DOCUMENT]
-                index = i // MAX_VALUES_PER_DOCUMENT
-                while len(chunked) <= index:
-                    chunked.append({})
-                chunked[index][name] = part
-        if counts and not chunked:
-            chunked.append({})
-        for index, arrays in enumerate(chunked):
-            members: dict[str, Any] = dict(arrays)
-            units = dict.fromkeys(arrays, UNIT_SECONDS)
-            if index == 0:
-                members.update(counts)
-                units.update(dict.fromkeys(counts, UNIT_COUNT))
-            docs.append(document([], members, units))
         return docs
 
     def flush(self, write: Callable[[str], Any] | None = None) -> list[dict[str, Any]]:
@@ -205,6 +203,90 @@ class MetricsRecorder:
             self._counts.clear()
             self._values.clear()
         return docs
+
+
+class _Documents:
+    """The EMF documents of one tenant (or of none) of one flush."""
+
+    def __init__(self, recorder: MetricsRecorder, stamp: int, tenant: str | None) -> None:
+        self.namespace = recorder.namespace
+        self.stamp = stamp
+        self.tenant = tenant
+        self.tenant_dimension = recorder.tenant_dimension and tenant is not None
+
+    def document(
+        self, dimensions: list[str], members: dict[str, Any], units: dict[str, str]
+    ) -> dict[str, Any]:
+        sets = [dimensions]
+        if self.tenant_dimension:
+            sets.append([*dimensions, DIMENSION_TENANT])
+        tenant = {DIMENSION_TENANT: self.tenant} if self.tenant is not None else {}
+        return {
+            "_aws": {
+                "Timestamp": self.stamp,
+                "CloudWatchMetrics": [
+                    {
+                        "Namespace": self.namespace,
+                        "Dimensions": sets,
+                        "Metrics": [{"Name": n, "Unit": units[n]} for n in sorted(units)],
+                    }
+                ],
+            },
+            **tenant,
+            **members,
+        }
+
+    def all(
+        self,
+        dimensioned: dict[tuple[str, str], dict[str, float]],
+        counts: dict[str, float],
+        values: dict[str, list[float]],
+    ) -> list[dict[str, Any]]:
+        docs = [
+            self.document([dim], {dim: dim_value, **metrics}, dict.fromkeys(metrics, UNIT_COUNT))
+            for (dim, dim_value), metrics in sorted(dimensioned.items())
+        ]
+        # Undimensioned: counts ride in the first document, value arrays in chunks of 100.
+        chunked: list[dict[str, list[float]]] = []
+        for name, observations in sorted(values.items()):
+            for i in range(0, len(observations), MAX_VALUES_PER_DOCUMENT):
+                index = i // MAX_VALUES_PER_DOCUMENT
+                while len(chunked) <= index:
+                    chunked.append({})
+                chunked[index][name] = observations[i : i + MAX_VALUES_PER_DOCUMENT]
+        if counts and not chunked:
+            chunked.append({})
+        for index, arrays in enumerate(chunked):
+            members: dict[str, Any] = dict(arrays)
+            units = dict.fromkeys(arrays, UNIT_SECONDS)
+            if index == 0:
+                members.update(counts)
+                units.update(dict.fromkeys(counts, UNIT_COUNT))
+            docs.append(self.document([], members, units))
+        return docs
+
+
+def tenant_text(tenant: object) -> str | None:
+    """The text of a tenant attribute's decoded value as it goes into the ``Tenant`` member:
+    a string as it is, a number in its shortest decimal form, anything else as compact JSON;
+    ``None`` (no attribute) and the empty string: no tenant. Longer text is cut to 1,024
+    characters, the longest dimension value CloudWatch takes (CloudWatch API Reference,
+    "Dimension")."""
+    if tenant is None or tenant == "":
+        return None
+    if isinstance(tenant, str):
+        text = tenant
+    elif isinstance(tenant, bool):
+        text = json.dumps(tenant)
+    elif isinstance(tenant, (int, float, Decimal)):
+        text = str(tenant)
+    else:
+        text = json.dumps(to_json_value(tenant), separators=(",", ":"), sort_keys=True)
+    return text[:MAX_TENANT_CHARACTERS]
+
+
+#: The longest dimension value CloudWatch takes (CloudWatch API Reference, "Dimension").
+MAX_TENANT_CHARACTERS = 1024
 
 
 def gauge_document(

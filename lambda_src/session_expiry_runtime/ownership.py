@@ -68,7 +68,16 @@ KIND_AGENT_RUNTIME = "agentRuntime"
 KIND_CODE_INTERPRETER = "codeInterpreter"
 KIND_BROWSER = "browser"
 KIND_GRANT = "grant"
-KINDS = (KIND_CONNECTION, KIND_AGENT_RUNTIME, KIND_CODE_INTERPRETER, KIND_BROWSER, KIND_GRANT)
+#: An AgentCore Memory session: ``<actorId>/<sessionId>`` (:mod:`.agent_sessions`).
+KIND_AGENT_MEMORY = "agentMemory"
+KINDS = (
+    KIND_CONNECTION,
+    KIND_AGENT_RUNTIME,
+    KIND_CODE_INTERPRETER,
+    KIND_BROWSER,
+    KIND_GRANT,
+    KIND_AGENT_MEMORY,
+)
 
 # --- attributes of an ownership record -------------------------------------------------------
 ATTR_RESOURCE = "resource"

@@ -574,7 +574,8 @@ class CleanupRunner:
         )
 
     def _count(self, result: RecordResult) -> None:
-        m = self.metrics
+        # The tenant rides in the session's EMF documents (a property; opt-in a dimension).
+        m = self.metrics.for_tenant(result.tenant)
         m.objects_deleted(result.objects_deleted)
         for step in result.refused_steps:
             m.step_refused(step)

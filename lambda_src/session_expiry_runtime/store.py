@@ -16,6 +16,7 @@ Usage (the construct's ``grant_session_access`` sets the environment read by ``f
     s = store.create("s-1", ttl=timedelta(hours=1), connection_id=event_connection_id)
     store.touch("s-1", ttl=timedelta(minutes=30))     # SessionGoneError once expired
     store.attach_connection("s-1", new_connection_id) # a reconnect: closes the earlier ones
+    store.detach_connection("s-1", new_connection_id) # $disconnect: forgets it
     store.end("s-1")                                  # cleanup runs from the stream
 
 A session has an absolute lifetime (``max_session_lifetime_seconds``, default 8 hours):
@@ -36,7 +37,8 @@ Every attribute name goes through ``ExpressionAttributeNames``, so a TTL attribu
 (throttling, access denied, a missing table) propagate as ``botocore`` ``ClientError``.
 
 One class, its concerns in their own modules (:mod:`.store_parts`): keys and layout, lifetime
-(create/get/list/touch/end), connections, agent sessions, grants, ownership records (claims).
+(create/get/list/touch/end), connections, agent sessions, AgentCore Memory sessions, grants,
+grants kept only while connected, ownership records (claims).
 """
 
 from __future__ import annotations
@@ -45,7 +47,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from .config import RuntimeConfig
+from .store_parts.agent_memory import AgentMemoryPart
 from .store_parts.agent_sessions import AgentSessionsPart
+from .store_parts.connected_grants import ConnectedGrant, ConnectedGrantsPart
 from .store_parts.connections import ConnectionsPart
 from .store_parts.errors import (
     ResourceOwnedError,
@@ -66,6 +70,7 @@ __all__ = [
     "ENCRYPTION_CONTEXT_PARTITION",
     "ENCRYPTION_CONTEXT_SESSION_ID",
     "Clock",
+    "ConnectedGrant",
     "ResourceOwnedError",
     "Session",
     "SessionConflictError",
@@ -75,7 +80,14 @@ __all__ = [
 ]
 
 
-class SessionStore(LifetimePart, ConnectionsPart, AgentSessionsPart, GrantsPart):
+class SessionStore(
+    ConnectedGrantsPart,
+    LifetimePart,
+    ConnectionsPart,
+    AgentSessionsPart,
+    AgentMemoryPart,
+    GrantsPart,
+):
     """Sessions in one DynamoDB table, bound to the key schema and attribute names the
     construct configured.
 
@@ -108,11 +120,18 @@ class SessionStore(LifetimePart, ConnectionsPart, AgentSessionsPart, GrantsPart)
         sleep: waits the given seconds before asking again for an id whose previous owner's
             cleanup is releasing it (a few times, about 3 seconds in all); default
             ``time.sleep``.
+        connected_grant: a :class:`ConnectedGrant` (grantee principal and operations) keeps
+            a session's KMS grant only while a client is connected: retired when
+            :meth:`detach_connection` detaches its last connection (or a heartbeat finds it has
+            none), created again, bound to the same session, by :meth:`attach_connection` on a
+            resume (:mod:`.store_parts.connected_grants`); default off: the grant lives until
+            the session ends and the cleanup retires it.
 
     Raises:
         ValueError: no table name, a bad scratch root, two roles sharing one attribute
-            name, a bad ``max_ttl``/``default_ttl``, or a maximum session lifetime that is
-            not whole seconds from 1 to ``max_ttl``.
+            name, a bad ``max_ttl``/``default_ttl``, a maximum session lifetime that is
+            not whole seconds from 1 to ``max_ttl``, or ``connected_grant`` without a grant
+            key and retiring principal configured.
     """
 
     @classmethod
@@ -133,7 +152,7 @@ class SessionStore(LifetimePart, ConnectionsPart, AgentSessionsPart, GrantsPart)
         and the AgentCore targets (``..._AGENT_RUNTIME_ARN``, ``..._AGENT_RUNTIME_QUALIFIER``,
         ``..._CODE_INTERPRETER_ID``, ``..._BROWSER_ID``). ``kwargs`` go to the constructor
         (``dynamodb_client``, ``kms_client``, ``connections_client``, ``agentcore_client``,
-        ``clock``, ``max_ttl``, ``default_ttl``, ``sleep``).
+        ``clock``, ``max_ttl``, ``default_ttl``, ``sleep``, ``connected_grant``).
 
         Raises:
             ValueError: the table name variable is unset, or see the constructor.
@@ -141,4 +160,4 @@ class SessionStore(LifetimePart, ConnectionsPart, AgentSessionsPart, GrantsPart)
         return cls(config=RuntimeConfig.from_env(env), **kwargs)
 
     #: Alias of :meth:`touch`.
-    heartbeat = LifetimePart.touch
+    heartbeat = ConnectedGrantsPart.touch

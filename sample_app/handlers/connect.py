@@ -1,7 +1,8 @@
 """``$connect``: resume the caller's live session with ``?session=<token>``, else create one.
 
 Resume: the session must be live and created by the same IAM principal; the new connection is
-attached and the session's earlier connections are closed (``attach_connection``). A token of
+attached and the session's earlier connections are closed (``attach_connection``), and a session
+whose grant was retired with its last connection gets a new one, bound to it. A token of
 another principal's session is refused with 403 and the session is left untouched; an expired
 or unknown one with 410. Create: a new session owned by the caller, and its KMS grant for the
 message handler, bound to the session's encryption context. A connection id another live
@@ -17,6 +18,8 @@ from typing import Any
 
 from session_expiry_runtime.store import ResourceOwnedError, SessionGoneError
 from sessions import (
+    GRANT_OPERATIONS,
+    GRANTEE_VARIABLE,
     OWNER_ATTRIBUTE,
     SESSION_TTL,
     caller,
@@ -27,9 +30,6 @@ from sessions import (
     session_token,
     store,
 )
-
-#: What the session's grant allows its grantee (the message handler) to do with the session key.
-GRANT_OPERATIONS = ["Decrypt", "Encrypt"]
 
 
 def handler(event: dict[str, Any], _context: Any) -> dict[str, Any]:
@@ -55,7 +55,7 @@ def _create(connection: str, principal: str) -> dict[str, Any]:
         return response(409, "connection belongs to another session")
     store().create_grant(
         session_id,
-        grantee_principal=os.environ["SESSION_GRANTEE_ROLE_ARN"],
+        grantee_principal=os.environ[GRANTEE_VARIABLE],
         operations=GRANT_OPERATIONS,
     )
     remember_connection(connection, session_id, session.not_after or session.expires_at)

@@ -6,6 +6,12 @@ the session id, which ``$default`` returns to the client. A resume is bound to t
 session records the IAM principal that created it (``owner``), and a token presented by anyone
 else is refused. The connections table maps each connection to its session for ``$default``
 and ``$disconnect``.
+
+A session's KMS grant lives only while a client is connected (``SessionStore``'s
+``connected_grant``, in the handlers that attach and detach connections: those given
+``SESSION_GRANTEE_ROLE_ARN``): ``$disconnect`` of its last connection retires it, a resume
+creates a new one bound to the same session. A resumable session with no client connected
+therefore holds no decrypt grant.
 """
 
 from __future__ import annotations
@@ -16,12 +22,16 @@ from datetime import timedelta
 from typing import Any
 
 import boto3
-from session_expiry_runtime.store import SessionStore
+from session_expiry_runtime.store import ConnectedGrant, SessionStore
 
 #: Lifetime of a session, renewed by every message (heartbeat).
 SESSION_TTL = timedelta(seconds=int(os.environ.get("SESSION_TTL_SECONDS", "3600")))
 #: Application attribute holding the IAM principal (user ARN) that created the session.
 OWNER_ATTRIBUTE = "owner"
+#: What the session's grant allows its grantee (the message handler) to do with the session key.
+GRANT_OPERATIONS = ["Decrypt", "Encrypt"]
+#: The grantee of session grants (the message handler's role); set on $connect and $disconnect.
+GRANTEE_VARIABLE = "SESSION_GRANTEE_ROLE_ARN"
 #: Table mapping a connection id to its session id (``connectionId`` -> ``sessionId``).
 CONNECTIONS_TABLE_VARIABLE = "SAMPLE_CONNECTIONS_TABLE"
 
@@ -30,10 +40,13 @@ _clients: dict[str, Any] = {}
 
 
 def store() -> SessionStore:
-    """The session store, built from the environment ``grant_session_access`` set."""
+    """The session store, built from the environment ``grant_session_access`` set; with the
+    grantee's variable set, grants are kept only while a client is connected."""
     global _store
     if _store is None:
-        _store = SessionStore.from_env()
+        grantee = os.environ.get(GRANTEE_VARIABLE)
+        option = ConnectedGrant(grantee, GRANT_OPERATIONS) if grantee else None
+        _store = SessionStore.from_env(connected_grant=option)
     return _store
 
 

@@ -24,6 +24,7 @@ from constructs import IConstruct
 
 from cdk_session_expiry import (
     CLEANUP_RUNTIME,
+    ArchiveDelivery,
     ChangeSource,
     CircuitBreakerAlarm,
     SessionExpiry,
@@ -97,6 +98,11 @@ def everything(stack: Stack) -> SessionExpiry:
         archive_bucket=_clean_bucket(stack, "Archive", own["logs"]),
         archive_transition_after=Duration.days(30),
         archive_expiration=Duration.days(365),
+        # Issue 24: the queryable archive, Firehose delivery, AgentCore Memory data.
+        archive_query=True,
+        archive_delivery=ArchiveDelivery.FIREHOSE,
+        agent_memory="support_memory-a1B2c3D4e5",
+        agent_memory_record_namespaces=["/summaries/{actorId}/{sessionId}/"],
         event_bus=events.EventBus(stack, "Bus"),
         function_encryption_key=kms.Key(stack, "FunctionKey", enable_key_rotation=True),
         cleanup_reserved_concurrency=10,
@@ -113,6 +119,9 @@ def everything(stack: Stack) -> SessionExpiry:
             CircuitBreakerAlarm.SKIPPED_RECORDS,
             CircuitBreakerAlarm.ITERATOR_AGE,
         ],
+        # Expiry by tenant: the Tenant dimension and the Contributor Insights rules.
+        metrics_tenant_dimension=True,
+        tenant_insights=True,
     )
     sessions.grant_session_access(_function(stack, "Connect"))
     return sessions

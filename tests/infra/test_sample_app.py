@@ -240,9 +240,11 @@ def test_archive_bucket_is_encrypted_private_logged_and_expires_after_a_year(
     }
     assert props["VersioningConfiguration"] == {"Status": "Enabled"}
     assert props["LoggingConfiguration"]["LogFilePrefix"] == "archive/"
-    (rule,) = props["LifecycleConfiguration"]["Rules"]
+    # The archive's rule, and the queryable archive's Athena results rule (30 days).
+    rule, results = props["LifecycleConfiguration"]["Rules"]
     assert rule["Prefix"] == "archive/" or rule.get("Filter", {}).get("Prefix") == "archive/"
     assert rule["ExpirationInDays"] == 365
+    assert (results["Prefix"], results["ExpirationInDays"]) == ("archive-query-results/", 30)
     (cleanup,) = (
         resource["Properties"]
         for resource in resources_of(sample.json, "AWS::Lambda::Function").values()

@@ -205,6 +205,31 @@ def test_disconnect_forgets_the_connection_and_the_session_stays_resumable(
     assert _connect(aws, handlers, "c4", token=session_id)["statusCode"] == 200
 
 
+def _grants(aws: dict[str, Any]) -> list[dict[str, Any]]:
+    return aws["kms"].list_grants(KeyId=aws["key_arn"])["Grants"]  # type: ignore[no-any-return]
+
+
+def test_disconnect_retires_the_grant_and_a_resume_grants_again(
+    aws: dict[str, Any], handlers: Handlers
+) -> None:
+    session_id = json.loads(_connect(aws, handlers, "g1")["body"])["sessionId"]
+    (first,) = _grants(aws)
+
+    assert handlers.disconnect.handler(_event("g1"), None)["statusCode"] == 200
+
+    item = _item(aws, session_id)
+    assert item is not None and contract.DEFAULT_GRANT_ID_ATTRIBUTE not in item
+    assert _grants(aws) == []  # no decrypt grant while no client is connected
+    assert _connect(aws, handlers, "g2", token=session_id)["statusCode"] == 200
+    (second,) = _grants(aws)
+    assert second["GrantId"] != first["GrantId"]
+    assert second["GranteePrincipal"] == GRANTEE
+    assert second["Constraints"] == {"EncryptionContextSubset": {"sessionId": session_id}}
+    assert _item(aws, session_id)[contract.DEFAULT_GRANT_ID_ATTRIBUTE] == {  # type: ignore[index]
+        "S": second["GrantId"]
+    }
+
+
 def test_an_end_message_ends_the_session(aws: dict[str, Any], handlers: Handlers) -> None:
     session_id = json.loads(_connect(aws, handlers, "c5")["body"])["sessionId"]
     reply = handlers.message.handler(_event("c5", body='{"action": "end"}'), None)

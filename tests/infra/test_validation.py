@@ -441,7 +441,8 @@ DURATION_PROPS = _props_annotated("Duration")
 def test_the_typed_props_are_found() -> None:
     assert "batch_size" in INT_PROPS and "cleanup_reserved_concurrency" in INT_PROPS
     assert "cleanup_enabled" in BOOL_PROPS and "max_record_age" in DURATION_PROPS
-    assert (len(INT_PROPS), len(BOOL_PROPS), len(DURATION_PROPS)) == (7, 9, 13)
+    assert "archive_query" in BOOL_PROPS  # issue 24
+    assert (len(INT_PROPS), len(BOOL_PROPS), len(DURATION_PROPS)) == (7, 12, 13)
 
 
 @pytest.mark.parametrize("prop", INT_PROPS)

@@ -142,6 +142,14 @@ class Archive:
             k: json.loads(s3.get_object(Bucket=ARCHIVE_BUCKET, Key=k)["Body"].read()) for k in keys
         }
 
+    def raw(self) -> dict[str, bytes]:
+        s3 = self.sandbox.s3
+        return {
+            o["Key"]: s3.get_object(Bucket=ARCHIVE_BUCKET, Key=o["Key"])["Body"].read()
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=ARCHIVE_BUCKET)
+            for o in page.get("Contents", [])
+        }
+
 
 @pytest.fixture
 def store(sandbox: Sandbox) -> Archive:
@@ -196,23 +204,39 @@ def test_every_dynamodb_type_round_trips_through_the_archive(
     )
     assert "/tenant=tenant%2F1/s-types/" in key
     # Lossless: the typed image decodes to exactly the removed item.
-    expected = decode_image(record["dynamodb"]["OldImage"])
-    assert decode_image(body["dynamodbOldImage"]) == expected
-    assert body["oldImage"] == to_json_value(expected)
-    assert body["oldImage"]["big"] == big  # beyond 2**53: exact text, never a float
-    assert body["oldImage"]["names"] == ["alpha", "zeta"]
-    assert body["oldImage"]["blobs"] == ["AQ==", "Ag=="]
-    assert body["oldImage"]["blob"] == "AP9iaW5hcnk="
-    assert body["oldImage"]["tiny"] == "1E-130"
-    assert body["sessionKey"] == {"pk": "s-types"}
-    assert body["tenant"] == "tenant/1"
-    assert body["reason"] == "ttl"
-    assert body["sequenceNumber"] == record["dynamodb"]["SequenceNumber"]
-    assert body["eventId"] == record["eventID"]
-    assert body["ttl"] == 1_700_000_000
-    assert body["ttlLagSeconds"] == int(removed_at) - 1_700_000_000
-    assert body["approximateCreationDateTime"] == int(removed_at)
-    assert body["schemaVersion"] == 1
+    expected = decode_image(json.loads(body["dynamodb_old_image"]))
+    assert expected == decode_image(record["dynamodb"]["OldImage"])
+    old_image = json.loads(body["old_image"])
+    assert old_image == to_json_value(expected)
+    assert old_image["big"] == big  # beyond 2**53: exact text, never a float
+    assert old_image["names"] == ["alpha", "zeta"]
+    assert old_image["blobs"] == ["AQ==", "Ag=="]
+    assert old_image["blob"] == "AP9iaW5hcnk="
+    assert old_image["tiny"] == "1E-130"
+    assert json.loads(body["session_key"]) == {"pk": "s-types"}
+    assert body == {
+        "format_version": 2,
+        "session_id": "s-types",
+        "session_partition": None,
+        "session_key": '{"pk":"s-types"}',
+        "incarnation": session.incarnation,
+        "tenant": "tenant/1",
+        "reason": "ttl",
+        "removed_at": int(removed_at),
+        "expires_at": 1_700_000_000,
+        "ttl_lag_seconds": float(int(removed_at) - 1_700_000_000),
+        "sequence_number": record["dynamodb"]["SequenceNumber"],
+        "event_id": record["eventID"],
+        "partition_date": key.split("/")[1].removeprefix("date="),
+        "partition_tenant": "tenant%2F1",
+        "old_image": body["old_image"],
+        "dynamodb_old_image": body["dynamodb_old_image"],
+    }
+    # Every value is a JSON scalar: a column of the Glue table, under any JSON SerDe.
+    assert all(v is None or isinstance(v, (str, int, float)) for v in body.values())
+    # One line, ending in a newline: JSON lines, as Athena's SerDes read them.
+    (raw,) = store.raw().values()
+    assert raw.endswith(b"\n") and raw.count(b"\n") == 1
 
 
 def test_a_retry_overwrites_the_same_key(sandbox: Sandbox, store: Archive) -> None:
@@ -242,7 +266,7 @@ def test_archive_is_written_with_the_buckets_kms_key(sandbox: Sandbox) -> None:
     head = sandbox.s3.head_object(Bucket=ARCHIVE_BUCKET, Key=key)
     assert head["ServerSideEncryption"] == "aws:kms"
     assert head["SSEKMSKeyId"] == store.key_arn
-    assert head["ContentType"] == "application/json"
+    assert head["ContentType"] == "application/x-ndjson"
 
 
 def test_without_a_key_the_buckets_default_encryption_applies(

@@ -42,6 +42,7 @@ ALL_TARGETS = RuntimeConfig(
     agent_runtime_arn="arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/r-1",
     code_interpreter_id="ci",
     browser_id="br",
+    agent_memory_id="mem-1",
 )
 SOME_CLIENT = object()
 
@@ -61,6 +62,7 @@ def test_builtin_steps_are_registered_in_order() -> None:
         "StopRuntimeSession",
         "StopCodeInterpreterSession",
         "StopBrowserSession",
+        "DeleteMemoryEvents",
         "PublishEvent",
     ]
     assert len(BUILTIN_STEPS) == len(names)

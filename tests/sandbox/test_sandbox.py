@@ -74,10 +74,13 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
     assert realtime["settings"]["reserved_concurrency"] == 1
     assert realtime["settings"]["schedule"] == "rate(1 minute)"
     assert "goal p99 <= 10 s:" in done.stdout
-    # Archive: one object per cleaned session; fan-out: one event per cleaned session.
+    # Archive: one object per cleaned session; fan-out: at least one event per cleaned session
+    # (EventBridge delivery is at least once, and a record the mapping redelivers after a
+    # partial batch response is published again: one distinct sequence number each).
     assert report["archive"]["sessions_with_one_object"] == gone == report["archive"]["objects"]
     assert report["archive"]["round_trips_checked"] == report["archive"]["round_trips_sampled"]
-    assert report["events"]["received"] == report["events"]["unique_sequence_numbers"] == gone
+    assert report["events"]["unique_sequence_numbers"] == gone
+    assert report["events"]["received"] >= gone
     # Kill switch and dry run changed nothing while they were on.
     assert report["kill_switch"]["invocations_while_disabled"] == 0
     assert report["dry_run"]["would_be_cleaned"] == sessions["dry_run"]
@@ -116,4 +119,35 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
     assert reuse["old_cleaned"] == reuse["new_intact"] == reuse["ids"] > 0
     assert reuse["superseded"] == 4 * reuse["after"]  # connection and 3 AgentCore ids each
     assert "foreign resources touched 0" in done.stdout
+    # Archive and audit (issue 24): the deployed named queries' SQL, run by DuckDB over the
+    # archive's objects, counts per reason and tenant what the sandbox's stream says was cleaned.
+    queried = report["archive_queried"]
+    assert queried["by_reason_tenant"] == queried["expected"]
+    assert sum(queried["by_reason_tenant"].values()) == gone == queried["sessions"]
+    # Two tenants and sessions without one (sandbox.scenario.tenant_of), each counted apart.
+    assert {key.split("/", 1)[1] for key in queried["by_reason_tenant"]} == {"acme", "globex", "-"}
+    assert set(queried["metrics_by_reason"]) == {k.split("/")[0] for k in queried["expected"]}
+    assert queried["history_incarnations"] >= 1
+    assert "archive queried   DuckDB" in done.stdout
+    # Agent data: the ended sessions' memory events (one over three ListEvents pages) and
+    # summary records deleted; neighbours, actor-wide records and live sessions' kept.
+    data = report["agent_data"]
+    assert data == {
+        "events_deleted": 230 + 5 * 4,
+        "records_deleted": 6,
+        "ended_sessions": 6,
+        "neighbours_kept": 9,
+        "actor_wide_kept": 9,
+        "live_kept": 3,
+    }
+    assert "agent data        AgentCore Memory of 6 ended sessions" in done.stdout
+    # Grants on disconnect (issue 26): kept while one connection remains, retired with the
+    # last, granted again on resume, and none left once the session ended and was cleaned.
+    assert report["connected_grants"] == {
+        "kept_with_one_connection": True,
+        "retired_with_the_last": True,
+        "new_grant_on_resume": True,
+        "left_after_cleanup": 0,
+    }
+    assert "grants on disconnect  one of two connections detached: grant kept" in done.stdout
     assert "RESULT            OK" in done.stdout

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..clients import CleanupClients
 from ..config import RuntimeConfig
+from .agent_memory import AgentMemoryStep
 from .agent_runtime import AgentRuntimeStep
 from .archive import ArchiveStep
 from .base import BatchStep, CleanupStep
@@ -32,6 +33,7 @@ BUILTIN_STEPS: tuple[type[CleanupStep] | type[BatchStep], ...] = (
     AgentRuntimeStep,
     CodeInterpreterStep,
     BrowserStep,
+    AgentMemoryStep,
     EventsStep,
 )
 

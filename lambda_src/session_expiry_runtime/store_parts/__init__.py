@@ -2,15 +2,16 @@
 
 Import the store from :mod:`session_expiry_runtime.store`; these modules are its insides:
 
-==================  ===========================================================================
-``errors``          the errors it raises
-``session``         :class:`Session`, what it returns
-``keys``            keys and layout: item keys, attribute roles, item → :class:`Session`
-``core``            the table access every part shares: liveness conditions, conditional updates
-``lifetime``        create, get, list, touch, end
-``connections``     attach_connection (WebSocket connections)
-``agent_sessions``  attach_agent_session (Amazon Bedrock AgentCore sessions)
-``grants``          attach_grant, create_grant (KMS grants)
-``claims``          ownership records, the writer side: claim, undo, release
-==================  ===========================================================================
+======================  =======================================================================
+``errors``              the errors it raises
+``session``             :class:`Session`, what it returns
+``keys``                keys and layout: item keys, attribute roles, item → :class:`Session`
+``core``                the table access every part shares: liveness conditions, conditional updates
+``lifetime``            create, get, list, touch, end
+``connections``         attach_connection (WebSocket connections)
+``agent_sessions``      attach_agent_session (Amazon Bedrock AgentCore sessions)
+``grants``              attach_grant, create_grant (KMS grants)
+``connected_grants``    detach_connection; grants kept only while a client is connected
+``claims``              ownership records, the writer side: claim, undo, release
+======================  =======================================================================
 """

@@ -54,6 +54,7 @@ from ..ownership import (
     ATTR_STATE,
     ATTR_STATE_SINCE,
     CLAIM_RETENTION_SECONDS,
+    KIND_AGENT_MEMORY,
     KIND_AGENT_RUNTIME,
     KIND_BROWSER,
     KIND_CODE_INTERPRETER,
@@ -80,6 +81,7 @@ KIND_LABELS = {
     KIND_CODE_INTERPRETER: "AgentCore code interpreter session",
     KIND_BROWSER: "AgentCore browser session",
     KIND_GRANT: "KMS grant",
+    KIND_AGENT_MEMORY: "AgentCore Memory session",
 }
 
 _NAMES = {

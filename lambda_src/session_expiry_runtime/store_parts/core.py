@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from botocore.exceptions import ClientError
 
@@ -54,6 +54,17 @@ from .session import Clock, Session, utc_now
 
 T = TypeVar("T")
 
+
+class ConnectedGrantOption(Protocol):
+    """What the store reads of :class:`.connected_grants.ConnectedGrant`."""
+
+    @property
+    def grantee_principal(self) -> str: ...
+
+    @property
+    def operations(self) -> Sequence[str]: ...
+
+
 # Expression placeholders. Every attribute name is aliased, reserved word or not. The type
 # test comes first so a TTL of another type never reaches a numeric comparison. A session
 # past its absolute end (#na, not-after) is not live whatever its TTL; items written before
@@ -87,6 +98,7 @@ class StoreCore:
         max_ttl: timedelta = MAX_SESSION_TTL,
         default_ttl: timedelta = DEFAULT_SESSION_TTL,
         sleep: Callable[[float], None] = time.sleep,
+        connected_grant: ConnectedGrantOption | None = None,
     ) -> None:
         self._config = config or RuntimeConfig()
         name = table_name or self._config.table_name
@@ -113,6 +125,8 @@ class StoreCore:
         self._connections = connections_client
         self._agentcore = agentcore_client
         self._clock: Clock = clock or utc_now
+        #: Grants kept only while a client is connected (:mod:`.connected_grants`); ``None``: off.
+        self._connected_grant = _connected_grant(self._config, connected_grant)
         c = self._config
         key_names = [c.partition_key] + ([c.sort_key] if c.sort_key else [])
         self._unreadable_ttl = UnreadableTtlLog(LOGGER, c.ttl_attribute, key_names)
@@ -398,3 +412,15 @@ def _max_lifetime(config: RuntimeConfig, max_ttl: timedelta) -> int:
             f"max_ttl ({int(max_ttl.total_seconds())} seconds)"
         )
     return lifetime
+
+
+def _connected_grant(
+    config: RuntimeConfig, option: ConnectedGrantOption | None
+) -> ConnectedGrantOption | None:
+    if option is not None and not (config.grant_key_arn and config.retiring_principal):
+        raise ValueError(
+            f"connected_grant {option!r}: grants kept only while connected need the grant key "
+            f"({config.grant_key_arn!r}) and the retiring principal "
+            f"({config.retiring_principal!r}) configured, as create_grant does"
+        )
+    return option

@@ -63,6 +63,8 @@ sessions = SessionExpiry(
     custom_steps=[note],
     alarm_ttl_health_window=cdk.Duration.hours(1),
     removal_policy=cdk.RemovalPolicy.DESTROY,
+    metrics_tenant_dimension=True,
+    tenant_insights=True,
 )
 scratch.grant_delete(note)
 sessions.add_dashboard()
