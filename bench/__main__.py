@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import archive, coldstart, consumer, expiry_latency, harness, parsing, report, throughput
+from .kinesis_source import KINESIS_ENV, KINESIS_IMPL
 
 LATENCY_MS = 20.0
 
@@ -161,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
         for s in p["scenarios"]
         if s.objects <= 50
     ] + [(s, *throughput.DEFAULT_GC, {}) for s in p["scenarios"] if s.objects]
+    # The Kinesis change source: the same records as Kinesis records (bench.kinesis_source).
+    extra += [
+        (s, KINESIS_IMPL, "session_expiry_runtime.handler", KINESIS_ENV) for s in p["scenarios"]
+    ]
     runs = throughput.run_all(
         p["scenarios"],
         latency_ms=LATENCY_MS,

@@ -18,6 +18,7 @@ from typing import Any
 from session_expiry_runtime.gc_settings import YOUNG_GENERATION_THRESHOLD
 
 from . import coldstart, harness
+from .kinesis_source import KINESIS_IMPL
 from .throughput import DEFAULT_GC, minimum_calls
 
 ENDPOINT = "bench endpoint"
@@ -240,33 +241,12 @@ def reference_table(data: dict[str, Any]) -> str:
 def calls_table(data: dict[str, Any]) -> str:
     rows = []
     for runs in _by_scenario(data).values():
-        run = runs.get("handler")
-        if run is None:
-            continue
-        n, sessions = run["scenario"]["objects"], run["scenario"]["sessions"]
-        minimum = minimum_calls(n)
-        calls = run["case"]["calls"]
-        attempts = run["case"]["attempts"]
-        measured = {op: calls.get(op, 0) / sessions for op in OPERATIONS}
-        others = {op: c for op, c in calls.items() if op not in OPERATIONS}
-        total = sum(calls.values()) / sessions
-        # DeleteObjects shared by several sessions make fewer calls than the minimum for
-        # one session alone: at most the minimum, operation by operation, is the goal.
-        met = all(measured[op] <= minimum[op] for op in OPERATIONS) and not others
-        rows.append(
-            [
-                f"{n:,}",
-                " + ".join(f"{measured[op]:.3g}" for op in OPERATIONS)
-                + (f" + others {others}" if others else ""),
-                f"{total:.3g}",
-                " + ".join(str(minimum[op]) for op in OPERATIONS),
-                str(sum(minimum.values())),
-                f"{sum(attempts.values()) / sessions:g}",
-                "**met**" if met else "**not met**",
-            ]
-        )
+        # The DynamoDB stream path and, beside it, the Kinesis change source's.
+        for source, run in _change_source_runs(runs):
+            rows.append(_calls_row(source, run))
     return _md(
         [
+            "Change source",
             "Objects per session",
             "Measured per session (" + " + ".join(OPERATIONS) + ")",
             "Total",
@@ -277,6 +257,35 @@ def calls_table(data: dict[str, Any]) -> str:
         ],
         rows,
     )
+
+
+def _change_source_runs(runs: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    named = (("DynamoDB stream", "handler"), ("Kinesis", KINESIS_IMPL))
+    return [(source, runs[impl]) for source, impl in named if impl in runs]
+
+
+def _calls_row(source: str, run: dict[str, Any]) -> list[str]:
+    n, sessions = run["scenario"]["objects"], run["scenario"]["sessions"]
+    minimum = minimum_calls(n)
+    calls = run["case"]["calls"]
+    attempts = run["case"]["attempts"]
+    measured = {op: calls.get(op, 0) / sessions for op in OPERATIONS}
+    others = {op: c for op, c in calls.items() if op not in OPERATIONS}
+    total = sum(calls.values()) / sessions
+    # DeleteObjects shared by several sessions make fewer calls than the minimum for
+    # one session alone: at most the minimum, operation by operation, is the goal.
+    met = all(measured[op] <= minimum[op] for op in OPERATIONS) and not others
+    return [
+        source,
+        f"{n:,}",
+        " + ".join(f"{measured[op]:.3g}" for op in OPERATIONS)
+        + (f" + others {others}" if others else ""),
+        f"{total:.3g}",
+        " + ".join(str(minimum[op]) for op in OPERATIONS),
+        str(sum(minimum.values())),
+        f"{sum(attempts.values()) / sessions:g}",
+        "**met**" if met else "**not met**",
+    ]
 
 
 def coldstart_table(data: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ Re-exports only; see :class:`SessionExpiry`.
 
 from .archive_delivery import ArchiveDelivery
 from .assets import CLEANUP_RUNTIME
+from .change_source import ChangeSource
 from .circuit_breaker import CircuitBreakerAlarm
 from .construct import SessionExpiry
 from .custom_steps import CustomCleanupStep
@@ -14,6 +15,7 @@ from .validation import PropTypeError
 __all__ = [
     "CLEANUP_RUNTIME",
     "ArchiveDelivery",
+    "ChangeSource",
     "CircuitBreakerAlarm",
     "CleanupEventFilter",
     "CustomCleanupStep",

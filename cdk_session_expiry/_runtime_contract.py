@@ -115,6 +115,12 @@ CAUSE_MISSING_ATTRIBUTES = "MissingAttributes"
 CAUSE_NO_SEQUENCE_NUMBER = "NoSequenceNumber"
 CAUSE_DUPLICATE = "DuplicateInBatch"
 
+# --- global tables: the owner Region (issue 23; same values as session_expiry_runtime.config)
+ENV_OWNER_REGION_ATTRIBUTE = "SESSION_EXPIRY_OWNER_REGION_ATTRIBUTE"
+DEFAULT_OWNER_REGION_ATTRIBUTE = "ownerRegion"
+ENV_REGION = "SESSION_EXPIRY_REGION"
+CAUSE_OTHER_REGION = "OtherRegion"
+
 # --- expiry sweeper and dry run (issue 6; same values as session_expiry_runtime.config) ------
 ENV_SWEEP_SHARD_ATTRIBUTE = "SESSION_EXPIRY_SWEEP_SHARD_ATTRIBUTE"
 ENV_SWEEP_SHARDS = "SESSION_EXPIRY_SWEEP_SHARDS"

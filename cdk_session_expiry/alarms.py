@@ -21,6 +21,7 @@ from typing import Protocol
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -56,6 +57,15 @@ RUNBOOK_CLEANUP_PAUSED = "alarm-cleanup-paused"
 RUNBOOK_PAUSE_WATCH_ERRORS = "alarm-pause-watch-errors"
 RUNBOOK_CIRCUIT_BREAKER_ERRORS = "alarm-circuit-breaker-errors"
 RUNBOOK_ARCHIVE_DELIVERY = "alarm-archive-delivery"
+RUNBOOK_CHANGE_STREAM_ITERATOR_AGE = "alarm-change-stream-iterator-age"
+
+
+def retention_text(retention: Duration) -> str:
+    """How a change source's retention reads in an alarm or warning: "24 hours" for a DynamoDB
+    stream, "7 days" (CDK's human string) otherwise."""
+    if not retention.is_unresolved() and retention.to_seconds() == STREAM_RETENTION.to_seconds():
+        return "24 hours"
+    return retention.to_human_string()
 
 
 def runbook_link(anchor: str) -> str:
@@ -110,8 +120,10 @@ def iterator_age_alarm(
     metric: cloudwatch.IMetric,
     threshold: Duration,
     actions: Sequence[cloudwatch.IAlarmAction],
+    retention: Duration = STREAM_RETENTION,
 ) -> cloudwatch.Alarm:
-    """Maximum IteratorAge (milliseconds) above ``threshold``: cleanup is falling behind."""
+    """Maximum IteratorAge (milliseconds) above ``threshold``: cleanup is falling behind the
+    change source, which keeps records ``retention``."""
     return _alarm(
         scope,
         "IteratorAgeAlarm",
@@ -119,7 +131,8 @@ def iterator_age_alarm(
         threshold=threshold.to_milliseconds(),
         description=described(
             f"Session cleanup lags more than {threshold.to_human_string()} behind the stream; "
-            "records older than 24 hours leave the stream and are never cleaned.",
+            f"records older than {retention_text(retention)} leave the stream and are never "
+            "cleaned.",
             RUNBOOK_ITERATOR_AGE,
         ),
         actions=actions,
@@ -300,9 +313,14 @@ class CleanupAlarms:
         iterator_age_threshold: Duration,
         destination: _FailureDestination,
         actions: Sequence[cloudwatch.IAlarmAction],
+        retention: Duration = STREAM_RETENTION,
     ) -> None:
         self.iterator_age = iterator_age_alarm(
-            scope, metric=iterator_age, threshold=iterator_age_threshold, actions=actions
+            scope,
+            metric=iterator_age,
+            threshold=iterator_age_threshold,
+            actions=actions,
+            retention=retention,
         )
         self.errors = errors_alarm(scope, function=function, actions=actions)
         self.throttles = throttles_alarm(scope, function=function, actions=actions)
@@ -313,9 +331,12 @@ class CleanupAlarms:
         return [self.iterator_age, self.errors, self.throttles, self.failure]
 
 
-def check_iterator_age_threshold(threshold: Duration) -> None:
-    """Reject an ``alarm_iterator_age_threshold`` below 1 minute or not below the stream's
-    24 hour retention (the alarm would fire after the records are gone).
+def check_iterator_age_threshold(
+    threshold: Duration, retention: Duration = STREAM_RETENTION
+) -> None:
+    """Reject an ``alarm_iterator_age_threshold`` below 1 minute or not below the change
+    source's ``retention`` (default a DynamoDB stream's 24 hours: the alarm would fire after the
+    records are gone).
 
     Raises:
         ValueError: the message names the value and the expected range.
@@ -324,7 +345,7 @@ def check_iterator_age_threshold(threshold: Duration) -> None:
         "alarm_iterator_age_threshold",
         threshold,
         minimum=Duration.minutes(1),
-        limit=STREAM_RETENTION,
+        limit=retention,
     )
 
 
@@ -484,9 +505,10 @@ DEFAULT_CLEANUP_PAUSED_AFTER = Duration.hours(12)
 MIN_CLEANUP_PAUSED_AFTER = Duration.minutes(5)
 
 
-def check_cleanup_paused_after(value: Duration) -> None:
-    """Reject an ``alarm_cleanup_paused_after`` below 5 minutes or not below the stream's
-    24 hour retention (the alarm would fire after the records are gone).
+def check_cleanup_paused_after(value: Duration, retention: Duration = STREAM_RETENTION) -> None:
+    """Reject an ``alarm_cleanup_paused_after`` below 5 minutes or not below the change
+    source's ``retention`` (default a DynamoDB stream's 24 hours: the alarm would fire after the
+    records are gone).
 
     Raises:
         ValueError: the message names the value and the expected range.
@@ -495,7 +517,7 @@ def check_cleanup_paused_after(value: Duration) -> None:
         "alarm_cleanup_paused_after",
         value,
         minimum=MIN_CLEANUP_PAUSED_AFTER,
-        limit=STREAM_RETENTION,
+        limit=retention,
     )
 
 
@@ -505,6 +527,7 @@ def cleanup_paused_alarm(
     metric: cloudwatch.IMetric,
     threshold: Duration,
     actions: Sequence[cloudwatch.IAlarmAction],
+    retention: Duration = STREAM_RETENTION,
 ) -> cloudwatch.Alarm:
     """Maximum ``CleanupPausedSeconds`` above ``threshold`` (construct id
     ``CleanupPausedAlarm``): the cleanup's event source mapping has been disabled that long."""
@@ -516,10 +539,38 @@ def cleanup_paused_alarm(
         description=described(
             f"The session cleanup has been paused (its event source mapping disabled) for more "
             f"than {threshold.to_human_string()}: records written since the pause leave the "
-            "stream 24 hours after it and are then never cleaned; records older than "
+            f"stream {retention_text(retention)} after it and are then never cleaned; records "
+            "older than "
             "max_record_age at resume go to the on-failure destination. Resume it, or know why "
             "not.",
             RUNBOOK_CLEANUP_PAUSED,
+        ),
+        actions=actions,
+    )
+
+
+def kinesis_iterator_age_alarm(
+    scope: Construct,
+    *,
+    stream: kinesis.IStream,
+    threshold: Duration,
+    actions: Sequence[cloudwatch.IAlarmAction],
+) -> cloudwatch.Alarm:
+    """Maximum ``GetRecords.IteratorAgeMilliseconds`` of the Kinesis change stream above
+    ``threshold`` (construct id ``ChangeStreamIteratorAgeAlarm``; Amazon Kinesis Data Streams
+    Developer Guide, "Monitoring the Amazon Kinesis Data Streams service with CloudWatch")."""
+    return _alarm(
+        scope,
+        "ChangeStreamIteratorAgeAlarm",
+        metric=stream.metric_get_records_iterator_age_milliseconds(
+            statistic=cloudwatch.Stats.MAXIMUM, period=ALARM_PERIOD
+        ),
+        threshold=threshold.to_milliseconds(),
+        description=described(
+            f"A reader of the Kinesis change stream lags more than "
+            f"{threshold.to_human_string()} behind it; records older than the stream's "
+            "retention are gone and never cleaned.",
+            RUNBOOK_CHANGE_STREAM_ITERATOR_AGE,
         ),
         actions=actions,
     )

@@ -19,6 +19,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
@@ -102,10 +103,16 @@ class EventSourceSettings:
     retry_attempts: int
     max_record_age: Duration
     enabled: bool
+    #: A global table's (owner Region attribute, this Region): filtered on (``multi_region``).
+    owner_region: tuple[str, str] | None = None
 
 
 class CleanupEventSource:
-    """The table's stream feeding the cleanup function, with its on-failure destination."""
+    """The table's stream feeding the cleanup function, with its on-failure destination.
+
+    With ``kinesis_stream`` (the Kinesis change source, ``change_source``) the mapping reads
+    that Kinesis stream instead, with the same settings and its filter under ``data``.
+    """
 
     def __init__(
         self,
@@ -116,6 +123,7 @@ class CleanupEventSource:
         settings: EventSourceSettings,
         failure_queue: sqs.IQueue | None,
         failure_destination_bucket: s3.IBucket | None,
+        kinesis_stream: kinesis.IStream | None = None,
     ) -> None:
         if failure_queue is None and failure_destination_bucket is None:
             failure_queue = sqs.Queue(
@@ -127,14 +135,25 @@ class CleanupEventSource:
             )
         self.failure_queue = failure_queue
         self.failure_destination_bucket = failure_destination_bucket
-        table.grant_stream_read(cleanup.function)
+        if kinesis_stream is None:
+            table.grant_stream_read(cleanup.function)
+            source_arn = table.table_stream_arn
+        else:
+            kinesis_stream.grant_read(cleanup.function)
+            source_arn = kinesis_stream.stream_arn
         self.mapping = lambda_.EventSourceMapping(
             scope,
             "CleanupEventSourceMapping",
             target=cleanup.function,
-            event_source_arn=table.table_stream_arn,
+            event_source_arn=source_arn,
+            # TRIM_HORIZON on both sources: LATEST can skip records after the kill switch
+            # toggles Enabled (awsdocs/aws-lambda-developer-guide#487).
             starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-            filters=filter_criteria(settings.event_filter),
+            filters=filter_criteria(
+                settings.event_filter,
+                owner_region=settings.owner_region,
+                under_data=kinesis_stream is not None,
+            ),
             batch_size=settings.batch_size,
             max_batching_window=settings.max_batching_window,
             parallelization_factor=settings.parallelization_factor,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
@@ -47,6 +47,7 @@ from . import (
     grant_sweep,
     hardening,
     kill_switch,
+    multi_region,
     nag,
     ownership,
     pause_watch,
@@ -58,6 +59,12 @@ from . import (
 from . import alarms as alarm_defaults
 from . import table as table_unit
 from .archive_delivery import ArchiveDelivery
+from .change_source import (
+    ChangeSource,
+    check_table_destination,
+    create_stream,
+    stream_iterator_age_alarm,
+)
 from .circuit_breaker import CircuitBreakerAlarm
 from .custom_steps import CustomCleanupStep
 from .filters import CleanupEventFilter
@@ -75,6 +82,10 @@ DEFAULT_CLEANUP_LOG_RETENTION = logs.RetentionDays.THREE_MONTHS
 DEFAULT_BATCH_SIZE = 100
 DEFAULT_PARALLELIZATION_FACTOR = 1
 DEFAULT_RETRY_ATTEMPTS = 10
+
+
+#: The signature's default of ``code_interpreter_session_attribute`` (one line in it).
+_DEFAULT_CODE_INTERPRETER_ATTRIBUTE = contract.DEFAULT_CODE_INTERPRETER_SESSION_ATTRIBUTE
 
 
 class SessionExpiry(Construct):
@@ -208,7 +219,8 @@ class SessionExpiry(Construct):
         retry_attempts: retries of a failing batch (after bisecting), 0..10,000; infinite
             (``-1``) is rejected. Default: 10.
         max_record_age: records older than this go to the on-failure destination, 60
-            seconds..24 hours (the stream's retention). Default: 6 hours.
+            seconds..24 hours (the stream's retention); with the Kinesis ``change_source`` up
+            to its retention, at most 7 days. Default: 6 hours.
         failure_queue: on-failure destination of the event source mapping. Not with
             ``failure_destination_bucket``. Default: a new SQS queue with SQS-managed
             encryption, SSL enforced and 14 days' retention.
@@ -254,7 +266,7 @@ class SessionExpiry(Construct):
             both props: the backstop must never delete a live session's objects. Default: 7
             days, well beyond TTL's typical 48 hour deletion lag.
         alarm_iterator_age_threshold: the iterator age alarm fires above this, 1 minute..less
-            than 24 hours. Default: 1 hour.
+            than 24 hours (the Kinesis ``change_source``'s retention with it). Default: 1 hour.
         alarm_actions: actions of every alarm (e.g. ``SnsAction``). Default: none.
         alarm_skipped_records: alarm when the cleanup skips a record for a cause that loses
             its cleanup (``RecordsSkipped`` ``NoOldImage``/``MissingAttributes``/
@@ -399,7 +411,8 @@ class SessionExpiry(Construct):
         alarm_cleanup_paused_after: the paused-cleanup alarm (``cleanup_paused_alarm``) fires
             when the event source mapping has been disabled (``cleanup_enabled=False``, the kill
             switch, the circuit breaker) longer than this: at least 5 minutes and less than
-            24 hours, the stream's retention. Always on: a function (``pause_watch``) reads the
+            24 hours, the stream's retention (the Kinesis ``change_source``'s retention with
+            it). Always on: a function (``pause_watch``) reads the
             mapping every 5 minutes (``GetEventSourceMapping``) and writes
             ``CleanupPausedSeconds`` (now - its ``LastModified`` while ``Disabled``, 0 while
             enabled; ``metric_cleanup_paused_seconds``). Cost: about $0.51 a month, mostly the
@@ -470,6 +483,30 @@ class SessionExpiry(Construct):
             session and are never deleted) and no placeholder but ``{actorId}`` and
             ``{sessionId}``, e.g. ``"/strategies/summary-a1b2c3/actors/{actorId}/sessions/
             {sessionId}/"``. Only with ``agent_memory``. Default: none, records stay.
+        global_table: the table is a DynamoDB global table (version 2019.11.21) and this
+            construct is attached to one of its replicas, one stack per Region (docs:
+            Multi-Region). Each session is then cleaned once, in its owner Region (the Region
+            whose replica ``SessionStore.create`` wrote it in, stamped as ``ownerRegion``): the
+            event source mapping's filter passes only REMOVEs whose old image names this
+            stack's Region, the cleanup skips any other (``RecordsSkipped``, ``OtherRegion``),
+            and the expiry sweeper Queries only this Region's shards. Needs
+            ``CleanupEventFilter.ALL_REMOVES`` (a replicated TTL delete carries no
+            ``userIdentity``). Raises ``ValueError`` when ``True`` with the construct's own
+            table or a table of this app without replicas. Default: derived, ``True`` for a
+            ``TableV2`` (or ``Table``) of this app with replicas, ``False`` otherwise (an
+            imported replica is taken on trust: say ``True``).
+        change_source: where the cleanup reads the table's changes from (docs: Change source).
+            ``ChangeSource.kinesis(stream=None, retention=None)``: Kinesis Data Streams for
+            DynamoDB, for retention past a DynamoDB stream's 24 hours: a new on-demand stream
+            encrypted with ``aws/kinesis`` (retention 7 days by default, up to 365 days) or the
+            one given, the table's Kinesis streaming destination (``ApproximateCreationDateTime``
+            in milliseconds; a ``table=`` must already stream into it), the event source
+            mapping on the Kinesis stream with the same guarantees (filter under ``data``,
+            bisect, bounded retries and record age, partial batch response by Kinesis sequence
+            number, on-failure destination) and an alarm on the stream's iterator age;
+            ``max_record_age``, ``alarm_iterator_age_threshold`` and
+            ``alarm_cleanup_paused_after`` are then bounded by its retention (record age at most
+            7 days). Default: ``ChangeSource.dynamodb_stream()``, the table's DynamoDB stream.
 
     Raises:
         PropTypeError: a prop of the wrong type (e.g. ``batch_size="100"`` or
@@ -541,9 +578,7 @@ class SessionExpiry(Construct):
         browser: agentcore.BrowserTarget | None = None,
         allow_stopping_shared_aws_managed_tool_sessions: bool = False,
         agent_runtime_session_attribute: str = contract.DEFAULT_AGENT_RUNTIME_SESSION_ATTRIBUTE,
-        code_interpreter_session_attribute: str = (
-            contract.DEFAULT_CODE_INTERPRETER_SESSION_ATTRIBUTE
-        ),
+        code_interpreter_session_attribute: str = _DEFAULT_CODE_INTERPRETER_ATTRIBUTE,
         browser_session_attribute: str = contract.DEFAULT_BROWSER_SESSION_ATTRIBUTE,
         custom_steps: Sequence[CustomCleanupStep] | None = None,
         max_session_lifetime: Duration | None = None,
@@ -558,6 +593,8 @@ class SessionExpiry(Construct):
         archive_delivery: ArchiveDelivery = ArchiveDelivery.PUT_OBJECT,
         agent_memory: agent_memory.AgentMemoryTarget | None = None,
         agent_memory_record_namespaces: Sequence[str] | None = None,
+        global_table: bool | None = None,
+        change_source: ChangeSource | None = None,
     ) -> None:
         validation.check_prop_types(locals())
         props = SessionExpiryProps.of(locals())
@@ -605,7 +642,11 @@ class SessionExpiry(Construct):
             expiry_sweep_reserved_concurrency=props.expiry_sweep_reserved_concurrency,
             sweeper_on=props.expiry_sweep_interval is not None,
         )
+        #: Where the cleanup reads the table's changes (``change_source``).
+        self.change_source = props.change_source or ChangeSource.dynamodb_stream()
+        retention = self.change_source.retention()
         validation.check_event_source_props(
+            record_age_limit=self.change_source.record_age_limit(),
             batch_size=props.batch_size,
             max_batching_window=props.max_batching_window,
             parallelization_factor=props.parallelization_factor,
@@ -619,8 +660,8 @@ class SessionExpiry(Construct):
             metrics_namespace=props.metrics_namespace,
             event_filter=props.event_filter,
         )
-        alarm_defaults.check_iterator_age_threshold(props.alarm_iterator_age_threshold)
-        alarm_defaults.check_cleanup_paused_after(props.alarm_cleanup_paused_after)
+        alarm_defaults.check_iterator_age_threshold(props.alarm_iterator_age_threshold, retention)
+        alarm_defaults.check_cleanup_paused_after(props.alarm_cleanup_paused_after, retention)
         self._breaker_alarms = circuit_breaker.check_circuit_breaker_props(
             enabled=props.circuit_breaker,
             alarms=props.circuit_breaker_alarms,
@@ -632,6 +673,11 @@ class SessionExpiry(Construct):
         if props.expiry_sweep_interval is not None:
             sweeper.check_sweep_interval(props.expiry_sweep_interval)
         validation.check_filter_with_sweeper(props.event_filter, props.expiry_sweep_interval)
+        #: Global-table mode (``global_table``, or derived from the table's replicas): this
+        #: Region cleans and sweeps only the sessions it owns (``multi_region``).
+        self.global_table = multi_region.settle_global_table(
+            props.table, props.global_table, props.event_filter
+        )
         grant_sweep.check_grant_sweep_props(props.grant_key, props.grant_sweep_interval)
         #: Which REMOVE records reach the cleanup (``grant_session_access`` checks it).
         self.event_filter = props.event_filter
@@ -811,6 +857,12 @@ class SessionExpiry(Construct):
     def _add_tables(self, props: SessionExpiryProps) -> None:
         """The session table (unless given) and the ownership table (when a target has claims)."""
         self._websocket_stage = props.websocket_stage
+        #: The Kinesis stream of the Kinesis change source, or ``None``.
+        self.change_stream = (
+            create_stream(self, self.change_source) if self.change_source.is_kinesis else None
+        )
+        if self.change_stream is not None and props.table is not None:
+            check_table_destination(props.table)
         #: The session table (created, or the one passed as ``table``).
         self.table: dynamodb.ITable = (
             table_unit.create_table(
@@ -819,6 +871,7 @@ class SessionExpiry(Construct):
                 encryption_key=props.table_encryption_key,
                 removal_policy=props.removal_policy,
                 deletion_protection=props.deletion_protection,
+                kinesis_stream=self.change_stream,
             )
             if props.table is None
             else props.table
@@ -848,6 +901,8 @@ class SessionExpiry(Construct):
             max_workers=props.max_workers,
             dry_run=props.cleanup_dry_run,
         )
+        if self.global_table:
+            self._shared_environment.update(multi_region.environment(self))
         self._cleanup = cleanup.CleanupFunction(
             self,
             environment=self._shared_environment,
@@ -900,6 +955,9 @@ class SessionExpiry(Construct):
             retry_attempts=props.retry_attempts,
             max_record_age=props.max_record_age,
             enabled=props.cleanup_enabled,
+            owner_region=(multi_region.OWNER_REGION_ATTRIBUTE, Stack.of(self).region)
+            if self.global_table
+            else None,
         )
         self._event_source = cleanup.CleanupEventSource(
             self,
@@ -908,6 +966,7 @@ class SessionExpiry(Construct):
             settings=settings,
             failure_queue=props.failure_queue,
             failure_destination_bucket=props.failure_destination_bucket,
+            kinesis_stream=self.change_stream,
         )
         #: On-failure destination: metadata of batches the cleanup gave up on (``None`` with
         #: ``failure_destination_bucket``).
@@ -927,6 +986,7 @@ class SessionExpiry(Construct):
             cleanup_enabled=props.cleanup_enabled,
             max_record_age=props.max_record_age,
             paused_after=props.alarm_cleanup_paused_after,
+            retention=self.change_source.retention(),
         )
 
     def _add_session_access(self) -> None:
@@ -954,6 +1014,7 @@ class SessionExpiry(Construct):
             iterator_age_threshold=props.alarm_iterator_age_threshold,
             destination=self._event_source,
             actions=props.actions,
+            retention=self.change_source.retention(),
         )
         self.iterator_age_alarm = cleanup_alarms.iterator_age
         self.errors_alarm = cleanup_alarms.errors
@@ -963,6 +1024,16 @@ class SessionExpiry(Construct):
         self.failure_queue_alarm = cleanup_alarms.failure
         #: Every alarm the construct creates.
         self.alarms: list[cloudwatch.Alarm] = cleanup_alarms.all()
+        #: The Kinesis change stream's iterator age (``change_source``), or ``None``.
+        self.change_stream_iterator_age_alarm: cloudwatch.Alarm | None = None
+        if self.change_stream is not None:
+            self.change_stream_iterator_age_alarm = stream_iterator_age_alarm(
+                self,
+                self.change_stream,
+                threshold=props.alarm_iterator_age_threshold,
+                actions=props.actions,
+            )
+            self.alarms.append(self.change_stream_iterator_age_alarm)
         #: Records skipped for good (``alarm_skipped_records``), or ``None`` when turned off.
         self.skipped_records_alarm: cloudwatch.Alarm | None = None
         if props.alarm_skipped_records:
@@ -1058,6 +1129,7 @@ class SessionExpiry(Construct):
             log_retention=props.cleanup_log_retention,
             metrics_namespace=props.metrics_namespace,
             alarm_actions=props.actions,
+            retention=self.change_source.retention(),
         )
         #: The event source mapping has been disabled longer than ``alarm_cleanup_paused_after``.
         self.cleanup_paused_alarm = self.pause_watch.paused_alarm
@@ -1173,6 +1245,8 @@ class SessionExpiry(Construct):
         sweeper_env = (
             {} if self.expiry_sweeper is None else self.expiry_sweeper.sweeper_environment()
         )
+        if self.global_table:
+            sweeper_env = {**sweeper_env, **multi_region.environment(self)}
         return self._session_access.environment(sweeper_env)
 
     def metric_iterator_age(self, **options: Any) -> cloudwatch.Metric:

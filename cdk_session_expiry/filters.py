@@ -52,10 +52,14 @@ def passes_library_deletes(event_filter: CleanupEventFilter) -> bool:
     return event_filter is CleanupEventFilter.ALL_REMOVES
 
 
-def filter_pattern(event_filter: CleanupEventFilter) -> dict[str, Any]:
+def filter_pattern(
+    event_filter: CleanupEventFilter, *, owner_region: tuple[str, str] | None = None
+) -> dict[str, Any]:
     """The filter pattern for ``event_filter``, as the dict that ``FilterCriteria.filter`` takes.
 
-    Every leaf is a list of ``FilterRule`` values, matched case sensitively.
+    Every leaf is a list of ``FilterRule`` values, matched case sensitively. ``owner_region``
+    (attribute name, Region) adds a global table's owner Region: only REMOVEs whose old image
+    holds that String reach the function (``multi_region``).
     """
     pattern: dict[str, Any] = {"eventName": lambda_.FilterRule.is_equal("REMOVE")}
     if event_filter is CleanupEventFilter.TTL_DELETES_ONLY:
@@ -63,13 +67,24 @@ def filter_pattern(event_filter: CleanupEventFilter) -> dict[str, Any]:
             "type": lambda_.FilterRule.is_equal("Service"),
             "principalId": lambda_.FilterRule.is_equal(TTL_PRINCIPAL_ID),
         }
+    if owner_region is not None:
+        attribute, region = owner_region
+        pattern["dynamodb"] = {"OldImage": {attribute: {"S": lambda_.FilterRule.is_equal(region)}}}
     return pattern
 
 
-def filter_criteria(event_filter: CleanupEventFilter) -> list[Mapping[str, Any]]:
+def filter_criteria(
+    event_filter: CleanupEventFilter,
+    *,
+    owner_region: tuple[str, str] | None = None,
+    under_data: bool = False,
+) -> list[Mapping[str, Any]]:
     """The ``filters`` of the event source mapping for ``event_filter``.
 
     Built with ``FilterCriteria.filter``: a bare dict of ``FilterRule`` values would
-    synthesize an empty pattern, which matches every record.
+    synthesize an empty pattern, which matches every record. ``under_data`` nests the pattern
+    under ``data``, where Lambda filters Kinesis records (Lambda Developer Guide, "Filtering
+    Kinesis events": a Kinesis Data Streams for DynamoDB record is JSON in ``data``).
     """
-    return [lambda_.FilterCriteria.filter(filter_pattern(event_filter))]
+    pattern = filter_pattern(event_filter, owner_region=owner_region)
+    return [lambda_.FilterCriteria.filter({"data": pattern} if under_data else pattern)]

@@ -16,6 +16,7 @@ from aws_cdk import Annotations, CfnOutput, Duration
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from . import alarms as alarm_defaults
 from . import validation
 
 #: Construct id of the output (its logical id is derived from the construct's path).
@@ -26,21 +27,28 @@ WARNING_CLEANUP_PAUSED = "cdk-session-expiry:cleanupPaused"
 
 
 def warn_when_paused(
-    scope: Construct, *, cleanup_enabled: bool, max_record_age: Duration, paused_after: Duration
+    scope: Construct,
+    *,
+    cleanup_enabled: bool,
+    max_record_age: Duration,
+    paused_after: Duration,
+    retention: Duration = validation.STREAM_RETENTION,
 ) -> None:
     """A synth warning when ``cleanup_enabled`` is ``False``: the mapping is deployed disabled,
-    records age out of the stream 24 hours after the pause, those older than ``max_record_age``
+    records age out of the change source ``retention`` after the pause (default a DynamoDB
+    stream's 24 hours), those older than ``max_record_age``
     at resume go to the on-failure destination, and the paused-cleanup alarm fires after
     ``paused_after``."""
     if cleanup_enabled:
         return
+    kept = alarm_defaults.retention_text(retention)
     Annotations.of(scope).add_warning_v2(
         WARNING_CLEANUP_PAUSED,
         "cleanup_enabled=False: the event source mapping is deployed disabled and nothing is "
-        "cleaned. The stream keeps records 24 hours: records written from the pause on age out "
-        "of the stream 24 hours after it and are then never cleaned; resumed after "
+        f"cleaned. The stream keeps records {kept}: records written from the pause on age out "
+        f"of the stream {kept} after it and are then never cleaned; resumed after "
         f"max_record_age ({validation.shown(max_record_age)}), the older ones go to the "
-        "on-failure destination instead (replay them within the 24 hours). The paused-cleanup "
+        f"on-failure destination instead (replay them within the {kept}). The paused-cleanup "
         f"alarm fires after {validation.shown(paused_after)}. Resume with cleanup_enabled=True "
         "(docs/operating.md#kill-switch).",
     )

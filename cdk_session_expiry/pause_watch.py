@@ -93,6 +93,7 @@ class PauseWatch(Construct):
         log_retention: logs.RetentionDays,
         metrics_namespace: str,
         alarm_actions: Sequence[cloudwatch.IAlarmAction],
+        retention: Duration = alarm_defaults.STREAM_RETENTION,
     ) -> None:
         super().__init__(scope, id)
         self.mapping = mapping
@@ -142,6 +143,7 @@ class PauseWatch(Construct):
             metric=self.metric_cleanup_paused_seconds(),
             threshold=paused_after,
             actions=alarm_actions,
+            retention=retention,
         )
         #: Any error of the watch (it could not read the mapping).
         self.errors_alarm = alarm_defaults.errors_alarm(

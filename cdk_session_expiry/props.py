@@ -26,6 +26,7 @@ from aws_cdk import aws_sqs as sqs
 from . import agent_memory, agentcore
 from . import alarms as alarm_defaults
 from .archive_delivery import ArchiveDelivery
+from .change_source import ChangeSource
 from .circuit_breaker import CircuitBreakerAlarm
 from .custom_steps import CustomCleanupStep
 from .filters import CleanupEventFilter
@@ -116,6 +117,8 @@ class SessionExpiryProps:
     archive_delivery: ArchiveDelivery
     agent_memory: agent_memory.AgentMemoryTarget | None
     agent_memory_record_namespaces: Sequence[str] | None
+    global_table: bool | None
+    change_source: ChangeSource | None
 
     @classmethod
     def of(cls, given: Mapping[str, object]) -> SessionExpiryProps:

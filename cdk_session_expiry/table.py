@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
@@ -94,8 +95,11 @@ def create_table(
     encryption_key: kms.IKey | None,
     removal_policy: RemovalPolicy | None,
     deletion_protection: bool | None,
+    kinesis_stream: kinesis.IStream | None = None,
 ) -> dynamodb.Table:
-    """The new session table, ``<scope>/Table`` (see the module docstring)."""
+    """The new session table, ``<scope>/Table`` (see the module docstring); with
+    ``kinesis_stream``, its Kinesis streaming destination (the Kinesis change source), with
+    ``ApproximateCreationDateTime`` in milliseconds."""
     sort_key = (
         None
         if attributes.sort_key_name is None
@@ -122,4 +126,10 @@ def create_table(
         encryption_key=encryption_key,
         removal_policy=RemovalPolicy.RETAIN if removal_policy is None else removal_policy,
         deletion_protection=bool(deletion_protection),
+        kinesis_stream=kinesis_stream,
+        kinesis_precision_timestamp=(
+            None
+            if kinesis_stream is None
+            else dynamodb.ApproximateCreationDateTimePrecision.MILLISECOND
+        ),
     )

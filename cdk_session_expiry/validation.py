@@ -173,6 +173,11 @@ PROP_TYPES: Mapping[str, tuple[str, Callable[[object], bool]]] = {
             and all(isinstance(t, str) for t in v)
         ),
     ),
+    "global_table": _BOOL,
+    "change_source": (
+        "a ChangeSource, e.g. ChangeSource.kinesis()",
+        _has("is_kinesis", "record_age_limit"),
+    ),
 }
 
 
@@ -508,10 +513,12 @@ def check_event_source_props(
     parallelization_factor: int,
     retry_attempts: int,
     max_record_age: Duration,
+    record_age_limit: Duration = STREAM_RETENTION,
 ) -> None:
-    """Limits of an event source mapping on a DynamoDB stream (Lambda API reference,
+    """Limits of an event source mapping on a DynamoDB or Kinesis stream (Lambda API reference,
     CreateEventSourceMapping), with two made stricter: ``retry_attempts`` may not be -1
-    (infinite) and ``max_record_age`` may not exceed the stream's 24 hour retention.
+    (infinite) and ``max_record_age`` may not exceed ``record_age_limit`` (default a DynamoDB
+    stream's 24 hour retention; the Kinesis source's retention, at most 7 days).
 
     Raises:
         ValueError: a value outside its limits.
@@ -527,7 +534,7 @@ def check_event_source_props(
     check_int_range("parallelization_factor", parallelization_factor, minimum=1, maximum=10)
     check_int_range("retry_attempts", retry_attempts, minimum=0, maximum=10_000)
     check_duration_range(
-        "max_record_age", max_record_age, minimum=Duration.seconds(60), maximum=STREAM_RETENTION
+        "max_record_age", max_record_age, minimum=Duration.seconds(60), maximum=record_age_limit
     )
 
 

@@ -48,6 +48,10 @@
     tenant's resources (refused by the cleanup: 0 foreign resources touched); a reuse-after-
     expiry storm re-creates ids with the same connection and runtime session ids, before and
     after the old incarnation's cleanup: old incarnations cleaned, new ones untouched.
+14. Two Regions (:mod:`sandbox.two_regions`): a global table's replicas in two Regions, each
+    Region's deployed cleanup code in global-table mode cleans exactly its own sessions.
+15. Kinesis source (:mod:`sandbox.kinesis_phase`, last): the deployed cleanup code fed by a
+    Kinesis change stream with duplicated, reordered REMOVEs 30 hours old: each cleaned once.
 """
 
 from __future__ import annotations
@@ -205,7 +209,9 @@ def run(args: argparse.Namespace) -> int:
         beyond_ttl,
         connected_grants,
         forgery,
+        kinesis_phase,
         ownership,
+        two_regions,
     )
 
     say = Progress(args.quiet)
@@ -679,6 +685,26 @@ def run(args: argparse.Namespace) -> int:
             emulator=emulator, pipeline=pipeline, say=say
         )
         mismatches += grants_mismatches
+        # --- 11. two Regions of a global table, each cleaning its own sessions (issue 23) ---
+        regions_summary, regions_mismatches = two_regions.run(
+            emulator=emulator,
+            pipeline=pipeline,
+            bucket=bucket,
+            grantee=grantee,
+            app_env=app_env,
+            say=say,
+        )
+        mismatches += regions_mismatches
+        # --- 12. the Kinesis change source, 30 hours late (issue 23); last: see the module ---
+        kinesis_summary, kinesis_mismatches = kinesis_phase.run(
+            emulator=emulator,
+            pipeline=pipeline,
+            store=store,
+            bucket=bucket,
+            grantee=grantee,
+            say=say,
+        )
+        mismatches += kinesis_mismatches
         summary = {
             "sessions": {
                 "expired": expected_expired,
@@ -733,6 +759,8 @@ def run(args: argparse.Namespace) -> int:
             "forgery": forgery_summary,
             "ownership": ownership_summary,
             "connected_grants": grants_summary,
+            "two_regions": regions_summary,
+            "kinesis": kinesis_summary,
             "records_sent_to_on_failure_expected": 1,
             "emulator_internal_errors": len(emulator.internal_errors),
             "on_failure_queue_messages": queue_left,
@@ -902,7 +930,16 @@ def _replay_line(replay: dict[str, Any]) -> str:
 
 
 def print_report(s: dict[str, Any]) -> None:
-    from . import agent_data, archive_query, backstops, connected_grants, forgery, ownership
+    from . import (
+        agent_data,
+        archive_query,
+        backstops,
+        connected_grants,
+        forgery,
+        kinesis_phase,
+        ownership,
+        two_regions,
+    )
 
     st, ss, sw = s["stream"], s["sessions"], s["sweeper"]
     ar, ev = s["archive"], s["events"]
@@ -970,6 +1007,8 @@ def print_report(s: dict[str, Any]) -> None:
         forgery.report_line(s["forgery"]),
         ownership.report_line(s["ownership"]),
         connected_grants.report_line(s["connected_grants"]),
+        two_regions.report_line(s["two_regions"]),
+        kinesis_phase.report_line(s["kinesis"]),
         f"emulator errors   {s['emulator_internal_errors']} HTTP 500s from moto (retried by the "
         "SDK; moto is not thread-safe everywhere)",
         *reconnects.report_lines(s.get("reconnects") or {}),

@@ -160,6 +160,19 @@ CAUSE_NO_SEQUENCE_NUMBER = "NoSequenceNumber"
 #: The same ``SequenceNumber`` appeared earlier in the same batch; it was cleaned once.
 CAUSE_DUPLICATE = "DuplicateInBatch"
 
+# --- global tables: the owner Region (issue 23; same values on both sides) ---------------------
+#: Set (by the construct) only for a global table: ``SessionStore.create`` then stamps the
+#: session's owner Region (the Region whose replica it was created in) under this attribute,
+#: the expiry sweeper's shard values carry it (``"<region>#<n>"``), and the cleanup acts only on
+#: REMOVE records whose old image names its own Region (:mod:`.regions`).
+ENV_OWNER_REGION_ATTRIBUTE = "SESSION_EXPIRY_OWNER_REGION_ATTRIBUTE"
+DEFAULT_OWNER_REGION_ATTRIBUTE = "ownerRegion"
+#: The Region this cleanup, sweeper or store runs in; default ``AWS_REGION`` (set by Lambda).
+ENV_REGION = "SESSION_EXPIRY_REGION"
+#: Skip cause: the old image names another owner Region (or none) on a global table; that
+#: Region's cleanup cleans the session.
+CAUSE_OTHER_REGION = "OtherRegion"
+
 # --- grant sweep (issue 12) -----------------------------------------------------------------
 #: A grant created less than this many seconds ago is never retired by the grant sweep (the
 #: session store creates a grant before it stores it on the session).
@@ -454,6 +467,10 @@ class RuntimeConfig:
     sweep_index_name: str = DEFAULT_SWEEP_INDEX_NAME
     #: Seconds between sweeper passes within one run; ``None``: one pass per run.
     sweep_interval_seconds: int | None = None
+    #: Global tables (:mod:`.regions`): the owner Region attribute; ``None``: a one-Region table.
+    owner_region_attribute: str | None = None
+    #: The Region this process runs in (``SESSION_EXPIRY_REGION``, else ``AWS_REGION``).
+    region: str | None = None
     dry_run: bool = False
     connection_ids_attribute: str = DEFAULT_CONNECTION_IDS_ATTRIBUTE
     not_after_attribute: str = DEFAULT_NOT_AFTER_ATTRIBUTE
@@ -527,6 +544,8 @@ class RuntimeConfig:
             sweep_shards=positive_int(ENV_SWEEP_SHARDS, DEFAULT_SWEEP_SHARDS),
             sweep_index_name=e.get(ENV_SWEEP_INDEX_NAME) or DEFAULT_SWEEP_INDEX_NAME,
             sweep_interval_seconds=positive_int(ENV_SWEEP_INTERVAL_SECONDS, 0) or None,
+            owner_region_attribute=e.get(ENV_OWNER_REGION_ATTRIBUTE) or None,
+            region=e.get(ENV_REGION) or e.get("AWS_REGION") or None,
             dry_run=_truthy(e.get(ENV_DRY_RUN)),
             connection_ids_attribute=e.get(ENV_CONNECTION_IDS_ATTRIBUTE)
             or DEFAULT_CONNECTION_IDS_ATTRIBUTE,

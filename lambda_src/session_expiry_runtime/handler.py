@@ -1,6 +1,7 @@
 """Lambda entry point of the cleanup function: ``session_expiry_runtime.handler.handler``.
 
-The event source mapping delivers batches of DynamoDB stream records; the handler returns a
+The event source mapping delivers batches of DynamoDB stream records (or, with the Kinesis change
+source, Kinesis records carrying them, reshaped by :mod:`.kinesis_records`); the handler returns a
 partial batch response (the mapping must have ``ReportBatchItemFailures``). Configuration is
 read and checked once per execution environment, and the boto3 clients and the step objects are
 shared by every invocation and worker thread; nothing else outlives an invocation (the step
@@ -17,6 +18,7 @@ from typing import Any
 from .cleaner import SessionCleaner, build_clients, process_batch
 from .config import RuntimeConfig, validate_cleanup_config
 from .gc_settings import tune_for_cleanup
+from .kinesis_records import to_stream_event
 from .metrics import MetricsRecorder
 
 _cleaner: SessionCleaner | None = None
@@ -49,5 +51,7 @@ def get_cleaner() -> SessionCleaner:
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Clean up after every removed session in ``event``; return the partial batch response."""
-    return process_batch(event, context, get_cleaner())
+    """Clean up after every removed session in ``event`` (a DynamoDB stream batch, or a Kinesis
+    batch of the Kinesis change source: :mod:`.kinesis_records`); return the partial batch
+    response."""
+    return process_batch(to_stream_event(event), context, get_cleaner())

@@ -43,13 +43,14 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
 from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .pause_watch import deadlines
+from .pause_watch import STREAM_RETENTION, deadlines
 
 EXIT_DONE = 0
 EXIT_STILL_CHANGING = 1
@@ -88,9 +89,26 @@ def find_mapping(lambda_client: Any, function_name: str) -> str:
     return uuids[0]
 
 
-def summary(mapping: dict[str, Any]) -> dict[str, Any]:
+def source_retention(session: Any, mapping: Mapping[str, Any]) -> timedelta:
+    """How long the mapping's change source keeps a record: the Kinesis stream's
+    ``RetentionPeriodHours`` (``DescribeStreamSummary``) for a Kinesis change source, a
+    DynamoDB stream's 24 hours otherwise.
+
+    Raises:
+        botocore.exceptions.ClientError: ``DescribeStreamSummary`` failed.
+    """
+    arn = str(mapping.get("EventSourceArn") or "")
+    if ":kinesis:" not in arn:
+        return STREAM_RETENTION
+    region = arn.split(":")[3] or None
+    described = session.client("kinesis", region_name=region).describe_stream_summary(StreamARN=arn)
+    return timedelta(hours=int(described["StreamDescriptionSummary"]["RetentionPeriodHours"]))
+
+
+def summary(mapping: dict[str, Any], retention: timedelta = STREAM_RETENTION) -> dict[str, Any]:
     """The fields an operator needs from a ``GetEventSourceMapping`` answer (JSON-ready), with
-    the pause's :func:`~session_expiry_runtime.pause_watch.deadlines` (``None`` while enabled)."""
+    the pause's :func:`~session_expiry_runtime.pause_watch.deadlines` (``None`` while enabled)
+    for a change source keeping records ``retention``."""
     return {
         "uuid": mapping.get("UUID"),
         "state": mapping.get("State"),
@@ -98,7 +116,8 @@ def summary(mapping: dict[str, Any]) -> dict[str, Any]:
         "stream": mapping.get("EventSourceArn"),
         "lastModified": str(mapping.get("LastModified")),
         "stateTransitionReason": mapping.get("StateTransitionReason"),
-        **deadlines(mapping),
+        **deadlines(mapping, retention),
+        "retentionHours": retention.total_seconds() / 3600,
     }
 
 
@@ -109,7 +128,8 @@ def deadline_note(state: dict[str, Any]) -> str | None:
         return None
     note = (
         f"paused since {since}: records written since then start to leave the stream at "
-        f"{state['streamRetentionDeadline']} (24-hour retention; records the cleanup had not "
+        f"{state['streamRetentionDeadline']} ({state.get('retentionHours', 24):g}-hour "
+        "retention; records the cleanup had not "
         "reached at the pause leave it earlier)"
     )
     if state.get("maxRecordAgeDeadline"):
@@ -130,10 +150,13 @@ def switch(
     wait_seconds: float = DEFAULT_WAIT_SECONDS,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    retention_of: Callable[[Mapping[str, Any]], timedelta] | None = None,
 ) -> tuple[bool, dict[str, Any]]:
     """Disable (``"disable"``), enable (``"enable"``) or read (``"status"``) the mapping.
 
     Only ``Enabled`` is changed; the mapping, its UUID and its stream position stay.
+    ``retention_of`` tells the change source's retention (:func:`source_retention`); default
+    a DynamoDB stream's 24 hours.
 
     Returns:
         ``(settled, summary)``: whether the mapping reached the requested state within
@@ -147,10 +170,11 @@ def switch(
     deadline = clock() + wait_seconds
     while True:
         mapping = lambda_client.get_event_source_mapping(UUID=uuid)
+        retention = STREAM_RETENTION if retention_of is None else retention_of(mapping)
         if action == "status" or mapping.get("State") == _SETTLED[action]:
-            return True, summary(mapping)
+            return True, summary(mapping, retention)
         if clock() >= deadline:
-            return False, summary(mapping)
+            return False, summary(mapping, retention)
         sleep(POLL_SECONDS)
 
 
@@ -176,7 +200,9 @@ def _parser() -> argparse.ArgumentParser:
             f"  {FIND_UUID}\n"
             "or pass --function with the cleanup function's name instead.\n\n"
             "while paused, the JSON line gives streamRetentionDeadline (records start to\n"
-            "leave the stream: LastModified + 24 h) and maxRecordAgeDeadline (resumed later,\n"
+            "leave the stream: LastModified + its retention, 24 h for a DynamoDB stream,\n"
+            "the Kinesis stream's with the Kinesis change source) and maxRecordAgeDeadline\n"
+            "(resumed later,\n"
             "records go to the on-failure destination: LastModified + max_record_age).\n\n"
             "exit status: 0 the mapping is in the requested state; 1 still changing after\n"
             "--wait; 2 could not run. Before the next deploy, set the construct's\n"
@@ -205,10 +231,17 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Iterable[str] | None = None, session: boto3.session.Session | None = None) -> int:
     """The CLI; returns the exit status."""
     args = _parser().parse_args(list(argv) if argv is not None else None)
-    client = (session or boto3.session.Session()).client("lambda")
+    boto_session = session or boto3.session.Session()
+    client = boto_session.client("lambda")
     try:
         uuid = args.uuid or find_mapping(client, args.function)
-        settled, state = switch(client, uuid, args.action, wait_seconds=args.wait)
+        settled, state = switch(
+            client,
+            uuid,
+            args.action,
+            wait_seconds=args.wait,
+            retention_of=lambda mapping: source_retention(boto_session, mapping),
+        )
     except (ClientError, BotoCoreError, KillSwitchError) as exc:
         sys.stderr.write(f"kill_switch: {type(exc).__name__}: {exc}\n")
         return EXIT_COULD_NOT_RUN

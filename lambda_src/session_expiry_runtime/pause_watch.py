@@ -79,11 +79,16 @@ def paused_seconds(mapping: Mapping[str, Any], now: datetime) -> int:
     return max(0, int((now - since).total_seconds()))
 
 
-def deadlines(mapping: Mapping[str, Any]) -> dict[str, Any]:
+def deadlines(
+    mapping: Mapping[str, Any], retention: timedelta = STREAM_RETENTION
+) -> dict[str, Any]:
     """The times that bound a pause, as ISO 8601 UTC strings (``None`` while not paused).
 
+    ``retention`` is how long the change source keeps a record: a DynamoDB stream's 24 hours
+    by default, the Kinesis stream's retention with the Kinesis change source.
+
     * ``pausedSince``: the mapping's ``LastModified``;
-    * ``streamRetentionDeadline``: ``pausedSince`` + 24 hours. Records written since the pause
+    * ``streamRetentionDeadline``: ``pausedSince`` + ``retention``. Records written since the pause
       start to leave the stream then; records the cleanup had not reached when it was paused
       (its iterator age at that moment) leave it earlier;
     * ``maxRecordAgeDeadline``: ``pausedSince`` + the mapping's ``MaximumRecordAgeInSeconds``:
@@ -93,14 +98,14 @@ def deadlines(mapping: Mapping[str, Any]) -> dict[str, Any]:
     """
     since = paused_since(mapping)
     age = mapping.get("MaximumRecordAgeInSeconds")
-    retention = max_age = None
+    retention_deadline = max_age = None
     if since is not None:
-        retention = (since + STREAM_RETENTION).isoformat()
+        retention_deadline = (since + retention).isoformat()
         if isinstance(age, int) and age >= 0:
             max_age = (since + timedelta(seconds=age)).isoformat()
     return {
         "pausedSince": None if since is None else since.isoformat(),
-        "streamRetentionDeadline": retention,
+        "streamRetentionDeadline": retention_deadline,
         "maxRecordAgeDeadline": max_age,
         "maximumRecordAgeSeconds": age,
     }

@@ -80,6 +80,11 @@ permissions)::
     python -m session_expiry_runtime.replay ... --env-from-function CLEANUP_FUNCTION_NAME
     python -m session_expiry_runtime.replay ... --stream-arn STREAM_ARN
     python -m session_expiry_runtime.replay ... --steps-path DIR
+    python -m session_expiry_runtime.replay --kinesis-stream-arn ARN --from T1 --to T2 [--dry-run]
+
+``--kinesis-stream-arn`` (the Kinesis change source): clean again every session removed between
+``--from`` and ``--to`` (ISO 8601 with a zone), read back from the change stream with
+``AT_TIMESTAMP`` (:mod:`.kinesis_replay`); one JSON line per shard that holds such a removal.
 
 ``--stream-arn`` must name the settings' table when the settings name one
 (:mod:`.replay_trust`): another deployment's stream is refused before anything is read (exit
@@ -812,6 +817,14 @@ def _parser() -> argparse.ArgumentParser:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--queue-url", help="SQS on-failure queue (metadata; 24 h stream limit)")
     source.add_argument("--bucket", help="S3 on-failure destination bucket (with --key)")
+    source.add_argument(
+        "--kinesis-stream-arn",
+        metavar="ARN",
+        help="the Kinesis change stream (change_source=ChangeSource.kinesis()): clean again "
+        "every session removed between --from and --to",
+    )
+    parser.add_argument("--from", dest="start", metavar="TIME", help="ISO 8601, with a zone")
+    parser.add_argument("--to", dest="end", metavar="TIME", help="ISO 8601, with a zone")
     parser.add_argument("--key", help="object key in --bucket")
     parser.add_argument(
         "--delete", action="store_true", help="delete the S3 object once it is replayed"
@@ -857,6 +870,8 @@ def main(argv: Iterable[str] | None = None, session: boto3.session.Session | Non
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.bucket and not args.key:
         parser.error("--bucket needs --key")
+    if args.kinesis_stream_arn and not (args.start and args.end):
+        parser.error("--kinesis-stream-arn needs --from and --to")
     try:
         return _replay(args, session or boto3.session.Session())
     except QueueReadError as exc:
@@ -928,6 +943,8 @@ def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
     )
     config = validate_cleanup_config(RuntimeConfig.from_env(env))
     require_cleanup_target(config)
+    if args.kinesis_stream_arn:
+        return _replay_kinesis(args, config, session)
     trusted = _trusted_streams(args, config, session)
     cleaner = _cleaner(args, config, session)
     streams = session.client("dynamodbstreams")
@@ -957,6 +974,33 @@ def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
         )
         _emit(outcome)
         outcomes = [outcome]
+    ok = {STATUS_DRY_RUN} if dry_run else {STATUS_REPLAYED}
+    return EXIT_ALL_REPLAYED if all(o.status in ok for o in outcomes) else EXIT_SOME_KEPT
+
+
+def _replay_kinesis(
+    args: argparse.Namespace, config: RuntimeConfig, session: boto3.session.Session
+) -> int:
+    """``--kinesis-stream-arn`` with ``--from``/``--to`` (:mod:`.kinesis_replay`)."""
+    from . import kinesis_replay  # imports this module: loaded only when asked for
+
+    start, end = kinesis_replay.parse_time(args.start), kinesis_replay.parse_time(args.end)
+    kinesis_replay.check_range(start, end)
+    if args.env_from_function:
+        kinesis_replay.check_trusted(
+            session.client("lambda"), args.env_from_function, args.kinesis_stream_arn
+        )
+    dry_run = bool(args.dry_run or config.dry_run)
+    outcomes = kinesis_replay.replay_time_range(
+        session.client("kinesis"),
+        args.kinesis_stream_arn,
+        start=start,
+        end=end,
+        cleaner=_cleaner(args, config, session),
+        dry_run=dry_run,
+    )
+    for outcome in outcomes:
+        _emit(outcome)
     ok = {STATUS_DRY_RUN} if dry_run else {STATUS_REPLAYED}
     return EXIT_ALL_REPLAYED if all(o.status in ok for o in outcomes) else EXIT_SOME_KEPT
 

@@ -83,6 +83,7 @@ from .config import (
     CAUSE_NO_OLD_IMAGE,
     CAUSE_NO_SEQUENCE_NUMBER,
     CAUSE_NOT_REMOVE,
+    CAUSE_OTHER_REGION,
     DIMENSION_REASON,
     ENV_OWNERSHIP_TABLE_NAME,
     METRIC_SESSIONS_ARCHIVED,
@@ -107,6 +108,7 @@ from .outcomes import (
     error_text,
 )
 from .ownership import ALARMED_REFUSALS, VERDICT_RELEASED, Verdict, owner_token
+from .regions import owned_here
 from .step_pool import StepPool
 from .steps import build_steps
 from .steps.base import (
@@ -409,6 +411,8 @@ class CleanupRunner:
             return self._result(record, OUTCOME_SKIPPED, cause=CAUSE_NOT_REMOVE)
         if record.old_image is None:
             return self._result(record, OUTCOME_SKIPPED, cause=CAUSE_NO_OLD_IMAGE)
+        if not owned_here(record.old_image, self.config):  # global table: another Region's
+            return self._result(record, OUTCOME_SKIPPED, cause=CAUSE_OTHER_REGION)
         try:
             image = decode_image(record.old_image, "OldImage")
             keys = decode_image(record.keys, "Keys") if record.keys is not None else {}

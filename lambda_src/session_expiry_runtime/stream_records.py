@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 #: ``userIdentity`` of a record written by DynamoDB's time to live process.
@@ -109,3 +110,48 @@ def to_lambda_record(
 def sequence_number(record: Mapping[str, Any]) -> str:
     """A Lambda record's ``dynamodb.SequenceNumber`` (the partial batch response identifier)."""
     return str(record["dynamodb"]["SequenceNumber"])
+
+
+def to_kinesis_change(
+    api_record: Mapping[str, Any],
+    *,
+    table_name: str,
+    region: str,
+    user_identity: Mapping[str, str] | None = None,
+    created_at_ms: int | None = None,
+) -> dict[str, Any]:
+    """The change document Kinesis Data Streams for DynamoDB writes for ``api_record`` (what an
+    emulator without the streaming destination forwards into the Kinesis stream).
+
+    Same images as the DynamoDB stream record, ``ApproximateCreationDateTime`` in milliseconds
+    (the precision the construct sets), no ``SequenceNumber`` (Kinesis numbers the record),
+    ``recordFormat`` ``application/json`` and the ``tableName`` (DynamoDB Developer Guide,
+    "Using Kinesis Data Streams to capture changes to DynamoDB").
+
+    Args:
+        created_at_ms: ``ApproximateCreationDateTime`` to write, in epoch milliseconds.
+            Default: the record's own.
+
+    Raises:
+        KeyError, TypeError: as :func:`to_lambda_record`.
+    """
+    shaped = to_lambda_record(api_record, stream_arn="", region=region, user_identity=user_identity)
+    body = dict(shaped["dynamodb"])
+    body.pop("SequenceNumber", None)
+    body.pop("StreamViewType", None)
+    seconds = body.get("ApproximateCreationDateTime")
+    body["ApproximateCreationDateTime"] = (
+        created_at_ms if created_at_ms is not None else int(Decimal(str(seconds)) * 1000)
+    )
+    change: dict[str, Any] = {
+        "awsRegion": shaped["awsRegion"],
+        "eventID": shaped["eventID"],
+        "eventName": shaped["eventName"],
+        "eventSource": "aws:dynamodb",
+        "recordFormat": "application/json",
+        "tableName": table_name,
+        "dynamodb": body,
+    }
+    if "userIdentity" in shaped:
+        change["userIdentity"] = shaped["userIdentity"]
+    return change

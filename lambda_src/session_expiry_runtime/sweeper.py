@@ -83,6 +83,7 @@ from .config import (
     RuntimeConfig,
 )
 from .metrics import MetricsRecorder
+from .regions import is_global, require_region, sweep_shard_value
 from .ttl import now_seconds, ttl_from_attribute
 
 LOGGER = logging.getLogger("session_expiry_runtime.sweeper")
@@ -199,6 +200,8 @@ class ExpirySweeper:
                 f"shard attribute {config.sweep_shard_attribute!r}: the sweeper needs "
                 f"${ENV_SWEEP_SHARD_ATTRIBUTE} (set by the construct's expiry_sweep_interval)"
             )
+        if is_global(config):
+            require_region(config)
         self.config = config
         self.table_name: str = config.table_name
         self.shard_attribute: str = config.sweep_shard_attribute
@@ -207,6 +210,11 @@ class ExpirySweeper:
         self._clock = clock or (lambda: datetime.now(timezone.utc))
         self.logger = logger
         self._key_names = [config.partition_key] + ([config.sort_key] if config.sort_key else [])
+
+    def _shard(self, index: int) -> str:
+        # A global table's shards carry the owner Region: each Region sweeps its own sessions.
+        region = self.config.region if is_global(self.config) else None
+        return sweep_shard_value(index, region)
 
     # --- the two calls ----------------------------------------------------------------------
     def due_pages(
@@ -290,7 +298,7 @@ class ExpirySweeper:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sweep") as pool:
             for index in range(self.config.sweep_shards):
                 try:
-                    for items in self.due_pages(str(index), now, out_of_time):
+                    for items in self.due_pages(self._shard(index), now, out_of_time):
                         report.pages += 1
                         if self.config.dry_run:
                             report.would_sweep += len(items)

@@ -77,8 +77,9 @@ def test_the_alarms_of_the_full_option_stack_are_all_checked(
     everything = [k for k in construct_alarms if k.startswith("everything/")]
     # iterator age, errors, throttles, failure queue, skipped records, TTL health, sweeper
     # errors, orphan grants, grant sweep incomplete and errors, cleanup paused, pause watch
-    # errors, circuit breaker errors, archive delivery (Firehose freshness).
-    assert len(everything) == 14
+    # errors, circuit breaker errors, archive delivery (Firehose freshness), the Kinesis change
+    # stream's iterator age.
+    assert len(everything) == 15
 
 
 @pytest.mark.parametrize("anchor", sorted(ANCHORS))

@@ -442,7 +442,7 @@ def test_the_typed_props_are_found() -> None:
     assert "batch_size" in INT_PROPS and "cleanup_reserved_concurrency" in INT_PROPS
     assert "cleanup_enabled" in BOOL_PROPS and "max_record_age" in DURATION_PROPS
     assert "archive_query" in BOOL_PROPS  # issue 24
-    assert (len(INT_PROPS), len(BOOL_PROPS), len(DURATION_PROPS)) == (7, 11, 13)
+    assert (len(INT_PROPS), len(BOOL_PROPS), len(DURATION_PROPS)) == (7, 12, 13)
 
 
 @pytest.mark.parametrize("prop", INT_PROPS)

@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 from ..config import ENV_TABLE_NAME, RuntimeConfig
 from ..ownership import owner_token
 from ..prefixes import validate_scratch_root
+from ..regions import is_global, sweep_shard_value
 from ..sweeper import shard_of
 from ..ttl import (
     DEFAULT_SESSION_TTL,
@@ -176,8 +177,27 @@ class StoreCore:
         return tenant_from_partition(self._config, tenant_id, partition)
 
     def _sweep_shard(self, key: Mapping[str, Mapping[str, str]]) -> str:
-        # The expiry sweeper's sparse index (see ..sweeper): same key, same shard, every write.
-        return shard_of([value["S"] for value in key.values()], self._config.sweep_shards)
+        # The expiry sweeper's sparse index (see ..sweeper): same key, same shard, every write;
+        # on a global table the shard carries the owner Region (..regions).
+        shard = shard_of([value["S"] for value in key.values()], self._config.sweep_shards)
+        return sweep_shard_value(int(shard), self._owner_region)
+
+    @property
+    def _owner_region(self) -> str | None:
+        """The Region this store stamps as a new session's owner on a global table (the
+        configured Region, else its DynamoDB client's); ``None`` on a one-Region table."""
+        if not is_global(self._config):
+            return None
+        if self._config.region:
+            return self._config.region
+        region = getattr(getattr(self._ddb, "meta", None), "region_name", None)
+        if not isinstance(region, str) or not region:
+            raise ValueError(
+                f"owner Region attribute {self._config.owner_region_attribute!r} is set (a "
+                "global table) but the Region is unknown: expected SESSION_EXPIRY_REGION, "
+                "AWS_REGION or a DynamoDB client with a Region"
+            )
+        return region
 
     def _to_session(self, item: Mapping[str, Any]) -> Session:
         return item_to_session(self._config, self._reserved, item)

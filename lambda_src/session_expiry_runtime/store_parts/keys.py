@@ -54,6 +54,7 @@ def reserved_attributes(config: RuntimeConfig) -> frozenset[str]:
         # takes it from the stream record's keys); otherwise it is an attribute of its own.
         "tenant attribute": None if tenant_is_partition(c) else c.tenant_attribute,
         "sweep shard attribute": c.sweep_shard_attribute,
+        "owner Region attribute": c.owner_region_attribute,
         "agent runtime session attribute": c.agent_runtime_session_attribute,
         "code interpreter session attribute": c.code_interpreter_session_attribute,
         "browser session attribute": c.browser_session_attribute,
@@ -170,6 +171,7 @@ def item_to_session(
         code_interpreter_session_id=text(c.code_interpreter_session_attribute),
         browser_session_id=text(c.browser_session_attribute),
         incarnation=text(c.incarnation_attribute),
+        owner_region=text(c.owner_region_attribute) if c.owner_region_attribute else None,
         agent_runtime_session_ids=every(
             c.agent_runtime_session_attribute, c.agent_runtime_session_ids_attribute
         ),

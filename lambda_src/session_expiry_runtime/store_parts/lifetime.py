@@ -153,6 +153,8 @@ class LifetimePart(StoreCore):
         item[c.incarnation_attribute] = {"S": incarnation}
         if c.sweep_shard_attribute:
             item[c.sweep_shard_attribute] = {"S": self._sweep_shard(key)}
+        if c.owner_region_attribute:
+            item[c.owner_region_attribute] = {"S": self._owner_region}
         if tenant_id is not None and not self._tenant_is_partition:
             item[c.tenant_attribute] = {"S": tenant_id}
         return item
@@ -364,11 +366,7 @@ class LifetimePart(StoreCore):
         update = "SET #t = :expiry, #na = if_not_exists(#na, :na)"
         names: dict[str, str] = {}
         values: dict[str, Any] = {":expiry": {"N": str(expiry)}, ":na": {"N": str(not_after)}}
-        if self._config.sweep_shard_attribute:
-            # Sessions created before the sweeper was turned on join its index here.
-            update += ", #shard = :shard"
-            names["#shard"] = self._config.sweep_shard_attribute
-            values[":shard"] = {"S": self._sweep_shard(key)}
+        update += self._index_update(key, names, values)
         new, old = self._try_update(
             key, now, update, names, values, "(attribute_not_exists(#na) OR #na >= :expiry)"
         )
@@ -385,6 +383,24 @@ class LifetimePart(StoreCore):
                 partition=partition,
             )
         return self._to_session(new)
+
+    def _index_update(self, key: Key, names: dict[str, str], values: dict[str, Any]) -> str:
+        """The heartbeat's SET clauses for the sweep shard and the owner Region (``""`` if
+        neither is configured). Sessions created before the sweeper was turned on join its
+        index here. On a global table both are set only where absent (``if_not_exists``): a
+        heartbeat from another Region after a failover never changes the session's owner, nor
+        moves it into that Region's sweep shards."""
+        c, clauses = self._config, ""
+        if c.owner_region_attribute:
+            clauses += ", #or = if_not_exists(#or, :or)"
+            names["#or"] = c.owner_region_attribute
+            values[":or"] = {"S": self._owner_region}
+        if c.sweep_shard_attribute:
+            shard = "if_not_exists(#shard, :shard)" if c.owner_region_attribute else ":shard"
+            clauses += f", #shard = {shard}"
+            names["#shard"] = c.sweep_shard_attribute
+            values[":shard"] = {"S": self._sweep_shard(key)}
+        return clauses
 
     def end(self, session_id: str, *, partition: str | None = None) -> bool:
         """End a session: an unconditional DeleteItem.

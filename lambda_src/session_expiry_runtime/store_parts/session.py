@@ -43,6 +43,9 @@ class Session:
             written before the absolute lifetime existed (its first ``touch`` sets one).
         agent_runtime_session_id, code_interpreter_session_id, browser_session_id: the
             latest Amazon Bedrock AgentCore session of each kind attached, or ``None``.
+        owner_region: on a global table, the Region whose replica the session was created in
+            (the only Region that cleans it up, see ``session_expiry_runtime.regions``);
+            ``None`` on a one-Region table.
         incarnation: this incarnation of the session (32 hex characters, also the last segment
             of its scratch prefix; its ownership records name it), or ``None`` on an item
             written before ownership records existed (a *legacy* item).
@@ -71,6 +74,7 @@ class Session:
     agent_runtime_session_ids: frozenset[str] = frozenset()
     code_interpreter_session_ids: frozenset[str] = frozenset()
     browser_session_ids: frozenset[str] = frozenset()
+    owner_region: str | None = None
 
     @property
     def expires_at_datetime(self) -> datetime:

@@ -1,0 +1,198 @@
+"""Clean again every session removed between two times, read back from the Kinesis change stream.
+
+With the Kinesis change source, the change stream keeps every change for its retention (7 days
+by default). ``python -m session_expiry_runtime.replay --kinesis-stream-arn ARN --from T1
+--to T2`` reads it back and runs every ``REMOVE`` whose ``ApproximateCreationDateTime`` (when
+DynamoDB removed the item) is in ``[T1, T2]`` through the cleanup, one shard at a time:
+
+* each shard is read from ``AT_TIMESTAMP`` ``T1`` (a change arrives in the stream after it is
+  made, so nothing removed at ``T1`` or later arrived earlier) until a record arrives more than
+  :data:`ARRIVAL_SLACK` after ``T2`` or the shard has nothing newer (``MillisBehindLatest`` 0);
+  Kinesis streams accept ``AT_TIMESTAMP`` (Kinesis Data Streams API Reference,
+  GetShardIterator);
+* only ``REMOVE`` records of the configured table (``tableName``) in the range are run, through
+  :func:`.kinesis_records.to_stream_event` (so in-shard duplicates are skipped) and the same
+  :func:`.replay.replay_records` the on-failure replay uses: the ownership records make a
+  session already cleaned cost no repeated call, and every outcome is one JSON line
+  (``source`` ``kinesis:<shard id>``).
+
+Only the stream the cleanup reads is trusted: ``--kinesis-stream-arn`` must be the event source
+of the cleanup function's mapping when ``--env-from-function`` names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+
+from .cleaner import SessionCleaner
+from .kinesis_records import KINESIS_EVENT_SOURCE, to_stream_event
+from .replay import ReplayOutcome, replay_records
+
+#: Records arriving this long after ``--to`` are still read: a change made before ``--to`` may
+#: reach the stream later (the destination's delivery lag).
+ARRIVAL_SLACK = timedelta(minutes=15)
+#: Records per ``GetRecords`` call (the API's maximum is 10,000).
+PAGE_LIMIT = 1_000
+#: Empty pages in a row after which a shard that still reports records behind is given up on.
+MAX_EMPTY_PAGES = 50
+
+
+class KinesisReplayError(ValueError):
+    """The stream cannot be replayed: not trusted, or a time range that is not one."""
+
+
+def parse_time(text: str) -> datetime:
+    """An ISO 8601 time (``2026-01-01T12:00:00Z``) as an aware UTC datetime.
+
+    Raises:
+        KinesisReplayError: not ISO 8601, or no time zone.
+    """
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise KinesisReplayError(
+            f"{text!r}: expected an ISO 8601 time with a zone, e.g. 2026-01-01T12:00:00Z"
+        ) from None
+    if value.tzinfo is None:
+        raise KinesisReplayError(f"{text!r}: expected a time zone (Z or +00:00)")
+    return value.astimezone(timezone.utc)
+
+
+def check_range(start: datetime, end: datetime) -> None:
+    """Raises:
+    KinesisReplayError: ``end`` is before ``start``."""
+    if end < start:
+        raise KinesisReplayError(
+            f"--from {start.isoformat()} is after --to {end.isoformat()}: expected from <= to"
+        )
+
+
+def _shards(kinesis: Any, stream_arn: str) -> Iterator[str]:
+    token: str | None = None
+    while True:
+        page = (
+            kinesis.list_shards(NextToken=token)
+            if token
+            else kinesis.list_shards(StreamARN=stream_arn)
+        )
+        for shard in page.get("Shards") or []:
+            yield str(shard["ShardId"])
+        token = page.get("NextToken")
+        if not token:
+            return
+
+
+def _lambda_record(stream_arn: str, shard_id: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``GetRecords`` record as the Kinesis event source mapping delivers it."""
+    import base64
+
+    return {
+        "eventSource": KINESIS_EVENT_SOURCE,
+        "eventName": "aws:kinesis:record",
+        "eventID": f"{shard_id}:{record['SequenceNumber']}",
+        "eventSourceARN": stream_arn,
+        "kinesis": {
+            "kinesisSchemaVersion": "1.0",
+            "partitionKey": record.get("PartitionKey"),
+            "sequenceNumber": record["SequenceNumber"],
+            "data": base64.b64encode(bytes(record["Data"])).decode("ascii"),
+        },
+    }
+
+
+def read_shard(
+    kinesis: Any, stream_arn: str, shard_id: str, start: datetime, end: datetime
+) -> list[dict[str, Any]]:
+    """Every record of one shard that arrived from ``start`` until ``end`` +
+    :data:`ARRIVAL_SLACK`, as Lambda Kinesis records, in shard order."""
+    iterator = kinesis.get_shard_iterator(
+        StreamARN=stream_arn,
+        ShardId=shard_id,
+        ShardIteratorType="AT_TIMESTAMP",
+        Timestamp=start,
+    ).get("ShardIterator")
+    stop = end + ARRIVAL_SLACK
+    out: list[dict[str, Any]] = []
+    empty = 0
+    while iterator and empty < MAX_EMPTY_PAGES:
+        page = kinesis.get_records(ShardIterator=iterator, Limit=PAGE_LIMIT, StreamARN=stream_arn)
+        records = page.get("Records") or []
+        for record in records:
+            arrived = record.get("ApproximateArrivalTimestamp")
+            if isinstance(arrived, datetime) and arrived.astimezone(timezone.utc) > stop:
+                return out
+            out.append(_lambda_record(stream_arn, shard_id, record))
+        empty = 0 if records else empty + 1
+        if not records and page.get("MillisBehindLatest", 0) == 0:
+            return out
+        iterator = page.get("NextShardIterator")
+    return out
+
+
+def removes_in_range(
+    records: list[dict[str, Any]], *, table_name: str | None, start: datetime, end: datetime
+) -> list[dict[str, Any]]:
+    """The reshaped ``REMOVE`` records of ``table_name`` removed in ``[start, end]``."""
+    event = to_stream_event({"Records": records})
+    assert isinstance(event, Mapping)
+    low, high = Decimal(str(start.timestamp())), Decimal(str(end.timestamp()))
+    kept: list[dict[str, Any]] = []
+    for record in event["Records"]:
+        body = record.get("dynamodb") or {}
+        removed_at = body.get("ApproximateCreationDateTime")
+        if record.get("eventName") != "REMOVE" or not isinstance(removed_at, Decimal):
+            continue
+        if table_name is not None and record.get("tableName", table_name) != table_name:
+            continue
+        if low <= removed_at <= high:
+            kept.append(record)
+    return kept
+
+
+def replay_time_range(
+    kinesis: Any,
+    stream_arn: str,
+    *,
+    start: datetime,
+    end: datetime,
+    cleaner: SessionCleaner,
+    dry_run: bool = False,
+) -> list[ReplayOutcome]:
+    """Clean again every session removed in ``[start, end]`` (see the module docstring): one
+    outcome per shard that holds such a ``REMOVE``.
+
+    Raises:
+        KinesisReplayError: ``end`` is before ``start``.
+        botocore.exceptions.ClientError: a Kinesis call failed.
+    """
+    check_range(start, end)
+    outcomes: list[ReplayOutcome] = []
+    for shard_id in _shards(kinesis, stream_arn):
+        records = read_shard(kinesis, stream_arn, shard_id, start, end)
+        removes = removes_in_range(
+            records, table_name=cleaner.config.table_name, start=start, end=end
+        )
+        if removes:
+            outcomes.append(
+                replay_records(removes, cleaner, dry_run=dry_run, source=f"kinesis:{shard_id}")
+            )
+    return outcomes
+
+
+def check_trusted(lambda_client: Any, function_name: str, stream_arn: str) -> None:
+    """The cleanup function's event source mapping must read ``stream_arn``.
+
+    Raises:
+        KinesisReplayError: it reads another source (the message names both).
+    """
+    mappings = lambda_client.list_event_source_mappings(FunctionName=function_name)
+    sources = {m.get("EventSourceArn") for m in mappings.get("EventSourceMappings") or []}
+    if stream_arn not in sources:
+        raise KinesisReplayError(
+            f"--kinesis-stream-arn {stream_arn} is not what {function_name}'s event source "
+            f"mapping reads ({', '.join(sorted(map(str, sources))) or 'none'}): expected its "
+            "Kinesis change stream"
+        )

@@ -1,0 +1,140 @@
+"""Replay over a time range of the Kinesis change stream (issue 23): ``--from``/``--to``.
+
+A real moto Kinesis stream holds the table's changes (forwarded by the test: moto has no
+Kinesis streaming destination, see ``test_kinesis_source.py``); the CLI reads it back
+``AT_TIMESTAMP`` and cleans again exactly the sessions removed in the range.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from runtime_support import SESSION, Sandbox
+from session_expiry_runtime import kinesis_replay, replay
+from test_kinesis_source import STREAM, KinesisSource, change
+
+
+@pytest.fixture
+def sandbox(aws: None, monkeypatch: pytest.MonkeyPatch) -> Sandbox:
+    box = Sandbox()
+    for name, value in box.env().items():
+        monkeypatch.setenv(name, value)
+    return box
+
+
+def _removed(sandbox: Sandbox, source: KinesisSource, session_id: str, at: datetime) -> Any:
+    session = sandbox.create_session(session_id, expires_at=1)
+    sandbox.delete(session_id)
+    (remove,) = [r for r in sandbox.read_stream() if r["eventName"] == "REMOVE"]
+    source.put(change(remove, created_at_ms=int(at.timestamp() * 1000)))
+    return session
+
+
+def _iso(value: datetime) -> str:
+    return value.isoformat().replace("+00:00", "Z")
+
+
+def test_cleans_again_exactly_the_sessions_removed_in_the_range(
+    sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = KinesisSource()
+    now = datetime.now(timezone.utc)
+    before = _removed(sandbox, source, "s-before", now - timedelta(hours=2))
+    inside = [
+        _removed(sandbox, source, f"s-in-{i}", now - timedelta(minutes=m))
+        for i, m in enumerate((30, 1))
+    ]
+    argv = ["--kinesis-stream-arn", source.arn, "--from", _iso(now - timedelta(hours=1))]
+    argv += ["--to", _iso(now + timedelta(minutes=1))]
+
+    status = replay.main(argv, session=SESSION)
+
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert status == replay.EXIT_ALL_REPLAYED
+    assert sum(line["cleaned"] for line in lines) == 2
+    assert {line["status"] for line in lines} == {"replayed"}
+    assert all(line["source"].startswith("kinesis:shardId-") for line in lines)
+    assert all(sandbox.is_clean(s) for s in inside)
+    assert sandbox.is_intact(before)  # removed before --from: not replayed
+
+
+def test_dry_run_changes_nothing(sandbox: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
+    source = KinesisSource()
+    now = datetime.now(timezone.utc)
+    session = _removed(sandbox, source, "s-1", now)
+    argv = ["--kinesis-stream-arn", source.arn, "--dry-run"]
+    argv += ["--from", _iso(now - timedelta(minutes=5)), "--to", _iso(now + timedelta(minutes=1))]
+
+    status = replay.main(argv, session=SESSION)
+
+    (line,) = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert status == replay.EXIT_ALL_REPLAYED
+    assert (line["status"], line["cleaned"]) == ("dry-run", 1)
+    assert sandbox.is_intact(session)
+
+
+def test_fails_a_range_that_ends_before_it_starts(
+    sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = KinesisSource()
+    argv = ["--kinesis-stream-arn", source.arn, "--from", "2026-01-02T00:00:00Z"]
+    argv += ["--to", "2026-01-01T00:00:00Z"]
+    assert replay.main(argv, session=SESSION) == replay.EXIT_COULD_NOT_RUN
+    assert "expected from <= to" in capsys.readouterr().err
+
+
+def test_fails_a_time_without_a_zone() -> None:
+    with pytest.raises(kinesis_replay.KinesisReplayError, match="expected a time zone"):
+        kinesis_replay.parse_time("2026-01-01T00:00:00")
+
+
+def test_fails_kinesis_stream_arn_without_a_range(sandbox: Sandbox) -> None:
+    with pytest.raises(SystemExit):
+        replay.main(["--kinesis-stream-arn", f"arn:aws:kinesis:us-east-1:1:stream/{STREAM}"])
+
+
+def test_fails_a_stream_the_cleanup_function_does_not_read(aws: None) -> None:
+    """``--env-from-function``: the function's event source mapping must read the stream."""
+    import io
+    import zipfile
+
+    iam, lam = SESSION.client("iam"), SESSION.client("lambda")
+    role = iam.create_role(
+        RoleName="cleanup",
+        AssumeRolePolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Principal": {"Service": "lambda.amazonaws.com"},
+                        "Action": "sts:AssumeRole",
+                    }
+                ],
+            }
+        ),
+    )["Role"]["Arn"]
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as archive:
+        archive.writestr("handler.py", "def handler(event, context):\n    return None\n")
+    lam.create_function(
+        FunctionName="cleanup",
+        Runtime="python3.12",
+        Role=role,
+        Handler="handler.handler",
+        Code={"ZipFile": code.getvalue()},
+    )
+    read = KinesisSource()
+    other = SESSION.client("kinesis")
+    other.create_stream(StreamName="other", ShardCount=1)
+    other_arn = other.describe_stream(StreamName="other")["StreamDescription"]["StreamARN"]
+    lam.create_event_source_mapping(
+        FunctionName="cleanup", EventSourceArn=read.arn, StartingPosition="TRIM_HORIZON"
+    )
+
+    kinesis_replay.check_trusted(lam, "cleanup", read.arn)  # its own stream: accepted
+    with pytest.raises(kinesis_replay.KinesisReplayError, match="is not what cleanup's event"):
+        kinesis_replay.check_trusted(lam, "cleanup", other_arn)
