@@ -157,6 +157,8 @@ class State:
         self.throttled: Counter[str] = Counter()
         self.limits: dict[str, RateLimit] = {}
         self.arrivals: dict[str, list[float]] = {}
+        #: the clock of the quotas and arrival times (the storm and the tests set a simulated one)
+        self.clock: Any = time.monotonic
         self.tables = dynamo.Tables()
         self.reset()
 
@@ -208,7 +210,7 @@ class State:
             limit = self.limits.get(op)
             if limit is None:
                 return True
-            self.arrivals.setdefault(op, []).append(time.monotonic())
+            self.arrivals.setdefault(op, []).append(self.clock())
             if limit.take():
                 return True
             self.throttled[op] += 1
@@ -459,7 +461,7 @@ def bench_answer(method: str, path: str, query: dict[str, str], body: bytes) -> 
                 STATE.arrivals.clear()
             return {"latency_ms": STATE.latency_s * 1000.0}
         if path == "/_bench/limits":
-            STATE.limits = {op: RateLimit(rate) for op, rate in doc.items()}
+            STATE.limits = {op: RateLimit(rate, STATE.clock) for op, rate in doc.items()}
             STATE.arrivals.clear()
             return {"limits": doc}
         if path == "/_bench/arrivals":

@@ -16,32 +16,38 @@ from .cleaner import SessionCleaner, build_clients, process_batch
 from .config import RuntimeConfig, validate_cleanup_config
 from .gc_settings import tune_for_cleanup
 from .metrics import MetricsRecorder
+from .pacing import Pacer, start_invocation
+from .pacing import install as install_pacing
 
 _cleaner: SessionCleaner | None = None
+_pacer: Pacer | None = None
 _lock = threading.Lock()
 
 
 def get_cleaner() -> SessionCleaner:
     """The process-wide :class:`SessionCleaner`, built from the environment on first use.
 
-    On first use it also tunes the process's garbage collector for the cleanup
-    (:func:`~session_expiry_runtime.gc_settings.tune_for_cleanup`).
+    On first use it also paces the clients under their targets' quotas
+    (:mod:`~session_expiry_runtime.pacing`) and tunes the process's garbage collector for the
+    cleanup (:func:`~session_expiry_runtime.gc_settings.tune_for_cleanup`).
 
     Raises:
         ValueError: a ``SESSION_EXPIRY_*`` variable is invalid (see
             :func:`~session_expiry_runtime.config.validate_cleanup_config`).
     """
-    global _cleaner
+    global _cleaner, _pacer
     with _lock:
         if _cleaner is None:
             config = validate_cleanup_config(RuntimeConfig.from_env())
-            _cleaner = SessionCleaner(
-                config, build_clients(config), MetricsRecorder(config.metrics_namespace)
-            )
+            clients, metrics = build_clients(config), MetricsRecorder(config.metrics_namespace)
+            _pacer = install_pacing(clients, metrics, config.time_guard_ms)
+            _cleaner = SessionCleaner(config, clients, metrics)
             tune_for_cleanup()  # after the long-lived objects exist: see gc_settings
         return _cleaner
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Clean up after every removed session in ``event``; return the partial batch response."""
-    return process_batch(event, context, get_cleaner())
+    cleaner = get_cleaner()
+    start_invocation(_pacer, context, cleaner.config.time_guard_ms)  # paced calls wait till then
+    return process_batch(event, context, cleaner)
