@@ -27,7 +27,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from . import coldstart, consumer, expiry_latency, harness, parsing, report, throughput
+from . import (
+    coldstart,
+    consumer,
+    expiry_latency,
+    harness,
+    parsing,
+    report,
+    storm,
+    throughput,
+)
 
 LATENCY_MS = 20.0
 
@@ -48,6 +57,8 @@ def plan(quick: bool) -> dict[str, Any]:
             "coldstart_runs": 5,
             "synth_sizes": "1,5",
             "synth_repeats": 1,
+            "storm_sizes": (1_000, 10_000),
+            "storm_rounds": 2,
         }
     return {
         "scenarios": [
@@ -72,6 +83,8 @@ def plan(quick: bool) -> dict[str, Any]:
         "coldstart_runs": 25,
         "synth_sizes": "1,10,50",
         "synth_repeats": 2,
+        "storm_sizes": storm.SIZES,
+        "storm_rounds": 3,
     }
 
 
@@ -118,6 +131,19 @@ def _parser() -> argparse.ArgumentParser:
         "to bench/results/*.prof (slows those runs; BENCHMARKS.md untouched)",
     )
     parser.add_argument(
+        "--storm",
+        action="store_true",
+        help="run only the storm section: N sessions due at once (every call made by the real "
+        "sweeper and cleanup, time on a simulated clock), the settings that move its first "
+        "limit, sizing, and pacing against a throttling quota; prints its tables, "
+        "BENCHMARKS.md untouched (~6 minutes; with --quick ~2: 1,000 and 10,000 sessions)",
+    )
+    parser.add_argument(
+        "--storm-sizes",
+        metavar="N,N,...",
+        help="storm sizes, sessions due at once (default 1000,10000,100000; --quick 1000,10000)",
+    )
+    parser.add_argument(
         "--consumer-only",
         action="store_true",
         help="run only the consumer project's test suite with the pytest plugin, from the "
@@ -132,10 +158,35 @@ def _consumer_only() -> int:
     return 0 if result["variants"]["restore per module"]["returncode"] == 0 else 1
 
 
+def _storm_only(p: dict[str, Any], quick: bool) -> int:
+    started = time.time()
+    data: dict[str, Any] = {"quick": quick, "machine": report.machine(), "loads": {}}
+    with measured_load(data["loads"], "storm"):
+        data["storm"] = storm.run(p["storm_sizes"], rounds=p["storm_rounds"])
+    data["load_after"] = os.getloadavg()
+    data["elapsed_s"] = time.time() - started
+    print(report.storm_tables(data))
+    return 0 if storm_ok(data["storm"]) else 1
+
+
+def storm_ok(data: dict[str, Any]) -> bool:
+    """Every storm session verified clean; no record failed with pacing."""
+    paced = [p for p in data.get("pacing", []) if p["mode"].startswith("pacing")]
+    return all(c["clean"] and not c["failed_records"] for c in data["calls"].values()) and all(
+        not p["failed"] for p in paced
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.consumer_only:
         return _consumer_only()
+    if args.storm or args.storm_sizes:
+        p = plan(args.quick)
+        if args.storm_sizes:
+            p["storm_sizes"] = tuple(int(n) for n in args.storm_sizes.split(","))
+        if args.storm:
+            return _storm_only(p, args.quick)
     if args.profile:
         args.no_write = True
     if args.report_only:
@@ -188,6 +239,22 @@ def main(argv: list[str] | None = None) -> int:
         parse = parsing.run()
         cold = coldstart.run_all(p["coldstart_runs"], log)
 
+    print(
+        f"[+] storms of {', '.join(f'{n:,}' for n in p['storm_sizes'])} sessions due at once, "
+        "and pacing under a throttling quota ...",
+        file=log,
+        flush=True,
+    )
+    zero = next((r for r in runs if r.impl == "handler" and not r.scenario.objects), None)
+    with measured_load(loads, "storm"):
+        storm_data = storm.run(
+            p["storm_sizes"],
+            rounds=p["storm_rounds"],
+            cleanup_cpu=[r["cpu_s"] / zero.scenario.sessions for r in zero.case["rounds"]]
+            if zero and zero.target == "bench endpoint"
+            else None,
+        )
+
     print("[+] expiry-to-clean in real time, 5 s sweeper (~3 min) ...", file=log, flush=True)
     with measured_load(loads, "expiry"):
         expiry = expiry_latency.run(log)
@@ -212,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         "parsing": parse,
         "expiry_latency": expiry,
         "consumer": consumed,
+        "storm": storm_data,
     }
     results_dir = harness.REPO / "bench" / "results"
     results_dir.mkdir(exist_ok=True)
@@ -226,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         print("BENCHMARKS.md written", file=log)
     ok = all(r.verification.clean and not r.case["failures"] for r in runs + scale)
     ok = ok and consumed["variants"]["restore per module"]["returncode"] == 0
+    ok = ok and storm_ok(storm_data)
     print(f"bench finished in {elapsed:.0f} s", file=log)
     return 0 if ok else 1
 

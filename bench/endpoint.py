@@ -57,7 +57,7 @@ delayed and never counted:
 * ``POST /_bench/items`` JSON ``{"table", "keys": [...]}``: the items (``null`` when absent);
 * ``GET /_bench/connections``, ``GET /_bench/grants``: what is left;
 * ``GET/PUT /_bench/latency?ms=20``; ``GET /_bench/stats``: AWS requests by operation since
-  the last ``PUT /_bench/latency``, and those throttled.
+  the last ``PUT /_bench/latency``, and those throttled since the last ``PUT /_bench/limits``.
 """
 
 from __future__ import annotations
@@ -457,12 +457,11 @@ def bench_answer(method: str, path: str, query: dict[str, str], body: bytes) -> 
             if method == "PUT":
                 STATE.latency_s = float(query["ms"]) / 1000.0
                 STATE.requests.clear()
-                STATE.throttled.clear()
-                STATE.arrivals.clear()
             return {"latency_ms": STATE.latency_s * 1000.0}
         if path == "/_bench/limits":
             STATE.limits = {op: RateLimit(rate, STATE.clock) for op, rate in doc.items()}
             STATE.arrivals.clear()
+            STATE.throttled.clear()
             return {"limits": doc}
         if path == "/_bench/arrivals":
             return {"arrivals": {op: list(times) for op, times in STATE.arrivals.items()}}

@@ -158,6 +158,8 @@ class BenchEndpoint:
     name = "bench endpoint"
 
     def __init__(self, log_path: Path) -> None:
+        #: request quotas applied after each :meth:`prepare` (``{"RetireGrant": 50}``)
+        self.limits: dict[str, float] = {}
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._log = open(log_path, "w")  # closed in stop()
@@ -208,6 +210,15 @@ class BenchEndpoint:
                 },
             },
         )
+        if self.limits:
+            self._call("PUT", "/_bench/limits", self.limits)
+
+    def arrivals(self) -> dict[str, list[float]]:
+        """Arrival times (monotonic seconds) of every attempt of each limited operation."""
+        return dict(self._call("GET", "/_bench/arrivals")["arrivals"])
+
+    def throttled(self) -> dict[str, int]:
+        return dict(self._call("GET", "/_bench/stats")["throttled"])
 
     def verify(self, fx: Fixture, claims: bool = True) -> Verification:
         """What :func:`verify` checks on moto, read from the endpoint's state."""

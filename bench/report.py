@@ -568,7 +568,11 @@ def _goals_rows(data: dict[str, Any]) -> str:
             _met(clean),
         ]
     )
-    return _md(["Goal (issue 13)", "Measured", "Goal", "Status"], rows)
+    if data.get("storm"):
+        from . import storm_report
+
+        rows += storm_report.goals_rows(data["storm"])
+    return _md(["Goal (issues 13, 20, 25)", "Measured", "Goal", "Status"], rows)
 
 
 #: Lambda gives a function one vCPU's worth of CPU at 1,769 MB, in proportion below that
@@ -956,7 +960,47 @@ def tables(data: dict[str, Any]) -> str:
 
 def _extra_sections(data: dict[str, Any]) -> list[tuple[str, str, str]]:
     """The storm, pacing and cost sections, when the run made them (:mod:`bench.storm`)."""
-    return []
+    from . import storm_report as sr
+
+    st = data.get("storm")
+    if not st:
+        return []
+    big = max(st["sizes"])
+    return [
+        (
+            "Expiry storms: sessions due at once, every call made by the real code, time on a "
+            "simulated clock (issue 25)",
+            "storm",
+            sr.storm_table(st),
+        ),
+        ("The storms' real calls", "storm", sr.calls_table(st)),
+        (
+            f"What moves the first limit ({big:,} sessions due at once)",
+            "storm",
+            sr.settings_table(st),
+        ),
+        ("Storm size → settings (expiry-to-clean p99 ≤ 60 s)", "storm", sr.sizing_table(st)),
+        (
+            "Backpressure: a quota that binds (RetireGrant at 50 requests/s, shared by "
+            f"{st['pacing'][0]['invocations'] if st.get('pacing') else 'several'} invocations at once)",
+            "storm",
+            sr.pacing_table(st) + sr.PACING_NOTE,
+        ),
+    ]
+
+
+def storm_tables(data: dict[str, Any]) -> str:
+    """The storm section alone (``python -m bench --storm``), with its goals."""
+    from . import storm_report as sr
+
+    goals = _md(["Goal (issue 25)", "Measured", "Goal", "Status"], sr.goals_rows(data["storm"]))
+    return "\n\n".join(
+        [f"### Goals\n\n{machine_line(data, 'storm')}\n\n{goals}"]
+        + [
+            f"### {title}\n\n{machine_line(data, section)}\n\n{body}"
+            for title, section, body in _extra_sections(data)
+        ]
+    )
 
 
 def document(data: dict[str, Any], tables_md: str) -> str:

@@ -17,6 +17,7 @@ limiter, the call counters) runs first, as it would before a real send.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -47,10 +48,15 @@ class InProcessTransport:
     Args:
         on_call: called with ``(operation, status)`` after each answer (the storm's counters);
             default none.
+        latency_s: seconds each answer waits in the caller's thread (the GIL is free meanwhile,
+            as during a network round trip); default none.
     """
 
-    def __init__(self, on_call: Callable[[str, int], None] | None = None) -> None:
+    def __init__(
+        self, on_call: Callable[[str, int], None] | None = None, latency_s: float = 0.0
+    ) -> None:
         self.on_call = on_call
+        self.latency_s = latency_s
         self.calls: Counter[str] = Counter()
         self._lock = threading.Lock()
 
@@ -66,6 +72,8 @@ class InProcessTransport:
         if isinstance(body, str):
             body = body.encode()
         op, answer = endpoint.respond(request.method, url.path, query, target, bytes(body))
+        if self.latency_s:
+            time.sleep(self.latency_s)
         with self._lock:
             self.calls[op] += 1
         if self.on_call is not None:
