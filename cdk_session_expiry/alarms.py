@@ -443,10 +443,11 @@ def grant_sweep_incomplete_alarm(
         threshold=0,
         description=described(
             "The grant sweep stopped at its time guard (or a failed ListGrants) before the last "
-            "grant of the key. Each run starts again from the first ListGrants page, so the "
-            "grants past that point are never checked and their orphans never retired. Raise "
-            "the grant sweep function's timeout (grant_sweep.function, up to 15 minutes) or "
-            "reduce the grants on the key (e.g. a grant_key per application).",
+            "grant of the key. The next run resumes where it stopped (a marker in the ownership "
+            "table), so the rest is checked, but a pass over the key takes more than one "
+            "interval and orphans wait longer. Raise the grant sweep function's timeout "
+            "(grant_sweep.function, up to 15 minutes), shorten grant_sweep_interval, or reduce "
+            "the grants on the key (e.g. a grant_key per application).",
             RUNBOOK_GRANT_SWEEP_INCOMPLETE,
         ),
         actions=actions,

@@ -17,14 +17,17 @@ What it adds (assembled by :class:`GrantSweep`):
 * on the cleanup role: ``kms:ListGrants`` on the grant key and ``dynamodb:GetItem`` on the
   table (plus decrypt with the table's customer managed key, if any);
 * an alarm on ``OrphanGrantsRetired`` above 0 (the stream path missed a session), one on
-  ``GrantSweepIncomplete`` above 0 (a run stopped at its time guard: each run starts from the
-  first ``ListGrants`` page, so grants past that point are never checked) and one on the
-  function's errors (a grant could not be checked or retired; the next run retries).
+  ``GrantSweepIncomplete`` above 0 (a run stopped at its time guard before the key's last
+  grant: the next run resumes where it stopped, from a marker in the ownership table, so a pass
+  over the key takes more than one run) and one on the function's errors (a grant could not be
+  checked or retired; the next run retries).
 
-Each run lists the key's grants (``ListGrants``, 100 a page) and retires each grant the store
-created (its ``Name`` and retiring principal say so) whose session is gone or expired, once the
-grant is older than the grace period (15 minutes). See the runtime module
-``session_expiry_runtime.grant_sweeper``.
+Each run lists the key's grants (``ListGrants``, 100 a page, from where the last run stopped)
+and retires each grant the store created (its ``Name`` and retiring principal say so) whose
+session is gone or expired, once the grant is older than the grace period (15 minutes), at
+most 5 KMS requests a second (``SESSION_EXPIRY_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND`` on
+``function``; KMS's request quotas are in the runtime module's docstring). See the runtime
+module ``session_expiry_runtime.grant_sweeper``.
 
 Cost per run: one invocation (256 MB, usually seconds), one ``ListGrants`` per 100 grants of the
 key, one strongly consistent ``GetItem`` (one read request unit for an item up to 4 KB) per
@@ -210,8 +213,13 @@ class GrantSweep(Construct):
 
     def metric_grant_sweep_incomplete(self, **options: Any) -> cloudwatch.Metric:
         """``GrantSweepIncomplete`` (embedded metric): 1 per run that stopped at its time guard
-        (or a failed ``ListGrants``) before the key's last grant, 0 per complete run, Sum."""
+        (or a failed ``ListGrants``) before the key's last grant — the next run resumes there —,
+        0 per complete run, Sum."""
         return self._metric(contract.METRIC_GRANT_SWEEP_INCOMPLETE, options)
+
+    def metric_grants_checked(self, **options: Any) -> cloudwatch.Metric:
+        """``GrantsChecked`` (embedded metric): grants of the key the runs checked, Sum."""
+        return self._metric(contract.METRIC_GRANTS_CHECKED, options)
 
     def _metric(self, name: str, options: Mapping[str, Any]) -> cloudwatch.Metric:
         props: dict[str, Any] = {

@@ -108,12 +108,69 @@ def window_of(sim_expiry: float, interval: int) -> int:
     return max(1, math.ceil(sim_expiry / interval))
 
 
+def _expire_before_the_sweep(
+    store: Any,
+    due: Sequence[Any],
+    race: Sequence[Any],
+    swept: list[Any],
+    racing: list[Any],
+    say: Callable[[str], None],
+) -> int:
+    """Give ``due`` sessions (then each ``race`` session) a last heartbeat whose expiry falls
+    before the sweep, and each ``race`` session a heartbeat right after it (it must win); return
+    the latest real expiry set (epoch seconds).
+
+    Margins come from the machine, not from constants: each expiry is at least
+    :data:`MIN_MARGIN_SECONDS` and ten times the slowest ``touch`` measured so far after the
+    call that sets it, so a loaded machine gets longer margins instead of a heartbeat that
+    arrives after its session expired. A race session's two touches are back to back. If its
+    heartbeat still finds the session gone (the machine stalled for longer than the margin), the
+    session is moved to ``swept`` (it expired: the sweep must delete it, fail closed) and a report
+    line says so — never a traceback.
+    """
+    from session_expiry_runtime.store import SessionGoneError
+
+    slowest = 0.0
+
+    def touch(plan: Any, **kwargs: Any) -> None:
+        nonlocal slowest
+        started = time.monotonic()
+        store.touch(plan.session_id, **kwargs)
+        slowest = max(slowest, time.monotonic() - started)
+
+    def expiry() -> int:
+        return int(time.time() + max(MIN_MARGIN_SECONDS, 10 * slowest)) + 1
+
+    latest = 0
+    for plan in due:
+        latest = max(latest, expiry())
+        touch(plan, expires_at=latest)
+    for plan in race:
+        latest = max(latest, expiry())
+        touch(plan, expires_at=latest)
+        try:
+            touch(plan, ttl=timedelta(hours=1))  # a heartbeat just before the sweep: it must win
+        except SessionGoneError:
+            racing.remove(plan)
+            plan.fate = "sweep"
+            swept.append(plan)
+            say(
+                f"  heartbeat of {plan.session_id} came after its expiry (machine stalled for "
+                f"more than the {latest - time.time():.1f} s margin): expected swept instead"
+            )
+    return latest
+
+
+#: The least margin between a heartbeat that sets a session's expiry and that expiry.
+MIN_MARGIN_SECONDS = 2.0
+
+
 def run_sweeps(
     *,
     pipeline: Any,
     store: Any,
-    swept: Sequence[Any],
-    racing: Sequence[Any],
+    swept: list[Any],
+    racing: list[Any],
     schedule: Any,
     sweeper: Callable[[dict[str, Any], Any], Any],
     say: Callable[[str], None],
@@ -127,18 +184,7 @@ def run_sweeps(
     for j in range(1, SWEEPS + 1):
         due = [p for p in swept if window_of(p.sim_expiry, interval) == j]
         race = [p for p in racing if window_of(p.sim_expiry, interval) == j]
-        # A margin of seconds, so every heartbeat below still finds its session live; the race
-        # sessions go first (they are touched twice). On a loaded machine the touches can take
-        # longer than the margin: a later touch then gets a later expiry (still in the future,
-        # so the store accepts it), and the sweep waits for the latest one.
-        real_expiry = int(time.time()) + 3
-        for plan in race + due:
-            # The last heartbeat: the session's expiry now falls before this sweep.
-            real_expiry = max(real_expiry, int(time.time()) + 2)
-            store.touch(plan.session_id, expires_at=real_expiry)
-        for plan in race:
-            # A heartbeat just before the sweep (the session is still live): it must win.
-            store.touch(plan.session_id, ttl=timedelta(hours=1))
+        real_expiry = _expire_before_the_sweep(store, due, race, swept, racing, say)
         while time.time() < real_expiry + 0.05:
             time.sleep(0.05)
         started = time.monotonic()

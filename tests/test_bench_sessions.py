@@ -67,9 +67,7 @@ def test_session_item_and_claims_equal_what_the_store_writes(
         "session_expiry_runtime.store_parts.lifetime.new_incarnation", lambda: incarnation
     )
     clock = datetime.fromtimestamp(T0, tz=timezone.utc)
-    store = SessionStore(
-        config=config, dynamodb_client=ddb, kms_client=kms, clock=lambda: clock
-    )
+    store = SessionStore(config=config, dynamodb_client=ddb, kms_client=kms, clock=lambda: clock)
     store.create("s-1", ttl=timedelta(hours=1), connection_id="conn-1=", tenant_id="t-1")
     written = store.create_grant("s-1", grantee_principal=GRANTEE, operations=["Decrypt"])
     assert written.scratch_prefix == prefixes.build_scratch_prefix(
@@ -89,8 +87,6 @@ def test_session_item_and_claims_equal_what_the_store_writes(
     stored = ddb.scan(TableName="sessions")["Items"]
     claims = sorted(ddb.scan(TableName="ownership")["Items"], key=lambda i: i["resource"]["S"])
     assert stored == [sessions.session_item(config, spec)]
-    assert claims == sorted(
-        sessions.claim_items(config, spec), key=lambda i: i["resource"]["S"]
-    )
+    assert claims == sorted(sessions.claim_items(config, spec), key=lambda i: i["resource"]["S"])
     (grant,) = kms.list_grants(KeyId=key_arn)["Grants"]
     assert grant["Name"] == spec.grant_name(config)

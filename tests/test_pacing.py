@@ -23,7 +23,7 @@ import pytest
 from session_expiry_runtime.cleaner import SessionCleaner, build_clients, process_batch
 from session_expiry_runtime.config import METRIC_CALLS_PACED, RuntimeConfig
 from session_expiry_runtime.metrics import MetricsRecorder
-from session_expiry_runtime.pacing import Pacer, PacingTimeout, budget_seconds, install
+from session_expiry_runtime.pacing import ClientPacer, PacingTimeout, budget_seconds, install
 
 from bench import endpoint, harness, transport
 
@@ -76,7 +76,7 @@ def _clients(clock: SimulatedClock, fx: harness.Fixture) -> tuple[RuntimeConfig,
         os.environ.pop("AWS_ENDPOINT_URL")
 
 
-def _cleaner(clock: SimulatedClock, fx: harness.Fixture) -> tuple[SessionCleaner, Pacer]:
+def _cleaner(clock: SimulatedClock, fx: harness.Fixture) -> tuple[SessionCleaner, ClientPacer]:
     """A cleaner paced as the handler paces it (``pacing.install``), on the simulated clock."""
     config, clients = _clients(clock, fx)
     metrics = MetricsRecorder("Test")

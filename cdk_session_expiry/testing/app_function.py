@@ -53,6 +53,16 @@ FROM_CLEANUP = (
     contract.ENV_AGENT_RUNTIME_SESSION_ATTRIBUTE,
     contract.ENV_CODE_INTERPRETER_SESSION_ATTRIBUTE,
     contract.ENV_BROWSER_SESSION_ATTRIBUTE,
+    # Ownership (docs/ownership.md): the store claims what it records in this table.
+    contract.ENV_OWNERSHIP_TABLE_NAME,
+    contract.ENV_INCARNATION_ATTRIBUTE,
+    contract.ENV_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE,
+    contract.ENV_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE,
+    contract.ENV_BROWSER_SESSION_IDS_ATTRIBUTE,
+    # attach_agent_session stops the sessions it replaces: it needs the targets too.
+    contract.ENV_AGENT_RUNTIME_ARN,
+    contract.ENV_CODE_INTERPRETER_ID,
+    contract.ENV_BROWSER_ID,
 )
 #: Variables of ``session_environment()`` that the expiry sweeper carries with the same value.
 FROM_SWEEPER = (

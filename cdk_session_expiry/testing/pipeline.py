@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from session_expiry_runtime.grant_sweeper import ATTR_GONE_SINCE
+
 from cdk_session_expiry import _runtime_contract as contract
 from cdk_session_expiry.testing import app_function
 from cdk_session_expiry.testing.cdk_cli import CdkCli
@@ -574,6 +576,27 @@ class LocalPipeline:
         local, schedule = self._sweeper(contract.GRANT_SWEEPER_HANDLER, "grant_key")
         return dict(local.invoke(schedule.scheduled_event()))
 
+    def end_grant_pending_bounds(self) -> int:
+        """Make every grant the grant sweep holds **pending** due now: its ended session's
+        ``goneSince`` (written by the sweep that first saw the session gone) moves back by the
+        deployed pending bound (``grant_sweep_pending_seconds``) plus a minute, the time the
+        stream path had to retire it. The next :meth:`run_grant_sweep` counts those grants as
+        orphans and retires them (docs/ownership.md, "The grant sweep").
+
+        Returns:
+            How many grant ownership records were moved (0 when no sweep has seen one pending).
+
+        Raises:
+            LookupError: the app's ``SessionExpiry`` has no ``grant_key`` (no grant sweep).
+        """
+        local, _ = self._sweeper(contract.GRANT_SWEEPER_HANDLER, "grant_key")
+        env = local.function.environment
+        return _move_gone_since_back(
+            self.emulator.client("dynamodb"),
+            table=env[contract.ENV_OWNERSHIP_TABLE_NAME],
+            seconds=int(env[contract.ENV_GRANT_SWEEP_PENDING_SECONDS]) + 60,
+        )
+
     def start_expiry_sweeper(
         self, *, period_seconds: float | None = None, max_runs: int | None = None
     ) -> ScheduleRunner:
@@ -792,3 +815,24 @@ def _deployed_stack_names(emulator: LocalEmulator) -> list[str]:
             if stack["StackName"] != "CDKToolkit":
                 names.append(stack["StackName"])
     return names
+
+
+def _move_gone_since_back(ddb: Any, *, table: str, seconds: int) -> int:
+    """``SET goneSince = goneSince - seconds`` on every grant ownership record that has one."""
+    moved, key = 0, contract.OWNERSHIP_PARTITION_KEY
+    pages = ddb.get_paginator("scan").paginate(
+        TableName=table,
+        FilterExpression="attribute_exists(#gone)",
+        ExpressionAttributeNames={"#gone": ATTR_GONE_SINCE},
+    )
+    for item in (item for page in pages for item in page.get("Items", [])):
+        ddb.update_item(
+            TableName=table,
+            Key={key: item[key]},
+            UpdateExpression="SET #gone = #gone - :seconds",
+            ConditionExpression="attribute_exists(#gone)",
+            ExpressionAttributeNames={"#gone": ATTR_GONE_SINCE},
+            ExpressionAttributeValues={":seconds": {"N": str(seconds)}},
+        )
+        moved += 1
+    return moved

@@ -7,6 +7,7 @@ holds the same names for the infrastructure side; ``tests/test_contract.py`` che
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -173,8 +174,16 @@ METRIC_GRANT_SWEEP_FAILURES = "GrantSweepFailures"
 #: Grants named like the store's whose name gives no usable key of the table (skipped).
 METRIC_GRANT_SWEEP_UNUSABLE_NAMES = "GrantSweepUnusableNames"
 #: 1 when a run stopped at its time guard (or a failed ListGrants) before the last grant, else 0:
-#: the grants past it were not checked (each run starts from the first page). Alarmed above 0.
+#: the grants past it wait for the next run, which resumes where this one stopped (a marker in
+#: the ownership table). Alarmed above 0: a pass over the key takes more than one run.
 METRIC_GRANT_SWEEP_INCOMPLETE = "GrantSweepIncomplete"
+#: Grants of the key one run checked (every grant ListGrants gave it, the store's or not).
+METRIC_GRANTS_CHECKED = "GrantsChecked"
+#: KMS requests (ListGrants pages and RetireGrant calls) the grant sweep makes per second at
+#: most: under the account's per-Region quotas, which every caller shares (AWS KMS Developer
+#: Guide, "Request quotas": ListGrants 100, RetireGrant 15 per second in the figures read).
+ENV_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND = "SESSION_EXPIRY_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND"
+DEFAULT_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND = 5
 
 # --- fan-out events (EventBridge PutEvents; the construct's rule patterns use the same) -----
 EVENT_SOURCE = "cdk-session-expiry"
@@ -336,6 +345,24 @@ def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
+    """``env[name]`` as a positive integer; ``default`` when unset or empty.
+
+    Raises:
+        ValueError: the value is not a positive integer (the message names the variable).
+    """
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r}: expected a positive integer") from None
+    if value <= 0:
+        raise ValueError(f"{name}={raw!r}: expected a positive integer")
+    return value
+
+
 @dataclass(frozen=True)
 class RuntimeConfig:
     """What the cleanup function and the session runtime read from their environment.
@@ -394,6 +421,8 @@ class RuntimeConfig:
     code_interpreter_session_ids_attribute: str = DEFAULT_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE
     browser_session_ids_attribute: str = DEFAULT_BROWSER_SESSION_IDS_ATTRIBUTE
     grant_sweep_pending_seconds: int = DEFAULT_GRANT_SWEEP_PENDING_SECONDS
+    #: The grant sweep's KMS requests per second at most (``ListGrants`` + ``RetireGrant``).
+    grant_sweep_kms_requests_per_second: int = DEFAULT_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeConfig:
@@ -403,19 +432,7 @@ class RuntimeConfig:
             ValueError: a numeric variable is not a positive integer.
         """
         e = os.environ if env is None else env
-
-        def positive_int(name: str, default: int) -> int:
-            raw = e.get(name)
-            if raw is None or raw == "":
-                return default
-            try:
-                value = int(raw)
-            except ValueError:
-                raise ValueError(f"{name}={raw!r}: expected a positive integer") from None
-            if value <= 0:
-                raise ValueError(f"{name}={raw!r}: expected a positive integer")
-            return value
-
+        positive_int = functools.partial(_positive_int, e)
         return cls(
             table_name=e.get(ENV_TABLE_NAME) or None,
             partition_key=e.get(ENV_PARTITION_KEY) or DEFAULT_PARTITION_KEY,
@@ -476,5 +493,9 @@ class RuntimeConfig:
             or DEFAULT_BROWSER_SESSION_IDS_ATTRIBUTE,
             grant_sweep_pending_seconds=positive_int(
                 ENV_GRANT_SWEEP_PENDING_SECONDS, DEFAULT_GRANT_SWEEP_PENDING_SECONDS
+            ),
+            grant_sweep_kms_requests_per_second=positive_int(
+                ENV_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND,
+                DEFAULT_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND,
             ),
         )

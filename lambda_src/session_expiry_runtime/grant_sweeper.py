@@ -58,20 +58,39 @@ and incarnation), so a REMOVE record that arrives later makes no call.
 ``RetireGrant`` by ``KeyId`` + ``GrantId``; ``NotFoundException`` (already retired) is success.
 In a dry run (``SESSION_EXPIRY_DRY_RUN``) nothing is retired and nothing is written (no
 ``goneSince``: a grant without one is pending): ``GrantsWouldBeRetired`` counts.
-Failures (a ``GetItem`` or ``RetireGrant`` that still fails after botocore's retries) are
-counted (``GrantSweepFailures``) and the handler raises after writing its metrics, so the
-function's errors alarm fires; the next run retries. Time guard: once the remaining time is
-below ``SESSION_EXPIRY_TIME_GUARD_MS``, no new page or grant is started and the run is
-incomplete: ``GrantSweepIncomplete`` is 1 (0 after a run that reached the last page; a run that
-``ListGrants`` failed is incomplete too), and the construct alarms above 0. No marker is kept:
-each run starts again from the first ``ListGrants`` page, so grants beyond what one run can
-check are never checked until the function's timeout is raised or the key holds fewer grants.
+Failures (a ``GetItem`` or ``RetireGrant`` that still fails after botocore's retries, a marker
+that cannot be read or written) are counted (``GrantSweepFailures``) and the handler raises after
+writing its metrics, so the function's errors alarm fires; the next run retries.
+
+**Time guard and resumption.** Once the remaining time is below ``SESSION_EXPIRY_TIME_GUARD_MS``,
+no new page or grant is started and the run is incomplete: ``GrantSweepIncomplete`` is 1 (0
+after a run that reached the last page; a run whose ``ListGrants`` failed is incomplete too),
+and the construct alarms above 0. The run writes where it stopped — the ``Marker`` of the page
+it did not finish — into the ownership table (:mod:`.grant_sweep_marker`, item
+``grantSweep#<key id>``), and the next run **resumes there**: the grants past the cut are
+reached by the next run, not only as the first ones get retired. A run that reaches the last
+page removes the marker; the next one starts at page one. A full pass over a key too large
+for one run so takes several runs (``GrantSweepIncomplete`` 1 on all but the last). A marker
+KMS refuses (``InvalidMarkerException``) is dropped and the run starts at page one. In a dry
+run the marker is read, never written. ``GrantsChecked`` counts the grants each run checked.
+
+**Pace.** KMS throttles requests above per-second quotas shared by every caller of the account
+and Region (AWS KMS Developer Guide, "Request quotas",
+https://docs.aws.amazon.com/kms/latest/developerguide/requests-per-second.html; the figures as
+the guide's source gives them: ``ListGrants`` 100, ``RetireGrant`` 15 and ``CreateGrant`` 50
+requests per second; all adjustable per account, the Service Quotas console shows an account's
+own). The sweep makes at most ``SESSION_EXPIRY_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND`` KMS
+requests a second, ``ListGrants`` pages and ``RetireGrant`` calls together (default 5: a third
+of the lowest of those figures, leaving the rest of the ``RetireGrant`` quota to the cleanup's
+stream path and the ``ListGrants`` quota to everyone else; :mod:`.pacing`). A page of 100 grants
+costs about 100 ``GetItem`` calls, so the pace holds a pass back only while it retires many
+orphans: at 5 a second, 1,500 in a 5-minute run.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
@@ -89,11 +108,13 @@ from .config import (
     METRIC_GRANT_SWEEP_FAILURES,
     METRIC_GRANT_SWEEP_INCOMPLETE,
     METRIC_GRANT_SWEEP_UNUSABLE_NAMES,
+    METRIC_GRANTS_CHECKED,
     METRIC_GRANTS_WOULD_BE_RETIRED,
     METRIC_ORPHAN_GRANTS_RETIRED,
     RuntimeConfig,
 )
 from .grant_names import GRANT_NAME_PREFIX, GrantOwner, parse_grant_name
+from .grant_sweep_marker import GrantSweepMarker
 from .metrics import MetricsRecorder
 from .ownership import (
     ATTR_INCARNATION,
@@ -106,6 +127,7 @@ from .ownership import (
     Claim,
     resource_key,
 )
+from .pacing import Pacer
 from .ttl import MAX_SESSION_TTL, is_live, now_seconds, ttl_from_attribute
 
 LOGGER = logging.getLogger("session_expiry_runtime.grant_sweeper")
@@ -139,10 +161,17 @@ def client_config() -> Config:
 
 @dataclass
 class GrantSweepReport:
-    """What one run did (all counts)."""
+    """What one run did (counts, and where the next run starts)."""
 
     pages: int = 0
+    #: grants ListGrants gave this run
     listed: int = 0
+    #: grants this run checked (``GrantsChecked``): listed, and not cut off by the time guard
+    checked: int = 0
+    #: the run started where the last one stopped (a marker in the ownership table)
+    resumed: bool = False
+    #: the ``Marker`` the next run starts at (``None``: page one)
+    next_marker: str | None = None
     ours: int = 0
     kept_live: int = 0
     kept_recent: int = 0
@@ -177,6 +206,11 @@ class GrantSweeper:
         kms_client, dynamodb_client: boto3 clients (see :func:`client_config`).
         metrics: where the counts go; the caller flushes it.
         clock: returns the current time as an aware ``datetime``; default UTC now.
+        pacer: spaces the KMS requests; default: ``config.grant_sweep_kms_requests_per_second``
+            (:mod:`.pacing`).
+
+    Without ``config.ownership_table_name`` no marker is kept (each run starts at page one);
+    the construct always sets it with a grant key.
 
     Raises:
         ValueError: no table name, grant key ARN or retiring principal in ``config``.
@@ -191,6 +225,7 @@ class GrantSweeper:
         metrics: MetricsRecorder,
         clock: Callable[[], datetime] | None = None,
         logger: logging.Logger = LOGGER,
+        pacer: Pacer | None = None,
     ) -> None:
         for name, value in (
             (ENV_TABLE_NAME, config.table_name),
@@ -206,26 +241,70 @@ class GrantSweeper:
         self._clock = clock or (lambda: datetime.now(timezone.utc))
         self.logger = logger
         self._key_names = {config.partition_key} | ({config.sort_key} if config.sort_key else set())
+        self.pacer = pacer or Pacer(config.grant_sweep_kms_requests_per_second)
+        self.marker = (
+            GrantSweepMarker(dynamodb_client, config.ownership_table_name, config.grant_key_arn)
+            if config.ownership_table_name and config.grant_key_arn
+            else None
+        )
 
-    def grants(
-        self, out_of_time: Callable[[], bool], report: GrantSweepReport
-    ) -> Iterator[dict[str, Any]]:
-        """Every grant of the key, page by page (``Limit``/``Marker``/``NextMarker``)."""
-        marker: str | None = None
+    def page(
+        self, marker: str | None, report: GrantSweepReport, *, stored: bool = False
+    ) -> tuple[dict[str, Any], str | None]:
+        """One ``ListGrants`` page (``Limit`` 100) at ``marker`` (``None``: the first), paced,
+        and the marker it was read at: a ``stored`` marker (the last run's) that KMS refuses
+        (``InvalidMarkerException``) gives the first page instead.
+
+        Raises:
+            ClientError, BotoCoreError: the call failed (after botocore's retries).
+        """
+        params: dict[str, Any] = {"KeyId": self.config.grant_key_arn, "Limit": LIST_GRANTS_LIMIT}
+        if marker is not None:
+            params["Marker"] = marker
+        self.pacer.wait()
+        try:
+            page: dict[str, Any] = self._kms.list_grants(**params)
+        except ClientError as exc:
+            if not stored or _code(exc) != "InvalidMarkerException":
+                raise
+            self.logger.warning("KMS refused the stored marker (%s): starting at page one", exc)
+            report.resumed = False
+            return self.page(None, report)
+        report.pages += 1
+        return page, marker
+
+    def walk(
+        self,
+        start: str | None,
+        now: datetime,
+        out_of_time: Callable[[], bool],
+        report: GrantSweepReport,
+    ) -> None:
+        """Check every grant from the page at ``start`` to the last, or until the time guard;
+        ``report.next_marker`` is where the next run starts (the unfinished page).
+
+        Raises:
+            ClientError, BotoCoreError: a ``ListGrants`` failed (``next_marker``: that page).
+        """
+        marker = start
         while True:
-            params: dict[str, Any] = {
-                "KeyId": self.config.grant_key_arn,
-                "Limit": LIST_GRANTS_LIMIT,
-            }
-            if marker is not None:
-                params["Marker"] = marker
-            page = self._kms.list_grants(**params)
-            report.pages += 1
-            yield from page.get("Grants") or []
+            report.next_marker = marker  # a ListGrants that fails: the next run retries this page
+            page, marker = self.page(marker, report, stored=report.pages == 0 and report.resumed)
+            report.next_marker = marker
+            grants = page.get("Grants") or []
+            report.listed += len(grants)
+            for grant in grants:
+                if out_of_time():
+                    report.incomplete = True
+                    return
+                report.checked += 1
+                self._one(grant, now, report)
             marker = page.get("NextMarker")
             if not page.get("Truncated") or not marker:
+                report.next_marker = None
                 return
             if out_of_time():
+                report.next_marker = marker
                 report.incomplete = True
                 return
 
@@ -283,7 +362,9 @@ class GrantSweeper:
         return VERDICT_LIVE
 
     def retire(self, grant: Mapping[str, Any]) -> None:
-        """RetireGrant by key ARN + grant id; ``NotFoundException`` means already retired."""
+        """RetireGrant by key ARN + grant id, paced; ``NotFoundException`` means already
+        retired."""
+        self.pacer.wait()
         try:
             self._kms.retire_grant(KeyId=self.config.grant_key_arn, GrantId=grant["GrantId"])
         except ClientError as exc:
@@ -291,25 +372,52 @@ class GrantSweeper:
                 raise
 
     def sweep(self, *, out_of_time: Callable[[], bool] = lambda: False) -> GrantSweepReport:
-        """One run over every grant of the key; never raises (failures are counted).
+        """One run: from where the last run stopped (or page one) to the key's last grant, or
+        until the time guard; never raises (failures are counted).
 
-        ``ListGrants`` failing on a page ends the run (counted as a failure, incomplete).
+        ``ListGrants`` failing on a page ends the run (counted as a failure, incomplete; the
+        next run resumes at that page).
         """
         report = GrantSweepReport()
         now = self._clock()
+        start = self._load_marker(report)
         try:
-            for grant in self.grants(out_of_time, report):
-                report.listed += 1
-                if out_of_time():
-                    report.incomplete = True
-                    break
-                self._one(grant, now, report)
+            self.walk(start, now, out_of_time, report)
         except (ClientError, BotoCoreError) as exc:
             report.failures += 1
             report.incomplete = True
             self.logger.error("ListGrants failed: %s", _error_text(exc))
+        self._save_marker(start, report, now)
         self._account(report)
         return report
+
+    def _load_marker(self, report: GrantSweepReport) -> str | None:
+        """Where the last run stopped (``None``: page one; also when it cannot be read, a
+        failure of this run)."""
+        if self.marker is None:
+            return None
+        try:
+            start = self.marker.load()
+        except (ClientError, BotoCoreError) as exc:
+            report.failures += 1
+            self.logger.error("grant sweep marker unreadable, starting at page one: %s", exc)
+            return None
+        report.resumed = start is not None
+        return start
+
+    def _save_marker(self, start: str | None, report: GrantSweepReport, now: datetime) -> None:
+        """Keep ``report.next_marker`` for the next run; remove the marker once a run reached
+        the last page (or stopped on page one). Nothing is written in a dry run."""
+        if self.marker is None or self.config.dry_run:
+            return
+        try:
+            if report.next_marker is not None:
+                self.marker.save(report.next_marker, int(now_seconds(now)))
+            elif start is not None:
+                self.marker.reset(int(now_seconds(now)))
+        except (ClientError, BotoCoreError) as exc:
+            report.failures += 1
+            self.logger.error("grant sweep marker not written: %s", _error_text(exc))
 
     def _one(self, grant: Mapping[str, Any], now: datetime, report: GrantSweepReport) -> None:
         owner = self.owner(grant, report)
@@ -455,6 +563,7 @@ class GrantSweeper:
         m.count(METRIC_ORPHAN_GRANTS_RETIRED, report.orphans_retired)
         m.count(METRIC_EXPIRED_GRANTS_RETIRED, report.expired_retired)
         m.count(METRIC_GRANT_SWEEP_INCOMPLETE, int(report.incomplete))
+        m.count(METRIC_GRANTS_CHECKED, report.checked)
         if report.would_retire:
             m.count(METRIC_GRANTS_WOULD_BE_RETIRED, report.would_retire)
         if report.failures:
@@ -463,12 +572,20 @@ class GrantSweeper:
             m.count(METRIC_GRANT_SWEEP_UNUSABLE_NAMES, report.unusable_names)
         if report.incomplete:
             self.logger.warning(
-                "grant sweep incomplete after listing %d grant(s) on %d page(s): the rest were "
-                "not checked; the next run starts again from the first page",
+                "grant sweep incomplete after checking %d of %d grant(s) listed on %d page(s): "
+                "the next run resumes %s",
+                report.checked,
                 report.listed,
                 report.pages,
+                "at page one"
+                if report.next_marker is None
+                else "where this one stopped (grant sweep marker)",
             )
         self.logger.info("grant sweep %s", report.as_dict(), extra={"grantSweep": report.as_dict()})
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
 
 
 def _seconds(value: object) -> Decimal | None:

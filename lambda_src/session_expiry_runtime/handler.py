@@ -2,9 +2,11 @@
 
 The event source mapping delivers batches of DynamoDB stream records; the handler returns a
 partial batch response (the mapping must have ``ReportBatchItemFailures``). Configuration is
-read and checked once per execution environment, and the boto3 clients are shared by every
-invocation and worker thread. A bad configuration raises on every invocation (function errors,
-so the errors alarm fires) rather than skipping cleanups.
+read and checked once per execution environment, and the boto3 clients and the step objects are
+shared by every invocation and worker thread; nothing else outlives an invocation (the step
+pool, the ownership check and the steps' shared batchers are made per invocation:
+:mod:`.invocation`). A bad configuration raises on every invocation (function errors, so the
+errors alarm fires) rather than skipping cleanups.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ from .cleaner import SessionCleaner, build_clients, process_batch
 from .config import RuntimeConfig, validate_cleanup_config
 from .gc_settings import tune_for_cleanup
 from .metrics import MetricsRecorder
-from .pacing import Pacer, start_invocation
+from .pacing import ClientPacer, start_invocation
 from .pacing import install as install_pacing
 
 _cleaner: SessionCleaner | None = None
-_pacer: Pacer | None = None
+_pacer: ClientPacer | None = None
 _lock = threading.Lock()
 
 

@@ -1,15 +1,27 @@
-"""Pacing: under a target's request quota the cleanup slows down instead of failing records.
+"""Pacing: calls under a target's request quota slow down instead of failing. One home for both
+kinds the project uses:
 
-A storm of expiring sessions can ask a target for more than its quota: KMS's ``RetireGrant``
-request rate (50 a second per account and Region by default, shared by every principal of the
-account: AWS KMS Developer Guide, "Request quotas"), API Gateway's account throttle that the
-``@connections`` API shares with every API of the account (10,000 requests a second, burst 5,000:
-API Gateway Developer Guide, "Amazon API Gateway quotas"), a DynamoDB partition's 1,000 write
-units a second (DynamoDB Developer Guide, "Understanding DynamoDB warm throughput"). botocore's
-``standard`` retry mode answers a throttle with a jittered backoff and one retry
-(:data:`~.clients.MAX_ATTEMPTS`); above the quota for long, calls run out of attempts, records
-fail, the event source mapping retries and bisects them — adding load — and after its retries
-sends them to the on-failure destination. Retries with jitter are not pacing.
+* :class:`Pacer` — a **fixed pace** for a scheduled job that owns its rate: at most
+  ``per_second`` calls a second (the grant sweep's KMS requests,
+  ``SESSION_EXPIRY_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND``).
+  A quota is shared by every caller of the account and Region: a sweep that calls as fast as it
+  can takes the quota from the application and the cleanup. The starts of consecutive calls are
+  at least ``1 / per_second`` seconds apart (no burst), whatever the calls' latency. Written here
+  rather than taken from a library: the deployed functions need nothing beyond the Lambda Python
+  runtime (boto3 and the standard library), and the rule is a few lines.
+* :class:`ClientPacer` — an **adaptive pace** for the cleanup's clients, which do not know their
+  share of a quota (:func:`install`; below).
+
+**The cleanup's clients.** A storm of expiring sessions can ask a target for more than its quota:
+KMS's ``RetireGrant`` request rate (50 a second per account and Region by default, shared by every
+principal of the account: AWS KMS Developer Guide, "Request quotas"), API Gateway's account
+throttle that the ``@connections`` API shares with every API of the account (10,000 requests a
+second, burst 5,000: API Gateway Developer Guide, "Amazon API Gateway quotas"), a DynamoDB
+partition's 1,000 write units a second (DynamoDB Developer Guide, "Understanding DynamoDB warm
+throughput"). botocore's ``standard`` retry mode answers a throttle with a jittered backoff and one
+retry (:data:`~.clients.MAX_ATTEMPTS`); above the quota for long, calls run out of attempts,
+records fail, the event source mapping retries and bisects them — adding load — and after its
+retries sends them to the on-failure destination. Retries with jitter are not pacing.
 
 What :func:`install` adds to each cleanup client:
 
@@ -30,7 +42,7 @@ What :func:`install` adds to each cleanup client:
   cleanup slowed down instead of failing.
 
 **How long a call may wait.** Within an invocation (the handler calls
-:meth:`Pacer.start_invocation` with Lambda's context), a paced call may wait for its token and
+:meth:`ClientPacer.start_invocation` with Lambda's context), a paced call may wait for its token and
 start new attempts until the **time guard** trips — until fewer than ``time_guard_ms`` remain
 before the deadline — like any call the runner starts; an attempt started then ends within 90 %
 of the margin (:func:`~.clients.call_timeouts`), so the invocation still returns before its
@@ -62,7 +74,14 @@ from .clients import SDK_SHARE_OF_MARGIN, CleanupClients, call_timeouts
 from .config import DIMENSION_ACTION, METRIC_CALLS_PACED
 from .metrics import MetricsRecorder
 
-__all__ = ["Pacer", "PacingTimeout", "budget_seconds", "install", "start_invocation"]
+__all__ = [
+    "ClientPacer",
+    "Pacer",
+    "PacingTimeout",
+    "budget_seconds",
+    "install",
+    "start_invocation",
+]
 
 #: The longest single wait for a token before the bucket is asked again (seconds).
 MAX_WAIT_SECONDS = 0.25
@@ -100,7 +119,7 @@ class _Clock:
 class _BoundedRateLimiter(adaptive.ClientRateLimiter):  # type: ignore[misc]  # untyped
     """botocore's adaptive limiter whose wait for a token ends at the call's deadline."""
 
-    def __init__(self, pacer: Pacer, clock: _Clock) -> None:
+    def __init__(self, pacer: ClientPacer, clock: _Clock) -> None:
         super().__init__(
             rate_adjustor=throttling.CubicCalculator(
                 starting_max_rate=0, start_time=clock.current_time()
@@ -131,7 +150,7 @@ class _BoundedRateLimiter(adaptive.ClientRateLimiter):  # type: ignore[misc]  # 
             self.pacer.sleep(min(left, 1 / rate, MAX_WAIT_SECONDS))
 
 
-class Pacer:
+class ClientPacer:
     """Pacing for the clients of one execution environment (:func:`install` builds it).
 
     Args:
@@ -213,8 +232,8 @@ def _operation(event_name: str) -> str:
     return event_name.rsplit(".", 1)[-1] or "Unknown"
 
 
-def start_invocation(pacer: Pacer | None, context: object, time_guard_ms: int) -> None:
-    """:meth:`Pacer.start_invocation` from a Lambda context (none: no invocation deadline)."""
+def start_invocation(pacer: ClientPacer | None, context: object, time_guard_ms: int) -> None:
+    """:meth:`ClientPacer.start_invocation` from a Lambda context (none: no invocation deadline)."""
     if pacer is None:
         return
     remaining = getattr(context, "get_remaining_time_in_millis", None)
@@ -232,13 +251,13 @@ def install(
     *,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-) -> Pacer:
+) -> ClientPacer:
     """Pace every configured client of ``clients`` (see the module docstring).
 
     Raises:
         ValueError: a time guard too small for any call.
     """
-    pacer = Pacer(metrics, budget=budget_seconds(time_guard_ms), clock=clock, sleep=sleep)
+    pacer = ClientPacer(metrics, budget=budget_seconds(time_guard_ms), clock=clock, sleep=sleep)
     for name in (
         "apigateway",
         "kms",
@@ -252,3 +271,42 @@ def install(
         if client is not None:
             pacer.install(client)
     return pacer
+
+
+class Pacer:
+    """At most ``per_second`` calls a second: :meth:`wait` before each call.
+
+    Args:
+        per_second: calls a second at most, at least 1.
+        clock: a monotonic clock in seconds. Default: ``time.monotonic``.
+        sleep: waits the given seconds. Default: ``time.sleep``.
+
+    Raises:
+        ValueError: ``per_second`` below 1.
+    """
+
+    def __init__(
+        self,
+        per_second: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] = time.sleep,
+    ) -> None:
+        if per_second < 1:
+            raise ValueError(f"per_second={per_second}: expected at least 1 call a second")
+        self.per_second = per_second
+        self._interval = 1.0 / per_second
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._next: float | None = None
+
+    def wait(self) -> None:
+        """Return when the next call may start (at once for the first call); at most
+        ``1 / per_second`` seconds later."""
+        with self._lock:
+            now = self._clock()
+            if self._next is not None and self._next > now:
+                self._sleep(self._next - now)
+                now = self._next
+            self._next = now + self._interval

@@ -79,14 +79,21 @@ permissions)::
     python -m session_expiry_runtime.replay --bucket NAME --key KEY [--dry-run] [--delete]
     python -m session_expiry_runtime.replay ... --env-from-function CLEANUP_FUNCTION_NAME
     python -m session_expiry_runtime.replay ... --stream-arn STREAM_ARN
+    python -m session_expiry_runtime.replay ... --steps-path DIR
+
+``--stream-arn`` must name the settings' table when the settings name one
+(:mod:`.replay_trust`): another deployment's stream is refused before anything is read (exit
+2). Custom steps (``SESSION_EXPIRY_CUSTOM_STEPS``) import as in the deployed function
+(:mod:`.replay_steps`): ``--steps-path DIR``, by default from the app's directory.
 
 Stdout: exactly one JSON object per line, one line per message or object, written as each is
 done. Metrics (embedded metric format) and logs go to stderr. Exit status
 (:data:`EXIT_ALL_REPLAYED`, :data:`EXIT_SOME_KEPT`, :data:`EXIT_COULD_NOT_RUN`): 0 every message
 was replayed (with ``--dry-run``: could be) or the queue was empty; 1 at least one message was
-kept (its line says why, e.g. ``foreign-stream``); 2 the replay could not run (no cleanup
-target, no stream to trust, bad settings, an unknown function, the queue or object could not
-be read).
+kept (its line says why, e.g. ``foreign-stream``; a record that failed again is in
+``failures`` with its cause); 2 the replay could not run (no cleanup target, no stream to
+trust, a ``--stream-arn`` of another table than the settings', a custom step that does not
+import, bad settings, an unknown function, the queue or object could not be read).
 """
 
 from __future__ import annotations
@@ -137,6 +144,7 @@ from .failure_records import (
 )
 from .metrics import MetricsRecorder
 from .removed_items import ItemStillInTable, check_removed
+from .replay_steps import steps_path, use_steps_path
 from .replay_trust import TrustedStreams, resolve_trusted_streams
 from .steps.grant import REFUSAL_FIELD as GRANT_REFUSAL_FIELD
 from .stream_records import to_lambda_record
@@ -234,7 +242,10 @@ class ReplayOutcome:
             record that was skipped, or ``refused`` when a step refused what it names.
         refused: sequence number -> {step name (``config.ACTION_*``) -> why it refused} of each
             ``REMOVE`` record with a refused step (such a record is never counted as cleaned).
-        error: why the message was kept, when that is not in the fields above.
+        failures: sequence number -> {failed action (``CleanupFailures``' ``Action``) -> the
+            error} of each record that failed again: the cause its log line gives.
+        error: why the message was kept, in one sentence; never ``None`` for a kept message
+            (``dry-run`` aside): for ``failed`` it names each failed record and its cause.
         deleted: the message (object) was deleted.
     """
 
@@ -246,6 +257,7 @@ class ReplayOutcome:
     failed_sequence_numbers: list[str] = field(default_factory=list)
     not_cleaned: dict[str, str] = field(default_factory=dict)
     refused: dict[str, dict[str, str]] = field(default_factory=dict)
+    failures: dict[str, dict[str, str]] = field(default_factory=dict)
     error: str | None = None
     deleted: bool = False
 
@@ -370,8 +382,14 @@ class _RecordingCleaner(SessionCleaner):
     def clean(self, raw: object, **kwargs: Any) -> RecordResult:
         return self._keep(super().clean(raw, **kwargs))
 
-    def not_started(self, raw: object) -> RecordResult:
-        return self._keep(super().not_started(raw))
+    def not_started(self, raw: object, *, account: bool = True) -> RecordResult:
+        return self._keep(super().not_started(raw, account=account))
+
+    def unfinished(self, raw: object) -> RecordResult:
+        return self._keep(super().unfinished(raw))
+
+    def unexpected(self, raw: object, exc: BaseException, *, account: bool = True) -> RecordResult:
+        return self._keep(super().unexpected(raw, exc, account=account))
 
     def _keep(self, result: RecordResult) -> RecordResult:
         if result.sequence_number is not None:
@@ -425,10 +443,33 @@ def replay_records(
         failed_sequence_numbers=failed,
         not_cleaned=not_cleaned,
         refused=refused,
+        failures={s: _failure(results.get(s)) for s in failed},
     )
-    if not failed:
+    if failed:
+        outcome.error = _failed_again(outcome.failures)
+    else:
         _judge(outcome, dry_run=dry_run)
     return outcome
+
+
+def _failure(result: RecordResult | None) -> dict[str, str]:
+    """A failed record's cause: each failed action and its error, from its log line."""
+    if result is None:
+        return {"Unknown": "no result was recorded for this record"}
+    errors = result.log.get("errors")
+    found = {str(k): str(v) for k, v in errors.items()} if isinstance(errors, Mapping) else {}
+    for action in result.failed_actions:
+        found.setdefault(action, "failed (no detail)")
+    return found or {"Unknown": f"outcome {result.outcome} without an error"}
+
+
+def _failed_again(failures: Mapping[str, Mapping[str, str]]) -> str:
+    """``error`` of a ``failed`` outcome: each failed record and its cause, in one line."""
+    causes = "; ".join(
+        f"{sequence_number}: " + ", ".join(f"{action}: {text}" for action, text in why.items())
+        for sequence_number, why in failures.items()
+    )
+    return f"{len(failures)} record(s) failed again (see failures): {causes}"
 
 
 def _outcome(result: RecordResult | None) -> str | None:
@@ -704,7 +745,8 @@ class StderrMetricsRecorder(MetricsRecorder):
 EPILOG = """\
 stdout: one JSON object per line, one line per message (object), written as each is done:
   source, status, records, removes, cleaned, failed_sequence_numbers, not_cleaned, refused,
-  error, deleted.
+  failures (sequence number -> failed action -> error, for each record that failed again),
+  error (why the message was kept; set for every kept message but dry-run), deleted.
   status: replayed (every REMOVE record cleaned; the message is deleted) | dry-run |
   failed | aged-out | invalid | foreign-stream | still-in-table | nothing-cleaned |
   partly-cleaned (all kept). A REMOVE record whose grant or scratch prefix a step refused, or
@@ -717,26 +759,35 @@ stderr: metrics (embedded metric format), logs, the table whose streams are trus
 exit status:
   0  every message was replayed (with --dry-run: could be), or the queue was empty
   1  at least one message was kept: its line says why
-  2  could not run: no cleanup target configured, no stream to trust, bad settings, unknown
-     function, the queue or the object could not be read (no message was changed)
+  2  could not run: no cleanup target configured, no stream to trust, a --stream-arn of
+     another table than the settings' table, a custom step that does not import, bad
+     settings, unknown function, the queue or the object could not be read (no message was
+     read or changed)
 
 Only failures of the configured table's streams are replayed. Before anything is read or
-cleaned: DDBStreamBatchInfo.streamArn must be
+cleaned: --stream-arn, when given, must be a stream of the settings' table (refused with exit
+2 otherwise, naming both tables); DDBStreamBatchInfo.streamArn must be
 arn:<partition>:dynamodb:<region>:<account>:table/<table>/stream/<any label> of that table
 (an earlier stream of the same table is accepted); in an S3 object, every payload record must
 have eventSource aws:dynamodb, eventSourceARN equal to that streamArn, Keys equal to its
 OldImage's key attributes, and a sequence number inside the range (the first and last at its
 ends), and the item each REMOVE record names must be gone from the table (GetItem, consistent
 read). Otherwise the message is kept (foreign-stream, still-in-table or invalid), even with
---delete. The table comes from --stream-arn, else the DynamoDB event source mappings of the
-cleanup function (--env-from-function, else AWS_LAMBDA_FUNCTION_NAME), else
-SESSION_EXPIRY_TABLE_NAME (DescribeTable); without one replay refuses to start. A payload
+--delete. The settings' table comes from the DynamoDB event source mappings of the cleanup
+function (--env-from-function, else AWS_LAMBDA_FUNCTION_NAME), else SESSION_EXPIRY_TABLE_NAME
+(DescribeTable); --stream-arn narrows the trust to its table, which must be that one (it is the
+only source when the settings name no table); without any, replay refuses to start. A payload
 forged with this stream's ARN for a session that is really gone is still cleaned with the image
 it gives: only Lambda should be able to write the on-failure queue or bucket.
 
 Settings: the cleanup function's SESSION_EXPIRY_* environment variables, or
 --env-from-function. Without any cleanup target (WebSocket endpoint, grant key, scratch bucket,
 AgentCore runtime, code interpreter, browser or custom steps) replay refuses to start.
+
+Custom steps import as in the deployed function, whose code root holds each step's code
+directory's contents: --steps-path DIR (repeatable), else, for each step's package, the current
+directory, then sys.path, then the cleanup function's code staged in ./cdk.out by the latest
+synth. Run replay from the app's directory (where cdk.json is), after cdk synth or deploy.
 """
 
 
@@ -782,8 +833,19 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--stream-arn",
         metavar="ARN",
-        help="trust the streams of this stream's table (any label) and no other; default: the "
-        "cleanup function's event source mapping, else SESSION_EXPIRY_TABLE_NAME",
+        help="trust the streams of this stream's table (any label) and no other; it must be "
+        "the settings' table (the cleanup function's event source mapping, else "
+        "SESSION_EXPIRY_TABLE_NAME) when they name one; default: that table",
+    )
+    parser.add_argument(
+        "--steps-path",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="a directory holding the custom steps' packages, as a CustomCleanupStep's code "
+        "names it (repeatable; put first on sys.path). Default: each step's package from the "
+        "current directory, else where Python finds it, else the cleanup function's code "
+        "staged in ./cdk.out by the latest synth: run replay from the app's directory",
     )
     return parser
 
@@ -831,6 +893,33 @@ def _trusted_streams(
     return trusted
 
 
+def _cleaner(
+    args: argparse.Namespace, config: RuntimeConfig, session: boto3.session.Session
+) -> SessionCleaner:
+    """The cleanup, its custom steps imported from where the deployed function imports them
+    (:mod:`.replay_steps`).
+
+    Raises:
+        ValueError: a custom step does not import (the message says where replay looked).
+    """
+    directories = steps_path(config.custom_steps, args.steps_path)
+    use_steps_path(directories)
+    try:
+        return SessionCleaner(
+            config, build_clients(config, session), StderrMetricsRecorder(config.metrics_namespace)
+        )
+    except ValueError as exc:
+        if not config.custom_steps:
+            raise
+        looked = ", ".join(str(d) for d in directories) or "nowhere beyond sys.path"
+        raise ValueError(
+            f"{exc}. Replay imports custom steps as the deployed function does: from "
+            "--steps-path DIR (the directory your CustomCleanupStep's code names), else from the "
+            "current directory, sys.path or the cleanup function's code staged in ./cdk.out by "
+            f"the latest synth (run replay from the app's directory); it added: {looked}"
+        ) from exc
+
+
 def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
     env = (
         environment_of_function(session.client("lambda"), args.env_from_function)
@@ -840,9 +929,7 @@ def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
     config = validate_cleanup_config(RuntimeConfig.from_env(env))
     require_cleanup_target(config)
     trusted = _trusted_streams(args, config, session)
-    cleaner = SessionCleaner(
-        config, build_clients(config, session), StderrMetricsRecorder(config.metrics_namespace)
-    )
+    cleaner = _cleaner(args, config, session)
     streams = session.client("dynamodbstreams")
     dry_run = bool(args.dry_run or config.dry_run)
     if args.queue_url:

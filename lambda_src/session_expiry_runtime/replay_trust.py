@@ -8,13 +8,21 @@ the table a new stream with a new label, and the old stream stays readable for 2
 stream of the *same table* is legitimate. So replay trusts every stream of one table ARN — same
 partition, Region, account and table name — and nothing else.
 
-Where the table comes from (:func:`resolve_trusted_streams`), first match wins:
+Where the table comes from (:func:`resolve_trusted_streams`):
 
-1. ``--stream-arn``: a stream ARN (or the table ARN) given by the operator;
-2. the DynamoDB event source mappings of the cleanup function (``ListEventSourceMappings``),
-   named by ``--env-from-function`` or, when replay runs with the function's own environment,
-   by Lambda's reserved ``AWS_LAMBDA_FUNCTION_NAME``;
-3. ``SESSION_EXPIRY_TABLE_NAME``: ``DescribeTable``'s ``TableArn``.
+* **the settings' table** — the table the cleanup settings replay runs with belong to, first
+  match wins: the DynamoDB event source mappings of the cleanup function
+  (``ListEventSourceMappings``), named by ``--env-from-function`` or, when replay runs with the
+  function's own environment, by Lambda's reserved ``AWS_LAMBDA_FUNCTION_NAME``; else
+  ``SESSION_EXPIRY_TABLE_NAME`` (``DescribeTable``'s ``TableArn``);
+* ``--stream-arn``: a stream ARN (or the table ARN) given by the operator. It narrows the trust
+  to that one table, and **must name the settings' table** when the settings name one: the
+  cleanup acts with its settings (grant key, scratch bucket, WebSocket endpoint, ownership
+  table), and another deployment's records cleaned with them would be reported cleaned while
+  their own grants and objects stay, and their messages be deleted. Such a run is refused before
+  anything is read (:class:`StreamArnNotOfSettingsTable`, naming both tables). Settings that
+  name no table (no function, no ``SESSION_EXPIRY_TABLE_NAME``) leave ``--stream-arn`` the only
+  source.
 
 Without any of them replay refuses to start (:class:`NoTrustedStream`).
 """
@@ -40,6 +48,11 @@ SOURCE_TABLE_NAME = "SESSION_EXPIRY_TABLE_NAME {} (DescribeTable)"
 
 class NoTrustedStream(ValueError):
     """Replay does not know which stream it may trust; it refuses to start."""
+
+
+class StreamArnNotOfSettingsTable(ValueError):
+    """``--stream-arn`` names another table than the cleanup settings' table; replay refuses
+    to start."""
 
 
 def table_of_stream(stream_arn: object) -> str | None:
@@ -105,7 +118,8 @@ def resolve_trusted_streams(
     function_names: Iterable[str] = (),
     table_name: str | None = None,
 ) -> TrustedStreams:
-    """The streams replay may act on, from the first source that names a table (module doc).
+    """The streams replay may act on (module docstring): the settings' table, narrowed to
+    ``stream_arn``'s table when one is given.
 
     Args:
         session: a ``boto3.session.Session`` (its ``lambda`` and ``dynamodb`` clients).
@@ -116,11 +130,37 @@ def resolve_trusted_streams(
 
     Raises:
         ValueError: ``stream_arn`` is not a DynamoDB stream or table ARN.
+        StreamArnNotOfSettingsTable: ``stream_arn``'s table is not the settings' table.
         NoTrustedStream: no source names a table.
         botocore.exceptions.ClientError: ``ListEventSourceMappings`` or ``DescribeTable`` failed.
     """
-    if stream_arn:
-        return TrustedStreams.of(stream_arn)
+    given = TrustedStreams.of(stream_arn) if stream_arn else None
+    settings = _settings_tables(session, function_names, table_name)
+    if given is None:
+        if settings is None:
+            raise NoTrustedStream(
+                "no stream to trust: replay acts only on failures of the cleanup's own table's "
+                "stream. Pass --stream-arn STREAM_ARN, or --env-from-function CLEANUP_FN (its "
+                "event source mapping names the stream), or set SESSION_EXPIRY_TABLE_NAME"
+            )
+        return settings
+    if settings is not None and given.table_arns[0] not in settings.table_arns:
+        raise StreamArnNotOfSettingsTable(
+            f"--stream-arn {stream_arn} is a stream of table {given.table_arns[0]}, but the "
+            f"cleanup settings are those of table {' or '.join(settings.table_arns)} (from "
+            f"{settings.source}): replaying that table's failures with these settings would "
+            "clean nothing of its sessions and delete its messages. Run with that table's "
+            "cleanup settings (--env-from-function ITS_CLEANUP_FN), or pass a stream of "
+            f"{settings.table_arns[0]}"
+        )
+    return given
+
+
+def _settings_tables(
+    session: Any, function_names: Iterable[str], table_name: str | None
+) -> TrustedStreams | None:
+    """The settings' table(s): the first function's mapped tables, else ``table_name``'s ARN;
+    ``None`` when neither names one."""
     for name in function_names:
         tables = _mapped_tables(session.client("lambda"), name)
         if tables:
@@ -130,8 +170,4 @@ def resolve_trusted_streams(
             "TableArn"
         ]
         return TrustedStreams.of(table_arn, source=SOURCE_TABLE_NAME.format(table_name))
-    raise NoTrustedStream(
-        "no stream to trust: replay acts only on failures of the cleanup's own table's stream. "
-        "Pass --stream-arn STREAM_ARN, or --env-from-function CLEANUP_FN (its event source "
-        "mapping names the stream), or set SESSION_EXPIRY_TABLE_NAME"
-    )
+    return None

@@ -16,14 +16,31 @@ A batch goes through :func:`process_batch`; each record through :meth:`CleanupRu
    batch's bounded step pool (at most ``config.max_workers`` calls in flight), so a session
    costs the latency of its slowest step, and each releases what it acted on. In a **dry run**
    the ownership records are only read, and only each step's read-only ``preview`` runs.
-5. **Error classification** — ``StepFailed`` is metered under its ``action``; any other
-   exception under the step's name. Either fails only the record.
+5. **Error classification** — ``StepFailed`` is metered under its ``action``; anything else a
+   step raises under the step's name. Either fails only the record (see *User code* below).
 6. **After-success steps** (the fan-out), once per batch on the cleaned records; never in a
    dry run. Accounting waits for them, so each record is counted once.
 7. **Accounting** — the metrics and **one structured log line per record** (logger
    ``session_expiry_runtime.cleanup``, field ``session``; ERROR for failed, WARNING for refused
    prefixes or grants, alarmed ownership refusals, unusable attributes and suspicious skips,
-   INFO otherwise).
+   INFO otherwise), written by the invocation's own thread once the record is done: a record
+   thread abandoned at the hard stop never counts into a later invocation's metrics.
+
+**User code** (a custom step, or any step's code): whatever it raises — any ``BaseException``,
+``SystemExit`` from a library's ``sys.exit()``, ``KeyboardInterrupt``,
+``asyncio.CancelledError`` and ``GeneratorExit`` included — fails only its record, caught once
+here (:meth:`CleanupRunner._attempt`; a step pool future that holds an exception is that step's
+failure; a record whose cleanup raised outside its steps fails under ``Unexpected``); nothing is
+re-raised, and the metrics are always flushed (:func:`process_batch`). Never caught: what
+reaches the invocation's own thread outside any step — the steps run on record and pool
+threads, so a ``KeyboardInterrupt`` delivered by a signal (Ctrl-C in a local replay) lands
+there and stops the run, after the metrics are flushed; and what is no exception at all
+(``os._exit``, a crash of the interpreter, Lambda ending the invocation at its timeout). A step
+that never returns is not waited for past the hard stop (below).
+
+**No state crosses an invocation boundary** except the clients and the steps' configuration:
+the step pool, the ownership check's batcher and whatever a step shares between sessions (the
+``DeleteObjects`` batcher) are made for each invocation (:mod:`.invocation`).
 
 The **time guard** (:class:`Deadline`): the invocation returns before its deadline in every
 case.
@@ -47,7 +64,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
@@ -73,6 +90,7 @@ from .config import (
     RuntimeConfig,
 )
 from .decode import DecodeError, StreamRecord, decode_image, parse_record, to_json_value
+from .invocation import InvocationScope
 from .metrics import MetricsRecorder
 from .outcomes import (
     OUTCOME_CLEANED,
@@ -240,33 +258,49 @@ class CleanupRunner:
         account: bool = True,
         step_pool: StepPool | None = None,
         claims: ClaimBatcher | None = None,
+        scope: InvocationScope | None = None,
     ) -> RecordResult:
         """Handle one Lambda DynamoDB stream record; never raises (errors become ``failed``).
 
         ``account=False`` leaves metrics and the log line to the caller (:meth:`account`), which
-        :func:`process_batch` needs when an after-success step may still fail the record. With
-        ``step_pool``, the record's session steps run side by side on it; without, one after
-        another. ``claims`` is the invocation's ownership check, shared by its records; default:
-        one of the record's own (:meth:`claim_batcher`).
+        :func:`process_batch` does on its own thread. With ``step_pool``, the record's session
+        steps run side by side on it; without, one after another. ``claims`` is the
+        invocation's ownership check and ``scope`` what its records share
+        (:mod:`.invocation`); default: the record's own.
+
+        Whatever is raised — any ``BaseException`` — fails only this record (module docstring,
+        *User code*).
         """
         record = parse_record(raw)
         try:
             claims = claims if claims is not None else self.claim_batcher()
-            result = self._clean(record, out_of_time, step_pool, claims)
-        except Exception as exc:  # per-record isolation: a bug must cost a retry, not the batch
-            result = self._result(record, OUTCOME_FAILED, failed_actions=(ACTION_UNEXPECTED,))
-            result.log["errors"] = {ACTION_UNEXPECTED: error_text(exc)}
+            result = self._clean(record, out_of_time, step_pool, claims, scope)
+        except BaseException as exc:  # per-record isolation: a bug must cost a retry, not the batch
+            result = self.unexpected(raw, exc, account=False)
         if account:
             self.account(result)
         return result
 
-    def not_started(self, raw: object) -> RecordResult:
-        """Report a record the time guard kept from starting (``failed``, action ``TimeGuard``)."""
+    def unexpected(self, raw: object, exc: BaseException, *, account: bool = True) -> RecordResult:
+        """Report a record whose cleanup raised ``exc`` outside its steps (``failed``, action
+        ``Unexpected``, the error in the log line)."""
+        result = self._result(
+            parse_record(raw), OUTCOME_FAILED, failed_actions=(ACTION_UNEXPECTED,)
+        )
+        result.log["errors"] = {ACTION_UNEXPECTED: raised_text(exc)}
+        if account:
+            self.account(result)
+        return result
+
+    def not_started(self, raw: object, *, account: bool = True) -> RecordResult:
+        """Report a record the time guard kept from starting (``failed``, action ``TimeGuard``);
+        ``account=False`` leaves its accounting to the caller."""
         result = self._result(
             parse_record(raw), OUTCOME_FAILED, failed_actions=(ACTION_TIME_GUARD,)
         )
         result.log["errors"] = {ACTION_TIME_GUARD: "not started: remaining time below the guard"}
-        self.account(result)
+        if account:
+            self.account(result)
         return result
 
     def unfinished(self, raw: object) -> RecordResult:
@@ -301,6 +335,7 @@ class CleanupRunner:
         out_of_time: Callable[[], bool],
         step_pool: StepPool | None,
         claims: ClaimBatcher | None,
+        scope: InvocationScope | None,
     ) -> RecordResult:
         session = self._session(record)
         if isinstance(session, RecordResult):
@@ -312,6 +347,7 @@ class CleanupRunner:
             slots=step_pool.slots if step_pool is not None else None,
             claim_batcher=claims,
             claimant=self._claimant(session),
+            scope=scope if scope is not None else InvocationScope(),
         )
         tally = _Tally()
         if self._run_gates(ctx, tally):
@@ -411,7 +447,11 @@ class CleanupRunner:
         """Run (or, in a dry run, preview) one step, release the ownership records of what it
         acted on, and classify what it raised. The attempt holds a call slot, on a pool thread
         or the record's own (gates, a record's single step): record and pool threads together
-        never exceed ``max_workers`` calls in flight."""
+        never exceed ``max_workers`` calls in flight.
+
+        The one place a step's exception is caught: ``StepFailed`` under its action, anything
+        else — any ``BaseException`` (module docstring, *User code*) — under the step's name.
+        """
         # The one gate of every change-making call: in a dry run only ``preview`` runs.
         call = step.preview if self.config.dry_run else step.run
         try:
@@ -422,8 +462,8 @@ class CleanupRunner:
                 return step.name, status, None
         except StepFailed as exc:
             return step.name, STEP_FAILED, (exc.action, exc.detail)
-        except Exception as exc:
-            return step.name, STEP_FAILED, (step.name, error_text(exc))
+        except BaseException as exc:  # user code: nothing it raises may leave its record
+            return step.name, STEP_FAILED, (step.name, raised_text(exc))
 
     @staticmethod
     def _release(plan: Plan, ctx: StepContext) -> None:
@@ -466,8 +506,9 @@ class CleanupRunner:
         # The steps are independent (each acts only on what the old image names), so they run
         # at the same time when a step pool is given.
         if step_pool is not None and len(runnable) > 1:
+            steps = [step for step, _ in runnable]
             futures = [step_pool.submit(self._attempt, step, plan, ctx) for step, plan in runnable]
-            return [future.result() for future in futures]
+            return [_attempt_of(step, future) for step, future in zip(steps, futures, strict=True)]
         return [self._attempt(step, plan, ctx) for step, plan in runnable]
 
     def _finish(self, record: StreamRecord, ctx: StepContext, tally: _Tally) -> RecordResult:
@@ -555,6 +596,26 @@ class CleanupRunner:
 
 def _status(verdict: Verdict | ClaimFailure) -> str | None:
     return verdict.status if isinstance(verdict, Verdict) else None
+
+
+def raised_text(exc: BaseException) -> str:
+    """What the log line's ``errors`` say of ``exc``: ``"Type: message"`` (a botocore error's
+    ``"Code: Message"``), or the type alone when it has no message (``KeyboardInterrupt``)."""
+    return error_text(exc) if str(exc) else type(exc).__name__
+
+
+def _attempt_of(step: CleanupStep, future: Future[Attempt]) -> Attempt:
+    """The attempt a step pool future holds; an exception it holds (raised on the pool thread
+    outside :meth:`CleanupRunner._attempt`, e.g. by its call slots) is that step's failure.
+    Waiting is not guarded: a signal's ``KeyboardInterrupt`` raised in this thread while it
+    waits propagates."""
+    try:
+        exc = future.exception()
+    except CancelledError:  # the pool was shut down at the hard stop before the step started
+        return step.name, STEP_FAILED, (ACTION_TIME_GUARD, "cancelled at the hard stop")
+    if exc is not None:
+        return step.name, STEP_FAILED, (step.name, raised_text(exc))
+    return future.result()
 
 
 _WARNING_CAUSES = (CAUSE_NO_OLD_IMAGE, CAUSE_MISSING_ATTRIBUTES, CAUSE_NO_SEQUENCE_NUMBER)
@@ -667,6 +728,17 @@ def _split_duplicates(
     return unique, duplicates
 
 
+@dataclass
+class _Invocation:
+    """What the records of one invocation share, made for it and dropped with it
+    (:mod:`.invocation`): the step pool, the ownership check, the steps' shared helpers."""
+
+    deadline: Deadline
+    step_pool: StepPool
+    claims: ClaimBatcher | None
+    scope: InvocationScope = field(default_factory=InvocationScope)
+
+
 def _clean_records(
     records: list[object],
     cleaner: CleanupRunner,
@@ -675,65 +747,53 @@ def _clean_records(
 ) -> list[RecordResult]:
     """Clean ``records`` concurrently: record threads, plus one bounded pool for their steps.
 
-    With ``deferred``, cleaned records are not accounted but collected there (for the
-    after-success steps); records the time guard kept from starting, and records still running
-    at the hard stop, are accounted at once as failed.
+    Results are accounted here, on the invocation's own thread, never by a record thread. With
+    ``deferred``, cleaned records are not accounted but collected there (for the after-success
+    steps); the others — failed, skipped, not started, still running at the hard stop — are
+    accounted at once.
     """
     if not records:
         return []
     max_workers = cleaner.config.max_workers
-    # Record threads mostly wait on their steps; the step pool bounds the calls in flight.
-    step_pool = StepPool(max_workers)
-    # One ownership check per invocation: its records' claims share calls, nothing outlives it.
-    claims = cleaner.claim_batcher()
+    # Record threads mostly wait on their steps; the step pool bounds the calls in flight. It,
+    # the ownership check and the steps' shared helpers are this invocation's and no other's.
+    invocation = _Invocation(deadline, StepPool(max_workers), cleaner.claim_batcher())
     pool = ThreadPoolExecutor(
         max_workers=max(1, min(max_workers, len(records))), thread_name_prefix="cleanup"
     )
-    pending: set[Future[tuple[RecordResult, bool]]] = set()
+    pending: set[Future[RecordResult]] = set()
     try:
-        futures = [
-            pool.submit(_record_work, raw, cleaner, deadline, deferred is None, step_pool, claims)
-            for raw in records
-        ]
+        futures = [pool.submit(_record_work, raw, cleaner, invocation) for raw in records]
+        pending = set(futures)  # until they are waited for: an interrupt waits for none
         pending = _wait_until_done_or_hard_stop(futures, deadline)
         return _collect(records, futures, pending, cleaner, deferred)
     finally:
-        # Never wait past the hard stop for threads still running: their results are dropped.
-        for executor in (pool, step_pool):
+        # Never wait past the hard stop (or an interrupt) for threads still running: their
+        # results are dropped, and nothing they still hold is read by a later invocation.
+        for executor in (pool, invocation.step_pool):
             executor.shutdown(wait=not pending, cancel_futures=True)
 
 
-def _record_work(
-    raw: object,
-    cleaner: CleanupRunner,
-    deadline: Deadline,
-    account: bool,
-    step_pool: StepPool,
-    claims: ClaimBatcher | None,
-) -> tuple[RecordResult, bool]:
-    """One record thread: the record's result, and whether its accounting was deferred."""
+def _record_work(raw: object, cleaner: CleanupRunner, invocation: _Invocation) -> RecordResult:
+    """One record thread: the record's result, not yet accounted."""
     try:
-        if deadline.out_of_time():
-            return cleaner.not_started(raw), False
-        result = cleaner.clean(
+        if invocation.deadline.out_of_time():
+            return cleaner.not_started(raw, account=False)
+        return cleaner.clean(
             raw,
-            out_of_time=deadline.out_of_time,
-            account=account,
-            step_pool=step_pool,
-            claims=claims,
+            out_of_time=invocation.deadline.out_of_time,
+            account=False,
+            step_pool=invocation.step_pool,
+            claims=invocation.claims,
+            scope=invocation.scope,
         )
-        return result, not account
-    except Exception as exc:
-        LOGGER.exception("unexpected error outside the record cleanup: %s", exc)
-        failed = RecordResult(
-            parse_record(raw).sequence_number, OUTCOME_FAILED, failed_actions=(ACTION_UNEXPECTED,)
-        )
-        return failed, False
+    except BaseException as exc:  # a record thread's failure is its record's, whatever it is
+        return cleaner.unexpected(raw, exc, account=False)
 
 
 def _wait_until_done_or_hard_stop(
-    futures: Sequence[Future[tuple[RecordResult, bool]]], deadline: Deadline
-) -> set[Future[tuple[RecordResult, bool]]]:
+    futures: Sequence[Future[RecordResult]], deadline: Deadline
+) -> set[Future[RecordResult]]:
     """Wait for every record thread, or until the hard stop; the futures still running."""
     pending = set(futures)
     while pending:
@@ -747,20 +807,24 @@ def _wait_until_done_or_hard_stop(
 
 def _collect(
     records: Sequence[object],
-    futures: Sequence[Future[tuple[RecordResult, bool]]],
-    pending: set[Future[tuple[RecordResult, bool]]],
+    futures: Sequence[Future[RecordResult]],
+    pending: set[Future[RecordResult]],
     cleaner: CleanupRunner,
     deferred: list[RecordResult] | None,
 ) -> list[RecordResult]:
-    """The results in record order: a record still running at the hard stop is unfinished."""
+    """The results in record order, accounted (or, cleaned with ``deferred``, collected there);
+    a record still running at the hard stop is unfinished."""
     results: list[RecordResult] = []
     for raw, future in zip(records, futures, strict=True):
         if future in pending:
             results.append(cleaner.unfinished(raw))
             continue
-        result, later = future.result()
-        if later and deferred is not None:
+        exc = future.exception()
+        result = future.result() if exc is None else cleaner.unexpected(raw, exc, account=False)
+        if deferred is not None and result.outcome == OUTCOME_CLEANED:
             deferred.append(result)
+        else:
+            cleaner.account(result)
         results.append(result)
     return results
 
@@ -786,13 +850,29 @@ def process_batch(event: object, context: object, cleaner: CleanupRunner) -> dic
     * Time guard: see the module docstring.
     * A sequence number seen twice in one batch is cleaned once.
     * After-success steps (the fan-out) run once on the cleaned records, then every record is
-      accounted; a dry run skips them.
-    * Metrics are flushed (EMF on stdout) before returning.
+      accounted; a dry run skips them. One that raises fails the records it was given.
+    * Whatever a step raises fails only its record (module docstring, *User code*).
+    * Metrics are flushed (EMF on stdout) before returning, in every case: also when something
+      raises on this thread (a signal's ``KeyboardInterrupt``), which then propagates.
     """
     records = event.get("Records") if isinstance(event, Mapping) else None
     if not isinstance(records, list):
         LOGGER.warning("event without a Records list; nothing to clean")
         return batch_response(())
+    try:
+        results = _clean_batch(records, context, cleaner)
+    finally:
+        try:
+            cleaner.metrics.flush()
+        except Exception:
+            LOGGER.exception("could not write the metrics")
+    return batch_response(r.sequence_number for r in results if r.outcome == OUTCOME_FAILED)
+
+
+def _clean_batch(
+    records: list[object], context: object, cleaner: CleanupRunner
+) -> list[RecordResult]:
+    """Every record's result, each accounted once (:func:`process_batch`)."""
     deadline = Deadline(context, cleaner.config.time_guard_ms)
     # A dry run publishes nothing: subscribers would act on sessions that were not cleaned.
     after = [] if cleaner.config.dry_run else cleaner.after_success_steps
@@ -805,11 +885,23 @@ def process_batch(event: object, context: object, cleaner: CleanupRunner) -> dic
             _fail_unpublished(deferred)
         else:
             for step in after:
-                step.after_success(deferred, cleaner.metrics)
+                _after_success(step, deferred, cleaner)
         for result in deferred:
             cleaner.account(result)
+    return results
+
+
+def _after_success(step: BatchStep, deferred: list[RecordResult], cleaner: CleanupRunner) -> None:
+    """Run one after-success step; if it raises (it should not), the records it was given and
+    that are still cleaned fail under its name, to be redelivered. Runs on the invocation's
+    own thread, so only ``Exception`` is caught: a signal's ``KeyboardInterrupt`` stops the run."""
     try:
-        cleaner.metrics.flush()
-    except Exception:
-        LOGGER.exception("could not write the metrics")
-    return batch_response(r.sequence_number for r in results if r.outcome == OUTCOME_FAILED)
+        step.after_success(deferred, cleaner.metrics)
+    except Exception as exc:
+        LOGGER.exception("after-success step %s raised", step.name)
+        for result in deferred:
+            if result.outcome != OUTCOME_CLEANED:
+                continue
+            result.outcome = OUTCOME_FAILED
+            result.failed_actions = (*result.failed_actions, step.name)
+            result.log.setdefault("errors", {})[step.name] = raised_text(exc)

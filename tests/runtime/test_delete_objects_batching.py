@@ -21,16 +21,25 @@ from typing import Any
 
 import pytest
 from runtime_support import BUCKET, FakeContext, Sandbox, event
-from session_expiry_runtime.cleaner import SessionCleaner, process_batch
+from session_expiry_runtime.cleaner import process_batch
+from session_expiry_runtime.steps import scratch
 from session_expiry_runtime.steps.delete_objects import BatchingDeleter
-from session_expiry_runtime.steps.scratch import ScratchStep
+from session_expiry_runtime.steps.scratch import ScratchDeleter
 
 WAIT_S = 30  # a bound for a broken test, never reached by a passing one
 
 
-def _batcher(cleaner: SessionCleaner) -> BatchingDeleter:
-    (step,) = [s for s in cleaner.session_steps if isinstance(s, ScratchStep)]
-    return step.deleter.batcher
+def _deleters(monkeypatch: pytest.MonkeyPatch) -> list[ScratchDeleter]:
+    """Every scratch deleter the invocations make from now on, in order (one per invocation)."""
+    made: list[ScratchDeleter] = []
+
+    class Recorded(ScratchDeleter):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            made.append(self)
+
+    monkeypatch.setattr(scratch, "ScratchDeleter", Recorded)
+    return made
 
 
 def _wait_pending(deleter: BatchingDeleter, keys: int) -> None:
@@ -124,7 +133,7 @@ def test_a_call_that_raises_fails_its_owner_and_leaves_the_deleter_usable(
 
 
 def test_errors_fail_exactly_the_two_sessions_of_five_that_own_the_failed_keys(
-    aws: None,
+    aws: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """STUBBED answer (moto never reports per-key Errors): the DeleteObjects that carries the
     keys of four sessions fails one key each of two of them."""
@@ -160,7 +169,8 @@ def test_errors_fail_exactly_the_two_sessions_of_five_that_own_the_failed_keys(
 
     s3.meta.events.register("before-parameter-build.s3.DeleteObjects", fail_one_key_of_two_sessions)
     s3.meta.events.register("after-call.s3.DeleteObjects", add_errors)
-    _hold_first_call(s3, until=lambda: _wait_pending(_batcher(cleaner), 12))
+    deleters = _deleters(monkeypatch)
+    _hold_first_call(s3, until=lambda: _wait_pending(deleters[-1].batcher, 12))
 
     response = process_batch(event(*records), FakeContext(), cleaner)
 

@@ -22,9 +22,13 @@ from botocore.stub import Stubber
 from ownership_support import OWNERSHIP_TABLE
 from runtime_support import APP_ROLE, CLEANUP_ROLE, SESSION, TABLE, Sandbox
 from session_expiry_runtime import grant_sweeper
-from session_expiry_runtime.config import RuntimeConfig
+from session_expiry_runtime.config import (
+    DEFAULT_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND,
+    RuntimeConfig,
+)
 from session_expiry_runtime.grant_names import grant_name
 from session_expiry_runtime.metrics import MetricsRecorder
+from session_expiry_runtime.pacing import Pacer
 
 NOW = datetime.now(timezone.utc)
 OLD = NOW - timedelta(hours=2)
@@ -41,6 +45,24 @@ class GrantClock:
         for grant in parsed.get("Grants") or []:
             if grant["GrantId"] in self.created:
                 grant["CreationDate"] = self.created[grant["GrantId"]]
+
+
+class FakeTime:
+    """A monotonic clock that only :meth:`sleep` moves: the sweep's pace without real waits."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+    def pacer(self, per_second: int = DEFAULT_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND) -> Pacer:
+        return Pacer(per_second, clock=self.clock, sleep=self.sleep)
 
 
 class Grants:
@@ -112,6 +134,7 @@ class Grants:
             dynamodb_client=self.sandbox.ddb,
             metrics=MetricsRecorder("SessionExpiry"),
             clock=lambda: now,
+            pacer=FakeTime().pacer(),
         )
 
     def alive(self) -> set[str]:
@@ -395,7 +418,9 @@ def test_a_run_cut_by_the_time_guard_is_counted_incomplete_and_the_tail_stays(
     assert report.incomplete and report.kept_live == 2 and report.orphans_retired == 0
     assert orphan in grants.alive()  # not checked: the alarm is the only signal
     assert sweeper.metrics.snapshot()["GrantSweepIncomplete"] == 1
-    assert "grant sweep incomplete after listing 3 grant(s)" in caplog.text
+    assert "grant sweep incomplete after checking 2 of 3 grant(s) listed on 1 page(s)" in (
+        caplog.text
+    )
 
 
 def test_a_complete_run_counts_incomplete_zero(grants: Grants) -> None:

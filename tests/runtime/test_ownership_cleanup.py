@@ -34,7 +34,7 @@ from session_expiry_runtime.ownership import (
     STATE_RELEASED,
     STATE_RELEASING,
 )
-from test_grant_sweeper import GrantClock
+from test_grant_sweeper import FakeTime, GrantClock
 
 RUNTIME_ARN = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/coder-Ab12Cd34Ef"
 INTERPRETER_ID = "coder_interpreter-Ab12Cd34Ef"
@@ -422,6 +422,7 @@ def grant_sweep(sandbox: Sandbox) -> GrantSweeper:
         kms_client=sandbox.kms,
         dynamodb_client=sandbox.ddb,
         metrics=MetricsRecorder("SessionExpiry"),
+        pacer=FakeTime().pacer(),
     )
 
 

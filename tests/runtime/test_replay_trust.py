@@ -643,20 +643,25 @@ def test_fails_cli_when_the_named_function_has_no_mapping_and_no_table_name(
     assert failed.queued() == 1 and failed.connections_open()
 
 
-def test_cli_stream_arn_names_the_only_table_trusted(
+def test_fails_cli_on_a_stream_arn_of_another_table_than_the_settings(
     sandbox: Sandbox,
     failed: FailedBatch,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """``--stream-arn`` narrows the trust, never moves it to another table: with the sessions
+    table's settings, another table's stream is refused before anything is read (issue 21)."""
     _settings(monkeypatch, sandbox)  # SESSION_EXPIRY_TABLE_NAME names the sessions table
     other = other_table_stream(sandbox)
 
     status = replay.main(["--queue-url", failed.queue_url, "--stream-arn", other], session=SESSION)
 
-    assert status == 1
-    (line,) = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    assert line["status"] == "foreign-stream" and "(from --stream-arn)" in line["error"]
+    assert status == replay.EXIT_COULD_NOT_RUN
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    table = sandbox.stream_arn.rsplit("/stream/", 1)[0]
+    assert f"is a stream of table {table.replace('/sessions', '/other')}" in captured.err
+    assert f"the cleanup settings are those of table {table}" in captured.err
     assert failed.queued() == 1 and failed.connections_open()
 
 

@@ -108,8 +108,8 @@ def _session_with_every_target(
     p.emulator.open_connection(f"conn-{session_id}")
     agent_sessions = {
         RUNTIME: (RUNTIME_ARN, f"rs-{session_id}-".ljust(40, "0")),  # 33-256 characters
-        CODE_INTERPRETER: ("aws.codeinterpreter.v1", "ci01"),  # 1-40 letters and digits
-        BROWSER: ("aws.browser.v1", "br01"),
+        CODE_INTERPRETER: ("optins_ci-a1b2c3d4e5", "ci01"),  # 1-40 letters and digits
+        BROWSER: ("optins_browser-a1b2c3d4e5", "br01"),
     }
     for kind, (target, agent_session) in agent_sessions.items():
         p.emulator.start_agent_session(kind, target, agent_session)
@@ -210,6 +210,10 @@ def test_the_grant_sweep_retires_an_orphan_grant_on_demand(
         store.end("orphan")
         assert p.run_cleanup().records_read == 0 or grant_id in _grant_ids(p)
         assert p.emulator.age_grants(3600) >= 1  # past the sweep's 15-minute grace period
+
+        first = p.run_grant_sweep()  # the session is gone: its grant is pending, not an orphan
+        assert first["orphans_retired"] == 0 and grant_id in _grant_ids(p)
+        assert p.end_grant_pending_bounds() >= 1  # the stream path's bound has passed
 
         report = p.run_grant_sweep()
 

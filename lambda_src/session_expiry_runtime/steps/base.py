@@ -74,10 +74,20 @@ A **cleanup step** is one small unit that removes one kind of resource an expire
 
 **Exceptions.** ``run``/``preview`` raise :class:`~session_expiry_runtime.outcomes.StepFailed`
 for an expected failure (the error after botocore's retries, an ``Errors`` entry, the time
-guard): the record fails, metered under ``StepFailed.action``. Any other exception is
-**unexpected** and is classified the same way under the step's own ``name``. Either way only
-that record fails (it goes into the partial batch response by sequence number), the other steps
-of the session still run, and the runner writes the error into the log line's ``errors``.
+guard): the record fails, metered under ``StepFailed.action``. Anything else a step raises —
+any ``BaseException``: a bug, ``SystemExit`` from a library's ``sys.exit()``,
+``KeyboardInterrupt``, ``asyncio.CancelledError``, ``GeneratorExit`` — is **unexpected** and
+is classified the same way under the step's own ``name``. Either way only that record fails (it
+goes into the partial batch response by sequence number), the other steps of the session still
+run, and the runner writes the error into the log line's ``errors``. The runner catches it, once
+(:meth:`~session_expiry_runtime.runner.CleanupRunner.clean`): a step never catches an exception
+only to turn it into a failure, and re-raises nothing.
+
+**Per invocation.** A step object lives as long as the process (warm invocations reuse it): it
+keeps only its configuration and clients. What it shares between the sessions of one invocation
+(a batcher of calls) comes from :meth:`StepContext.shared`, which is dropped with the invocation
+(:mod:`session_expiry_runtime.invocation`): a call abandoned at one invocation's hard stop never
+delays the next.
 
 Steps never count metrics or write log lines themselves: the runner
 (:mod:`session_expiry_runtime.runner`) owns order, the step pool, the ownership check, the dry
@@ -95,11 +105,11 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -107,6 +117,7 @@ from ..claims import Claimant, ClaimBatcher, ClaimFailure, ClaimRef
 from ..clients import CleanupClients
 from ..config import RuntimeConfig
 from ..decode import StreamRecord
+from ..invocation import InvocationScope
 from ..metrics import MetricsRecorder
 from ..outcomes import (
     STEP_ALREADY_DONE,
@@ -143,6 +154,8 @@ __all__ = [
     "nonempty_str",
     "string_attribute",
 ]
+
+T = TypeVar("T")
 
 PLAN_RUN = "run"
 PLAN_NOTHING = "nothing"
@@ -259,6 +272,9 @@ class StepContext:
     claim_batcher: ClaimBatcher | None = None
     #: Who the ownership records must name: the record's ``Keys`` and the image's incarnation.
     claimant: Claimant | None = None
+    #: What the records of the invocation share (:mod:`..invocation`); a record cleaned on its
+    #: own has its own.
+    scope: InvocationScope = field(default_factory=InvocationScope)
     objects_deleted: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -270,6 +286,11 @@ class StepContext:
         """Wrap a wait that makes no call of its own (for another step's shared call), so the
         step's call slot serves other calls meanwhile."""
         return self.slots.lent() if self.slots is not None else nullcontext()
+
+    def shared(self, key: Hashable, factory: Callable[[], T]) -> T:
+        """The invocation's one helper under ``key`` (e.g. the step object), made by
+        ``factory()`` on first use (:meth:`~..invocation.InvocationScope.shared`)."""
+        return self.scope.shared(key, factory)
 
     def claim(self, ref: ClaimRef) -> Claim | None:
         """``ref``'s ownership record as it is now (e.g. its ``claimed_at``), read through the

@@ -19,10 +19,14 @@ function's code asset and sets ``SESSION_EXPIRY_CUSTOM_STEPS`` to a JSON list::
   time** (set timeouts and retries on its clients; the cleanup function's timeout covers the
   whole batch).
 * **Done**: it returned normally (``"done"``); returning the string ``"already-done"`` reports
-  that there was nothing left to remove. **Failure**: any exception. Only that session's record
-  fails: it is reported by sequence number in the partial batch response, metered as
-  ``CleanupFailures`` with ``Action`` = the step's name, and its error is in the log line; the
-  session's other steps still run.
+  that there was nothing left to remove. **Failure**: anything it raises — any
+  ``BaseException``: ``SystemExit`` (a library calling ``sys.exit()``), ``KeyboardInterrupt``,
+  ``asyncio.CancelledError`` and ``GeneratorExit`` too. Only that session's record fails: it is
+  reported by sequence number in the partial batch response, metered as ``CleanupFailures``
+  with ``Action`` = the step's name, and its error is in the log line; the session's other
+  steps and the batch's other records still run, and the metrics are flushed. The runner
+  catches it, once (:mod:`session_expiry_runtime.runner`, *User code*, which also says what is
+  never caught and why).
 * A session without one of the ``attributes`` gives the step nothing to do (the missing names
   are logged like a built-in's ``missingAttributes``); the handler is not called.
 * Dry run: the handler is never called. ``preview(old_image, reason)``, if given, is called
@@ -167,21 +171,14 @@ class CustomStep(CleanupStep):
         return Plan.run()
 
     def run(self, plan: Plan, ctx: StepContext) -> str:
-        try:
-            answer = self.handler(copy.deepcopy(dict(ctx.session.image)), ctx.session.reason)
-        except Exception as exc:  # the user's code: every exception is this step's failure
-            raise StepFailed(self.name, error_text(exc)) from exc
+        # Whatever the user's code raises is caught by the runner, once (module docstring).
+        answer = self.handler(copy.deepcopy(dict(ctx.session.image)), ctx.session.reason)
         return STEP_ALREADY_DONE if answer == STEP_ALREADY_DONE else STEP_DONE
 
     def preview(self, plan: Plan, ctx: StepContext) -> str:
         if self.preview_function is None:
             return STEP_DRY_RUN
-        try:
-            fields = self.preview_function(
-                copy.deepcopy(dict(ctx.session.image)), ctx.session.reason
-            )
-        except Exception as exc:
-            raise StepFailed(self.name, error_text(exc)) from exc
+        fields = self.preview_function(copy.deepcopy(dict(ctx.session.image)), ctx.session.reason)
         if fields is not None and not isinstance(fields, Mapping):
             raise StepFailed(self.name, f"preview returned {fields!r}; expected a mapping or None")
         if fields:

@@ -1,7 +1,10 @@
 """``DeleteObjects`` across the sessions of one invocation: one call carries the keys of several.
 
 The scratch step of each session lists its own prefix and hands each page's keys to the one
-:class:`BatchingDeleter` of the process (one bucket: the scratch bucket). Keys of sessions
+:class:`BatchingDeleter` of the invocation (one bucket: the scratch bucket; a new batcher per
+invocation, :mod:`session_expiry_runtime.invocation`, because a call abandoned at the hard stop
+stays "in flight" in its batcher for as long as it hangs, and keys waiting behind it would wait
+as long). Keys of sessions
 cleaned side by side share calls of at most 1,000 keys (Amazon S3 API Reference,
 DeleteObjects), so a batch of 100 sessions of 50 objects needs a handful of DeleteObjects
 instead of 100; every ``Errors`` entry of an answer goes back to the session whose key it names,

@@ -29,9 +29,11 @@ unique table-wide, so it cannot reach another session's objects.
 
 Run: every key under the prefix is listed (``ListObjectsV2``, paginated; botocore requests
 ``EncodingType=url`` and decodes the keys, so control characters survive the XML) and handed to
-the :class:`ScratchDeleter`. It hands them to the process's one
-:class:`~.delete_objects.BatchingDeleter`, which sends ``DeleteObjects`` (at most 1,000 keys,
-``Quiet``) **shared by the sessions cleaned side by side** and gives each session back the
+the :class:`ScratchDeleter`. It hands them to the invocation's one
+:class:`~.delete_objects.BatchingDeleter` (:meth:`~.base.StepContext.shared`: a new one per
+invocation, so a call abandoned at one invocation's hard stop never holds up the next), which
+sends ``DeleteObjects`` (at most 1,000 keys, ``Quiet``) **shared by the sessions cleaned side by
+side** and gives each session back the
 ``Errors`` entries of its own keys, so a key that fails fails only the record that owns it; keys
 that XML 1.0 cannot carry in the DeleteObjects body (most C0 controls) or holding a carriage
 return (XML parsers turn it into a line feed, so S3 would delete a different key) go one by one
@@ -85,9 +87,9 @@ class _LegacyLayout(str):
 
 
 class ScratchDeleter:
-    """Deletes one session's keys of one bucket: ``DeleteObjects`` shared with the other
-    sessions of the invocation (:class:`~.delete_objects.BatchingDeleter`), unsafe keys one by
-    one."""
+    """Deletes sessions' keys of one bucket: ``DeleteObjects`` shared between the sessions
+    of one invocation (:class:`~.delete_objects.BatchingDeleter`), unsafe keys one by one.
+    One per invocation (:meth:`ScratchStep.deleter`)."""
 
     def __init__(self, s3: Any, bucket: str | None) -> None:
         self.s3 = s3
@@ -128,7 +130,6 @@ class ScratchStep(CleanupStep):
         self.config = config
         self.s3 = s3
         self.bucket = config.scratch_bucket
-        self.deleter = ScratchDeleter(s3, config.scratch_bucket)
         self.attributes = (
             config.scratch_prefix_attribute,
             config.tenant_attribute,
@@ -138,6 +139,11 @@ class ScratchStep(CleanupStep):
     @classmethod
     def build(cls, config: RuntimeConfig, clients: CleanupClients) -> ScratchStep | None:
         return cls(config, clients.s3) if clients.s3 is not None else None
+
+    def deleter(self, ctx: StepContext) -> ScratchDeleter:
+        """The invocation's deleter of the scratch bucket, shared by its sessions (made on
+        first use; never one of another invocation)."""
+        return ctx.shared(self, lambda: ScratchDeleter(self.s3, self.bucket))
 
     def plan(self, session: Session) -> Plan:
         cfg = self.config
@@ -236,10 +242,11 @@ class ScratchStep(CleanupStep):
                 outside the prefix (never deleted), or time ran out between pages.
         """
         problems: list[str] = []
+        deleter = self.deleter(ctx)
         try:
             for page in self._pages(prefix):
                 keys = self._keys_under(prefix, page)
-                problems.extend(self.deleter.delete(keys, ctx.count_objects_deleted, ctx.waiting))
+                problems.extend(deleter.delete(keys, ctx.count_objects_deleted, ctx.waiting))
                 if page.get("IsTruncated") and ctx.out_of_time():
                     raise StepFailed(
                         ACTION_TIME_GUARD, f"time guard reached while deleting {prefix!r}"

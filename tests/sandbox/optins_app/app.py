@@ -20,6 +20,10 @@ from aws_cdk import aws_sqs as sqs
 from cdk_session_expiry import CLEANUP_RUNTIME, CustomCleanupStep, SessionExpiry
 
 RUNTIME_ARN = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/optins_agent-a1b2c3d4e5"
+# Custom tools of this app: the AWS-managed aws.codeinterpreter.v1 / aws.browser.v1 are refused
+# unless allow_stopping_shared_aws_managed_tool_sessions=True (docs/ownership.md).
+CODE_INTERPRETER_ID = "optins_ci-a1b2c3d4e5"
+BROWSER_ID = "optins_browser-a1b2c3d4e5"
 
 app = cdk.App()
 stack = cdk.Stack(app, "OptIns", env=cdk.Environment(account="123456789012", region="us-east-1"))
@@ -54,8 +58,8 @@ sessions = SessionExpiry(
     event_bus=bus,
     expiry_sweep_interval=cdk.Duration.seconds(10),
     agent_runtime=RUNTIME_ARN,
-    code_interpreter="aws.codeinterpreter.v1",
-    browser="aws.browser.v1",
+    code_interpreter=CODE_INTERPRETER_ID,
+    browser=BROWSER_ID,
     custom_steps=[note],
     alarm_ttl_health_window=cdk.Duration.hours(1),
     removal_policy=cdk.RemovalPolicy.DESTROY,
