@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import botocore.session
 import pytest
@@ -20,7 +21,7 @@ RUNTIME = REPO / "lambda_src" / "session_expiry_runtime"
 SAMPLE = REPO / "tests" / "infra" / "snapshots" / "sample_app.json"
 
 #: Nothing but what a case turns on: no connection, no scratch, no logs' share.
-BARE = dict(connection=False, scratch=False, cpu_ms=0.0, latency_ms=0.0, heartbeats=0)
+BARE: dict[str, Any] = dict(connection=False, scratch=False, cpu_ms=0.0, latency_ms=0.0, heartbeats=0)
 
 
 def _service(o: Options, key: str) -> float:
@@ -134,7 +135,7 @@ def test_fails_on_a_template_without_a_cleanup_function(capsys: pytest.CaptureFi
 )
 def test_fails_on_out_of_range_options(field: str, value: int, expected: str) -> None:
     with pytest.raises(ValueError, match=re.escape(expected)):
-        Options(**{field: value})
+        Options(**dict[str, Any]({field: value}))
 
 
 def _called_operations() -> set[tuple[str, str]]:
