@@ -21,7 +21,9 @@ RUNTIME = REPO / "lambda_src" / "session_expiry_runtime"
 SAMPLE = REPO / "tests" / "infra" / "snapshots" / "sample_app.json"
 
 #: Nothing but what a case turns on: no connection, no scratch, no logs' share.
-BARE: dict[str, Any] = dict(connection=False, scratch=False, cpu_ms=0.0, latency_ms=0.0, heartbeats=0)
+BARE: dict[str, Any] = dict(
+    connection=False, scratch=False, cpu_ms=0.0, latency_ms=0.0, heartbeats=0
+)
 
 
 def _service(o: Options, key: str) -> float:
