@@ -569,9 +569,9 @@ def _goals_rows(data: dict[str, Any]) -> str:
         ]
     )
     if data.get("storm"):
-        from . import storm_report
+        from . import cost_report, storm_report
 
-        rows += storm_report.goals_rows(data["storm"])
+        rows += storm_report.goals_rows(data["storm"]) + cost_report.goals_rows(data)
     return _md(["Goal (issues 13, 20, 25)", "Measured", "Goal", "Status"], rows)
 
 
@@ -986,14 +986,28 @@ def _extra_sections(data: dict[str, Any]) -> list[tuple[str, str, str]]:
             "storm",
             sr.pacing_table(st) + sr.PACING_NOTE,
         ),
+        *_cost_sections(data),
+    ]
+
+
+def _cost_sections(data: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The bill per million sessions by option, and the storm's calls priced (issue 25)."""
+    from . import cost_report as cr
+
+    title = "Cost per million sessions, each option added in turn, and the alternatives"
+    return [
+        (title, "storm", cr.options_table(data)),
+        ("The cleanup's calls, priced", "storm", cr.calls_table(data)),
     ]
 
 
 def storm_tables(data: dict[str, Any]) -> str:
     """The storm section alone (``python -m bench --storm``), with its goals."""
+    from . import cost_report
     from . import storm_report as sr
 
-    goals = _md(["Goal (issue 25)", "Measured", "Goal", "Status"], sr.goals_rows(data["storm"]))
+    rows = sr.goals_rows(data["storm"]) + cost_report.goals_rows(data)
+    goals = _md(["Goal (issue 25)", "Measured", "Goal", "Status"], rows)
     return "\n\n".join(
         [f"### Goals\n\n{machine_line(data, 'storm')}\n\n{goals}"]
         + [

@@ -65,6 +65,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from cdk_session_expiry.sweeper import SWEEPER_MEMORY_SIZE
+
 #: Lambda gives one vCPU at 1,769 MB, in proportion below (Lambda Developer Guide,
 #: "Configuring Lambda function memory"); one Python process gains little above it.
 MB_PER_VCPU = 1769
@@ -140,7 +142,7 @@ class Settings:
     batch_size: int = 100
     cleanup_memory_mb: int = 1769
     max_workers: int = 32
-    sweeper_memory_mb: int = 256
+    sweeper_memory_mb: int = SWEEPER_MEMORY_SIZE
     sweep_interval_s: int = 5
     sweep_shards: int = 4
     #: seconds a sweeper run works before its time guard (below a minute: 59 s timeout less

@@ -9,6 +9,8 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
+from cdk_session_expiry.sweeper import SWEEPER_MEMORY_SIZE
+
 from . import storm_model as sm
 
 #: Issue 25's goal: a storm the default settings absorb with expiry-to-clean p99 ≤ 60 s.
@@ -165,7 +167,10 @@ def _variants(base: sm.Settings) -> list[tuple[str, sm.Settings]]:
             "16 stream shards (table warm throughput 16,000 write units)",
             replace(base, stream_shards=16),
         ),
-        ("sweeper at 1,769 MiB (a constant today, 256 MiB)", replace(base, sweeper_memory_mb=1769)),
+        (
+            f"sweeper at 1,769 MiB (a constant, {SWEEPER_MEMORY_SIZE} MiB)",
+            replace(base, sweeper_memory_mb=1769),
+        ),
         (
             "sweeper at 1,769 MiB + `parallelization_factor` 10",
             replace(base, sweeper_memory_mb=1769, parallelization_factor=10),
@@ -232,7 +237,7 @@ def sizing_rows(data: dict[str, Any]) -> list[list[str]]:
 
 def _candidates(base: sm.Settings) -> list[tuple[str, sm.Settings]]:
     out = [("defaults (with the sweeper at 5 s)", base)]
-    for memory in (512, 1024, 1769):
+    for memory in (m for m in (512, 1024, 1769) if m > SWEEPER_MEMORY_SIZE):
         out.append((f"sweeper {memory:,} MiB", replace(base, sweeper_memory_mb=memory)))
     for pf in (2, 4, 10):
         out.append(

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _runtime_contract as c
+from .sweeper import SWEEP_SHARDS, SWEEPER_MEMORY_SIZE
 
 __all__ = [
     "CALL_PRICES",
@@ -172,9 +173,11 @@ ROUND_TRIPS = 4
 METRICS = 16
 #: Log bytes per invocation (the EMF metrics line and a summary line).
 LOG_BYTES_PER_INVOCATION = 1500
-#: Expiry sweeper per month by interval (seconds): a run a minute below a minute, billed for
-#: the minute's passes (docs/benchmarks.md, "The expiry sweeper per month"): USD.
-SWEEPER_MONTHLY_USD = {5: 8.07, 15: 6.55, 60: 0.05, 300: 0.01}
+#: Seconds in the month the bill is for (30 days).
+MONTH_S = 30 * 24 * 3600
+#: Billed seconds of a sweeper run of one pass (an interval of a minute and more: 4 Queries of
+#: shards with nothing due; an assumption).
+SWEEPER_PASS_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -196,6 +199,7 @@ class Options:
     event_bus: bool = False
     agentcore_stops: int = 0
     sweep_interval_s: int | None = None
+    sweeper_memory_mb: int = SWEEPER_MEMORY_SIZE
     grant_sweep: bool = False
     alarms: int = 0
     heartbeats: int = 10
@@ -260,16 +264,30 @@ def _units(o: Options) -> dict[str, float]:
     return u
 
 
+def sweeper_monthly(interval_s: int, memory_mb: int) -> float:
+    """USD a month of the expiry sweeper with nothing due: below a minute a run a minute, billed
+    while its passes span the minute (``60 - interval`` s plus a pass); from a minute one pass a
+    run (:data:`SWEEPER_PASS_S`); each pass Queries every shard (0.5 read unit each, eventually
+    consistent, an empty page). Sessions swept cost their ``DeleteItem`` (per session)."""
+    if interval_s < 60:
+        runs, billed, passes = MONTH_S / 60, 60 - interval_s + SWEEPER_PASS_S / 2, 60 // interval_s
+    else:
+        runs, billed, passes = MONTH_S / interval_s, SWEEPER_PASS_S, 1
+    duration = runs * billed * memory_mb / 1024 * PRICES["lambda_gb_second"].usd
+    reads = runs * passes * SWEEP_SHARDS * 0.5 * PRICES["dynamodb_read_unit"].usd
+    return duration + reads + runs * PRICES["lambda_request"].usd
+
+
 def _fixed(o: Options) -> dict[str, float]:
     """USD a month that does not grow with sessions, by line."""
     lines = {
         "CloudWatch metrics": METRICS * PRICES["cloudwatch_metric_month"].usd,
         "CloudWatch alarms": o.alarms * PRICES["cloudwatch_alarm_month"].usd,
     }
-    interval = o.sweep_interval_s
-    if interval is not None:
-        near = min(SWEEPER_MONTHLY_USD, key=lambda s: abs(s - interval))
-        lines[f"expiry sweeper ({near} s schedule)"] = SWEEPER_MONTHLY_USD[near]
+    if o.sweep_interval_s is not None:
+        lines[f"expiry sweeper (every {o.sweep_interval_s} s)"] = sweeper_monthly(
+            o.sweep_interval_s, o.sweeper_memory_mb
+        )
     if o.grant_sweep:
         runs = 24 * 30  # hourly
         pages = math.ceil(o.live_sessions / 100)
@@ -350,6 +368,9 @@ def options_from_template(template: Mapping[str, Any], **traffic: Any) -> Option
         event_bus=c.ENV_EVENT_BUS_ARN in env,
         agentcore_stops=sum(1 for name in agent if name in env),
         sweep_interval_s=_sweep_interval(template, by_handler.get(c.SWEEPER_HANDLER)),
+        sweeper_memory_mb=int(
+            by_handler.get(c.SWEEPER_HANDLER, ("", {}))[1].get("MemorySize", SWEEPER_MEMORY_SIZE)
+        ),
         grant_sweep=f"{c.RUNTIME_PACKAGE}.grant_sweeper.handler" in by_handler,
         alarms=sum(
             1

@@ -15,6 +15,7 @@ from botocore import xform_name
 
 from cdk_session_expiry import cost
 from cdk_session_expiry.cost import Options, alternatives, monthly_cost, options_from_template
+from cdk_session_expiry.sweeper import SWEEPER_MEMORY_SIZE
 
 REPO = Path(__file__).resolve().parents[1]
 RUNTIME = REPO / "lambda_src" / "session_expiry_runtime"
@@ -61,10 +62,21 @@ def test_dynamodb_ownership_writes_hand_computed() -> None:
 def test_dynamodb_sweeper_index_writes_hand_computed() -> None:
     # No records; the sweep index: 1 at create, 2 per heartbeat (the expiry moves: delete and
     # put of the entry), the sweep's DeleteItem of item and entry 2. 3 heartbeats: 1 + 6 + 2 = 9
-    # units x 1M x $0.625/M = $5.625; plus the 5 s schedule's $8.07 a month.
-    o = Options(**{**BARE, "heartbeats": 3}, sweep_interval_s=5)
+    # units x 1M x $0.625/M = $5.625.
+    o = Options(**{**BARE, "heartbeats": 3}, sweep_interval_s=5, sweeper_memory_mb=512)
     assert _service(o, "dynamodb_write_unit") == pytest.approx(5.625)
-    assert monthly_cost(o)["fixed"]["expiry sweeper (5 s schedule)"] == pytest.approx(8.07)
+
+
+def test_sweeper_month_hand_computed() -> None:
+    # 5 s: 43,200 runs (one a minute) billed 55.1 s at 0.5 GB: 1,190,160 GB-s x $0.0000133334
+    # = $15.8690; 12 passes x 4 shards x 0.5 read unit x 43,200 = 1,036,800 units = $0.1296;
+    # 43,200 requests = $0.00864. Total $16.0072. (At 256 MB: $8.07, docs/benchmarks.md.)
+    o = Options(**BARE, sweep_interval_s=5, sweeper_memory_mb=512)
+    assert monthly_cost(o)["fixed"]["expiry sweeper (every 5 s)"] == pytest.approx(16.0072, 1e-4)
+    assert cost.sweeper_monthly(5, 256) == pytest.approx(8.07, abs=0.01)
+    # 5 min: 8,640 runs x 0.2 s x 0.5 GB = 864 GB-s = $0.01152; 8,640 x 4 x 0.5 units = $0.00216;
+    # requests $0.001728.
+    assert cost.sweeper_monthly(300, 512) == pytest.approx(0.015408, 1e-4)
 
 
 def test_kms_grant_hand_computed() -> None:
@@ -108,7 +120,7 @@ def test_options_from_the_sample_apps_template() -> None:
     o = options_from_template(json.loads(SAMPLE.read_text()), sessions=5)
     assert (o.memory_mb, o.connection, o.grant, o.scratch) == (1769, True, True, True)
     assert (o.archive, o.event_bus, o.grant_sweep, o.sweep_interval_s) == (True, True, True, 300)
-    assert o.alarms == 12 and o.sessions == 5
+    assert o.alarms == 12 and o.sessions == 5 and o.sweeper_memory_mb == SWEEPER_MEMORY_SIZE
 
 
 def test_the_command_prints_the_bill_for_a_template(capsys: pytest.CaptureFixture[str]) -> None:
