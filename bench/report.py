@@ -981,7 +981,8 @@ def _extra_sections(data: dict[str, Any]) -> list[tuple[str, str, str]]:
         ),
         ("Storm size → settings (expiry-to-clean p99 ≤ 60 s)", "storm", sr.sizing_table(st)),
         (
-            "Backpressure: a quota that binds (RetireGrant at 50 requests/s, shared by "
+            "Backpressure: a quota that binds (RetireGrant at "
+            f"{st['pacing'][0].get('quota', 15) if st.get('pacing') else 15:g} requests/s, shared by "
             f"{st['pacing'][0]['invocations'] if st.get('pacing') else 'several'} invocations at once)",
             "storm",
             sr.pacing_table(st) + sr.PACING_NOTE,

@@ -404,10 +404,10 @@ DEFAULTS: dict[str, Any] = {
 # --- backpressure in real time ------------------------------------------------------------------
 #: ``RetireGrant``'s quota in the pacing table: KMS's default (AWS KMS Developer Guide, "Request
 #: quotas"), shared by the concurrent invocations as by every principal of an account.
-PACING_QUOTA = 50.0
+PACING_QUOTA = float(storm_model.QUOTAS["RetireGrant"].per_second)
 #: Concurrent invocations (as many stream shards' batches at once) and sessions each.
 PACING_INVOCATIONS = 4
-PACING_SESSIONS = 150
+PACING_SESSIONS = 75
 PACING_MODES = (
     ("standard retries (botocore standard mode, 2 attempts)", "bench.retry_modes:standard_handler"),
     ("botocore adaptive mode (its rate limiter)", "bench.retry_modes:adaptive_handler"),
@@ -451,6 +451,7 @@ def pacing_demo(
                     "mode": name,
                     "sessions": total,
                     "invocations": invocations,
+                    "quota": PACING_QUOTA,
                     "failed": failed,
                     "wall_s": max(r["wall_s"] for r in results),
                     "attempts": len(arrivals),

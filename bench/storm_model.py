@@ -28,9 +28,12 @@ Quotas (defaults, per account and Region unless said; each adjustable unless sai
 * API Gateway: 10,000 requests a second across HTTP, REST, WebSocket and WebSocket callback
   (``@connections``) APIs, burst 5,000 not adjustable (API Gateway Developer Guide, "Amazon API
   Gateway quotas"). Shared with the application's own traffic.
-* KMS ``RetireGrant``: 50 requests a second (AWS KMS Developer Guide, "Request quotas"),
-  counting every principal of the account; ``CreateGrant`` is 50 too, so sessions with grants
-  are also created at most 50 a second.
+* KMS ``RetireGrant``: 15 requests a second, counting every principal of the account (the
+  grant sweep takes at most 5 of them); ``CreateGrant`` 50, so sessions with grants are created
+  at most 50 a second: AWS KMS Developer Guide, "Request quotas" — the figures of its table in
+  the guide's source (``awsdocs/aws-kms-developer-guide``, ``requests-per-second.md``; the live
+  page renders its table in the browser), as ``session_expiry_runtime.grant_sweeper`` cites
+  them; every KMS request quota is adjustable and Service Quotas shows an account's own.
 * DynamoDB: each partition serves at most 1,000 write units and 3,000 read units a second; a new
   on-demand table starts with a warm throughput of 4,000 write and 12,000 read units a second
   (DynamoDB Developer Guide, "Understanding DynamoDB warm throughput", warm-throughput
@@ -102,8 +105,9 @@ QUOTAS: dict[str, Quota] = {
     ),
     "RetireGrant": Quota(
         "KMS RetireGrant request rate",
-        50,
-        "AWS KMS Developer Guide, Request quotas: RetireGrant 50 requests/s per account and Region",
+        15,
+        "AWS KMS Developer Guide, Request quotas (the guide's source): RetireGrant 15 requests/s "
+        "per account and Region, adjustable",
     ),
     "OwnershipWriteUnits": Quota(
         "Ownership table write units (TransactWriteItems, 2 per record)",

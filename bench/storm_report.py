@@ -292,7 +292,8 @@ def pacing_table(data: dict[str, Any]) -> str:
 
 PACING_NOTE = (
     "\n\nEach row: the real handler in as many processes at once, against the HTTP bench "
-    "endpoint that answers `ThrottlingException` above 50 `RetireGrant` requests a second in "
+    "endpoint that answers `ThrottlingException` above "
+    f"{sm.QUOTAS['RetireGrant'].per_second:g} `RetireGrant` requests a second in "
     'all (KMS\'s default quota: AWS KMS Developer Guide, "Request quotas"), 20 ms a call. '
     "botocore's `standard` mode retries a throttled call once after a jittered backoff: the "
     "quota is asked for several times over and records fail (the event source mapping would "
@@ -333,7 +334,7 @@ def goals_rows(data: dict[str, Any]) -> list[list[str]]:
     if paced:
         rows.append(
             [
-                f"Under a binding quota (RetireGrant {paced['sessions']:,} sessions at 50/s) no record fails",
+                f"Under a binding quota (RetireGrant {paced['sessions']:,} sessions at {sm.QUOTAS['RetireGrant'].per_second:g}/s) no record fails",
                 f"{paced['failed']} failed, {paced['calls_paced']} calls paced",
                 "0 failed",
                 "met" if not paced["failed"] and paced["clean"] else "**not met**",
