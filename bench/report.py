@@ -1034,7 +1034,7 @@ def document(data: dict[str, Any], tables_md: str) -> str:
 
 Written by `make bench` (`bench/`), {m["date_utc"]}, at commit `{m["commit"]}`; took
 {data["elapsed_s"]:.0f} s. Do not edit by hand: run `make bench` again. Every number below
-comes from that one run. Issues 7 and 13 define the measurements and goals.
+comes from that one run. Issues 7, 13 and 25 define the measurements and goals.
 
 ## Machine
 
@@ -1054,6 +1054,7 @@ make bench                      # = make setup, then .venv/bin/python -m bench
 .venv/bin/python -m bench --quick   # smaller sizes, prints the tables, leaves this file alone
 .venv/bin/python -m bench.synth out.json   # synth part alone
 .venv/bin/python -m bench --consumer-only  # the consumer project's test suite alone
+.venv/bin/python -m bench --storm          # the storms, pacing and cost alone (~6 min)
 ```
 
 `make bench` needs nothing beyond `make setup` and PyPI: the Powertools reference for the cold
