@@ -185,6 +185,25 @@ class Options:
     """One deployment's options and traffic (defaults: the construct's defaults, a connection and
     an empty scratch prefix per session, 1 million sessions a month).
 
+    Attributes:
+        sessions: sessions cleaned a month (int, default 1,000,000).
+        memory_mb: ``cleanup_memory_size`` (MB, default 1,769).
+        connection, grant, scratch: each session holds a WebSocket connection (default yes), a
+            KMS grant (``grant_key``; default no), a scratch prefix (default yes).
+        objects: scratch objects per session (default 0).
+        archive, event_bus: ``archive_bucket`` / ``event_bus`` set (default no).
+        agentcore_stops: AgentCore kinds stopped per session, 0 to 3 (default 0).
+        sweep_interval_s: ``expiry_sweep_interval`` in seconds; ``None`` (default): no sweeper.
+        sweeper_memory_mb: the sweeper's memory (MB, default the construct's).
+        grant_sweep: the hourly grant sweep deployed (with ``grant_key``; default no).
+        alarms: CloudWatch alarms of the stack (default 0).
+        heartbeats: heartbeats (``touch``) per session (default 10).
+        sessions_per_invocation: records per cleanup invocation (default 1: a trickle).
+        latency_ms: one AWS call's round trip (ms, default 20).
+        live_sessions: sessions alive at once, for the grant sweep (default 10,000).
+        cpu_ms: cleanup CPU per session (ms at one vCPU); ``None`` (default): measured
+            (:data:`MEASURED_CPU_MS` at ``objects``).
+
     Raises:
         ValueError: a count below its minimum (named with the value).
     """
