@@ -97,6 +97,7 @@ def _env(endpoint: str) -> dict[str, str]:
         "SESSION_EXPIRY_GRANT_KEY_ARN": "arn:aws:kms:us-east-1:123456789012:key/bench",
         "SESSION_EXPIRY_SCRATCH_BUCKET": "bench-bucket",
         "SESSION_EXPIRY_SCRATCH_ROOT": harness.SCRATCH_ROOT,
+        "SESSION_EXPIRY_OWNERSHIP_TABLE_NAME": "bench-ownership",
         "PYTHONPATH": os.pathsep.join([str(harness.REPO), str(harness.REPO / "lambda_src")]),
         "PYTHONDONTWRITEBYTECODE": "",
     }

@@ -1,23 +1,35 @@
 """A CPU-cheap local endpoint for the cleanup's calls, with injected latency (bench target).
 
 ``python -m bench.endpoint --port 5124`` answers, in AWS's wire format, exactly the calls the
-cleanup makes (and nothing else):
+cleanup and the expiry sweeper make (and nothing else):
 
 * API Gateway Management API ``DeleteConnection`` (``DELETE /{stage}/@connections/{id}``):
   204, or 410 ``GoneException`` for a connection it does not hold;
 * KMS ``RetireGrant`` (JSON 1.1, by ``GrantToken`` or ``GrantId`` + ``KeyId``): ``{}``, or 400
   ``NotFoundException`` for a grant it does not hold;
-* KMS ``ListGrants`` (JSON 1.1, ``KeyId`` + ``GrantId`` filter, as the cleanup's ownership check
-  sends it): the grant it holds with that id — ``Name``, ``GrantId``, ``KeyId`` (the request's),
-  ``GranteePrincipal``, ``RetiringPrincipal``, ``Operations``, ``CreationDate`` (epoch seconds) —
-  or no grant, ``Truncated`` false;
+* KMS ``ListGrants`` (JSON 1.1, ``KeyId`` + ``GrantId`` filter, as the cleanup's check of items
+  written before ownership records sends it): the grant it holds with that id — ``Name``,
+  ``GrantId``, ``KeyId`` (the request's), ``GranteePrincipal``, ``RetiringPrincipal``,
+  ``Operations``, ``CreationDate`` (epoch seconds) — or no grant, ``Truncated`` false;
 * S3 ``ListObjectsV2`` (``GET /{bucket}?list-type=2``, path style; ``encoding-type=url`` encodes
   keys and prefix as S3 does, ``+`` for a space), pages of at most ``max-keys`` (1,000) with a
   continuation token; each entry carries ``LastModified``, ``ETag``, ``Size``, ``StorageClass``
   and ``ChecksumAlgorithm`` as S3 sends them, so the client parses what it parses against S3;
 * S3 ``DeleteObjects`` (``POST /{bucket}?delete``, at most 1,000 keys, ``Quiet`` honoured; a
   missing key counts as deleted), ``DeleteObject`` (204) and ``PutObject`` (archive writes);
-* EventBridge ``PutEvents`` (every entry accepted).
+* EventBridge ``PutEvents`` (every entry accepted);
+* DynamoDB (JSON 1.0): ``TransactWriteItems`` (with ``CancellationReasons`` on a failed
+  condition), ``BatchGetItem``, ``GetItem``, ``PutItem``, ``DeleteItem``, ``Query`` on a global
+  secondary index — the ownership records' marks, releases and reads, and the sweeper's calls
+  (:mod:`bench.dynamo`).
+
+**Quotas** (``PUT /_bench/limits`` JSON ``{"<Operation>": requests per second}``): an operation
+with a limit is answered through a token bucket of that rate (capacity one second's worth), and
+a request beyond it gets the service's throttling answer — KMS and DynamoDB
+``ThrottlingException`` (400), API Gateway ``LimitExceededException`` (429), S3 ``SlowDown``
+(503) — so the client's retry and pacing code meets what AWS answers above a quota. Every
+attempt's arrival time is kept per operation (``GET /_bench/arrivals``) for the largest number
+in any one-second window.
 
 Why not moto for throughput: moto builds every answer in pure Python under one lock (a 1,000-key
 ``ListObjectsV2`` costs it 0.1-0.3 s of CPU), so on a shared 2-core machine it competes with the
@@ -29,16 +41,23 @@ in flight (see ``Handler.disable_nagle_algorithm``). Its CPU time is read from `
 printed with every run, so the claim is checked, not assumed. moto stays the reference for
 correctness: every scenario is also run against moto and verified there.
 
+The same answers are available in process (:func:`respond`): the storm benchmark
+(:mod:`bench.storm`) hands botocore's requests to it from a ``before-send`` hook instead of a
+socket, so a run of 100,000 sessions costs no HTTP work (the runtime's code and botocore's
+serialising, signing and parsing all still run).
+
 State (what the cleanup must remove) is seeded and read through bench-only endpoints, never
 delayed and never counted:
 
 * ``POST /_bench/reset``: forget everything;
 * ``POST /_bench/seed`` JSON ``{"connections": [...], "grants": [{"id", "token", "name"}],
-  "objects": {"bucket": {"prefix": count}}}``: keys are ``{prefix}obj-{i:05d}.bin``;
+  "objects": {"bucket": {"prefix": count}}, "tables": {"name": {"hash": "pk", "items":
+  [...]}}}``: keys are ``{prefix}obj-{i:05d}.bin``; tables are created (if new) and filled;
 * ``POST /_bench/count`` JSON ``{"bucket", "prefixes": [...]}``: objects left under each;
+* ``POST /_bench/items`` JSON ``{"table", "keys": [...]}``: the items (``null`` when absent);
 * ``GET /_bench/connections``, ``GET /_bench/grants``: what is left;
 * ``GET/PUT /_bench/latency?ms=20``; ``GET /_bench/stats``: AWS requests by operation since
-  the last ``PUT /_bench/latency``.
+  the last ``PUT /_bench/latency``, and those throttled since the last ``PUT /_bench/limits``.
 """
 
 from __future__ import annotations
@@ -52,9 +71,11 @@ import time
 import xml.etree.ElementTree as ET
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qs, quote_plus, unquote, urlsplit
 from xml.sax.saxutils import escape
+
+from . import dynamo
 
 S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 MAX_KEYS = 1000
@@ -97,7 +118,33 @@ class Bucket:
         return out[:max_keys], truncated
 
     def count(self, prefix: str) -> int:
-        return sum(1 for k in self.live if k.startswith(prefix))
+        if not self._sorted:
+            self.keys.sort()
+            self._sorted = True
+        i, live = bisect.bisect_left(self.keys, prefix), 0
+        while i < len(self.keys) and self.keys[i].startswith(prefix):
+            live += self.keys[i] in self.live
+            i += 1
+        return live
+
+
+class RateLimit:
+    """A token bucket: ``rate`` requests a second, at most one second's worth banked."""
+
+    def __init__(self, rate: float, clock: Any = time.monotonic) -> None:
+        if rate <= 0:
+            raise ValueError(f"rate={rate!r}: expected requests per second above 0")
+        self.rate, self.clock = float(rate), clock
+        self.tokens, self.at = float(rate), clock()
+
+    def take(self) -> bool:
+        now = self.clock()
+        self.tokens = min(self.rate, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False
 
 
 class State:
@@ -107,10 +154,20 @@ class State:
         self.lock = threading.Lock()
         self.latency_s = 0.0
         self.requests: Counter[str] = Counter()
+        self.throttled: Counter[str] = Counter()
+        self.limits: dict[str, RateLimit] = {}
+        self.arrivals: dict[str, list[float]] = {}
+        #: the clock of the quotas and arrival times (the storm and the tests set a simulated one)
+        self.clock: Any = time.monotonic
+        self.tables = dynamo.Tables()
         self.reset()
 
     def reset(self) -> None:
         self.requests.clear()
+        self.throttled.clear()
+        self.limits.clear()
+        self.arrivals.clear()
+        self.tables.reset()
         self.connections: set[str] = set()
         self.grant_tokens: dict[str, str] = {}
         self.grant_ids: set[str] = set()
@@ -134,7 +191,30 @@ class State:
                 for i in range(int(count)):
                     bucket.put(f"{prefix}obj-{i:05d}.bin")
                 n += int(count)
+        for table, spec in doc.get("tables", {}).items():
+            if table not in self.tables.tables:
+                self.tables.create(
+                    table,
+                    spec["hash"],
+                    spec.get("range"),
+                    stream=bool(spec.get("stream")),
+                    indexes={k: tuple(v) for k, v in (spec.get("indexes") or {}).items()},
+                )
+            n += self.tables.seed(table, spec.get("items", []))
         return {"objects": n}
+
+    def admit(self, op: str) -> bool:
+        """Count one attempt of ``op``; ``False`` when its quota (``limits``) throttles it."""
+        with self.lock:
+            self.requests[op] += 1
+            limit = self.limits.get(op)
+            if limit is None:
+                return True
+            self.arrivals.setdefault(op, []).append(self.clock())
+            if limit.take():
+                return True
+            self.throttled[op] += 1
+            return False
 
 
 STATE = State()
@@ -235,6 +315,172 @@ def _json_error(code: str, message: str) -> bytes:
     return json.dumps({"__type": code, "message": message}).encode()
 
 
+class Answer(NamedTuple):
+    """One HTTP answer: status, headers, body."""
+
+    status: int
+    body: bytes = b""
+    ctype: str = "application/xml"
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+KMS_JSON = "application/x-amz-json-1.1"
+DYNAMODB_JSON = "application/x-amz-json-1.0"
+_THROTTLED = {
+    "kms": Answer(400, _json_error("ThrottlingException", "Rate exceeded"), KMS_JSON),
+    "dynamodb": Answer(
+        400,
+        _json_error("com.amazonaws.dynamodb.v20120810#ThrottlingException", "Rate exceeded"),
+        DYNAMODB_JSON,
+    ),
+    "apigateway": Answer(
+        429,
+        b'{"message": "Too Many Requests"}',
+        "application/json",
+        (("x-amzn-ErrorType", "LimitExceededException"),),
+    ),
+    "s3": Answer(503, _s3_error("SlowDown", "Please reduce your request rate.")),
+}
+
+
+def operation(method: str, path: str, query: dict[str, str], target: str) -> tuple[str, str]:
+    """``(operation name, service)`` of an AWS request (``"Unsupported"`` if not served)."""
+    if target:
+        service = (
+            "dynamodb"
+            if target.startswith("DynamoDB_")
+            else ("kms" if target.startswith("TrentService.") else "events")
+        )
+        return target.split(".")[-1], service
+    if "/@connections/" in path:
+        return "DeleteConnection", "apigateway"
+    _, _, key = path.lstrip("/").partition("/")
+    if method == "GET" and not key and query.get("list-type") == "2":
+        return "ListObjectsV2", "s3"
+    if method == "POST" and not key and "delete" in query:
+        return "DeleteObjects", "s3"
+    if method == "DELETE" and key:
+        return "DeleteObject", "s3"
+    if method == "PUT" and key:
+        return "PutObject", "s3"
+    return "Unsupported", "s3"
+
+
+def respond(
+    method: str, path: str, query: dict[str, str], target: str, body: bytes
+) -> tuple[str, Answer]:
+    """The operation's name and the answer to one AWS request (no latency: the caller waits).
+
+    Used by the HTTP handler below and, in process, by :mod:`bench.transport`.
+    """
+    op, service = operation(method, path, query, target)
+    if op != "Unsupported" and not STATE.admit(op):
+        return op, _THROTTLED.get(service, _THROTTLED["s3"])
+    if target:
+        return op, _json_api(target, body)
+    if op == "DeleteConnection":
+        return op, _delete_connection(method, path)
+    bucket, _, key = path.lstrip("/").partition("/")
+    bucket, key = unquote(bucket), unquote(key)
+    if op == "ListObjectsV2":
+        return op, Answer(200, _list_xml(bucket, query))
+    if op == "DeleteObjects":
+        return op, Answer(*_delete_xml(bucket, body))
+    if op == "DeleteObject":
+        with STATE.lock:
+            STATE.bucket(bucket).live.discard(key)
+        return op, Answer(204)
+    if op == "PutObject":
+        with STATE.lock:
+            STATE.bucket(bucket).put(key)
+        return op, Answer(200, headers=(("ETag", '"bench"'),))
+    return op, Answer(
+        501, _s3_error("NotImplemented", f"{method} {path} is not served by the bench endpoint")
+    )
+
+
+def _delete_connection(method: str, path: str) -> Answer:
+    connection = unquote(path.rsplit("/@connections/", 1)[1])
+    if method != "DELETE":
+        return Answer(501, _json_error("NotImplemented", method), "application/json")
+    with STATE.lock:
+        known = connection in STATE.connections
+        STATE.connections.discard(connection)
+    if known:
+        return Answer(204)
+    return Answer(
+        410, b'{"message": null}', "application/json", (("x-amzn-ErrorType", "GoneException"),)
+    )
+
+
+def _json_api(target: str, body: bytes) -> Answer:
+    doc = json.loads(body or b"{}")
+    if target.startswith("DynamoDB_20120810."):
+        try:
+            answer = STATE.tables.dispatch(target.split(".", 1)[1], doc)
+        except dynamo.DynamoError as exc:
+            return Answer(exc.status, json.dumps(exc.body()).encode(), DYNAMODB_JSON)
+        return Answer(200, json.dumps(answer).encode(), DYNAMODB_JSON)
+    if target == "TrentService.RetireGrant":
+        with STATE.lock:
+            grant_id = (
+                STATE.grant_tokens.pop(doc["GrantToken"], None)
+                if "GrantToken" in doc
+                else doc.get("GrantId")
+            )
+            found = grant_id in STATE.grant_ids
+            STATE.grant_ids.discard(grant_id)  # type: ignore[arg-type]
+        if found:
+            return Answer(200, b"{}", KMS_JSON)
+        return Answer(400, _json_error("NotFoundException", "Grant not found"), KMS_JSON)
+    if target == "TrentService.ListGrants":
+        return Answer(200, _list_grants_json(doc), KMS_JSON)
+    if target == "AWSEvents.PutEvents":
+        entries = [{"EventId": f"bench-{i}"} for i in range(len(doc.get("Entries", [])))]
+        return Answer(
+            200, json.dumps({"FailedEntryCount": 0, "Entries": entries}).encode(), KMS_JSON
+        )
+    return Answer(400, _json_error("UnknownOperationException", target), KMS_JSON)
+
+
+def bench_answer(method: str, path: str, query: dict[str, str], body: bytes) -> Any:
+    """The answer of a ``/_bench/...`` request (``None``: unknown)."""
+    doc = json.loads(body) if body else {}
+    if path == "/_bench/seed":
+        return STATE.seed(doc)  # tables take their own lock
+    if path == "/_bench/items":
+        table = STATE.tables.table(doc["table"])
+        with STATE.tables.lock:
+            return {"items": [table.items.get(table.key_of(k)) for k in doc["keys"]]}
+    with STATE.lock:
+        if path == "/_bench/latency":
+            if method == "PUT":
+                STATE.latency_s = float(query["ms"]) / 1000.0
+                STATE.requests.clear()
+            return {"latency_ms": STATE.latency_s * 1000.0}
+        if path == "/_bench/limits":
+            STATE.limits = {op: RateLimit(rate, STATE.clock) for op, rate in doc.items()}
+            STATE.arrivals.clear()
+            STATE.throttled.clear()
+            return {"limits": doc}
+        if path == "/_bench/arrivals":
+            return {"arrivals": {op: list(times) for op, times in STATE.arrivals.items()}}
+        if path == "/_bench/count":
+            bucket = STATE.bucket(doc["bucket"])
+            return {p: bucket.count(p) for p in doc["prefixes"]}
+        if path == "/_bench/connections":
+            return {"connections": sorted(STATE.connections)}
+        if path == "/_bench/grants":
+            return {"grants": sorted(STATE.grant_ids)}
+        if path == "/_bench/stats":
+            return {"requests": dict(STATE.requests), "throttled": dict(STATE.throttled)}
+    if path == "/_bench/reset":
+        with STATE.lock:
+            STATE.reset()
+        return {"reset": True}
+    return None
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: botocore reuses its pooled connections
     # TCP_NODELAY on every answer's socket. The handler writes an answer's headers and its
@@ -247,19 +493,17 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # one line per request would cost more CPU than answering it
 
-    def _send(
-        self, status: int, body: bytes = b"", ctype: str = "application/xml", **hdrs: str
-    ) -> None:
-        self.send_response(status)
-        if status != 204:
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
+    def _send(self, answer: Answer) -> None:
+        self.send_response(answer.status)
+        if answer.status != 204:
+            self.send_header("Content-Type", answer.ctype)
+            self.send_header("Content-Length", str(len(answer.body)))
         self.send_header("x-amz-request-id", "bench")
-        for name, value in hdrs.items():
-            self.send_header(name.replace("_", "-"), value)
+        for name, value in answer.headers:
+            self.send_header(name, value)
         self.end_headers()
-        if body and status != 204:
-            self.wfile.write(body)
+        if answer.body and answer.status != 204:
+            self.wfile.write(answer.body)
 
     def _body(self) -> bytes:
         length = int(self.headers.get("Content-Length") or 0)
@@ -282,114 +526,19 @@ class Handler(BaseHTTPRequestHandler):
         query = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         body = self._body()
         if url.path.startswith("/_bench/"):
-            self._bench(method, url.path, query, body)
+            answer = bench_answer(method, url.path, query, body)
+            if answer is None:
+                self._send(Answer(404, b'{"error": "unknown bench endpoint"}', "application/json"))
+            else:
+                self._send(Answer(200, json.dumps(answer).encode(), "application/json"))
             return
-        op, answer = self._aws(method, url.path, query, body)
+        target = self.headers.get("X-Amz-Target", "")
+        _, answer = respond(method, url.path, query, target, body)
         with STATE.lock:
-            STATE.requests[op] += 1
             latency = STATE.latency_s
         if latency > 0:
             time.sleep(latency)
-        answer()
-
-    def _aws(self, method: str, path: str, query: dict[str, str], body: bytes) -> tuple[str, Any]:
-        target = self.headers.get("X-Amz-Target", "")
-        if target:
-            return target.split(".")[-1], lambda: self._json_api(target, body)
-        if "/@connections/" in path:
-            return "DeleteConnection", lambda: self._delete_connection(method, path)
-        bucket, _, key = path.lstrip("/").partition("/")
-        bucket, key = unquote(bucket), unquote(key)
-        if method == "GET" and not key and query.get("list-type") == "2":
-            return "ListObjectsV2", lambda: self._send(200, _list_xml(bucket, query))
-        if method == "POST" and not key and "delete" in query:
-            return "DeleteObjects", lambda: self._send(*_delete_xml(bucket, body))
-        if method == "DELETE" and key:
-            return "DeleteObject", lambda: self._delete_object(bucket, key)
-        if method == "PUT" and key:
-            return "PutObject", lambda: self._put_object(bucket, key)
-        return "Unsupported", lambda: self._send(
-            501, _s3_error("NotImplemented", f"{method} {path} is not served by the bench endpoint")
-        )
-
-    def _delete_connection(self, method: str, path: str) -> None:
-        connection = unquote(path.rsplit("/@connections/", 1)[1])
-        if method != "DELETE":
-            self._send(501, _json_error("NotImplemented", method), "application/json")
-            return
-        with STATE.lock:
-            known = connection in STATE.connections
-            STATE.connections.discard(connection)
-        if known:
-            self._send(204)
-        else:
-            self._send(
-                410, b'{"message": null}', "application/json", x_amzn_ErrorType="GoneException"
-            )
-
-    def _json_api(self, target: str, body: bytes) -> None:
-        doc = json.loads(body or b"{}")
-        ctype = "application/x-amz-json-1.1"
-        if target == "TrentService.RetireGrant":
-            with STATE.lock:
-                grant_id = (
-                    STATE.grant_tokens.pop(doc["GrantToken"], None)
-                    if "GrantToken" in doc
-                    else doc.get("GrantId")
-                )
-                found = grant_id in STATE.grant_ids
-                STATE.grant_ids.discard(grant_id)  # type: ignore[arg-type]
-            if found:
-                self._send(200, b"{}", ctype)
-            else:
-                self._send(400, _json_error("NotFoundException", "Grant not found"), ctype)
-        elif target == "TrentService.ListGrants":
-            self._send(200, _list_grants_json(doc), ctype)
-        elif target == "AWSEvents.PutEvents":
-            entries = [{"EventId": f"bench-{i}"} for i in range(len(doc.get("Entries", [])))]
-            self._send(200, json.dumps({"FailedEntryCount": 0, "Entries": entries}).encode(), ctype)
-        else:
-            self._send(400, _json_error("UnknownOperationException", target), ctype)
-
-    def _delete_object(self, bucket: str, key: str) -> None:
-        with STATE.lock:
-            STATE.bucket(bucket).live.discard(key)
-        self._send(204)
-
-    def _put_object(self, bucket: str, key: str) -> None:
-        with STATE.lock:
-            STATE.bucket(bucket).put(key)
-        self._send(200, ETag='"bench"')
-
-    def _bench(self, method: str, path: str, query: dict[str, str], body: bytes) -> None:
-        doc = json.loads(body) if body else {}
-        answer: Any
-        with STATE.lock:
-            if path == "/_bench/latency":
-                if method == "PUT":
-                    STATE.latency_s = float(query["ms"]) / 1000.0
-                    STATE.requests.clear()
-                answer = {"latency_ms": STATE.latency_s * 1000.0}
-            elif path == "/_bench/reset":
-                STATE.reset()
-                answer = {"reset": True}
-            elif path == "/_bench/seed":
-                answer = STATE.seed(doc)
-            elif path == "/_bench/count":
-                bucket = STATE.bucket(doc["bucket"])
-                answer = {p: bucket.count(p) for p in doc["prefixes"]}
-            elif path == "/_bench/connections":
-                answer = {"connections": sorted(STATE.connections)}
-            elif path == "/_bench/grants":
-                answer = {"grants": sorted(STATE.grant_ids)}
-            elif path == "/_bench/stats":
-                answer = {"requests": dict(STATE.requests)}
-            else:
-                answer = None
-        if answer is None:
-            self._send(404, b'{"error": "unknown bench endpoint"}', "application/json")
-        else:
-            self._send(200, json.dumps(answer).encode(), "application/json")
+        self._send(answer)
 
 
 class Server(ThreadingHTTPServer):

@@ -3,16 +3,20 @@
 Fixture of a run (one scenario, one implementation, its own table, bucket and KMS key):
 
 * ``sessions`` expired sessions (plus one, ``w-1``, for an untimed warm-up invocation), each
-  with a WebSocket connection (registered in moto's API Gateway Management API backend), a
-  KMS grant (``CreateGrant`` naming a retiring principal) and ``objects`` scratch objects
-  under its own per-incarnation prefix;
+  written by the real ``SessionStore`` (``create(..., connection_id=...)``, then
+  ``create_grant(...)``) into moto: an item with its incarnation and per-incarnation scratch
+  prefix, a WebSocket connection (registered in moto's API Gateway Management API backend), a
+  KMS grant (``CreateGrant`` naming a retiring principal) and the ownership records of both in
+  the ownership table (:mod:`session_expiry_runtime.ownership`), plus ``objects`` scratch
+  objects under its prefix;
 * ``controls`` live sessions whose session ids extend an expired one's (``b-1`` / ``b-1x``),
   so a prefix listed without its trailing ``/`` would reach them; they are never deleted and
-  must come through untouched (each holds a few objects: enough to see damage, few enough not
-  to slow moto's listing of the bucket).
+  must come through untouched, their ownership records still ``held`` (each holds a few
+  objects: enough to see damage, few enough not to slow moto's listing of the bucket).
 
-The expired items are written with ``PutItem`` and removed with ``DeleteItem`` on a table with
-a ``NEW_AND_OLD_IMAGES`` stream; the REMOVE records are read back from moto's stream with
+The expired sessions are created two hours in the past with a one-hour time to live (the
+store's clock is set back) and removed with ``DeleteItem`` on a table with a
+``NEW_AND_OLD_IMAGES`` stream; the REMOVE records are read back from moto's stream with
 ``GetRecords`` and converted to the shape Lambda delivers (see :func:`to_lambda_record`).
 """
 
@@ -32,6 +36,15 @@ from pathlib import Path
 from typing import Any
 
 from session_expiry_runtime import stream_records
+from session_expiry_runtime.ownership import (
+    ATTR_RESOURCE,
+    ATTR_STATE,
+    KIND_CONNECTION,
+    KIND_GRANT,
+    STATE_HELD,
+    STATE_RELEASED,
+    resource_key,
+)
 
 REGION = "us-east-1"
 ACCOUNT_ID = "123456789012"  # moto's default account
@@ -77,8 +90,8 @@ class MotoServer:
     def prepare(self, fx: Fixture) -> None:
         """Nothing to do: a fixture is built in moto and serves one moto run."""
 
-    def verify(self, fx: Fixture) -> Verification:
-        return verify(self, fx)
+    def verify(self, fx: Fixture, claims: bool = True) -> Verification:
+        return verify(self, fx, claims)
 
     def __init__(self, log_path: Path) -> None:
         self.port = free_port()
@@ -145,6 +158,8 @@ class BenchEndpoint:
     name = "bench endpoint"
 
     def __init__(self, log_path: Path) -> None:
+        #: request quotas applied after each :meth:`prepare` (``{"RetireGrant": 50}``)
+        self.limits: dict[str, float] = {}
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._log = open(log_path, "w")  # closed in stop()
@@ -190,10 +205,22 @@ class BenchEndpoint:
                     for s in sessions
                 ],
                 "objects": {fx.bucket: {s.scratch_prefix: s.objects for s in sessions}},
+                "tables": {
+                    fx.ownership_table: {"hash": ATTR_RESOURCE, "items": fx.ownership_items}
+                },
             },
         )
+        if self.limits:
+            self._call("PUT", "/_bench/limits", self.limits)
 
-    def verify(self, fx: Fixture) -> Verification:
+    def arrivals(self) -> dict[str, list[float]]:
+        """Arrival times (monotonic seconds) of every attempt of each limited operation."""
+        return dict(self._call("GET", "/_bench/arrivals")["arrivals"])
+
+    def throttled(self) -> dict[str, int]:
+        return dict(self._call("GET", "/_bench/stats")["throttled"])
+
+    def verify(self, fx: Fixture, claims: bool = True) -> Verification:
         """What :func:`verify` checks on moto, read from the endpoint's state."""
         counts = self._call(
             "POST",
@@ -202,7 +229,16 @@ class BenchEndpoint:
         )
         connections = set(self._call("GET", "/_bench/connections")["connections"])
         grants = set(self._call("GET", "/_bench/grants")["grants"])
-        return _verification(fx, counts.__getitem__, connections, grants)
+        resources = [r for s in fx.expired + fx.controls for r in s.resources]
+        items = self._call(
+            "POST",
+            "/_bench/items",
+            {"table": fx.ownership_table, "keys": [{ATTR_RESOURCE: {"S": r}} for r in resources]},
+        )["items"]
+        states = {
+            r: item[ATTR_STATE]["S"] for r, item in zip(resources, items, strict=True) if item
+        }
+        return _verification(fx, counts.__getitem__, connections, grants, states, claims)
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -252,8 +288,17 @@ class Session:
     grant_token: str
     scratch_prefix: str
     objects: int
-    #: The grant's ``Name`` as ``SessionStore.create_grant`` writes it (the cleanup checks it).
+    #: The grant's ``Name`` as ``SessionStore.create_grant`` writes it (the grant sweep reads it).
     grant_name: str = ""
+    incarnation: str = ""
+
+    @property
+    def resources(self) -> tuple[str, str]:
+        """The ``resource`` keys of its ownership records (connection, grant)."""
+        return (
+            resource_key(KIND_CONNECTION, self.connection_id),
+            resource_key(KIND_GRANT, self.grant_id),
+        )
 
 
 @dataclass
@@ -268,16 +313,9 @@ class Fixture:
     expired: list[Session]
     controls: list[Session]
     env: dict[str, str] = field(default_factory=dict)
-
-
-def _grant_name(session_id: str, prefix: str) -> str:
-    """The grant ``Name`` ``SessionStore.create_grant`` gives this session's grant."""
-    from session_expiry_runtime.grant_names import grant_name
-
-    name = grant_name({"pk": session_id}, prefix.rstrip("/").rsplit("/", 1)[-1])
-    if name is None:
-        raise RuntimeError(f"session id {session_id!r}: too long for a grant name")
-    return name
+    #: The ownership table and its records as the store wrote them (seeded into the endpoint)
+    ownership_table: str = ""
+    ownership_items: list[dict[str, Any]] = field(default_factory=list)
 
 
 def to_lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
@@ -297,15 +335,32 @@ def to_lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
     )
 
 
-def build_fixture(server: MotoServer, scenario: Scenario, impl: str) -> Fixture:
-    """Create the resources, sessions and REMOVE event of one run (latency off while it runs)."""
-    from session_expiry_runtime.prefixes import build_scratch_prefix
+OWNERSHIP_TABLE_SUFFIX = "-ownership"
 
-    server.set_latency_ms(0)
-    c = clients(server.endpoint)
-    run_id = re.sub(r"[^a-z0-9]+", "-", f"{scenario.name}-{impl}".lower()).strip("-")[:50]
-    table = f"bench-{run_id}"
-    bucket = f"bench-{run_id}"
+
+def _store(c: dict[str, Any], table: str, key_arn: str, at: int) -> Any:
+    """The real ``SessionStore`` on moto, its clock fixed at epoch second ``at``."""
+    import datetime as dt
+
+    from session_expiry_runtime.config import RuntimeConfig
+    from session_expiry_runtime.store import SessionStore
+
+    config = RuntimeConfig(
+        table_name=table,
+        ownership_table_name=table + OWNERSHIP_TABLE_SUFFIX,
+        grant_key_arn=key_arn,
+        retiring_principal=RETIRING_PRINCIPAL,
+        scratch_root=SCRATCH_ROOT,
+    )
+    now = dt.datetime.fromtimestamp(at, tz=dt.timezone.utc)
+    return SessionStore(
+        config=config, dynamodb_client=c["dynamodb"], kms_client=c["kms"], clock=lambda: now
+    )
+
+
+def _tables(c: dict[str, Any], table: str) -> str:
+    """The session table (stream ``NEW_AND_OLD_IMAGES``) and its ownership table, as the
+    construct creates them; the stream ARN."""
     c["dynamodb"].create_table(
         TableName=table,
         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
@@ -313,50 +368,89 @@ def build_fixture(server: MotoServer, scenario: Scenario, impl: str) -> Fixture:
         BillingMode="PAY_PER_REQUEST",
         StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
     )
-    stream_arn = c["dynamodb"].describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    c["dynamodb"].create_table(
+        TableName=table + OWNERSHIP_TABLE_SUFFIX,
+        AttributeDefinitions=[{"AttributeName": ATTR_RESOURCE, "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": ATTR_RESOURCE, "KeyType": "HASH"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return str(c["dynamodb"].describe_table(TableName=table)["Table"]["LatestStreamArn"])
+
+
+def build_fixture(server: MotoServer, scenario: Scenario, impl: str) -> Fixture:
+    """Create the resources, sessions and REMOVE event of one run (latency off while it runs).
+
+    Every session is written by the real ``SessionStore`` (item, connection, grant, ownership
+    records); the expired ones with the store's clock two hours back and a one-hour time to
+    live, so their TTL lies :data:`TTL_LAG_S` before their REMOVE.
+    """
+    from datetime import timedelta
+
+    server.set_latency_ms(0)
+    c = clients(server.endpoint)
+    run_id = re.sub(r"[^a-z0-9]+", "-", f"{scenario.name}-{impl}".lower()).strip("-")[:50]
+    table = bucket = f"bench-{run_id}"
+    stream_arn = _tables(c, table)
     c["s3"].create_bucket(Bucket=bucket)
     key_arn = c["kms"].create_key(Description=f"bench {run_id}")["KeyMetadata"]["Arn"]
+    now = int(time.time())
+    past = _store(c, table, key_arn, now - 2 * TTL_LAG_S)
+    present = _store(c, table, key_arn, now)
 
-    def new_session(session_id: str, objects: int) -> Session:
+    def new_session(session_id: str, objects: int, store: Any) -> Session:
         connection_id = f"conn-{session_id}="
         c["apigw"].get_connection(ConnectionId=connection_id)  # moto registers it on first sight
-        prefix = build_scratch_prefix(SCRATCH_ROOT, session_id)
-        name = _grant_name(session_id, prefix)
-        grant = c["kms"].create_grant(
-            KeyId=key_arn,
-            GranteePrincipal=GRANTEE_PRINCIPAL,
-            RetiringPrincipal=RETIRING_PRINCIPAL,
-            Operations=["Decrypt", "Encrypt"],
-            Name=name,
+        store.create(session_id, ttl=timedelta(seconds=TTL_LAG_S), connection_id=connection_id)
+        made = store.create_grant(
+            session_id, grantee_principal=GRANTEE_PRINCIPAL, operations=["Decrypt", "Encrypt"]
         )
         if objects:
-            server.seed_objects(bucket, prefix, objects)
+            server.seed_objects(bucket, made.scratch_prefix, objects)
+        from session_expiry_runtime.grant_names import grant_name
+
         return Session(
-            session_id, connection_id, grant["GrantId"], grant["GrantToken"], prefix, objects, name
+            session_id,
+            connection_id,
+            made.grant_id,
+            made.grant_token,
+            made.scratch_prefix,
+            objects,
+            grant_name({"pk": session_id}, made.incarnation) or "",
+            made.incarnation,
         )
 
     # One more expired session, "w-1", whose REMOVE is the warm-up invocation's only record.
-    expired = [new_session(f"b-{i}", scenario.objects) for i in range(1, scenario.sessions + 1)]
-    expired.append(new_session("w-1", scenario.objects))
-    controls = [new_session(f"b-{i}x", 5) for i in range(1, scenario.controls + 1)]
-    now = int(time.time())
-    for s in expired + controls:
-        live = s in controls
-        c["dynamodb"].put_item(
-            TableName=table,
-            Item={
-                "pk": {"S": s.session_id},
-                "expiresAt": {"N": str(now + 3_600 if live else now - TTL_LAG_S)},
-                "connectionId": {"S": s.connection_id},
-                "grantId": {"S": s.grant_id},
-                "grantToken": {"S": s.grant_token},
-                "scratchPrefix": {"S": s.scratch_prefix},
-                "tenantId": {"S": "t-bench"},
-            },
-        )
-    for s in expired:
+    names = [f"b-{i}" for i in range(1, scenario.sessions + 1)] + ["w-1"]
+    expired = [new_session(n, scenario.objects, past) for n in names]
+    controls = [new_session(f"b-{i}x", 5, present) for i in range(1, scenario.controls + 1)]
+    for s in expired:  # as time to live does: a plain delete of the item
         c["dynamodb"].delete_item(TableName=table, Key={"pk": {"S": s.session_id}})
+    removes = _removes(c, stream_arn)
+    if len(removes) != scenario.sessions + 1:
+        raise RuntimeError(
+            f"{run_id}: expected {scenario.sessions + 1} REMOVE records, got {len(removes)}"
+        )
+    warmup = [r for r in removes if r["dynamodb"]["Keys"]["pk"]["S"] == "w-1"]
+    measured = [r for r in removes if r["dynamodb"]["Keys"]["pk"]["S"] != "w-1"]
+    claims = c["dynamodb"].get_paginator("scan").paginate(TableName=table + OWNERSHIP_TABLE_SUFFIX)
+    return Fixture(
+        scenario=scenario,
+        run_id=run_id,
+        table=table,
+        bucket=bucket,
+        key_arn=key_arn,
+        event={"Records": measured},
+        warmup_event={"Records": warmup},
+        expired=expired,
+        controls=controls,
+        ownership_table=table + OWNERSHIP_TABLE_SUFFIX,
+        ownership_items=[item for page in claims for item in page["Items"]],
+    )
 
+
+def _removes(c: dict[str, Any], stream_arn: str) -> list[dict[str, Any]]:
+    """The REMOVE records of the table's stream, as Lambda delivers them (the event source
+    mapping's filter ``{"eventName": ["REMOVE"]}`` passes only these)."""
     streams = c["dynamodbstreams"]
     shards = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
     records: list[dict[str, Any]] = []
@@ -370,25 +464,7 @@ def build_fixture(server: MotoServer, scenario: Scenario, impl: str) -> Fixture:
                 break
             records.extend(page["Records"])
             it = page.get("NextShardIterator")
-    # The event source mapping's filter ({"eventName": ["REMOVE"]}) passes only these.
-    removes = [to_lambda_record(r, stream_arn) for r in records if r["eventName"] == "REMOVE"]
-    if len(removes) != scenario.sessions + 1:
-        raise RuntimeError(
-            f"{run_id}: expected {scenario.sessions + 1} REMOVE records, got {len(removes)}"
-        )
-    warmup = [r for r in removes if r["dynamodb"]["Keys"]["pk"]["S"] == "w-1"]
-    measured = [r for r in removes if r["dynamodb"]["Keys"]["pk"]["S"] != "w-1"]
-    return Fixture(
-        scenario=scenario,
-        run_id=run_id,
-        table=table,
-        bucket=bucket,
-        key_arn=key_arn,
-        event={"Records": measured},
-        warmup_event={"Records": warmup},
-        expired=expired,
-        controls=controls,
-    )
+    return [to_lambda_record(r, stream_arn) for r in records if r["eventName"] == "REMOVE"]
 
 
 @dataclass
@@ -399,25 +475,33 @@ class Verification:
     connections_left: int
     grants_left: int
     controls_damaged: int
+    #: ownership records of the removed sessions' connections and grants not ``released``
+    claims_not_released: int = 0
 
     @property
     def clean(self) -> bool:
         return not (
-            self.objects_left or self.connections_left or self.grants_left or self.controls_damaged
+            self.objects_left
+            or self.connections_left
+            or self.grants_left
+            or self.controls_damaged
+            or self.claims_not_released
         )
 
     def summary(self) -> str:
         if self.clean:
-            return f"all {self.sessions} clean, controls intact"
+            return f"all {self.sessions} clean (ownership records released), controls intact"
         return (
             f"LEAKED: {self.sessions_with_objects_left} sessions with {self.objects_left} objects, "
-            f"{self.connections_left} connections, {self.grants_left} grants; "
+            f"{self.connections_left} connections, {self.grants_left} grants, "
+            f"{self.claims_not_released} ownership records not released; "
             f"{self.controls_damaged} controls damaged"
         )
 
 
-def verify(server: MotoServer, fx: Fixture) -> Verification:
-    """After a run: every expired session's objects, connection and grant gone; controls intact."""
+def verify(server: MotoServer, fx: Fixture, claims: bool = True) -> Verification:
+    """After a run: every expired session's objects, connection and grant gone, and (with
+    ``claims``) its ownership records released; controls intact, their records held."""
     server.set_latency_ms(0)
     c = clients(server.endpoint)
 
@@ -431,12 +515,23 @@ def verify(server: MotoServer, fx: Fixture) -> Verification:
     grants: set[str] = set()
     for page in c["kms"].get_paginator("list_grants").paginate(KeyId=fx.key_arn):
         grants.update(g["GrantId"] for g in page["Grants"])
-    return _verification(fx, count, server.connections(), grants)
+    scan = c["dynamodb"].get_paginator("scan").paginate(TableName=fx.ownership_table)
+    states = {
+        item[ATTR_RESOURCE]["S"]: item[ATTR_STATE]["S"] for page in scan for item in page["Items"]
+    }
+    return _verification(fx, count, server.connections(), grants, states, claims)
 
 
 def _verification(
-    fx: Fixture, count: Callable[[str], int], connections: set[str], grants: set[str]
+    fx: Fixture,
+    count: Callable[[str], int],
+    connections: set[str],
+    grants: set[str],
+    states: dict[str, str],
+    claims: bool = True,
 ) -> Verification:
+    """``states``: each ownership record's ``state`` by its ``resource`` key. Without
+    ``claims`` the records are not judged (the naive baseline makes no ownership call)."""
     left = [count(s.scratch_prefix) for s in fx.expired]
     damaged = sum(
         1
@@ -444,6 +539,7 @@ def _verification(
         if count(s.scratch_prefix) != s.objects
         or s.connection_id not in connections
         or s.grant_id not in grants
+        or any(states.get(r) != STATE_HELD for r in s.resources)
     )
     return Verification(
         sessions=len(fx.expired),
@@ -452,50 +548,64 @@ def _verification(
         connections_left=sum(1 for s in fx.expired if s.connection_id in connections),
         grants_left=sum(1 for s in fx.expired if s.grant_id in grants),
         controls_damaged=damaged,
+        claims_not_released=sum(
+            1 for s in fx.expired for r in s.resources if states.get(r) != STATE_RELEASED
+        )
+        if claims
+        else 0,
     )
 
 
 def synthetic_fixture(scenario: Scenario) -> Fixture:
-    """A fixture for the bench endpoint alone, without moto: the REMOVE records are built in
-    ``GetRecords``' shape and reshaped by the runtime's own ``stream_records`` (as
-    :func:`build_fixture` does with moto's), so a batch of thousands of sessions costs no
-    emulator time. Used by the scale runs; grant ids and tokens are random, as KMS's are opaque.
+    """A fixture for the bench endpoint alone, without moto: the sessions and their ownership
+    records in the exact format ``SessionStore`` writes (:mod:`bench.sessions`, proven equal by
+    ``tests/test_bench_sessions.py``), and REMOVE records built in ``GetRecords``' shape and
+    reshaped by the runtime's own ``stream_records`` (as :func:`build_fixture` does with moto's),
+    so a batch of thousands of sessions costs no emulator time. Used by the scale runs; grant
+    ids and tokens are random, as KMS's are opaque.
     """
     import datetime as dt
     import secrets
 
-    from session_expiry_runtime.prefixes import build_scratch_prefix
+    from session_expiry_runtime.config import RuntimeConfig
+
+    from . import sessions
 
     run_id = re.sub(r"[^a-z0-9]+", "-", f"scale-{scenario.name}".lower()).strip("-")[:50]
     table = bucket = f"bench-{run_id}"
+    config = RuntimeConfig(table_name=table, ownership_table_name=table + OWNERSHIP_TABLE_SUFFIX)
     stream_arn = (
         f"arn:aws:dynamodb:{REGION}:{ACCOUNT_ID}:table/{table}/stream/2026-11-30T00:00:00.000"
     )
     key_arn = f"arn:aws:kms:{REGION}:{ACCOUNT_ID}:key/{secrets.token_hex(16)}"
     now = int(time.time())
+    claims: list[dict[str, Any]] = []
 
-    def new_session(session_id: str, objects: int) -> Session:
-        prefix = build_scratch_prefix(SCRATCH_ROOT, session_id)
-        return Session(
+    def new_session(session_id: str, objects: int, live: bool) -> tuple[Session, dict[str, Any]]:
+        created = now if live else now - 2 * TTL_LAG_S
+        spec = sessions.SessionSpec(
             session_id,
-            f"conn-{session_id}=",
-            secrets.token_hex(32),
-            secrets.token_urlsafe(96),
-            prefix,
-            objects,
-            _grant_name(session_id, prefix),
+            secrets.token_hex(16),
+            created_at=created,
+            expires_at=created + TTL_LAG_S,
+            connection_id=f"conn-{session_id}=",
+            grant_id=secrets.token_hex(32),
+            grant_token=secrets.token_urlsafe(96),
         )
+        claims.extend(sessions.claim_items(config, spec))
+        session = Session(
+            session_id,
+            str(spec.connection_id),
+            str(spec.grant_id),
+            str(spec.grant_token),
+            spec.scratch_prefix(config),
+            objects,
+            spec.grant_name(config) or "",
+            spec.incarnation,
+        )
+        return session, sessions.session_item(config, spec)
 
-    def remove(s: Session, seq: int) -> dict[str, Any]:
-        old = {
-            "pk": {"S": s.session_id},
-            "expiresAt": {"N": str(now - TTL_LAG_S)},
-            "connectionId": {"S": s.connection_id},
-            "grantId": {"S": s.grant_id},
-            "grantToken": {"S": s.grant_token},
-            "scratchPrefix": {"S": s.scratch_prefix},
-            "tenantId": {"S": "t-bench"},
-        }
+    def remove(old: dict[str, Any], seq: int) -> dict[str, Any]:
         api_record = {
             "eventID": secrets.token_hex(16),
             "eventName": "REMOVE",
@@ -504,7 +614,7 @@ def synthetic_fixture(scenario: Scenario) -> Fixture:
             "awsRegion": REGION,
             "dynamodb": {
                 "ApproximateCreationDateTime": dt.datetime.fromtimestamp(now, dt.timezone.utc),
-                "Keys": {"pk": {"S": s.session_id}},
+                "Keys": {"pk": old["pk"]},
                 "OldImage": old,
                 "SequenceNumber": f"{10**20 + seq}",
                 "SizeBytes": 512,
@@ -513,17 +623,21 @@ def synthetic_fixture(scenario: Scenario) -> Fixture:
         }
         return to_lambda_record(api_record, stream_arn)
 
-    expired = [new_session(f"b-{i}", scenario.objects) for i in range(1, scenario.sessions + 1)]
-    warm = new_session("w-1", scenario.objects)
-    controls = [new_session(f"b-{i}x", 5) for i in range(1, scenario.controls + 1)]
+    built = [
+        new_session(f"b-{i}", scenario.objects, False) for i in range(1, scenario.sessions + 1)
+    ]
+    warm, warm_item = new_session("w-1", scenario.objects, False)
+    controls = [new_session(f"b-{i}x", 5, True)[0] for i in range(1, scenario.controls + 1)]
     return Fixture(
         scenario=scenario,
         run_id=run_id,
         table=table,
         bucket=bucket,
         key_arn=key_arn,
-        event={"Records": [remove(s, i) for i, s in enumerate(expired)]},
-        warmup_event={"Records": [remove(warm, len(expired))]},
-        expired=[*expired, warm],
+        event={"Records": [remove(item, i) for i, (_, item) in enumerate(built)]},
+        warmup_event={"Records": [remove(warm_item, len(built))]},
+        expired=[*(s for s, _ in built), warm],
         controls=controls,
+        ownership_table=str(config.ownership_table_name),
+        ownership_items=claims,
     )

@@ -85,9 +85,10 @@ def _defaults(outdir: str) -> dict[str, Any]:
     }
 
 
-#: CloudFormation allows 500 resources a stack and a default ``SessionExpiry`` has 13, so one
-#: stack holds at most 38; the scaling runs put at most this many in each stack.
-CONSTRUCTS_PER_STACK = 25
+#: CloudFormation allows 500 resources a stack and a default ``SessionExpiry`` has 23 (since the
+#: pause watch and its alarms), so one stack holds at most 21; the scaling runs put at most this
+#: many in each stack.
+CONSTRUCTS_PER_STACK = 20
 
 
 def _scaled(n: int, outdir: str) -> tuple[float, float, int, int]:

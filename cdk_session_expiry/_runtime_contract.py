@@ -88,6 +88,9 @@ METRIC_TTL_LAG = "TtlLagSeconds"
 METRIC_OBJECTS_DELETED = "ScratchObjectsDeleted"
 METRIC_PREFIXES_REFUSED = "ScratchPrefixesRefused"
 METRIC_GRANTS_REFUSED = "GrantsRefused"
+#: Calls the cleanup held back to its target's request rate (a quota bound), by ``Action`` =
+#: the API operation.
+METRIC_CALLS_PACED = "CallsPaced"
 DIMENSION_REASON = "Reason"
 DIMENSION_ACTION = "Action"
 DIMENSION_CAUSE = "Cause"

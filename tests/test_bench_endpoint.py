@@ -122,7 +122,8 @@ def test_answers_leave_with_tcp_nodelay_so_a_body_never_waits_for_a_delayed_ack(
     thread.start()
     try:
         assert _bench(f"http://localhost:{httpd.server_address[1]}", "/_bench/stats") == {
-            "requests": {}
+            "requests": {},
+            "throttled": {},
         }
     finally:
         httpd.shutdown()

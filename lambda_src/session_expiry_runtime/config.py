@@ -74,6 +74,9 @@ METRIC_PREFIXES_REFUSED = "ScratchPrefixesRefused"
 METRIC_GRANTS_REFUSED = "GrantsRefused"
 METRIC_SESSIONS_ARCHIVED = "SessionsArchived"
 METRIC_EVENTS_PUBLISHED = "SessionEventsPublished"
+#: Calls that waited for their target's request rate (a quota bound; ``pacing.py``), by
+#: ``Action`` = the API operation (``RetireGrant``, ``DeleteConnection``, ...).
+METRIC_CALLS_PACED = "CallsPaced"
 DIMENSION_REASON = "Reason"
 DIMENSION_ACTION = "Action"
 DIMENSION_CAUSE = "Cause"

@@ -1,13 +1,63 @@
-"""A request pace for calls against an AWS request quota: at most ``per_second`` calls a second.
+"""Pacing: calls under a target's request quota slow down instead of failing. One home for both
+kinds the project uses:
 
-AWS services throttle a caller that exceeds a per-second request quota (``ThrottlingException``),
-and a quota is shared by every caller of the account and Region: a scheduled sweep that calls as
-fast as it can takes the quota from the application and the cleanup. :class:`Pacer` spaces the
-starts of consecutive calls at least ``1 / per_second`` seconds apart (no burst), which keeps
-the sweep at or under that rate whatever the calls' latency.
+* :class:`Pacer` — a **fixed pace** for a scheduled job that owns its rate: at most
+  ``per_second`` calls a second (the grant sweep's KMS requests,
+  ``SESSION_EXPIRY_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND``).
+  A quota is shared by every caller of the account and Region: a sweep that calls as fast as it
+  can takes the quota from the application and the cleanup. The starts of consecutive calls are
+  at least ``1 / per_second`` seconds apart (no burst), whatever the calls' latency. Written here
+  rather than taken from a library: the deployed functions need nothing beyond the Lambda Python
+  runtime (boto3 and the standard library), and the rule is a few lines.
+* :class:`ClientPacer` — an **adaptive pace** for the cleanup's clients, which do not know their
+  share of a quota (:func:`install`; below).
 
-Written here rather than taken from a library: the deployed functions need nothing beyond the
-Lambda Python runtime (boto3 and the standard library), and the rule is a few lines.
+**The cleanup's clients.** A storm of expiring sessions can ask a target for more than its quota:
+KMS's ``RetireGrant`` request rate (15 a second per account and Region by default, shared by every
+principal of the account: AWS KMS Developer Guide, "Request quotas"), API Gateway's account
+throttle that the ``@connections`` API shares with every API of the account (10,000 requests a
+second, burst 5,000: API Gateway Developer Guide, "Amazon API Gateway quotas"), a DynamoDB
+partition's 1,000 write units a second (DynamoDB Developer Guide, "Understanding DynamoDB warm
+throughput"). botocore's ``standard`` retry mode answers a throttle with a jittered backoff and one
+retry (:data:`~.clients.MAX_ATTEMPTS`); above the quota for long, calls run out of attempts,
+records fail, the event source mapping retries and bisects them — adding load — and after its
+retries sends them to the on-failure destination. Retries with jitter are not pacing.
+
+What :func:`install` adds to each cleanup client:
+
+* **botocore's adaptive rate limiter** — exactly what ``retries={"mode": "adaptive"}`` adds to a
+  client (``botocore.retries.adaptive.register_retry_handler``): a token bucket whose rate
+  follows the CUBIC congestion algorithm, off until the target first throttles, then cut to 0.7
+  times the measured sending rate at each throttle and grown back while calls succeed. One
+  limiter per client, shared by every thread of the execution environment; each client serves
+  one target, so each target has its own rate. botocore's limiter waits for a token without a
+  bound; here the wait is bounded by the call's budget (below), and a call still without a token
+  then fails (:class:`PacingTimeout`) instead of running past the time guard.
+* **throttled calls retried while the budget lasts**: a call the target throttled is sent again
+  (after its token) for as long as the call's budget allows, beyond ``standard`` mode's two
+  attempts; every other error is left to ``standard`` mode. A throttled request was refused, not
+  executed, so sending it again is safe (and every cleanup call is idempotent anyway).
+* **the metric**: ``CallsPaced`` (Count) by ``Action`` — the API operation — counts the calls
+  that waited for their target's rate at least once: the evidence that a quota bound and the
+  cleanup slowed down instead of failing.
+
+**How long a call may wait.** Within an invocation (the handler calls
+:meth:`ClientPacer.start_invocation` with Lambda's context), a paced call may wait for its token and
+start new attempts until the **time guard** trips — until fewer than ``time_guard_ms`` remain
+before the deadline — like any call the runner starts; an attempt started then ends within 90 %
+of the margin (:func:`~.clients.call_timeouts`), so the invocation still returns before its
+deadline. A wait that reaches the time guard fails its call (:class:`PacingTimeout`): its record
+is reported failed and retried by the event source mapping, as the time guard does for records
+it keeps from starting. Without an invocation (a replay, a test), a call may wait at most
+:func:`budget_seconds` from its first attempt: 90 % of the margin less one attempt's connect and
+read timeouts (5 s at the default 10 s margin).
+
+The result under a binding quota: the calls of one execution environment go out at about the
+quota (measured in ``make bench``'s pacing table against a target answering throttles above a
+rate), records succeed, and the invocation lasts longer — the stream's iterator age, not the
+failure queue, absorbs the storm. Several concurrent invocations (shards, the parallelization
+factor) each adapt on their own to the throttles they see, so together they settle near the
+quota too.
 """
 
 from __future__ import annotations
@@ -15,8 +65,212 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
-__all__ = ["Pacer"]
+from botocore.exceptions import BotoCoreError, CapacityNotAvailableError
+from botocore.retries import adaptive, bucket, standard, throttling
+
+from .clients import SDK_SHARE_OF_MARGIN, CleanupClients, call_timeouts
+from .config import DIMENSION_ACTION, METRIC_CALLS_PACED
+from .metrics import MetricsRecorder
+
+__all__ = [
+    "ClientPacer",
+    "Pacer",
+    "PacingTimeout",
+    "budget_seconds",
+    "install",
+    "start_invocation",
+]
+
+#: The longest single wait for a token before the bucket is asked again (seconds).
+MAX_WAIT_SECONDS = 0.25
+_STARTED = "session_expiry_pacing_started"
+_PACED = "session_expiry_pacing_paced"
+
+
+class PacingTimeout(BotoCoreError):  # type: ignore[misc]  # botocore is untyped
+    """A call waited for its target's rate past its budget (it failed; its record is retried)."""
+
+    fmt = (
+        "{operation}: no request slot under the target's quota before the time guard (paced); "
+        "the record is retried"
+    )
+
+
+def budget_seconds(time_guard_ms: int) -> float:
+    """How long one paced call may take from its first attempt: 90 % of the time guard's
+    margin less one attempt's connect and read timeouts (5 s at the default 10 s margin).
+
+    Raises:
+        ValueError: a margin too small for any call (:func:`~.clients.call_timeouts`).
+    """
+    connect, read = call_timeouts(time_guard_ms)
+    return max(0.0, SDK_SHARE_OF_MARGIN * time_guard_ms / 1000 - connect - read)
+
+
+class _Clock:
+    """The clock botocore's limiter parts take (``current_time``, ``sleep``)."""
+
+    def __init__(self, now: Callable[[], float], sleep: Callable[[float], None]) -> None:
+        self.current_time, self.sleep = now, sleep
+
+
+class _BoundedRateLimiter(adaptive.ClientRateLimiter):  # type: ignore[misc]  # untyped
+    """botocore's adaptive limiter whose wait for a token ends at the call's deadline."""
+
+    def __init__(self, pacer: ClientPacer, clock: _Clock) -> None:
+        super().__init__(
+            rate_adjustor=throttling.CubicCalculator(
+                starting_max_rate=0, start_time=clock.current_time()
+            ),
+            rate_clocker=adaptive.RateClocker(clock),
+            token_bucket=bucket.TokenBucket(max_rate=1, clock=clock),
+            throttling_detector=pacer.detector,
+            clock=clock,
+        )
+        self.pacer = pacer
+
+    def on_sending_request(self, request: Any, **kwargs: Any) -> None:
+        if not self._enabled:
+            return
+        context = getattr(request, "context", None) or {}
+        deadline = self.pacer.deadline(context)
+        while True:
+            try:
+                self._token_bucket.acquire(block=False)
+                return
+            except CapacityNotAvailableError:
+                pass
+            self.pacer.paced(context, kwargs.get("event_name", ""))
+            left = deadline - self.pacer.now()
+            if left <= 0:
+                raise PacingTimeout(operation=_operation(kwargs.get("event_name", "")))
+            rate = max(float(self._token_bucket.max_rate or 1), 1e-3)
+            self.pacer.sleep(min(left, 1 / rate, MAX_WAIT_SECONDS))
+
+
+class ClientPacer:
+    """Pacing for the clients of one execution environment (:func:`install` builds it).
+
+    Args:
+        metrics: where ``CallsPaced`` is counted (the cleanup's recorder, flushed per
+            invocation).
+        budget: seconds one call may take from its first attempt (:func:`budget_seconds`).
+        clock: seconds now (monotonic); default :func:`time.monotonic`.
+        sleep: how to wait; default :func:`time.sleep`.
+    """
+
+    def __init__(
+        self,
+        metrics: MetricsRecorder,
+        *,
+        budget: float,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.metrics, self.budget, self.now, self.sleep = metrics, budget, clock, sleep
+        self.detector = standard.ThrottlingErrorDetector(
+            retry_event_adapter=standard.RetryEventAdapter()
+        )
+        self._lock = threading.Lock()
+        #: calls paced so far, by operation (what the metric counted; tests and the bench read it)
+        self.counts: dict[str, int] = {}
+        self._until: float | None = None
+
+    def start_invocation(self, remaining_ms: float | None, time_guard_ms: int) -> None:
+        """Let calls wait until this invocation's time guard trips: ``remaining_ms`` (Lambda's
+        ``get_remaining_time_in_millis()``) less ``time_guard_ms`` from now; ``None``: no
+        invocation deadline (each call gets :attr:`budget` from its first attempt)."""
+        self._until = (
+            None if remaining_ms is None else self.now() + (remaining_ms - time_guard_ms) / 1000
+        )
+
+    def deadline(self, context: dict[str, Any]) -> float:
+        """When the call of ``context`` may start no further attempt (monotonic seconds)."""
+        if self._until is not None:
+            return self._until
+        return float(context.get(_STARTED, self.now())) + self.budget
+
+    def install(self, client: Any) -> _BoundedRateLimiter:
+        """Add the limiter, the throttle retries and the metric to ``client``'s events."""
+        limiter = _BoundedRateLimiter(self, _Clock(self.now, self.sleep))
+        events = client.meta.events
+        events.register_first("before-call", self._start)
+        events.register("before-send", limiter.on_sending_request)
+        events.register_first("needs-retry", self._retry_throttled)
+        events.register("needs-retry", limiter.on_receiving_response)
+        return limiter
+
+    def _start(self, context: dict[str, Any] | None = None, **_: Any) -> None:
+        if context is not None:
+            context[_STARTED] = self.now()
+
+    def paced(self, context: dict[str, Any], event_name: str) -> None:
+        """Count a call that waits for its target's rate (once per call)."""
+        if context.get(_PACED):
+            return
+        context[_PACED] = True
+        operation = _operation(event_name)
+        with self._lock:
+            self.counts[operation] = self.counts.get(operation, 0) + 1
+        self.metrics.count(METRIC_CALLS_PACED, dimension=(DIMENSION_ACTION, operation))
+
+    def _retry_throttled(self, request_dict: Any = None, **kwargs: Any) -> float | None:
+        """``needs-retry`` (first): a throttled call is sent again at once — its token paces it
+        — while its budget allows one more attempt; anything else is ``standard`` mode's."""
+        if not self.detector.is_throttling_error(request_dict=request_dict, **kwargs):
+            return None
+        context = (request_dict or {}).get("context") or {}
+        if _STARTED not in context or self.now() >= self.deadline(context):
+            return None
+        return 0.0
+
+
+def _operation(event_name: str) -> str:
+    """``RetireGrant`` from ``before-send.kms.RetireGrant``."""
+    return event_name.rsplit(".", 1)[-1] or "Unknown"
+
+
+def start_invocation(pacer: ClientPacer | None, context: object, time_guard_ms: int) -> None:
+    """:meth:`ClientPacer.start_invocation` from a Lambda context (none: no invocation deadline)."""
+    if pacer is None:
+        return
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    try:
+        left = float(remaining()) if callable(remaining) else None
+    except Exception:
+        left = None
+    pacer.start_invocation(left, time_guard_ms)
+
+
+def install(
+    clients: CleanupClients,
+    metrics: MetricsRecorder,
+    time_guard_ms: int,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ClientPacer:
+    """Pace every configured client of ``clients`` (see the module docstring).
+
+    Raises:
+        ValueError: a time guard too small for any call.
+    """
+    pacer = ClientPacer(metrics, budget=budget_seconds(time_guard_ms), clock=clock, sleep=sleep)
+    for name in (
+        "apigateway",
+        "kms",
+        "s3",
+        "archive",
+        "events",
+        "agentcore",
+        "ownership",
+    ):
+        client = getattr(clients, name, None)
+        if client is not None:
+            pacer.install(client)
+    return pacer
 
 
 class Pacer:

@@ -151,7 +151,7 @@ def test_sweeper_function(synth: Synth) -> None:
     assert props["Architectures"] == cleanup["Architectures"] == ["arm64"]
     assert props["Code"] == cleanup["Code"]  # the same code asset
     assert props["Timeout"] == 300
-    assert props["MemorySize"] == 256
+    assert props["MemorySize"] == 512  # CPU-bound DeleteItems: see SWEEPER_MEMORY_SIZE
     assert props["LoggingConfig"]["LogFormat"] == "JSON"
     assert props["Environment"]["Variables"] == {
         contract.ENV_TABLE_NAME: {"Ref": synth.id(synth.on.table)},

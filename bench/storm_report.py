@@ -1,0 +1,349 @@
+"""The storm's tables: storms on the simulated clock, the settings that move them, sizing, pacing."""
+
+# Markdown prose: typographic signs are meant, table rows are long.
+# ruff: noqa: RUF001, E501
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from typing import Any
+
+from cdk_session_expiry.sweeper import SWEEPER_MEMORY_SIZE
+
+from . import storm_model as sm
+
+#: Issue 25's goal: a storm the default settings absorb with expiry-to-clean p99 ≤ 60 s.
+GOAL_P99_S = 60.0
+GOAL_STORM = 10_000
+#: The sweep interval the storm tables assume (the construct's default has no sweeper: time to
+#: live alone bounds nothing; 5 s is the smallest interval the construct accepts).
+SWEEP_INTERVAL_S = 5
+
+
+def measured(
+    data: dict[str, Any], n: int, *, grants: bool = True, cpu: str = "median"
+) -> sm.Measured:
+    """The model's inputs from the storm's measurements: calls per session of the ``n`` storm's
+    real run; CPU per session and per delete at their ``median``, ``low`` or ``high``.
+
+    Without ``grants`` the sessions hold a connection and a scratch prefix only: their
+    ``RetireGrant`` and the grant's ownership record come off the calls, and its share of the
+    CPU with them (the calls' average CPU)."""
+    run = data["calls"][str(n)]
+    per = {op: c / n for op, c in run["cleanup_calls"].items()}
+    pick = {"median": statistics.median, "low": min, "high": max}[cpu]
+    cleanup = pick(data["cleanup_cpu_s"])
+    claims = 2.0
+    if not grants:
+        total = sum(per.values())
+        dropped = per.pop("RetireGrant", 0.0) + per.get("TransactWriteItems", 0.0) / 2
+        per["TransactWriteItems"] = per.get("TransactWriteItems", 0.0) / 2
+        cleanup *= (total - dropped) / total
+        claims = 1.0
+    return sm.Measured(
+        calls_per_session=per,
+        claims_per_session=claims,
+        cleanup_cpu_s=cleanup,
+        sweeper_cpu_per_delete_s=pick(data["sweeper_cpu_per_delete_s"]),
+    )
+
+
+DEFAULT = sm.Settings(sweep_interval_s=SWEEP_INTERVAL_S)
+
+
+def _outcomes(
+    data: dict[str, Any], n: int, settings: sm.Settings, grants: bool
+) -> list[sm.Outcome]:
+    """The storm at the low, median and high CPU measured (the range a goal is judged on)."""
+    return [
+        sm.simulate(n, settings, measured(data, n, grants=grants, cpu=c))
+        for c in ("low", "median", "high")
+    ]
+
+
+def _span(values: list[float], fmt: str = "{:.0f}") -> str:
+    lo, hi = fmt.format(min(values)), fmt.format(max(values))
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def _kind(grants: bool) -> str:
+    return "connection + grant + scratch" if grants else "connection + scratch"
+
+
+def storm_table(data: dict[str, Any]) -> str:
+    rows = []
+    for grants in (False, True):
+        for n in data["sizes"]:
+            outs = _outcomes(data, n, DEFAULT, grants)
+            mid = outs[1]
+            peaks = ", ".join(
+                f"{op} {mid.peak_rate(op):,.0f}/s of {sm.QUOTAS[op].per_second:,.0f}"
+                for op in ("DeleteConnection", "RetireGrant")
+                if mid.calls.get(op)
+            )
+            rows.append(
+                [
+                    f"{n:,}",
+                    _kind(grants),
+                    _span([o.drained_s for o in outs]),
+                    _span([o.percentile(50) for o in outs]),
+                    _span([o.percentile(99) for o in outs]),
+                    peaks,
+                    mid.first_limit(),
+                ]
+            )
+    return _md(
+        [
+            "Sessions due at once",
+            "Each session holds",
+            "Drained after s",
+            "Expiry-to-clean p50 s",
+            "Expiry-to-clean p99 s",
+            "Peak calls/s against the quota",
+            "First limit reached",
+        ],
+        rows,
+    ) + (
+        f"\n\nSettings: the construct's defaults ({DEFAULT.describe()}) with "
+        f"`expiry_sweep_interval` = {SWEEP_INTERVAL_S} s. Ranges: the storm at the lowest and "
+        "highest CPU measured in the calibration rounds. Times are seconds after the sessions "
+        "fell due, on the simulated clock (`bench/storm_model.py`); the first sweeper pass comes "
+        "a whole interval later (the worst case). Sessions without a grant: the grant's call, "
+        "its ownership record and its share of the CPU taken off the measured session."
+    )
+
+
+def calls_table(data: dict[str, Any]) -> str:
+    rows = []
+    for n in data["sizes"]:
+        run = data["calls"][str(n)]
+        cleanup = run["cleanup_calls"]
+        sweep = run["sweeper_calls"]
+        rows.append(
+            [
+                f"{n:,}",
+                f"{run['swept']:,}",
+                f"{sweep.get('Query', 0):,} / {sweep.get('DeleteItem', 0):,}",
+                f"{run['invocations']:,}",
+                " + ".join(f"{op} {c / n:.2f}" for op, c in sorted(cleanup.items())),
+                f"{run['failed_records']}",
+                f"{run['elapsed_s']:.0f} s ({run['parts']} processes)",
+                "every session clean" if run["clean"] else "; ".join(run["verification"]),
+            ]
+        )
+    cpu = data["cleanup_cpu_s"]
+    sweep_cpu = data["sweeper_cpu_per_delete_s"]
+    return _md(
+        [
+            "Sessions due at once",
+            "Swept",
+            "Sweeper Query / DeleteItem",
+            "Cleanup invocations (batches of 100)",
+            "Cleanup calls per session",
+            "Records failed",
+            "Wall time of the real run",
+            "Verified",
+        ],
+        rows,
+    ) + (
+        "\n\nMeasured for the clock, over HTTP on this machine: the cleanup's CPU per session "
+        f"{_span([1000 * v for v in cpu], '{:.2f}')} ms (its own process, 20 ms a call), the "
+        f"sweeper's CPU per DeleteItem {_span([1000 * v for v in sweep_cpu], '{:.2f}')} ms "
+        "(10 ms a call). The real run answers in process (`bench/transport.py`: no socket, "
+        "3 ms a call), so its TransactWriteItems per session (marks and releases coalesced "
+        "over whatever arrives during one call) differ from a deployment's; the quotas count "
+        "their write units, which do not depend on it."
+    )
+
+
+def _variants(base: sm.Settings) -> list[tuple[str, sm.Settings]]:
+    return [
+        ("defaults", base),
+        ("`parallelization_factor` 10", replace(base, parallelization_factor=10)),
+        ("`cleanup_memory_size` 3,008 MiB", replace(base, cleanup_memory_mb=3008)),
+        ("`max_workers` 64", replace(base, max_workers=64)),
+        (
+            "16 stream shards (table warm throughput 16,000 write units)",
+            replace(base, stream_shards=16),
+        ),
+        (
+            f"sweeper at 1,769 MiB (a constant, {SWEEPER_MEMORY_SIZE} MiB)",
+            replace(base, sweeper_memory_mb=1769),
+        ),
+        (
+            "sweeper at 1,769 MiB + `parallelization_factor` 10",
+            replace(base, sweeper_memory_mb=1769, parallelization_factor=10),
+        ),
+    ]
+
+
+def settings_table(data: dict[str, Any]) -> str:
+    rows = []
+    n = max(data["sizes"])
+    for grants in (False, True):
+        for name, settings in _variants(DEFAULT):
+            mid = sm.simulate(n, settings, measured(data, n, grants=grants))
+            rows.append(
+                [
+                    _kind(grants),
+                    name,
+                    f"{mid.drained_s:,.0f}",
+                    f"{mid.percentile(99):,.0f}",
+                    mid.first_limit(),
+                    f"{min(mid.stage_rates.values()):,.0f}",
+                ]
+            )
+    return _md(
+        [
+            f"{n:,} sessions, each holding",
+            "Settings changed from the defaults",
+            "Drained after s",
+            "p99 s",
+            "First limit reached",
+            "Its capacity, sessions/s",
+        ],
+        rows,
+    )
+
+
+def sizing_rows(data: dict[str, Any]) -> list[list[str]]:
+    """Storm size → the first settings (in the order of :func:`_candidates`) whose p99 is
+    within the goal at the highest CPU measured, or the limit no setting moves."""
+    rows = []
+    for grants in (False, True):
+        for n in data["sizes"]:
+            found = None
+            for name, settings in _candidates(DEFAULT):
+                out = sm.simulate(n, settings, measured(data, n, grants=grants, cpu="high"))
+                if out.percentile(99) <= GOAL_P99_S:
+                    found = (name, out)
+                    break
+            if found:
+                rows.append([f"{n:,}", _kind(grants), found[0], f"{found[1].percentile(99):.0f}"])
+            else:
+                out = sm.simulate(n, DEFAULT, measured(data, n, grants=grants, cpu="high"))
+                rows.append(
+                    [
+                        f"{n:,}",
+                        _kind(grants),
+                        f"none of the settings: {out.first_limit()} binds — raise it "
+                        "(a quota increase) or spread the storm",
+                        f"{out.percentile(99):,.0f} (defaults)",
+                    ]
+                )
+    return rows
+
+
+def _candidates(base: sm.Settings) -> list[tuple[str, sm.Settings]]:
+    out = [("defaults (with the sweeper at 5 s)", base)]
+    for memory in (m for m in (512, 1024, 1769) if m > SWEEPER_MEMORY_SIZE):
+        out.append((f"sweeper {memory:,} MiB", replace(base, sweeper_memory_mb=memory)))
+    for pf in (2, 4, 10):
+        out.append(
+            (
+                f"sweeper 1,769 MiB, `parallelization_factor` {pf}",
+                replace(base, sweeper_memory_mb=1769, parallelization_factor=pf),
+            )
+        )
+    return out
+
+
+def sizing_table(data: dict[str, Any]) -> str:
+    return _md(
+        [
+            "Storm (sessions due at once)",
+            "Each session holds",
+            "Settings (first that meets p99 ≤ 60 s)",
+            "p99 s (highest CPU measured)",
+        ],
+        sizing_rows(data),
+    )
+
+
+def pacing_table(data: dict[str, Any]) -> str:
+    rows = [
+        [
+            p["mode"],
+            f"{p['sessions']:,}",
+            str(p["failed"]),
+            f"{p['throttled']:,} of {p['attempts']:,}",
+            f"{p['first_second']} / {p['peak_per_s']}",
+            str(p["calls_paced"]),
+            f"{p['wall_s']:.1f}",
+            "clean" if p["clean"] and not p["failed"] else "records left to the retries",
+        ]
+        for p in data.get("pacing", [])
+    ]
+    return _md(
+        [
+            "Cleanup clients",
+            "Sessions (one invocation)",
+            "Records failed",
+            "RetireGrant attempts throttled",
+            "Attempts in the first second / most in any later second",
+            "CallsPaced",
+            "Wall s",
+            "Outcome",
+        ],
+        rows,
+    )
+
+
+PACING_NOTE = (
+    "\n\nEach row: the real handler in as many processes at once, against the HTTP bench "
+    "endpoint that answers `ThrottlingException` above "
+    f"{sm.QUOTAS['RetireGrant'].per_second:g} `RetireGrant` requests a second in "
+    'all (KMS\'s default quota: AWS KMS Developer Guide, "Request quotas"), 20 ms a call. '
+    "botocore's `standard` mode retries a throttled call once after a jittered backoff: the "
+    "quota is asked for several times over and records fail (the event source mapping would "
+    "retry them, bisecting, adding load, and after its retries send them to the on-failure "
+    'destination). botocore\'s adaptive mode (its rate limiter, what `retries={"mode": '
+    '"adaptive"}` adds) slows each process to what the target accepts, but still gives a '
+    "call two attempts. The project's pacing (`session_expiry_runtime/pacing.py`) is that "
+    "limiter, its wait bounded by the invocation's time guard, plus throttled calls sent again "
+    "while the time guard allows, and the `CallsPaced` metric: every record succeeds, the "
+    "invocations last longer — the stream's iterator age, not the failure queue, absorbs the "
+    "storm."
+)
+
+
+def goals_rows(data: dict[str, Any]) -> list[list[str]]:
+    outs = _outcomes(data, GOAL_STORM, DEFAULT, grants=False)
+    p99 = [o.percentile(99) for o in outs]
+    big = max(data["sizes"])
+    rows = [
+        [
+            f"Default settings (sweeper at {SWEEP_INTERVAL_S} s) absorb a {GOAL_STORM:,}-session storm "
+            "(connection + scratch): expiry-to-clean p99 (simulated clock)",
+            f"{_span(p99)} s",
+            f"≤ {GOAL_P99_S:g} s",
+            "met" if max(p99) <= GOAL_P99_S else f"**not met**: {outs[2].first_limit()} binds",
+        ],
+        [
+            f"First limit named for {big:,} sessions",
+            sm.simulate(big, DEFAULT, measured(data, big, grants=False)).first_limit()
+            + "; with grants: "
+            + sm.simulate(big, DEFAULT, measured(data, big, grants=True)).first_limit(),
+            "named",
+            "met",
+        ],
+    ]
+    pacing = {p["mode"]: p for p in data.get("pacing", [])}
+    paced = next((p for m, p in pacing.items() if m.startswith("pacing")), None)
+    if paced:
+        rows.append(
+            [
+                f"Under a binding quota (RetireGrant {paced['sessions']:,} sessions at {sm.QUOTAS['RetireGrant'].per_second:g}/s) no record fails",
+                f"{paced['failed']} failed, {paced['calls_paced']} calls paced",
+                "0 failed",
+                "met" if not paced["failed"] and paced["clean"] else "**not met**",
+            ]
+        )
+    return rows
+
+
+def _md(headers: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(out)

@@ -1,0 +1,170 @@
+"""Pacing (``session_expiry_runtime.pacing``): under a target's quota the cleanup slows down.
+
+The target is the bench endpoint in process (``bench/transport.py``): KMS ``RetireGrant`` is
+answered through a token bucket of ``QUOTA`` requests a second and ``ThrottlingException`` above
+it, as KMS answers above its request quota. The real handler path cleans a batch of sessions
+(ownership marks and releases, the grant step), its clients paced as the handler paces them.
+
+Time is simulated, not slept: one clock drives the target's bucket, the pacer's limiter and its
+waits, and every request advances it by ``LATENCY`` (a call's round trip), so the run is fast,
+deterministic in outcome, and independent of the machine's speed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from session_expiry_runtime.cleaner import SessionCleaner, build_clients, process_batch
+from session_expiry_runtime.config import METRIC_CALLS_PACED, RuntimeConfig
+from session_expiry_runtime.metrics import MetricsRecorder
+from session_expiry_runtime.pacing import ClientPacer, PacingTimeout, budget_seconds, install
+
+from bench import endpoint, harness, transport
+
+QUOTA = 20.0  # RetireGrant requests a second
+LATENCY = 0.01  # seconds a request takes (simulated)
+SESSIONS = 120
+
+
+class SimulatedClock:
+    """Seconds since the start; advanced by waits and by each request's round trip."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        with self._lock:
+            return self.t
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.t += max(0.0, seconds)
+
+
+@pytest.fixture
+def clock() -> Iterator[SimulatedClock]:
+    clock = SimulatedClock()
+    endpoint.STATE.reset()
+    endpoint.STATE.clock = clock.now
+    try:
+        yield clock
+    finally:
+        endpoint.STATE.reset()
+        endpoint.STATE.clock = __import__("time").monotonic
+
+
+def _clients(clock: SimulatedClock, fx: harness.Fixture) -> tuple[RuntimeConfig, Any]:
+    """The cleanup's clients, answered in process; every request costs :data:`LATENCY`."""
+    config = RuntimeConfig(
+        grant_key_arn=fx.key_arn, ownership_table_name=fx.ownership_table, max_workers=8
+    )
+    session = boto3.session.Session(region_name="us-east-1")
+    transport.install(
+        session, transport.InProcessTransport(on_call=lambda op, status: clock.sleep(LATENCY))
+    )
+    os.environ["AWS_ENDPOINT_URL"] = transport.ENDPOINT_URL
+    try:
+        return config, build_clients(config, session=session)
+    finally:
+        os.environ.pop("AWS_ENDPOINT_URL")
+
+
+def _cleaner(clock: SimulatedClock, fx: harness.Fixture) -> tuple[SessionCleaner, ClientPacer]:
+    """A cleaner paced as the handler paces it (``pacing.install``), on the simulated clock."""
+    config, clients = _clients(clock, fx)
+    metrics = MetricsRecorder("Test")
+    pacer = install(clients, metrics, config.time_guard_ms, clock=clock.now, sleep=clock.sleep)
+    # As the handler does with Lambda's context: an invocation of 300 s (the default timeout).
+    pacer.start_invocation(300_000, config.time_guard_ms)
+    return SessionCleaner(config, clients, metrics), pacer
+
+
+def _seed(fx: harness.Fixture) -> None:
+    sessions = fx.expired + fx.controls
+    endpoint.STATE.seed(
+        {
+            "grants": [{"id": s.grant_id, "token": s.grant_token} for s in sessions],
+            "tables": {fx.ownership_table: {"hash": "resource", "items": fx.ownership_items}},
+        }
+    )
+    endpoint.STATE.limits = {"RetireGrant": endpoint.RateLimit(QUOTA, endpoint.STATE.clock)}
+
+
+def _windows(times: list[float]) -> list[int]:
+    """Requests in each whole second of the run."""
+    counts: dict[int, int] = {}
+    for t in times:
+        counts[int(t)] = counts.get(int(t), 0) + 1
+    return [counts.get(s, 0) for s in range(max(counts) + 1)] if counts else []
+
+
+def test_a_throttling_target_is_called_at_its_rate_and_no_record_fails(
+    clock: SimulatedClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fx = harness.synthetic_fixture(harness.Scenario("paced", SESSIONS, 0))
+    _seed(fx)
+    cleaner, pacer = _cleaner(clock, fx)
+
+    response = process_batch(fx.event, None, cleaner)
+
+    assert response == {"batchItemFailures": []}
+    left = {s.grant_id for s in fx.controls + fx.expired if s.session_id in ("w-1",)}
+    assert endpoint.STATE.grant_ids == left | {s.grant_id for s in fx.controls}  # all retired
+    arrivals = endpoint.STATE.arrivals["RetireGrant"]
+    per_second = _windows(arrivals)
+    # Before its first throttle the limiter is off: the first second sees the burst. From then
+    # on the target is asked at about its rate, not hammered with retries.
+    assert max(per_second[1:]) <= 1.5 * QUOTA, per_second
+    throttled = endpoint.STATE.throttled["RetireGrant"]
+    assert throttled < SESSIONS, (throttled, per_second)
+    assert pacer.counts["RetireGrant"] > 0
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+    paced = [d for d in emf if METRIC_CALLS_PACED in d]  # CallsPaced by Action, flushed
+    assert [(d["Action"], d[METRIC_CALLS_PACED]) for d in paced] == [
+        ("RetireGrant", pacer.counts["RetireGrant"])
+    ]
+
+
+def test_without_pacing_the_same_target_fails_records(clock: SimulatedClock) -> None:
+    """What the pacing prevents: botocore's standard mode alone (two attempts, jittered
+    backoff) runs out of attempts against the same quota and fails records."""
+    fx = harness.synthetic_fixture(harness.Scenario("unpaced", SESSIONS, 0))
+    _seed(fx)
+    config, clients = _clients(clock, fx)
+    cleaner = SessionCleaner(config, clients, MetricsRecorder("Test"))
+
+    response = process_batch(fx.event, None, cleaner)
+
+    assert len(response["batchItemFailures"]) > 0
+    per_second = _windows(endpoint.STATE.arrivals["RetireGrant"])
+    assert max(per_second[1:]) > 2 * QUOTA, per_second  # and the target was hammered
+
+
+def test_a_call_that_cannot_get_a_slot_within_its_budget_fails_with_pacing_timeout(
+    clock: SimulatedClock,
+) -> None:
+    fx = harness.synthetic_fixture(harness.Scenario("starved", 1, 0))
+    _seed(fx)
+    endpoint.STATE.limits = {"RetireGrant": endpoint.RateLimit(0.001, endpoint.STATE.clock)}
+    endpoint.STATE.limits["RetireGrant"].tokens = 0
+    cleaner, pacer = _cleaner(clock, fx)
+    pacer.start_invocation(None, cleaner.config.time_guard_ms)  # no invocation: the budget
+    kms = cleaner.clients.kms
+
+    with pytest.raises((PacingTimeout, kms.exceptions.ClientError)):
+        for s in fx.expired:
+            kms.retire_grant(KeyId=fx.key_arn, GrantId=s.grant_id)
+    assert clock.now() <= budget_seconds(cleaner.config.time_guard_ms) + 1.0
+
+
+def test_budget_leaves_the_time_guard_room_for_one_more_attempt() -> None:
+    assert budget_seconds(10_000) == pytest.approx(5.0)
+    with pytest.raises(ValueError, match="time guard"):
+        budget_seconds(1_000)
