@@ -73,6 +73,8 @@ AGENTCORE = "https://aws.amazon.com/bedrock/agentcore/pricing/"
 STEP_FUNCTIONS = "https://aws.amazon.com/step-functions/pricing/"
 SSM = "https://aws.amazon.com/systems-manager/pricing/"
 SQS = "https://aws.amazon.com/sqs/pricing/"
+FIREHOSE = "https://aws.amazon.com/firehose/pricing/"
+KINESIS = "https://aws.amazon.com/kinesis/data-streams/pricing/"
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,20 @@ PRICES: dict[str, Price] = {
     "agentcore_stop": Price(
         0.0, "Stop*Session request", AGENTCORE, "AgentCore bills consumption, not stop requests"
     ),
+    "firehose_record": Price(
+        0.029 * 5 / (1024 * 1024),
+        "record up to 5 KB (Direct PUT ingestion)",
+        FIREHOSE,
+        "0.029 USD a GB, first 500 TB a month, each record rounded up to 5 KB; dynamic "
+        "partitioning is billed per GB and per object delivered on top (bench/archive.py)",
+    ),
+    "kinesis_control_plane": Price(
+        0.0,
+        "control-plane request",
+        KINESIS,
+        "on-demand streams bill stream hours and data in and out, not ListShards or "
+        "DescribeStreamSummary",
+    ),
     "control_plane": Price(
         0.0,
         "control-plane or standard-parameter request",
@@ -160,6 +176,9 @@ CALL_PRICES: dict[str, tuple[str, float, str]] = {
     "cloudwatch:DescribeAlarms": ("cloudwatch_api", 1, "call"),
     "sqs:ReceiveMessage": ("sqs_request", 1, "call"),
     "sqs:ChangeMessageVisibility": ("sqs_request", 1, "call"),
+    "firehose:PutRecordBatch": ("firehose_record", 1, "record (of up to 500 a call)"),
+    "kinesis:DescribeStreamSummary": ("kinesis_control_plane", 1, "call"),
+    "kinesis:ListShards": ("kinesis_control_plane", 1, "call"),
 }
 
 #: CPU per session of the cleanup (ms at one vCPU) by scratch objects, as ``make bench``
