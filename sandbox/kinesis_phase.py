@@ -30,27 +30,11 @@ from session_expiry_runtime import stream_records
 
 from cdk_session_expiry import _runtime_contract as contract
 
+from .two_regions import stream_records_of
+
 STREAM = "sandbox-session-changes"
 SESSIONS = 6
 PAUSED_HOURS = 30
-
-
-def _stream_records(emulator: Any, stream_arn: str, keys: set[str], pk: str) -> list[Any]:
-    streams = emulator.client("dynamodbstreams")
-    out: list[Any] = []
-    description = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]
-    for shard in description["Shards"]:
-        iterator = streams.get_shard_iterator(
-            StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
-        )["ShardIterator"]
-        while iterator:
-            page = streams.get_records(ShardIterator=iterator)
-            records = page.get("Records") or []
-            out += [r for r in records if r["dynamodb"]["Keys"].get(pk, {}).get("S") in keys]
-            if not records:
-                break
-            iterator = page.get("NextShardIterator")
-    return out
 
 
 def _batches(kinesis: Any, stream_arn: str) -> list[list[dict[str, Any]]]:
@@ -105,7 +89,9 @@ def run(
         sessions[session_id] = (s.grant_id, s.scratch_prefix)
         store.end(session_id)
     pk = store.config.partition_key
-    changes = _stream_records(emulator, pipeline.stream_arn, set(sessions), pk)
+    changes = stream_records_of(
+        emulator.client("dynamodbstreams"), pipeline.stream_arn, set(sessions), pk
+    )
     puts = 0
     for record in reversed(changes):  # out of order, as Kinesis may deliver them
         removed = record["eventName"] == "REMOVE"

@@ -685,7 +685,7 @@ def run(args: argparse.Namespace) -> int:
             emulator=emulator, pipeline=pipeline, say=say
         )
         mismatches += grants_mismatches
-        # --- 11. two Regions of a global table, each cleaning its own sessions (issue 23) ---
+        # --- 12. two Regions of a global table, each cleaning its own sessions (issue 23) ---
         regions_summary, regions_mismatches = two_regions.run(
             emulator=emulator,
             pipeline=pipeline,
@@ -695,7 +695,7 @@ def run(args: argparse.Namespace) -> int:
             say=say,
         )
         mismatches += regions_mismatches
-        # --- 12. the Kinesis change source, 30 hours late (issue 23); last: see the module ---
+        # --- 13. the Kinesis change source, 30 hours late (issue 23); last: see the module ---
         kinesis_summary, kinesis_mismatches = kinesis_phase.run(
             emulator=emulator,
             pipeline=pipeline,

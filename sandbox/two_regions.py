@@ -90,8 +90,9 @@ def app_env_bus_name(pipeline: Any) -> str | None:
     return arn.rsplit("/", 1)[-1] if arn else None
 
 
-def _records(region: _Region, stream_arn: str, keys: set[str], pk: str) -> list[Any]:
-    streams = region.client("dynamodbstreams")
+def stream_records_of(streams: Any, stream_arn: str, keys: set[str], pk: str) -> list[Any]:
+    """Every record of a DynamoDB stream (``streams``: a ``dynamodbstreams`` client) whose
+    partition key ``pk`` is one of ``keys``, from TRIM_HORIZON, shard by shard."""
     out: list[Any] = []
     for shard in streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]:
         iterator = streams.get_shard_iterator(
@@ -214,7 +215,9 @@ def _clean_and_check(
             on_log=log,
         )
         try:
-            raw = _records(region, streams[name], set(sessions), pk)
+            raw = stream_records_of(
+                region.client("dynamodbstreams"), streams[name], set(sessions), pk
+            )
             shaped = [
                 json.loads(
                     json.dumps(
