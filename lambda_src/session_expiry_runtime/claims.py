@@ -295,10 +295,48 @@ class ClaimBatcher:
         self._clock, self._sleep = clock, sleep
         by_item: Callable[[_Write], Hashable] = lambda write: write.resource  # noqa: E731
         self.marks = _Coalescer(self._mark, by_item, max_items)
+        #: What :meth:`premark`'s calls answered, for :meth:`check` (settled answers only).
+        self._premarked: dict[_Write, _Answer] = {}
+        self._premarked_lock = threading.Lock()
         self.releases = _Coalescer(self._release, by_item, max_items)
         self.reads: _Coalescer[str] = _Coalescer(self._read, lambda key: key, max_items)
 
     # --- what the runner and the steps call ----------------------------------------------
+    def premark(self, requests: Sequence[tuple[Claimant, Sequence[ClaimRef]]]) -> int:
+        """Mark the ids of many claimants at once, before their records ask: one
+        ``TransactWriteItems`` per 100 actions for the whole invocation instead of the calls
+        natural batching makes as records arrive one after another. A later :meth:`check` of
+        one of these ids answers from what these calls said; what they left unsettled (an
+        error) is asked again by that check. A dry run, and claimants without an owner or an
+        incarnation, mark nothing here.
+
+        Marking is not acting: an id marked here and never acted on (its record's archive gate
+        failed, or the time guard kept it from starting) stays ``releasing`` for this
+        incarnation, as after any failed step, and the record's retry marks it again.
+
+        Returns:
+            int: the number of ids marked or settled (for tests and logs). Never raises: a call
+            that failed leaves its ids to :meth:`check`.
+        """
+        if self.dry_run:
+            return 0
+        writes = [
+            _Write(ref.resource, claimant.owner, claimant.incarnation)
+            for claimant, refs in requests
+            if claimant.owner is not None and claimant.incarnation is not None
+            for ref in refs
+        ]
+        if not writes:
+            return 0
+        try:
+            answers = self.marks.submit(writes, nullcontext)
+        except Exception:
+            return 0
+        settled = {w: a for w, a in answers.items() if a.error is None}
+        with self._premarked_lock:
+            self._premarked.update(settled)
+        return len(settled)
+
     def check(
         self,
         claimant: Claimant,
@@ -319,8 +357,11 @@ class ClaimBatcher:
         if self.dry_run:
             return self._classify_read(claimant, refs, waiting)
         writes = {ref: _Write(ref.resource, claimant.owner, claimant.incarnation) for ref in refs}
+        with self._premarked_lock:
+            answers = {w: self._premarked[w] for w in writes.values() if w in self._premarked}
+        todo = [w for w in writes.values() if w not in answers]
         try:
-            answers = self.marks.submit(list(writes.values()), waiting)
+            answers.update(self.marks.submit(todo, waiting) if todo else {})
         except Exception as exc:
             return dict.fromkeys(refs, ClaimFailure(f"marking the ownership records: {exc}"))
         verdicts: dict[ClaimRef, Verdict | ClaimFailure] = {}
@@ -342,14 +383,34 @@ class ClaimBatcher:
     ) -> list[str]:
         """Mark the ids' records ``released`` (after the act); the failures' texts (empty when
         every one is released or no longer this claimant's)."""
-        if self.dry_run or not refs or claimant.owner is None or claimant.incarnation is None:
-            return []
-        writes = [_Write(ref.resource, claimant.owner, claimant.incarnation) for ref in refs]
+        return self.release_all([(claimant, refs)], waiting)[0]
+
+    def release_all(
+        self,
+        requests: Sequence[tuple[Claimant, Sequence[ClaimRef]]],
+        waiting: Callable[[], AbstractContextManager[None]] = nullcontext,
+    ) -> list[list[str]]:
+        """:meth:`release` for many claimants in as few calls as they allow (one
+        ``TransactWriteItems`` per 100 ids): each request's failure texts, in request order.
+        Never raises."""
+        per_request = [
+            [_Write(ref.resource, claimant.owner, claimant.incarnation) for ref in refs]
+            if not self.dry_run and claimant.owner is not None and claimant.incarnation is not None
+            else []
+            for claimant, refs in requests
+        ]
+        writes = [write for request in per_request for write in request]
+        if not writes:
+            return [[] for _ in per_request]
         try:
             answers = self.releases.submit(writes, waiting)
         except Exception as exc:
-            return [f"releasing the ownership records: {exc}"]
-        return [f"{w.resource}: {answers[w].error}" for w in writes if answers[w].error]
+            text = f"releasing the ownership records: {exc}"
+            return [[text] if request else [] for request in per_request]
+        return [
+            [f"{w.resource}: {answers[w].error}" for w in request if answers[w].error]
+            for request in per_request
+        ]
 
     def claims(
         self,

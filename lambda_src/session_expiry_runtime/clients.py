@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import boto3
+import botocore.session
 from botocore.config import Config
 
 from .config import DEFAULT_TIME_GUARD_MS, RuntimeConfig
-from .timestamps import fast_timestamp_session
+from .listing_model import use_keys_only_listings
+from .timestamps import use_fast_timestamps
 
 #: botocore ``standard`` retry mode: exponential backoff with jitter, retry quota, and retries
 #: of throttling (incl. 429 LimitExceededException), 5xx and connection errors. Attempts per
@@ -88,8 +90,15 @@ def client_config(max_workers: int, time_guard_ms: int = DEFAULT_TIME_GUARD_MS) 
 #: an accepted prefix, continuation tokens and keys S3 itself listed — so botocore's client-side
 #: parameter validation (a documented setting, "for performance reasons") checks nothing there;
 #: it costs about 2 ms of CPU per 1,000-key DeleteObjects, a few per cent of a 2,500-object
-#: session (BENCHMARKS.md). Every other client, the archive's S3 client included, keeps it.
+#: session (BENCHMARKS.md).
 SCRATCH_S3_SETTINGS = Config(parameter_validation=False)
+#: The ownership table's client likewise sends only requests :mod:`.claims` builds: the
+#: configured table, ``<kind>#<id>`` keys of ids :class:`~.claims.ClaimRef` accepted, owner
+#: tokens and incarnations that are strings by construction, the module's own expressions.
+#: Validating a 100-action ``TransactWriteItems`` walks every member of every action: about a
+#: tenth of the handler's CPU at 0 objects (cProfile, ``python -m bench --profile``). Every other
+#: client, the archive's S3 client included, keeps the validation.
+OWNERSHIP_SETTINGS = Config(parameter_validation=False)
 
 
 @dataclass(frozen=True)
@@ -113,6 +122,17 @@ class CleanupClients:
     firehose: Any = None
 
 
+def cleanup_session() -> boto3.session.Session:
+    """A new boto3 session for the cleanup's clients: response timestamps through the standard
+    library (:mod:`.timestamps`: a third of the CPU of a 1,000-key listing instead of
+    ``dateutil``'s) and listed objects parsed for their keys only (:mod:`.listing_model`: about
+    half of what remains). Region, credentials and endpoints come from the environment."""
+    core = botocore.session.get_session()
+    use_fast_timestamps(core)
+    use_keys_only_listings(core)
+    return boto3.session.Session(botocore_session=core)
+
+
 def build_clients(
     config: RuntimeConfig, session: boto3.session.Session | None = None
 ) -> CleanupClients:
@@ -123,9 +143,8 @@ def build_clients(
     against moto_server. The management API client's endpoint is the configured
     ``SESSION_EXPIRY_WEBSOCKET_ENDPOINT`` (``https://{api-id}.execute-api.{region}.amazonaws.com/{stage}``).
     """
-    # Response timestamps through the standard library (see .timestamps): a third of the CPU
-    # of a 1,000-key listing instead of dateutil's. A session passed in is the caller's own.
-    session = session or fast_timestamp_session()
+    # A session passed in is the caller's own.
+    session = session or cleanup_session()
     settings = client_config(config.max_workers, config.time_guard_ms)
     return CleanupClients(
         apigateway=session.client(
@@ -145,7 +164,7 @@ def build_clients(
         or config.browser_id
         or config.agent_memory_id
         else None,
-        ownership=session.client("dynamodb", config=settings)
+        ownership=session.client("dynamodb", config=settings.merge(OWNERSHIP_SETTINGS))
         if config.ownership_table_name
         else None,
         firehose=session.client("firehose", config=settings)

@@ -11,7 +11,9 @@ A batch goes through :func:`process_batch`; each record through :meth:`CleanupRu
 4. **Session steps** — every step plans from the old image
    (:mod:`session_expiry_runtime.steps.base`); then the **ownership check**, once for all the
    record's claims (:mod:`session_expiry_runtime.claims`, one batcher per invocation, shared by
-   its records): each step gets only the ids this record's ``Keys`` and incarnation own, the
+   its records, which marks the whole batch's ids up front in as few calls as it allows:
+   :meth:`~session_expiry_runtime.claims.ClaimBatcher.premark`): each step gets only the ids
+   this record's ``Keys`` and incarnation own, the
    refused ones are counted and logged; the steps that run do so **side by side** on the
    batch's bounded step pool (at most ``config.max_workers`` calls in flight), so a session
    costs the latency of its slowest step, and each releases what it acted on. In a **dry run**
@@ -91,6 +93,7 @@ from .config import (
     RuntimeConfig,
 )
 from .decode import DecodeError, StreamRecord, decode_image, parse_record, to_json_value
+from .deferred_releases import DeferredReleases, PendingRelease, settle
 from .invocation import InvocationScope
 from .metrics import MetricsRecorder
 from .outcomes import (
@@ -251,6 +254,28 @@ class CleanupRunner:
             self.clients.ownership, self.config.ownership_table_name, dry_run=self.config.dry_run
         )
 
+    def planned_claims(self, raw: object) -> tuple[Claimant, list[ClaimRef]] | None:
+        """What the record's ownership check will ask, computed as :meth:`clean` does before
+        any call: the claimant and the ids of the runnable plans of the steps that claim
+        ownership (built-in steps: no user code runs here). ``None`` when there is nothing to
+        ask or anything in the way (the record then asks for itself, and fails or skips there
+        as it would have). For :meth:`ClaimBatcher.premark`, on the invocation's own thread."""
+        try:
+            session = self._session(parse_record(raw))
+            if isinstance(session, RecordResult):
+                return None
+            refs = [
+                ref
+                for step in self.session_steps
+                if step.claims_ownership
+                for plan in (step.plan(session),)
+                if plan.status == PLAN_RUN
+                for ref in plan.claims
+            ]
+            return (self._claimant(session), refs) if refs else None
+        except Exception:
+            return None
+
     # --- one record ----------------------------------------------------------------------
     def clean(
         self,
@@ -261,6 +286,7 @@ class CleanupRunner:
         step_pool: StepPool | None = None,
         claims: ClaimBatcher | None = None,
         scope: InvocationScope | None = None,
+        releases: DeferredReleases | None = None,
     ) -> RecordResult:
         """Handle one Lambda DynamoDB stream record; never raises (errors become ``failed``).
 
@@ -268,7 +294,9 @@ class CleanupRunner:
         :func:`process_batch` does on its own thread. With ``step_pool``, the record's session
         steps run side by side on it; without, one after another. ``claims`` is the
         invocation's ownership check and ``scope`` what its records share
-        (:mod:`.invocation`); default: the record's own.
+        (:mod:`.invocation`); default: the record's own. With ``releases`` the ownership
+        releases are left there for the invocation to send (:mod:`.deferred_releases`);
+        without, the record sends them itself, in one request.
 
         Whatever is raised — any ``BaseException`` — fails only this record (module docstring,
         *User code*).
@@ -276,7 +304,7 @@ class CleanupRunner:
         record = parse_record(raw)
         try:
             claims = claims if claims is not None else self.claim_batcher()
-            result = self._clean(record, out_of_time, step_pool, claims, scope)
+            result = self._clean(record, out_of_time, step_pool, claims, scope, releases)
         except BaseException as exc:  # per-record isolation: a bug must cost a retry, not the batch
             result = self.unexpected(raw, exc, account=False)
         if account:
@@ -338,6 +366,7 @@ class CleanupRunner:
         step_pool: StepPool | None,
         claims: ClaimBatcher | None,
         scope: InvocationScope | None,
+        releases: DeferredReleases | None = None,
     ) -> RecordResult:
         session = self._session(record)
         if isinstance(session, RecordResult):
@@ -358,8 +387,10 @@ class CleanupRunner:
                 tally.add_plan(step, plan, ctx)
             runnable = [(step, plan) for step, plan in plans if plan.status == PLAN_RUN]
             acting = self._check_ownership(runnable, ctx, tally)
-            for attempt in self._run_side_by_side(acting, ctx, step_pool):
+            attempts = self._run_side_by_side(acting, ctx, step_pool)
+            for attempt in attempts:
                 tally.add_attempt(attempt)
+            self._release_owned(acting, attempts, ctx, tally, releases)
         return self._finish(record, ctx, tally)
 
     def _claimant(self, session: Session) -> Claimant:
@@ -460,27 +491,42 @@ class CleanupRunner:
         call = step.preview if self.config.dry_run else step.run
         try:
             with ctx.holding():
-                status = call(plan, ctx)
-                if plan.owned and status in (STEP_DONE, STEP_ALREADY_DONE):
-                    self._release(plan, ctx)
-                return step.name, status, None
+                return step.name, call(plan, ctx), None
         except StepFailed as exc:
             return step.name, STEP_FAILED, (exc.action, exc.detail)
         except BaseException as exc:  # user code: nothing it raises may leave its record
             return step.name, STEP_FAILED, (step.name, raised_text(exc))
 
-    @staticmethod
-    def _release(plan: Plan, ctx: StepContext) -> None:
-        """Mark the owned ids' records ``released`` (after the act).
-
-        Raises:
-            StepFailed: a release failed (action ``Ownership``): the record is retried.
-        """
-        if ctx.claim_batcher is None or ctx.claimant is None:
+    def _release_owned(
+        self,
+        acting: Sequence[tuple[CleanupStep, Plan]],
+        attempts: Sequence[Attempt],
+        ctx: StepContext,
+        tally: _Tally,
+        releases: DeferredReleases | None,
+    ) -> None:
+        """Release the ownership records of the ids the record's steps acted on (``done`` or
+        ``already-done``): left in ``releases`` for the invocation (:mod:`.deferred_releases`),
+        or sent now in one request. A release that fails fails the steps that acted (action
+        ``Ownership``): the record is retried."""
+        done = [
+            (step.name, plan.owned)
+            for (step, plan), (_, status, _) in zip(acting, attempts, strict=True)
+            if plan.owned and status in (STEP_DONE, STEP_ALREADY_DONE)
+        ]
+        if not done or self.config.dry_run or ctx.claim_batcher is None or ctx.claimant is None:
             return
-        failures = ctx.claim_batcher.release(ctx.claimant, plan.owned, ctx.waiting)
+        refs = tuple(dict.fromkeys(ref for _, owned in done for ref in owned))
+        steps = tuple(name for name, _ in done)
+        if releases is not None:
+            sequence_number = ctx.session.record.sequence_number
+            releases.add(PendingRelease(sequence_number, ctx.claimant, refs, steps))
+            return
+        with ctx.holding():
+            failures = ctx.claim_batcher.release(ctx.claimant, refs, ctx.waiting)
         if failures:
-            raise StepFailed(ACTION_OWNERSHIP, "; ".join(failures))
+            tally.steps.update(dict.fromkeys(steps, STEP_FAILED))
+            tally.add_error(ACTION_OWNERSHIP, "; ".join(failures))
 
     def _run_gates(self, ctx: StepContext, tally: _Tally) -> bool:
         """Run the gate steps in order, on the record's thread; ``False`` (stop) as soon as one
@@ -665,7 +711,9 @@ HARD_STOP_POLL_SECONDS = 0.1
 class Deadline:
     """The invocation's deadline as Lambda's context tells it (no context: no deadline).
 
-    Only the record threads read the context (each before it starts a record or a page); the
+    Only the record threads read the context (each before it starts a record or a page), and
+    the invocation's own thread before it marks the batch's ownership records and before it
+    sends their releases; the
     hard stop is extrapolated from the latest reading with a monotonic clock, so watching it
     costs no reading of its own (Lambda's remaining time falls with the wall clock).
 
@@ -742,6 +790,7 @@ class _Invocation:
     step_pool: StepPool
     claims: ClaimBatcher | None
     scope: InvocationScope = field(default_factory=InvocationScope)
+    releases: DeferredReleases = field(default_factory=DeferredReleases)
 
 
 def _clean_records(
@@ -763,6 +812,10 @@ def _clean_records(
     # Record threads mostly wait on their steps; the step pool bounds the calls in flight. It,
     # the ownership check and the steps' shared helpers are this invocation's and no other's.
     invocation = _Invocation(deadline, StepPool(max_workers), cleaner.claim_batcher())
+    if invocation.claims is not None and len(records) > 1 and not deadline.out_of_time():
+        # The whole batch's ownership marks in as few calls as it allows (claims.premark).
+        planned = (cleaner.planned_claims(raw) for raw in records)
+        invocation.claims.premark([claims for claims in planned if claims is not None])
     pool = ThreadPoolExecutor(
         max_workers=max(1, min(max_workers, len(records))), thread_name_prefix="cleanup"
     )
@@ -771,7 +824,7 @@ def _clean_records(
         futures = [pool.submit(_record_work, raw, cleaner, invocation) for raw in records]
         pending = set(futures)  # until they are waited for: an interrupt waits for none
         pending = _wait_until_done_or_hard_stop(futures, deadline)
-        return _collect(records, futures, pending, cleaner, deferred)
+        return _collect(records, futures, pending, cleaner, deferred, invocation)
     finally:
         # Never wait past the hard stop (or an interrupt) for threads still running: their
         # results are dropped, and nothing they still hold is read by a later invocation.
@@ -791,6 +844,7 @@ def _record_work(raw: object, cleaner: CleanupRunner, invocation: _Invocation) -
             step_pool=invocation.step_pool,
             claims=invocation.claims,
             scope=invocation.scope,
+            releases=invocation.releases,
         )
     except BaseException as exc:  # a record thread's failure is its record's, whatever it is
         return cleaner.unexpected(raw, exc, account=False)
@@ -816,16 +870,28 @@ def _collect(
     pending: set[Future[RecordResult]],
     cleaner: CleanupRunner,
     deferred: list[RecordResult] | None,
+    invocation: _Invocation,
 ) -> list[RecordResult]:
-    """The results in record order, accounted (or, cleaned with ``deferred``, collected there);
-    a record still running at the hard stop is unfinished."""
+    """The results in record order, their ownership releases sent (:mod:`.deferred_releases`),
+    accounted (or, cleaned with ``deferred``, collected there); a record still running at the
+    hard stop is unfinished."""
+    done: dict[int, RecordResult] = {}
+    for index, (raw, future) in enumerate(zip(records, futures, strict=True)):
+        if future not in pending:
+            exc = future.exception()
+            done[index] = (
+                future.result() if exc is None else cleaner.unexpected(raw, exc, account=False)
+            )
+    if invocation.claims is not None and done:
+        # The releases are new calls: sent only while the time guard lets a call start.
+        may_send = not invocation.deadline.out_of_time()
+        settle(invocation.releases, list(done.values()), invocation.claims, may_send=may_send)
     results: list[RecordResult] = []
-    for raw, future in zip(records, futures, strict=True):
-        if future in pending:
+    for index, raw in enumerate(records):
+        result = done.get(index)
+        if result is None:
             results.append(cleaner.unfinished(raw))
             continue
-        exc = future.exception()
-        result = future.result() if exc is None else cleaner.unexpected(raw, exc, account=False)
         if deferred is not None and result.outcome == OUTCOME_CLEANED:
             deferred.append(result)
         else:

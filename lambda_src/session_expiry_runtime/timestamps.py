@@ -61,6 +61,12 @@ def fast_timestamp_session(**kwargs: Any) -> boto3.session.Session:
     The setting is per botocore session and applies to clients created from it afterwards.
     """
     core = botocore.session.get_session()
+    use_fast_timestamps(core)
+    return boto3.session.Session(botocore_session=core, **kwargs)
+
+
+def use_fast_timestamps(core: botocore.session.Session) -> None:
+    """Make the clients created from ``core`` afterwards parse timestamps with
+    :func:`parse_timestamp` (botocore's documented parser setting)."""
     factory = core.get_component("response_parser_factory")
     factory.set_parser_defaults(timestamp_parser=parse_timestamp)
-    return boto3.session.Session(botocore_session=core, **kwargs)

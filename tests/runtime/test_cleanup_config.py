@@ -101,9 +101,16 @@ def test_event_without_records_is_a_no_op(
     assert handler_module.handler(event(), None) == {"batchItemFailures": []}
 
 
-def test_only_the_scratch_s3_client_skips_client_side_parameter_validation(aws: None) -> None:
+def test_only_the_scratch_and_ownership_clients_skip_client_side_parameter_validation(
+    aws: None,
+) -> None:
     clients = build_clients(
-        RuntimeConfig(scratch_bucket="b", archive_bucket="a", websocket_endpoint=ENDPOINT)
+        RuntimeConfig(
+            scratch_bucket="b",
+            archive_bucket="a",
+            websocket_endpoint=ENDPOINT,
+            ownership_table_name="o",
+        )
     )
     # A Prefix that is not a string: botocore's validation refuses it before sending; without
     # it the request goes out and S3 (moto) answers. The scratch client's parameters are built
@@ -113,6 +120,12 @@ def test_only_the_scratch_s3_client_skips_client_side_parameter_validation(aws: 
     with pytest.raises(ParamValidationError):
         clients.archive.list_objects_v2(Bucket="no-such-bucket", Prefix=123)
     assert clients.s3.meta.config.retries["mode"] == "standard"  # the shared settings kept
+    # The ownership client's requests are built by claims.py alone: a key value that is not a
+    # string goes out unvalidated and DynamoDB (moto) answers; the other clients still validate.
+    with pytest.raises(ClientError, match="ResourceNotFound"):
+        clients.ownership.get_item(TableName="no-such-table", Key={"resource": {"S": 123}})
+    with pytest.raises(ParamValidationError):
+        clients.apigateway.delete_connection(ConnectionId=123)
 
 
 @pytest.mark.parametrize(
