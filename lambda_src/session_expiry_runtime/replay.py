@@ -647,8 +647,8 @@ def replay_queue(
 
     Only messages of the ``trusted`` streams are acted on (:func:`replay_message`). A message
     is deleted only when its status is ``replayed`` (never in a dry run); any other
-    message becomes visible again after :data:`VISIBILITY_TIMEOUT_SECONDS` (at once in a dry
-    run) and stays in the queue (its retention, 14 days for the construct's queue, still
+    message is made visible again when the run ends (a rerun sees it at once, and so does the
+    failure queue's alarm) and stays in the queue (its retention, 14 days for the construct's queue, still
     applies). One message's error is reported in its outcome and the run goes on.
     ``on_outcome`` is called with each outcome as soon as it is known.
 
@@ -677,14 +677,15 @@ def replay_queue(
             for message in messages:
                 seen.add(message.get("MessageId", ""))
                 outcome = _replay_received(sqs, queue_url, message, **replay_args)
-                if dry_run and not outcome.deleted:
+                if not outcome.deleted:
                     release.append(message["ReceiptHandle"])
                 outcomes.append(outcome)
                 if on_outcome is not None:
                     on_outcome(outcome)
     finally:
-        # A dry run leaves the queue as it found it: every message visible again at once (not
-        # inside the loop, or the same messages would be received over and over).
+        # Every kept message visible again at once (not inside the loop, or the same messages
+        # would be received over and over): a rerun right after must see them, not an empty
+        # queue (exit 0), and the failure queue's alarm must not clear meanwhile.
         _make_visible(sqs, queue_url, release)
     return outcomes
 
@@ -872,6 +873,7 @@ def main(argv: Iterable[str] | None = None, session: boto3.session.Session | Non
         parser.error("--bucket needs --key")
     if args.kinesis_stream_arn and not (args.start and args.end):
         parser.error("--kinesis-stream-arn needs --from and --to")
+    _refuse_options_of_another_source(parser, args)
     try:
         return _replay(args, session or boto3.session.Session())
     except QueueReadError as exc:
@@ -881,6 +883,29 @@ def main(argv: Iterable[str] | None = None, session: boto3.session.Session | Non
         # An operator runs this by hand: one line saying what failed, not a traceback.
         _to_stderr(f"replay: {type(exc).__name__}: {exc}\n")
         return EXIT_COULD_NOT_RUN
+
+
+#: option (its argparse dest) -> the source it belongs to, for its refusal message
+_SOURCE_OPTIONS = {
+    "start": ("--from", "kinesis_stream_arn", "--kinesis-stream-arn ARN"),
+    "end": ("--to", "kinesis_stream_arn", "--kinesis-stream-arn ARN"),
+    "key": ("--key", "bucket", "--bucket B"),
+    "delete": ("--delete", "bucket", "--bucket B"),
+}
+
+
+def _refuse_options_of_another_source(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> None:
+    """An option of another source (``--from`` with ``--queue-url``) is refused, not ignored:
+    the operator meant something this run would not do. Exits 2 (``parser.error``)."""
+    for dest, (option, source, expected) in _SOURCE_OPTIONS.items():
+        value = getattr(args, dest)
+        if value not in (None, False) and not getattr(args, source):
+            parser.error(
+                f"{option} {'' if value is True else repr(value) + ' '}does not apply to this "
+                f"source: expected it only with {expected}"
+            )
 
 
 def _emit(outcome: ReplayOutcome) -> None:
@@ -984,6 +1009,7 @@ def _replay_kinesis(
     """``--kinesis-stream-arn`` with ``--from``/``--to`` (:mod:`.kinesis_replay`)."""
     from . import kinesis_replay  # imports this module: loaded only when asked for
 
+    kinesis_replay.check_stream_arn(args.kinesis_stream_arn)
     start, end = kinesis_replay.parse_time(args.start), kinesis_replay.parse_time(args.end)
     kinesis_replay.check_range(start, end)
     if args.env_from_function:
