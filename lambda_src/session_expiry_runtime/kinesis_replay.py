@@ -23,7 +23,6 @@ of the cleanup function's mapping when ``--env-from-function`` names it.
 from __future__ import annotations
 
 import re
-
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal

@@ -648,8 +648,8 @@ def replay_queue(
     Only messages of the ``trusted`` streams are acted on (:func:`replay_message`). A message
     is deleted only when its status is ``replayed`` (never in a dry run); any other
     message is made visible again when the run ends (a rerun sees it at once, and so does the
-    failure queue's alarm) and stays in the queue (its retention, 14 days for the construct's queue, still
-    applies). One message's error is reported in its outcome and the run goes on.
+    failure queue's alarm) and stays in the queue (its retention, 14 days for the construct's
+    queue, still applies). One message's error is reported in its outcome and the run goes on.
     ``on_outcome`` is called with each outcome as soon as it is known.
 
     Raises:
