@@ -80,11 +80,13 @@ permissions)::
     python -m session_expiry_runtime.replay ... --env-from-function CLEANUP_FUNCTION_NAME
     python -m session_expiry_runtime.replay ... --stream-arn STREAM_ARN
     python -m session_expiry_runtime.replay ... --steps-path DIR
-    python -m session_expiry_runtime.replay --kinesis-stream-arn ARN --from T1 --to T2 [--dry-run]
+    python -m session_expiry_runtime.replay --kinesis-stream-arn ARN --stream-arn TABLE_ARN \
+        --from T1 --to T2 [--dry-run]
 
-``--kinesis-stream-arn`` (the Kinesis change source): clean again every session removed between
-``--from`` and ``--to`` (ISO 8601 with a zone), read back from the change stream with
-``AT_TIMESTAMP`` (:mod:`.kinesis_replay`); one JSON line per shard that holds such a removal.
+``--kinesis-stream-arn`` (the Kinesis change source): clean again every session of the table
+(``--stream-arn``, else ``SESSION_EXPIRY_TABLE_NAME``; required) removed between ``--from``
+and ``--to`` (ISO 8601 with a zone), read back from the change stream with ``AT_TIMESTAMP``
+(:mod:`.kinesis_replay`); one JSON line per shard that holds such a removal.
 
 ``--stream-arn`` must name the settings' table when the settings name one
 (:mod:`.replay_trust`): another deployment's stream is refused before anything is read (exit
@@ -150,7 +152,7 @@ from .failure_records import (
 from .metrics import MetricsRecorder
 from .removed_items import ItemStillInTable, check_removed
 from .replay_steps import steps_path, use_steps_path
-from .replay_trust import TrustedStreams, resolve_trusted_streams
+from .replay_trust import NoTrustedStream, TrustedStreams, resolve_trusted_streams
 from .steps.grant import REFUSAL_FIELD as GRANT_REFUSAL_FIELD
 from .stream_records import to_lambda_record
 
@@ -849,7 +851,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ARN",
         help="trust the streams of this stream's table (any label) and no other; it must be "
         "the settings' table (the cleanup function's event source mapping, else "
-        "SESSION_EXPIRY_TABLE_NAME) when they name one; default: that table",
+        "SESSION_EXPIRY_TABLE_NAME) when they name one; default: that table. With "
+        "--kinesis-stream-arn: the table whose REMOVE records are cleaned (needed when the "
+        "settings name no table, as the deployed cleanup function's do not)",
     )
     parser.add_argument(
         "--steps-path",
@@ -1003,6 +1007,35 @@ def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
     return EXIT_ALL_REPLAYED if all(o.status in ok for o in outcomes) else EXIT_SOME_KEPT
 
 
+def _kinesis_table(
+    args: argparse.Namespace, config: RuntimeConfig, session: boto3.session.Session
+) -> str:
+    """The one table whose ``REMOVE`` records a Kinesis time-range replay cleans: a Kinesis
+    change stream may carry several tables' changes, and the deployed cleanup function's
+    settings name no table. ``--stream-arn`` (this deployment's table or stream ARN), else
+    ``SESSION_EXPIRY_TABLE_NAME``; both must agree (:func:`.replay_trust.resolve_trusted_streams`).
+
+    Raises:
+        NoTrustedStream: neither names a table.
+        StreamArnNotOfSettingsTable, ValueError: see :func:`.replay_trust.resolve_trusted_streams`.
+    """
+    if not args.stream_arn and not config.table_name:
+        raise NoTrustedStream(
+            f"--kinesis-stream-arn {args.kinesis_stream_arn}: the settings name no table (the "
+            "cleanup function's environment has none) and a Kinesis change stream may carry "
+            "several tables' changes: expected --stream-arn TABLE_ARN (this deployment's "
+            "table) or SESSION_EXPIRY_TABLE_NAME"
+        )
+    trusted = resolve_trusted_streams(
+        session, stream_arn=args.stream_arn, table_name=config.table_name
+    )
+    _to_stderr(
+        f"replay: cleaning the REMOVE records of {trusted.table_arns[0]} (from "
+        f"{trusted.source}) and no other table's\n"
+    )
+    return trusted.table_arns[0].split(":table/", 1)[1]
+
+
 def _replay_kinesis(
     args: argparse.Namespace, config: RuntimeConfig, session: boto3.session.Session
 ) -> int:
@@ -1016,6 +1049,7 @@ def _replay_kinesis(
         kinesis_replay.check_trusted(
             session.client("lambda"), args.env_from_function, args.kinesis_stream_arn
         )
+    config = replace(config, table_name=_kinesis_table(args, config, session))
     dry_run = bool(args.dry_run or config.dry_run)
     outcomes = kinesis_replay.replay_time_range(
         session.client("kinesis"),

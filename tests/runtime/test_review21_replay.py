@@ -120,16 +120,6 @@ def _iso(value: datetime) -> str:
     return value.isoformat().replace("+00:00", "Z")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review-21: the Kinesis time-range replay trusts every table of the change stream "
-    "when the settings name no table — which the deployed cleanup function's environment never "
-    "does (no SESSION_EXPIRY_TABLE_NAME), so the documented --env-from-function command cleans "
-    "another table's REMOVE records with this deployment's settings and reports them replayed; "
-    "--stream-arn is silently ignored on this path. Needs a decision where the table comes from "
-    "(the construct setting SESSION_EXPIRY_TABLE_NAME on the cleanup, or a required table "
-    "argument).",
-)
 def test_fails_kinesis_replay_of_another_tables_removes_when_the_settings_name_no_table(
     sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -153,4 +143,45 @@ def test_fails_kinesis_replay_of_another_tables_removes_when_the_settings_name_n
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert sum(line["cleaned"] for line in lines) == 0
     assert sandbox.is_intact(victim)
-    assert status in (replay.EXIT_ALL_REPLAYED, replay.EXIT_COULD_NOT_RUN)
+    assert status == replay.EXIT_ALL_REPLAYED  # nothing of this table in the range
+
+
+def test_fails_kinesis_replay_when_nothing_names_the_table(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The documented command with the deployed function's settings (no table name) and no
+    ``--stream-arn``: refused before any record is read, naming what is expected."""
+    _settings(monkeypatch, sandbox, SESSION_EXPIRY_TABLE_NAME=True)
+    source = KinesisSource()
+    now = datetime.now(timezone.utc)
+    victim = sandbox.create_session("s-1", expires_at=1)
+    sandbox.delete("s-1")
+    (remove,) = [r for r in sandbox.read_stream() if r["eventName"] == "REMOVE"]
+    source.put(change(remove, created_at_ms=int(now.timestamp() * 1000)))
+    argv = ["--kinesis-stream-arn", source.arn]
+    argv += ["--from", _iso(now - timedelta(minutes=5)), "--to", _iso(now + timedelta(minutes=1))]
+
+    status = replay.main(argv, session=SESSION)
+
+    assert status == replay.EXIT_COULD_NOT_RUN
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"--kinesis-stream-arn {source.arn}: the settings name no table" in captured.err
+    assert "expected --stream-arn TABLE_ARN" in captured.err
+    assert sandbox.is_intact(victim)
+
+
+def test_fails_kinesis_replay_with_a_stream_arn_of_another_table_than_the_settings(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--stream-arn`` was silently ignored on the Kinesis path."""
+    _settings(monkeypatch, sandbox)  # SESSION_EXPIRY_TABLE_NAME=sessions
+    source = KinesisSource()
+    other = sandbox.stream_arn.replace(":table/sessions/", ":table/other/")
+    argv = ["--kinesis-stream-arn", source.arn, "--stream-arn", other]
+    argv += ["--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T01:00:00Z"]
+
+    status = replay.main(argv, session=SESSION)
+
+    assert status == replay.EXIT_COULD_NOT_RUN
+    assert "StreamArnNotOfSettingsTable" in capsys.readouterr().err
