@@ -26,10 +26,11 @@ def _status(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[s
 def test_a_second_disable_does_not_move_the_pause_deadline_later(
     sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """An operator pulls the switch, and an hour later a colleague pulls it again. Before: the
-    second ``disable`` updated the disabled mapping, moving ``LastModified`` (and so the printed
-    ``streamRetentionDeadline`` and the paused-cleanup alarm's count) an hour later than the
-    stream's real clock: the kill switch promised an hour that does not exist."""
+    """An operator pulls the switch, and an hour later a colleague pulls it again. The second
+    ``disable`` still updates the mapping (the circuit breaker reads the moved ``LastModified``
+    as an operator's decision), but before, it printed ``streamRetentionDeadline`` from the new
+    ``LastModified``: an hour later than the stream's real clock, an hour that does not exist.
+    Now its deadlines count from the earlier pause, and stderr says the alarm counts late."""
     mapping = make_mapping(sandbox.stream_arn, MaximumRecordAgeInSeconds=6 * 3600)
     _, first, _ = _status(capsys, "disable", "--uuid", mapping["UUID"])
     real = lambda_models.utcnow
@@ -40,6 +41,8 @@ def test_a_second_disable_does_not_move_the_pause_deadline_later(
     assert status == kill_switch.EXIT_DONE and second["state"] == "Disabled"
     assert second["streamRetentionDeadline"] == first["streamRetentionDeadline"]
     assert f"leave the stream at {first['streamRetentionDeadline']}" in err
+    assert second["alreadyPausedSince"] == first["pausedSince"]
+    assert "the paused-cleanup alarm and a later status count from then" in err
 
 
 def test_kill_switch_status_by_function_finds_a_kinesis_change_source_mapping(
