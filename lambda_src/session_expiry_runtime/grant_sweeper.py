@@ -436,10 +436,14 @@ class GrantSweeper:
             self.logger.error("grant %s of %s: %s", grant_id, owner.key, _error_text(exc))
             return
         if verdict in (VERDICT_GONE, VERDICT_EXPIRED, VERDICT_PENDING):
+            retired = "would be retired (dry run)" if self.config.dry_run else "retired"
             what = {
                 VERDICT_PENDING: "kept: its ownership record is unreleased, the stream path may "
                 "still retire it",
-                VERDICT_GONE: "would be retired (dry run)" if self.config.dry_run else "retired",
+                # "orphan": the word the orphan-grants runbook's log filter looks for; an
+                # expired session's grant is no orphan (retired early, TTL lags by design).
+                VERDICT_GONE: "orphan, " + retired,
+                VERDICT_EXPIRED: retired,
             }
             self.logger.log(
                 logging.INFO if verdict == VERDICT_PENDING else logging.WARNING,
@@ -448,7 +452,7 @@ class GrantSweeper:
                 owner.key,
                 owner.incarnation,
                 verdict,
-                what.get(verdict, what[VERDICT_GONE]),
+                what[verdict],
                 extra={"grantSweep": {"grantId": grant_id, "key": owner.key, "verdict": verdict}},
             )
 

@@ -41,16 +41,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .pause_watch import STREAM_RETENTION, deadlines
+from .pause_watch import PAUSED_STATES, STREAM_RETENTION, deadlines
 
 EXIT_DONE = 0
 EXIT_STILL_CHANGING = 1
@@ -66,7 +67,8 @@ class KillSwitchError(ValueError):
 
 
 def find_mapping(lambda_client: Any, function_name: str) -> str:
-    """The UUID of the one DynamoDB stream event source mapping of ``function_name``.
+    """The UUID of the one DynamoDB stream (or, with the Kinesis change source, Kinesis
+    stream) event source mapping of ``function_name``.
 
     Raises:
         KillSwitchError: the function has none, or more than one (pass ``--uuid``).
@@ -78,11 +80,11 @@ def find_mapping(lambda_client: Any, function_name: str) -> str:
         uuids.extend(
             m["UUID"]
             for m in page.get("EventSourceMappings") or []
-            if ":dynamodb:" in str(m.get("EventSourceArn", ""))
+            if any(s in str(m.get("EventSourceArn", "")) for s in (":dynamodb:", ":kinesis:"))
         )
     if len(uuids) != 1:
         raise KillSwitchError(
-            f"function {function_name!r} has {len(uuids)} DynamoDB stream event source "
+            f"function {function_name!r} has {len(uuids)} DynamoDB or Kinesis stream event source "
             f"mappings ({', '.join(uuids) or 'none'}): expected one; pass --uuid (the stack "
             f"output {OUTPUT_KEY_SHAPE}: {FIND_UUID})"
         )
@@ -105,18 +107,31 @@ def source_retention(session: Any, mapping: Mapping[str, Any]) -> timedelta:
     return timedelta(hours=int(described["StreamDescriptionSummary"]["RetentionPeriodHours"]))
 
 
-def summary(mapping: dict[str, Any], retention: timedelta = STREAM_RETENTION) -> dict[str, Any]:
+def summary(
+    mapping: dict[str, Any],
+    retention: timedelta = STREAM_RETENTION,
+    *,
+    paused_before: object = None,
+) -> dict[str, Any]:
     """The fields an operator needs from a ``GetEventSourceMapping`` answer (JSON-ready), with
     the pause's :func:`~session_expiry_runtime.pause_watch.deadlines` (``None`` while enabled)
-    for a change source keeping records ``retention``."""
+    for a change source keeping records ``retention``. ``paused_before``: the ``LastModified``
+    of a mapping that was already disabled before this run's ``disable`` (a ``datetime``); the
+    deadlines then count from it, and ``alreadyPausedSince`` says so."""
+    dated = mapping
+    already = None
+    if isinstance(paused_before, datetime) and mapping.get("State") in PAUSED_STATES:
+        dated = {**mapping, "LastModified": paused_before}
+        already = paused_before.astimezone(timezone.utc).isoformat()
     return {
+        "alreadyPausedSince": already,
         "uuid": mapping.get("UUID"),
         "state": mapping.get("State"),
         "function": mapping.get("FunctionArn"),
         "stream": mapping.get("EventSourceArn"),
         "lastModified": str(mapping.get("LastModified")),
         "stateTransitionReason": mapping.get("StateTransitionReason"),
-        **deadlines(mapping, retention),
+        **deadlines(dated, retention),
         "retentionHours": retention.total_seconds() / 3600,
     }
 
@@ -132,6 +147,12 @@ def deadline_note(state: dict[str, Any]) -> str | None:
         "retention; records the cleanup had not "
         "reached at the pause leave it earlier)"
     )
+    if state.get("alreadyPausedSince"):
+        note += (
+            f"; it was already disabled: this update moved its LastModified to "
+            f"{state['lastModified']}, so the paused-cleanup alarm and a later status count "
+            f"from then — hours later than the stream's own clock, which these deadlines follow"
+        )
     if state.get("maxRecordAgeDeadline"):
         note += (
             f"; resumed after {state['maxRecordAgeDeadline']} (max_record_age, "
@@ -165,6 +186,13 @@ def switch(
     Raises:
         botocore.exceptions.ClientError: e.g. ``ResourceNotFoundException`` for an unknown UUID.
     """
+    earlier = None
+    if action == "disable":
+        # Disabling a disabled mapping moves its LastModified (the breaker reads that as the
+        # operator's decision, so the update is still made): the deadlines keep the earlier one.
+        before = lambda_client.get_event_source_mapping(UUID=uuid)
+        if before.get("State") in PAUSED_STATES:
+            earlier = before.get("LastModified")
     if action != "status":
         lambda_client.update_event_source_mapping(UUID=uuid, Enabled=action == "enable")
     deadline = clock() + wait_seconds
@@ -172,9 +200,9 @@ def switch(
         mapping = lambda_client.get_event_source_mapping(UUID=uuid)
         retention = STREAM_RETENTION if retention_of is None else retention_of(mapping)
         if action == "status" or mapping.get("State") == _SETTLED[action]:
-            return True, summary(mapping, retention)
+            return True, summary(mapping, retention, paused_before=earlier)
         if clock() >= deadline:
-            return False, summary(mapping, retention)
+            return False, summary(mapping, retention, paused_before=earlier)
         sleep(POLL_SECONDS)
 
 
@@ -185,6 +213,17 @@ FIND_UUID = (
     "\"Stacks[0].Outputs[?contains(OutputKey, 'CleanupEventSourceMappingId')].OutputValue\" "
     "--output text"
 )
+
+
+def _seconds(text: str) -> float:
+    """``--wait``: a finite number of seconds, at least 0 (``nan`` would never end the wait)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of seconds, 0 or more")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -220,7 +259,7 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument("--function", help="the cleanup function's name or ARN (one mapping)")
     parser.add_argument(
         "--wait",
-        type=float,
+        type=_seconds,
         default=DEFAULT_WAIT_SECONDS,
         metavar="SECONDS",
         help=f"wait this long for the state to settle (default {DEFAULT_WAIT_SECONDS})",

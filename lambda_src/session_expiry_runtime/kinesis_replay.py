@@ -22,6 +22,7 @@ of the cleanup function's mapping when ``--env-from-function`` names it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
@@ -59,6 +60,20 @@ def parse_time(text: str) -> datetime:
     if value.tzinfo is None:
         raise KinesisReplayError(f"{text!r}: expected a time zone (Z or +00:00)")
     return value.astimezone(timezone.utc)
+
+
+_STREAM_ARN = re.compile(r"arn:[a-z-]+:kinesis:[a-z0-9-]+:\d{12}:stream/[A-Za-z0-9_.-]{1,128}")
+
+
+def check_stream_arn(arn: str) -> None:
+    """Raises:
+    KinesisReplayError: ``arn`` is not a Kinesis data stream's ARN (named with the form
+    expected, before any call)."""
+    if not _STREAM_ARN.fullmatch(arn):
+        raise KinesisReplayError(
+            f"--kinesis-stream-arn {arn!r}: expected "
+            "arn:<partition>:kinesis:<region>:<account>:stream/<name>"
+        )
 
 
 def check_range(start: datetime, end: datetime) -> None:

@@ -80,11 +80,13 @@ permissions)::
     python -m session_expiry_runtime.replay ... --env-from-function CLEANUP_FUNCTION_NAME
     python -m session_expiry_runtime.replay ... --stream-arn STREAM_ARN
     python -m session_expiry_runtime.replay ... --steps-path DIR
-    python -m session_expiry_runtime.replay --kinesis-stream-arn ARN --from T1 --to T2 [--dry-run]
+    python -m session_expiry_runtime.replay --kinesis-stream-arn ARN --stream-arn TABLE_ARN \
+        --from T1 --to T2 [--dry-run]
 
-``--kinesis-stream-arn`` (the Kinesis change source): clean again every session removed between
-``--from`` and ``--to`` (ISO 8601 with a zone), read back from the change stream with
-``AT_TIMESTAMP`` (:mod:`.kinesis_replay`); one JSON line per shard that holds such a removal.
+``--kinesis-stream-arn`` (the Kinesis change source): clean again every session of the table
+(``--stream-arn``, else ``SESSION_EXPIRY_TABLE_NAME``; required) removed between ``--from``
+and ``--to`` (ISO 8601 with a zone), read back from the change stream with ``AT_TIMESTAMP``
+(:mod:`.kinesis_replay`); one JSON line per shard that holds such a removal.
 
 ``--stream-arn`` must name the settings' table when the settings name one
 (:mod:`.replay_trust`): another deployment's stream is refused before anything is read (exit
@@ -150,7 +152,7 @@ from .failure_records import (
 from .metrics import MetricsRecorder
 from .removed_items import ItemStillInTable, check_removed
 from .replay_steps import steps_path, use_steps_path
-from .replay_trust import TrustedStreams, resolve_trusted_streams
+from .replay_trust import NoTrustedStream, TrustedStreams, resolve_trusted_streams
 from .steps.grant import REFUSAL_FIELD as GRANT_REFUSAL_FIELD
 from .stream_records import to_lambda_record
 
@@ -647,9 +649,9 @@ def replay_queue(
 
     Only messages of the ``trusted`` streams are acted on (:func:`replay_message`). A message
     is deleted only when its status is ``replayed`` (never in a dry run); any other
-    message becomes visible again after :data:`VISIBILITY_TIMEOUT_SECONDS` (at once in a dry
-    run) and stays in the queue (its retention, 14 days for the construct's queue, still
-    applies). One message's error is reported in its outcome and the run goes on.
+    message is made visible again when the run ends (a rerun sees it at once, and so does the
+    failure queue's alarm) and stays in the queue (its retention, 14 days for the construct's
+    queue, still applies). One message's error is reported in its outcome and the run goes on.
     ``on_outcome`` is called with each outcome as soon as it is known.
 
     Raises:
@@ -677,14 +679,15 @@ def replay_queue(
             for message in messages:
                 seen.add(message.get("MessageId", ""))
                 outcome = _replay_received(sqs, queue_url, message, **replay_args)
-                if dry_run and not outcome.deleted:
+                if not outcome.deleted:
                     release.append(message["ReceiptHandle"])
                 outcomes.append(outcome)
                 if on_outcome is not None:
                     on_outcome(outcome)
     finally:
-        # A dry run leaves the queue as it found it: every message visible again at once (not
-        # inside the loop, or the same messages would be received over and over).
+        # Every kept message visible again at once (not inside the loop, or the same messages
+        # would be received over and over): a rerun right after must see them, not an empty
+        # queue (exit 0), and the failure queue's alarm must not clear meanwhile.
         _make_visible(sqs, queue_url, release)
     return outcomes
 
@@ -848,7 +851,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ARN",
         help="trust the streams of this stream's table (any label) and no other; it must be "
         "the settings' table (the cleanup function's event source mapping, else "
-        "SESSION_EXPIRY_TABLE_NAME) when they name one; default: that table",
+        "SESSION_EXPIRY_TABLE_NAME) when they name one; default: that table. With "
+        "--kinesis-stream-arn: the table whose REMOVE records are cleaned (needed when the "
+        "settings name no table, as the deployed cleanup function's do not)",
     )
     parser.add_argument(
         "--steps-path",
@@ -872,6 +877,7 @@ def main(argv: Iterable[str] | None = None, session: boto3.session.Session | Non
         parser.error("--bucket needs --key")
     if args.kinesis_stream_arn and not (args.start and args.end):
         parser.error("--kinesis-stream-arn needs --from and --to")
+    _refuse_options_of_another_source(parser, args)
     try:
         return _replay(args, session or boto3.session.Session())
     except QueueReadError as exc:
@@ -881,6 +887,29 @@ def main(argv: Iterable[str] | None = None, session: boto3.session.Session | Non
         # An operator runs this by hand: one line saying what failed, not a traceback.
         _to_stderr(f"replay: {type(exc).__name__}: {exc}\n")
         return EXIT_COULD_NOT_RUN
+
+
+#: option (its argparse dest) -> the source it belongs to, for its refusal message
+_SOURCE_OPTIONS = {
+    "start": ("--from", "kinesis_stream_arn", "--kinesis-stream-arn ARN"),
+    "end": ("--to", "kinesis_stream_arn", "--kinesis-stream-arn ARN"),
+    "key": ("--key", "bucket", "--bucket B"),
+    "delete": ("--delete", "bucket", "--bucket B"),
+}
+
+
+def _refuse_options_of_another_source(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> None:
+    """An option of another source (``--from`` with ``--queue-url``) is refused, not ignored:
+    the operator meant something this run would not do. Exits 2 (``parser.error``)."""
+    for dest, (option, source, expected) in _SOURCE_OPTIONS.items():
+        value = getattr(args, dest)
+        if value not in (None, False) and not getattr(args, source):
+            parser.error(
+                f"{option} {'' if value is True else repr(value) + ' '}does not apply to this "
+                f"source: expected it only with {expected}"
+            )
 
 
 def _emit(outcome: ReplayOutcome) -> None:
@@ -978,18 +1007,49 @@ def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
     return EXIT_ALL_REPLAYED if all(o.status in ok for o in outcomes) else EXIT_SOME_KEPT
 
 
+def _kinesis_table(
+    args: argparse.Namespace, config: RuntimeConfig, session: boto3.session.Session
+) -> str:
+    """The one table whose ``REMOVE`` records a Kinesis time-range replay cleans: a Kinesis
+    change stream may carry several tables' changes, and the deployed cleanup function's
+    settings name no table. ``--stream-arn`` (this deployment's table or stream ARN), else
+    ``SESSION_EXPIRY_TABLE_NAME``; both must agree (:func:`.replay_trust.resolve_trusted_streams`).
+
+    Raises:
+        NoTrustedStream: neither names a table.
+        StreamArnNotOfSettingsTable, ValueError: see :func:`.replay_trust.resolve_trusted_streams`.
+    """
+    if not args.stream_arn and not config.table_name:
+        raise NoTrustedStream(
+            f"--kinesis-stream-arn {args.kinesis_stream_arn}: the settings name no table (the "
+            "cleanup function's environment has none) and a Kinesis change stream may carry "
+            "several tables' changes: expected --stream-arn TABLE_ARN (this deployment's "
+            "table) or SESSION_EXPIRY_TABLE_NAME"
+        )
+    trusted = resolve_trusted_streams(
+        session, stream_arn=args.stream_arn, table_name=config.table_name
+    )
+    _to_stderr(
+        f"replay: cleaning the REMOVE records of {trusted.table_arns[0]} (from "
+        f"{trusted.source}) and no other table's\n"
+    )
+    return trusted.table_arns[0].split(":table/", 1)[1]
+
+
 def _replay_kinesis(
     args: argparse.Namespace, config: RuntimeConfig, session: boto3.session.Session
 ) -> int:
     """``--kinesis-stream-arn`` with ``--from``/``--to`` (:mod:`.kinesis_replay`)."""
     from . import kinesis_replay  # imports this module: loaded only when asked for
 
+    kinesis_replay.check_stream_arn(args.kinesis_stream_arn)
     start, end = kinesis_replay.parse_time(args.start), kinesis_replay.parse_time(args.end)
     kinesis_replay.check_range(start, end)
     if args.env_from_function:
         kinesis_replay.check_trusted(
             session.client("lambda"), args.env_from_function, args.kinesis_stream_arn
         )
+    config = replace(config, table_name=_kinesis_table(args, config, session))
     dry_run = bool(args.dry_run or config.dry_run)
     outcomes = kinesis_replay.replay_time_range(
         session.client("kinesis"),

@@ -113,12 +113,12 @@ def steps_path(
         ValueError: ``custom_steps`` is not valid (:func:`~.steps.custom.parse_custom_steps`).
     """
     specs = parse_custom_steps(custom_steps)
+    missing = [d for d in given if not Path(d).is_dir()]
+    if missing:  # refused even without custom steps: a mistyped path is never ignored
+        raise StepsPathError(f"--steps-path {missing[0]!r}: expected a directory")
     if not specs:
         return []
     if given:
-        missing = [d for d in given if not Path(d).is_dir()]
-        if missing:
-            raise StepsPathError(f"--steps-path {missing[0]!r}: expected a directory")
         return [Path(d).resolve() for d in given]
     here = (cwd or Path.cwd()).resolve()
     packages = sorted({name for spec in specs for name in _top_level(spec)})

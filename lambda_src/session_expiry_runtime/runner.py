@@ -651,8 +651,13 @@ def _status(verdict: Verdict | ClaimFailure) -> str | None:
 
 def raised_text(exc: BaseException) -> str:
     """What the log line's ``errors`` say of ``exc``: ``"Type: message"`` (a botocore error's
-    ``"Code: Message"``), or the type alone when it has no message (``KeyboardInterrupt``)."""
-    return error_text(exc) if str(exc) else type(exc).__name__
+    ``"Code: Message"``), or the type alone when it has no message (``KeyboardInterrupt``).
+    Never raises: an exception whose own ``__str__`` raises (user code too) is
+    ``"Type: <message not printable: Type2>"``."""
+    try:
+        return error_text(exc) if str(exc) else type(exc).__name__
+    except BaseException as failed:  # formatting user code's exception runs user code
+        return f"{type(exc).__name__}: <message not printable: {type(failed).__name__}>"
 
 
 def _attempt_of(step: CleanupStep, future: Future[Attempt]) -> Attempt:

@@ -100,8 +100,8 @@ def test_waits_for_disabling_to_settle_and_reports_when_it_does_not() -> None:
         slept.append(seconds)
         now[0] += seconds
 
-    settled, state = kill_switch.switch(
-        Settling(["Disabling", "Disabling", "Disabled"]),
+    settled, state = kill_switch.switch(  # the first read: the state before the update
+        Settling(["Enabled", "Disabling", "Disabling", "Disabled"]),
         "u",
         "disable",
         sleep=sleep,
@@ -109,7 +109,7 @@ def test_waits_for_disabling_to_settle_and_reports_when_it_does_not() -> None:
     )
     assert settled and state["state"] == "Disabled" and len(slept) == 2
 
-    stuck = Settling(["Disabling"])
+    stuck = Settling(["Enabled", "Disabling"])
     settled, state = kill_switch.switch(
         stuck, "u", "disable", wait_seconds=5, sleep=sleep, clock=lambda: now[0]
     )
@@ -136,7 +136,7 @@ def test_fails_on_a_function_without_exactly_one_mapping(
     status = kill_switch.main(["disable", "--function", "nothing"], session=SESSION)
 
     assert status == 2
-    assert "has 0 DynamoDB stream event source mappings" in capsys.readouterr().err
+    assert "has 0 DynamoDB or Kinesis stream event source mappings" in capsys.readouterr().err
 
 
 def test_help_names_the_actions_and_the_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
