@@ -1,4 +1,5 @@
-"""CPU of parsing one full ``ListObjectsV2`` page (1,000 keys), by timestamp parser; CPU of
+"""CPU of parsing one full ``ListObjectsV2`` page (1,000 keys), by timestamp parser and with the
+cleanup's keys-only S3 model (``session_expiry_runtime.listing_model``); CPU of
 validating and serialising one 1,000-key ``DeleteObjects`` request.
 
 botocore's own parser (``dateutil`` through ``botocore.utils.parse_timestamp``) against the
@@ -15,16 +16,20 @@ from typing import Any
 from . import harness  # noqa: F401 - puts the runtime package on sys.path
 
 
-def _parse_ms(timestamp_parser: Any, rounds: int) -> float:
+def _parse_ms(timestamp_parser: Any, rounds: int, keys_only: bool = False) -> float:
     import botocore.session
+    from botocore.model import ServiceModel
     from botocore.parsers import ResponseParserFactory
+    from session_expiry_runtime.listing_model import keys_only_s3_model
 
     from .endpoint import STATE, _list_xml
 
     STATE.reset()
     STATE.seed({"objects": {"b": {"sessions/s-1/": 1000}}})
     body = _list_xml("b", {"list-type": "2", "prefix": "sessions/s-1/", "encoding-type": "url"})
-    model = botocore.session.get_session().get_service_model("s3")
+    loader = botocore.session.get_session().get_component("data_loader")
+    data = loader.load_service_model("s3", "service-2")
+    model = ServiceModel(keys_only_s3_model(data) if keys_only else data, "s3")
     shape = model.operation_model("ListObjectsV2").output_shape
     factory = ResponseParserFactory()
     if timestamp_parser is not None:
@@ -74,6 +79,7 @@ def run(rounds: int = 5) -> dict[str, float]:
     return {
         "botocore_default_ms": _parse_ms(None, rounds),
         "fromisoformat_ms": _parse_ms(parse_timestamp, rounds),
+        "keys_only_ms": _parse_ms(parse_timestamp, rounds, keys_only=True),
         "delete_objects_validate_ms": request["validate_ms"],
         "delete_objects_serialize_ms": request["serialize_ms"],
     }

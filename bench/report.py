@@ -771,6 +771,18 @@ def cpu_work_table(data: dict[str, Any]) -> str:
                 f"{p['fromisoformat_ms']:.1f} ms",
             ]
         )
+    if p and "keys_only_ms" in p:
+        rows.append(
+            [
+                "Listed objects parsed for their keys only (botocore's own parser, the S3 "
+                "model's `Object` shape reduced to `Key` through the session's data loader; "
+                "`session_expiry_runtime/listing_model.py`)",
+                "botocore's parse of one 1,000-key ListObjectsV2 page (`bench/parsing.py`, same "
+                "body, both with the timestamp setting)",
+                f"{p['fromisoformat_ms']:.1f} ms",
+                f"{p['keys_only_ms']:.1f} ms",
+            ]
+        )
     if p and "delete_objects_validate_ms" in p:
         rows.append(
             [
@@ -793,6 +805,20 @@ def cpu_work_table(data: dict[str, Any]) -> str:
                     f"DeleteObjects calls per session, {n:,} objects ({sessions} sessions)",
                     f"{minimum_calls(n)['DeleteObjects']:g} (one session alone)",
                     f"{run['case']['calls'].get('DeleteObjects', 0) / sessions:.2f}",
+                ]
+            )
+    for runs in _by_scenario(data).values():
+        run = runs.get("handler")
+        if run and run["scenario"]["objects"] == 0:
+            sessions = run["scenario"]["sessions"]
+            rows.append(
+                [
+                    "Ownership marks of the whole batch up front, releases together once every "
+                    "record is done (`claims.py` premark, `deferred_releases.py`); no client-side "
+                    "parameter validation on the ownership table's client",
+                    f"TransactWriteItems per session, 0 objects ({sessions} sessions)",
+                    "0.3–0.6 (coalesced as records arrived; BENCHMARKS.md of 2026-12-02)",
+                    f"{run['case']['calls'].get('TransactWriteItems', 0) / sessions:.2f}",
                 ]
             )
     for runs in _by_scenario(data).values():
