@@ -862,7 +862,7 @@ class SessionExpiry(Construct):
             create_stream(self, self.change_source) if self.change_source.is_kinesis else None
         )
         if self.change_stream is not None and props.table is not None:
-            check_table_destination(props.table)
+            check_table_destination(props.table, self.change_source.stream)
         #: The session table (created, or the one passed as ``table``).
         self.table: dynamodb.ITable = (
             table_unit.create_table(

@@ -1,0 +1,74 @@
+"""The Kinesis change source must read the stream the table actually streams into (review of
+issue 23).
+
+A cleanup whose mapping reads a Kinesis stream the table does not stream into is deployed
+healthy and never sees a REMOVE: every session's resources are left behind, silently (no error,
+no throttle, an iterator age of zero). Each such combination must be refused at synth with a
+message naming the value and what was expected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk import App, Environment, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kinesis as kinesis
+
+from cdk_session_expiry import ChangeSource, SessionExpiry
+
+ENV = Environment(account="111111111111", region="us-east-1")
+KEY = dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING)
+
+
+def _table(stack: Stack, **extra: Any) -> dynamodb.Table:
+    return dynamodb.Table(
+        stack,
+        "Table",
+        partition_key=KEY,
+        time_to_live_attribute="expiresAt",
+        stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
+        **extra,
+    )
+
+
+def _table_v2(stack: Stack, **extra: Any) -> dynamodb.TableV2:
+    return dynamodb.TableV2(
+        stack,
+        "Table",
+        partition_key=KEY,
+        time_to_live_attribute="expiresAt",
+        dynamo_stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
+        **extra,
+    )
+
+
+def test_fails_a_kinesis_source_whose_new_stream_the_given_table_does_not_stream_into() -> None:
+    """The table streams into its own stream; ``ChangeSource.kinesis()`` without ``stream=``
+    creates ``ChangeStream`` and the cleanup reads that one, which nothing writes."""
+    stack = Stack(App(), "OtherStream", env=ENV)
+    theirs = kinesis.Stream(stack, "Theirs", encryption=kinesis.StreamEncryption.MANAGED)
+    table = _table(stack, kinesis_stream=theirs)
+    with pytest.raises(ValueError, match=r"stream"):
+        SessionExpiry(stack, "Sessions", table=table, change_source=ChangeSource.kinesis())
+
+
+def test_fails_a_kinesis_source_naming_another_stream_than_the_tables() -> None:
+    stack = Stack(App(), "Mismatch", env=ENV)
+    theirs = kinesis.Stream(stack, "Theirs", encryption=kinesis.StreamEncryption.MANAGED)
+    other = kinesis.Stream(stack, "Other", encryption=kinesis.StreamEncryption.MANAGED)
+    table = _table(stack, kinesis_stream=theirs)
+    with pytest.raises(ValueError, match=r"stream"):
+        SessionExpiry(
+            stack, "Sessions", table=table, change_source=ChangeSource.kinesis(stream=other)
+        )
+
+
+def test_fails_a_kinesis_source_on_a_table_v2_of_this_app_without_a_destination() -> None:
+    """A ``TableV2`` of this app says in its template whether it streams into Kinesis
+    (``Replicas[].KinesisStreamSpecification``); one that does not can never feed the cleanup."""
+    stack = Stack(App(), "TableV2NoDestination", env=ENV)
+    table = _table_v2(stack)
+    with pytest.raises(ValueError, match=r"Kinesis streaming destination"):
+        SessionExpiry(stack, "Sessions", table=table, change_source=ChangeSource.kinesis())
