@@ -70,6 +70,32 @@ def check_range(start: datetime, end: datetime) -> None:
         )
 
 
+def check_start(kinesis: Any, stream_arn: str, start: datetime, now: datetime) -> None:
+    """``start`` must be a time whose removals the stream still holds: not in the future, and
+    not before the oldest record it keeps (``now`` minus its ``RetentionPeriodHours``, read
+    with ``DescribeStreamSummary``). A range reaching further back cannot be replayed whole,
+    and a run over it would answer "replayed" for removals it never read.
+
+    Raises:
+        KinesisReplayError: ``start`` is in the future or before the stream's retention.
+        botocore.exceptions.ClientError: ``DescribeStreamSummary`` failed.
+    """
+    if start > now:
+        raise KinesisReplayError(
+            f"--from {start.isoformat()} is in the future (now {now.isoformat()}): expected a "
+            "time at or before now"
+        )
+    summary = kinesis.describe_stream_summary(StreamARN=stream_arn)["StreamDescriptionSummary"]
+    hours = int(summary["RetentionPeriodHours"])
+    oldest = now - timedelta(hours=hours)
+    if start < oldest:
+        raise KinesisReplayError(
+            f"--from {start.isoformat()} is before the oldest record {stream_arn} keeps "
+            f"({hours} hours: {oldest.isoformat()}); the removals before that are gone from "
+            f"the stream: expected --from at or after {oldest.isoformat()}"
+        )
+
+
 def _shards(kinesis: Any, stream_arn: str) -> Iterator[str]:
     token: str | None = None
     while True:

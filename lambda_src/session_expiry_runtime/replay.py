@@ -990,9 +990,11 @@ def _replay_kinesis(
         kinesis_replay.check_trusted(
             session.client("lambda"), args.env_from_function, args.kinesis_stream_arn
         )
+    kinesis = session.client("kinesis")
+    kinesis_replay.check_start(kinesis, args.kinesis_stream_arn, start, datetime.now(timezone.utc))
     dry_run = bool(args.dry_run or config.dry_run)
     outcomes = kinesis_replay.replay_time_range(
-        session.client("kinesis"),
+        kinesis,
         args.kinesis_stream_arn,
         start=start,
         end=end,

@@ -138,3 +138,47 @@ def test_fails_a_stream_the_cleanup_function_does_not_read(aws: None) -> None:
     kinesis_replay.check_trusted(lam, "cleanup", read.arn)  # its own stream: accepted
     with pytest.raises(kinesis_replay.KinesisReplayError, match="is not what cleanup's event"):
         kinesis_replay.check_trusted(lam, "cleanup", other_arn)
+
+
+def test_fails_a_range_starting_before_the_oldest_record_the_stream_keeps(
+    sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review of issue 23: the stream keeps 24 hours (moto's and Kinesis's default); a range
+    from 48 hours ago cannot be replayed whole — the removals of its first day are gone — so
+    the tool must not answer "all replayed" for it."""
+    source = KinesisSource()
+    now = datetime.now(timezone.utc)
+    session = _removed(sandbox, source, "s-1", now - timedelta(minutes=5))
+    start = now - timedelta(hours=48)
+    argv = ["--kinesis-stream-arn", source.arn, "--from", _iso(start), "--to", _iso(now)]
+
+    status = replay.main(argv, session=SESSION)
+
+    err = capsys.readouterr().err
+    assert status == replay.EXIT_COULD_NOT_RUN
+    assert _iso(start) in err or start.isoformat() in err
+    assert "24 hours" in err
+    assert sandbox.is_intact(session)  # refused before anything was cleaned
+
+
+def test_fails_a_range_starting_in_the_future(
+    sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = KinesisSource()
+    start = datetime.now(timezone.utc) + timedelta(days=1)
+    argv = ["--kinesis-stream-arn", source.arn, "--from", _iso(start)]
+    argv += ["--to", _iso(start + timedelta(hours=1))]
+
+    assert replay.main(argv, session=SESSION) == replay.EXIT_COULD_NOT_RUN
+    assert "is in the future" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["yesterday", "2026-13-01T00:00:00Z", "", "1767225600"])
+def test_fails_a_malformed_time(
+    sandbox: Sandbox, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    source = KinesisSource()
+    argv = ["--kinesis-stream-arn", source.arn, "--from", text or " ", "--to", "2026-01-01T00:00Z"]
+
+    assert replay.main(argv, session=SESSION) == replay.EXIT_COULD_NOT_RUN
+    assert "expected an ISO 8601 time" in capsys.readouterr().err
