@@ -72,3 +72,44 @@ def test_fails_a_kinesis_source_on_a_table_v2_of_this_app_without_a_destination(
     table = _table_v2(stack)
     with pytest.raises(ValueError, match=r"Kinesis streaming destination"):
         SessionExpiry(stack, "Sessions", table=table, change_source=ChangeSource.kinesis())
+
+
+def test_the_kinesis_filter_drops_another_tables_changes_in_a_shared_stream() -> None:
+    """A Kinesis stream can be the destination of several tables (each change names its
+    ``tableName``); the DynamoDB stream is one table's. A REMOVE of another table written into
+    the stream the cleanup reads must not invoke it: its old image is no session of this
+    construct (archived as one, counted as one, acted on if it names this table's ids).
+    Checked with moto's pattern matcher, the language Lambda event filtering uses."""
+    from aws_cdk.assertions import Template
+
+    from cdk_session_expiry.testing.poller import pattern_matcher
+
+    stack = Stack(App(), "SharedStream", env=ENV)
+    stream = kinesis.Stream.from_stream_arn(
+        stack, "Changes", "arn:aws:kinesis:us-east-1:111111111111:stream/shared-changes"
+    )
+    table = dynamodb.Table.from_table_attributes(
+        stack,
+        "Table",
+        table_name="sessions",
+        table_stream_arn="arn:aws:dynamodb:us-east-1:111111111111:table/sessions/stream/x",
+    )
+    SessionExpiry(stack, "Sessions", table=table, change_source=ChangeSource.kinesis(stream=stream))
+    (mapping,) = (
+        Template.from_stack(stack).find_resources("AWS::Lambda::EventSourceMapping").values()
+    )
+    matches = pattern_matcher(
+        f["Pattern"] for f in mapping["Properties"]["FilterCriteria"]["Filters"]
+    )
+
+    def remove_of(table_name: str) -> dict[str, Any]:
+        return {
+            "data": {
+                "eventName": "REMOVE",
+                "tableName": table_name,
+                "dynamodb": {"Keys": {"pk": {"S": "s-1"}}, "OldImage": {"pk": {"S": "s-1"}}},
+            }
+        }
+
+    assert matches(remove_of("sessions"))
+    assert not matches(remove_of("orders"))
