@@ -947,6 +947,10 @@ class SessionExpiry(Construct):
         custom_steps.configure(fn, self.custom_steps)
 
     def _add_event_source(self, props: SessionExpiryProps) -> None:
+        if self.change_stream is not None:
+            # A Kinesis stream may carry other tables' changes: replay over it keeps only this
+            # table's REMOVEs (``tableName``), named by the function's settings.
+            self.cleanup_function.add_environment(contract.ENV_TABLE_NAME, self.table.table_name)
         settings = cleanup.EventSourceSettings(
             event_filter=props.event_filter,
             batch_size=props.batch_size,

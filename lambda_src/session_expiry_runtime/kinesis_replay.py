@@ -159,9 +159,10 @@ def read_shard(
 
 
 def removes_in_range(
-    records: list[dict[str, Any]], *, table_name: str | None, start: datetime, end: datetime
+    records: list[dict[str, Any]], *, table_name: str, start: datetime, end: datetime
 ) -> list[dict[str, Any]]:
-    """The reshaped ``REMOVE`` records of ``table_name`` removed in ``[start, end]``."""
+    """The reshaped ``REMOVE`` records of ``table_name`` (their ``tableName``: a Kinesis stream
+    may carry several tables' changes) removed in ``[start, end]``."""
     event = to_stream_event({"Records": records})
     assert isinstance(event, Mapping)
     low, high = Decimal(str(start.timestamp())), Decimal(str(end.timestamp()))
@@ -171,7 +172,7 @@ def removes_in_range(
         removed_at = body.get("ApproximateCreationDateTime")
         if record.get("eventName") != "REMOVE" or not isinstance(removed_at, Decimal):
             continue
-        if table_name is not None and record.get("tableName", table_name) != table_name:
+        if record.get("tableName") != table_name:
             continue
         if low <= removed_at <= high:
             kept.append(record)
@@ -191,16 +192,22 @@ def replay_time_range(
     outcome per shard that holds such a ``REMOVE``.
 
     Raises:
-        KinesisReplayError: ``end`` is before ``start``.
+        KinesisReplayError: ``end`` is before ``start``; the settings name no table.
         botocore.exceptions.ClientError: a Kinesis call failed.
     """
     check_range(start, end)
+    table_name = cleaner.config.table_name
+    if not table_name:
+        raise KinesisReplayError(
+            "the settings name no session table (SESSION_EXPIRY_TABLE_NAME, which the construct "
+            "gives the cleanup function with the Kinesis change source): a Kinesis stream may "
+            "carry other tables' changes; expected --env-from-function of a cleanup deployed "
+            "with it, or SESSION_EXPIRY_TABLE_NAME set"
+        )
     outcomes: list[ReplayOutcome] = []
     for shard_id in _shards(kinesis, stream_arn):
         records = read_shard(kinesis, stream_arn, shard_id, start, end)
-        removes = removes_in_range(
-            records, table_name=cleaner.config.table_name, start=start, end=end
-        )
+        removes = removes_in_range(records, table_name=table_name, start=start, end=end)
         if removes:
             outcomes.append(
                 replay_records(removes, cleaner, dry_run=dry_run, source=f"kinesis:{shard_id}")

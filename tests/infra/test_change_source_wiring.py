@@ -113,3 +113,20 @@ def test_the_kinesis_filter_drops_another_tables_changes_in_a_shared_stream() ->
 
     assert matches(remove_of("sessions"))
     assert not matches(remove_of("orders"))
+
+
+def test_the_cleanup_function_names_its_table_for_replay_over_the_stream() -> None:
+    """``replay --kinesis-stream-arn --env-from-function`` keeps only the REMOVEs of the table
+    the function's settings name; without the name it refuses (it cleaned every table's)."""
+    from aws_cdk.assertions import Template
+
+    stack = Stack(App(), "ReplayName", env=ENV)
+    construct = SessionExpiry(stack, "Sessions", change_source=ChangeSource.kinesis())
+    function = construct.cleanup_function.node.default_child
+    (props,) = (
+        r["Properties"]
+        for k, r in Template.from_stack(stack).find_resources("AWS::Lambda::Function").items()
+        if k == stack.get_logical_id(function)  # type: ignore[arg-type]
+    )
+    table_id = stack.get_logical_id(construct.table.node.default_child)  # type: ignore[arg-type]
+    assert props["Environment"]["Variables"]["SESSION_EXPIRY_TABLE_NAME"] == {"Ref": table_id}
