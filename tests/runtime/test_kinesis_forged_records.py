@@ -82,7 +82,7 @@ def test_an_identical_kinesis_duplicate_is_still_skipped_in_the_batch(
     "ownership check passes and the live session's connection, grant and scratch objects are "
     "destroyed. The DynamoDB stream has no writer but DynamoDB; the S3 replay path guards the "
     "same threat with a consistent GetItem (removed_items.check_removed); the live Kinesis path "
-    "has no such check and docs/security.md does not name the stream as a trust boundary.",
+    "has no such check (docs/security.md names the gap and who must not write the stream).",
 )
 def test_a_forged_remove_of_a_live_session_put_into_the_stream_touches_nothing(
     sandbox: Sandbox, source: KinesisSource, caplog: pytest.LogCaptureFixture
