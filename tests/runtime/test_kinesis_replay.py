@@ -267,3 +267,44 @@ def test_fails_replay_of_a_stream_without_the_tables_name(
     assert replay.main(argv, session=SESSION) == replay.EXIT_COULD_NOT_RUN
     assert "SESSION_EXPIRY_TABLE_NAME" in capsys.readouterr().err
     assert sandbox.is_intact(session)
+
+
+class _AlwaysBehind:
+    """The moto Kinesis client, except that ``GetRecords`` answers empty pages that are still
+    behind the shard's tip. Stub: Kinesis does answer so (an iterator crossing a long stretch
+    of a shard), moto never does (it answers every record at once)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def get_records(self, **params: Any) -> dict[str, Any]:
+        return {
+            "Records": [],
+            "NextShardIterator": params["ShardIterator"],
+            "MillisBehindLatest": 60_000,
+        }
+
+
+def test_a_shard_given_up_on_before_its_tip_is_not_reported_replayed(sandbox: Sandbox) -> None:
+    """Review of issue 23: read_shard stopped after MAX_EMPTY_PAGES empty pages while the shard
+    was still behind, and the run answered no outcome at all (exit 0, "all replayed") for a
+    range it had not read."""
+    source = KinesisSource()
+    now = datetime.now(timezone.utc)
+    _removed(sandbox, source, "s-1", now - timedelta(minutes=1))
+    cleaner = sandbox.cleaner()
+
+    outcomes = kinesis_replay.replay_time_range(
+        _AlwaysBehind(SESSION.client("kinesis")),
+        source.arn,
+        start=now - timedelta(minutes=5),
+        end=now,
+        cleaner=cleaner,
+    )
+
+    assert outcomes, "a shard not read to its tip must be reported"
+    assert {o.status for o in outcomes} == {replay.STATUS_FAILED}
+    assert all("behind" in str(o.error) for o in outcomes)
