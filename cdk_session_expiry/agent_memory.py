@@ -53,6 +53,9 @@ _MEMORY_ARN = re.compile(
 #: A namespace once its placeholders are filled (API Reference, ``ListMemoryRecords``).
 _NAMESPACE = re.compile(r"[a-zA-Z0-9/*][a-zA-Z0-9-_/*]*(?::[a-zA-Z0-9-_/*]+)*[a-zA-Z0-9-_/*]*")
 _PLACEHOLDERS = ("{actorId}", "{sessionId}")
+#: A placeholder with another character than ``/`` beside it (the runtime's copy:
+#: ``session_expiry_runtime.config.UNBOUNDED_NAMESPACE_PLACEHOLDER``).
+_UNBOUNDED_PLACEHOLDER = re.compile(r"[^/]\{(?:actorId|sessionId)\}|\{(?:actorId|sessionId)\}[^/]")
 
 
 def memory_arn(scope: Construct, target: AgentMemoryTarget) -> str:
@@ -93,8 +96,9 @@ def check_record_namespaces(
 
     Raises:
         ValueError: namespaces without ``agent_memory``; an empty list; a template without
-            ``{sessionId}`` (its records are not one session's), with another placeholder, or
-            not a namespace once filled in.
+            ``{sessionId}`` (its records are not one session's), with another placeholder, with
+            a placeholder that is not a whole segment (two sessions' ids could fill it alike),
+            or not a namespace once filled in.
     """
     if namespaces is None:
         return ()
@@ -120,6 +124,13 @@ def _check_template(template: str) -> None:
             "namespace without it belong to many sessions and cannot be told apart (they are "
             "never deleted); expected e.g. '/strategies/<strategy id>/actors/{actorId}/"
             "sessions/{sessionId}/'"
+        )
+    if _UNBOUNDED_PLACEHOLDER.search(template):
+        raise ValueError(
+            f"agent_memory_record_namespaces: {template!r}: expected each placeholder to be a "
+            "whole segment (between '/' or the ends), e.g. '/summaries/{actorId}/{sessionId}/': "
+            "ids beside another character fill one namespace for two sessions (actor 'a', "
+            "session 'b-c' and actor 'a-b', session 'c' in '{actorId}-{sessionId}')"
         )
     filled = template
     for placeholder in _PLACEHOLDERS:

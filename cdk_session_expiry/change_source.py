@@ -156,22 +156,41 @@ def create_stream(scope: Construct, source: ChangeSource) -> kinesis.IStream:
     )
 
 
-def check_table_destination(table: dynamodb.ITable) -> None:
-    """A ``Table`` of this app passed as ``table=`` must stream into a Kinesis stream.
+def check_table_destination(table: dynamodb.ITable, stream: kinesis.IStream | None) -> None:
+    """A table of this app passed as ``table=`` must stream into the Kinesis stream the cleanup
+    reads: ``stream`` (``ChangeSource.kinesis(stream=...)``), or, without one, it cannot (the
+    construct's new ``ChangeStream`` is written by no table but its own).
+
+    A ``Table`` names its destination in ``KinesisStreamSpecification``, a ``TableV2`` in its
+    replicas' ``KinesisStreamSpecification``; an imported table is taken on trust.
 
     Raises:
-        ValueError: the table has no ``KinesisStreamSpecification``.
+        ValueError: the table has no Kinesis streaming destination, or streams into another
+            stream than ``stream`` (or ``stream`` is ``None``); the message names both.
     """
     cfn = table.node.default_child
-    if not isinstance(cfn, dynamodb.CfnTable):
-        return  # a TableV2 (per replica) or an imported table: taken on trust
-    props = Stack.of(table).resolve(cfn._cfn_properties)
-    if not props.get("kinesisStreamSpecification"):
+    if isinstance(cfn, dynamodb.CfnTable):
+        specs = [Stack.of(table).resolve(cfn._cfn_properties).get("kinesisStreamSpecification")]
+    elif isinstance(cfn, dynamodb.CfnGlobalTable):
+        replicas = Stack.of(table).resolve(cfn._cfn_properties).get("replicas") or []
+        specs = [r.get("kinesisStreamSpecification") for r in replicas if isinstance(r, dict)]
+    else:
+        return  # an imported table: taken on trust
+    arns = [spec.get("streamArn") for spec in specs if isinstance(spec, dict)]
+    if not arns:
         raise ValueError(
             f"change_source=ChangeSource.kinesis(...) with table {table.node.path}, which has "
             "no Kinesis streaming destination: expected kinesis_stream=<the stream> and "
             "kinesis_precision_timestamp=ApproximateCreationDateTimePrecision.MILLISECOND on "
             "the table, and the same stream in ChangeSource.kinesis(stream=...)"
+        )
+    wanted = None if stream is None else Stack.of(table).resolve(stream.stream_arn)
+    if wanted is None or wanted not in arns:
+        given = "no stream (a new ChangeStream)" if stream is None else stream.node.path
+        raise ValueError(
+            f"change_source=ChangeSource.kinesis(stream=...) names {given}, but table "
+            f"{table.node.path} streams into {arns[0]!r}: the cleanup would read a stream no "
+            "change reaches; expected ChangeSource.kinesis(stream=<the table's kinesis_stream>)"
         )
 
 

@@ -153,6 +153,7 @@ class CleanupEventSource:
                 settings.event_filter,
                 owner_region=settings.owner_region,
                 under_data=kinesis_stream is not None,
+                table_name=table.table_name if kinesis_stream is not None else None,
             ),
             batch_size=settings.batch_size,
             max_batching_window=settings.max_batching_window,

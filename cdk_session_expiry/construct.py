@@ -862,7 +862,7 @@ class SessionExpiry(Construct):
             create_stream(self, self.change_source) if self.change_source.is_kinesis else None
         )
         if self.change_stream is not None and props.table is not None:
-            check_table_destination(props.table)
+            check_table_destination(props.table, self.change_source.stream)
         #: The session table (created, or the one passed as ``table``).
         self.table: dynamodb.ITable = (
             table_unit.create_table(
@@ -947,6 +947,10 @@ class SessionExpiry(Construct):
         custom_steps.configure(fn, self.custom_steps)
 
     def _add_event_source(self, props: SessionExpiryProps) -> None:
+        if self.change_stream is not None:
+            # A Kinesis stream may carry other tables' changes: replay over it keeps only this
+            # table's REMOVEs (``tableName``), named by the function's settings.
+            self.cleanup_function.add_environment(contract.ENV_TABLE_NAME, self.table.table_name)
         settings = cleanup.EventSourceSettings(
             event_filter=props.event_filter,
             batch_size=props.batch_size,

@@ -78,13 +78,20 @@ def filter_criteria(
     *,
     owner_region: tuple[str, str] | None = None,
     under_data: bool = False,
+    table_name: str | None = None,
 ) -> list[Mapping[str, Any]]:
     """The ``filters`` of the event source mapping for ``event_filter``.
 
     Built with ``FilterCriteria.filter``: a bare dict of ``FilterRule`` values would
     synthesize an empty pattern, which matches every record. ``under_data`` nests the pattern
     under ``data``, where Lambda filters Kinesis records (Lambda Developer Guide, "Filtering
-    Kinesis events": a Kinesis Data Streams for DynamoDB record is JSON in ``data``).
+    Kinesis events": a Kinesis Data Streams for DynamoDB record is JSON in ``data``), and adds
+    its ``tableName`` when ``table_name`` is given: a Kinesis stream may carry several tables'
+    changes, a DynamoDB stream (whose records have no ``tableName``) one table's.
     """
     pattern = filter_pattern(event_filter, owner_region=owner_region)
-    return [lambda_.FilterCriteria.filter({"data": pattern} if under_data else pattern)]
+    if not under_data:
+        return [lambda_.FilterCriteria.filter(pattern)]
+    if table_name is not None:
+        pattern["tableName"] = lambda_.FilterRule.is_equal(table_name)
+    return [lambda_.FilterCriteria.filter({"data": pattern})]

@@ -14,9 +14,10 @@ object, never adds one)::
 * Every value is percent-encoded (RFC 3986 unreserved characters stay), so any character a
   DynamoDB string can hold is safe in a key and ``/``, ``,`` or ``=`` cannot fake a level. A
   leading ``_`` and the segments ``.``/``..`` are encoded too, so no real value can equal
-  ``_none``/``_unknown`` or a relative path. A segment longer than
-  :data:`MAX_SEGMENT_CHARACTERS` is cut and suffixed with a SHA-256 of the whole value (S3
-  keys are at most 1,024 bytes; DynamoDB partition keys up to 2,048).
+  ``_none``/``_unknown``/``_empty`` (the empty string) or a relative path. A segment longer
+  than :data:`MAX_SEGMENT_CHARACTERS` is cut, suffixed with a SHA-256 of the whole value and
+  prefixed with ``_`` (S3 keys are at most 1,024 bytes; DynamoDB partition keys up to 2,048),
+  so no shorter value can imitate it either.
 
 With Amazon Data Firehose (``archive_delivery_stream``) the same lines go to the delivery
 stream instead (:mod:`.archive_delivery`), which writes them, many to an object (GZIP), under
@@ -87,6 +88,8 @@ from .decode import StreamRecord, to_json_value
 FORMAT_VERSION = 2
 NO_TENANT = "_none"
 NO_DATE = "_unknown"
+#: The segment of an empty string.
+EMPTY = "_empty"
 #: Longest encoded key segment kept whole; longer ones are cut and hashed.
 MAX_SEGMENT_CHARACTERS = 200
 #: JSON lines (one object per line): what ``Content-Type`` S3 stores with each object.
@@ -96,15 +99,21 @@ _MAX_BIGINT = 2**63 - 1
 
 
 def encode_segment(value: object) -> str:
-    """One key segment for ``value``: percent-encoded text, never empty, ``_none`` or ``..``."""
+    """One key segment for ``value``: percent-encoded text, never empty, ``_none`` or ``..``.
+
+    Distinct values give distinct segments. An encoded value never starts with ``_`` (a leading
+    ``_`` is encoded), so the segments the layout makes up itself all do: ``_none``,
+    ``_unknown``, ``_empty`` (the empty string) and ``_<first 100 characters>~<SHA-256>`` (a
+    value longer than :data:`MAX_SEGMENT_CHARACTERS` encoded), which no value can imitate.
+    """
     encoded = quote(_text(value), safe="-.~")  # "_" is encoded below only where it leads
     if encoded.startswith("_"):
         encoded = "%5F" + encoded[1:]
     if encoded in {"", ".", ".."}:
-        encoded = encoded.replace(".", "%2E") or "%00empty"
+        encoded = encoded.replace(".", "%2E") or EMPTY
     if len(encoded) > MAX_SEGMENT_CHARACTERS:
         digest = hashlib.sha256(_text(value).encode("utf-8", "surrogatepass")).hexdigest()
-        encoded = f"{encoded[:100]}~{digest}"
+        encoded = f"_{encoded[:100]}~{digest}"
     return encoded
 
 

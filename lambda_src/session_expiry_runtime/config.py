@@ -378,13 +378,23 @@ def validate_archive_prefix(prefix: str) -> str:
         raise ValueError(f"{ENV_ARCHIVE_PREFIX}={prefix!r}: {exc}") from None
 
 
+#: A namespace placeholder with another character than ``/`` beside it: actor and session ids
+#: hold ``-``, ``_`` (and actor ids ``/``, ``:``), so such a template fills to one namespace for
+#: two different (actor, session) pairs. A whole segment is unambiguous: a session id holds no
+#: ``/``. The construct's copy: ``cdk_session_expiry.agent_memory``.
+UNBOUNDED_NAMESPACE_PLACEHOLDER = re.compile(
+    r"[^/]\{(?:actorId|sessionId)\}|\{(?:actorId|sessionId)\}[^/]"
+)
+
+
 def memory_record_namespaces(raw: str | None) -> tuple[str, ...]:
     """``SESSION_EXPIRY_AGENT_MEMORY_RECORD_NAMESPACES`` parsed: a JSON list of namespace
     templates, each holding ``{sessionId}`` (a namespace without it gathers records of many
     sessions, which cannot be told apart); empty when unset.
 
     Raises:
-        ValueError: not a JSON list of strings, or a template without ``{sessionId}``.
+        ValueError: not a JSON list of strings, a template without ``{sessionId}``, with
+            another placeholder, or with a placeholder that is not a whole segment.
     """
     if not raw:
         return ()
@@ -407,6 +417,13 @@ def memory_record_namespaces(raw: str | None) -> tuple[str, ...]:
             raise ValueError(
                 f"{ENV_AGENT_MEMORY_RECORD_NAMESPACES}: namespace {template!r}: expected only "
                 "the placeholders {actorId} and {sessionId} (write a strategy id literally)"
+            )
+        if UNBOUNDED_NAMESPACE_PLACEHOLDER.search(template):
+            raise ValueError(
+                f"{ENV_AGENT_MEMORY_RECORD_NAMESPACES}: namespace {template!r}: expected each "
+                "placeholder to be a whole segment (between '/' or the ends): ids beside "
+                "another character fill one namespace for two sessions (actor 'a', session "
+                "'b-c' and actor 'a-b', session 'c' in '{actorId}-{sessionId}')"
             )
     return tuple(parsed)
 

@@ -123,8 +123,10 @@ def to_stream_event(event: object) -> object:
     """``event`` with every Kinesis record reshaped by :func:`to_stream_record`; any other event
     (a DynamoDB stream batch) is returned as it is.
 
-    Duplicates in one batch: a record carrying the same DynamoDB change (``eventID``) as an
-    earlier record of the batch gets that record's sequence number, so the runner skips it as
+    Duplicates in one batch: a record carrying the same DynamoDB change as an earlier record of
+    the batch (the same ``eventID`` *and* the same ``data``: a Kinesis duplicate repeats the
+    change byte for byte, and a record that only reuses another's ``eventID`` is another change,
+    never allowed to hide it) gets that record's sequence number, so the runner skips it as
     ``DuplicateInBatch`` instead of acting twice at the same moment. It is never reported
     failed on its own: if the first fails, Lambda re-delivers from the first's (lower) sequence
     number, the duplicate included (Lambda checkpoints at the lowest reported number).
@@ -134,7 +136,7 @@ def to_stream_event(event: object) -> object:
     records = event.get("Records")
     if not isinstance(records, list) or not any(is_kinesis_record(r) for r in records):
         return event
-    first_of: dict[str, Any] = {}
+    first_of: dict[tuple[str, str], Any] = {}
     shaped: list[object] = []
     for raw in records:
         if not is_kinesis_record(raw):
@@ -143,7 +145,8 @@ def to_stream_event(event: object) -> object:
         record = to_stream_record(raw)
         event_id = record.get("eventID")
         if isinstance(event_id, str) and event_id and record["dynamodb"].get("Keys") is not None:
-            first = first_of.setdefault(event_id, record["dynamodb"]["SequenceNumber"])
+            data = str((raw.get("kinesis") or {}).get("data"))
+            first = first_of.setdefault((event_id, data), record["dynamodb"]["SequenceNumber"])
             record["dynamodb"]["SequenceNumber"] = first
         shaped.append(record)
     return {**event, "Records": shaped}

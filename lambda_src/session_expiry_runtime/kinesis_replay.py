@@ -9,7 +9,9 @@ DynamoDB removed the item) is in ``[T1, T2]`` through the cleanup, one shard at 
   made, so nothing removed at ``T1`` or later arrived earlier) until a record arrives more than
   :data:`ARRIVAL_SLACK` after ``T2`` or the shard has nothing newer (``MillisBehindLatest`` 0);
   Kinesis streams accept ``AT_TIMESTAMP`` (Kinesis Data Streams API Reference,
-  GetShardIterator);
+  GetShardIterator). A shard still behind after :data:`MAX_EMPTY_PAGES` empty pages in a row
+  is reported ``failed`` (what was read of it is still cleaned): the run never answers
+  "replayed" for a range it did not read whole;
 * only ``REMOVE`` records of the configured table (``tableName``) in the range are run, through
   :func:`.kinesis_records.to_stream_event` (so in-shard duplicates are skipped) and the same
   :func:`.replay.replay_records` the on-failure replay uses: the ownership records make a
@@ -24,13 +26,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
 from .cleaner import SessionCleaner
 from .kinesis_records import KINESIS_EVENT_SOURCE, to_stream_event
-from .replay import ReplayOutcome, replay_records
+from .replay import STATUS_FAILED, ReplayOutcome, replay_records
 
 #: Records arriving this long after ``--to`` are still read: a change made before ``--to`` may
 #: reach the stream later (the destination's delivery lag).
@@ -85,6 +88,32 @@ def check_range(start: datetime, end: datetime) -> None:
         )
 
 
+def check_start(kinesis: Any, stream_arn: str, start: datetime, now: datetime) -> None:
+    """``start`` must be a time whose removals the stream still holds: not in the future, and
+    not before the oldest record it keeps (``now`` minus its ``RetentionPeriodHours``, read
+    with ``DescribeStreamSummary``). A range reaching further back cannot be replayed whole,
+    and a run over it would answer "replayed" for removals it never read.
+
+    Raises:
+        KinesisReplayError: ``start`` is in the future or before the stream's retention.
+        botocore.exceptions.ClientError: ``DescribeStreamSummary`` failed.
+    """
+    if start > now:
+        raise KinesisReplayError(
+            f"--from {start.isoformat()} is in the future (now {now.isoformat()}): expected a "
+            "time at or before now"
+        )
+    summary = kinesis.describe_stream_summary(StreamARN=stream_arn)["StreamDescriptionSummary"]
+    hours = int(summary["RetentionPeriodHours"])
+    oldest = now - timedelta(hours=hours)
+    if start < oldest:
+        raise KinesisReplayError(
+            f"--from {start.isoformat()} is before the oldest record {stream_arn} keeps "
+            f"({hours} hours: {oldest.isoformat()}); the removals before that are gone from "
+            f"the stream: expected --from at or after {oldest.isoformat()}"
+        )
+
+
 def _shards(kinesis: Any, stream_arn: str) -> Iterator[str]:
     token: str | None = None
     while True:
@@ -118,11 +147,27 @@ def _lambda_record(stream_arn: str, shard_id: str, record: Mapping[str, Any]) ->
     }
 
 
+@dataclass
+class ShardRead:
+    """What :func:`read_shard` read of one shard.
+
+    Attributes:
+        records: the records, as Lambda Kinesis records, in shard order.
+        incomplete: why the shard was not read to the end of the range (``None`` when it was):
+            the reading gave up on empty pages while the shard was still behind its tip.
+    """
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    incomplete: str | None = None
+
+
 def read_shard(
     kinesis: Any, stream_arn: str, shard_id: str, start: datetime, end: datetime
-) -> list[dict[str, Any]]:
+) -> ShardRead:
     """Every record of one shard that arrived from ``start`` until ``end`` +
-    :data:`ARRIVAL_SLACK`, as Lambda Kinesis records, in shard order."""
+    :data:`ARRIVAL_SLACK`, as Lambda Kinesis records, in shard order; ``incomplete`` says so
+    when :data:`MAX_EMPTY_PAGES` empty pages in a row came while the shard was still behind
+    (``MillisBehindLatest`` above 0): the rest of the range was not read."""
     iterator = kinesis.get_shard_iterator(
         StreamARN=stream_arn,
         ShardId=shard_id,
@@ -130,27 +175,35 @@ def read_shard(
         Timestamp=start,
     ).get("ShardIterator")
     stop = end + ARRIVAL_SLACK
-    out: list[dict[str, Any]] = []
-    empty = 0
-    while iterator and empty < MAX_EMPTY_PAGES:
+    read = ShardRead()
+    empty, behind = 0, 0
+    while iterator:
+        if empty >= MAX_EMPTY_PAGES:
+            read.incomplete = (
+                f"gave up on shard {shard_id} after {empty} empty pages still {behind} ms "
+                "behind its newest record: the rest of the range was not read; run again"
+            )
+            return read
         page = kinesis.get_records(ShardIterator=iterator, Limit=PAGE_LIMIT, StreamARN=stream_arn)
         records = page.get("Records") or []
         for record in records:
             arrived = record.get("ApproximateArrivalTimestamp")
             if isinstance(arrived, datetime) and arrived.astimezone(timezone.utc) > stop:
-                return out
-            out.append(_lambda_record(stream_arn, shard_id, record))
+                return read
+            read.records.append(_lambda_record(stream_arn, shard_id, record))
         empty = 0 if records else empty + 1
-        if not records and page.get("MillisBehindLatest", 0) == 0:
-            return out
+        behind = int(page.get("MillisBehindLatest", 0) or 0)
+        if not records and behind == 0:
+            return read
         iterator = page.get("NextShardIterator")
-    return out
+    return read
 
 
 def removes_in_range(
-    records: list[dict[str, Any]], *, table_name: str | None, start: datetime, end: datetime
+    records: list[dict[str, Any]], *, table_name: str, start: datetime, end: datetime
 ) -> list[dict[str, Any]]:
-    """The reshaped ``REMOVE`` records of ``table_name`` removed in ``[start, end]``."""
+    """The reshaped ``REMOVE`` records of ``table_name`` (their ``tableName``: a Kinesis stream
+    may carry several tables' changes) removed in ``[start, end]``."""
     event = to_stream_event({"Records": records})
     assert isinstance(event, Mapping)
     low, high = Decimal(str(start.timestamp())), Decimal(str(end.timestamp()))
@@ -160,7 +213,7 @@ def removes_in_range(
         removed_at = body.get("ApproximateCreationDateTime")
         if record.get("eventName") != "REMOVE" or not isinstance(removed_at, Decimal):
             continue
-        if table_name is not None and record.get("tableName", table_name) != table_name:
+        if record.get("tableName") != table_name:
             continue
         if low <= removed_at <= high:
             kept.append(record)
@@ -177,23 +230,36 @@ def replay_time_range(
     dry_run: bool = False,
 ) -> list[ReplayOutcome]:
     """Clean again every session removed in ``[start, end]`` (see the module docstring): one
-    outcome per shard that holds such a ``REMOVE``.
+    outcome per shard that holds such a ``REMOVE``, and a ``failed`` one for each shard not
+    read to the end of the range (:attr:`ShardRead.incomplete`).
 
     Raises:
-        KinesisReplayError: ``end`` is before ``start``.
+        KinesisReplayError: ``end`` is before ``start``; the settings name no table.
         botocore.exceptions.ClientError: a Kinesis call failed.
     """
     check_range(start, end)
+    table_name = cleaner.config.table_name
+    if not table_name:
+        raise KinesisReplayError(
+            "the settings name no session table (SESSION_EXPIRY_TABLE_NAME, which the construct "
+            "gives the cleanup function with the Kinesis change source): a Kinesis stream may "
+            "carry other tables' changes; expected --env-from-function of a cleanup deployed "
+            "with it, or SESSION_EXPIRY_TABLE_NAME set"
+        )
     outcomes: list[ReplayOutcome] = []
     for shard_id in _shards(kinesis, stream_arn):
-        records = read_shard(kinesis, stream_arn, shard_id, start, end)
-        removes = removes_in_range(
-            records, table_name=cleaner.config.table_name, start=start, end=end
+        read = read_shard(kinesis, stream_arn, shard_id, start, end)
+        removes = removes_in_range(read.records, table_name=table_name, start=start, end=end)
+        source = f"kinesis:{shard_id}"
+        outcome = (
+            replay_records(removes, cleaner, dry_run=dry_run, source=source) if removes else None
         )
-        if removes:
-            outcomes.append(
-                replay_records(removes, cleaner, dry_run=dry_run, source=f"kinesis:{shard_id}")
-            )
+        if read.incomplete is not None:  # never "replayed" for a range not read whole
+            outcome = outcome or ReplayOutcome(source, STATUS_FAILED, records=len(read.records))
+            outcome.status = STATUS_FAILED
+            outcome.error = "; ".join(e for e in (outcome.error, read.incomplete) if e)
+        if outcome is not None:
+            outcomes.append(outcome)
     return outcomes
 
 

@@ -1011,9 +1011,10 @@ def _kinesis_table(
     args: argparse.Namespace, config: RuntimeConfig, session: boto3.session.Session
 ) -> str:
     """The one table whose ``REMOVE`` records a Kinesis time-range replay cleans: a Kinesis
-    change stream may carry several tables' changes, and the deployed cleanup function's
-    settings name no table. ``--stream-arn`` (this deployment's table or stream ARN), else
-    ``SESSION_EXPIRY_TABLE_NAME``; both must agree (:func:`.replay_trust.resolve_trusted_streams`).
+    change stream may carry several tables' changes. ``--stream-arn`` (this deployment's table
+    or stream ARN), else ``SESSION_EXPIRY_TABLE_NAME`` (the construct sets it on the cleanup
+    function of a Kinesis change source); both must agree
+    (:func:`.replay_trust.resolve_trusted_streams`).
 
     Raises:
         NoTrustedStream: neither names a table.
@@ -1021,8 +1022,9 @@ def _kinesis_table(
     """
     if not args.stream_arn and not config.table_name:
         raise NoTrustedStream(
-            f"--kinesis-stream-arn {args.kinesis_stream_arn}: the settings name no table (the "
-            "cleanup function's environment has none) and a Kinesis change stream may carry "
+            f"--kinesis-stream-arn {args.kinesis_stream_arn}: the settings name no table (a "
+            "cleanup function deployed before the construct set it has none) and a Kinesis "
+            "change stream may carry "
             "several tables' changes: expected --stream-arn TABLE_ARN (this deployment's "
             "table) or SESSION_EXPIRY_TABLE_NAME"
         )
@@ -1050,9 +1052,11 @@ def _replay_kinesis(
             session.client("lambda"), args.env_from_function, args.kinesis_stream_arn
         )
     config = replace(config, table_name=_kinesis_table(args, config, session))
+    kinesis = session.client("kinesis")
+    kinesis_replay.check_start(kinesis, args.kinesis_stream_arn, start, datetime.now(timezone.utc))
     dry_run = bool(args.dry_run or config.dry_run)
     outcomes = kinesis_replay.replay_time_range(
-        session.client("kinesis"),
+        kinesis,
         args.kinesis_stream_arn,
         start=start,
         end=end,

@@ -312,6 +312,13 @@ def test_fails_firehose_delivery_without_an_archive_bucket(cdk_context: dict[str
             "only placeholders are",
         ),
         ({"agent_memory": MEMORY, "agent_memory_record_namespaces": []}, "non-empty list"),
+        (  # review of issue 24: ("a", "b-c") and ("a-b", "c") both fill it to "/s/a-b-c/"
+            {
+                "agent_memory": MEMORY,
+                "agent_memory_record_namespaces": ["/s/{actorId}-{sessionId}/"],
+            },
+            "a whole segment",
+        ),
         ({"archive_delivery": "Firehose"}, "an ArchiveDelivery member"),
     ],
 )

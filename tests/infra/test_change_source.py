@@ -68,9 +68,13 @@ def test_the_mapping_reads_the_kinesis_stream_with_the_same_guarantees(
     props = only(template, "AWS::Lambda::EventSourceMapping")
     stream_id = stack.get_logical_id(construct.change_stream.node.default_child)  # type: ignore[union-attr, arg-type]
     assert props["EventSourceArn"] == {"Fn::GetAtt": [stream_id, "Arn"]}
-    assert [json.loads(f["Pattern"]) for f in props["FilterCriteria"]["Filters"]] == [
-        {"data": {"eventName": ["REMOVE"]}}
-    ]
+    (pattern,) = (f["Pattern"] for f in props["FilterCriteria"]["Filters"])
+    table_id = stack.get_logical_id(construct.table.node.default_child)  # type: ignore[arg-type]
+    separator, parts = pattern["Fn::Join"]  # the table's name is a token: {"Ref": table}
+    assert [p for p in parts if not isinstance(p, str)] == [{"Ref": table_id}]
+    text = separator.join(p if isinstance(p, str) else "TABLE" for p in parts)
+    # Under data (Lambda filters Kinesis records there); only this table's changes.
+    assert json.loads(text) == {"data": {"eventName": ["REMOVE"], "tableName": ["TABLE"]}}
     assert props["BisectBatchOnFunctionError"] is True
     assert props["MaximumRetryAttempts"] == 10
     assert props["MaximumRecordAgeInSeconds"] == 6 * 3600

@@ -229,9 +229,15 @@ def test_long_term_records_are_deleted_only_in_the_sessions_own_namespaces(
     ("raw", "expected"),
     [
         ('["/s/{sessionId}/", "/a/{actorId}/{sessionId}"]', "ok"),
+        ('["{actorId}/{sessionId}", "/a/{sessionId}/b/{actorId}"]', "ok"),
         ('["/facts/{actorId}/"]', "has no {sessionId}"),
         ('["/x/{memoryStrategyId}/{sessionId}/"]', "only the placeholders"),
         ('"/s/{sessionId}/"', "JSON list"),
+        # Review of issue 24: actor "a" with session "b-c" and actor "a-b" with session "c" both
+        # fill this to "/s/a-b-c/": one session's cleanup would delete the other's records.
+        ('["/s/{actorId}-{sessionId}/"]', "a whole segment"),
+        ('["/s/{actorId}/x{sessionId}"]', "a whole segment"),
+        ('["{sessionId}_{actorId}"]', "a whole segment"),
     ],
 )
 def test_fails_on_a_record_namespace_that_is_not_one_sessions(raw: str, expected: str) -> None:

@@ -138,3 +138,173 @@ def test_fails_a_stream_the_cleanup_function_does_not_read(aws: None) -> None:
     kinesis_replay.check_trusted(lam, "cleanup", read.arn)  # its own stream: accepted
     with pytest.raises(kinesis_replay.KinesisReplayError, match="is not what cleanup's event"):
         kinesis_replay.check_trusted(lam, "cleanup", other_arn)
+
+
+def test_fails_a_range_starting_before_the_oldest_record_the_stream_keeps(
+    sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review of issue 23: the stream keeps 24 hours (moto's and Kinesis's default); a range
+    from 48 hours ago cannot be replayed whole — the removals of its first day are gone — so
+    the tool must not answer "all replayed" for it."""
+    source = KinesisSource()
+    now = datetime.now(timezone.utc)
+    session = _removed(sandbox, source, "s-1", now - timedelta(minutes=5))
+    start = now - timedelta(hours=48)
+    argv = ["--kinesis-stream-arn", source.arn, "--from", _iso(start), "--to", _iso(now)]
+
+    status = replay.main(argv, session=SESSION)
+
+    err = capsys.readouterr().err
+    assert status == replay.EXIT_COULD_NOT_RUN
+    assert _iso(start) in err or start.isoformat() in err
+    assert "24 hours" in err
+    assert sandbox.is_intact(session)  # refused before anything was cleaned
+
+
+def test_fails_a_range_starting_in_the_future(
+    sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = KinesisSource()
+    start = datetime.now(timezone.utc) + timedelta(days=1)
+    argv = ["--kinesis-stream-arn", source.arn, "--from", _iso(start)]
+    argv += ["--to", _iso(start + timedelta(hours=1))]
+
+    assert replay.main(argv, session=SESSION) == replay.EXIT_COULD_NOT_RUN
+    assert "is in the future" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["yesterday", "2026-13-01T00:00:00Z", "", "1767225600"])
+def test_fails_a_malformed_time(
+    sandbox: Sandbox, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    source = KinesisSource()
+    argv = ["--kinesis-stream-arn", source.arn, "--from", text or " ", "--to", "2026-01-01T00:00Z"]
+
+    assert replay.main(argv, session=SESSION) == replay.EXIT_COULD_NOT_RUN
+    assert "expected an ISO 8601 time" in capsys.readouterr().err
+
+
+def _deployed_cleanup(sandbox: Sandbox, stream_arn: str, *, table_name: bool = True) -> str:
+    """A cleanup function in moto with the construct's environment for the Kinesis source
+    (``SESSION_EXPIRY_TABLE_NAME`` included unless ``table_name`` is false, as before the
+    review) and a Kinesis event source mapping on ``stream_arn``."""
+    import io
+    import zipfile
+
+    iam, lam = SESSION.client("iam"), SESSION.client("lambda")
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": "lambda.amazonaws.com"},
+                "Action": "sts:AssumeRole",
+            }
+        ],
+    }
+    role = iam.create_role(RoleName="cleanup", AssumeRolePolicyDocument=json.dumps(trust))
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as archive:
+        archive.writestr("handler.py", "def handler(event, context):\n    return None\n")
+    env = {k: v for k, v in sandbox.env().items() if table_name or k != "SESSION_EXPIRY_TABLE_NAME"}
+    lam.create_function(
+        FunctionName="cleanup",
+        Runtime="python3.12",
+        Role=role["Role"]["Arn"],
+        Handler="handler.handler",
+        Code={"ZipFile": code.getvalue()},
+        Environment={"Variables": env},
+    )
+    lam.create_event_source_mapping(
+        FunctionName="cleanup", EventSourceArn=stream_arn, StartingPosition="TRIM_HORIZON"
+    )
+    return "cleanup"
+
+
+def test_replay_of_a_shared_stream_leaves_another_tables_removes_alone(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review of issue 23: another table streaming into the same Kinesis stream. Before, the
+    cleanup function's settings named no table, so replay with ``--env-from-function`` kept
+    every table's REMOVEs and cleaned a live session from another table's copy of its item."""
+    for name in sandbox.env():
+        monkeypatch.delenv(name, raising=False)  # the settings come from the function only
+    source = KinesisSource()
+    function = _deployed_cleanup(sandbox, source.arn)
+    live = sandbox.create_session("s-live")  # still in the session table
+    (insert,) = sandbox.read_stream()
+    # Another table streaming into the same stream (a copy of the sessions, say) deletes its item.
+    copy = change(insert)
+    copy["tableName"] = "sessions-copy"
+    copy["eventName"] = "REMOVE"
+    copy["dynamodb"]["OldImage"] = copy["dynamodb"].pop("NewImage")
+    source.put(copy)
+    now = datetime.now(timezone.utc)
+    argv = ["--kinesis-stream-arn", source.arn, "--env-from-function", function]
+    argv += ["--from", _iso(now - timedelta(minutes=5)), "--to", _iso(now + timedelta(minutes=1))]
+
+    status = replay.main(argv, session=SESSION)
+
+    assert sandbox.is_intact(live)
+    assert status == replay.EXIT_ALL_REPLAYED
+    # No REMOVE of the session table in the range: no outcome line (moto's Lambda, which
+    # tries to run the mapping's function in Docker, prints its own noise there).
+    assert [x for x in capsys.readouterr().out.splitlines() if x.startswith("{")] == []
+
+
+def test_fails_replay_of_a_stream_without_the_tables_name(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in sandbox.env():
+        monkeypatch.delenv(name, raising=False)
+    source = KinesisSource()
+    function = _deployed_cleanup(sandbox, source.arn, table_name=False)
+    session = _removed(sandbox, source, "s-1", datetime.now(timezone.utc))
+    now = datetime.now(timezone.utc)
+    argv = ["--kinesis-stream-arn", source.arn, "--env-from-function", function]
+    argv += ["--from", _iso(now - timedelta(minutes=5)), "--to", _iso(now + timedelta(minutes=1))]
+
+    assert replay.main(argv, session=SESSION) == replay.EXIT_COULD_NOT_RUN
+    assert "SESSION_EXPIRY_TABLE_NAME" in capsys.readouterr().err
+    assert sandbox.is_intact(session)
+
+
+class _AlwaysBehind:
+    """The moto Kinesis client, except that ``GetRecords`` answers empty pages that are still
+    behind the shard's tip. Stub: Kinesis does answer so (an iterator crossing a long stretch
+    of a shard), moto never does (it answers every record at once)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def get_records(self, **params: Any) -> dict[str, Any]:
+        return {
+            "Records": [],
+            "NextShardIterator": params["ShardIterator"],
+            "MillisBehindLatest": 60_000,
+        }
+
+
+def test_a_shard_given_up_on_before_its_tip_is_not_reported_replayed(sandbox: Sandbox) -> None:
+    """Review of issue 23: read_shard stopped after MAX_EMPTY_PAGES empty pages while the shard
+    was still behind, and the run answered no outcome at all (exit 0, "all replayed") for a
+    range it had not read."""
+    source = KinesisSource()
+    now = datetime.now(timezone.utc)
+    _removed(sandbox, source, "s-1", now - timedelta(minutes=1))
+    cleaner = sandbox.cleaner()
+
+    outcomes = kinesis_replay.replay_time_range(
+        _AlwaysBehind(SESSION.client("kinesis")),
+        source.arn,
+        start=now - timedelta(minutes=5),
+        end=now,
+        cleaner=cleaner,
+    )
+
+    assert outcomes, "a shard not read to its tip must be reported"
+    assert {o.status for o in outcomes} == {replay.STATUS_FAILED}
+    assert all("behind" in str(o.error) for o in outcomes)
