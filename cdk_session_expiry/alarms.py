@@ -378,12 +378,15 @@ def ttl_health_alarm_of_table(
 #: ``RecordsSkipped`` causes that mean a session's cleanup is lost (never retried): a REMOVE
 #: without old image (a KEYS_ONLY or NEW_IMAGE stream: every session leaks), an old image
 #: naming nothing the configured targets can clean (attributes missing or invalid), a record
-#: without sequence number (it cannot be reported for retry). ``NotRemove`` and
-#: ``DuplicateInBatch`` are harmless and not watched.
+#: without sequence number (it cannot be reported for retry); and a Kinesis ``REMOVE`` of an
+#: item the table still holds (``ItemStillInTable``: only a record put into the change stream by
+#: another writer produces it). ``NotRemove``, ``DuplicateInBatch`` and ``OtherRegion`` are
+#: harmless and not watched.
 LOST_CLEANUP_CAUSES: tuple[str, ...] = (
     contract.CAUSE_NO_OLD_IMAGE,
     contract.CAUSE_MISSING_ATTRIBUTES,
     contract.CAUSE_NO_SEQUENCE_NUMBER,
+    contract.CAUSE_ITEM_STILL_IN_TABLE,
 )
 
 
@@ -396,7 +399,8 @@ ALARMED_REFUSALS: tuple[str, ...] = contract.ALARMED_REFUSALS
 #: entry per cause, ``docs/ownership.md`` more). At most 1,024 characters (CloudWatch's limit).
 SKIPPED_RECORDS_DESCRIPTION = described(
     "Session cleanup skipped work for good. RecordsSkipped NoOldImage/MissingAttributes/"
-    "NoSequenceNumber: a stream or image problem. ScratchPrefixesRefused, "
+    "NoSequenceNumber: a stream or image problem; ItemStillInTable: a REMOVE put into the "
+    "Kinesis change stream for a live item (forged; nothing done). ScratchPrefixesRefused, "
     "GrantsRefused, ResourcesRefused NotOwned/Unclaimed: a removed item named a scratch prefix, "
     "grant, connection or AgentCore session its session did not own, so nothing was deleted, "
     "retired, closed or stopped; a forged item or a writer bypassing SessionStore. First: the "

@@ -141,6 +141,12 @@ class CleanupEventSource:
         else:
             kinesis_stream.grant_read(cleanup.function)
             source_arn = kinesis_stream.stream_arn
+            # A REMOVE that came through Kinesis is read back from the table before it is
+            # cleaned (session_expiry_runtime.kinesis_removals): anyone with kinesis:PutRecord
+            # could have written it. BatchGetItem only; the table's key if it has its own.
+            table.grant(cleanup.function, "dynamodb:BatchGetItem")
+            if table.encryption_key is not None:
+                table.encryption_key.grant_decrypt(cleanup.function)
         self.mapping = lambda_.EventSourceMapping(
             scope,
             "CleanupEventSourceMapping",

@@ -120,6 +120,9 @@ class CleanupClients:
     ownership: Any = None
     #: Amazon Data Firehose client of the archive's delivery stream (``archive_delivery_stream``).
     firehose: Any = None
+    #: DynamoDB client that reads Kinesis ``REMOVE`` records' items back from the session table
+    #: (``table_name``: :mod:`.kinesis_removals`); the ownership client when there is one.
+    table: Any = None
 
 
 def cleanup_session() -> boto3.session.Session:
@@ -146,6 +149,14 @@ def build_clients(
     # A session passed in is the caller's own.
     session = session or cleanup_session()
     settings = client_config(config.max_workers, config.time_guard_ms)
+    ownership = (
+        session.client("dynamodb", config=settings.merge(OWNERSHIP_SETTINGS))
+        if config.ownership_table_name
+        else None
+    )
+    table = None
+    if config.table_name:
+        table = ownership or session.client("dynamodb", config=settings)
     return CleanupClients(
         apigateway=session.client(
             "apigatewaymanagementapi", endpoint_url=config.websocket_endpoint, config=settings
@@ -164,9 +175,8 @@ def build_clients(
         or config.browser_id
         or config.agent_memory_id
         else None,
-        ownership=session.client("dynamodb", config=settings.merge(OWNERSHIP_SETTINGS))
-        if config.ownership_table_name
-        else None,
+        ownership=ownership,
+        table=table,
         firehose=session.client("firehose", config=settings)
         if config.archive_delivery_stream and config.archive_bucket
         else None,

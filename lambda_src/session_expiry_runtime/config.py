@@ -175,6 +175,10 @@ ENV_REGION = "SESSION_EXPIRY_REGION"
 #: Skip cause: the old image names another owner Region (or none) on a global table; that
 #: Region's cleanup cleans the session.
 CAUSE_OTHER_REGION = "OtherRegion"
+#: Skip cause: a REMOVE that came through the Kinesis change stream names an item the table still
+#: holds (with the image's incarnation): the removal did not happen; a record put into the stream
+#: by another writer (:mod:`.kinesis_removals`). Watched by the skipped-records alarm.
+CAUSE_ITEM_STILL_IN_TABLE = "ItemStillInTable"
 
 # --- grant sweep (issue 12) -----------------------------------------------------------------
 #: A grant created less than this many seconds ago is never retired by the grant sweep (the

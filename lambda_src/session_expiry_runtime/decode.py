@@ -225,6 +225,11 @@ class StreamRecord:
     keys: Mapping[str, Any] | None
     #: ``dynamodb.OldImage`` in wire form (``None`` for INSERT or a KEYS_ONLY/NEW_IMAGE stream).
     old_image: Mapping[str, Any] | None
+    #: The record came through a Kinesis data stream (the Kinesis change source): its
+    #: ``eventSourceARN``, which Lambda sets and the record's data cannot, is a Kinesis stream's.
+    #: Such a record may have been written by anyone allowed ``kinesis:PutRecord``
+    #: (:mod:`.kinesis_removals`).
+    through_kinesis: bool = False
 
 
 def _epoch_seconds(value: object) -> Decimal | None:
@@ -271,4 +276,10 @@ def parse_record(raw: object) -> StreamRecord:
         approximate_creation_time=_epoch_seconds(body.get("ApproximateCreationDateTime")),
         keys=keys if isinstance(keys, Mapping) else None,
         old_image=old_image if isinstance(old_image, Mapping) else None,
+        through_kinesis=_is_kinesis_arn(record.get("eventSourceARN")),
     )
+
+
+def _is_kinesis_arn(value: object) -> bool:
+    """``arn:<partition>:kinesis:...``."""
+    return isinstance(value, str) and value.split(":")[2:3] == ["kinesis"]

@@ -81,6 +81,7 @@ from .config import (
     ACTION_TIME_GUARD,
     ACTION_UNEXPECTED,
     CAUSE_DUPLICATE,
+    CAUSE_ITEM_STILL_IN_TABLE,
     CAUSE_MISSING_ATTRIBUTES,
     CAUSE_NO_OLD_IMAGE,
     CAUSE_NO_SEQUENCE_NUMBER,
@@ -95,6 +96,7 @@ from .config import (
 from .decode import DecodeError, StreamRecord, decode_image, parse_record, to_json_value
 from .deferred_releases import DeferredReleases, PendingRelease, settle
 from .invocation import InvocationScope
+from .kinesis_removals import RemovalCheck
 from .metrics import MetricsRecorder
 from .outcomes import (
     OUTCOME_CLEANED,
@@ -254,15 +256,32 @@ class CleanupRunner:
             self.clients.ownership, self.config.ownership_table_name, dry_run=self.config.dry_run
         )
 
-    def planned_claims(self, raw: object) -> tuple[Claimant, list[ClaimRef]] | None:
+    def removal_check(self) -> RemovalCheck:
+        """A new read-back of Kinesis ``REMOVE`` records (:mod:`.kinesis_removals`) for one
+        invocation."""
+        config = self.config
+        keys = [config.partition_key] + ([config.sort_key] if config.sort_key else [])
+        return RemovalCheck(
+            self.clients.table, config.table_name, keys, config.incarnation_attribute
+        )
+
+    def planned_claims(
+        self, raw: object, removals: RemovalCheck | None = None
+    ) -> tuple[Claimant, list[ClaimRef]] | None:
         """What the record's ownership check will ask, computed as :meth:`clean` does before
         any call: the claimant and the ids of the runnable plans of the steps that claim
         ownership (built-in steps: no user code runs here). ``None`` when there is nothing to
         ask or anything in the way (the record then asks for itself, and fails or skips there
-        as it would have). For :meth:`ClaimBatcher.premark`, on the invocation's own thread."""
+        as it would have). For :meth:`ClaimBatcher.premark`, on the invocation's own thread. A
+        ``REMOVE`` that came through Kinesis is planned only once ``removals`` (the invocation's
+        read-back) says its item is gone: a forged one's ids are never marked."""
         try:
             session = self._session(parse_record(raw))
             if isinstance(session, RecordResult):
+                return None
+            if session.record.through_kinesis and (
+                removals is None or removals.still_held(session.record, session.incarnation)
+            ):
                 return None
             refs = [
                 ref
@@ -371,6 +390,10 @@ class CleanupRunner:
         session = self._session(record)
         if isinstance(session, RecordResult):
             return session
+        scope = scope if scope is not None else InvocationScope()
+        not_removed = self._still_in_table(session, scope)
+        if not_removed is not None:
+            return not_removed
         ctx = StepContext(
             session,
             out_of_time,
@@ -378,7 +401,7 @@ class CleanupRunner:
             slots=step_pool.slots if step_pool is not None else None,
             claim_batcher=claims,
             claimant=self._claimant(session),
-            scope=scope if scope is not None else InvocationScope(),
+            scope=scope,
         )
         tally = _Tally()
         if self._run_gates(ctx, tally):
@@ -392,6 +415,26 @@ class CleanupRunner:
                 tally.add_attempt(attempt)
             self._release_owned(acting, attempts, ctx, tally, releases)
         return self._finish(record, ctx, tally)
+
+    def _still_in_table(self, session: Session, scope: InvocationScope) -> RecordResult | None:
+        """For a ``REMOVE`` that came through Kinesis, the result of a record whose item the
+        table still holds (skipped, ``ItemStillInTable``) or could not be read back (failed,
+        ``Ownership``); ``None`` to go on (:mod:`.kinesis_removals`)."""
+        record = session.record
+        if not record.through_kinesis:
+            return None
+        check = scope.shared(RemovalCheck, self.removal_check)
+        try:
+            held = check.still_held(record, session.incarnation)
+        except RuntimeError as exc:
+            result = self._result(record, OUTCOME_FAILED, failed_actions=(ACTION_OWNERSHIP,))
+            result.log["errors"] = {ACTION_OWNERSHIP: f"reading the item back: {exc}"}
+            return result
+        if not held:
+            return None
+        result = self._result(record, OUTCOME_SKIPPED, cause=CAUSE_ITEM_STILL_IN_TABLE)
+        result.log["keys"] = to_json_value(session.keys)
+        return result
 
     def _claimant(self, session: Session) -> Claimant:
         """Who the ownership records must name: the record's ``Keys`` (never the image's), the
@@ -674,7 +717,12 @@ def _attempt_of(step: CleanupStep, future: Future[Attempt]) -> Attempt:
     return future.result()
 
 
-_WARNING_CAUSES = (CAUSE_NO_OLD_IMAGE, CAUSE_MISSING_ATTRIBUTES, CAUSE_NO_SEQUENCE_NUMBER)
+_WARNING_CAUSES = (
+    CAUSE_NO_OLD_IMAGE,
+    CAUSE_MISSING_ATTRIBUTES,
+    CAUSE_NO_SEQUENCE_NUMBER,
+    CAUSE_ITEM_STILL_IN_TABLE,
+)
 
 
 def _level(result: RecordResult, fields: Mapping[str, Any]) -> int:
@@ -817,10 +865,7 @@ def _clean_records(
     # Record threads mostly wait on their steps; the step pool bounds the calls in flight. It,
     # the ownership check and the steps' shared helpers are this invocation's and no other's.
     invocation = _Invocation(deadline, StepPool(max_workers), cleaner.claim_batcher())
-    if invocation.claims is not None and len(records) > 1 and not deadline.out_of_time():
-        # The whole batch's ownership marks in as few calls as it allows (claims.premark).
-        planned = (cleaner.planned_claims(raw) for raw in records)
-        invocation.claims.premark([claims for claims in planned if claims is not None])
+    _read_ahead(records, cleaner, invocation)
     pool = ThreadPoolExecutor(
         max_workers=max(1, min(max_workers, len(records))), thread_name_prefix="cleanup"
     )
@@ -835,6 +880,25 @@ def _clean_records(
         # results are dropped, and nothing they still hold is read by a later invocation.
         for executor in (pool, invocation.step_pool):
             executor.shutdown(wait=not pending, cancel_futures=True)
+
+
+def _read_ahead(records: list[object], cleaner: CleanupRunner, invocation: _Invocation) -> None:
+    """Before any record starts, on the invocation's own thread and while the time guard lets a
+    call start: the items of the batch's Kinesis ``REMOVE`` records read back
+    (:mod:`.kinesis_removals`), then the batch's ownership marks (``ClaimBatcher.premark``; a
+    record whose item is still held is not marked), each in as few calls as the batch allows."""
+    parsed = [parse_record(raw) for raw in records]
+    kinesis = any(record.through_kinesis for record in parsed)
+    premark = invocation.claims is not None and len(records) > 1
+    if not (kinesis or premark) or invocation.deadline.out_of_time():
+        return
+    removals = None
+    if kinesis:
+        removals = invocation.scope.shared(RemovalCheck, cleaner.removal_check)
+        removals.prefetch(parsed)
+    if invocation.claims is not None and premark:
+        planned = (cleaner.planned_claims(raw, removals) for raw in records)
+        invocation.claims.premark([claims for claims in planned if claims is not None])
 
 
 def _record_work(raw: object, cleaner: CleanupRunner, invocation: _Invocation) -> RecordResult:

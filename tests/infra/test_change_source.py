@@ -103,6 +103,44 @@ def test_the_cleanup_may_read_the_stream(
     assert "dynamodb:GetRecords" not in actions
 
 
+def _statements_naming(template: Template, action: str) -> list[dict[str, Any]]:
+    return [
+        s
+        for policy in template.find_resources("AWS::IAM::Policy").values()
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        if action in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    ]
+
+
+def test_the_cleanup_may_read_back_the_session_table_with_batch_get_item_only(
+    default_kinesis: tuple[Stack, SessionExpiry, Template],
+) -> None:
+    """session_expiry_runtime.kinesis_removals: a REMOVE that came through Kinesis is read back
+    before it is cleaned (anyone with kinesis:PutRecord could have written it)."""
+    stack, construct, template = default_kinesis
+    table_id = stack.get_logical_id(construct.table.node.default_child)  # type: ignore[arg-type]
+    (statement,) = _statements_naming(template, "dynamodb:BatchGetItem")
+    assert statement["Action"] == "dynamodb:BatchGetItem"
+    assert {"Fn::GetAtt": [table_id, "Arn"]} in (
+        statement["Resource"]
+        if isinstance(statement["Resource"], list)
+        else [statement["Resource"]]
+    )
+    assert _statements_naming(template, "dynamodb:GetItem") == []  # nothing else of the table
+    cleanup_env = [
+        f["Properties"]["Environment"]["Variables"]
+        for f in template.find_resources("AWS::Lambda::Function").values()
+        if "SESSION_EXPIRY_TABLE_NAME"
+        in f["Properties"].get("Environment", {}).get("Variables", {})
+    ]
+    assert cleanup_env  # the read-back names the table
+
+
+def test_the_dynamodb_stream_source_reads_nothing_back() -> None:
+    _, _, template = synth()
+    assert _statements_naming(template, "dynamodb:BatchGetItem") == []
+
+
 def test_alarms_on_the_streams_and_the_mappings_iterator_age(
     default_kinesis: tuple[Stack, SessionExpiry, Template],
 ) -> None:

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from runtime_faults import answer, json_error
 from runtime_support import Sandbox
 from session_expiry_runtime import handler as handler_module
 from test_kinesis_source import KinesisSource, change, run
+
+from cdk_session_expiry import _runtime_contract as contract
+from cdk_session_expiry.alarms import LOST_CLEANUP_CAUSES
 
 
 @pytest.fixture
@@ -74,16 +79,6 @@ def test_an_identical_kinesis_duplicate_is_still_skipped_in_the_batch(
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review of issue 23, not fixed: a REMOVE put into the Kinesis change stream by "
-    "anyone with kinesis:PutRecord is cleaned as if DynamoDB had written it. Its old image can "
-    "name a live session's key, incarnation and ids exactly (they are in the item), so the "
-    "ownership check passes and the live session's connection, grant and scratch objects are "
-    "destroyed. The DynamoDB stream has no writer but DynamoDB; the S3 replay path guards the "
-    "same threat with a consistent GetItem (removed_items.check_removed); the live Kinesis path "
-    "has no such check (docs/security.md names the gap and who must not write the stream).",
-)
 def test_a_forged_remove_of_a_live_session_put_into_the_stream_touches_nothing(
     sandbox: Sandbox, source: KinesisSource, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -94,6 +89,91 @@ def test_a_forged_remove_of_a_live_session_put_into_the_stream_touches_nothing(
     forged["dynamodb"]["OldImage"] = forged["dynamodb"].pop("NewImage")
     source.put(forged)
 
-    run(source.batches(), caplog)
+    responses, _ = run(source.batches(), caplog)
 
+    # kinesis_removals: the item was read back (strongly consistent) and is still there with
+    # the image's incarnation: the removal did not happen. Skipped (not failed: a retry would
+    # find the same), counted under a cause the skipped-records alarm watches.
     assert sandbox.is_intact(live)
+    assert responses == [{"batchItemFailures": []}]
+    ((line, level),) = [(r.session, r.levelname) for r in caplog.records if hasattr(r, "session")]
+    assert line["outcome"] == "skipped" and line["cause"] == "ItemStillInTable"
+    assert level == "WARNING"
+    assert contract.CAUSE_ITEM_STILL_IN_TABLE in LOST_CLEANUP_CAUSES
+
+
+def test_a_genuine_remove_of_an_earlier_incarnation_is_cleaned_though_the_key_is_live_again(
+    sandbox: Sandbox, source: KinesisSource, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kinesis may deliver an old incarnation's REMOVE after the same key was created again:
+    the table holds an item under the key, but with another incarnation. The removal is real;
+    the ownership check keeps the new incarnation's resources."""
+    old = sandbox.create_session("s-1", expires_at=1)
+    sandbox.delete("s-1")
+    (remove,) = [r for r in sandbox.read_stream() if r["eventName"] == "REMOVE"]
+    new = sandbox.create_session("s-1", prefix="sessions/s-1/i2/")
+    sandbox.read_stream()
+    source.put(change(remove))
+
+    responses, _ = run(source.batches(), caplog)
+
+    assert responses == [{"batchItemFailures": []}]
+    assert sandbox.is_clean(old)
+    assert sandbox.is_intact(new)
+
+
+def test_forged_and_genuine_removes_in_one_batch_are_read_back_in_one_call(
+    sandbox: Sandbox, source: KinesisSource, caplog: pytest.LogCaptureFixture
+) -> None:
+    live = sandbox.create_session("s-live")
+    gone = [sandbox.create_session(f"s-{i}", expires_at=1) for i in range(3)]
+    (insert, *_) = sandbox.read_stream()
+    for s in gone:
+        sandbox.delete(s.session_id)
+    removes = [r for r in sandbox.read_stream() if r["eventName"] == "REMOVE"]
+    forged = change(insert)
+    forged["eventName"] = "REMOVE"
+    forged["dynamodb"]["OldImage"] = forged["dynamodb"].pop("NewImage")
+    for record in [forged, *map(change, removes)]:
+        source.put(record, partition_key="one-shard")
+    reads: list[int] = []
+
+    def count(params: dict[str, Any], **_: Any) -> None:
+        for request in params.get("RequestItems", {}).values():
+            reads.append(len(request["Keys"]))
+
+    handler_module.get_cleaner().clients.table.meta.events.register(
+        "provide-client-params.dynamodb.BatchGetItem", count
+    )
+
+    responses, lines = run(source.batches(), caplog)
+
+    assert responses == [{"batchItemFailures": []}]
+    assert sandbox.is_intact(live) and all(sandbox.is_clean(s) for s in gone)
+    assert reads == [4]  # the whole batch's keys in one BatchGetItem
+    causes = sorted(line.get("cause") or line["outcome"] for line in lines)
+    assert causes == ["ItemStillInTable", "cleaned", "cleaned", "cleaned"]
+
+
+def test_fails_a_kinesis_remove_whose_item_cannot_be_read_back_and_touches_nothing(
+    sandbox: Sandbox, source: KinesisSource, caplog: pytest.LogCaptureFixture
+) -> None:
+    session = sandbox.create_session("s-1", expires_at=1)
+    sandbox.delete("s-1")
+    (remove,) = [r for r in sandbox.read_stream() if r["eventName"] == "REMOVE"]
+    source.put(change(remove))
+    cleaner = handler_module.get_cleaner()
+    # Stub: the read-back refused (moto enforces no IAM): e.g. a role without BatchGetItem.
+    answer(
+        cleaner.clients.table,
+        "BatchGetItem",
+        lambda _: json_error(400, "AccessDeniedException"),
+    )
+
+    responses, lines = run(source.batches(), caplog)
+
+    assert len(responses[0]["batchItemFailures"]) == 1
+    assert sandbox.is_intact(session)
+    (line,) = lines
+    assert line["failedActions"] == ["Ownership"]
+    assert "AccessDeniedException" in line["errors"]["Ownership"]

@@ -1,0 +1,203 @@
+"""A ``REMOVE`` that came through Kinesis must name an item the table no longer holds.
+
+DynamoDB alone writes a DynamoDB stream. A Kinesis data stream takes records from anyone
+allowed ``kinesis:PutRecord`` on it, and such a writer can copy a live item into a ``REMOVE``:
+its old image then names the live session's key, incarnation and ids exactly and passes the
+ownership check (:mod:`.claims`), so its connection, grant and objects would be released while
+it is live. So, before a ``REMOVE`` that came through Kinesis
+(:attr:`.decode.StreamRecord.through_kinesis`: the Lambda record's ``eventSourceARN``, set by
+Lambda) is cleaned, the table is read back under the record's ``Keys`` (``BatchGetItem``,
+strongly consistent, the key attributes and the incarnation only):
+
+* the table holds an item with the old image's incarnation (or, for an image without one, any
+  item): the ``REMOVE`` did not happen. The record is skipped (``RecordsSkipped``, cause
+  ``ItemStillInTable``, watched by the skipped-records alarm) and nothing is called;
+* no item, or an item with another incarnation (a later session under the same key, which
+  Kinesis may deliver before the earlier one's ``REMOVE``): the removal is real; the ownership
+  check keeps the later session's resources;
+* the read failed: the record fails (action ``Ownership``) and is retried.
+
+The records of one invocation are read together before any record starts (100 keys a call,
+DynamoDB's ``BatchGetItem`` limit): 0.01 calls and one strongly consistent read (1 read request
+unit for an item up to 4 KB) per session. The cleanup function's role may read the table
+(``dynamodb:BatchGetItem``) only with the Kinesis change source. A DynamoDB stream record is
+never read back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from .decode import DecodeError, StreamRecord, decode_binary
+from .outcomes import error_text
+
+__all__ = ["MAX_KEYS_PER_CALL", "RemovalCheck"]
+
+#: ``BatchGetItem`` takes at most 100 keys (Amazon DynamoDB API Reference).
+MAX_KEYS_PER_CALL = 100
+#: Calls per chunk at most (the first and the retries of its ``UnprocessedKeys``).
+MAX_ROUNDS = 3
+_ABSENT = object()
+
+
+def _identity(key: Mapping[str, Any]) -> str:
+    """A key in boto3's shape (:func:`_request_key`, or an answered item's key attributes) as
+    text that is equal for equal DynamoDB keys: numbers compared by value (DynamoDB stores
+    ``1``, ``1.0`` and ``01`` as one number), binary values by their bytes.
+
+    Raises:
+        DecodeError: a number DynamoDB would not take.
+    """
+    canonical: dict[str, list[str]] = {}
+    for name, value in key.items():
+        ((kind, raw),) = dict(value).items()
+        if kind == "N":
+            try:
+                raw = str(Decimal(str(raw)).normalize())
+            except ArithmeticError:
+                raise DecodeError(f"Keys.{name}.N={raw!r}: expected a number") from None
+        elif kind == "B":
+            raw = bytes(raw).hex()
+        canonical[name] = [kind, str(raw)]
+    return json.dumps(canonical, sort_keys=True)
+
+
+def _request_key(keys: Mapping[str, Any]) -> dict[str, Any]:
+    """``Keys`` as Lambda delivers them (``B`` as base64 text) in boto3's shape (``bytes``).
+
+    Raises:
+        DecodeError: a key value that is not one S, N or B value.
+    """
+    out: dict[str, Any] = {}
+    for name, value in keys.items():
+        if not (isinstance(value, Mapping) and len(value) == 1):
+            raise DecodeError(f"Keys.{name}={value!r}: expected one S, N or B value")
+        ((kind, raw),) = value.items()
+        if kind == "B":
+            raw = decode_binary(raw, f"Keys.{name}.B")
+        elif kind not in ("S", "N") or not isinstance(raw, str):
+            raise DecodeError(f"Keys.{name}={value!r}: expected one S, N or B value")
+        out[name] = {kind: raw}
+    return out
+
+
+class RemovalCheck:
+    """The read-back of one invocation's Kinesis ``REMOVE`` records (module docstring).
+
+    Args:
+        dynamodb: a boto3 DynamoDB client (the cleanup's ownership client).
+        table_name: the session table (``SESSION_EXPIRY_TABLE_NAME``); ``None``: every check
+            fails (a function deployed before the construct set it: redeploy).
+        key_names: the table's key attribute names (partition key, and sort key if any): a
+            record whose ``Keys`` name others is no item of this table and fails on its own,
+            never the call that reads the others.
+        incarnation_attribute: the items' incarnation attribute name.
+    """
+
+    def __init__(
+        self,
+        dynamodb: Any,
+        table_name: str | None,
+        key_names: Sequence[str],
+        incarnation_attribute: str,
+    ) -> None:
+        self.dynamodb, self.table_name = dynamodb, table_name
+        self.key_names = frozenset(key_names)
+        self.incarnation_attribute = incarnation_attribute
+        #: key identity -> the held item's incarnation (None: an item without one) or _ABSENT
+        self._read: dict[str, object] = {}
+        self._failed: dict[str, str] = {}
+
+    def prefetch(self, records: Sequence[StreamRecord]) -> None:
+        """Read back every Kinesis ``REMOVE`` of ``records`` in as few calls as they allow;
+        never raises (what could not be read is read again, or fails, in :meth:`still_held`)."""
+        self._read_keys(
+            [r.keys for r in records if r.through_kinesis and r.event_name == "REMOVE" and r.keys]
+        )
+
+    def still_held(self, record: StreamRecord, incarnation: str | None) -> bool:
+        """``True`` when the table holds the item ``record`` says was removed (module docstring).
+
+        Raises:
+            RuntimeError: the item could not be read (no table name, a failed call, Keys that
+                are not S, N or B); the text says why.
+        """
+        if record.keys is None:
+            raise RuntimeError("a REMOVE record without Keys cannot be read back")
+        if set(record.keys) != self.key_names:
+            raise RuntimeError(
+                f"Keys name {sorted(record.keys)}: expected the table's key "
+                f"{sorted(self.key_names)}; no item of this table can be read back"
+            )
+        try:
+            identity = _identity(_request_key(record.keys))
+        except DecodeError as exc:
+            raise RuntimeError(f"the item cannot be read back: {exc}") from None
+        if identity not in self._read:
+            self._read_keys([record.keys])
+        if identity not in self._read:
+            raise RuntimeError(self._failed.get(identity, "the item could not be read back"))
+        held = self._read[identity]
+        if held is _ABSENT:
+            return False
+        return incarnation is None or held is None or held == incarnation
+
+    def _read_keys(self, keys: list[Mapping[str, Any]]) -> None:
+        for start in range(0, len(keys), MAX_KEYS_PER_CALL):
+            self._read_chunk(keys[start : start + MAX_KEYS_PER_CALL])
+
+    def _read_chunk(self, keys: list[Mapping[str, Any]]) -> None:
+        todo: dict[str, dict[str, Any]] = {}
+        for keys_of in keys:
+            if set(keys_of) != self.key_names:
+                continue  # still_held says why
+            try:
+                request = _request_key(keys_of)
+                identity = _identity(request)
+            except DecodeError:
+                continue  # still_held says why
+            if identity not in self._read:
+                todo[identity] = request
+        if self.table_name is None:
+            why = "SESSION_EXPIRY_TABLE_NAME is not set (redeploy: the construct sets it)"
+            self._failed.update(dict.fromkeys(todo, why))
+            return
+        for _ in range(MAX_ROUNDS):
+            if not todo:
+                return
+            try:
+                todo = self._get(todo)
+            except (ClientError, BotoCoreError) as exc:
+                self._failed.update(
+                    dict.fromkeys(todo, f"reading the item back: {error_text(exc)}")
+                )
+                return
+        self._failed.update(dict.fromkeys(todo, "reading the item back: UnprocessedKeys"))
+
+    def _get(self, todo: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """One ``BatchGetItem``; the keys it left unprocessed."""
+        names = {f"#k{i}": n for i, n in enumerate(sorted(next(iter(todo.values()))))}
+        names["#inc"] = self.incarnation_attribute
+        request = {
+            "Keys": list(todo.values()),
+            "ConsistentRead": True,
+            "ProjectionExpression": ", ".join(names),
+            "ExpressionAttributeNames": names,
+        }
+        page = self.dynamodb.batch_get_item(RequestItems={str(self.table_name): request})
+        key_names = [n for k, n in names.items() if k != "#inc"]
+        for item in (page.get("Responses") or {}).get(self.table_name) or []:
+            identity = _identity({name: item[name] for name in key_names})
+            incarnation = (item.get(self.incarnation_attribute) or {}).get("S")
+            self._read[identity] = incarnation if isinstance(incarnation, str) else None
+        left = ((page.get("UnprocessedKeys") or {}).get(self.table_name) or {}).get("Keys") or []
+        unprocessed = {_identity(k) for k in left}
+        for identity in todo:
+            if identity not in unprocessed:
+                self._read.setdefault(identity, _ABSENT)
+        return {i: k for i, k in todo.items() if i in unprocessed}
