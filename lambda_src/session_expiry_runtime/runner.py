@@ -94,7 +94,7 @@ from .config import (
     RuntimeConfig,
 )
 from .decode import DecodeError, StreamRecord, decode_image, parse_record, to_json_value
-from .deferred_releases import DeferredReleases, PendingRelease, settle
+from .deferred_releases import DeferredReleases, PendingRelease
 from .invocation import InvocationScope
 from .kinesis_removals import RemovalCheck
 from .metrics import MetricsRecorder
@@ -765,9 +765,8 @@ class Deadline:
     """The invocation's deadline as Lambda's context tells it (no context: no deadline).
 
     Only the record threads read the context (each before it starts a record or a page), and
-    the invocation's own thread before it marks the batch's ownership records and before it
-    sends their releases; the
-    hard stop is extrapolated from the latest reading with a monotonic clock, so watching it
+    the read-ahead thread once, before it marks the batch's ownership records; the hard stop is
+    extrapolated from the latest reading with a monotonic clock, so watching it
     costs no reading of its own (Lambda's remaining time falls with the wall clock).
 
     Args:
@@ -865,7 +864,8 @@ def _clean_records(
     # Record threads mostly wait on their steps; the step pool bounds the calls in flight. It,
     # the ownership check and the steps' shared helpers are this invocation's and no other's.
     invocation = _Invocation(deadline, StepPool(max_workers), cleaner.claim_batcher())
-    _read_ahead(records, cleaner, invocation)
+    if not _read_ahead_in_time(records, cleaner, invocation):
+        return [cleaner.unfinished(raw) for raw in records]
     pool = ThreadPoolExecutor(
         max_workers=max(1, min(max_workers, len(records))), thread_name_prefix="cleanup"
     )
@@ -873,13 +873,27 @@ def _clean_records(
     try:
         futures = [pool.submit(_record_work, raw, cleaner, invocation) for raw in records]
         pending = set(futures)  # until they are waited for: an interrupt waits for none
-        pending = _wait_until_done_or_hard_stop(futures, deadline)
+        pending = _wait_until_done_or_hard_stop(futures, deadline, invocation)
         return _collect(records, futures, pending, cleaner, deferred, invocation)
     finally:
         # Never wait past the hard stop (or an interrupt) for threads still running: their
         # results are dropped, and nothing they still hold is read by a later invocation.
         for executor in (pool, invocation.step_pool):
             executor.shutdown(wait=not pending, cancel_futures=True)
+
+
+def _read_ahead_in_time(
+    records: list[object], cleaner: CleanupRunner, invocation: _Invocation
+) -> bool:
+    """:func:`_read_ahead` on a thread of its own, waited for until the hard stop (an answer
+    that trickles in must not hold the invocation past it); ``False`` when it was still running
+    then (every record then fails, unfinished)."""
+    ahead = ThreadPoolExecutor(1, thread_name_prefix="cleanup-ahead")
+    try:
+        future = ahead.submit(_read_ahead, records, cleaner, invocation)
+        return not _wait_until_done_or_hard_stop([future], invocation.deadline)
+    finally:
+        ahead.shutdown(wait=False, cancel_futures=True)
 
 
 def _read_ahead(records: list[object], cleaner: CleanupRunner, invocation: _Invocation) -> None:
@@ -920,9 +934,10 @@ def _record_work(raw: object, cleaner: CleanupRunner, invocation: _Invocation) -
 
 
 def _wait_until_done_or_hard_stop(
-    futures: Sequence[Future[RecordResult]], deadline: Deadline
-) -> set[Future[RecordResult]]:
-    """Wait for every record thread, or until the hard stop; the futures still running."""
+    futures: Sequence[Future[Any]], deadline: Deadline, invocation: _Invocation | None = None
+) -> set[Future[Any]]:
+    """Wait for every record thread, or until the hard stop; the futures still running. While
+    records still run, the releases of those done go out when due (:mod:`.deferred_releases`)."""
     pending = set(futures)
     while pending:
         left = deadline.seconds_to_hard_stop()
@@ -930,7 +945,20 @@ def _wait_until_done_or_hard_stop(
             break
         timeout = HARD_STOP_POLL_SECONDS if left is None else min(left, HARD_STOP_POLL_SECONDS)
         _, pending = wait(pending, timeout=timeout)
+        if pending and invocation is not None:
+            _send_due_releases(deadline, invocation)
     return pending
+
+
+def _send_due_releases(deadline: Deadline, invocation: _Invocation) -> None:
+    """Hand the kept releases to their sender if they are due (judged from the latest reading
+    of the remaining time: no reading of its own)."""
+    if invocation.claims is None:
+        return
+    to_hard_stop = deadline.seconds_to_hard_stop()
+    left = None if to_hard_stop is None else to_hard_stop + RETURN_RESERVE_MS / 1000
+    if invocation.releases.due(left, deadline.margin_ms / 1000):
+        invocation.releases.send_soon(invocation.claims)
 
 
 def _collect(
@@ -951,10 +979,9 @@ def _collect(
             done[index] = (
                 future.result() if exc is None else cleaner.unexpected(raw, exc, account=False)
             )
-    if invocation.claims is not None and done:
-        # The releases are new calls: sent only while the time guard lets a call start.
-        may_send = not invocation.deadline.out_of_time()
-        settle(invocation.releases, list(done.values()), invocation.claims, may_send=may_send)
+    if invocation.claims is not None:  # what is left, waited for until the hard stop
+        invocation.releases.finish(invocation.claims, invocation.deadline.seconds_to_hard_stop())
+        invocation.releases.apply(list(done.values()))
     results: list[RecordResult] = []
     for index, raw in enumerate(records):
         result = done.get(index)

@@ -424,10 +424,11 @@ def test_time_guard_reports_unstarted_records_without_starting_them(sandbox: San
     records = sandbox.lambda_records()
     config = sandbox.config.__class__(**{**sandbox.config.__dict__, "max_workers": 1})
 
-    # Three readings with time left: the invocation's own, before it marks the batch's
-    # ownership records (runner._clean_records), then one per record started. The fifth
-    # reading, before the releases are sent, has none: the two that acted fail too
-    # (deferred_releases: their ownership records stay releasing until a retry releases them).
+    # Three readings with time left: the read-ahead's, before it marks the batch's ownership
+    # records (runner._read_ahead), then one per record started. The latest reading (500 ms
+    # left) puts the hard stop in the past when the releases would be sent: the two that acted
+    # fail too (deferred_releases: their ownership records stay releasing until a retry
+    # releases them).
     response = run(sandbox.cleaner(config), records, ShrinkingContext(calls=3))
 
     assert failed_ids(response) == [seq(r) for r in records]
