@@ -1,7 +1,9 @@
 """CloudWatch alarm defaults of the cleanup pipeline.
 
-Every alarm treats missing data as not breaching: no invocations means nothing to clean, not
-a failure. Thresholds and periods are here so they can be read in one place.
+Every alarm but one treats missing data as not breaching: no invocations means nothing to clean,
+not a failure. The exception is the paused-cleanup alarm: its metric is written on every run of
+the pause watch, so its absence means the watch stopped, and a pause would be silent
+(:func:`cleanup_paused_alarm`). Thresholds and periods are here so they can be read in one place.
 
 Each alarm has one meaning, and its ``AlarmDescription`` (at most 1,024 characters, CloudWatch's
 limit: Amazon CloudWatch API Reference, PutMetricAlarm) states it and ends with a link to its
@@ -97,16 +99,20 @@ def _alarm(
     threshold: float,
     description: str,
     actions: Sequence[cloudwatch.IAlarmAction],
+    periods: int = 1,
+    missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
 ) -> cloudwatch.Alarm:
+    """An alarm above ``threshold`` in ``periods`` of ``periods`` periods (default 1 of 1),
+    missing data as ``missing`` (default not breaching)."""
     alarm = cloudwatch.Alarm(
         scope,
         construct_id,
         metric=metric,
         threshold=threshold,
-        evaluation_periods=1,
-        datapoints_to_alarm=1,
+        evaluation_periods=periods,
+        datapoints_to_alarm=periods,
         comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        treat_missing_data=missing,
         alarm_description=description,
     )
     for action in actions:
@@ -507,6 +513,9 @@ def orphan_grants_alarm(
 DEFAULT_CLEANUP_PAUSED_AFTER = Duration.hours(12)
 #: One run of the pause watch (every 5 minutes): a shorter threshold cannot be told apart.
 MIN_CLEANUP_PAUSED_AFTER = Duration.minutes(5)
+#: Periods (5 minutes each) the paused-cleanup alarm needs, all breaching or missing: one late
+#: or skipped run of the watch is no page, a watch silent for 15 minutes is.
+CLEANUP_PAUSED_PERIODS = 3
 
 
 def check_cleanup_paused_after(value: Duration, retention: Duration = STREAM_RETENTION) -> None:
@@ -533,23 +542,36 @@ def cleanup_paused_alarm(
     actions: Sequence[cloudwatch.IAlarmAction],
     retention: Duration = STREAM_RETENTION,
 ) -> cloudwatch.Alarm:
-    """Maximum ``CleanupPausedSeconds`` above ``threshold`` (construct id
-    ``CleanupPausedAlarm``): the cleanup's event source mapping has been disabled that long."""
+    """Maximum ``CleanupPausedSeconds`` above ``threshold``, or no value, in 3 of 3 periods
+    (construct id ``CleanupPausedAlarm``; missing data breaching).
+
+    One meaning: the cleanup may have been paused longer than ``threshold`` and no one can
+    tell otherwise — its event source mapping has been disabled (or the circuit breaker open)
+    that long, or the pause watch, which writes a value on every run, stopped for 15 minutes
+    (a disabled or deleted rule, throttled invocations, errors). The state reason says which
+    (values above the threshold, or no data points). Missing data as breaching suits "a metric
+    that continually reports data" (Amazon CloudWatch User Guide, "Configuring how CloudWatch
+    alarms treat missing data")."""
     return _alarm(
         scope,
         "CleanupPausedAlarm",
         metric=metric,
         threshold=threshold.to_seconds(),
         description=described(
-            f"The session cleanup has been paused (its event source mapping disabled) for more "
-            f"than {threshold.to_human_string()}: records written since the pause leave the "
-            f"stream {retention_text(retention)} after it and are then never cleaned; records "
-            "older than "
-            "max_record_age at resume go to the on-failure destination. Resume it, or know why "
-            "not.",
+            f"The session cleanup has been paused (its event source mapping disabled, or the "
+            f"circuit breaker open through failed probes) for more than "
+            f"{threshold.to_human_string()}, or no one can tell: records written since the "
+            f"pause leave the stream {retention_text(retention)} after it and are then never "
+            "cleaned; records older than max_record_age at resume go to the on-failure "
+            "destination. Resume it, or know why not. No data (the state reason says no "
+            "datapoints): the pause watch itself stopped writing its value for 15 minutes; "
+            "first action: check its schedule rule is enabled and its function's errors and "
+            "throttles, then the mapping's State.",
             RUNBOOK_CLEANUP_PAUSED,
         ),
         actions=actions,
+        periods=CLEANUP_PAUSED_PERIODS,
+        missing=cloudwatch.TreatMissingData.BREACHING,
     )
 
 

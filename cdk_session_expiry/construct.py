@@ -1156,6 +1156,7 @@ class SessionExpiry(Construct):
             metrics_namespace=props.metrics_namespace,
             alarm_actions=props.actions,
         )
+        self.pause_watch.count_breaker_pauses(self.circuit_breaker.state_parameter)
         self.alarms.append(self.circuit_breaker.errors_alarm)
 
     def _add_tenant_metrics(self, props: SessionExpiryProps) -> None:

@@ -10,10 +10,21 @@ its records are gone. The construct therefore always adds (assembled by :class:`
   128 MiB, 30 seconds, asynchronous retries off: the next run is the retry) with its own role
   (``lambda:GetEventSourceMapping`` on the cleanup's mapping only) and log group, run every
   5 minutes by an EventBridge rule. Each run writes ``CleanupPausedSeconds`` (now - the mapping's
-  ``LastModified`` while it is ``Disabled``/``Disabling``, 0 otherwise; dimension
-  ``EventSourceMappingUUID``);
+  ``LastModified`` while it is ``Disabled``/``Disabling``, or from the circuit breaker's first
+  opening of its current run when that is earlier; 0 otherwise; dimension
+  ``EventSourceMappingUUID``), on every run, 0 included. With ``circuit_breaker`` it also reads
+  the breaker's record (:meth:`PauseWatch.count_breaker_pauses`: ``ssm:GetParameter`` on that
+  parameter only);
 * ``CleanupPausedAlarm``: its Maximum above ``alarm_cleanup_paused_after`` (12 hours by default,
-  less than the stream's 24 hours);
+  less than the stream's 24 hours), **missing data breaching**, 3 of 3 five-minute periods. The
+  watch writes a value on every run, so no value for 15 minutes means the watch itself stopped
+  (its rule disabled or deleted, its invocations throttled and dropped, or failing — the
+  errors alarm says which): the alarm's one meaning is "the cleanup may have been paused too
+  long, and no one can tell otherwise". A separate heartbeat alarm would split that meaning in
+  two for one more alarm a stack; the alarm's state reason tells the two apart (a value above
+  the threshold, or no data points), and the runbook starts from it. Three periods, not one, so
+  one late or skipped run (EventBridge's schedule and embedded-metric delivery are not to the
+  second) is no page; a real pause is heard 10 minutes later than with one, against 12 hours;
 * ``ErrorsAlarm`` on the watch's own errors: a watch that cannot read the mapping raises rather
   than report 0.
 
@@ -40,6 +51,7 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from . import _runtime_contract as contract
@@ -151,6 +163,19 @@ class PauseWatch(Construct):
             function=self.function,
             actions=alarm_actions,
             description=alarm_defaults.PAUSE_WATCH_ERRORS_DESCRIPTION,
+        )
+
+    def count_breaker_pauses(self, parameter: ssm.IStringParameter) -> None:
+        """Count a circuit breaker's pause from its first opening: the watch reads the breaker's
+        record in ``parameter`` (environment ``SESSION_EXPIRY_BREAKER_STATE_PARAMETER``,
+        ``ssm:GetParameter`` on that parameter only). Each failed probe disables the mapping
+        again and moves its ``LastModified``; without the record such a breaker would never
+        reach the paused-cleanup alarm (``session_expiry_runtime.pause_watch``)."""
+        self.function.add_environment(
+            contract.ENV_BREAKER_STATE_PARAMETER, parameter.parameter_name
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[parameter.parameter_arn])
         )
 
     def metric_cleanup_paused_seconds(self, **options: Any) -> cloudwatch.Metric:

@@ -250,8 +250,7 @@ def _gone_for_longer_than_the_stream_path(b: Backstops, function: Any, grants: s
     """Move the ``goneSince`` the first sweep wrote on these grants' ownership records back by
     the stream path's bound (``SESSION_EXPIRY_GRANT_SWEEP_PENDING_SECONDS``, deployed on the
     grant sweep): the simulated time until the next run, as the outage's 25 hours are."""
-    from session_expiry_runtime.grant_sweeper import ATTR_GONE_SINCE
-    from session_expiry_runtime.ownership import KIND_GRANT, resource_key
+    from session_expiry_runtime.ownership import ATTR_GONE_SINCE, KIND_GRANT, resource_key
 
     env = function.environment
     pending = int(env[contract.ENV_GRANT_SWEEP_PENDING_SECONDS])

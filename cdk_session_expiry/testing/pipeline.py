@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from session_expiry_runtime.grant_sweeper import ATTR_GONE_SINCE
+from session_expiry_runtime.ownership import ATTR_GONE_SINCE
 
 from cdk_session_expiry import _runtime_contract as contract
 from cdk_session_expiry.testing import app_function

@@ -37,7 +37,18 @@ State machine (``CLOSED`` → ``OPEN`` → ``HALF_OPEN`` → ``CLOSED``)::
   (awsdocs/aws-lambda-developer-guide#487); the construct refuses it at synth too.
 
 The record is JSON in an SSM String parameter the construct creates (``state``, ``since``,
-``reason``, ``failedProbes``, ``seenState``, ``seenModified``), written only when it changes.
+``reason``, ``failedProbes``, ``seenState``, ``seenModified``, ``pausedSince``), written only
+when it changes.
+
+**How long it has paused the cleanup** (``pausedSince``, epoch seconds): the time the breaker
+first opened in the current unbroken run of openings and probes. Set when it trips, kept through
+every probe and every failed probe's re-opening, dropped when it closes (a probe passed, or it
+yielded). Each re-opening disables the mapping again, which moves the mapping's
+``LastModified``; the pause watch (:mod:`.pause_watch`) counts ``CleanupPausedSeconds`` from the
+earlier of ``LastModified`` and ``pausedSince``, so a breaker whose every probe fails reaches the
+paused-cleanup alarm like any other pause, and the stream's 24 hours are counted from the
+first pause, not from the last failed probe (a record written before this field existed counts
+from its ``since``, the time it opened, at its next probe).
 Every run writes ``CircuitBreakerState`` (0 closed, 1 half-open, 2 open; dimension
 ``EventSourceMappingUUID``) for the dashboard, and logs one line with the decision and its
 reason.
@@ -105,7 +116,8 @@ class MappingBusy(RuntimeError):
 class Record:
     """The breaker's own state (the SSM parameter's JSON). ``since`` and ``seen_modified`` are
     epoch seconds; ``seen_*`` are the mapping's ``State``/``LastModified`` as last seen while
-    open or half-open (``None`` when closed)."""
+    open or half-open (``None`` when closed); ``paused_since`` (epoch seconds) is when the
+    breaker first opened in the current run of openings and probes (``None`` when closed)."""
 
     state: str = CLOSED
     since: float | None = None
@@ -113,6 +125,8 @@ class Record:
     failed_probes: int = 0
     seen_state: str | None = None
     seen_modified: float | None = None
+    #: When the breaker first opened in this run of openings and probes (``None`` when closed).
+    paused_since: float | None = None
 
     @classmethod
     def from_json(cls, text: str) -> Record:
@@ -134,6 +148,7 @@ class Record:
             failed_probes=int(raw.get("failedProbes", 0)),
             seen_state=raw.get("seenState"),
             seen_modified=raw.get("seenModified"),
+            paused_since=raw.get("pausedSince"),
         )
 
     def to_json(self) -> str:
@@ -145,6 +160,7 @@ class Record:
                 "failedProbes": self.failed_probes,
                 "seenState": self.seen_state,
                 "seenModified": self.seen_modified,
+                "pausedSince": self.paused_since,
             },
             sort_keys=True,
         )
@@ -216,7 +232,9 @@ def alarm_change(event: Mapping[str, Any]) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _moved_by_others(record: Record, mapping: MappingView) -> str | None:
+def moved_by_others(record: Record, mapping: MappingView) -> str | None:
+    """Why the mapping is someone else's decision now (see the module docstring), or ``None``
+    when it is as an open or half-open breaker left it."""
     expected = _AFTER_DISABLE if record.state == OPEN else _AFTER_ENABLE
     if mapping.state not in expected:
         return f"the mapping is {mapping.state}, not as the breaker left it"
@@ -253,7 +271,7 @@ def decide(
             "toggling a LATEST mapping can skip records, so the breaker never does"
         )
     if record.state != CLOSED:
-        moved = _moved_by_others(record, mapping)
+        moved = moved_by_others(record, mapping)
         if moved is not None:
             return Decision(Record(CLOSED, now, f"yielded: {moved}"), None, f"yielded: {moved}")
     if alarm is not None:
@@ -262,8 +280,10 @@ def decide(
 
 
 def _open(record: Record, now: float, reason: str, *, probe_failed: bool) -> Decision:
+    """Open: a trip starts the run's ``paused_since``; a failed probe keeps it."""
     failed = record.failed_probes + 1 if probe_failed else 0
-    return Decision(Record(OPEN, now, reason, failed), False, reason)
+    first = (record.paused_since or record.since or now) if probe_failed else now
+    return Decision(Record(OPEN, now, reason, failed, paused_since=first), False, reason)
 
 
 def _on_alarm(
@@ -304,7 +324,9 @@ def _on_schedule(
         if firing:
             return Decision(record, None, f"open: waiting for {', '.join(firing)} to leave ALARM")
         reason = "half-open: cool-down over and no judged alarm in ALARM; probing"
-        return Decision(replace(record, state=HALF_OPEN, since=now, reason=reason), True, reason)
+        first = record.paused_since or record.since  # an older record: its opening
+        probing = replace(record, state=HALF_OPEN, since=now, reason=reason, paused_since=first)
+        return Decision(probing, True, reason)
     firing = sorted(set(alarms_in_alarm()) & settings.judged)
     if firing:
         return _open(record, now, f"probe failed: {', '.join(firing)} in ALARM", probe_failed=True)

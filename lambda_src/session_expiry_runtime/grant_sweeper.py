@@ -48,7 +48,12 @@ with a strongly consistent ``GetItem`` only for those:
   been gone ``SESSION_EXPIRY_GRANT_SWEEP_PENDING_SECONDS`` (the event source mapping's maximum
   record age plus a margin, set by the construct; 7 hours by default): past it the stream path
   has given up (the failure destination holds the record) and the grant is an orphan, retired
-  and counted as ``OrphanGrantsRetired``.
+  and counted as ``OrphanGrantsRetired``. A sighting can be transient: a connected-grant detach
+  forgets the grant on the item, fails to retire it and puts it back
+  (:mod:`.store_parts.connected_grants`). Putting it back holds its claim again, and that write
+  removes ``goneSince`` (:meth:`~.store_parts.claims.ClaimWriter.hold_again`), so the
+  session's later normal end is pending from the sweep that sees *that* end, not from the
+  earlier sighting.
 * no record (a legacy grant, created before ownership records, or one whose record was never
   written): as above, by the item alone.
 
@@ -117,6 +122,7 @@ from .grant_names import GRANT_NAME_PREFIX, GrantOwner, parse_grant_name
 from .grant_sweep_marker import GrantSweepMarker
 from .metrics import MetricsRecorder
 from .ownership import (
+    ATTR_GONE_SINCE,
     ATTR_INCARNATION,
     ATTR_OWNER,
     ATTR_RESOURCE,
@@ -144,10 +150,6 @@ VERDICT_EXPIRED = "expired"
 VERDICT_PENDING = "pending"
 #: Its ownership record is released: the stream path retired it.
 VERDICT_RELEASED = "released"
-
-#: Ownership record attribute (Number, epoch seconds): when the grant sweep first saw the
-#: grant's session gone while the record was unreleased.
-ATTR_GONE_SINCE = "goneSince"
 
 
 def client_config() -> Config:

@@ -17,6 +17,8 @@ attribute          value
 ``claimedAt``      epoch seconds of the claim
 ``notAfter``       the owner's absolute end (epoch seconds): after it the owner cannot be live
 ``expiresAt``      time to live: ``notAfter`` + :data:`CLAIM_RETENTION_SECONDS`
+``goneSince``      grants only: when the grant sweep first saw the session gone (epoch
+                   seconds); removed when the grant is held again (:data:`ATTR_GONE_SINCE`)
 =================  ==================================================================
 
 The cleanup acts on an id only when its claim names the REMOVE record's own ``Keys`` (which no
@@ -46,6 +48,7 @@ __all__ = [
     "ALARMED_REFUSALS",
     "ATTR_CLAIMED_AT",
     "ATTR_EXPIRES_AT",
+    "ATTR_GONE_SINCE",
     "ATTR_INCARNATION",
     "ATTR_NOT_AFTER",
     "ATTR_OWNER",
@@ -89,6 +92,12 @@ ATTR_CLAIMED_AT = "claimedAt"
 ATTR_NOT_AFTER = "notAfter"
 #: The ownership table's time to live attribute (Number, epoch seconds).
 ATTR_EXPIRES_AT = "expiresAt"
+#: A grant's record only (Number, epoch seconds): when the grant sweep first saw the grant's
+#: session gone while the record was unreleased (the start of its pending bound). Removed by
+#: every write that records the grant on a live session again (a new claim is a whole new item;
+#: ``hold_again`` removes it in the same ``UpdateItem``), so a later, normal end of that
+#: session starts its pending time afresh.
+ATTR_GONE_SINCE = "goneSince"
 
 STATE_HELD = "held"
 STATE_RELEASING = "releasing"

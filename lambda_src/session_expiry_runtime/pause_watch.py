@@ -6,24 +6,38 @@ retention": DynamoDB Streams API Reference, TrimmedDataAccessException). Every o
 the cleanup watches what an invocation does, so a paused cleanup is silent until its records are
 gone. This check, run every 5 minutes by its own EventBridge rule (handler
 ``session_expiry_runtime.pause_watch.handler``), reads the mapping (``GetEventSourceMapping``)
-and writes one embedded metric:
+and writes one embedded metric on **every** run, 0 included (the construct's alarm treats a
+missing value as breaching: a watch that stopped running is heard):
 
-* ``CleanupPausedSeconds`` (Seconds, dimension ``EventSourceMappingUUID``): now - the mapping's
-  ``LastModified`` while its ``State`` is ``Disabled`` or ``Disabling``, 0 in any other state.
-  ``LastModified`` is "the date that the event source mapping was last updated or that its state
-  changed" (AWS Lambda API Reference, EventSourceMappingConfiguration): an update to a mapping
-  that is already disabled (a second ``disable``, a deploy that changes its batch size) starts
-  the count again although the stream's clock does not stop; the value is then a lower bound.
+* ``CleanupPausedSeconds`` (Seconds, dimension ``EventSourceMappingUUID``): now - the time the
+  pause started while the mapping's ``State`` is ``Disabled`` or ``Disabling``, 0 in any other
+  state. The pause started at the mapping's ``LastModified``, "the date that the event source
+  mapping was last updated or that its state changed" (AWS Lambda API Reference,
+  EventSourceMappingConfiguration) — or earlier, when the circuit breaker paused it: each of
+  the breaker's failed probes disables the mapping again and moves ``LastModified``, so with
+  the breaker on (``SESSION_EXPIRY_BREAKER_STATE_PARAMETER``) the watch reads the breaker's
+  record (``GetParameter``) and, while the breaker is open or half-open and the mapping is as
+  the breaker left it (:func:`.circuit_breaker.moved_by_others`), counts from the earlier of
+  ``LastModified`` and the record's ``pausedSince`` — the breaker's first opening of an
+  unbroken run of openings and probes. A half-open breaker's probe (the mapping enabled for a
+  few minutes) does not end that count: the run ends when the breaker closes. Any other update
+  to a mapping that is already disabled (a second kill-switch ``disable``, a deploy that
+  changes its batch size) starts the count again although the stream's clock does not stop;
+  the value is then a lower bound (the kill switch says so, with ``alreadyPausedSince``).
 
 The construct alarms on its Maximum above ``alarm_cleanup_paused_after`` (12 hours by default).
 :func:`deadlines` gives the kill switch the same times: when the records written since the pause
 start to leave the stream, and when the mapping's ``MaximumRecordAgeInSeconds`` sends them to
-the on-failure destination at resume. A failed ``GetEventSourceMapping`` raises (the function's
-errors alarm fires): a watch that cannot see the mapping must not report 0.
+the on-failure destination at resume; the watch's own answer gives them from the same start as
+the metric. A failed ``GetEventSourceMapping`` (or ``GetParameter`` of the breaker's record, or an
+unreadable record) raises and writes no metric (the function's errors alarm fires, and the
+paused-cleanup alarm on the missing value): a watch that cannot see the pause must not report 0.
 
 Environment: ``SESSION_EXPIRY_EVENT_SOURCE_MAPPING_UUID`` (required),
-``SESSION_EXPIRY_METRICS_NAMESPACE`` (default ``SessionExpiry``). IAM:
-``lambda:GetEventSourceMapping`` on that mapping.
+``SESSION_EXPIRY_METRICS_NAMESPACE`` (default ``SessionExpiry``),
+``SESSION_EXPIRY_BREAKER_STATE_PARAMETER`` (the breaker's record; set by the construct with
+``circuit_breaker`` only). IAM: ``lambda:GetEventSourceMapping`` on that mapping,
+``ssm:GetParameter`` on that parameter.
 """
 
 from __future__ import annotations
@@ -39,9 +53,11 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from .circuit_breaker import CLOSED, MappingView, Record, moved_by_others
 from .config import (
     DEFAULT_METRICS_NAMESPACE,
     DIMENSION_EVENT_SOURCE_MAPPING,
+    ENV_BREAKER_STATE_PARAMETER,
     ENV_EVENT_SOURCE_MAPPING_UUID,
     ENV_METRICS_NAMESPACE,
     METRIC_CLEANUP_PAUSED_SECONDS,
@@ -71,23 +87,47 @@ def paused_since(mapping: Mapping[str, Any]) -> datetime | None:
     return _utc(modified)
 
 
-def paused_seconds(mapping: Mapping[str, Any], now: datetime) -> int:
-    """Whole seconds the mapping has been paused at ``now`` (never negative); 0 when enabled."""
-    since = paused_since(mapping)
+def breaker_paused_since(record: Record | None, mapping: Mapping[str, Any]) -> datetime | None:
+    """The circuit breaker's first opening of its current run (``record.paused_since``, UTC)
+    while it is open or half-open and the mapping is as it left it; ``None`` otherwise (no
+    breaker, closed, a record without the field, or a mapping someone else changed)."""
+    if record is None or record.state == CLOSED or record.paused_since is None:
+        return None
+    if moved_by_others(record, MappingView.of(mapping)) is not None:
+        return None
+    return datetime.fromtimestamp(record.paused_since, timezone.utc)
+
+
+def pause_start(mapping: Mapping[str, Any], breaker: Record | None = None) -> datetime | None:
+    """When the current pause started (UTC): the earlier of :func:`paused_since` and
+    :func:`breaker_paused_since` (the latter alone during a breaker's probe); ``None`` when
+    the cleanup is not paused."""
+    starts = [t for t in (paused_since(mapping), breaker_paused_since(breaker, mapping)) if t]
+    return min(starts) if starts else None
+
+
+def paused_seconds(mapping: Mapping[str, Any], now: datetime, breaker: Record | None = None) -> int:
+    """Whole seconds the cleanup has been paused at ``now`` (never negative), counted from
+    :func:`pause_start`; 0 when it is not paused."""
+    since = pause_start(mapping, breaker)
     if since is None:
         return 0
     return max(0, int((now - since).total_seconds()))
 
 
 def deadlines(
-    mapping: Mapping[str, Any], retention: timedelta = STREAM_RETENTION
+    mapping: Mapping[str, Any],
+    retention: timedelta = STREAM_RETENTION,
+    *,
+    breaker: Record | None = None,
 ) -> dict[str, Any]:
     """The times that bound a pause, as ISO 8601 UTC strings (``None`` while not paused).
 
     ``retention`` is how long the change source keeps a record: a DynamoDB stream's 24 hours
     by default, the Kinesis stream's retention with the Kinesis change source.
 
-    * ``pausedSince``: the mapping's ``LastModified``;
+    * ``pausedSince``: the mapping's ``LastModified``, or the circuit breaker's first opening
+      when earlier (``breaker``, the breaker's record: :func:`pause_start`);
     * ``streamRetentionDeadline``: ``pausedSince`` + ``retention``. Records written since the pause
       start to leave the stream then; records the cleanup had not reached when it was paused
       (its iterator age at that moment) leave it earlier;
@@ -96,7 +136,7 @@ def deadlines(
       on-failure destination instead of the cleanup (``None`` when the age is unlimited, -1);
     * ``maximumRecordAgeSeconds``: that setting as the mapping has it.
     """
-    since = paused_since(mapping)
+    since = pause_start(mapping, breaker)
     age = mapping.get("MaximumRecordAgeInSeconds")
     retention_deadline = max_age = None
     if since is not None:
@@ -111,6 +151,17 @@ def deadlines(
     }
 
 
+def read_breaker(ssm_client: Any, parameter: str) -> Record:
+    """The circuit breaker's record (``GetParameter`` of ``parameter``).
+
+    Raises:
+        botocore.exceptions.ClientError: ``GetParameter`` failed (no permission, no parameter).
+        ValueError: the value is not a breaker record (:meth:`.circuit_breaker.Record.from_json`).
+    """
+    answer = ssm_client.get_parameter(Name=parameter)
+    return Record.from_json(answer["Parameter"]["Value"])
+
+
 def watch(
     lambda_client: Any,
     uuid: str,
@@ -118,16 +169,20 @@ def watch(
     namespace: str,
     now: datetime,
     write: Callable[[str], Any] | None = None,
+    breaker: Callable[[], Record] | None = None,
 ) -> dict[str, Any]:
-    """Read the mapping, write ``CleanupPausedSeconds`` as one EMF line (``write``, default
-    stdout); return what was found.
+    """Read the mapping (and, with ``breaker``, the circuit breaker's record after it), write
+    ``CleanupPausedSeconds`` as one EMF line (``write``, default stdout) on every run, 0
+    included; return what was found.
 
     Raises:
         botocore.exceptions.ClientError: ``GetEventSourceMapping`` failed (e.g. no permission,
-            unknown UUID).
+            unknown UUID), or ``breaker``'s read did; nothing is written then.
+        ValueError: ``breaker`` read no breaker record.
     """
     mapping = lambda_client.get_event_source_mapping(UUID=uuid)
-    seconds = paused_seconds(mapping, now)
+    record = breaker() if breaker is not None else None
+    seconds = paused_seconds(mapping, now, record)
     document = gauge_document(
         namespace,
         METRIC_CLEANUP_PAUSED_SECONDS,
@@ -137,28 +192,39 @@ def watch(
         timestamp_ms=int(now.timestamp() * 1000),
     )
     (write or sys.stdout.write)(json.dumps(document, separators=(",", ":")) + "\n")
-    found = {"uuid": uuid, "state": mapping.get("State"), "pausedSeconds": seconds}
-    found.update(deadlines(mapping))
+    found = {
+        "uuid": uuid,
+        "state": mapping.get("State"),
+        "pausedSeconds": seconds,
+        "breaker": None if record is None else record.state,
+    }
+    found.update(deadlines(mapping, breaker=record))
     if seconds:
         logger.warning("cleanup paused %s", json.dumps(found), extra={"pause": found})
     return found
 
 
-_client: Any = None
+_clients: dict[str, Any] = {}
+
+
+def _client(service: str) -> Any:
+    if service not in _clients:
+        _clients[service] = boto3.session.Session().client(service, config=_CLIENT_CONFIG)
+    return _clients[service]
 
 
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
-    """Scheduled entry point: :func:`watch` of the mapping named by the environment.
+    """Scheduled entry point: :func:`watch` of the mapping named by the environment (and of the
+    breaker's record when ``SESSION_EXPIRY_BREAKER_STATE_PARAMETER`` is set).
 
     Raises:
         KeyError: ``SESSION_EXPIRY_EVENT_SOURCE_MAPPING_UUID`` is not set.
     """
-    global _client
-    if _client is None:
-        _client = boto3.session.Session().client("lambda", config=_CLIENT_CONFIG)
+    parameter = os.environ.get(ENV_BREAKER_STATE_PARAMETER)
     return watch(
-        _client,
+        _client("lambda"),
         os.environ[ENV_EVENT_SOURCE_MAPPING_UUID],
         namespace=os.environ.get(ENV_METRICS_NAMESPACE) or DEFAULT_METRICS_NAMESPACE,
         now=datetime.now(timezone.utc),
+        breaker=(lambda: read_breaker(_client("ssm"), parameter)) if parameter else None,
     )

@@ -201,6 +201,22 @@ def test_iam_reaches_only_the_cleanups_mapping_its_alarms_and_its_record(synth: 
     assert "lambda:CreateEventSourceMapping" not in everything
 
 
+def test_the_pause_watch_reads_the_breakers_record_and_may_only_read_it(synth: Synth) -> None:
+    # A breaker whose every probe fails moves the mapping's LastModified at each re-opening:
+    # the watch counts from the breaker's first opening, read from its record.
+    breaker, watch = synth.breaker(synth.on), synth.on.pause_watch
+    env = synth.props(watch.function)["Environment"]["Variables"]
+    assert env[contract.ENV_BREAKER_STATE_PARAMETER] == {"Ref": synth.id(breaker.state_parameter)}
+    policy = synth.props(watch.role.node.find_child("DefaultPolicy"))
+    assert policy["PolicyDocument"]["Statement"][-1] == {
+        "Action": "ssm:GetParameter",
+        "Effect": "Allow",
+        "Resource": synth.stack.resolve(breaker.state_parameter.parameter_arn),
+    }
+    off = synth.props(synth.off.pause_watch.function)["Environment"]["Variables"]
+    assert contract.ENV_BREAKER_STATE_PARAMETER not in off
+
+
 def test_errors_alarm_and_dashboard_state(synth: Synth) -> None:
     breaker = synth.breaker(synth.on)
     assert breaker.errors_alarm in synth.on.alarms

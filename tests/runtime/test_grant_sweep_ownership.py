@@ -13,8 +13,7 @@ from datetime import timedelta
 import pytest
 from ownership_support import calls_of, raw_claim, read_claim
 from runtime_support import Sandbox
-from session_expiry_runtime.grant_sweeper import ATTR_GONE_SINCE
-from session_expiry_runtime.ownership import KIND_GRANT, STATE_HELD, STATE_RELEASED
+from session_expiry_runtime.ownership import ATTR_GONE_SINCE, KIND_GRANT, STATE_HELD, STATE_RELEASED
 from test_grant_sweeper import NOW, Grants
 
 PENDING = 7 * 3600  # the default bound: the mapping's maximum record age plus an hour

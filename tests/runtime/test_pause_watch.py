@@ -83,7 +83,7 @@ def test_the_handler_reads_its_mapping_from_the_environment(
 ) -> None:
     monkeypatch.setenv(config.ENV_EVENT_SOURCE_MAPPING_UUID, mapping["UUID"])
     monkeypatch.setenv(config.ENV_METRICS_NAMESPACE, "Custom")
-    monkeypatch.setattr(pause_watch, "_client", SESSION.client("lambda"))
+    monkeypatch.setattr(pause_watch, "_clients", {"lambda": SESSION.client("lambda")})
 
     found = pause_watch.handler({"detail-type": "Scheduled Event"}, None)
 

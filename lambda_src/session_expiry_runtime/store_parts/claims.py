@@ -47,6 +47,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ..ownership import (
     ATTR_CLAIMED_AT,
     ATTR_EXPIRES_AT,
+    ATTR_GONE_SINCE,
     ATTR_INCARNATION,
     ATTR_NOT_AFTER,
     ATTR_OWNER,
@@ -293,9 +294,14 @@ class ClaimWriter:
 
     def hold_again(self, requests: Sequence[ClaimRequest]) -> None:
         """Put claims marked ``releasing`` back to ``held`` (the close or stop failed: the ids
-        stay recorded for the cleanup); best effort, logged."""
+        stay recorded for the cleanup); best effort, logged.
+
+        The same ``UpdateItem`` removes ``goneSince`` (:data:`..ownership.ATTR_GONE_SINCE`): a
+        grant sweep that ran while a detach had forgotten the grant saw its session "gone";
+        held again, the grant is on its live session, and that sighting must not start the
+        pending bound of the session's later end (a normal end would count as an orphan)."""
         for request in requests:
-            self._set_state(request, STATE_HELD, STATE_RELEASING)
+            self._set_state(request, STATE_HELD, STATE_RELEASING, forget_gone=True)
 
     def release(self, requests: Sequence[ClaimRequest]) -> None:
         """Mark the holder's claims on ids it closed or stopped itself ``released``; best
@@ -304,9 +310,12 @@ class ClaimWriter:
         for request in requests:
             self._set_state(request, STATE_RELEASED, None)
 
-    def _set_state(self, request: ClaimRequest, state: str, expected: str | None) -> bool:
-        """Set a claim's state while it is the holder's (and in state ``expected``); ``False``
-        when it is not (or the write failed, logged)."""
+    def _set_state(
+        self, request: ClaimRequest, state: str, expected: str | None, *, forget_gone: bool = False
+    ) -> bool:
+        """Set a claim's state while it is the holder's (and in state ``expected``); with
+        ``forget_gone`` also remove ``goneSince``. ``False`` when it is not the holder's (or the
+        write failed, logged)."""
         holder = request.holder
         names = {
             "#owner": ATTR_OWNER,
@@ -314,6 +323,10 @@ class ClaimWriter:
             "#state": ATTR_STATE,
             "#stateSince": ATTR_STATE_SINCE,
         }
+        update = "SET #state = :state, #stateSince = :now"
+        if forget_gone:
+            update += " REMOVE #goneSince"
+            names["#goneSince"] = ATTR_GONE_SINCE
         values = {
             ":owner": {"S": holder.owner},
             ":incarnation": {"S": holder.incarnation},
@@ -328,7 +341,7 @@ class ClaimWriter:
             self.ddb.update_item(
                 TableName=self.table_name,
                 Key=_key(request.resource),
-                UpdateExpression="SET #state = :state, #stateSince = :now",
+                UpdateExpression=update,
                 ConditionExpression=condition,
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
