@@ -105,7 +105,7 @@ def uninstall() -> None:
 
 
 # --- state, kept on moto's backend (reset with it) ------------------------------------------
-def _state(backend: Any) -> dict[str, dict[str, Any]]:
+def _state(backend: Any) -> dict[str, dict[Any, Any]]:
     if not hasattr(backend, "appconfig_extras"):
         backend.appconfig_extras = {
             "environments": {},
@@ -113,7 +113,7 @@ def _state(backend: Any) -> dict[str, dict[str, Any]]:
             "deployments": {},
             "tokens": {},
         }
-    state: dict[str, dict[str, Any]] = backend.appconfig_extras
+    state: dict[str, dict[Any, Any]] = backend.appconfig_extras
     return state
 
 
@@ -355,19 +355,22 @@ def _routes() -> list[tuple[str, re.Pattern[str], Route]]:
 
         return run
 
-    return [
-        ("POST", re.compile(_ENVS + "$"), lambda b, m, body, q: create_environment(b, m["app"], body)),
-        ("GET", re.compile(_ENVS + "$"), lambda b, m, body, q: {"Items": envs(b, m, body, q)}),
-        ("GET", re.compile(_ENVS + r"/(?P<env>[^/]+)$"), lambda b, m, body, q: _environment(b, m["app"], m["env"])),
-        ("DELETE", re.compile(_ENVS + r"/(?P<env>[^/]+)$"), drop("environments", "env")),
-        ("POST", re.compile(_ENVS + r"/(?P<env>[^/]+)/deployments$"), lambda b, m, body, q: start_deployment(b, m["app"], m["env"], body)),
-        ("GET", re.compile(_ENVS + r"/(?P<env>[^/]+)/deployments$"), lambda b, m, body, q: {"Items": deployments(b, m, body, q)}),
-        ("GET", re.compile(_ENVS + r"/(?P<env>[^/]+)/deployments/(?P<number>[^/]+)$"), deployment),
-        ("POST", re.compile(r"/deploymentstrategies$"), lambda b, m, body, q: create_deployment_strategy(b, body)),
-        ("GET", re.compile(r"/deploymentstrategies/(?P<strategy>[^/]+)$"), strategy),
-        ("DELETE", re.compile(r"/deploye?mentstrategies/(?P<strategy>[^/]+)$"), drop("strategies", "strategy")),
-        ("POST", re.compile(r"/configurationsessions$"), lambda b, m, body, q: _start_session(b, body)),
-    ]  # fmt: skip
+    env, deps = _ENVS + r"/(?P<env>[^/]+)", _ENVS + r"/(?P<env>[^/]+)/deployments"
+    strategies = r"/deploymentstrategies"
+    table: list[tuple[str, str, Route]] = [
+        ("POST", _ENVS + "$", lambda b, m, body, q: create_environment(b, m["app"], body)),
+        ("GET", _ENVS + "$", lambda b, m, body, q: {"Items": envs(b, m, body, q)}),
+        ("GET", env + "$", lambda b, m, body, q: _environment(b, m["app"], m["env"])),
+        ("DELETE", env + "$", drop("environments", "env")),
+        ("POST", deps + "$", lambda b, m, body, q: start_deployment(b, m["app"], m["env"], body)),
+        ("GET", deps + "$", lambda b, m, body, q: {"Items": deployments(b, m, body, q)}),
+        ("GET", deps + r"/(?P<number>[^/]+)$", deployment),
+        ("POST", strategies + "$", lambda b, m, body, q: create_deployment_strategy(b, body)),
+        ("GET", strategies + r"/(?P<strategy>[^/]+)$", strategy),
+        ("DELETE", r"/deploye?mentstrategies/(?P<strategy>[^/]+)$", drop("strategies", "strategy")),
+        ("POST", r"/configurationsessions$", lambda b, m, body, q: _start_session(b, body)),
+    ]
+    return [(verb, re.compile(path), route) for verb, path, route in table]
 
 
 def _dispatch(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], Any]:
@@ -399,6 +402,9 @@ def _dispatch(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str,
     except Exception as exc:  # moto's own not-found exceptions of applications and profiles
         code = getattr(exc, "code", None)
         if isinstance(code, int) and code == 404:
-            error = {"Content-Type": "application/json", "x-amzn-ErrorType": "ResourceNotFoundException"}
+            error = {
+                "Content-Type": "application/json",
+                "x-amzn-ErrorType": "ResourceNotFoundException",
+            }
             return 404, error, json.dumps({"Message": str(exc)})
         raise

@@ -263,6 +263,8 @@ REFUSAL_LEGACY = "Legacy"
 REFUSAL_CLAIM_EXPIRED = "ClaimExpired"
 #: Reading, marking or releasing ownership records failed (the record fails and is retried).
 ACTION_OWNERSHIP = "Ownership"
+#: Writing the deferred work of a step switched off by its feature flag (:mod:`.deferred`).
+ACTION_DEFERRAL = "Deferral"
 
 # --- queryable archive, archive at scale, agent memory (issue 24; same values on both sides) --
 #: The Amazon Data Firehose delivery stream (its name) the archive step hands records to
