@@ -273,3 +273,22 @@ REASONS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith
 ACTIONS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("ACTION_"))
 CAUSES: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("CAUSE_"))
 REFUSALS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("REFUSAL_"))
+
+# Feature flags in AWS AppConfig (``feature_flags``; runtime ``feature_flags``, ``deferred``).
+ACTION_DEFERRAL = "Deferral"
+ENV_FLAGS_APPLICATION = "SESSION_EXPIRY_FLAGS_APPLICATION"
+ENV_FLAGS_ENVIRONMENT = "SESSION_EXPIRY_FLAGS_ENVIRONMENT"
+ENV_FLAGS_PROFILE = "SESSION_EXPIRY_FLAGS_PROFILE"
+ENV_FLAGS_POLL_SECONDS = "SESSION_EXPIRY_FLAGS_POLL_SECONDS"
+DEFAULT_FLAGS_POLL_SECONDS = 30
+METRIC_FEATURE_FLAGS_READ_FAILURES = "FeatureFlagsReadFailures"
+METRIC_STEPS_DISABLED = "StepsDisabled"
+METRIC_SESSIONS_DEFERRED = "SessionsDeferred"
+METRIC_DEFERRED_WORK_DONE = "DeferredWorkDone"
+METRIC_DEFERRED_WORK_AGE = "DeferredWorkAgeSeconds"
+#: The event the drain schedule sends the cleanup function (runtime ``deferred``).
+DRAIN_EVENT = {"sessionExpiryDrain": True}
+#: The ownership table's index of deferred work and its keys (runtime ``deferred``).
+DEFERRED_INDEX = "deferredWork"
+DEFERRED_INDEX_PARTITION_KEY = "deferredStep"
+DEFERRED_INDEX_SORT_KEY = "deferredAt"

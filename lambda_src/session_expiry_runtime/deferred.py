@@ -41,7 +41,24 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .config import (
+    METRIC_DEFERRED_WORK_AGE,
+    METRIC_DEFERRED_WORK_DONE,
+    METRIC_SESSIONS_DEFERRED,
+    METRIC_STEPS_DISABLED,
+)
 from .ownership import owner_token
+
+__all__ = [
+    "METRIC_DEFERRED_WORK_AGE",
+    "METRIC_DEFERRED_WORK_DONE",
+    "METRIC_SESSIONS_DEFERRED",
+    "METRIC_STEPS_DISABLED",
+    "DeferredStore",
+    "is_drain_event",
+    "item_key",
+    "new_drain_id",
+]
 
 DEFERRED_PREFIX = "deferred#"
 ATTR_DEFERRED_STEP = "deferredStep"
@@ -59,11 +76,6 @@ DEFERRED_RETENTION_SECONDS = 14 * 24 * 3600
 DRAIN_STALE_SECONDS = 15 * 60
 #: The event the drain schedule sends the cleanup function.
 DRAIN_EVENT_KEY = "sessionExpiryDrain"
-
-METRIC_STEPS_DISABLED = "StepsDisabled"  # dimension Action
-METRIC_SESSIONS_DEFERRED = "SessionsDeferred"
-METRIC_DEFERRED_WORK_DONE = "DeferredWorkDone"  # dimension Action
-METRIC_DEFERRED_WORK_AGE = "DeferredWorkAgeSeconds"  # the oldest item's age, Seconds
 
 
 def is_drain_event(event: object) -> bool:

@@ -40,21 +40,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .config import (
+    DEFAULT_FLAGS_POLL_SECONDS,
+    ENV_FLAGS_APPLICATION,
+    ENV_FLAGS_ENVIRONMENT,
+    ENV_FLAGS_POLL_SECONDS,
+    ENV_FLAGS_PROFILE,
+    METRIC_FEATURE_FLAGS_READ_FAILURES,
+)
+
 LOGGER = logging.getLogger("session_expiry_runtime.feature_flags")
 
-ENV_FLAGS_APPLICATION = "SESSION_EXPIRY_FLAGS_APPLICATION"
-ENV_FLAGS_ENVIRONMENT = "SESSION_EXPIRY_FLAGS_ENVIRONMENT"
-ENV_FLAGS_PROFILE = "SESSION_EXPIRY_FLAGS_PROFILE"
-ENV_FLAGS_POLL_SECONDS = "SESSION_EXPIRY_FLAGS_POLL_SECONDS"
-#: Seconds between two reads of the flags in one execution environment (AppConfig's own minimum
-#: poll interval is 15 seconds).
-DEFAULT_POLL_SECONDS = 30
+DEFAULT_POLL_SECONDS = DEFAULT_FLAGS_POLL_SECONDS
+#: AppConfig's own minimum poll interval (``RequiredMinimumPollIntervalInSeconds``).
 MIN_POLL_SECONDS = 15
 
 FLAG_ENABLED = "enabled"
 FLAG_DRY_RUN = "dryRun"
-#: Counted when AppConfig cannot be read (the last good flags stay in force).
-METRIC_FEATURE_FLAGS_READ_FAILURES = "FeatureFlagsReadFailures"
 
 
 @dataclass(frozen=True)

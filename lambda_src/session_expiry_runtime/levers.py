@@ -21,7 +21,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .config import ACTION_DEFERRAL
+from .config import ACTION_DEFERRAL, DIMENSION_ACTION
 from .decode import parse_record
 from .deferred import (
     METRIC_DEFERRED_WORK_AGE,
@@ -38,7 +38,6 @@ from .runner import CleanupRunner, _split_duplicates, batch_response, process_ba
 LOGGER = logging.getLogger("session_expiry_runtime.cleanup")
 #: Items a drain run takes per step (the next run takes the next ones).
 DRAIN_BATCH = 100
-DIMENSION_ACTION = "Action"
 
 
 def run_batch(event: Any, context: object, cleaner: CleanupRunner, flags: Flags) -> dict[str, Any]:

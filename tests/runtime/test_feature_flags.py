@@ -16,7 +16,7 @@ from typing import Any
 import boto3
 import pytest
 from ownership_support import emf_totals
-from runtime_support import REGION, FakeContext, Sandbox, event
+from runtime_support import REGION, FakeContext, Sandbox, Session, event
 from session_expiry_runtime import handler as handler_module
 from session_expiry_runtime.deferred import DRAIN_EVENT_KEY
 from session_expiry_runtime.feature_flags import FlagSource, parse_flags
@@ -80,7 +80,9 @@ def poll_now() -> None:
 
 
 @pytest.fixture
-def flags(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, fresh_handler: None) -> Iterator[Flags]:
+def flags(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, fresh_handler: None
+) -> Iterator[Flags]:
     _moto_appconfig.install()
     try:
         served = Flags()
@@ -106,12 +108,13 @@ def deferred_items(sandbox: Sandbox) -> list[dict[str, Any]]:
     return [i for i in items if i["resource"]["S"].startswith("deferred#")]
 
 
-def remove(sandbox: Sandbox, *session_ids: str) -> list[dict[str, Any]]:
+def remove(sandbox: Sandbox, *session_ids: str) -> tuple[list[Session], list[dict[str, Any]]]:
+    """Create the sessions, delete them; their REMOVE records (Lambda's shape)."""
     sessions = [sandbox.create_session(s) for s in session_ids]
     sandbox.read_stream()
     for s in session_ids:
         sandbox.delete(s)
-    return sessions, sandbox.removes()  # type: ignore[return-value]
+    return sessions, sandbox.removes()
 
 
 def test_a_disabled_step_is_deferred_the_others_run_and_it_is_done_once_when_back_on(
