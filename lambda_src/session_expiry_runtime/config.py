@@ -271,6 +271,8 @@ ENV_FLAGS_APPLICATION = "SESSION_EXPIRY_FLAGS_APPLICATION"
 ENV_FLAGS_ENVIRONMENT = "SESSION_EXPIRY_FLAGS_ENVIRONMENT"
 ENV_FLAGS_PROFILE = "SESSION_EXPIRY_FLAGS_PROFILE"
 ENV_FLAGS_POLL_SECONDS = "SESSION_EXPIRY_FLAGS_POLL_SECONDS"
+#: The deployment strategy the kill switch's ``flags set`` deploys with (not read by the cleanup).
+ENV_FLAGS_DEPLOYMENT_STRATEGY = "SESSION_EXPIRY_FLAGS_DEPLOYMENT_STRATEGY"
 #: Seconds between two reads of the flags in one execution environment.
 DEFAULT_FLAGS_POLL_SECONDS = 30
 #: AppConfig could not be read; the last good flags stayed in force.
