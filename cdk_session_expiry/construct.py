@@ -509,6 +509,21 @@ class SessionExpiry(Construct):
             ``max_record_age``, ``alarm_iterator_age_threshold`` and
             ``alarm_cleanup_paused_after`` are then bounded by its retention (record age at most
             7 days). Default: ``ChangeSource.dynamodb_stream()``, the table's DynamoDB stream.
+        feature_flags: kill switches in AWS AppConfig, changed without a deploy (docs: Operating
+            it, "Feature flags"): ``True`` or ``FeatureFlags(deployment_strategy=...,
+            poll_interval=...)`` adds an AppConfig application, an environment whose monitors
+            are ``errors_alarm`` and ``failure_queue_alarm`` (a bad change rolls back), a
+            feature-flag profile (flags ``enabled``, ``dryRun`` and one per step by its metric
+            ``Action``) with a JSON Schema validator, a deployment strategy (default: all at
+            once, 5 minutes of bake), the initial version (every lever as deployed) and its
+            deployment; the cleanup reads the flags every ``poll_interval`` (default 30 seconds;
+            15 seconds to 1 hour) with ``appconfig:StartConfigurationSession`` and
+            ``GetLatestConfiguration`` on that profile only. A step switched off is reported
+            ``disabled`` and its work deferred to the ownership table (created with flags; its
+            ``deferredWork`` index; kept 14 days), ``enabled`` off defers every record before
+            any call; a drain every 5 minutes does the deferred work once its flag is on again.
+            Alarms ``FeatureFlagsReadFailuresAlarm`` and ``DeferredWorkAgeAlarm`` (1 day).
+            Attribute: ``feature_flags``. Default: off.
 
     Raises:
         PropTypeError: a prop of the wrong type (e.g. ``batch_size="100"`` or

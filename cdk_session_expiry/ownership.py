@@ -8,7 +8,9 @@ releases them; the grant sweep reads them.
 
 The table (``<scope>/OwnershipTable``) exists only when a target that needs claims is set:
 ``websocket_stage``, ``grant_key``, ``agent_runtime``, ``code_interpreter`` or ``browser``
-(:func:`needs_ownership_table`). It has:
+(:func:`needs_ownership_table`), or ``feature_flags`` (it then also holds the work a flag
+deferred, runtime ``session_expiry_runtime.deferred``, under a sparse ``deferredWork`` index:
+the cleanup role may ``PutItem``, ``DeleteItem`` and ``Query`` it). It has:
 
 * partition key ``resource`` (String, ``<kind>#<id>``) and no sort key;
 * time to live on ``expiresAt`` (Number, epoch seconds: the owner's absolute end plus two days),
