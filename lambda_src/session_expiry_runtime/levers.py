@@ -63,7 +63,7 @@ def defer_batch(event: Any, cleaner: CleanupRunner) -> dict[str, Any]:
 
 def _defer_one(raw: object, cleaner: CleanupRunner) -> RecordResult:
     record = parse_record(raw)
-    session = cleaner._session(record)
+    session = cleaner.session_of(record)
     if isinstance(session, RecordResult):  # skipped (or undecodable) as without the flag
         cleaner.account(session)
         return session

@@ -38,6 +38,13 @@ there and stops the run, after the metrics are flushed; and what is no exception
 (``os._exit``, a crash of the interpreter, Lambda ending the invocation at its timeout). A step
 that never returns is not waited for past the hard stop (below).
 
+**Feature flags** (:mod:`.feature_flags`; applied by :mod:`.levers`): a runner copy per
+invocation (:meth:`CleanupRunner.with_levers`) reports a step switched off ``disabled`` — after
+its plan, before the ownership check, so nothing of it is called — and writes its deferred work
+(:mod:`.deferred`) before the record is done; a failed write fails the record (``Deferral``).
+The drain runs deferred work with a copy limited to that step (``only_steps``: no fan-out, and
+the session is not counted cleaned again).
+
 **No state crosses an invocation boundary** except the clients and the steps' configuration:
 the step pool, the ownership check's batcher and whatever a step shares between sessions (the
 ``DeleteObjects`` batcher) are made for each invocation (:mod:`.invocation`).
@@ -482,6 +489,12 @@ class CleanupRunner:
             return dict.fromkeys(refs, ClaimFailure(f"{ENV_OWNERSHIP_TABLE_NAME} is not set"))
         with ctx.holding():
             return ctx.claim_batcher.check(ctx.claimant, refs, ctx.waiting)
+
+    def session_of(self, record: StreamRecord) -> Session | RecordResult:
+        """The decoded, classified session of ``record``; or the result (skipped, failed) of a
+        record that has none. No call is made (the feature flag ``enabled`` off defers what
+        this gives: :mod:`.levers`)."""
+        return self._session(record)
 
     def _session(self, record: StreamRecord) -> Session | RecordResult:
         """The decoded, classified session; or the result of a record that has none."""
