@@ -9,6 +9,7 @@ from .change_source import ChangeSource
 from .circuit_breaker import CircuitBreakerAlarm
 from .construct import SessionExpiry
 from .custom_steps import CustomCleanupStep
+from .feature_flags import FeatureFlags
 from .filters import CleanupEventFilter
 from .validation import PropTypeError
 
@@ -19,6 +20,7 @@ __all__ = [
     "CircuitBreakerAlarm",
     "CleanupEventFilter",
     "CustomCleanupStep",
+    "FeatureFlags",
     "PropTypeError",
     "SessionExpiry",
 ]

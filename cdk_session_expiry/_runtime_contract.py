@@ -271,6 +271,27 @@ ENV_CLEANUP_ENABLED = "SESSION_EXPIRY_CLEANUP_ENABLED"
 
 # --- every value of each dimension the runtime emits (checked by the metric_* methods) -----
 REASONS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("REASON_"))
+#: Writing the deferred work of a step switched off by its feature flag.
+ACTION_DEFERRAL = "Deferral"
 ACTIONS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("ACTION_"))
 CAUSES: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("CAUSE_"))
 REFUSALS: tuple[str, ...] = tuple(v for k, v in globals().items() if k.startswith("REFUSAL_"))
+
+# Feature flags in AWS AppConfig (``feature_flags``; runtime ``feature_flags``, ``deferred``).
+ENV_FLAGS_APPLICATION = "SESSION_EXPIRY_FLAGS_APPLICATION"
+ENV_FLAGS_ENVIRONMENT = "SESSION_EXPIRY_FLAGS_ENVIRONMENT"
+ENV_FLAGS_PROFILE = "SESSION_EXPIRY_FLAGS_PROFILE"
+ENV_FLAGS_POLL_SECONDS = "SESSION_EXPIRY_FLAGS_POLL_SECONDS"
+ENV_FLAGS_DEPLOYMENT_STRATEGY = "SESSION_EXPIRY_FLAGS_DEPLOYMENT_STRATEGY"
+DEFAULT_FLAGS_POLL_SECONDS = 30
+METRIC_FEATURE_FLAGS_READ_FAILURES = "FeatureFlagsReadFailures"
+METRIC_STEPS_DISABLED = "StepsDisabled"
+METRIC_SESSIONS_DEFERRED = "SessionsDeferred"
+METRIC_DEFERRED_WORK_DONE = "DeferredWorkDone"
+METRIC_DEFERRED_WORK_AGE = "DeferredWorkAgeSeconds"
+#: The event the drain schedule sends the cleanup function (runtime ``deferred``).
+DRAIN_EVENT = {"sessionExpiryDrain": True}
+#: The ownership table's index of deferred work and its keys (runtime ``deferred``).
+DEFERRED_INDEX = "deferredWork"
+DEFERRED_INDEX_PARTITION_KEY = "deferredStep"
+DEFERRED_INDEX_SORT_KEY = "deferredAt"

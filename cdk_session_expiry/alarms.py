@@ -600,3 +600,58 @@ def kinesis_iterator_age_alarm(
         ),
         actions=actions,
     )
+
+
+RUNBOOK_FEATURE_FLAGS_READ_FAILURES = "alarm-feature-flags-read-failures"
+RUNBOOK_DEFERRED_WORK_AGE = "alarm-deferred-work-age"
+
+
+def feature_flags_read_failures_alarm(
+    scope: Construct, *, metric: cloudwatch.IMetric, actions: Sequence[cloudwatch.IAlarmAction]
+) -> cloudwatch.Alarm:
+    """``FeatureFlagsReadFailures`` above 0 in 2 of 3 periods (construct id
+    ``FeatureFlagsReadFailuresAlarm``): the cleanup cannot read its flags from AppConfig."""
+    alarm = _alarm(
+        scope,
+        "FeatureFlagsReadFailuresAlarm",
+        metric=metric,
+        threshold=0,
+        description=described(
+            "The session cleanup could not read its feature flags from AWS AppConfig (the data "
+            "API failed, or the document is not a flag document) in 2 of the last 3 periods: "
+            "the last flags it read stay in force (before any read: every lever as deployed), "
+            "so a flag changed now does not reach it. Find why the reads fail.",
+            RUNBOOK_FEATURE_FLAGS_READ_FAILURES,
+        ),
+        actions=actions,
+    )
+    cfn = alarm.node.default_child
+    cfn.evaluation_periods = 3  # type: ignore[union-attr]
+    cfn.datapoints_to_alarm = 2  # type: ignore[union-attr]
+    return alarm
+
+
+def deferred_work_age_alarm(
+    scope: Construct,
+    *,
+    metric: cloudwatch.IMetric,
+    threshold: Duration,
+    actions: Sequence[cloudwatch.IAlarmAction],
+) -> cloudwatch.Alarm:
+    """Maximum ``DeferredWorkAgeSeconds`` above ``threshold`` (construct id
+    ``DeferredWorkAgeAlarm``): work deferred by a feature flag has waited that long."""
+    return _alarm(
+        scope,
+        "DeferredWorkAgeAlarm",
+        metric=metric,
+        threshold=threshold.to_seconds(),
+        description=described(
+            f"Cleanup work deferred by a feature flag (a step switched off, or enabled off) has "
+            f"waited more than {threshold.to_human_string()}: a flag is still off, or the drain "
+            "fails. Deferred work is kept 14 days; ownership records only 2 days past their "
+            "session's end, after which a deferred connection, grant or AgentCore step no "
+            "longer acts. Switch the flag back on, or know why not.",
+            RUNBOOK_DEFERRED_WORK_AGE,
+        ),
+        actions=actions,
+    )

@@ -57,6 +57,7 @@ from . import (
     validation,
 )
 from . import alarms as alarm_defaults
+from . import feature_flags as feature_flags_unit
 from . import table as table_unit
 from .archive_delivery import ArchiveDelivery
 from .change_source import (
@@ -67,6 +68,7 @@ from .change_source import (
 )
 from .circuit_breaker import CircuitBreakerAlarm
 from .custom_steps import CustomCleanupStep
+from .feature_flags import FeatureFlags
 from .filters import CleanupEventFilter
 from .props import SessionExpiryProps
 from .session_access import SessionAccess
@@ -507,6 +509,21 @@ class SessionExpiry(Construct):
             ``max_record_age``, ``alarm_iterator_age_threshold`` and
             ``alarm_cleanup_paused_after`` are then bounded by its retention (record age at most
             7 days). Default: ``ChangeSource.dynamodb_stream()``, the table's DynamoDB stream.
+        feature_flags: kill switches in AWS AppConfig, changed without a deploy (docs: Operating
+            it, "Feature flags"): ``True`` or ``FeatureFlags(deployment_strategy=...,
+            poll_interval=...)`` adds an AppConfig application, an environment whose monitors
+            are ``errors_alarm`` and ``failure_queue_alarm`` (a bad change rolls back), a
+            feature-flag profile (flags ``enabled``, ``dryRun`` and one per step by its metric
+            ``Action``) with a JSON Schema validator, a deployment strategy (default: all at
+            once, 5 minutes of bake), the initial version (every lever as deployed) and its
+            deployment; the cleanup reads the flags every ``poll_interval`` (default 30 seconds;
+            15 seconds to 1 hour) with ``appconfig:StartConfigurationSession`` and
+            ``GetLatestConfiguration`` on that profile only. A step switched off is reported
+            ``disabled`` and its work deferred to the ownership table (created with flags; its
+            ``deferredWork`` index; kept 14 days), ``enabled`` off defers every record before
+            any call; a drain every 5 minutes does the deferred work once its flag is on again.
+            Alarms ``FeatureFlagsReadFailuresAlarm`` and ``DeferredWorkAgeAlarm`` (1 day).
+            Attribute: ``feature_flags``. Default: off.
 
     Raises:
         PropTypeError: a prop of the wrong type (e.g. ``batch_size="100"`` or
@@ -595,6 +612,7 @@ class SessionExpiry(Construct):
         agent_memory_record_namespaces: Sequence[str] | None = None,
         global_table: bool | None = None,
         change_source: ChangeSource | None = None,
+        feature_flags: FeatureFlags | bool | None = None,
     ) -> None:
         validation.check_prop_types(locals())
         props = SessionExpiryProps.of(locals())
@@ -621,6 +639,7 @@ class SessionExpiry(Construct):
         self._add_pause_watch(props)
         self._add_circuit_breaker(props)
         self._add_tenant_metrics(props)
+        self._add_feature_flags(props)
 
     def _finish(self, props: SessionExpiryProps) -> None:
         """What reads the finished resources: cdk-nag acknowledgements, hardening, checkov."""
@@ -679,6 +698,7 @@ class SessionExpiry(Construct):
             props.table, props.global_table, props.event_filter
         )
         grant_sweep.check_grant_sweep_props(props.grant_key, props.grant_sweep_interval)
+        self._flag_options = feature_flags_unit.settle(props.feature_flags)
         #: Which REMOVE records reach the cleanup (``grant_session_access`` checks it).
         self.event_filter = props.event_filter
         if props.alarm_ttl_health_window is not None:
@@ -880,6 +900,7 @@ class SessionExpiry(Construct):
             self,
             session_table=self.table,
             removal_policy=props.removal_policy,
+            deferred_work=self._flag_options is not None,
             **{prop: getattr(props, prop) for prop in ownership.CLAIMED_TARGET_PROPS},
         )
         #: The ownership table (``Sessions/OwnershipTable``: which session incarnation holds
@@ -1158,6 +1179,43 @@ class SessionExpiry(Construct):
         )
         self.pause_watch.count_breaker_pauses(self.circuit_breaker.state_parameter)
         self.alarms.append(self.circuit_breaker.errors_alarm)
+
+    def _add_feature_flags(self, props: SessionExpiryProps) -> None:
+        #: The feature flags in AWS AppConfig (``feature_flags``), or ``None`` when off.
+        self.feature_flags: feature_flags_unit.FeatureFlagsUnit | None = None
+        if self._flag_options is None:
+            return
+        self.feature_flags = feature_flags_unit.FeatureFlagsUnit(
+            self,
+            "FeatureFlags",
+            options=self._flag_options,
+            function=self.cleanup_function,
+            step_names=self._step_names(props),
+            dry_run=props.cleanup_dry_run,
+            rollback_alarms=[self.errors_alarm, self.failure_queue_alarm],
+            metrics_namespace=props.metrics_namespace,
+            alarm_actions=props.actions,
+        )
+        self.alarms += [
+            self.feature_flags.read_failures_alarm,
+            self.feature_flags.deferred_work_age_alarm,
+        ]
+
+    def _step_names(self, props: SessionExpiryProps) -> list[str]:
+        """The configured steps' metric ``Action`` names, in the runtime's order (its
+        ``steps.BUILTIN_STEPS``, then the custom steps): the steps a feature flag switches."""
+        configured = [
+            (props.archive_bucket, contract.ACTION_ARCHIVE),
+            (props.websocket_stage, contract.ACTION_DELETE_CONNECTION),
+            (props.grant_key, contract.ACTION_RETIRE_GRANT),
+            (props.scratch_bucket, contract.ACTION_DELETE_SCRATCH),
+            (props.agent_runtime, contract.ACTION_STOP_RUNTIME_SESSION),
+            (props.code_interpreter, contract.ACTION_STOP_CODE_INTERPRETER_SESSION),
+            (props.browser, contract.ACTION_STOP_BROWSER_SESSION),
+            (props.agent_memory, contract.ACTION_DELETE_MEMORY_EVENTS),
+        ]
+        names = [name for target, name in configured if target is not None]
+        return names + [step.name for step in self.custom_steps]
 
     def _add_tenant_metrics(self, props: SessionExpiryProps) -> None:
         #: The Contributor Insights rules of ``tenant_insights`` (top tenants), or ``None``.

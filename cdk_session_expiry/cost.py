@@ -75,6 +75,7 @@ SSM = "https://aws.amazon.com/systems-manager/pricing/"
 SQS = "https://aws.amazon.com/sqs/pricing/"
 FIREHOSE = "https://aws.amazon.com/firehose/pricing/"
 KINESIS = "https://aws.amazon.com/kinesis/data-streams/pricing/"
+APPCONFIG = "https://aws.amazon.com/systems-manager/pricing/#AppConfig"
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,20 @@ PRICES: dict[str, Price] = {
         "on-demand streams bill stream hours and data in and out, not ListShards or "
         "DescribeStreamSummary",
     ),
+    "appconfig_request": Price(
+        0.0000002,
+        "configuration request (AppConfig Data API call)",
+        APPCONFIG,
+        "feature_flags: one GetLatestConfiguration per poll interval per warm environment; "
+        "not checked against the page on PRICES_CHECKED (no copy of it was at hand)",
+    ),
+    "appconfig_received": Price(
+        0.0008,
+        "configuration received",
+        APPCONFIG,
+        "a GetLatestConfiguration that answers a configuration (after a change), not an empty "
+        "one; not checked against the page on PRICES_CHECKED",
+    ),
     "control_plane": Price(
         0.0,
         "control-plane or standard-parameter request",
@@ -179,6 +194,21 @@ CALL_PRICES: dict[str, tuple[str, float, str]] = {
     "firehose:PutRecordBatch": ("firehose_record", 1, "record (of up to 500 a call)"),
     "kinesis:DescribeStreamSummary": ("kinesis_control_plane", 1, "call"),
     "kinesis:ListShards": ("kinesis_control_plane", 1, "call"),
+    "appconfigdata:StartConfigurationSession": ("appconfig_request", 1, "call (a cold start)"),
+    "appconfigdata:GetLatestConfiguration": (
+        "appconfig_request",
+        1,
+        "call (plus a configuration received when it answers one)",
+    ),
+    "appconfig:ListEnvironments": ("control_plane", 1, "call (kill switch flags)"),
+    "appconfig:ListDeployments": ("control_plane", 1, "call (kill switch flags)"),
+    "appconfig:GetHostedConfigurationVersion": ("control_plane", 1, "call (kill switch flags)"),
+    "appconfig:CreateHostedConfigurationVersion": (
+        "control_plane",
+        1,
+        "call (kill switch flags)",
+    ),
+    "appconfig:StartDeployment": ("control_plane", 1, "call (kill switch flags)"),
 }
 
 #: CPU per session of the cleanup (ms at one vCPU) by scratch objects, as ``make bench``

@@ -14,7 +14,9 @@ On the cleanup role's default policy (``AwsSolutions-IAM5``, a wildcard resource
 * the stage's ``…/DELETE/@connections/*``, with ``websocket_stage``;
 * ``<bucket>/<scratch_root>*``, with ``scratch_bucket`` (``s3:DeleteObject``);
 * ``<bucket>/<archive_prefix>*``, with ``archive_bucket`` (``s3:PutObject``);
-* ``<bucket>/*``, with ``failure_destination_bucket`` (``s3:PutObject``).
+* ``<bucket>/*``, with ``failure_destination_bucket`` (``s3:PutObject``);
+* ``…:application/<app>/environment/*/configuration/<profile>``, with ``feature_flags``
+  (``appconfig:StartConfigurationSession``, ``appconfig:GetLatestConfiguration``).
 
 On the archive's Firehose stream role (``archive_delivery=ArchiveDelivery.FIREHOSE``,
 ``AwsSolutions-IAM5``): ``<bucket>/<archive_prefix>*`` and
@@ -57,6 +59,12 @@ SQS3 = "AwsSolutions-SQS3"
 #: ``kms.Key`` ``grantEncryptDecrypt``): what DynamoDB needs of a table's customer managed key.
 KEY_WILDCARD_ACTIONS = ("kms:GenerateDataKey*", "kms:ReEncrypt*")
 
+_FLAGS_REASON = (
+    "The cleanup reads its feature flags from this one configuration profile of its own AppConfig "
+    "application (which has one environment); the environment is matched by '*' because naming "
+    "its id would make the function depend on the environment whose monitor watches the "
+    "function's errors alarm (a cycle)."
+)
 _LIST_STREAMS_REASON = (
     "dynamodb:ListStreams has no resource-level scope (Service Authorization Reference); the "
     "stream read actions are scoped to the session table's stream."
@@ -281,4 +289,6 @@ _REASON_BY_ACTION = {
     "dynamodb:ListStreams": _LIST_STREAMS_REASON,
     "execute-api:ManageConnections": _CONNECTIONS_REASON,
     "s3:DeleteObject": _SCRATCH_REASON,
+    "appconfig:StartConfigurationSession": _FLAGS_REASON,
+    "appconfig:GetLatestConfiguration": _FLAGS_REASON,
 }

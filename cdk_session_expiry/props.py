@@ -119,6 +119,7 @@ class SessionExpiryProps:
     agent_memory_record_namespaces: Sequence[str] | None
     global_table: bool | None
     change_source: ChangeSource | None
+    feature_flags: object
 
     @classmethod
     def of(cls, given: Mapping[str, object]) -> SessionExpiryProps:

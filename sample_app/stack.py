@@ -321,6 +321,8 @@ class SessionExpirySampleStack(Stack):
             agent_memory_record_namespaces=agent_memory_record_namespaces,
             # Session grants go to the message handler only, bound to their session.
             grant_grantees=[message_fn.role],  # type: ignore[list-item]
+            # Kill switches in AWS AppConfig: one step off, a dry run, everything deferred.
+            feature_flags=True,
         )
         # Only $connect creates grants; the message handler is the grantee and cannot mint any.
         self.sessions.grant_session_access(connect_fn, create_grants=True)

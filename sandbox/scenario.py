@@ -208,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
         backstops,
         beyond_ttl,
         connected_grants,
+        feature_flags,
         forgery,
         kinesis_phase,
         ownership,
@@ -685,7 +686,17 @@ def run(args: argparse.Namespace) -> int:
             emulator=emulator, pipeline=pipeline, say=say
         )
         mismatches += grants_mismatches
-        # --- 12. two Regions of a global table, each cleaning its own sessions (issue 23) ---
+        # --- 12. feature flags: a step off and on again, enabled off and on, nothing lost ---
+        flags_summary, flags_mismatches = feature_flags.run(
+            emulator=emulator,
+            pipeline=pipeline,
+            store=store,
+            bucket=bucket,
+            grantee=grantee,
+            say=say,
+        )
+        mismatches += flags_mismatches
+        # --- 13. two Regions of a global table, each cleaning its own sessions (issue 23) ---
         regions_summary, regions_mismatches = two_regions.run(
             emulator=emulator,
             pipeline=pipeline,
@@ -695,7 +706,7 @@ def run(args: argparse.Namespace) -> int:
             say=say,
         )
         mismatches += regions_mismatches
-        # --- 13. the Kinesis change source, 30 hours late (issue 23); last: see the module ---
+        # --- 14. the Kinesis change source, 30 hours late (issue 23); last: see the module ---
         kinesis_summary, kinesis_mismatches = kinesis_phase.run(
             emulator=emulator,
             pipeline=pipeline,
@@ -759,6 +770,7 @@ def run(args: argparse.Namespace) -> int:
             "forgery": forgery_summary,
             "ownership": ownership_summary,
             "connected_grants": grants_summary,
+            "feature_flags": flags_summary,
             "two_regions": regions_summary,
             "kinesis": kinesis_summary,
             "records_sent_to_on_failure_expected": 1,
@@ -935,6 +947,7 @@ def print_report(s: dict[str, Any]) -> None:
         archive_query,
         backstops,
         connected_grants,
+        feature_flags,
         forgery,
         kinesis_phase,
         ownership,
@@ -1007,6 +1020,7 @@ def print_report(s: dict[str, Any]) -> None:
         forgery.report_line(s["forgery"]),
         ownership.report_line(s["ownership"]),
         connected_grants.report_line(s["connected_grants"]),
+        feature_flags.report_line(s["feature_flags"]),
         two_regions.report_line(s["two_regions"]),
         kinesis_phase.report_line(s["kinesis"]),
         f"emulator errors   {s['emulator_internal_errors']} HTTP 500s from moto (retried by the "

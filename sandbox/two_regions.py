@@ -211,6 +211,11 @@ def _clean_and_check(
                 **({contract.ENV_EVENT_BUS_ARN: buses[name]} if buses.get(name) else {}),
                 "AWS_REGION": name,
                 "AWS_DEFAULT_REGION": name,
+                # The flags' AppConfig application is the home Region's stack's; a replica
+                # Region's stack would have its own. This phase runs both without flags.
+                contract.ENV_FLAGS_APPLICATION: "",
+                contract.ENV_FLAGS_ENVIRONMENT: "",
+                contract.ENV_FLAGS_PROFILE: "",
             },
             on_log=log,
         )

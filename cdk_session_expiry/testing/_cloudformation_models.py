@@ -17,6 +17,7 @@ been called:
 * ``AWS::Lambda::EventInvokeConfig`` — ``lambda.put_function_event_invoke_config`` (retry
   attempts, maximum event age, destinations of asynchronous invocations), readable with
   ``GetFunctionEventInvokeConfig``. Asynchronous invocation itself is not emulated.
+* the six ``AWS::AppConfig::*`` types of ``feature_flags`` (:mod:`._cloudformation_appconfig`);
 * ``Ref`` of an ``AWS::Events::EventBus`` — moto's model answers no physical id, so a ``Ref``
   to a bus (a rule on the fan-out bus, ``events.Rule(event_bus=bus)``) resolved to the model
   itself and failed the deploy; it answers the bus's name, as AWS does.
@@ -46,9 +47,18 @@ from moto.cloudwatch.models import (
 from moto.core.common_models import CloudFormationModel
 
 from cdk_session_expiry.testing import _moto_internals
+from cdk_session_expiry.testing._cloudformation_appconfig import (
+    APPCONFIG_MODELS,
+    APPCONFIG_RESOURCE_TYPES,
+)
 
-#: The resource types :func:`install` teaches moto's CloudFormation.
-TAUGHT_RESOURCE_TYPES = ("AWS::CloudWatch::Alarm", "AWS::Lambda::EventInvokeConfig")
+#: The resource types :func:`install` teaches moto's CloudFormation (AppConfig's:
+#: :mod:`._cloudformation_appconfig`).
+TAUGHT_RESOURCE_TYPES = (
+    "AWS::CloudWatch::Alarm",
+    "AWS::Lambda::EventInvokeConfig",
+    *APPCONFIG_RESOURCE_TYPES,
+)
 
 
 def install() -> None:
@@ -59,7 +69,8 @@ def install() -> None:
         MotoInternalsChanged: moto's CloudFormation model registry changed shape.
     """
     _moto_internals.register_cloudformation_models(
-        [CloudFormationAlarm, CloudFormationEventInvokeConfig], TAUGHT_RESOURCE_TYPES
+        [CloudFormationAlarm, CloudFormationEventInvokeConfig, *APPCONFIG_MODELS],
+        TAUGHT_RESOURCE_TYPES,
     )
     _moto_internals.name_event_buses()
     _moto_internals.output_change_set_stacks()

@@ -201,11 +201,13 @@ def check_moto_internals() -> None:
         raise _fail("ApiGatewayManagementApiBackend.connections", "is not a mapping")
     from cdk_session_expiry.testing import (
         _moto_agentcore_memory,
+        _moto_appconfig,
         _moto_firehose,
         _moto_transactions,
     )
 
     _moto_transactions.check()
+    _moto_appconfig.check()
     _moto_agentcore_memory.check()
     _moto_firehose.check()
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from cdk_session_expiry.testing import (
     _moto_agentcore_memory,
+    _moto_appconfig,
     _moto_firehose,
     _moto_internals,
     _moto_transactions,
@@ -220,6 +221,7 @@ class LocalEmulator:
             # AgentCore Memory paging and records, Firehose's dynamic partitioning: moto lacks them.
             _moto_agentcore_memory.install()
             _moto_firehose.install()
+            _moto_appconfig.install()  # environments, deployments, the AppConfig Data API
             try:
                 from cdk_session_expiry.testing import _cloudformation_models
 
@@ -230,6 +232,7 @@ class LocalEmulator:
                 server.start()
                 _moto_internals.wrap_wsgi_app(server, lambda app: _FaultInjector(app, self))
             except BaseException:
+                _moto_appconfig.uninstall()
                 _moto_firehose.uninstall()
                 _moto_agentcore_memory.uninstall()
                 _moto_transactions.uninstall()
@@ -287,6 +290,7 @@ class LocalEmulator:
             with _ACTIVE_LOCK:
                 if self in _ACTIVE:
                     _ACTIVE.remove(self)
+            _moto_appconfig.uninstall()
             _moto_firehose.uninstall()
             _moto_agentcore_memory.uninstall()
             _moto_transactions.uninstall()

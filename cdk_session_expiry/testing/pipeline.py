@@ -746,6 +746,54 @@ class LocalPipeline:
         :meth:`run_cleanup` delivers what was written meanwhile."""
         self._set_cleanup_enabled(True)
 
+    def set_feature_flags(self, **flags: bool) -> dict[str, Any]:
+        """Change the cleanup's feature flags (``feature_flags``) as an operator does:
+        ``python -m session_expiry_runtime.kill_switch flags set NAME=on|off ...`` run from the
+        deployed code asset (a new hosted version and its deployment, checked first), then a new
+        execution environment for the cleanup, which reads them at its next invocation (the
+        emulator's deployments complete at once; in AWS, within the strategy and the poll
+        interval). E.g. ``set_feature_flags(DeleteScratch=False)``, ``set_feature_flags(
+        enabled=True, dryRun=False)``. Returns the command's JSON line (``flags``,
+        ``deployment``).
+
+        Raises:
+            ValueError: no flag given, or the command refused (an unknown flag; its stderr).
+        """
+        if not flags:
+            raise ValueError(
+                "set_feature_flags: expected NAME=True|False, e.g. DeleteScratch=False"
+            )
+        assignments = [f"{name}={'on' if on else 'off'}" for name, on in flags.items()]
+        done = self.run_module(
+            "session_expiry_runtime.kill_switch",
+            "flags",
+            "set",
+            *assignments,
+            "--function",
+            self.function.name,
+        )
+        if done.returncode != 0:
+            raise ValueError(f"flags set {' '.join(assignments)}: {done.stderr.strip()}")
+        self._new_cleanup_environment()
+        answer: dict[str, Any] = json.loads(done.stdout)
+        return answer
+
+    def _new_cleanup_environment(self) -> None:
+        """Stop the cleanup's worker process: the next invocation starts a new one (a new
+        execution environment, which reads the flags anew)."""
+        if self._lambda is not None:
+            self._lambda.close()
+            self._lambda = None
+        if self._poller is not None:
+            self._poller.handler = self.local_lambda()
+
+    def drain_deferred(self) -> dict[str, Any]:
+        """Run the drain of deferred work now, as the construct's drain schedule does every 5
+        minutes (the cleanup function invoked with ``{"sessionExpiryDrain": true}``); its report
+        ``{"done": {step: n}, "failed": {step: n}}``."""
+        report: dict[str, Any] = self.local_lambda().invoke({"sessionExpiryDrain": True})
+        return report
+
     def _set_cleanup_enabled(self, enabled: bool) -> None:
         self.emulator.client("lambda").update_event_source_mapping(
             UUID=self.mapping.uuid, Enabled=enabled

@@ -267,6 +267,28 @@ REFUSAL_LEGACY = "Legacy"
 REFUSAL_CLAIM_EXPIRED = "ClaimExpired"
 #: Reading, marking or releasing ownership records failed (the record fails and is retried).
 ACTION_OWNERSHIP = "Ownership"
+#: Writing the deferred work of a step switched off by its feature flag (:mod:`.deferred`).
+ACTION_DEFERRAL = "Deferral"
+
+# Feature flags in AWS AppConfig (:mod:`.feature_flags`, :mod:`.deferred`; issue 26).
+ENV_FLAGS_APPLICATION = "SESSION_EXPIRY_FLAGS_APPLICATION"
+ENV_FLAGS_ENVIRONMENT = "SESSION_EXPIRY_FLAGS_ENVIRONMENT"
+ENV_FLAGS_PROFILE = "SESSION_EXPIRY_FLAGS_PROFILE"
+ENV_FLAGS_POLL_SECONDS = "SESSION_EXPIRY_FLAGS_POLL_SECONDS"
+#: The deployment strategy the kill switch's ``flags set`` deploys with (not read by the cleanup).
+ENV_FLAGS_DEPLOYMENT_STRATEGY = "SESSION_EXPIRY_FLAGS_DEPLOYMENT_STRATEGY"
+#: Seconds between two reads of the flags in one execution environment.
+DEFAULT_FLAGS_POLL_SECONDS = 30
+#: AppConfig could not be read; the last good flags stayed in force.
+METRIC_FEATURE_FLAGS_READ_FAILURES = "FeatureFlagsReadFailures"
+#: A step switched off by its flag: its work deferred (dimension ``Action``).
+METRIC_STEPS_DISABLED = "StepsDisabled"
+#: A whole record deferred while the flag ``enabled`` was off.
+METRIC_SESSIONS_DEFERRED = "SessionsDeferred"
+#: Deferred work done by the drain (dimension ``Action``; ``*``: a whole record).
+METRIC_DEFERRED_WORK_DONE = "DeferredWorkDone"
+#: Age of the oldest deferred item left after a drain run (Seconds; 0 when none).
+METRIC_DEFERRED_WORK_AGE = "DeferredWorkAgeSeconds"
 
 # --- queryable archive, archive at scale, agent memory (issue 24; same values on both sides) --
 #: The Amazon Data Firehose delivery stream (its name) the archive step hands records to

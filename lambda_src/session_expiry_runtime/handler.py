@@ -8,23 +8,35 @@ shared by every invocation and worker thread; nothing else outlives an invocatio
 pool, the ownership check and the steps' shared batchers are made per invocation:
 :mod:`.invocation`). A bad configuration raises on every invocation (function errors, so the
 errors alarm fires) rather than skipping cleanups.
+
+With feature flags (:mod:`.feature_flags`, the construct's ``feature_flags``), each invocation
+first reads the flags (cached per execution environment) and applies them (:mod:`.levers`); the
+drain schedule's event (``{"sessionExpiryDrain": true}``) runs the deferred work instead of a
+batch (:func:`.levers.drain`).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
-from .cleaner import SessionCleaner, build_clients, process_batch
+import boto3
+
+from .cleaner import SessionCleaner, build_clients, client_config, process_batch
 from .config import RuntimeConfig, validate_cleanup_config
+from .deferred import is_drain_event
+from .feature_flags import FlagReader, Flags, FlagSource
 from .gc_settings import tune_for_cleanup
 from .kinesis_records import to_stream_event
+from .levers import drain, run_batch
 from .metrics import MetricsRecorder
 from .pacing import ClientPacer, start_invocation
 from .pacing import install as install_pacing
 
 _cleaner: SessionCleaner | None = None
 _pacer: ClientPacer | None = None
+_flags: FlagReader | None = None
 _lock = threading.Lock()
 
 
@@ -39,24 +51,56 @@ def get_cleaner() -> SessionCleaner:
         ValueError: a ``SESSION_EXPIRY_*`` variable is invalid (see
             :func:`~session_expiry_runtime.config.validate_cleanup_config`).
     """
-    global _cleaner, _pacer
+    global _cleaner, _pacer, _flags
     with _lock:
         if _cleaner is None:
             config = validate_cleanup_config(RuntimeConfig.from_env())
+            source = FlagSource.from_env(os.environ)
             clients = build_clients(config)
             metrics = MetricsRecorder(
                 config.metrics_namespace, tenant_dimension=config.metrics_tenant_dimension
             )
             _pacer = install_pacing(clients, metrics, config.time_guard_ms)
             _cleaner = SessionCleaner(config, clients, metrics)
+            _flags = _flag_reader(source, _cleaner)
             tune_for_cleanup()  # after the long-lived objects exist: see gc_settings
         return _cleaner
+
+
+def _flag_reader(source: FlagSource | None, cleaner: SessionCleaner) -> FlagReader | None:
+    """The process's flag reader, or ``None`` without flags.
+
+    Raises:
+        ValueError: flags are configured but the ownership table (where deferred work goes)
+            is not.
+    """
+    if source is None:
+        return None
+    if cleaner.deferrals is None:
+        raise ValueError(
+            "feature flags are configured but SESSION_EXPIRY_OWNERSHIP_TABLE_NAME is not: "
+            "a step switched off would have nowhere to keep its work"
+        )
+    settings = client_config(cleaner.config.max_workers, cleaner.config.time_guard_ms)
+    client = boto3.session.Session().client("appconfigdata", config=settings)
+    return FlagReader(client, source, default_dry_run=cleaner.config.dry_run)
+
+
+def current_flags(cleaner: SessionCleaner) -> Flags | None:
+    """The flags in force for this invocation, or ``None`` without flags."""
+    return None if _flags is None else _flags.current(cleaner.metrics)
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Clean up after every removed session in ``event`` (a DynamoDB stream batch, or a Kinesis
     batch of the Kinesis change source: :mod:`.kinesis_records`); return the partial batch
-    response."""
+    response. The drain schedule's event runs the deferred work instead (:func:`.levers.drain`:
+    its report)."""
     cleaner = get_cleaner()
     start_invocation(_pacer, context, cleaner.config.time_guard_ms)  # paced calls wait till then
-    return process_batch(to_stream_event(event), context, cleaner)
+    flags = current_flags(cleaner)
+    if is_drain_event(event):
+        return drain(cleaner, flags or Flags(dry_run=cleaner.config.dry_run), context)
+    if flags is None:
+        return process_batch(to_stream_event(event), context, cleaner)
+    return run_batch(to_stream_event(event), context, cleaner, flags)

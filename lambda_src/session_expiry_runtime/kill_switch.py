@@ -23,6 +23,11 @@ CLI::
     python -m session_expiry_runtime.kill_switch disable (--uuid UUID | --function NAME)
     python -m session_expiry_runtime.kill_switch enable  (--uuid UUID | --function NAME)
     python -m session_expiry_runtime.kill_switch status  (--uuid UUID | --function NAME)
+    python -m session_expiry_runtime.kill_switch flags (show | set NAME=on|off ...) --function NAME
+
+``flags`` (with the construct's ``feature_flags``): finer levers in AWS AppConfig — one step off,
+a dry run, everything deferred — deployed without a deploy of the stack
+(:mod:`.kill_switch_flags`); this mapping toggle stays the full stop.
 
 Prints one JSON line (uuid, state, function, stream, last modified) and, while the mapping is
 paused, its deadlines (:func:`session_expiry_runtime.pause_watch.deadlines`):
@@ -51,6 +56,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from . import kill_switch_flags
 from .pause_watch import PAUSED_STATES, STREAM_RETENTION, deadlines
 
 EXIT_DONE = 0
@@ -243,6 +249,9 @@ def _parser() -> argparse.ArgumentParser:
             "the Kinesis stream's with the Kinesis change source) and maxRecordAgeDeadline\n"
             "(resumed later,\n"
             "records go to the on-failure destination: LastModified + max_record_age).\n\n"
+            "finer levers (construct prop feature_flags): one step off, a dry run, every\n"
+            "record deferred, in AWS AppConfig, without a deploy:\n"
+            "  python -m session_expiry_runtime.kill_switch flags --help\n\n"
             "exit status: 0 the mapping is in the requested state; 1 still changing after\n"
             "--wait; 2 could not run. Before the next deploy, set the construct's\n"
             "cleanup_enabled to match (documentation: Operating it, Kill switch;\n"
@@ -268,8 +277,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Iterable[str] | None = None, session: boto3.session.Session | None = None) -> int:
-    """The CLI; returns the exit status."""
-    args = _parser().parse_args(list(argv) if argv is not None else None)
+    """The CLI; returns the exit status. ``flags ...`` is :func:`.kill_switch_flags.main`."""
+    given = list(argv) if argv is not None else sys.argv[1:]
+    if given[:1] == ["flags"]:
+        return kill_switch_flags.main(given[1:], session)
+    args = _parser().parse_args(given)
     boto_session = session or boto3.session.Session()
     client = boto_session.client("lambda")
     try:

@@ -20,6 +20,9 @@ OUTCOME_SKIPPED = "skipped"
 OUTCOME_FAILED = "failed"
 #: Dry run (``SESSION_EXPIRY_DRY_RUN``): the record would have been cleaned; nothing was changed.
 OUTCOME_DRY_RUN = "dry-run"
+#: Feature flag ``enabled`` off: the whole record was kept as deferred work (:mod:`.deferred`)
+#: before any cleanup call; the drain cleans it once the flag is on again.
+OUTCOME_DEFERRED = "deferred"
 
 #: A step made its change.
 STEP_DONE = "done"
@@ -35,6 +38,9 @@ STEP_FAILED = "failed"
 STEP_NOT_OWNED = "not-owned"
 #: Dry run: the step would have run (its change-making call was not made).
 STEP_DRY_RUN = "dry-run"
+#: The step's feature flag is off: not run; its work was kept as deferred work (:mod:`.deferred`)
+#: and is done by the drain once the flag is on again.
+STEP_DISABLED = "disabled"
 
 
 class StepFailed(Exception):
@@ -87,6 +93,8 @@ class RecordResult:
     #: The old image was written to the archive bucket.
     archived: bool = False
     ownership_refusals: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: The steps whose feature flag was off: reported ``disabled``, their work deferred.
+    deferred_steps: tuple[str, ...] = ()
 
     def alarmed_refusals(self) -> dict[str, dict[str, str]]:
         """The ownership refusals that only a forged image or a writer bypassing

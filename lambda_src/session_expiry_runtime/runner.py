@@ -40,6 +40,13 @@ there and stops the run, after the metrics are flushed; and what is no exception
 (``os._exit``, a crash of the interpreter, Lambda ending the invocation at its timeout). A step
 that never returns is not waited for past the hard stop (below).
 
+**Feature flags** (:mod:`.feature_flags`; applied by :mod:`.levers`): a runner copy per
+invocation (:meth:`CleanupRunner.with_levers`) reports a step switched off ``disabled`` — after
+its plan, before the ownership check, so nothing of it is called — and writes its deferred work
+(:mod:`.deferred`) before the record is done; a failed write fails the record (``Deferral``).
+The drain runs deferred work with a copy limited to that step (``only_steps``: no fan-out, and
+the session is not counted cleaned again).
+
 **No state crosses an invocation boundary** except the clients and the steps' configuration:
 the step pool, the ownership check's batcher and whatever a step shares between sessions (the
 ``DeleteObjects`` batcher) are made for each invocation (:mod:`.invocation`).
@@ -61,6 +68,7 @@ case.
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -77,6 +85,7 @@ from .clients import CleanupClients
 from .config import (
     ACTION_ARCHIVE,
     ACTION_DECODE,
+    ACTION_DEFERRAL,
     ACTION_OWNERSHIP,
     ACTION_TIME_GUARD,
     ACTION_UNEXPECTED,
@@ -87,6 +96,7 @@ from .config import (
     CAUSE_NO_SEQUENCE_NUMBER,
     CAUSE_NOT_REMOVE,
     CAUSE_OTHER_REGION,
+    DIMENSION_ACTION,
     DIMENSION_REASON,
     ENV_OWNERSHIP_TABLE_NAME,
     METRIC_SESSIONS_ARCHIVED,
@@ -94,6 +104,7 @@ from .config import (
     RuntimeConfig,
 )
 from .decode import DecodeError, StreamRecord, decode_image, parse_record, to_json_value
+from .deferred import METRIC_STEPS_DISABLED, DeferredStore
 from .deferred_releases import DeferredReleases, PendingRelease
 from .invocation import InvocationScope
 from .kinesis_removals import RemovalCheck
@@ -104,6 +115,7 @@ from .outcomes import (
     OUTCOME_FAILED,
     OUTCOME_SKIPPED,
     STEP_ALREADY_DONE,
+    STEP_DISABLED,
     STEP_DONE,
     STEP_FAILED,
     STEP_NOT_OWNED,
@@ -150,6 +162,13 @@ class _Tally:
     #: step name -> {id -> Refusal} of the ids the ownership check refused
     ownership: dict[str, dict[str, str]] = field(default_factory=dict)
     ran_any: bool = False
+    #: steps whose feature flag is off: reported ``disabled``, their work deferred
+    deferred: list[str] = field(default_factory=list)
+
+    def add_disabled(self, step: CleanupStep) -> None:
+        self.steps[step.name] = STEP_DISABLED
+        self.deferred.append(step.name)
+        self.ran_any = True
 
     def add_error(self, action: str, text: str) -> None:
         self.errors[action] = f"{self.errors[action]}; {text}" if action in self.errors else text
@@ -207,6 +226,11 @@ class _Tally:
 class CleanupRunner:
     """Cleans up after one removed session per call; safe to share between threads.
 
+    Feature flags (:mod:`.feature_flags`) act through :meth:`with_levers`: a copy of the runner
+    for one invocation whose disabled steps are reported ``disabled`` and deferred
+    (:mod:`.deferred`, written to :attr:`deferrals`), or that runs only the given steps (the
+    drain of deferred work).
+
     Args:
         config: the runtime configuration (attribute names, targets, scratch layout).
         clients: boto3 clients of the configured targets (see
@@ -246,6 +270,45 @@ class CleanupRunner:
         self.after_success_steps = [
             s for s in built if isinstance(s, BatchStep) and s.phase == PHASE_AFTER_SUCCESS
         ]
+        #: Step names whose feature flag is off (:meth:`with_levers`).
+        self.disabled_steps: frozenset[str] = frozenset()
+        #: Only these steps run (the drain of deferred work); ``None``: every step.
+        self.only_steps: frozenset[str] | None = None
+        #: Where deferred work is written (the ownership table); ``None`` without one.
+        self.deferrals: DeferredStore | None = (
+            None
+            if clients.ownership is None or config.ownership_table_name is None
+            else DeferredStore(clients.ownership, config.ownership_table_name)
+        )
+
+    def step_names(self) -> list[str]:
+        """The metric ``Action`` names of the gate and session steps, in order: the steps a
+        feature flag can switch off."""
+        return [s.name for s in (*self.gate_steps, *self.session_steps)]
+
+    def with_levers(
+        self,
+        *,
+        dry_run: bool = False,
+        disabled_steps: frozenset[str] = frozenset(),
+        only_steps: frozenset[str] | None = None,
+    ) -> CleanupRunner:
+        """This runner for one invocation with the feature flags' levers: a dry run (on top of
+        the configured one), steps switched off, or only some steps (the drain); ``self`` when
+        nothing differs. A shallow copy: clients, steps and metrics are shared."""
+        dry = self.config.dry_run or dry_run
+        if (dry, disabled_steps, only_steps) == (self.config.dry_run, self.disabled_steps, None):
+            return self
+        runner = copy.copy(self)
+        runner.config = replace(self.config, dry_run=dry)
+        runner.disabled_steps = frozenset(disabled_steps)
+        runner.only_steps = only_steps
+        return runner
+
+    def _active(self, steps: Sequence[CleanupStep]) -> list[CleanupStep]:
+        if self.only_steps is None:
+            return list(steps)
+        return [s for s in steps if s.name in self.only_steps]
 
     def claim_batcher(self) -> ClaimBatcher | None:
         """A new ownership check (:mod:`.claims`) for one invocation; ``None`` without an
@@ -285,8 +348,8 @@ class CleanupRunner:
                 return None
             refs = [
                 ref
-                for step in self.session_steps
-                if step.claims_ownership
+                for step in self._active(self.session_steps)
+                if step.claims_ownership and step.name not in self.disabled_steps
                 for plan in (step.plan(session),)
                 if plan.status == PLAN_RUN
                 for ref in plan.claims
@@ -323,7 +386,7 @@ class CleanupRunner:
         record = parse_record(raw)
         try:
             claims = claims if claims is not None else self.claim_batcher()
-            result = self._clean(record, out_of_time, step_pool, claims, scope, releases)
+            result = self._clean(record, out_of_time, step_pool, claims, scope, releases, raw)
         except BaseException as exc:  # per-record isolation: a bug must cost a retry, not the batch
             result = self.unexpected(raw, exc, account=False)
         if account:
@@ -386,6 +449,7 @@ class CleanupRunner:
         claims: ClaimBatcher | None,
         scope: InvocationScope | None,
         releases: DeferredReleases | None = None,
+        raw: object = None,
     ) -> RecordResult:
         session = self._session(record)
         if isinstance(session, RecordResult):
@@ -405,16 +469,39 @@ class CleanupRunner:
         )
         tally = _Tally()
         if self._run_gates(ctx, tally):
-            plans = [(step, step.plan(session)) for step in self.session_steps]
+            plans = [(step, step.plan(session)) for step in self._active(self.session_steps)]
             for step, plan in plans:
                 tally.add_plan(step, plan, ctx)
-            runnable = [(step, plan) for step, plan in plans if plan.status == PLAN_RUN]
+            runnable = []
+            for step, plan in plans:
+                if plan.status == PLAN_RUN and step.name in self.disabled_steps:
+                    tally.add_disabled(step)
+                elif plan.status == PLAN_RUN:
+                    runnable.append((step, plan))
             acting = self._check_ownership(runnable, ctx, tally)
             attempts = self._run_side_by_side(acting, ctx, step_pool)
             for attempt in attempts:
                 tally.add_attempt(attempt)
             self._release_owned(acting, attempts, ctx, tally, releases)
+        if tally.deferred:
+            self._defer(raw, session, tally)
         return self._finish(record, ctx, tally)
+
+    def _defer(self, raw: object, session: Session, tally: _Tally) -> None:
+        """Write the deferred work of the record's disabled steps (not in a dry run, which
+        changes nothing); a failed write fails the record (action ``Deferral``): retried."""
+        if self.config.dry_run:
+            return
+        try:
+            if self.deferrals is None or not isinstance(raw, Mapping):
+                raise RuntimeError(
+                    f"{ENV_OWNERSHIP_TABLE_NAME} is not set: deferred work has nowhere to go"
+                )
+            self.deferrals.defer(
+                raw, tally.deferred, keys=session.keys, incarnation=session.incarnation
+            )
+        except Exception as exc:
+            tally.add_error(ACTION_DEFERRAL, raised_text(exc))
 
     def _still_in_table(self, session: Session, scope: InvocationScope) -> RecordResult | None:
         """For a ``REMOVE`` that came through Kinesis, the result of a record whose item the
@@ -476,6 +563,12 @@ class CleanupRunner:
             return dict.fromkeys(refs, ClaimFailure(f"{ENV_OWNERSHIP_TABLE_NAME} is not set"))
         with ctx.holding():
             return ctx.claim_batcher.check(ctx.claimant, refs, ctx.waiting)
+
+    def session_of(self, record: StreamRecord) -> Session | RecordResult:
+        """The decoded, classified session of ``record``; or the result (skipped, failed) of a
+        record that has none. No call is made (the feature flag ``enabled`` off defers what
+        this gives: :mod:`.levers`)."""
+        return self._session(record)
 
     def _session(self, record: StreamRecord) -> Session | RecordResult:
         """The decoded, classified session; or the result of a record that has none."""
@@ -574,10 +667,13 @@ class CleanupRunner:
     def _run_gates(self, ctx: StepContext, tally: _Tally) -> bool:
         """Run the gate steps in order, on the record's thread; ``False`` (stop) as soon as one
         fails."""
-        for step in self.gate_steps:
+        for step in self._active(self.gate_steps):
             plan = step.plan(ctx.session)
             if plan.status != PLAN_RUN:
                 tally.add_plan(step, plan, ctx)
+                continue
+            if step.name in self.disabled_steps:
+                tally.add_disabled(step)
                 continue
             ctx.log.update(plan.log)
             attempt = self._attempt(step, plan, ctx)
@@ -635,6 +731,7 @@ class CleanupRunner:
             tenant=session.image.get(self.config.tenant_attribute),
             archived=tally.steps.get(ACTION_ARCHIVE) == STEP_DONE,
             ownership_refusals=tally.ownership,
+            deferred_steps=tuple(tally.deferred) if not self.config.dry_run else (),
         )
         result.log.update(log)
         return result
@@ -668,6 +765,8 @@ class CleanupRunner:
         m.objects_deleted(result.objects_deleted)
         for step in result.refused_steps:
             m.step_refused(step)
+        for step in result.deferred_steps if result.outcome != OUTCOME_FAILED else ():
+            m.count(METRIC_STEPS_DISABLED, dimension=(DIMENSION_ACTION, step))
         refusals = Counter(r for ids in result.ownership_refusals.values() for r in ids.values())
         for refusal, count in sorted(refusals.items()):
             m.resource_refused(refusal, count)
@@ -675,6 +774,8 @@ class CleanupRunner:
             for action in result.failed_actions:
                 m.cleanup_failed(action)
             return
+        if self.only_steps is not None:
+            return  # the drain of deferred work: the session was counted when it was removed
         # Only final outcomes: a failed record comes back, and would be counted twice.
         if result.lag_seconds is not None:
             m.ttl_lag(result.lag_seconds)
@@ -1042,7 +1143,12 @@ def _clean_batch(
     """Every record's result, each accounted once (:func:`process_batch`)."""
     deadline = Deadline(context, cleaner.config.time_guard_ms)
     # A dry run publishes nothing: subscribers would act on sessions that were not cleaned.
-    after = [] if cleaner.config.dry_run else cleaner.after_success_steps
+    # Neither does the drain of one deferred step: the record's fan-out already ran.
+    after = (
+        []
+        if cleaner.config.dry_run or cleaner.only_steps is not None
+        else cleaner.after_success_steps
+    )
     unique, results = _split_duplicates(records, cleaner)
     deferred: list[RecordResult] | None = [] if after else None
     results.extend(_clean_records(unique, cleaner, deadline, deferred))

@@ -122,6 +122,8 @@ def everything(stack: Stack) -> SessionExpiry:
         # Expiry by tenant: the Tenant dimension and the Contributor Insights rules.
         metrics_tenant_dimension=True,
         tenant_insights=True,
+        # Issue 26 part 1: feature-flag kill switches in AWS AppConfig.
+        feature_flags=True,
     )
     sessions.grant_session_access(_function(stack, "Connect"))
     return sessions

@@ -22,12 +22,27 @@ DEFAULT_LIFETIME_SECONDS = 8 * 3600
 
 
 def create_ownership_table(ddb: Any, name: str = OWNERSHIP_TABLE) -> None:
-    """The ownership table as the construct creates it: partition key ``resource`` (String),
-    on-demand, no stream (moto does not need the time to live to be enabled)."""
+    """The ownership table as the construct creates it with ``feature_flags``: partition key
+    ``resource`` (String), the sparse ``deferredWork`` index of deferred work, on-demand, no
+    stream (moto does not need the time to live to be enabled)."""
     ddb.create_table(
         TableName=name,
         KeySchema=[{"AttributeName": own.ATTR_RESOURCE, "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": own.ATTR_RESOURCE, "AttributeType": "S"}],
+        AttributeDefinitions=[
+            {"AttributeName": own.ATTR_RESOURCE, "AttributeType": "S"},
+            {"AttributeName": "deferredStep", "AttributeType": "S"},
+            {"AttributeName": "deferredAt", "AttributeType": "N"},
+        ],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "deferredWork",
+                "KeySchema": [
+                    {"AttributeName": "deferredStep", "KeyType": "HASH"},
+                    {"AttributeName": "deferredAt", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
         BillingMode="PAY_PER_REQUEST",
     )
 

@@ -1,7 +1,8 @@
 """Every opt-in of SessionExpiry in one stack, deployed through the pytest plugin once per test
 session (tests/sandbox/test_plugin_optins*.py): the dashboard and the construct's widgets on a
 dashboard of the app's own, a sub-minute expiry sweeper, the grant sweep, the archive, fan-out to
-an event bus (with a consumer queue), AgentCore targets and a custom step; two application
+an event bus (with a consumer queue), AgentCore targets, a custom step and feature flags in AWS
+AppConfig; two application
 functions are given session access, with different environments.
 """
 
@@ -65,6 +66,7 @@ sessions = SessionExpiry(
     removal_policy=cdk.RemovalPolicy.DESTROY,
     metrics_tenant_dimension=True,
     tenant_insights=True,
+    feature_flags=True,  # issue 26 part 1: kill switches in AWS AppConfig
 )
 scratch.grant_delete(note)
 sessions.add_dashboard()
