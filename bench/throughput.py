@@ -85,7 +85,7 @@ CLAIMS_PER_SESSION = 2
 TRANSACT_ITEMS = 100
 
 
-def minimum_calls(objects: int, sessions: int = 1) -> dict[str, float]:
+def minimum_calls(objects: int, sessions: int = 1, *, kinesis: bool = False) -> dict[str, float]:
     """The fewest calls per session that can clean ``sessions`` sessions with ``objects``
     scratch objects each, cleaned in one invocation.
 
@@ -94,7 +94,9 @@ def minimum_calls(objects: int, sessions: int = 1) -> dict[str, float]:
     alone: one ``TransactWriteItems`` carries up to 100 of the invocation's records, so
     marking and releasing ``2 * sessions`` records takes ``2 * ceil(2 * sessions / 100)``
     calls in all (0.04 a session in a batch of 100, 2 for one session alone). Items written
-    before ownership records (none in the bench) would add a ``ListGrants`` instead.
+    before ownership records (none in the bench) would add a ``ListGrants`` instead. With the
+    Kinesis change source (``kinesis``) every ``REMOVE`` is read back from the table first
+    (``session_expiry_runtime.kinesis_removals``): one ``BatchGetItem`` per 100 sessions.
     """
     pages = max(1, math.ceil(objects / 1000))
     transact = 2 * math.ceil(CLAIMS_PER_SESSION * sessions / TRANSACT_ITEMS)
@@ -104,6 +106,7 @@ def minimum_calls(objects: int, sessions: int = 1) -> dict[str, float]:
         "ListObjectsV2": pages,
         "DeleteObjects": math.ceil(objects / 1000),
         "TransactWriteItems": transact / sessions,
+        "BatchGetItem": math.ceil(sessions / 100) / sessions if kinesis else 0,
     }
 
 
