@@ -114,9 +114,16 @@ def run(
     duplicates_before = metrics.total(
         contract.METRIC_RECORDS_SKIPPED, Cause=contract.CAUSE_DUPLICATE
     )
-    handler = pipeline.local_lambda()
+    # The table name the construct sets on the cleanup of a Kinesis change source: every REMOVE
+    # that came through Kinesis is read back from it first (kinesis_removals).
+    handler = pipeline.local_lambda({contract.ENV_TABLE_NAME: pipeline.table_name})
     batches = _batches(kinesis, stream_arn)
-    failures = [f for batch in batches for f in handler({"Records": batch})["batchItemFailures"]]
+    try:
+        failures = [
+            f for batch in batches for f in handler({"Records": batch})["batchItemFailures"]
+        ]
+    finally:
+        handler.close()
     grants = {
         g["GrantId"]
         for page in kms.get_paginator("list_grants").paginate(KeyId=key_arn)

@@ -313,8 +313,18 @@ class LocalPipeline:
         for listener in self._log_listeners:
             listener(line)
 
-    def local_lambda(self) -> LocalLambda:
-        """The deployed handler running in its worker process (started on first use)."""
+    def local_lambda(self, env_overrides: Mapping[str, str] | None = None) -> LocalLambda:
+        """The deployed handler running in its worker process (started on first use).
+
+        Args:
+            env_overrides: variables on top of the deployed environment (for example
+                ``SESSION_EXPIRY_TABLE_NAME``, which the construct sets on the cleanup of a
+                Kinesis change source, to feed it Kinesis records); default none. Given, a new
+                worker is started for the caller, who closes it (``close()``); its log lines
+                count into :attr:`metrics` like the deployed worker's.
+        """
+        if env_overrides:
+            return self.function.start(env_overrides=env_overrides, on_log=self._log)
         if self._lambda is None:
             self._lambda = self.function.start(on_log=self._log)
         return self._lambda
