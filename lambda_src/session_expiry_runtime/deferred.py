@@ -108,7 +108,8 @@ class DeferredStore:
         incarnation: str | None,
         now: float | None = None,
     ) -> None:
-        """Write one item per step of ``steps`` for the stream record ``raw``.
+        """Write one item per step of ``steps`` for the stream record ``raw``; an item already
+        there (the same record deferred before: a retried batch) is kept as it is.
 
         Raises:
             botocore.exceptions.ClientError: a write failed (e.g. an item above 400 KB): the
@@ -131,7 +132,20 @@ class DeferredStore:
             }
             if incarnation:
                 item["incarnation"] = {"S": incarnation}
-            self.client.put_item(TableName=self.table, Item=item)
+            self._put_once(item)
+
+    def _put_once(self, item: dict[str, Any]) -> None:
+        """Write ``item`` unless the same record's step is deferred already (a retried batch):
+        an overwrite would drop a running drain's hold, leaving the item to be done twice."""
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=item,
+                ConditionExpression="attribute_not_exists(#r)",
+                ExpressionAttributeNames={"#r": "resource"},
+            )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            pass  # deferred once already: that item stands
 
     def pending(self, step: str, limit: int) -> list[dict[str, Any]]:
         """Up to ``limit`` items of ``step``, oldest first (strongly consistent reads are not
