@@ -39,6 +39,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 from .config import (
@@ -127,7 +128,7 @@ class DeferredStore:
                 ATTR_DEFERRED_STEP: {"S": step},
                 ATTR_DEFERRED_AT: {"N": str(at)},
                 "owner": {"S": owner},
-                ATTR_RECORD: {"S": json.dumps(raw, separators=(",", ":"))},
+                ATTR_RECORD: {"S": json.dumps(raw, separators=(",", ":"), default=_number)},
                 "expiresAt": {"N": str(at + DEFERRED_RETENTION_SECONDS)},
             }
             if incarnation:
@@ -212,6 +213,18 @@ class DeferredStore:
         except self.client.exceptions.ConditionalCheckFailedException:
             return False
         return True
+
+
+def _number(value: object) -> int | float:
+    """A ``Decimal`` of the record as a JSON number (a record of the Kinesis change source carries
+    ``ApproximateCreationDateTime`` as one: :mod:`.kinesis_records`), as Lambda's JSON has it.
+
+    Raises:
+        TypeError: ``value`` is not a ``Decimal`` (``json.dumps``'s own error).
+    """
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def new_drain_id() -> str:

@@ -77,7 +77,8 @@ def parse_assignments(assignments: Iterable[str]) -> dict[str, bool]:
             )
         if name in given:
             raise FlagsError(
-                f"{name!r} is given twice ({given[name]!r}, {assignment!r}): expected each flag once"
+                f"{name!r} is given twice ({given[name]!r}, {assignment!r}): "
+                "expected each flag once"
             )
         given[name] = assignment
         parsed[name] = _VALUES[value]

@@ -13,6 +13,7 @@ from session_expiry_runtime import handler as handler_module
 from session_expiry_runtime.deferred import DRAIN_STALE_SECONDS
 from session_expiry_runtime.ownership import KIND_CONNECTION, resource_key
 from test_feature_flags import deferred_items, flags, remove, target_calls
+from test_kinesis_source import KinesisSource, change
 
 __all__ = ["flags"]  # the fixture, shared with test_feature_flags.py
 
@@ -165,3 +166,26 @@ def test_a_deferred_claimed_step_whose_claim_expired_does_not_act_and_is_settled
 
     assert sandbox.connection_exists(s.connection_id)  # documented: does not act
     assert deferred_items(sandbox) == [] or report["failed"]
+
+
+@pytest.mark.parametrize("off", ["enabled", "DeleteScratch"])
+def test_a_kinesis_record_delivered_twice_is_deferred_once_and_done_once(
+    flags: Flags, sandbox: Sandbox, off: str
+) -> None:
+    source = KinesisSource()
+    flags.deploy(**{off: False})
+    s = sandbox.create_session("s-1")
+    sandbox.read_stream()
+    sandbox.delete("s-1")
+    (removal,) = sandbox.read_stream()
+    source.put(change(removal))
+    source.put(change(removal))  # Kinesis delivers at least once: the same change again
+    (batch,) = source.batches()
+
+    assert handler_module.handler({"Records": batch}, FakeContext()) == {"batchItemFailures": []}
+    step = "*" if off == "enabled" else off
+    assert [i["deferredStep"]["S"] for i in deferred_items(sandbox)] == [step]
+
+    flags.deploy()
+    assert handler_module.handler(DRAIN, FakeContext())["done"] == {step: 1}
+    assert sandbox.is_clean(s) and deferred_items(sandbox) == []
