@@ -12,7 +12,7 @@ from runtime_support import FakeContext, Sandbox, event
 from session_expiry_runtime import handler as handler_module
 from session_expiry_runtime.deferred import DRAIN_STALE_SECONDS
 from session_expiry_runtime.ownership import KIND_CONNECTION, resource_key
-from test_feature_flags import deferred_items, flags, remove, target_calls
+from test_feature_flags import deferred_items, flags, remove, target_calls, unreachable
 from test_kinesis_source import KinesisSource, change
 
 __all__ = ["flags"]  # the fixture, shared with test_feature_flags.py
@@ -189,3 +189,26 @@ def test_a_kinesis_record_delivered_twice_is_deferred_once_and_done_once(
     flags.deploy()
     assert handler_module.handler(DRAIN, FakeContext())["done"] == {step: 1}
     assert sandbox.is_clean(s) and deferred_items(sandbox) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "design (review 26): before its first good read an execution environment applies every "
+        "lever as deployed, so with enabled=off pulled and AppConfig unreachable a new execution "
+        "environment cleans (everything on by surprise); failing the batch until a first good "
+        "read would keep the records in the stream instead — the team's call"
+    ),
+)
+def test_a_new_execution_environment_that_cannot_read_the_flags_does_not_undo_enabled_off(
+    flags: Flags, sandbox: Sandbox
+) -> None:
+    flags.deploy(enabled=False)  # the operator pulled the lever
+    handler_module.get_cleaner()  # a cold start ...
+    unreachable()  # ... while AppConfig cannot be read
+    sessions, records = remove(sandbox, "s-1")
+    calls = target_calls()
+
+    handler_module.handler(event(*records), FakeContext())
+
+    assert calls == [] and sandbox.is_intact(sessions[0])

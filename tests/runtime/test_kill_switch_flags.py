@@ -184,3 +184,17 @@ def test_set_with_function_and_strategy_deploys_with_that_strategy(
         ApplicationId=flags.app, EnvironmentId=flags.env, DeploymentNumber=number
     )
     assert got["DeploymentStrategyId"] == other
+
+
+def test_fails_an_unknown_strategy_and_deploys_nothing(
+    flags: Flags, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cleanup_function(with_strategy(flags))
+    before = deployments(flags)
+
+    status, answer, err = run(
+        capsys, "set", "DeleteScratch=off", "--function", "cleanup", "--strategy", "nope"
+    )
+
+    assert status == 2 and answer == {} and "nope" in err, err
+    assert deployments(flags) == before
