@@ -4,15 +4,17 @@ twice", through the real handler in moto (as ``test_feature_flags.py``)."""
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import pytest
 from flags_support import DRAIN, Flags
 from ownership_support import emf_totals
-from runtime_support import FakeContext, Sandbox, event
+from runtime_support import TABLE, FakeContext, Sandbox, event
 from session_expiry_runtime import handler as handler_module
 from session_expiry_runtime.deferred import DRAIN_STALE_SECONDS
-from session_expiry_runtime.ownership import KIND_CONNECTION, resource_key
+from session_expiry_runtime.ownership import KIND_CONNECTION, KIND_GRANT, resource_key
 from test_feature_flags import deferred_items, flags, remove, target_calls, unreachable
+from test_grant_sweeper import NOW, Grants
 from test_kinesis_source import KinesisSource, change
 
 __all__ = ["flags"]  # the fixture, shared with test_feature_flags.py
@@ -212,3 +214,39 @@ def test_a_new_execution_environment_that_cannot_read_the_flags_does_not_undo_en
     handler_module.handler(event(*records), FakeContext())
 
     assert calls == [] and sandbox.is_intact(sessions[0])
+
+
+def test_a_grant_whose_retire_step_is_off_is_retired_by_the_grant_sweep_past_its_bound(
+    flags: Flags, sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """RetireGrant off holds only until the grant sweep's pending bound (7 hours): the sweep
+    then retires the grant as an orphan (fail closed, ``OrphanGrantsRetired`` alarms), and the
+    drain afterwards finds it released and calls nothing (documented in Operating it)."""
+    grants = Grants(sandbox)
+    grant_id = grants.grant("s-1", "inc1")
+    grants.session("s-1", "inc1", holds=grant_id)
+    sandbox.ddb.update_item(
+        TableName=TABLE,
+        Key={"pk": {"S": "s-1"}},
+        UpdateExpression="SET incarnation = :i",
+        ExpressionAttributeValues={":i": {"S": "inc1"}},
+    )
+    sandbox.claim(KIND_GRANT, grant_id, "s-1", "inc1")
+    sandbox.read_stream()
+    sandbox.delete("s-1")
+    flags.deploy(RetireGrant=False)
+    handler_module.handler(event(*sandbox.removes()), FakeContext())
+    assert grant_id in sandbox.grant_ids()
+    assert [i["deferredStep"]["S"] for i in deferred_items(sandbox)] == ["RetireGrant"]
+
+    grants.sweeper().sweep()  # first sighting: pending
+    late = grants.sweeper(now=NOW + timedelta(seconds=7 * 3600 + 1))
+    assert late.sweep().orphans_retired == 1  # the lever does not hold past the bound
+    assert grant_id not in sandbox.grant_ids()
+
+    flags.deploy()
+    capsys.readouterr()
+    calls = target_calls()
+    assert handler_module.handler(DRAIN, FakeContext())["done"] == {"RetireGrant": 1}
+    assert calls == [] and deferred_items(sandbox) == []
+    assert "ResourcesRefused" not in str(emf_totals(capsys.readouterr().out))
