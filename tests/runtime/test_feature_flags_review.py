@@ -164,10 +164,13 @@ def test_a_deferred_claimed_step_whose_claim_expired_does_not_act_and_is_settled
 
     flags.deploy()
     report = handler_module.handler(DRAIN, FakeContext())
-    print(report, emf_totals(capsys.readouterr().out))
+    totals = emf_totals(capsys.readouterr().out)
 
-    assert sandbox.connection_exists(s.connection_id)  # documented: does not act
-    assert deferred_items(sandbox) == [] or report["failed"]
+    # As Operating it documents: no call, refused Unclaimed (the skipped-records alarm counts
+    # it), and the item settled, counted as done.
+    assert sandbox.connection_exists(s.connection_id)
+    assert totals["ResourcesRefused|Refusal=Unclaimed"] == 1
+    assert report["done"] == {"DeleteConnection": 1} and deferred_items(sandbox) == []
 
 
 @pytest.mark.parametrize("off", ["enabled", "DeleteScratch"])
