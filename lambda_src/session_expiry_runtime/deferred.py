@@ -39,6 +39,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 from .config import (
@@ -108,7 +109,8 @@ class DeferredStore:
         incarnation: str | None,
         now: float | None = None,
     ) -> None:
-        """Write one item per step of ``steps`` for the stream record ``raw``.
+        """Write one item per step of ``steps`` for the stream record ``raw``; an item already
+        there (the same record deferred before: a retried batch) is kept as it is.
 
         Raises:
             botocore.exceptions.ClientError: a write failed (e.g. an item above 400 KB): the
@@ -126,12 +128,25 @@ class DeferredStore:
                 ATTR_DEFERRED_STEP: {"S": step},
                 ATTR_DEFERRED_AT: {"N": str(at)},
                 "owner": {"S": owner},
-                ATTR_RECORD: {"S": json.dumps(raw, separators=(",", ":"))},
+                ATTR_RECORD: {"S": json.dumps(raw, separators=(",", ":"), default=_number)},
                 "expiresAt": {"N": str(at + DEFERRED_RETENTION_SECONDS)},
             }
             if incarnation:
                 item["incarnation"] = {"S": incarnation}
-            self.client.put_item(TableName=self.table, Item=item)
+            self._put_once(item)
+
+    def _put_once(self, item: dict[str, Any]) -> None:
+        """Write ``item`` unless the same record's step is deferred already (a retried batch):
+        an overwrite would drop a running drain's hold, leaving the item to be done twice."""
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=item,
+                ConditionExpression="attribute_not_exists(#r)",
+                ExpressionAttributeNames={"#r": "resource"},
+            )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            pass  # deferred once already: that item stands
 
     def pending(self, step: str, limit: int) -> list[dict[str, Any]]:
         """Up to ``limit`` items of ``step``, oldest first (strongly consistent reads are not
@@ -198,6 +213,18 @@ class DeferredStore:
         except self.client.exceptions.ConditionalCheckFailedException:
             return False
         return True
+
+
+def _number(value: object) -> int | float:
+    """A ``Decimal`` of the record as a JSON number (a record of the Kinesis change source carries
+    ``ApproximateCreationDateTime`` as one: :mod:`.kinesis_records`), as Lambda's JSON has it.
+
+    Raises:
+        TypeError: ``value`` is not a ``Decimal`` (``json.dumps``'s own error).
+    """
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def new_drain_id() -> str:

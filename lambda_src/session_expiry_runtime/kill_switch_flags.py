@@ -28,7 +28,7 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import boto3
@@ -64,15 +64,23 @@ def parse_assignments(assignments: Iterable[str]) -> dict[str, bool]:
     """``["DeleteScratch=off", "dryRun=on"]`` as ``{"DeleteScratch": False, "dryRun": True}``.
 
     Raises:
-        FlagsError: an assignment is not ``NAME=on`` or ``NAME=off``, or none is given.
+        FlagsError: an assignment is not ``NAME=on`` or ``NAME=off``, a flag is given twice
+            (``A=off A=on``: which one was meant?), or none is given.
     """
     parsed: dict[str, bool] = {}
+    given: dict[str, str] = {}
     for assignment in assignments:
         name, sep, value = assignment.partition("=")
         if not sep or not name or value not in _VALUES:
             raise FlagsError(
                 f"{assignment!r}: expected NAME=on or NAME=off, e.g. DeleteScratch=off"
             )
+        if name in given:
+            raise FlagsError(
+                f"{name!r} is given twice ({given[name]!r}, {assignment!r}): "
+                "expected each flag once"
+            )
+        given[name] = assignment
         parsed[name] = _VALUES[value]
     if not parsed:
         raise FlagsError("flags set: expected at least one NAME=on|off")
@@ -182,14 +190,13 @@ def run(args: argparse.Namespace, session: boto3.session.Session) -> dict[str, A
     Raises:
         FlagsError, botocore.exceptions.ClientError: nothing changed.
     """
+    if args.action == "show" and args.assignments:
+        raise FlagsError(
+            f"flags show takes no NAME=on|off (got {args.assignments}): expected flags set to "
+            "change a flag"
+        )
     wanted = parse_assignments(args.assignments) if args.action == "set" else {}
-    if args.function:
-        where = where_from_function(session.client("lambda"), args.function)
-    elif args.application and args.environment and args.profile:
-        where = Where(args.application, args.environment, args.profile, args.strategy)
-    else:
-        raise FlagsError("expected --function, or --application, --environment and --profile")
-    store = FlagStore(session.client("appconfig"), where)
+    store = FlagStore(session.client("appconfig"), _where(args, session))
     document, deployment = store.deployed()
     if args.action == "show":
         return {"flags": values_of(document), "deployment": _summary(deployment)}
@@ -197,6 +204,27 @@ def run(args: argparse.Namespace, session: boto3.session.Session) -> dict[str, A
     text = ", ".join(f"{n}={'on' if v else 'off'}" for n, v in wanted.items())
     started = store.deploy(new, f"kill_switch flags set {text}")
     return {"flags": values_of(new), "deployment": _summary(started)}
+
+
+def _where(args: argparse.Namespace, session: boto3.session.Session) -> Where:
+    """Where the flags live: the function's environment (``--strategy`` overrides its strategy),
+    or the explicit identifiers; never a mix of both (one would be silently ignored).
+
+    Raises:
+        FlagsError: neither, or both, are given.
+    """
+    explicit = [f"--{n}" for n in ("application", "environment", "profile") if getattr(args, n)]
+    if args.function and explicit:
+        raise FlagsError(
+            f"--application, --environment and --profile (got {' '.join(explicit)}) with "
+            "--function: expected one or the other"
+        )
+    if args.function:
+        where = where_from_function(session.client("lambda"), args.function)
+        return replace(where, strategy=args.strategy) if args.strategy else where
+    if len(explicit) == 3:
+        return Where(args.application, args.environment, args.profile, args.strategy)
+    raise FlagsError("expected --function, or --application, --environment and --profile")
 
 
 def _summary(deployment: Mapping[str, Any]) -> dict[str, Any]:
@@ -234,7 +262,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--application", help="AppConfig application id (without --function)")
     p.add_argument("--environment", help="AppConfig environment name or id")
     p.add_argument("--profile", help="configuration profile id")
-    p.add_argument("--strategy", help="deployment strategy id (set)")
+    p.add_argument(
+        "--strategy",
+        help="deployment strategy id (set; with --function, instead of the construct's)",
+    )
     return p
 
 

@@ -129,3 +129,72 @@ def test_help_says_what_the_flags_do(capsys: pytest.CaptureFixture[str]) -> None
     with pytest.raises(SystemExit):
         kill_switch.main(["--help"])
     assert "kill_switch flags --help" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["set", "DeleteScratch=off", "DeleteScratch=on"],
+            r"'DeleteScratch' is given twice \('DeleteScratch=off', 'DeleteScratch=on'\): "
+            r"expected each flag once",
+        ),
+        (
+            ["show", "DeleteScratch=off"],
+            r"flags show takes no NAME=on\|off \(got \['DeleteScratch=off'\]\): "
+            r"expected flags set to change a flag",
+        ),
+        (
+            ["set", "DeleteScratch=off", "--application", "x"],
+            r"--application, --environment and --profile \(got --application\) with "
+            r"--function: expected one or the other",
+        ),
+    ],
+)
+def test_fails_an_ambiguous_command_and_changes_nothing(
+    flags: Flags, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    cleanup_function(with_strategy(flags))
+    before = deployments(flags)
+
+    status, answer, err = run(capsys, *argv, "--function", "cleanup")
+
+    assert status == 2 and answer == {}
+    assert re.search(message, err), err
+    assert deployments(flags) == before
+
+
+def test_set_with_function_and_strategy_deploys_with_that_strategy(
+    flags: Flags, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cleanup_function(with_strategy(flags))
+    other = flags.ac.create_deployment_strategy(
+        Name="other", DeploymentDurationInMinutes=0, GrowthFactor=100, ReplicateTo="NONE"
+    )["Id"]
+
+    status, _, err = run(
+        capsys, "set", "DeleteScratch=off", "--function", "cleanup", "--strategy", other
+    )
+
+    assert status == 0, err
+    items = flags.ac.list_deployments(ApplicationId=flags.app, EnvironmentId=flags.env)["Items"]
+    latest = max(items, key=lambda d: int(d["DeploymentNumber"]))
+    number = int(latest["DeploymentNumber"])
+    got = flags.ac.get_deployment(
+        ApplicationId=flags.app, EnvironmentId=flags.env, DeploymentNumber=number
+    )
+    assert got["DeploymentStrategyId"] == other
+
+
+def test_fails_an_unknown_strategy_and_deploys_nothing(
+    flags: Flags, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cleanup_function(with_strategy(flags))
+    before = deployments(flags)
+
+    status, answer, err = run(
+        capsys, "set", "DeleteScratch=off", "--function", "cleanup", "--strategy", "nope"
+    )
+
+    assert status == 2 and answer == {} and "nope" in err, err
+    assert deployments(flags) == before
