@@ -20,9 +20,12 @@ A flag the document does not name keeps its deploy-time default (on; ``dryRun``:
 dry run). **Caching**: the flags are read at most every ``SESSION_EXPIRY_FLAGS_POLL_SECONDS``
 (default :data:`DEFAULT_POLL_SECONDS`) per execution environment, the next token kept between
 invocations. **Failure**: when AppConfig cannot be read (an error, a document that is not a flag
-document), ``FeatureFlagsReadFailures`` is counted and the last good flags stay in force; before
-any good read, the deploy-time defaults — never "everything off" or "everything on" by
-surprise. A rejected token starts a new session at the next poll.
+document), ``FeatureFlagsReadFailures`` is counted and the last good flags stay in force. An
+execution environment that has never read them (a cold start while AppConfig is unreachable)
+does not guess: until a read succeeds it holds every record as ``enabled`` off does — deferred,
+no target called, done by the drain once the flags are read and on — so neither a lever the
+operator pulled ("everything on by surprise") nor a record ("everything off") is lost. A
+rejected token starts a new session at the next poll.
 
 Environment: ``SESSION_EXPIRY_FLAGS_APPLICATION``, ``SESSION_EXPIRY_FLAGS_ENVIRONMENT``,
 ``SESSION_EXPIRY_FLAGS_PROFILE`` (ids; all three or none), ``SESSION_EXPIRY_FLAGS_POLL_SECONDS``.
@@ -37,7 +40,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .config import (
@@ -67,13 +70,19 @@ class Flags:
         enabled: ``False``: defer every record, call nothing.
         dry_run: ``True``: the dry run (nothing changed).
         disabled_steps: step names (metric ``Action``) whose work is deferred.
-        source: ``"appconfig"`` (a good read), or ``"defaults"`` (never read yet).
+        source: ``"appconfig"`` (a good read), ``"defaults"`` (not read yet), or
+            ``"unreadable"`` (no read has succeeded in this execution environment: every
+            record held, :data:`UNREADABLE`).
     """
 
     enabled: bool = True
     dry_run: bool = False
     disabled_steps: frozenset[str] = field(default_factory=frozenset)
     source: str = "defaults"
+
+
+#: The flags of an execution environment whose every read failed: hold every record.
+UNREADABLE = Flags(enabled=False, source="unreadable")
 
 
 def parse_flags(body: bytes, *, default_dry_run: bool) -> Flags:
@@ -176,6 +185,8 @@ class FlagReader:
                 self._poll()
             except Exception as exc:
                 self._token = None  # a rejected or lost token: start a new session next time
+                if self._flags.source != "appconfig":  # never read: hold, do not guess
+                    self._flags = replace(UNREADABLE, dry_run=self.default_dry_run)
                 metrics.count(METRIC_FEATURE_FLAGS_READ_FAILURES)
                 LOGGER.warning(
                     "feature flags could not be read; keeping the %s flags in force: %s",

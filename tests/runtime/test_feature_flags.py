@@ -165,16 +165,20 @@ def test_appconfig_unreachable_keeps_the_last_good_flags_and_counts(
     assert totals["StepsDisabled|Action=DeleteScratch"] == 1
 
 
-def test_appconfig_unreachable_from_the_start_runs_as_deployed(
+def test_appconfig_unreachable_from_the_start_holds_every_record_and_counts(
     flags: Flags, sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
 ) -> None:
     handler_module.get_cleaner()
     unreachable()
     sessions, records = remove(sandbox, "s-1")
 
-    handler_module.handler(event(*records), FakeContext())
+    response = handler_module.handler(event(*records), FakeContext())
 
-    assert sandbox.is_clean(sessions[0])  # the deploy-time defaults: every step on
+    # Never read in this execution environment: no guess (the deploy-time defaults could undo
+    # a lever the operator pulled); held as enabled off holds it, for the drain.
+    assert response == {"batchItemFailures": []}
+    assert sandbox.is_intact(sessions[0])
+    assert [i["deferredStep"]["S"] for i in deferred_items(sandbox)] == ["*"]
     assert emf_totals(capsys.readouterr().out)["FeatureFlagsReadFailures"] == 1
 
 

@@ -13,7 +13,14 @@ from runtime_support import TABLE, FakeContext, Sandbox, event
 from session_expiry_runtime import handler as handler_module
 from session_expiry_runtime.deferred import DRAIN_STALE_SECONDS
 from session_expiry_runtime.ownership import KIND_CONNECTION, KIND_GRANT, resource_key
-from test_feature_flags import deferred_items, flags, remove, target_calls, unreachable
+from test_feature_flags import (
+    deferred_items,
+    flags,
+    poll_now,
+    remove,
+    target_calls,
+    unreachable,
+)
 from test_grant_sweeper import NOW, Grants
 from test_kinesis_source import KinesisSource, change
 
@@ -196,27 +203,30 @@ def test_a_kinesis_record_delivered_twice_is_deferred_once_and_done_once(
     assert sandbox.is_clean(s) and deferred_items(sandbox) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "design (review 26): before its first good read an execution environment applies every "
-        "lever as deployed, so with enabled=off pulled and AppConfig unreachable a new execution "
-        "environment cleans (everything on by surprise); failing the batch until a first good "
-        "read would keep the records in the stream instead — the team's call"
-    ),
-)
 def test_a_new_execution_environment_that_cannot_read_the_flags_does_not_undo_enabled_off(
     flags: Flags, sandbox: Sandbox
 ) -> None:
     flags.deploy(enabled=False)  # the operator pulled the lever
     handler_module.get_cleaner()  # a cold start ...
+    reader = handler_module._flags
+    assert reader is not None
+    reachable = reader.client
     unreachable()  # ... while AppConfig cannot be read
     sessions, records = remove(sandbox, "s-1")
     calls = target_calls()
 
-    handler_module.handler(event(*records), FakeContext())
+    response = handler_module.handler(event(*records), FakeContext())
 
+    # Never read: every record held as enabled off does (deferred, nothing called) ...
+    assert response == {"batchItemFailures": []}
     assert calls == [] and sandbox.is_intact(sessions[0])
+    assert [i["deferredStep"]["S"] for i in deferred_items(sandbox)] == ["*"]
+    # ... and done once the flags are read again and on.
+    reader.client = reachable
+    poll_now()
+    flags.deploy()
+    assert handler_module.handler(DRAIN, FakeContext())["done"] == {"*": 1}
+    assert sandbox.is_clean(sessions[0]) and deferred_items(sandbox) == []
 
 
 def test_a_grant_whose_retire_step_is_off_is_retired_by_the_grant_sweep_past_its_bound(
