@@ -144,7 +144,9 @@ class CleanupEventSource:
             # A REMOVE that came through Kinesis is read back from the table before it is
             # cleaned (session_expiry_runtime.kinesis_removals): anyone with kinesis:PutRecord
             # could have written it. BatchGetItem only; the table's key if it has its own.
-            table.grant(cleanup.function, "dynamodb:BatchGetItem")
+            cleanup.function.add_to_role_policy(
+                iam.PolicyStatement(actions=["dynamodb:BatchGetItem"], resources=[table.table_arn])
+            )
             if table.encryption_key is not None:
                 table.encryption_key.grant_decrypt(cleanup.function)
         self.mapping = lambda_.EventSourceMapping(

@@ -54,7 +54,7 @@ from constructs import Construct
 
 from . import _runtime_contract as contract
 from . import alarms as alarm_defaults
-from .validation import is_token
+from .validation import PropTypeError, is_token
 
 FLAG_ENABLED = "enabled"
 FLAG_DRY_RUN = "dryRun"
@@ -120,7 +120,8 @@ def settle(value: object) -> FeatureFlags | None:
     → ``None``.
 
     Raises:
-        TypeError: neither a bool nor a :class:`FeatureFlags`.
+        PropTypeError: neither a bool nor a :class:`FeatureFlags` (a ``TypeError`` and a
+            ``ValueError``, as for every prop of the wrong type).
         ValueError: see :meth:`FeatureFlags.check`.
     """
     if value is None or value is False:
@@ -128,7 +129,7 @@ def settle(value: object) -> FeatureFlags | None:
     if value is True:
         return FeatureFlags()
     if not isinstance(value, FeatureFlags):
-        raise TypeError(
+        raise PropTypeError(
             f"feature_flags={value!r}: expected True, False or FeatureFlags(...) "
             "(from cdk_session_expiry import FeatureFlags)"
         )

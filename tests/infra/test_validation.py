@@ -434,7 +434,8 @@ def _props_annotated(*kinds: str) -> list[str]:
 
 
 INT_PROPS = _props_annotated("int")
-BOOL_PROPS = _props_annotated("bool")
+#: ``feature_flags`` takes a bool or its options class: its own test below.
+BOOL_PROPS = [p for p in _props_annotated("bool") if p != "feature_flags"]
 DURATION_PROPS = _props_annotated("Duration")
 
 
@@ -443,6 +444,15 @@ def test_the_typed_props_are_found() -> None:
     assert "cleanup_enabled" in BOOL_PROPS and "max_record_age" in DURATION_PROPS
     assert "archive_query" in BOOL_PROPS  # issue 24
     assert (len(INT_PROPS), len(BOOL_PROPS), len(DURATION_PROPS)) == (7, 12, 13)
+
+
+def test_fails_on_a_str_for_feature_flags_with_a_prop_type_error(stack: Stack) -> None:
+    with pytest.raises(PropTypeError) as raised:
+        SessionExpiry(stack, "Sessions", feature_flags="true")  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        "feature_flags='true': expected True, False or FeatureFlags(...) "
+        "(from cdk_session_expiry import FeatureFlags)"
+    )
 
 
 @pytest.mark.parametrize("prop", INT_PROPS)
