@@ -1,6 +1,7 @@
-"""CPU of parsing one full ``ListObjectsV2`` page (1,000 keys), by timestamp parser and with the
-cleanup's keys-only S3 model (``session_expiry_runtime.listing_model``); CPU of
-validating and serialising one 1,000-key ``DeleteObjects`` request.
+"""CPU of parsing one full ``ListObjectsV2`` page (1,000 keys), by timestamp parser, with the
+cleanup's keys-only S3 model and with its keys-only parser
+(``session_expiry_runtime.listing_model``); CPU of validating and serialising one 1,000-key
+``DeleteObjects`` request.
 
 botocore's own parser (``dateutil`` through ``botocore.utils.parse_timestamp``) against the
 cleanup's setting (:func:`session_expiry_runtime.timestamps.parse_timestamp`), on the same
@@ -16,11 +17,13 @@ from typing import Any
 from . import harness  # noqa: F401 - puts the runtime package on sys.path
 
 
-def _parse_ms(timestamp_parser: Any, rounds: int, keys_only: bool = False) -> float:
+def _parse_ms(
+    timestamp_parser: Any, rounds: int, keys_only: bool = False, keys_parser: bool = False
+) -> float:
     import botocore.session
     from botocore.model import ServiceModel
     from botocore.parsers import ResponseParserFactory
-    from session_expiry_runtime.listing_model import keys_only_s3_model
+    from session_expiry_runtime.listing_model import KeysOnlyParserFactory, keys_only_s3_model
 
     from .endpoint import STATE, _list_xml
 
@@ -31,7 +34,7 @@ def _parse_ms(timestamp_parser: Any, rounds: int, keys_only: bool = False) -> fl
     data = loader.load_service_model("s3", "service-2")
     model = ServiceModel(keys_only_s3_model(data) if keys_only else data, "s3")
     shape = model.operation_model("ListObjectsV2").output_shape
-    factory = ResponseParserFactory()
+    factory = KeysOnlyParserFactory() if keys_parser else ResponseParserFactory()
     if timestamp_parser is not None:
         factory.set_parser_defaults(timestamp_parser=timestamp_parser)
     parser = factory.create_parser("rest-xml")
@@ -80,6 +83,7 @@ def run(rounds: int = 5) -> dict[str, float]:
         "botocore_default_ms": _parse_ms(None, rounds),
         "fromisoformat_ms": _parse_ms(parse_timestamp, rounds),
         "keys_only_ms": _parse_ms(parse_timestamp, rounds, keys_only=True),
+        "keys_parser_ms": _parse_ms(parse_timestamp, rounds, keys_only=True, keys_parser=True),
         "delete_objects_validate_ms": request["validate_ms"],
         "delete_objects_serialize_ms": request["serialize_ms"],
     }

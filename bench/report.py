@@ -786,6 +786,19 @@ def cpu_work_table(data: dict[str, Any]) -> str:
                 f"{p['keys_only_ms']:.1f} ms",
             ]
         )
+    if p and "keys_parser_ms" in p:
+        rows.append(
+            [
+                "A listed object read from its one `Key` element (botocore's `rest-xml` parser "
+                "with that shortcut for the reduced `Object` shape, made by the session's "
+                "`response_parser_factory`; property-tested equal; "
+                "`session_expiry_runtime/listing_model.py`)",
+                "botocore's parse of one 1,000-key ListObjectsV2 page (`bench/parsing.py`, same "
+                "body, both with the reduced model and the timestamp setting)",
+                f"{p['keys_only_ms']:.1f} ms",
+                f"{p['keys_parser_ms']:.1f} ms",
+            ]
+        )
     if p and "delete_objects_validate_ms" in p:
         rows.append(
             [

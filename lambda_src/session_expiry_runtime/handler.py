@@ -21,18 +21,22 @@ import os
 import threading
 from typing import Any
 
-import boto3
+from .gc_settings import collection_paused, tune_for_cleanup
 
-from .cleaner import SessionCleaner, build_clients, client_config, process_batch
-from .config import RuntimeConfig, validate_cleanup_config
-from .deferred import is_drain_event
-from .feature_flags import FlagReader, Flags, FlagSource
-from .gc_settings import tune_for_cleanup
-from .kinesis_records import to_stream_event
-from .levers import drain, run_batch
-from .metrics import MetricsRecorder
-from .pacing import ClientPacer, start_invocation
-from .pacing import install as install_pacing
+# The execution environment's start: no cyclic collection while boto3 and the handler's modules
+# are imported (:func:`.gc_settings.collection_paused`).
+with collection_paused():
+    import boto3
+
+    from .cleaner import SessionCleaner, build_clients, client_config, process_batch
+    from .config import RuntimeConfig, validate_cleanup_config
+    from .deferred import is_drain_event
+    from .feature_flags import FlagReader, Flags, FlagSource
+    from .kinesis_records import to_stream_event
+    from .levers import drain, run_batch
+    from .metrics import MetricsRecorder
+    from .pacing import ClientPacer, start_invocation
+    from .pacing import install as install_pacing
 
 _cleaner: SessionCleaner | None = None
 _pacer: ClientPacer | None = None
@@ -45,7 +49,8 @@ def get_cleaner() -> SessionCleaner:
 
     On first use it also paces the clients under their targets' quotas
     (:mod:`~session_expiry_runtime.pacing`) and tunes the process's garbage collector for the
-    cleanup (:func:`~session_expiry_runtime.gc_settings.tune_for_cleanup`).
+    cleanup (:func:`~session_expiry_runtime.gc_settings.tune_for_cleanup`; no collection while
+    the clients are built: :func:`~session_expiry_runtime.gc_settings.collection_paused`).
 
     Raises:
         ValueError: a ``SESSION_EXPIRY_*`` variable is invalid (see
@@ -54,15 +59,16 @@ def get_cleaner() -> SessionCleaner:
     global _cleaner, _pacer, _flags
     with _lock:
         if _cleaner is None:
-            config = validate_cleanup_config(RuntimeConfig.from_env())
-            source = FlagSource.from_env(os.environ)
-            clients = build_clients(config)
-            metrics = MetricsRecorder(
-                config.metrics_namespace, tenant_dimension=config.metrics_tenant_dimension
-            )
-            _pacer = install_pacing(clients, metrics, config.time_guard_ms)
-            _cleaner = SessionCleaner(config, clients, metrics)
-            _flags = _flag_reader(source, _cleaner)
+            with collection_paused():  # the clients' service models: see gc_settings
+                config = validate_cleanup_config(RuntimeConfig.from_env())
+                source = FlagSource.from_env(os.environ)
+                clients = build_clients(config)
+                metrics = MetricsRecorder(
+                    config.metrics_namespace, tenant_dimension=config.metrics_tenant_dimension
+                )
+                _pacer = install_pacing(clients, metrics, config.time_guard_ms)
+                _cleaner = SessionCleaner(config, clients, metrics)
+                _flags = _flag_reader(source, _cleaner)
             tune_for_cleanup()  # after the long-lived objects exist: see gc_settings
         return _cleaner
 

@@ -693,11 +693,16 @@ class CleanupRunner:
         step_pool: StepPool | None,
     ) -> list[Attempt]:
         # The steps are independent (each acts only on what the old image names), so they run
-        # at the same time when a step pool is given.
+        # at the same time when a step pool is given: the first on the record's own thread
+        # (which would otherwise only wait), the others on the pool.
         if step_pool is not None and len(runnable) > 1:
-            steps = [step for step, _ in runnable]
-            futures = [step_pool.submit(self._attempt, step, plan, ctx) for step, plan in runnable]
-            return [_attempt_of(step, future) for step, future in zip(steps, futures, strict=True)]
+            (first, first_plan), rest = runnable[0], runnable[1:]
+            futures = [step_pool.submit(self._attempt, step, plan, ctx) for step, plan in rest]
+            attempt = self._attempt(first, first_plan, ctx)
+            others = [
+                _attempt_of(step, future) for (step, _), future in zip(rest, futures, strict=True)
+            ]
+            return [attempt, *others]
         return [self._attempt(step, plan, ctx) for step, plan in runnable]
 
     def _finish(self, record: StreamRecord, ctx: StepContext, tally: _Tally) -> RecordResult:

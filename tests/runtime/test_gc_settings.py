@@ -52,7 +52,8 @@ def test_importing_the_runtime_package_leaves_the_collector_alone() -> None:
         "import session_expiry_runtime, session_expiry_runtime.handler, "
         "session_expiry_runtime.store; "
         "assert gc.get_threshold() == before, gc.get_threshold(); "
-        "assert gc.get_freeze_count() == 0, gc.get_freeze_count(); print('untouched')"
+        "assert gc.get_freeze_count() == 0, gc.get_freeze_count(); "
+        "assert gc.isenabled(); print('untouched')"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
@@ -66,3 +67,45 @@ def test_tuning_twice_keeps_the_same_threshold(collector_restored: tuple[int, in
     gc_settings.tune_for_cleanup()
     assert gc.get_threshold()[0] == gc_settings.YOUNG_GENERATION_THRESHOLD
     assert gc.get_threshold()[1:] == collector_restored[1:]
+
+
+def test_collection_is_paused_inside_the_block_and_enabled_again_after() -> None:
+    assert gc.isenabled()
+    with gc_settings.collection_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_collection_pause_restores_the_collector_when_the_block_raises() -> None:
+    with pytest.raises(RuntimeError, match="boom"), gc_settings.collection_paused():
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+
+
+def test_collection_pause_leaves_a_disabled_collector_disabled() -> None:
+    gc.disable()
+    try:
+        with gc_settings.collection_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_the_first_invocation_builds_its_clients_with_collection_paused(
+    sandbox: Sandbox,
+    fresh_handler: None,
+    collector_restored: tuple[int, int, int],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[bool] = []
+    build = handler_module.build_clients
+
+    def recording_build(*args: object, **kwargs: object) -> object:
+        seen.append(gc.isenabled())
+        return build(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(handler_module, "build_clients", recording_build)
+    assert handler_module.handler({"Records": []}, FakeContext()) == {"batchItemFailures": []}
+    assert seen == [False]
+    assert gc.isenabled()

@@ -14,12 +14,19 @@ from typing import Any
 
 import boto3
 import botocore.session
+from botocore.model import ServiceModel
+from botocore.parsers import ResponseParserFactory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from runtime_support import BUCKET, Sandbox
 from session_expiry_runtime.cleaner import build_clients
 from session_expiry_runtime.clients import cleanup_session
-from session_expiry_runtime.listing_model import KeysOnlyListingLoader, keys_only_s3_model
+from session_expiry_runtime.listing_model import (
+    KeysOnlyListingLoader,
+    KeysOnlyParserFactory,
+    keys_only_s3_model,
+)
+from session_expiry_runtime.timestamps import parse_timestamp
 
 #: S3 object key text: any Unicode but surrogates and control characters (S3 lists any key
 #: URL-encoded, which botocore asks for and decodes; a control character cannot be written in
@@ -129,3 +136,93 @@ def test_only_the_cleanups_session_lists_keys_only(sandbox: Sandbox) -> None:
 
     assert ours == {"Key": "sessions/t/a.txt"}
     assert theirs["Key"] == ours["Key"] and "Size" in theirs
+
+
+S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
+#: Members S3 sends beside ``Key`` in a listed object (Amazon S3 API Reference, "Object").
+OTHER_MEMBERS = {
+    "LastModified": "2026-11-30T12:00:00.000Z",
+    "ETag": "&quot;9dd4e461268c8034f5c8564e155c67a6&quot;",
+    "Size": "1",
+    "StorageClass": "STANDARD",
+    "ChecksumAlgorithm": "CRC64NVME",
+    "ChecksumType": "FULL_OBJECT",
+    "Owner": "<ID>abc</ID><DisplayName>me</DisplayName>",
+}
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+@st.composite
+def listed_object(draw: Any) -> str:
+    """One ``<Contents>`` element: usually one ``Key`` among S3's other members in any order;
+    sometimes none or two (botocore's own answer must then come out)."""
+    members = draw(st.lists(st.sampled_from(sorted(OTHER_MEMBERS)), unique=True))
+    key_text = KEY_TEXT | st.just("")  # an empty element is an empty string, not None
+    keys = draw(st.lists(key_text, max_size=2))  # none, one or two
+    if draw(st.integers(0, 9)) > 0:  # mostly one, as S3 sends
+        keys = keys[:1] or [draw(key_text)]
+    children = [f"<{m}>{OTHER_MEMBERS[m]}</{m}>" for m in members]
+    children += [f"<Key>{_escape(k)}</Key>" for k in keys]
+    order = draw(st.permutations(range(len(children))))
+    return "<Contents>" + "".join(children[i] for i in order) + "</Contents>"
+
+
+def _parse(factory: Any, model: dict[str, Any], body: bytes) -> Any:
+    shape = ServiceModel(model, "s3").operation_model("ListObjectsV2").output_shape
+    factory.set_parser_defaults(timestamp_parser=parse_timestamp)
+    response = {"body": body, "headers": {}, "status_code": 200}
+    return _comparable(factory.create_parser("rest-xml").parse(response, shape))
+
+
+def _comparable(value: Any) -> Any:
+    """``value`` with XML elements as (tag, text): botocore answers a member that occurs twice
+    (two ``Key`` children) with its raw elements, which compare by identity."""
+    if isinstance(value, dict):
+        return {k: _comparable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_comparable(v) for v in value]
+    if hasattr(value, "tag") and hasattr(value, "text"):
+        return ("element", value.tag, value.text)
+    return value
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    objects=st.lists(listed_object(), max_size=8),
+    namespaced=st.booleans(),
+    truncated=st.booleans(),
+)
+def test_the_keys_only_parser_answers_what_botocores_parser_answers(
+    objects: list[str], namespaced: bool, truncated: bool
+) -> None:
+    """The shortcut (one ``Key`` child read by tag) against botocore's generic walk, on the
+    same reduced model and the same body; and on the full model, where it must not apply."""
+    ns = f' xmlns="{S3_NS}"' if namespaced else ""
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult{ns}><Name>b</Name>'
+        f"<Prefix>sessions/</Prefix><KeyCount>{len(objects)}</KeyCount><MaxKeys>1000</MaxKeys>"
+        f"<IsTruncated>{str(truncated).lower()}</IsTruncated>"
+        + ("<NextContinuationToken>tok</NextContinuationToken>" if truncated else "")
+        + "".join(objects)
+        + "</ListBucketResult>"
+    ).encode()
+    full = botocore.session.get_session().get_component("data_loader")
+    model = full.load_service_model("s3", "service-2")
+    reduced = keys_only_s3_model(model)
+
+    ours = _parse(KeysOnlyParserFactory(), reduced, body)
+    assert ours == _parse(ResponseParserFactory(), reduced, body)
+    assert _parse(KeysOnlyParserFactory(), model, body) == _parse(
+        ResponseParserFactory(), model, body
+    )
+
+
+def test_the_cleanups_session_keeps_the_timestamp_setting_with_the_keys_only_parser() -> None:
+    core = cleanup_session()._session
+    factory = core.get_component("response_parser_factory")
+    assert isinstance(factory, KeysOnlyParserFactory)
+    assert factory.create_parser("rest-xml")._timestamp_parser is parse_timestamp
+    assert factory.create_parser("json")._timestamp_parser is parse_timestamp
