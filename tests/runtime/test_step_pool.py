@@ -216,3 +216,52 @@ def test_every_call_is_made_holding_a_slot_also_on_record_threads(
     assert sandbox.keys_under("sessions/") == []
     assert without_slot == []
     assert pools[-1].slots.peak_holders <= 2
+
+
+def test_an_answer_wakes_the_steps_it_answered_and_one_sender_not_every_waiting_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """30 steps' keys arrive one after another behind one held call. Waking every waiting step
+    on every change (as a shared condition's ``notify_all`` did) made the steps check ~15 times
+    each (every later arrival woke every earlier one); each step now checks a few times at most,
+    and every key is still deleted exactly once."""
+    import types
+
+    from session_expiry_runtime.steps import delete_objects
+
+    checks: list[int] = []
+
+    class CountingCondition(threading.Condition):
+        def wait_for(self, predicate: Any, timeout: float | None = None) -> Any:
+            def counted() -> Any:
+                checks.append(1)
+                return predicate()
+
+            return super().wait_for(counted, timeout)
+
+    monkeypatch.setattr(
+        delete_objects,
+        "threading",
+        types.SimpleNamespace(Condition=CountingCondition, RLock=threading.RLock),
+    )
+    s3 = HeldS3()
+    deleter = BatchingDeleter(s3, "bucket")
+    first = _thread(deleter.delete, ["sessions/s-0/a"])
+    with deleter._cond:
+        assert deleter._cond.wait_for(lambda: deleter._remainder_in_flight, timeout=WAIT_S)
+    checks.clear()
+    steps = [
+        _thread(deleter.delete, [f"sessions/s-{i}/{k}" for k in range(7)]) for i in range(1, 31)
+    ]
+    with deleter._cond:
+        assert deleter._cond.wait_for(lambda: deleter.pending_keys == 210, timeout=WAIT_S)
+    s3.release.set()
+    for t in (first, *steps):
+        t.join(WAIT_S)
+        assert not t.is_alive()
+    sent = [key for call in s3.calls for key in call]
+    assert sorted(sent) == sorted(
+        ["sessions/s-0/a"] + [f"sessions/s-{i}/{k}" for i in range(1, 31) for k in range(7)]
+    )
+    assert len(s3.calls) == 2  # the held call, then the 210 keys that waited, together
+    assert len(checks) <= 3 * 31, len(checks)

@@ -18,6 +18,13 @@ fewer calls the more sessions run side by side. A step waits only until the call
 its keys has been answered, and lends its call slot meanwhile (:mod:`..step_pool`): waiting for
 another step's call is not a call in flight.
 
+Each step waits on its own condition (on the batcher's one lock), woken only when the call that
+carries its keys is answered, or when it is the step that should send next (the oldest keys
+waiting are its own): a call's answer wakes the steps it answered and one sender, not every step
+waiting — with dozens of sessions side by side, waking them all on every change cost more CPU
+than the calls (``make bench``, 50 objects). A step that submits keys checks for itself whether
+it can send, so a submission wakes no one.
+
 A call that raises (after botocore's retries) fails every session whose keys it carried: none of
 those keys is known to be deleted. A key submitted twice (a batch may hold a record twice) is
 sent once and its answer goes to both. Keys that XML 1.0 cannot carry are not this module's: the
@@ -38,9 +45,11 @@ DELETE_OBJECTS_MAX_KEYS = 1000
 
 @dataclass(eq=False)
 class _Ticket:
-    """The keys one step submitted: how many are unanswered, and the answers so far."""
+    """The keys one step submitted: how many are unanswered, and the answers so far; ``wake``
+    (on the batcher's lock) is what the step waits on."""
 
     waiting: int
+    wake: threading.Condition
     errors: list[dict[str, Any]] = field(default_factory=list)
     failure: BaseException | None = None
 
@@ -66,7 +75,9 @@ class BatchingDeleter:
         self.max_keys = max_keys
         self._pending: list[tuple[str, _Ticket]] = []
         self._remainder_in_flight = False
-        self._cond = threading.Condition()
+        self._lock = threading.RLock()  # reentrant: pending_keys may be read holding it
+        #: notified on every change of the queue, for observers (tests); no step waits on it
+        self._cond = threading.Condition(self._lock)
 
     def delete(
         self,
@@ -89,16 +100,17 @@ class BatchingDeleter:
         """
         if not keys:
             return []
-        ticket = _Ticket(waiting=len(keys))
-        with self._cond:
+        ticket = _Ticket(waiting=len(keys), wake=threading.Condition(self._lock))
+        with self._lock:
             self._pending.extend((key, ticket) for key in keys)
             self._cond.notify_all()
         while True:
-            with waiting(), self._cond:
-                self._cond.wait_for(lambda: ticket.done or self._can_send())
+            with waiting(), self._lock:
+                ticket.wake.wait_for(lambda: ticket.done or self._can_send())
                 if ticket.done:
                     break
                 chunk, remainder = self._take()
+                self._wake_next_sender()
             self._send(chunk, remainder)
         if ticket.failure is not None:
             raise ticket.failure
@@ -107,8 +119,14 @@ class BatchingDeleter:
     @property
     def pending_keys(self) -> int:
         """Keys submitted and not yet sent."""
-        with self._cond:
+        with self._lock:
             return len(self._pending)
+
+    def _wake_next_sender(self) -> None:
+        """Under the lock: if a call can go out now, wake the step whose keys waited longest
+        (it sends them, with whatever else fits)."""
+        if self._can_send():
+            self._pending[0][1].wake.notify()
 
     def _can_send(self) -> bool:
         return len(self._pending) >= self.max_keys or (
@@ -146,13 +164,16 @@ class BatchingDeleter:
                 errors.setdefault(str(error.get("Key")), []).append(error)
         except BaseException as exc:
             failure = exc
-        with self._cond:
+        with self._lock:
             for key, ticket in chunk:
                 if failure is not None:
                     ticket.failure = ticket.failure or failure
                 elif key in errors:
                     ticket.errors.extend(errors[key])
                 ticket.waiting -= 1
+                if ticket.done:
+                    ticket.wake.notify()
             if remainder:
                 self._remainder_in_flight = False
+            self._wake_next_sender()
             self._cond.notify_all()
