@@ -198,3 +198,85 @@ def test_errors_fail_exactly_the_two_sessions_of_five_that_own_the_failed_keys(
     assert process_batch(event(*again), FakeContext(), cleaner) == {"batchItemFailures": []}
     assert all(sandbox.is_clean(s) for s in sessions)
     assert sandbox.is_intact(kept)
+
+
+class _FlakyS3:
+    """A stand-in S3 client for the stress test: each call sleeps a random moment (0-2 ms), then
+    raises (1 in 8) or answers, naming a random few of its keys in ``Errors``."""
+
+    def __init__(self, seed: int) -> None:
+        import random
+
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+        #: every call: its keys, and whether it raised, and the keys its answer failed
+        self.calls: list[tuple[list[str], bool, set[str]]] = []
+
+    def delete_objects(self, *, Bucket: str, Delete: dict[str, Any]) -> dict[str, Any]:
+        import time
+
+        keys = [o["Key"] for o in Delete["Objects"]]
+        with self._lock:
+            delay = self._random.random() * 0.002
+            raises = self._random.random() < 0.125
+            failed = {k for k in keys if self._random.random() < 0.05}
+            self.calls.append((keys, raises, failed))
+        time.sleep(delay)
+        if raises:
+            raise RuntimeError("DeleteObjects failed")
+        return {"Errors": [{"Key": k, "Code": "AccessDenied", "Message": "no"} for k in failed]}
+
+
+@pytest.mark.parametrize("max_keys", [1, 2, 3, 7, 1000])
+@pytest.mark.parametrize("seed", range(4))
+def test_stress_every_delete_returns_and_every_key_is_sent_once(max_keys: int, seed: int) -> None:
+    """24 steps on 24 threads, each deleting a random 1-12 distinct keys (a few steps also
+    repeat another step's keys), every wait lending a slot of 4 (``CallSlots``), against an S3
+    that answers after a random moment, raises 1 call in 8 and fails a few keys: every delete
+    returns, every submitted key is sent (a key submitted once, exactly once; no call over
+    ``max_keys`` distinct keys), and each step gets exactly its own failures."""
+    import random
+
+    from session_expiry_runtime.step_pool import CallSlots
+
+    rnd = random.Random(seed)
+    s3 = _FlakyS3(seed)
+    deleter = BatchingDeleter(s3, "bucket", max_keys=max_keys)
+    slots = CallSlots(4)
+    steps: list[list[str]] = []
+    for i in range(24):
+        steps.append([f"s-{i}/{k}" for k in range(rnd.randint(1, 12))])
+    for i in rnd.sample(range(24), 4):  # duplicates across steps (a record twice in a batch)
+        steps[i] = steps[i] + rnd.sample(steps[rnd.randrange(24)], 1)
+    outcome: dict[int, Any] = {}
+    start = threading.Barrier(len(steps))
+
+    def step(i: int) -> None:
+        start.wait()
+        with slots.held():
+            try:
+                outcome[i] = deleter.delete(steps[i], slots.lent)
+            except RuntimeError as exc:
+                outcome[i] = exc
+
+    threads = [threading.Thread(target=step, args=(i,), daemon=True) for i in range(len(steps))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT_S)
+    assert [i for i, t in enumerate(threads) if t.is_alive()] == [], "a delete never returned"
+    assert deleter.pending_keys == 0
+    assert all(len(set(keys)) <= max_keys for keys, _, _ in s3.calls)
+    sent = Counter(k for keys, _, _ in s3.calls for k in keys)
+    submitted = Counter(k for keys in steps for k in set(keys))
+    assert set(sent) == set(submitted)
+    assert all(sent[k] <= submitted[k] for k in sent), "a key was sent more often than given"
+    for i, keys in enumerate(steps):
+        calls = [c for c in s3.calls if set(c[0]) & set(keys)]
+        if any(k for k in keys if submitted[k] > 1):
+            continue  # which of the key's calls carried this step's copy is not known
+        if any(raised for _, raised, _ in calls):
+            assert isinstance(outcome[i], RuntimeError), (i, outcome[i])
+        else:
+            failed = sorted(k for _, _, f in calls for k in f if k in keys)
+            assert sorted(e["Key"] for e in outcome[i]) == failed, (i, outcome[i])

@@ -265,3 +265,58 @@ def test_an_answer_wakes_the_steps_it_answered_and_one_sender_not_every_waiting_
     )
     assert len(s3.calls) == 2  # the held call, then the 210 keys that waited, together
     assert len(checks) <= 3 * 31, len(checks)
+
+
+class KeyHeldS3:
+    """``delete_objects`` holds a call carrying any key in ``held`` until that key's event is
+    set; every other call is answered at once."""
+
+    def __init__(self, held: dict[str, threading.Event]) -> None:
+        self.held = held
+        self.calls: list[list[str]] = []
+        self.started: dict[str, threading.Event] = {k: threading.Event() for k in held}
+        self._lock = threading.Lock()
+
+    def delete_objects(self, *, Bucket: str, Delete: dict[str, Any]) -> dict[str, Any]:
+        keys = [o["Key"] for o in Delete["Objects"]]
+        with self._lock:
+            self.calls.append(keys)
+        for key in keys:
+            if key in self.held:
+                self.started[key].set()
+                assert self.held[key].wait(WAIT_S), f"the call carrying {key} was never released"
+        return {}
+
+
+def test_a_step_whose_keys_wait_is_not_held_by_another_steps_unrelated_call() -> None:
+    """max_keys=3. Step C's remainder is in flight (held); step A sends a full call of its
+    first 3 keys (held too) and its 4th key waits, the oldest in the queue; step B's key waits
+    behind it. When C's call is answered a call can go out: the step to wake is one that
+    waits, not A (busy sending, it would not look until its own call is answered). B's delete
+    returns while A's unrelated call is still unanswered."""
+    release_c, release_a = threading.Event(), threading.Event()
+    s3 = KeyHeldS3({"c": release_c, "a1": release_a})
+    deleter = BatchingDeleter(s3, "bucket", max_keys=3)
+    results: dict[str, Any] = {}
+
+    def step(name: str, keys: list[str]) -> None:
+        results[name] = deleter.delete(keys)
+
+    c = _thread(step, "c", ["c"])
+    assert s3.started["c"].wait(WAIT_S)
+    a = _thread(step, "a", ["a1", "a2", "a3", "a4"])
+    assert s3.started["a1"].wait(WAIT_S)
+    b = _thread(step, "b", ["b1"])
+    with deleter._cond:
+        assert deleter._cond.wait_for(lambda: deleter.pending_keys == 2, timeout=WAIT_S)
+    release_c.set()
+    c.join(WAIT_S)
+    b.join(5)
+    try:
+        assert not b.is_alive(), "step B waited for step A's call, which carried none of its keys"
+        assert results["b"] == []
+        assert s3.calls[-1] == ["a4", "b1"]
+    finally:
+        release_a.set()
+        a.join(WAIT_S)
+    assert results == {"a": [], "b": [], "c": []}

@@ -50,6 +50,8 @@ class _Ticket:
 
     waiting: int
     wake: threading.Condition
+    #: waiting on ``wake`` and not yet notified (under the batcher's lock)
+    asleep: bool = False
     errors: list[dict[str, Any]] = field(default_factory=list)
     failure: BaseException | None = None
 
@@ -104,9 +106,14 @@ class BatchingDeleter:
         with self._lock:
             self._pending.extend((key, ticket) for key in keys)
             self._cond.notify_all()
+
+        def ready() -> bool:
+            ticket.asleep = not (ticket.done or self._can_send())
+            return not ticket.asleep
+
         while True:
             with waiting(), self._lock:
-                ticket.wake.wait_for(lambda: ticket.done or self._can_send())
+                ticket.wake.wait_for(ready)
                 if ticket.done:
                     break
                 chunk, remainder = self._take()
@@ -123,10 +130,18 @@ class BatchingDeleter:
             return len(self._pending)
 
     def _wake_next_sender(self) -> None:
-        """Under the lock: if a call can go out now, wake the step whose keys waited longest
-        (it sends them, with whatever else fits)."""
-        if self._can_send():
-            self._pending[0][1].wake.notify()
+        """Under the lock: if a call can go out now, wake the asleep step whose keys waited
+        longest (it sends them, with whatever else fits, the older keys first). A step with
+        pending keys that is not asleep (sending a call of its own, or on its way to wait)
+        checks for itself before it waits: waking it could leave the keys waiting for as long
+        as its own call takes, while a step that waits for nothing else could send them."""
+        if not self._can_send():
+            return
+        for _, ticket in self._pending:
+            if ticket.asleep:
+                ticket.asleep = False
+                ticket.wake.notify()
+                return
 
     def _can_send(self) -> bool:
         return len(self._pending) >= self.max_keys or (
