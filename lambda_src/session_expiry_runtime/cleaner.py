@@ -41,6 +41,7 @@ idempotent) and, after its bounded retries, sends it to the on-failure destinati
 
 from __future__ import annotations
 
+from .batch import batch_response, process_batch
 from .clients import (
     CONNECT_TIMEOUT_SECONDS,
     MAX_ATTEMPTS,
@@ -62,7 +63,7 @@ from .outcomes import (
     RecordResult,
     StepFailed,
 )
-from .runner import LOGGER, CleanupRunner, batch_response, process_batch
+from .runner import LOGGER, CleanupRunner
 from .steps.scratch import DELETE_OBJECTS_MAX_KEYS
 
 __all__ = [

@@ -4,7 +4,7 @@ After a step acted on an id its record owned, the id's ownership record is relea
 (:mod:`.claims`: ``released``). Sent as each step ends, the releases of a batch of 100 records
 take a call per few records (natural batching); collected here and sent once every record of
 the invocation is done, they take one ``TransactWriteItems`` per 100 ids (``python -m bench``,
-calls per session). The runner (:func:`session_expiry_runtime.runner.process_batch`) makes one
+calls per session). The runner (:func:`session_expiry_runtime.batch.process_batch`) makes one
 :class:`DeferredReleases` per invocation; a record cleaned on its own releases at once.
 
 When they are sent: once every record of the invocation is done; or, while some record is still

@@ -5,7 +5,7 @@ clients, its configuration and its step objects live as long as the process, and
 nothing that one invocation leaves behind for the next (clients are thread safe and keep only
 their connection pools; a step object keeps only its configuration and its client). Everything
 that *coordinates* the calls of one invocation's records is made by the runner
-(:func:`session_expiry_runtime.runner.process_batch`) for each invocation and dropped when it
+(:func:`session_expiry_runtime.batch.process_batch`) for each invocation and dropped when it
 returns:
 
 * the step pool and its call slots (:mod:`.step_pool`);

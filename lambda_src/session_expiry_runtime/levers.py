@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from .batch import _split_duplicates, batch_response, process_batch
 from .config import ACTION_DEFERRAL, DIMENSION_ACTION
 from .decode import parse_record
 from .deferred import (
@@ -33,7 +34,7 @@ from .deferred import (
 )
 from .feature_flags import Flags
 from .outcomes import OUTCOME_DEFERRED, OUTCOME_FAILED, RecordResult
-from .runner import CleanupRunner, _split_duplicates, batch_response, process_batch, raised_text
+from .runner import CleanupRunner, raised_text
 
 LOGGER = logging.getLogger("session_expiry_runtime.cleanup")
 #: Items a drain run takes per step (the next run takes the next ones).

@@ -425,7 +425,7 @@ def test_time_guard_reports_unstarted_records_without_starting_them(sandbox: San
     config = sandbox.config.__class__(**{**sandbox.config.__dict__, "max_workers": 1})
 
     # Three readings with time left: the read-ahead's, before it marks the batch's ownership
-    # records (runner._read_ahead), then one per record started. The latest reading (500 ms
+    # records (batch._read_ahead), then one per record started. The latest reading (500 ms
     # left) puts the hard stop in the past when the releases would be sent: the two that acted
     # fail too (deferred_releases: their ownership records stay releasing until a retry
     # releases them).

@@ -178,7 +178,7 @@ def test_every_call_is_made_holding_a_slot_also_on_record_threads(
     the archive gate runs there too: those calls hold a slot like the pool's, so record threads
     and pool threads together never exceed ``max_workers`` (an adversarial review measured 23
     calls in flight with 16 before they did)."""
-    from session_expiry_runtime import runner
+    from session_expiry_runtime import batch
 
     pools: list[StepPool] = []
 
@@ -187,7 +187,7 @@ def test_every_call_is_made_holding_a_slot_also_on_record_threads(
             super().__init__(max_calls)
             pools.append(self)
 
-    monkeypatch.setattr(runner, "StepPool", Recorded)
+    monkeypatch.setattr(batch, "StepPool", Recorded)
     sandbox = Sandbox(max_workers=2)
     sandbox.s3.create_bucket(Bucket="archive-bucket")
     full = [sandbox.create_session(f"full-{i}") for i in range(2)]

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 from runtime_support import Sandbox, event
+from session_expiry_runtime.batch import RETURN_RESERVE_MS, process_batch
 from session_expiry_runtime.clients import (
     MAX_ATTEMPTS,
     build_clients,
@@ -28,7 +29,7 @@ from session_expiry_runtime.clients import (
 )
 from session_expiry_runtime.config import DEFAULT_TIME_GUARD_MS
 from session_expiry_runtime.metrics import MetricsRecorder
-from session_expiry_runtime.runner import RETURN_RESERVE_MS, CleanupRunner, process_batch
+from session_expiry_runtime.runner import CleanupRunner
 
 MARGIN_MS = 2_000
 DEADLINE_SECONDS = 4.0

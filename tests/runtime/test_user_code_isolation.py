@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 from runtime_support import FakeContext, Sandbox, event
-from session_expiry_runtime import runner
+from session_expiry_runtime import batch
+from session_expiry_runtime.batch import process_batch
 from session_expiry_runtime.handler import handler
-from session_expiry_runtime.runner import CleanupRunner, process_batch
+from session_expiry_runtime.runner import CleanupRunner
 
 MODULE = "raising_user_step"
 STEP = "RaiseOnDemand"
@@ -168,7 +169,7 @@ def test_an_interrupt_of_the_invocations_own_thread_propagates_after_the_metrics
     def interrupted(*_: Any) -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(runner, "_wait_until_done_or_hard_stop", interrupted)
+    monkeypatch.setattr(batch, "_wait_until_done_or_hard_stop", interrupted)
 
     with pytest.raises(KeyboardInterrupt):
         process_batch(event(*sandbox.removes()), FakeContext(), cleaner)
