@@ -650,36 +650,24 @@ def run(args: argparse.Namespace) -> int:
 
         # --- 8. backstops (issue 12), on sessions of their own, after the checks above --------
         on_failure_sent = report.records_sent_to_on_failure
+        # What every phase below is given (each phase's ``run`` takes these keywords).
+        phase: dict[str, Any] = {
+            "emulator": emulator,
+            "pipeline": pipeline,
+            "store": store,
+            "bucket": bucket,
+            "grantee": grantee,
+            "say": say,
+        }
         backstop_summary, backstop_mismatches = backstops.run(
-            emulator=emulator,
-            pipeline=pipeline,
-            store=store,
-            bucket=bucket,
-            grantee=grantee,
-            dry_grants={p.grant_id for p in dry},
-            say=say,
+            **phase, dry_grants={p.grant_id for p in dry}
         )
         mismatches += backstop_mismatches
         # --- 9. forgery: another writer's item names a live session's grant and prefix -------
-        forgery_summary, forgery_mismatches = forgery.run(
-            emulator=emulator,
-            pipeline=pipeline,
-            store=store,
-            bucket=bucket,
-            grantee=grantee,
-            say=say,
-        )
+        forgery_summary, forgery_mismatches = forgery.run(**phase)
         mismatches += forgery_mismatches
         # --- 10. ownership: a tenant forging against another; a reuse-after-expiry storm ----
-        ownership_summary, ownership_mismatches = ownership.run(
-            emulator=emulator,
-            pipeline=pipeline,
-            store=store,
-            past_store=past_store,
-            bucket=bucket,
-            grantee=grantee,
-            say=say,
-        )
+        ownership_summary, ownership_mismatches = ownership.run(**phase, past_store=past_store)
         mismatches += ownership_mismatches
         # --- 11. grants on disconnect: a grant lives only while a client is connected -------
         grants_summary, grants_mismatches = connected_grants.run(
@@ -687,14 +675,7 @@ def run(args: argparse.Namespace) -> int:
         )
         mismatches += grants_mismatches
         # --- 12. feature flags: a step off and on again, enabled off and on, nothing lost ---
-        flags_summary, flags_mismatches = feature_flags.run(
-            emulator=emulator,
-            pipeline=pipeline,
-            store=store,
-            bucket=bucket,
-            grantee=grantee,
-            say=say,
-        )
+        flags_summary, flags_mismatches = feature_flags.run(**phase)
         mismatches += flags_mismatches
         # --- 13. two Regions of a global table, each cleaning its own sessions (issue 23) ---
         regions_summary, regions_mismatches = two_regions.run(
@@ -707,14 +688,7 @@ def run(args: argparse.Namespace) -> int:
         )
         mismatches += regions_mismatches
         # --- 14. the Kinesis change source, 30 hours late (issue 23); last: see the module ---
-        kinesis_summary, kinesis_mismatches = kinesis_phase.run(
-            emulator=emulator,
-            pipeline=pipeline,
-            store=store,
-            bucket=bucket,
-            grantee=grantee,
-            say=say,
-        )
+        kinesis_summary, kinesis_mismatches = kinesis_phase.run(**phase)
         mismatches += kinesis_mismatches
         summary = {
             "sessions": {
