@@ -292,18 +292,8 @@ class ExpirySweeper(Construct):
             description="Expiry sweeper of the session table (cdk-session-expiry)",
         )
         log_group.grant_write(self.role)
-        sub_minute = is_sub_minute(interval)
         #: Runs are started every minute and make a pass every ``interval`` (below a minute).
-        self.sub_minute = sub_minute
-        if sub_minute:
-            timeout = SUB_MINUTE_TIMEOUT
-            check_sub_minute_run(
-                int(interval.to_seconds()), timeout=timeout, time_guard_ms=SUB_MINUTE_TIME_GUARD_MS
-            )
-        elif validation.is_token(interval):
-            timeout = MAX_SWEEPER_TIMEOUT
-        else:
-            timeout = Duration.seconds(min(interval.to_seconds(), MAX_SWEEPER_TIMEOUT.to_seconds()))
+        self.sub_minute = is_sub_minute(interval)
         #: The sweeper function.
         self.function = assets.runtime_function(
             self,
@@ -312,31 +302,20 @@ class ExpirySweeper(Construct):
             handler=contract.SWEEPER_HANDLER,
             role=self.role,
             log_group=log_group,
-            timeout=timeout,
+            timeout=self._timeout(interval),
             memory_size=SWEEPER_MEMORY_SIZE,
             environment={**environment, **self.sweeper_environment(), **self._run_environment()},
             # The next scheduled run is the retry; asynchronous retries would only overlap it.
             retry_attempts=0,
             **self._single_run_settings(),
         )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["dynamodb:Query"],
-                resources=[f"{table.table_arn}/index/{SWEEP_INDEX_NAME}"],
-            )
-        )
-        # Only expired sessions are deleted: the condition expression decides that, not IAM.
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["dynamodb:DeleteItem"], resources=[table.table_arn])
-        )
-        if table.encryption_key is not None:
-            table.encryption_key.grant_encrypt_decrypt(self.role)
+        self._grant_table(table)
         #: The EventBridge rule that invokes the sweeper every ``interval``.
         self.schedule = events.Rule(
             self,
             "Schedule",
             description="Runs the session expiry sweeper (cdk-session-expiry)",
-            schedule=events.Schedule.rate(SUB_MINUTE_RUN if sub_minute else interval),
+            schedule=events.Schedule.rate(SUB_MINUTE_RUN if self.sub_minute else interval),
             targets=[targets.LambdaFunction(self.function, retry_attempts=2)],
         )
         #: Any error of the sweeper function (a due session could not be deleted, or a Query
@@ -347,6 +326,39 @@ class ExpirySweeper(Construct):
             actions=alarm_actions,
             description=alarm_defaults.SWEEPER_ERRORS_DESCRIPTION,
         )
+
+    def _timeout(self, interval: Duration) -> Duration:
+        """The function's timeout: a sub-minute run's (checked to fit its passes), else the
+        interval, at most :data:`MAX_SWEEPER_TIMEOUT` (that maximum for an unresolved token).
+
+        Raises:
+            ValueError: a sub-minute ``interval`` whose passes do not fit one run.
+        """
+        if self.sub_minute:
+            check_sub_minute_run(
+                int(interval.to_seconds()),
+                timeout=SUB_MINUTE_TIMEOUT,
+                time_guard_ms=SUB_MINUTE_TIME_GUARD_MS,
+            )
+            return SUB_MINUTE_TIMEOUT
+        if validation.is_token(interval):
+            return MAX_SWEEPER_TIMEOUT
+        return Duration.seconds(min(interval.to_seconds(), MAX_SWEEPER_TIMEOUT.to_seconds()))
+
+    def _grant_table(self, table: dynamodb.ITable) -> None:
+        """``Query`` on the sweep index and ``DeleteItem`` on the table (only expired sessions
+        are deleted: the condition expression decides that, not IAM), and the table's key."""
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:Query"],
+                resources=[f"{table.table_arn}/index/{SWEEP_INDEX_NAME}"],
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["dynamodb:DeleteItem"], resources=[table.table_arn])
+        )
+        if table.encryption_key is not None:
+            table.encryption_key.grant_encrypt_decrypt(self.role)
 
     def sweeper_environment(self) -> dict[str, str]:
         """The variables that turn the sweeper on in the runtime (sweeper and session store)."""

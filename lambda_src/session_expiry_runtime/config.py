@@ -7,12 +7,12 @@ holds the same names for the infrastructure side; ``tests/test_contract.py`` che
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .prefixes import ScratchPrefixError, validate_scratch_root
 
@@ -476,6 +476,94 @@ def _positive_int(env: Mapping[str, str], name: str, default: int) -> int:
     return value
 
 
+#: The text settings: field -> (environment variable, value when it is unset or empty).
+_TEXT_SETTINGS: dict[str, tuple[str, str | None]] = {
+    "table_name": (ENV_TABLE_NAME, None),
+    "partition_key": (ENV_PARTITION_KEY, DEFAULT_PARTITION_KEY),
+    "sort_key": (ENV_SORT_KEY, None),
+    "ttl_attribute": (ENV_TTL_ATTRIBUTE, DEFAULT_TTL_ATTRIBUTE),
+    "connection_id_attribute": (ENV_CONNECTION_ID_ATTRIBUTE, DEFAULT_CONNECTION_ID_ATTRIBUTE),
+    "grant_id_attribute": (ENV_GRANT_ID_ATTRIBUTE, DEFAULT_GRANT_ID_ATTRIBUTE),
+    "grant_token_attribute": (ENV_GRANT_TOKEN_ATTRIBUTE, DEFAULT_GRANT_TOKEN_ATTRIBUTE),
+    "scratch_prefix_attribute": (ENV_SCRATCH_PREFIX_ATTRIBUTE, DEFAULT_SCRATCH_PREFIX_ATTRIBUTE),
+    "tenant_attribute": (ENV_TENANT_ATTRIBUTE, DEFAULT_TENANT_ATTRIBUTE),
+    "websocket_endpoint": (ENV_WEBSOCKET_ENDPOINT, None),
+    "grant_key_arn": (ENV_GRANT_KEY_ARN, None),
+    "scratch_bucket": (ENV_SCRATCH_BUCKET, None),
+    "scratch_root": (ENV_SCRATCH_ROOT, DEFAULT_SCRATCH_ROOT),
+    "retiring_principal": (ENV_RETIRING_PRINCIPAL, None),
+    "metrics_namespace": (ENV_METRICS_NAMESPACE, DEFAULT_METRICS_NAMESPACE),
+    "archive_bucket": (ENV_ARCHIVE_BUCKET, None),
+    "archive_prefix": (ENV_ARCHIVE_PREFIX, DEFAULT_ARCHIVE_PREFIX),
+    "archive_kms_key_arn": (ENV_ARCHIVE_KMS_KEY_ARN, None),
+    "event_bus_arn": (ENV_EVENT_BUS_ARN, None),
+    "sweep_shard_attribute": (ENV_SWEEP_SHARD_ATTRIBUTE, None),
+    "sweep_index_name": (ENV_SWEEP_INDEX_NAME, DEFAULT_SWEEP_INDEX_NAME),
+    "owner_region_attribute": (ENV_OWNER_REGION_ATTRIBUTE, None),
+    "connection_ids_attribute": (ENV_CONNECTION_IDS_ATTRIBUTE, DEFAULT_CONNECTION_IDS_ATTRIBUTE),
+    "not_after_attribute": (ENV_NOT_AFTER_ATTRIBUTE, DEFAULT_NOT_AFTER_ATTRIBUTE),
+    "agent_runtime_arn": (ENV_AGENT_RUNTIME_ARN, None),
+    "agent_runtime_qualifier": (ENV_AGENT_RUNTIME_QUALIFIER, None),
+    "code_interpreter_id": (ENV_CODE_INTERPRETER_ID, None),
+    "browser_id": (ENV_BROWSER_ID, None),
+    "agent_runtime_session_attribute": (
+        ENV_AGENT_RUNTIME_SESSION_ATTRIBUTE,
+        DEFAULT_AGENT_RUNTIME_SESSION_ATTRIBUTE,
+    ),
+    "code_interpreter_session_attribute": (
+        ENV_CODE_INTERPRETER_SESSION_ATTRIBUTE,
+        DEFAULT_CODE_INTERPRETER_SESSION_ATTRIBUTE,
+    ),
+    "browser_session_attribute": (ENV_BROWSER_SESSION_ATTRIBUTE, DEFAULT_BROWSER_SESSION_ATTRIBUTE),
+    "custom_steps": (ENV_CUSTOM_STEPS, None),
+    "ownership_table_name": (ENV_OWNERSHIP_TABLE_NAME, None),
+    "incarnation_attribute": (ENV_INCARNATION_ATTRIBUTE, DEFAULT_INCARNATION_ATTRIBUTE),
+    "agent_runtime_session_ids_attribute": (
+        ENV_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE,
+        DEFAULT_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE,
+    ),
+    "code_interpreter_session_ids_attribute": (
+        ENV_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE,
+        DEFAULT_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE,
+    ),
+    "browser_session_ids_attribute": (
+        ENV_BROWSER_SESSION_IDS_ATTRIBUTE,
+        DEFAULT_BROWSER_SESSION_IDS_ATTRIBUTE,
+    ),
+    "archive_delivery_stream": (ENV_ARCHIVE_DELIVERY_STREAM, None),
+    "agent_memory_id": (ENV_AGENT_MEMORY_ID, None),
+    "agent_memory_sessions_attribute": (
+        ENV_AGENT_MEMORY_SESSIONS_ATTRIBUTE,
+        DEFAULT_AGENT_MEMORY_SESSIONS_ATTRIBUTE,
+    ),
+}
+#: The positive integer settings: field -> (environment variable, value when it is unset).
+_COUNT_SETTINGS: dict[str, tuple[str, int]] = {
+    "max_workers": (ENV_MAX_WORKERS, DEFAULT_MAX_WORKERS),
+    "time_guard_ms": (ENV_TIME_GUARD_MS, DEFAULT_TIME_GUARD_MS),
+    "sweep_shards": (ENV_SWEEP_SHARDS, DEFAULT_SWEEP_SHARDS),
+    "max_session_lifetime_seconds": (
+        ENV_MAX_SESSION_LIFETIME_SECONDS,
+        DEFAULT_MAX_SESSION_LIFETIME_SECONDS,
+    ),
+    "grant_sweep_grace_seconds": (ENV_GRANT_SWEEP_GRACE_SECONDS, DEFAULT_GRANT_SWEEP_GRACE_SECONDS),
+    "grant_sweep_pending_seconds": (
+        ENV_GRANT_SWEEP_PENDING_SECONDS,
+        DEFAULT_GRANT_SWEEP_PENDING_SECONDS,
+    ),
+    "grant_sweep_kms_requests_per_second": (
+        ENV_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND,
+        DEFAULT_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND,
+    ),
+}
+#: The on/off settings: field -> environment variable (on: ``true``, ``1`` or ``yes``).
+_FLAG_SETTINGS: dict[str, str] = {
+    "tenant_scoped_scratch": ENV_TENANT_SCOPED_SCRATCH,
+    "metrics_tenant_dimension": ENV_METRICS_TENANT_DIMENSION,
+    "dry_run": ENV_DRY_RUN,
+}
+
+
 @dataclass(frozen=True)
 class RuntimeConfig:
     """What the cleanup function and the session runtime read from their environment.
@@ -559,80 +647,16 @@ class RuntimeConfig:
             ValueError: a numeric variable is not a positive integer.
         """
         e = os.environ if env is None else env
-        positive_int = functools.partial(_positive_int, e)
+        values: dict[str, Any] = {
+            field: e.get(name) or default for field, (name, default) in _TEXT_SETTINGS.items()
+        }
+        values.update({f: _positive_int(e, *setting) for f, setting in _COUNT_SETTINGS.items()})
+        values.update({field: _truthy(e.get(name)) for field, name in _FLAG_SETTINGS.items()})
         return cls(
-            table_name=e.get(ENV_TABLE_NAME) or None,
-            partition_key=e.get(ENV_PARTITION_KEY) or DEFAULT_PARTITION_KEY,
-            sort_key=e.get(ENV_SORT_KEY) or None,
-            ttl_attribute=e.get(ENV_TTL_ATTRIBUTE) or DEFAULT_TTL_ATTRIBUTE,
-            connection_id_attribute=e.get(ENV_CONNECTION_ID_ATTRIBUTE)
-            or DEFAULT_CONNECTION_ID_ATTRIBUTE,
-            grant_id_attribute=e.get(ENV_GRANT_ID_ATTRIBUTE) or DEFAULT_GRANT_ID_ATTRIBUTE,
-            grant_token_attribute=e.get(ENV_GRANT_TOKEN_ATTRIBUTE) or DEFAULT_GRANT_TOKEN_ATTRIBUTE,
-            scratch_prefix_attribute=e.get(ENV_SCRATCH_PREFIX_ATTRIBUTE)
-            or DEFAULT_SCRATCH_PREFIX_ATTRIBUTE,
-            tenant_attribute=e.get(ENV_TENANT_ATTRIBUTE) or DEFAULT_TENANT_ATTRIBUTE,
-            websocket_endpoint=e.get(ENV_WEBSOCKET_ENDPOINT) or None,
-            grant_key_arn=e.get(ENV_GRANT_KEY_ARN) or None,
-            scratch_bucket=e.get(ENV_SCRATCH_BUCKET) or None,
-            scratch_root=e.get(ENV_SCRATCH_ROOT) or DEFAULT_SCRATCH_ROOT,
-            tenant_scoped_scratch=_truthy(e.get(ENV_TENANT_SCOPED_SCRATCH)),
-            retiring_principal=e.get(ENV_RETIRING_PRINCIPAL) or None,
-            metrics_namespace=e.get(ENV_METRICS_NAMESPACE) or DEFAULT_METRICS_NAMESPACE,
-            metrics_tenant_dimension=_truthy(e.get(ENV_METRICS_TENANT_DIMENSION)),
-            max_workers=positive_int(ENV_MAX_WORKERS, DEFAULT_MAX_WORKERS),
-            time_guard_ms=positive_int(ENV_TIME_GUARD_MS, DEFAULT_TIME_GUARD_MS),
-            archive_bucket=e.get(ENV_ARCHIVE_BUCKET) or None,
-            archive_prefix=e.get(ENV_ARCHIVE_PREFIX) or DEFAULT_ARCHIVE_PREFIX,
-            archive_kms_key_arn=e.get(ENV_ARCHIVE_KMS_KEY_ARN) or None,
-            event_bus_arn=e.get(ENV_EVENT_BUS_ARN) or None,
-            sweep_shard_attribute=e.get(ENV_SWEEP_SHARD_ATTRIBUTE) or None,
-            sweep_shards=positive_int(ENV_SWEEP_SHARDS, DEFAULT_SWEEP_SHARDS),
-            sweep_index_name=e.get(ENV_SWEEP_INDEX_NAME) or DEFAULT_SWEEP_INDEX_NAME,
-            sweep_interval_seconds=positive_int(ENV_SWEEP_INTERVAL_SECONDS, 0) or None,
-            owner_region_attribute=e.get(ENV_OWNER_REGION_ATTRIBUTE) or None,
+            **values,
+            sweep_interval_seconds=_positive_int(e, ENV_SWEEP_INTERVAL_SECONDS, 0) or None,
             region=e.get(ENV_REGION) or e.get("AWS_REGION") or None,
-            dry_run=_truthy(e.get(ENV_DRY_RUN)),
-            connection_ids_attribute=e.get(ENV_CONNECTION_IDS_ATTRIBUTE)
-            or DEFAULT_CONNECTION_IDS_ATTRIBUTE,
-            not_after_attribute=e.get(ENV_NOT_AFTER_ATTRIBUTE) or DEFAULT_NOT_AFTER_ATTRIBUTE,
-            max_session_lifetime_seconds=positive_int(
-                ENV_MAX_SESSION_LIFETIME_SECONDS, DEFAULT_MAX_SESSION_LIFETIME_SECONDS
-            ),
-            agent_runtime_arn=e.get(ENV_AGENT_RUNTIME_ARN) or None,
-            agent_runtime_qualifier=e.get(ENV_AGENT_RUNTIME_QUALIFIER) or None,
-            code_interpreter_id=e.get(ENV_CODE_INTERPRETER_ID) or None,
-            browser_id=e.get(ENV_BROWSER_ID) or None,
-            agent_runtime_session_attribute=e.get(ENV_AGENT_RUNTIME_SESSION_ATTRIBUTE)
-            or DEFAULT_AGENT_RUNTIME_SESSION_ATTRIBUTE,
-            code_interpreter_session_attribute=e.get(ENV_CODE_INTERPRETER_SESSION_ATTRIBUTE)
-            or DEFAULT_CODE_INTERPRETER_SESSION_ATTRIBUTE,
-            browser_session_attribute=e.get(ENV_BROWSER_SESSION_ATTRIBUTE)
-            or DEFAULT_BROWSER_SESSION_ATTRIBUTE,
-            custom_steps=e.get(ENV_CUSTOM_STEPS) or None,
-            grant_sweep_grace_seconds=positive_int(
-                ENV_GRANT_SWEEP_GRACE_SECONDS, DEFAULT_GRANT_SWEEP_GRACE_SECONDS
-            ),
-            ownership_table_name=e.get(ENV_OWNERSHIP_TABLE_NAME) or None,
-            incarnation_attribute=e.get(ENV_INCARNATION_ATTRIBUTE) or DEFAULT_INCARNATION_ATTRIBUTE,
-            agent_runtime_session_ids_attribute=e.get(ENV_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE)
-            or DEFAULT_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE,
-            code_interpreter_session_ids_attribute=e.get(ENV_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE)
-            or DEFAULT_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE,
-            browser_session_ids_attribute=e.get(ENV_BROWSER_SESSION_IDS_ATTRIBUTE)
-            or DEFAULT_BROWSER_SESSION_IDS_ATTRIBUTE,
-            grant_sweep_pending_seconds=positive_int(
-                ENV_GRANT_SWEEP_PENDING_SECONDS, DEFAULT_GRANT_SWEEP_PENDING_SECONDS
-            ),
-            archive_delivery_stream=e.get(ENV_ARCHIVE_DELIVERY_STREAM) or None,
-            agent_memory_id=e.get(ENV_AGENT_MEMORY_ID) or None,
-            agent_memory_sessions_attribute=e.get(ENV_AGENT_MEMORY_SESSIONS_ATTRIBUTE)
-            or DEFAULT_AGENT_MEMORY_SESSIONS_ATTRIBUTE,
             agent_memory_record_namespaces=memory_record_namespaces(
                 e.get(ENV_AGENT_MEMORY_RECORD_NAMESPACES)
-            ),
-            grant_sweep_kms_requests_per_second=positive_int(
-                ENV_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND,
-                DEFAULT_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND,
             ),
         )

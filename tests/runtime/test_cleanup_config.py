@@ -153,3 +153,36 @@ def test_an_agent_runtime_arn_of_agentcores_pattern_is_accepted() -> None:
     arn = "arn:aws-cn:bedrock-agentcore:cn-north-1:123456789012:runtime/my_agent-a1B2c3D4e5"
     config = RuntimeConfig(agent_runtime_arn=arn)
     assert validate_cleanup_config(config) is config
+
+
+def test_every_setting_is_read_from_its_own_variable() -> None:
+    """Each field of ``RuntimeConfig`` comes from its environment variable (the settings
+    tables plus the three read by hand): a distinct value in every variable reaches exactly
+    its field, and an empty environment gives the documented defaults."""
+    import dataclasses
+
+    from session_expiry_runtime import config
+
+    text = {name: f"value-of-{field}" for field, (name, _) in config._TEXT_SETTINGS.items()}
+    counts = {name: str(100 + i) for i, (name, _) in enumerate(config._COUNT_SETTINGS.values())}
+    flags = {name: "true" for name in config._FLAG_SETTINGS.values()}
+    env = {**text, **counts, **flags, config.ENV_SWEEP_INTERVAL_SECONDS: "7"}
+    env[config.ENV_REGION] = "eu-west-3"
+    read = RuntimeConfig.from_env(env)
+
+    for field, (name, _) in config._TEXT_SETTINGS.items():
+        assert getattr(read, field) == env[name], field
+    for field, (name, _) in config._COUNT_SETTINGS.items():
+        assert getattr(read, field) == int(env[name]), field
+    assert all(getattr(read, field) is True for field in config._FLAG_SETTINGS)
+    assert (read.sweep_interval_seconds, read.region) == (7, "eu-west-3")
+    by_hand = {"sweep_interval_seconds", "region", "agent_memory_record_namespaces"}
+    tables = {*config._TEXT_SETTINGS, *config._COUNT_SETTINGS, *config._FLAG_SETTINGS}
+    assert tables | by_hand == {f.name for f in dataclasses.fields(RuntimeConfig)}
+    defaults = RuntimeConfig.from_env({})
+    assert (defaults.max_workers, defaults.partition_key, defaults.table_name) == (32, "pk", None)
+    assert (defaults.dry_run, defaults.sweep_interval_seconds, defaults.region) == (
+        False,
+        None,
+        None,
+    )
