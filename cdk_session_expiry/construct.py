@@ -186,13 +186,12 @@ class SessionExpiry(Construct):
             (1 is enough); only with ``expiry_sweep_interval``, and 1 below a minute (a
             sub-minute sweeper accepts only 1). Default: none reserved, except 1 for a
             sub-minute sweeper.
-        max_workers: cleanup calls in flight per invocation (the step pool), 1..64; a
-            batch of fewer records runs each session's steps side by side, a batch of at least
-            this many runs them one after another on each record's thread (its records already
-            fill every slot), and a session waiting for another's shared ``DeleteObjects`` does
-            not count. Default: 32 (BENCHMARKS.md, at 20 ms a call: with 0 scratch objects 32
-            in flight reach 12–14 times the one-call-at-a-time baseline where 16 reach ~11
-            times; with 50 objects a session the handler is CPU-bound on the bench machine).
+        max_workers: cleanup calls in flight per invocation (the step pool), 1..64; one
+            session's steps run side by side, and a session waiting for another's shared
+            ``DeleteObjects`` does not count. Default: 32 (BENCHMARKS.md, at 20 ms a call: with
+            0 scratch objects 32 in flight reach ~12 times the one-call-at-a-time baseline
+            where 16 reach ~10.5 times; with 50 objects a session the handler is CPU-bound on
+            the bench machine and both reach ~10 times).
         metrics_namespace: CloudWatch namespace of the runtime's embedded metrics. Default:
             ``"SessionExpiry"``.
         metrics_tenant_dimension: also emit every metric of a tenant-scoped session (its old
