@@ -162,10 +162,7 @@ def _clean_records(
     max_workers = cleaner.config.max_workers
     # Record threads mostly wait on their steps; the step pool bounds the calls in flight. It,
     # the ownership check and the steps' shared helpers are this invocation's and no other's.
-    # With a record for every worker, the record threads alone fill the call slots: each runs
-    # its record's steps itself, one after another (StepPool's side_by_side).
-    step_pool = StepPool(max_workers, side_by_side=len(records) < max_workers)
-    invocation = _Invocation(deadline, step_pool, cleaner.claim_batcher())
+    invocation = _Invocation(deadline, StepPool(max_workers), cleaner.claim_batcher())
     if not _read_ahead_in_time(records, cleaner, invocation):
         return [cleaner.unfinished(raw) for raw in records]
     pool = ThreadPoolExecutor(

@@ -16,11 +16,8 @@ A batch goes through :func:`.batch.process_batch`; each record through :meth:`Cl
    this record's ``Keys`` and incarnation own, the
    refused ones are counted and logged; the steps that run do so **side by side** on the
    batch's bounded step pool (at most ``config.max_workers`` calls in flight), so a session
-   costs the latency of its slowest step, and each releases what it acted on. A batch of at
-   least ``max_workers`` records already fills every call slot with its record threads: there
-   each record's steps run one after another on its own thread (no hand-over between threads).
-   In a **dry run** the ownership records are only read, and only each step's read-only
-   ``preview`` runs.
+   costs the latency of its slowest step, and each releases what it acted on. In a **dry run**
+   the ownership records are only read, and only each step's read-only ``preview`` runs.
 5. **Error classification** — ``StepFailed`` is metered under its ``action``; anything else a
    step raises under the step's name. Either fails only the record (see *User code* below).
 6. **After-success steps** (the fan-out), once per batch on the cleaned records; never in a
@@ -374,9 +371,8 @@ class CleanupRunner:
         """Handle one Lambda DynamoDB stream record; never raises (errors become ``failed``).
 
         ``account=False`` leaves metrics and the log line to the caller (:meth:`account`), which
-        :func:`.batch.process_batch` does on its own thread. With ``step_pool`` (and its
-        ``side_by_side``), the record's session steps run side by side on it; without, one
-        after another, each holding one of its call slots if there is one. ``claims`` is the
+        :func:`.batch.process_batch` does on its own thread. With ``step_pool``, the record's
+        session steps run side by side on it; without, one after another. ``claims`` is the
         invocation's ownership check and ``scope`` what its records share
         (:mod:`.invocation`); default: the record's own. With ``releases`` the ownership
         releases are left there for the invocation to send (:mod:`.deferred_releases`);
@@ -695,9 +691,9 @@ class CleanupRunner:
         step_pool: StepPool | None,
     ) -> list[Attempt]:
         # The steps are independent (each acts only on what the old image names), so they run
-        # at the same time when a step pool is given and has room for them: the first on the
-        # record's own thread (which would otherwise only wait), the others on the pool.
-        if step_pool is not None and step_pool.side_by_side and len(runnable) > 1:
+        # at the same time when a step pool is given: the first on the record's own thread
+        # (which would otherwise only wait), the others on the pool.
+        if step_pool is not None and len(runnable) > 1:
             (first, first_plan), rest = runnable[0], runnable[1:]
             futures = [step_pool.submit(self._attempt, step, plan, ctx) for step, plan in rest]
             attempt = self._attempt(first, first_plan, ctx)

@@ -94,18 +94,10 @@ class StepPool:
 
     Args:
         max_calls: calls in flight at most (the construct's ``max_workers``), at least 1.
-        side_by_side: whether a record's steps go to this pool's threads, to run at the same
-            time, or one after another on the record's own thread (holding the same slots).
-            Default: they do. The batch says they do not when it has at least ``max_calls``
-            records (:func:`.batch._clean_records`): every record thread then has a record to
-            do and together they already fill every call slot, so sending steps to the pool
-            would only hand work from thread to thread (measured: about a tenth of the CPU per
-            session at 0 and 50 objects, ``BENCHMARKS.md``) without more calls in flight.
     """
 
-    def __init__(self, max_calls: int, *, side_by_side: bool = True) -> None:
+    def __init__(self, max_calls: int) -> None:
         self.slots = CallSlots(max_calls)
-        self.side_by_side = side_by_side
         self._executor = ThreadPoolExecutor(
             max_workers=2 * max_calls, thread_name_prefix="cleanup-step"
         )
