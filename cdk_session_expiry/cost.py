@@ -139,14 +139,15 @@ PRICES: dict[str, Price] = {
         "configuration request (AppConfig Data API call)",
         APPCONFIG,
         "feature_flags: one GetLatestConfiguration per poll interval per warm environment; "
-        "not checked against the page on PRICES_CHECKED (no copy of it was at hand)",
+        "the page itself was not at hand on PRICES_CHECKED: the figure is as an AWS re:Post "
+        "answer quotes it (repost.aws/questions/QUevHYubJ-TESBPlUxRyujmg)",
     ),
     "appconfig_received": Price(
         0.0008,
         "configuration received",
         APPCONFIG,
         "a GetLatestConfiguration that answers a configuration (after a change), not an empty "
-        "one; not checked against the page on PRICES_CHECKED",
+        "one; as the same re:Post answer quotes the page (not the page itself)",
     ),
     "control_plane": Price(
         0.0,
@@ -186,6 +187,7 @@ CALL_PRICES: dict[str, tuple[str, float, str]] = {
     "ssm:GetParameter": ("control_plane", 1, "call"),
     "ssm:PutParameter": ("control_plane", 1, "call"),
     "dynamodb:DescribeTable": ("control_plane", 1, "call"),
+    "dynamodb:DescribeKinesisStreamingDestination": ("control_plane", 1, "call (replay)"),
     "lambda:GetFunctionConfiguration": ("control_plane", 1, "call"),
     "lambda:ListEventSourceMappings": ("control_plane", 1, "call"),
     "cloudwatch:DescribeAlarms": ("cloudwatch_api", 1, "call"),

@@ -18,8 +18,12 @@ DynamoDB removed the item) is in ``[T1, T2]`` through the cleanup, one shard at 
   session already cleaned cost no repeated call, and every outcome is one JSON line
   (``source`` ``kinesis:<shard id>``).
 
-Only the stream the cleanup reads is trusted: ``--kinesis-stream-arn`` must be the event source
-of the cleanup function's mapping when ``--env-from-function`` names it.
+Only the stream the table's changes go to is read: the table (``--stream-arn`` or
+``SESSION_EXPIRY_TABLE_NAME``) must have ``--kinesis-stream-arn`` among its Kinesis streaming
+destinations (:func:`check_destination`), and, when ``--env-from-function`` names the cleanup
+function, its event source mapping must read that stream (:func:`check_trusted`). Otherwise a
+run over another stream, or for another table, finds none of the table's removals and would
+exit 0 having replayed nothing.
 """
 
 from __future__ import annotations
@@ -31,9 +35,11 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from .cleaner import SessionCleaner
 from .kinesis_records import KINESIS_EVENT_SOURCE, to_stream_event
-from .replay import STATUS_FAILED, ReplayOutcome, replay_records
+from .replay_outcomes import STATUS_FAILED, ReplayOutcome, replay_records
 
 #: Records arriving this long after ``--to`` are still read: a change made before ``--to`` may
 #: reach the stream later (the destination's delivery lag).
@@ -51,11 +57,15 @@ class KinesisReplayError(ValueError):
 def parse_time(text: str) -> datetime:
     """An ISO 8601 time (``2026-01-01T12:00:00Z``) as an aware UTC datetime.
 
+    A trailing ``Z`` (or ``z``) is written as ``+00:00`` before ``datetime.fromisoformat``:
+    Python 3.10's accepts only what ``isoformat()`` writes, never ``Z`` (3.11+ does).
+
     Raises:
         KinesisReplayError: not ISO 8601, or no time zone.
     """
+    iso = text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text
     try:
-        value = datetime.fromisoformat(text)
+        value = datetime.fromisoformat(iso)
     except ValueError:
         raise KinesisReplayError(
             f"{text!r}: expected an ISO 8601 time with a zone, e.g. 2026-01-01T12:00:00Z"
@@ -261,6 +271,37 @@ def replay_time_range(
         if outcome is not None:
             outcomes.append(outcome)
     return outcomes
+
+
+def check_destination(dynamodb: Any, table_name: str, stream_arn: str) -> None:
+    """The table's changes must go to ``stream_arn``: it is one of the table's Kinesis
+    streaming destinations (``DescribeKinesisStreamingDestination``), whatever its status (a
+    destination disabled since still left its changes in the stream, for its retention).
+
+    Raises:
+        KinesisReplayError: the table streams elsewhere, or nowhere, or does not exist (the
+            message names the stream, the table and its destinations).
+        botocore.exceptions.ClientError: ``DescribeKinesisStreamingDestination`` failed
+            otherwise (no permission).
+    """
+    try:
+        answer = dynamodb.describe_kinesis_streaming_destination(TableName=table_name)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+            raise
+        raise KinesisReplayError(
+            f"--kinesis-stream-arn {stream_arn}: there is no table {table_name!r} "
+            "(DescribeKinesisStreamingDestination: ResourceNotFoundException): expected the "
+            "session table whose changes go to that stream"
+        ) from None
+    found = [d.get("StreamArn") for d in answer.get("KinesisDataStreamDestinations") or []]
+    if stream_arn not in found:
+        raise KinesisReplayError(
+            f"--kinesis-stream-arn {stream_arn} is not a Kinesis streaming destination of table "
+            f"{table_name!r} (its destinations: {', '.join(map(str, found)) or 'none'}): "
+            "expected the stream that table's changes go to, or the table (--stream-arn) whose "
+            "changes go to that stream"
+        )
 
 
 def check_trusted(lambda_client: Any, function_name: str, stream_arn: str) -> None:

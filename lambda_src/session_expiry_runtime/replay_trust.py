@@ -22,7 +22,11 @@ Where the table comes from (:func:`resolve_trusted_streams`):
   their own grants and objects stay, and their messages be deleted. Such a run is refused before
   anything is read (:class:`StreamArnNotOfSettingsTable`, naming both tables). Settings that
   name no table (no function, no ``SESSION_EXPIRY_TABLE_NAME``) leave ``--stream-arn`` the only
-  source.
+  source: its table must then be one replay reaches (``DescribeTable`` by its name answers that
+  very ARN, in the Region and account replay runs with), else replay refuses to start
+  (:class:`StreamArnTableNotFound`): a run trusting a table that is not there would keep every
+  message as ``foreign-stream``, or, with an empty queue or a Kinesis range, exit 0 having
+  honoured nothing.
 
 Without any of them replay refuses to start (:class:`NoTrustedStream`).
 """
@@ -33,6 +37,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from botocore.exceptions import ClientError
 
 #: A table ARN; table names are 3-255 of ``A-Z a-z 0-9 _ - .`` (DynamoDB naming rules).
 _TABLE_ARN = r"arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:\d{12}:table/[A-Za-z0-9_.-]{3,255}"
@@ -53,6 +59,11 @@ class NoTrustedStream(ValueError):
 class StreamArnNotOfSettingsTable(ValueError):
     """``--stream-arn`` names another table than the cleanup settings' table; replay refuses
     to start."""
+
+
+class StreamArnTableNotFound(ValueError):
+    """``--stream-arn``, the only source, names a table that replay does not reach (none of
+    that name, or one of another Region or account); replay refuses to start."""
 
 
 def table_of_stream(stream_arn: object) -> str | None:
@@ -131,6 +142,8 @@ def resolve_trusted_streams(
     Raises:
         ValueError: ``stream_arn`` is not a DynamoDB stream or table ARN.
         StreamArnNotOfSettingsTable: ``stream_arn``'s table is not the settings' table.
+        StreamArnTableNotFound: ``stream_arn`` is the only source and its table is not one
+            replay reaches (:func:`require_table`).
         NoTrustedStream: no source names a table.
         botocore.exceptions.ClientError: ``ListEventSourceMappings`` or ``DescribeTable`` failed.
     """
@@ -144,7 +157,10 @@ def resolve_trusted_streams(
                 "event source mapping names the stream), or set SESSION_EXPIRY_TABLE_NAME"
             )
         return settings
-    if settings is not None and given.table_arns[0] not in settings.table_arns:
+    if settings is None:
+        require_table(session, given.table_arns[0], stream_arn)
+        return given
+    if given.table_arns[0] not in settings.table_arns:
         raise StreamArnNotOfSettingsTable(
             f"--stream-arn {stream_arn} is a stream of table {given.table_arns[0]}, but the "
             f"cleanup settings are those of table {' or '.join(settings.table_arns)} (from "
@@ -154,6 +170,45 @@ def resolve_trusted_streams(
             f"{settings.table_arns[0]}"
         )
     return given
+
+
+def require_table(session: Any, table_arn: str, given: str | None = None) -> None:
+    """``table_arn`` must be a table replay reaches: ``DescribeTable`` of its name, with the
+    Region and credentials of ``session``, answers that very ``TableArn``.
+
+    Args:
+        session: a ``boto3.session.Session`` (its ``dynamodb`` client).
+        table_arn: ``arn:<partition>:dynamodb:<region>:<account>:table/<name>``.
+        given: what the operator typed (``--stream-arn``), for the message. Default: the ARN.
+
+    Raises:
+        StreamArnTableNotFound: no table of that name, or one of another Region or account
+            (both ARNs in the message).
+        botocore.exceptions.ClientError: ``DescribeTable`` failed otherwise (no permission).
+    """
+    name = table_arn.split(":table/", 1)[1]
+    dynamodb = session.client("dynamodb")
+    region = dynamodb.meta.region_name
+    try:
+        found = dynamodb.describe_table(TableName=name)["Table"]["TableArn"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+            raise
+        found = None
+    if found == table_arn:
+        return
+    what = f"--stream-arn {given or table_arn}"
+    if found is None:
+        raise StreamArnTableNotFound(
+            f"{what}: there is no table {name!r} in {region} (DescribeTable: "
+            "ResourceNotFoundException, with the account replay runs as): expected a stream of "
+            "the session table, the one the cleanup function's event source mapping reads"
+        )
+    raise StreamArnTableNotFound(
+        f"{what} names table {table_arn}, but the table {name!r} replay reaches ({region}, "
+        f"the account it runs as) is {found}: expected a stream of the session table in the "
+        "Region and account replay runs with (AWS_REGION, AWS_PROFILE)"
+    )
 
 
 def _settings_tables(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Iterator
@@ -76,3 +77,44 @@ def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     from botocore.retries import standard
 
     monkeypatch.setattr(standard.ExponentialBackoff, "delay_amount", lambda self, context: 0)
+
+
+@pytest.fixture
+def kinesis_destinations(aws: None) -> Iterator[dict[str, list[str]]]:
+    """The tables' Kinesis streaming destinations: table name -> Kinesis stream ARNs.
+
+    Stub: moto (5.2.6) implements neither ``EnableKinesisStreamingDestination`` nor
+    ``DescribeKinesisStreamingDestination`` (it raises ``NotImplementedError``). For the
+    clients of ``runtime_support.SESSION`` created while the fixture is active (the replay
+    CLI's), ``DescribeKinesisStreamingDestination`` answers as DynamoDB does: the destinations
+    the test puts in the dict (``ACTIVE``) for a table moto holds, ``ResourceNotFoundException``
+    for one it does not.
+    """
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.dynamodb.models import dynamodb_backends
+    from runtime_faults import _response, json_error
+    from runtime_support import REGION, SESSION
+
+    destinations: dict[str, list[str]] = {}
+
+    def describe(request: Any, **_: Any) -> Any:
+        table = json.loads(request.body)["TableName"]
+        if table not in dynamodb_backends[DEFAULT_ACCOUNT_ID][REGION].tables:
+            wire = json_error(400, "ResourceNotFoundException", f"Table: {table} not found")
+            return _response(request, *wire, False)
+        answer = {
+            "TableName": table,
+            "KinesisDataStreamDestinations": [
+                {"StreamArn": arn, "DestinationStatus": "ACTIVE"}
+                for arn in destinations.get(table, [])
+            ],
+        }
+        body = json.dumps(answer).encode()
+        return _response(request, 200, {"content-type": "application/x-amz-json-1.0"}, body, False)
+
+    event = "before-send.dynamodb.DescribeKinesisStreamingDestination"
+    SESSION.events.register_first(event, describe)
+    try:
+        yield destinations
+    finally:
+        SESSION.events.unregister(event, describe)

@@ -1,27 +1,34 @@
 """Replay over a time range of the Kinesis change stream (issue 23): ``--from``/``--to``.
 
 A real moto Kinesis stream holds the table's changes (forwarded by the test: moto has no
-Kinesis streaming destination, see ``test_kinesis_source.py``); the CLI reads it back
-``AT_TIMESTAMP`` and cleans again exactly the sessions removed in the range.
+Kinesis streaming destination, see ``test_kinesis_source.py``; the CLI's
+``DescribeKinesisStreamingDestination`` is stubbed by the ``kinesis_destinations`` fixture); the
+CLI reads it back ``AT_TIMESTAMP`` and cleans again exactly the sessions removed in the range.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from runtime_support import SESSION, Sandbox
+from moto.core import DEFAULT_ACCOUNT_ID
+from runtime_support import REGION, SESSION, TABLE, Sandbox
 from session_expiry_runtime import kinesis_replay, replay
 from test_kinesis_source import STREAM, KinesisSource, change
 
 
 @pytest.fixture
-def sandbox(aws: None, monkeypatch: pytest.MonkeyPatch) -> Sandbox:
+def sandbox(
+    aws: None, monkeypatch: pytest.MonkeyPatch, kinesis_destinations: dict[str, list[str]]
+) -> Sandbox:
     box = Sandbox()
     for name, value in box.env().items():
         monkeypatch.setenv(name, value)
+    # The session table's Kinesis streaming destination: the tests' KinesisSource stream.
+    kinesis_destinations[TABLE] = [f"arn:aws:kinesis:{REGION}:{DEFAULT_ACCOUNT_ID}:stream/{STREAM}"]
     return box
 
 
@@ -89,6 +96,48 @@ def test_fails_a_range_that_ends_before_it_starts(
 def test_fails_a_time_without_a_zone() -> None:
     with pytest.raises(kinesis_replay.KinesisReplayError, match="expected a time zone"):
         kinesis_replay.parse_time("2026-01-01T00:00:00")
+
+
+#: Python 3.10's ``datetime.fromisoformat`` accepts exactly "YYYY-MM-DD[*HH[:MM[:SS[.fff[fff]]]]
+#: [+HH:MM[:SS[.ffffff]]]]" (its documentation: the output of ``isoformat()``): no ``Z``.
+_PYTHON_310_ISOFORMAT = re.compile(
+    r"\d{4}-\d{2}-\d{2}(.\d{2}(:\d{2}(:\d{2}(\.\d{3}(\d{3})?)?)?)?"
+    r"([+-]\d{2}:\d{2}(:\d{2}(\.\d{6})?)?)?)?"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "given"),
+    [
+        ("2026-01-01T12:00:00Z", "2026-01-01T12:00:00+00:00"),
+        ("2026-01-01T12:00:00z", "2026-01-01T12:00:00+00:00"),
+        ("2026-01-01T12:00:00.250Z", "2026-01-01T12:00:00.250+00:00"),
+        ("2026-01-01T14:00:00+02:00", "2026-01-01T14:00:00+02:00"),
+    ],
+    ids=["Z", "z", "Z-milliseconds", "offset"],
+)
+def test_parses_a_time_in_utc_as_python_3_10_accepts_it(
+    monkeypatch: pytest.MonkeyPatch, text: str, given: str
+) -> None:
+    """The tests run on a newer Python, whose fromisoformat accepts ``Z``: this stand-in has
+    3.10's rule, so the test fails if ``parse_time`` hands ``Z`` to fromisoformat."""
+    seen: list[str] = []
+
+    class Python310Datetime(datetime):
+        @classmethod
+        def fromisoformat(cls, date_string: str) -> Any:
+            seen.append(date_string)
+            if not _PYTHON_310_ISOFORMAT.fullmatch(date_string):
+                raise ValueError(f"Invalid isoformat string: {date_string!r}")
+            return datetime.fromisoformat(date_string)
+
+    monkeypatch.setattr(kinesis_replay, "datetime", Python310Datetime)
+
+    value = kinesis_replay.parse_time(text)
+
+    assert seen == [given]
+    expected = datetime(2026, 1, 1, 12, 0, 0, 250_000 if ".250" in text else 0, timezone.utc)
+    assert value == expected and value.tzinfo == timezone.utc
 
 
 def test_fails_kinesis_stream_arn_without_a_range(sandbox: Sandbox) -> None:
@@ -173,7 +222,9 @@ def test_fails_a_range_starting_in_the_future(
     assert "is in the future" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("text", ["yesterday", "2026-13-01T00:00:00Z", "", "1767225600"])
+@pytest.mark.parametrize(
+    "text", ["yesterday", "2026-13-01T00:00:00Z", "", "1767225600", "Z", "2026-01-01T00:00+00:00Z"]
+)
 def test_fails_a_malformed_time(
     sandbox: Sandbox, capsys: pytest.CaptureFixture[str], text: str
 ) -> None:
@@ -181,7 +232,8 @@ def test_fails_a_malformed_time(
     argv = ["--kinesis-stream-arn", source.arn, "--from", text or " ", "--to", "2026-01-01T00:00Z"]
 
     assert replay.main(argv, session=SESSION) == replay.EXIT_COULD_NOT_RUN
-    assert "expected an ISO 8601 time" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{text or ' '!r}: expected an ISO 8601 time" in err  # the value as typed
 
 
 def _deployed_cleanup(sandbox: Sandbox, stream_arn: str, *, table_name: bool = True) -> str:

@@ -78,6 +78,44 @@ def test_fails_an_option_that_does_not_apply_to_the_queue_before_reading_it(
     assert failed.connections_open()  # nothing cleaned
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        ["--bucket", "failures", "--key", "aws/lambda/some-object"],
+        [
+            *("--kinesis-stream-arn", "arn:aws:kinesis:us-east-1:123456789012:stream/s"),
+            *("--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T01:00:00Z"),
+        ],
+    ],
+    ids=["bucket", "kinesis"],
+)
+def test_fails_max_messages_with_a_source_that_is_not_the_queue(
+    sandbox: Sandbox,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    source: list[str],
+) -> None:
+    """``--max-messages 1`` with ``--bucket`` was ignored: the object was replayed, exit 0."""
+    _settings(monkeypatch, sandbox)
+    calls: list[str] = []
+
+    def record(model: Any, **_: Any) -> None:
+        calls.append(model.name)
+
+    SESSION.events.register("before-call", record)  # every client the CLI creates
+    try:
+        with pytest.raises(SystemExit) as exited:
+            replay.main([*source, "--max-messages", "1"], session=SESSION)
+    finally:
+        SESSION.events.unregister("before-call", record)
+
+    assert exited.value.code == replay.EXIT_COULD_NOT_RUN
+    assert (
+        "--max-messages 1 does not apply to this source: expected it only with --queue-url URL"
+    ) in capsys.readouterr().err
+    assert calls == []  # refused before any AWS call
+
+
 def test_fails_a_steps_path_that_is_not_a_directory_without_custom_steps(
     failed: FailedBatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -121,13 +159,17 @@ def _iso(value: datetime) -> str:
 
 
 def test_fails_kinesis_replay_of_another_tables_removes_when_the_settings_name_no_table(
-    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    sandbox: Sandbox,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    kinesis_destinations: dict[str, list[str]],
 ) -> None:
     """A Kinesis data stream can carry several tables' changes. Settings as the deployed
     cleanup function has them (no ``SESSION_EXPIRY_TABLE_NAME``), ``--stream-arn`` naming this
     deployment's table: a REMOVE of the table ``other`` must not be cleaned or counted."""
     _settings(monkeypatch, sandbox, SESSION_EXPIRY_TABLE_NAME=True)
     source = KinesisSource()
+    kinesis_destinations["sessions"] = [source.arn]  # so does table other, in this story
     now = datetime.now(timezone.utc)
     victim = sandbox.create_session("b-session", expires_at=1)
     sandbox.delete("b-session")
