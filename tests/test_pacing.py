@@ -20,6 +20,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.retries import standard
 from session_expiry_runtime.cleaner import SessionCleaner, build_clients, process_batch
 from session_expiry_runtime.config import METRIC_CALLS_PACED, RuntimeConfig
 from session_expiry_runtime.metrics import MetricsRecorder
@@ -168,3 +169,47 @@ def test_budget_leaves_the_time_guard_room_for_one_more_attempt() -> None:
     assert budget_seconds(10_000) == pytest.approx(5.0)
     with pytest.raises(ValueError, match="time guard"):
         budget_seconds(1_000)
+
+
+def test_a_call_abandoned_at_the_hard_stop_keeps_its_own_invocations_deadline(
+    clock: SimulatedClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record thread abandoned at an invocation's hard stop may still be in a paced call
+    when the next invocation starts on the same execution environment. That call may start
+    no new attempt and wait for no token past its own invocation's time guard: the next
+    invocation's deadline is not its. Before, the deadline was the pacer's latest: a call
+    the target kept throttling went on through the whole next invocation (until its time
+    guard, ~290 s later), taking that invocation's rate, and could land after a redelivery
+    of its record had released the id to a new owner."""
+    monkeypatch.setattr(standard.ExponentialBackoff, "delay_amount", lambda self, context: 0)
+    fx = harness.synthetic_fixture(harness.Scenario("abandoned", 1, 0))
+    _seed(fx)
+    endpoint.STATE.limits = {"RetireGrant": endpoint.RateLimit(0.001, endpoint.STATE.clock)}
+    endpoint.STATE.limits["RetireGrant"].tokens = 0  # the target throttles every attempt
+    config, clients = _clients(clock, fx)
+    pacer = install(
+        clients, MetricsRecorder("Test"), config.time_guard_ms, clock=clock.now, sleep=clock.sleep
+    )
+    pacer.start_invocation(20_000, config.time_guard_ms)  # invocation N: its guard at 10 s
+    next_started: list[float] = []
+
+    def slow_first_attempt(**_: Any) -> None:
+        # The first attempt's answer trickles in past N's hard stop (19 s); meanwhile N has
+        # returned and the handler started invocation N+1 (300 s left) on this environment.
+        if not next_started:
+            clock.sleep(25.0)
+            next_started.append(clock.now())
+            pacer.start_invocation(300_000, config.time_guard_ms)
+
+    clients.kms.meta.events.register("response-received.kms.RetireGrant", slow_first_attempt)
+    kms = clients.kms
+
+    with pytest.raises((PacingTimeout, kms.exceptions.ClientError)):
+        kms.retire_grant(KeyId=fx.key_arn, GrantId=fx.expired[0].grant_id)
+
+    (started,) = next_started
+    during_next = [t for t in endpoint.STATE.arrivals["RetireGrant"] if t >= started]
+    # At most standard mode's own second attempt, no throttle retries under N+1's deadline...
+    assert len(during_next) <= 1, during_next
+    # ...and the call is over within a second of N+1's start, not at N+1's time guard.
+    assert clock.now() - started < 1.0

@@ -42,13 +42,18 @@ when it changes.
 
 **How long it has paused the cleanup** (``pausedSince``, epoch seconds): the time the breaker
 first opened in the current unbroken run of openings and probes. Set when it trips, kept through
-every probe and every failed probe's re-opening, dropped when it closes (a probe passed, or it
-yielded). Each re-opening disables the mapping again, which moves the mapping's
-``LastModified``; the pause watch (:mod:`.pause_watch`) counts ``CleanupPausedSeconds`` from the
-earlier of ``LastModified`` and ``pausedSince``, so a breaker whose every probe fails reaches the
-paused-cleanup alarm like any other pause, and the stream's 24 hours are counted from the
-first pause, not from the last failed probe (a record written before this field existed counts
-from its ``since``, the time it opened, at its next probe).
+every probe and every failed probe's re-opening, dropped when a probe passes or when it yields
+to a mapping someone else resumed. Yielding to someone else's *pause* (the kill switch's
+``disable`` over the breaker's, a deploy's update while disabled: the stream's clock runs on)
+closes the breaker but keeps ``pausedSince`` in the closed record, with the mapping's
+``seenState``/``seenModified``, until the mapping is resumed or changed again
+(:func:`paused_as_yielded`; a closed record never makes the breaker act on the mapping). Each
+re-opening disables the mapping again, which moves the mapping's ``LastModified``; the pause
+watch (:mod:`.pause_watch`) counts ``CleanupPausedSeconds`` from the earlier of ``LastModified``
+and ``pausedSince``, so a breaker whose every probe fails reaches the paused-cleanup alarm like
+any other pause, and the stream's 24 hours are counted from the first pause, not from the last
+failed probe (a record written before this field existed counts from its ``since``, the time it
+opened, at its next probe).
 Every run writes ``CircuitBreakerState`` (0 closed, 1 half-open, 2 open; dimension
 ``EventSourceMappingUUID``) for the dashboard, and logs one line with the decision and its
 reason.
@@ -116,8 +121,9 @@ class MappingBusy(RuntimeError):
 class Record:
     """The breaker's own state (the SSM parameter's JSON). ``since`` and ``seen_modified`` are
     epoch seconds; ``seen_*`` are the mapping's ``State``/``LastModified`` as last seen while
-    open or half-open (``None`` when closed); ``paused_since`` (epoch seconds) is when the
-    breaker first opened in the current run of openings and probes (``None`` when closed)."""
+    open or half-open, or closed with a pause run; ``paused_since`` (epoch seconds) is when the
+    breaker first opened in the current run of openings and probes (``None`` when closed,
+    unless it yielded to someone else's pause that still holds: :func:`paused_as_yielded`)."""
 
     state: str = CLOSED
     since: float | None = None
@@ -125,7 +131,7 @@ class Record:
     failed_probes: int = 0
     seen_state: str | None = None
     seen_modified: float | None = None
-    #: When the breaker first opened in this run of openings and probes (``None`` when closed).
+    #: When the breaker first opened in this run of openings and probes (see above).
     paused_since: float | None = None
 
     @classmethod
@@ -232,6 +238,19 @@ def alarm_change(event: Mapping[str, Any]) -> str | None:
     return name if isinstance(name, str) else None
 
 
+def paused_as_yielded(record: Record, mapping: MappingView) -> bool:
+    """Whether a closed record's pause run (``paused_since``, kept when the breaker yielded to
+    someone else's pause of the mapping) still holds: the mapping is disabled and unchanged
+    since the breaker last saw it (seen ``Disabling``, it may have settled since)."""
+    if record.state != CLOSED or record.paused_since is None:
+        return False
+    if mapping.state not in _AFTER_DISABLE:
+        return False
+    if record.seen_state == "Disabling":
+        return True
+    return mapping.state == record.seen_state and mapping.last_modified == record.seen_modified
+
+
 def moved_by_others(record: Record, mapping: MappingView) -> str | None:
     """Why the mapping is someone else's decision now (see the module docstring), or ``None``
     when it is as an open or half-open breaker left it."""
@@ -273,10 +292,23 @@ def decide(
     if record.state != CLOSED:
         moved = moved_by_others(record, mapping)
         if moved is not None:
-            return Decision(Record(CLOSED, now, f"yielded: {moved}"), None, f"yielded: {moved}")
+            return _yield(record, mapping, now, f"yielded: {moved}")
+    elif record.paused_since is not None and not paused_as_yielded(record, mapping):
+        record = replace(record, paused_since=None)  # resumed or changed since the yield
     if alarm is not None:
         return _on_alarm(record, mapping, now=now, settings=settings, alarm=alarm)
     return _on_schedule(record, now=now, settings=settings, alarms_in_alarm=alarms_in_alarm)
+
+
+def _yield(record: Record, mapping: MappingView, now: float, reason: str) -> Decision:
+    """Close without touching the mapping. Yielding to someone else's pause (the mapping is
+    disabled: a kill switch's ``disable``, a deploy's update while paused) does not end the
+    pause the stream sees: the closed record keeps the run's ``paused_since`` (a record older
+    than that field: its opening) for the pause watch, while the mapping stays as it is now."""
+    kept = None
+    if mapping.state in _AFTER_DISABLE:
+        kept = record.paused_since or record.since
+    return Decision(Record(CLOSED, now, reason, paused_since=kept), None, reason)
 
 
 def _open(record: Record, now: float, reason: str, *, probe_failed: bool) -> Decision:
@@ -418,7 +450,9 @@ class CircuitBreaker:
             )
             mapping = MappingView.of(answer)
         after = decision.record
-        seen = (None, None) if after.state == CLOSED else (mapping.state, mapping.last_modified)
+        # A closed record that keeps a pause run (after a yield) watches the mapping as well.
+        watching = after.state != CLOSED or after.paused_since is not None
+        seen = (mapping.state, mapping.last_modified) if watching else (None, None)
         after = replace(after, seen_state=seen[0], seen_modified=seen[1])
         if after != before:
             self._ssm.put_parameter(

@@ -53,7 +53,10 @@ with a strongly consistent ``GetItem`` only for those:
   (:mod:`.store_parts.connected_grants`). Putting it back holds its claim again, and that write
   removes ``goneSince`` (:meth:`~.store_parts.claims.ClaimWriter.hold_again`), so the
   session's later normal end is pending from the sweep that sees *that* end, not from the
-  earlier sighting.
+  earlier sighting. A sweep that read the item before the put-back may write its sighting
+  after ``hold_again``: a first sighting is therefore followed by a second strongly consistent
+  ``GetItem`` of the item, and taken back (``REMOVE goneSince``, condition: still the value
+  written) when the grant is on it again.
 * no record (a legacy grant, created before ownership records, or one whose record was never
   written): as above, by the item alone.
 
@@ -431,7 +434,7 @@ class GrantSweeper:
             verdict = self.verdict(grant, owner, now)
             claim: Claim | None = None
             if verdict in (VERDICT_GONE, VERDICT_EXPIRED):
-                claim, verdict = self.ownership(str(grant_id), verdict, now)
+                claim, verdict = self.ownership(str(grant_id), verdict, now, owner)
             self._act(grant, verdict, claim, now, report)
         except (ClientError, BotoCoreError) as exc:
             report.failures += 1
@@ -486,10 +489,14 @@ class GrantSweeper:
             else:
                 report.expired_retired += 1
 
-    def ownership(self, grant_id: str, verdict: str, now: datetime) -> tuple[Claim | None, str]:
+    def ownership(
+        self, grant_id: str, verdict: str, now: datetime, owner: GrantOwner | None = None
+    ) -> tuple[Claim | None, str]:
         """The grant's ownership record, and the verdict it gives a ``gone`` or ``expired``
         grant: ``released`` (the stream path retired it), ``pending`` (gone, unreleased, within
         the pending bound), else ``verdict`` unchanged. No ownership table: ``(None, verdict)``.
+        ``owner`` (the session the grant's name gives) lets a first sighting check that the
+        grant is still off its session once the sighting is written (:meth:`_pending`).
 
         Raises:
             ClientError, BotoCoreError: the GetItem or UpdateItem failed (after the retries).
@@ -504,17 +511,34 @@ class GrantSweeper:
             return None, verdict
         if claim.state == STATE_RELEASED:
             return claim, VERDICT_RELEASED
-        if verdict == VERDICT_GONE and self._pending(key, item or {}, now):
+        back = None if owner is None else (lambda: self._holds(owner, grant_id))
+        if verdict == VERDICT_GONE and self._pending(key, item or {}, now, back):
             return claim, VERDICT_PENDING
         return claim, verdict
 
-    def _pending(self, key: dict[str, Any], item: Mapping[str, Any], now: datetime) -> bool:
+    def _pending(
+        self,
+        key: dict[str, Any],
+        item: Mapping[str, Any],
+        now: datetime,
+        back: Callable[[], bool] | None = None,
+    ) -> bool:
         """``True`` while the grant's session has been seen gone for less than the stream
         path's bound (``grant_sweep_pending_seconds``); the first sighting writes ``goneSince``
-        (not in a dry run)."""
+        (not in a dry run).
+
+        The session item was read before the sighting is written: a connected-grant detach
+        may have put the grant back on its live session in between, and removed ``goneSince``
+        before this write (``hold_again``). So after writing it, ``back()`` reads the item
+        again; when the grant is on it, the sighting is taken back at once (:meth:`_unmark_gone`)
+        and the grant kept. Put back after that read, ``hold_again`` removes the sighting. When
+        that read fails, the sighting is taken back too (:meth:`_back`)."""
         since = _seconds(item.get(ATTR_GONE_SINCE))
         if since is None and not self.config.dry_run:
             since = self._mark_gone(key, now)
+            if since is not None and back is not None and self._back(back, key, since):
+                self._unmark_gone(key, since)
+                return True
         if since is None:
             return True  # first sighting (or a dry run): it has just been seen gone
         return now_seconds(now) - since < self.config.grant_sweep_pending_seconds
@@ -537,6 +561,61 @@ class GrantSweeper:
                 return None
             raise
         return _seconds((answer.get("Attributes") or {}).get(ATTR_GONE_SINCE))
+
+    def _back(self, back: Callable[[], bool], key: dict[str, Any], since: Decimal) -> bool:
+        """``back()``; when it fails, the sighting ``since`` is taken back before the error is
+        raised: unchecked, it may be on a grant put back on its live session, where it would
+        start the pending bound of that session's later, normal end (an orphan retired early).
+        Taken back, the next sweep that sees the session gone writes it again (the bound starts
+        at most one sweep later).
+
+        Raises:
+            ClientError, BotoCoreError: what ``back()`` raised (the take-back is best effort).
+        """
+        try:
+            return back()
+        except (ClientError, BotoCoreError):
+            try:
+                self._unmark_gone(key, since)
+            except (ClientError, BotoCoreError) as exc:
+                self.logger.error(
+                    "%s: goneSince %s not taken back after its session check failed: %s",
+                    key[ATTR_RESOURCE]["S"],
+                    since,
+                    _error_text(exc),
+                )
+            raise
+
+    def _holds(self, owner: GrantOwner, grant_id: str) -> bool:
+        """Whether ``owner``'s session item holds ``grant_id`` now (strongly consistent
+        ``GetItem``).
+
+        Raises:
+            ClientError, BotoCoreError: the GetItem failed (after botocore's retries).
+        """
+        item = self._ddb.get_item(
+            TableName=self.config.table_name,
+            Key={name: {"S": value} for name, value in owner.key.items()},
+            ConsistentRead=True,
+        ).get("Item")
+        held = (item or {}).get(self.config.grant_id_attribute)
+        return isinstance(held, Mapping) and held.get("S") == grant_id
+
+    def _unmark_gone(self, key: dict[str, Any], since: Decimal) -> None:
+        """``REMOVE goneSince`` while it is still ``since`` (a sighting already removed by
+        ``hold_again``, or another one, is left alone)."""
+        try:
+            self._ddb.update_item(
+                TableName=self.config.ownership_table_name,
+                Key=key,
+                UpdateExpression="REMOVE #gone",
+                ConditionExpression="#gone = :since",
+                ExpressionAttributeNames={"#gone": ATTR_GONE_SINCE},
+                ExpressionAttributeValues={":since": {"N": str(since)}},
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
 
     def _release(self, claim: Claim, now: datetime) -> None:
         """Mark the retired grant's record ``released`` (only while it still names the same

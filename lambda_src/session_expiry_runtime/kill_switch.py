@@ -157,7 +157,9 @@ def deadline_note(state: dict[str, Any]) -> str | None:
         note += (
             f"; it was already disabled: this update moved its LastModified to "
             f"{state['lastModified']}, so the paused-cleanup alarm and a later status count "
-            f"from then — hours later than the stream's own clock, which these deadlines follow"
+            f"from then — hours later than the stream's own clock, which these deadlines follow "
+            "(if a circuit breaker had paused it, the alarm counts from the breaker's first "
+            "opening instead: pausedSince in its record)"
         )
     if state.get("maxRecordAgeDeadline"):
         note += (

@@ -46,7 +46,12 @@ What :func:`install` adds to each cleanup client:
 start new attempts until the **time guard** trips — until fewer than ``time_guard_ms`` remain
 before the deadline — like any call the runner starts; an attempt started then ends within 90 %
 of the margin (:func:`~.clients.call_timeouts`), so the invocation still returns before its
-deadline. A wait that reaches the time guard fails its call (:class:`PacingTimeout`): its record
+deadline. The deadline is the one of the invocation the call **started** in, fixed
+at its start: a call still running after its invocation's hard stop (its record thread
+abandoned, :mod:`.batch`) starts no new attempt and waits for no token once that time guard has
+passed, even when the next invocation of the execution environment has begun — it neither takes
+the next invocation's rate nor lands minutes later, after a redelivery of its record released
+the id. A wait that reaches the time guard fails its call (:class:`PacingTimeout`): its record
 is reported failed and retried by the event source mapping, as the time guard does for records
 it keeps from starting. Without an invocation (a replay, a test), a call may wait at most
 :func:`budget_seconds` from its first attempt: 90 % of the margin less one attempt's connect and
@@ -86,6 +91,7 @@ __all__ = [
 #: The longest single wait for a token before the bucket is asked again (seconds).
 MAX_WAIT_SECONDS = 0.25
 _STARTED = "session_expiry_pacing_started"
+_DEADLINE = "session_expiry_pacing_deadline"
 _PACED = "session_expiry_pacing_paced"
 
 
@@ -179,15 +185,22 @@ class ClientPacer:
         self._until: float | None = None
 
     def start_invocation(self, remaining_ms: float | None, time_guard_ms: int) -> None:
-        """Let calls wait until this invocation's time guard trips: ``remaining_ms`` (Lambda's
-        ``get_remaining_time_in_millis()``) less ``time_guard_ms`` from now; ``None``: no
-        invocation deadline (each call gets :attr:`budget` from its first attempt)."""
+        """Let the calls started from now on wait until this invocation's time guard trips:
+        ``remaining_ms`` (Lambda's ``get_remaining_time_in_millis()``) less ``time_guard_ms``
+        from now; ``None``: no invocation deadline (each call gets :attr:`budget` from its
+        first attempt). A call already running keeps the deadline it started with."""
         self._until = (
             None if remaining_ms is None else self.now() + (remaining_ms - time_guard_ms) / 1000
         )
 
     def deadline(self, context: dict[str, Any]) -> float:
-        """When the call of ``context`` may start no further attempt (monotonic seconds)."""
+        """When the call of ``context`` may start no further attempt (monotonic seconds): the
+        time guard of the invocation the call started in, or :attr:`budget` from its start
+        without one. Fixed when the call starts: a call still running after its invocation's
+        hard stop (its record thread abandoned) never takes a later invocation's deadline."""
+        fixed = context.get(_DEADLINE)
+        if fixed is not None:
+            return float(fixed)
         if self._until is not None:
             return self._until
         return float(context.get(_STARTED, self.now())) + self.budget
@@ -203,8 +216,12 @@ class ClientPacer:
         return limiter
 
     def _start(self, context: dict[str, Any] | None = None, **_: Any) -> None:
+        """``before-call`` (once per call, before its first attempt): the call's deadline is
+        fixed now, from the invocation it starts in, for all its attempts and waits."""
         if context is not None:
-            context[_STARTED] = self.now()
+            now = self.now()
+            context[_STARTED] = now
+            context[_DEADLINE] = self._until if self._until is not None else now + self.budget
 
     def paced(self, context: dict[str, Any], event_name: str) -> None:
         """Count a call that waits for its target's rate (once per call)."""

@@ -20,10 +20,15 @@ missing value as breaching: a watch that stopped running is heard):
   the breaker left it (:func:`.circuit_breaker.moved_by_others`), counts from the earlier of
   ``LastModified`` and the record's ``pausedSince`` — the breaker's first opening of an
   unbroken run of openings and probes. A half-open breaker's probe (the mapping enabled for a
-  few minutes) does not end that count: the run ends when the breaker closes. Any other update
-  to a mapping that is already disabled (a second kill-switch ``disable``, a deploy that
-  changes its batch size) starts the count again although the stream's clock does not stop;
-  the value is then a lower bound (the kill switch says so, with ``alreadyPausedSince``).
+  few minutes) does not end that count: the run ends when the breaker closes after a passed
+  probe, or when the mapping is resumed. Someone else's update of the mapping the breaker
+  paused (the kill switch's ``disable``, a deploy's update while it is disabled) does not end
+  it either: the breaker yields (closes) but keeps ``pausedSince``, and the watch counts from
+  it while the mapping stays disabled and unchanged since
+  (:func:`.circuit_breaker.paused_as_yielded`). Without the breaker, any update to a mapping
+  that is already disabled (a second kill-switch ``disable``, a deploy that changes its batch
+  size) starts the count again although the stream's clock does not stop; the value is then a
+  lower bound (the kill switch says so, with ``alreadyPausedSince``).
 
 The construct alarms on its Maximum above ``alarm_cleanup_paused_after`` (12 hours by default).
 :func:`deadlines` gives the kill switch the same times: when the records written since the pause
@@ -53,7 +58,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from .circuit_breaker import CLOSED, MappingView, Record, moved_by_others
+from .circuit_breaker import CLOSED, MappingView, Record, moved_by_others, paused_as_yielded
 from .config import (
     DEFAULT_METRICS_NAMESPACE,
     DIMENSION_EVENT_SOURCE_MAPPING,
@@ -89,13 +94,19 @@ def paused_since(mapping: Mapping[str, Any]) -> datetime | None:
 
 def breaker_paused_since(record: Record | None, mapping: Mapping[str, Any]) -> datetime | None:
     """The circuit breaker's first opening of its current run (``record.paused_since``, UTC)
-    while it is open or half-open and the mapping is as it left it; ``None`` otherwise (no
-    breaker, closed, a record without the field, or a mapping someone else changed)."""
-    if record is None or record.state == CLOSED or record.paused_since is None:
+    while it is open or half-open and the mapping is as it left it or disabled by someone
+    else since, or while it is closed after yielding to someone else's pause and the mapping
+    is still paused as then (:func:`.circuit_breaker.paused_as_yielded`); ``None`` otherwise
+    (no breaker, a record without the field, a passed probe, a mapping resumed or changed
+    since the yield)."""
+    if record is None or record.paused_since is None:
         return None
-    if moved_by_others(record, MappingView.of(mapping)) is not None:
-        return None
-    return datetime.fromtimestamp(record.paused_since, timezone.utc)
+    view = MappingView.of(mapping)
+    if record.state == CLOSED:
+        kept = paused_as_yielded(record, view)
+    else:  # someone else's disable over the breaker's pause does not restart the stream's clock
+        kept = moved_by_others(record, view) is None or view.state in PAUSED_STATES
+    return datetime.fromtimestamp(record.paused_since, timezone.utc) if kept else None
 
 
 def pause_start(mapping: Mapping[str, Any], breaker: Record | None = None) -> datetime | None:

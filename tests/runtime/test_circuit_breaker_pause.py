@@ -20,7 +20,7 @@ from typing import Any
 import moto.awslambda.models as lambda_models
 import pytest
 from runtime_support import SESSION, Sandbox
-from session_expiry_runtime import config, pause_watch
+from session_expiry_runtime import config, kill_switch, pause_watch
 from session_expiry_runtime.circuit_breaker import CLOSED, HALF_OPEN, OPEN
 from test_circuit_breaker import COOL_DOWN, ERRORS, PARAMETER, PROBE, World, alarm_event, build
 
@@ -183,3 +183,77 @@ class _FrozenAt:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(datetime, name)
+
+
+def _kill_switch(world: World, action: str, *, after: float = 60) -> dict[str, Any]:
+    """The operator's ``kill_switch disable|enable`` at the world's time (moto settles at once)."""
+    world.now[0] += after
+    settled, state = kill_switch.switch(
+        SESSION.client("lambda"), world.uuid, action, sleep=lambda _: None
+    )
+    assert settled
+    return state
+
+
+def test_a_kill_switch_disable_over_an_open_breaker_keeps_the_pause_from_its_first_opening(
+    world: World,
+) -> None:
+    """The breaker has held the cleanup paused for 11 hours (every probe failed); the operator
+    pulls the kill switch too. Its ``disable`` moves the mapping's ``LastModified``, and the
+    breaker yields to it (closes) — but the stream's clock did not stop. Before, the pause
+    watch then counted from the kill switch's update: from 11 hours to 0, so the paused-cleanup
+    alarm came 11 hours late, after the records written at the first opening had left the
+    stream. The count now goes on from the breaker's first opening while the mapping stays
+    paused as the operator left it."""
+    started = world.now[0]
+    world.run(alarm_event(ERRORS))  # tripped
+    while world.now[0] - started < 11 * 3600:
+        _fail_a_probe(world)
+
+    _kill_switch(world, "disable")
+    found, metric = _watch(world)  # the breaker has not run since: still OPEN in its record
+    assert found["breaker"] == OPEN and metric == int(world.now[0] - started)
+
+    assert world.tick(after=300)["to"] == CLOSED  # it yields to the operator's pause...
+    assert world.mapping()["State"] == "Disabled"  # ...and leaves the mapping as it is
+    world.now[0] = started + 13 * 3600
+    world.tick(after=0)  # a later scheduled run keeps the pause run while nothing moved
+    found, metric = _watch(world)
+
+    assert metric == found["pausedSeconds"] == 13 * 3600 > PAUSED_AFTER_SECONDS
+    first = datetime.fromtimestamp(started, timezone.utc)
+    assert found["pausedSince"] == first.isoformat()
+    assert found["streamRetentionDeadline"] == (first + timedelta(hours=24)).isoformat()
+
+
+def test_after_the_yield_a_resume_ends_the_breakers_pause_run(world: World) -> None:
+    """Kept after a yield, the breaker's first opening must not outlive the pause it belongs
+    to: once the operator resumes the cleanup, a later ``disable`` counts from itself."""
+    world.run(alarm_event(ERRORS))
+    _fail_a_probe(world)
+    _kill_switch(world, "disable")
+    assert world.tick(after=300)["to"] == CLOSED
+
+    _kill_switch(world, "enable")
+    assert _watch(world)[1] == 0
+    world.tick(after=300)  # the breaker sees the resumed mapping: the run is over
+    assert world.record().paused_since is None
+    disabled = _kill_switch(world, "disable", after=3600)
+    found, metric = _watch(world)
+
+    assert found["pausedSince"] == disabled["pausedSince"] and metric == 0
+
+
+def test_a_resume_and_disable_between_two_breaker_runs_ends_the_pause_run(world: World) -> None:
+    world.run(alarm_event(ERRORS))
+    _fail_a_probe(world)
+    _kill_switch(world, "disable")
+    assert world.tick(after=300)["to"] == CLOSED
+
+    _kill_switch(world, "enable")
+    disabled = _kill_switch(world, "disable", after=120)  # before the breaker runs again
+    found, metric = _watch(world)
+
+    assert found["pausedSince"] == disabled["pausedSince"] and metric == 0
+    world.tick(after=60)
+    assert world.record().paused_since is None
