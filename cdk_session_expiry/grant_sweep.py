@@ -14,11 +14,8 @@ What it adds (assembled by :class:`GrantSweep`):
   is the retry). It runs **as the cleanup role**: KMS lets a grant's retiring principal retire
   it, and the session store names the cleanup role; an IAM permission alone would not do
   (KMS Developer Guide, "Retiring and revoking grants");
-* on the cleanup role: ``kms:ListGrants`` on the grant key, and ``dynamodb:GetItem`` and
-  ``dynamodb:ConditionCheckItem`` on the table (plus decrypt with the table's customer managed
-  key, if any): a first "gone" sighting is written in a ``TransactWriteItems`` whose
-  ``ConditionCheck`` reads the session item (Amazon DynamoDB Developer Guide, "Using IAM
-  policies with DynamoDB transactions");
+* on the cleanup role: ``kms:ListGrants`` on the grant key and ``dynamodb:GetItem`` on the
+  table (plus decrypt with the table's customer managed key, if any);
 * an alarm on ``OrphanGrantsRetired`` above 0 (the stream path missed a session), one on
   ``GrantSweepIncomplete`` above 0 (a run stopped at its time guard before the key's last
   grant: the next run resumes where it stopped, from a marker in the ownership table, so a pass
@@ -168,10 +165,7 @@ class GrantSweep(Construct):
             iam.PolicyStatement(actions=["kms:ListGrants"], resources=[key.key_arn])
         )
         role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["dynamodb:GetItem", "dynamodb:ConditionCheckItem"],
-                resources=[table.table_arn],
-            )
+            iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[table.table_arn])
         )
         if table.encryption_key is not None:
             table.encryption_key.grant_decrypt(role)

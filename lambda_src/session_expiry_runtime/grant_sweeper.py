@@ -53,11 +53,14 @@ with a strongly consistent ``GetItem`` only for those:
   (:mod:`.store_parts.connected_grants`). Putting it back holds its claim again, and that write
   removes ``goneSince`` (:meth:`~.store_parts.claims.ClaimWriter.hold_again`), so the
   session's later normal end is pending from the sweep that sees *that* end, not from the
-  earlier sighting. A sweep that read the item before the put-back would write its sighting
-  after ``hold_again``: the sighting is therefore written in one ``TransactWriteItems`` with a
-  ``ConditionCheck`` that the session item still does not hold the grant, and is not written
-  when it does (nor when the record went away or a conflicting write was in flight: the next
-  sweep that sees the session gone writes it).
+  earlier sighting. A sweep that read the item before the put-back may write its sighting
+  after ``hold_again``: a first sighting is therefore followed by a second strongly consistent
+  ``GetItem`` of the item, and taken back (``REMOVE goneSince``, condition: still the value
+  written) when the grant is on it again. Not one ``TransactWriteItems`` with a
+  ``ConditionCheck`` on the session item: while such a transaction runs, the application's own
+  writes to that item (a put-back, a heartbeat, a new incarnation's create) fail with a
+  transaction conflict (Amazon DynamoDB Developer Guide, "Transaction conflict handling in
+  DynamoDB"), and the sweep must never make the application's writes fail.
 * no record (a legacy grant, created before ownership records, or one whose record was never
   written): as above, by the item alone.
 
@@ -491,17 +494,16 @@ class GrantSweeper:
                 report.expired_retired += 1
 
     def ownership(
-        self, grant_id: str, verdict: str, now: datetime, owner: GrantOwner
+        self, grant_id: str, verdict: str, now: datetime, owner: GrantOwner | None = None
     ) -> tuple[Claim | None, str]:
         """The grant's ownership record, and the verdict it gives a ``gone`` or ``expired``
         grant: ``released`` (the stream path retired it), ``pending`` (gone, unreleased, within
         the pending bound), else ``verdict`` unchanged. No ownership table: ``(None, verdict)``.
-        ``owner`` (the session the grant's name gives) is the item a first sighting is written
-        against (:meth:`_mark_gone`).
+        ``owner`` (the session the grant's name gives) lets a first sighting check that the
+        grant is still off its session once the sighting is written (:meth:`_pending`).
 
         Raises:
-            ClientError, BotoCoreError: the GetItem or TransactWriteItems failed (after the
-                retries).
+            ClientError, BotoCoreError: the GetItem or UpdateItem failed (after the retries).
         """
         table = self.config.ownership_table_name
         if table is None:
@@ -513,7 +515,8 @@ class GrantSweeper:
             return None, verdict
         if claim.state == STATE_RELEASED:
             return claim, VERDICT_RELEASED
-        if verdict == VERDICT_GONE and self._pending(key, item or {}, now, owner, grant_id):
+        back = None if owner is None else (lambda: self._holds(owner, grant_id))
+        if verdict == VERDICT_GONE and self._pending(key, item or {}, now, back):
             return claim, VERDICT_PENDING
         return claim, verdict
 
@@ -522,63 +525,101 @@ class GrantSweeper:
         key: dict[str, Any],
         item: Mapping[str, Any],
         now: datetime,
-        owner: GrantOwner,
-        grant_id: str,
+        back: Callable[[], bool] | None = None,
     ) -> bool:
         """``True`` while the grant's session has been seen gone for less than the stream
-        path's bound (``grant_sweep_pending_seconds``); a first sighting is written
-        (:meth:`_mark_gone`, not in a dry run) and keeps the grant pending, written or not."""
+        path's bound (``grant_sweep_pending_seconds``); the first sighting writes ``goneSince``
+        (not in a dry run).
+
+        The session item was read before the sighting is written: a connected-grant detach
+        may have put the grant back on its live session in between, and removed ``goneSince``
+        before this write (``hold_again``). So after writing it, ``back()`` reads the item
+        again; when the grant is on it, the sighting is taken back at once (:meth:`_unmark_gone`)
+        and the grant kept. Put back after that read, ``hold_again`` removes the sighting. When
+        that read fails, the sighting is taken back too (:meth:`_back`)."""
         since = _seconds(item.get(ATTR_GONE_SINCE))
+        if since is None and not self.config.dry_run:
+            since = self._mark_gone(key, now)
+            if since is not None and back is not None and self._back(back, key, since):
+                self._unmark_gone(key, since)
+                return True
         if since is None:
-            if not self.config.dry_run:
-                self._mark_gone(key, now, owner, grant_id)
             return True  # first sighting (or a dry run): it has just been seen gone
         return now_seconds(now) - since < self.config.grant_sweep_pending_seconds
 
-    def _mark_gone(
-        self, key: dict[str, Any], now: datetime, owner: GrantOwner, grant_id: str
-    ) -> None:
-        """Write the first sighting, ``SET goneSince = if_not_exists(goneSince, :now)`` on the
-        existing record, in one ``TransactWriteItems`` with a ``ConditionCheck`` that the
-        session item still does not hold the grant: the item was read before this write, and a
-        connected-grant detach may have put the grant back on its live session in between
-        (``hold_again``, which removes ``goneSince``). Both or neither (Amazon DynamoDB
-        Developer Guide, "Amazon DynamoDB Transactions"). Not written — the grant back on its
-        item, the record gone, or a conflicting write in flight (``TransactionConflict``): the
-        grant stays pending and the next sweep that sees the session gone writes it.
-
-        Raises:
-            ClientError, BotoCoreError: the TransactWriteItems failed for another reason (after
-                botocore's retries).
-        """
-        check = {
-            "TableName": self.config.table_name,
-            "Key": {name: {"S": value} for name, value in owner.key.items()},
-            "ConditionExpression": "attribute_not_exists(#grant) OR #grant <> :grant",
-            "ExpressionAttributeNames": {"#grant": self.config.grant_id_attribute},
-            "ExpressionAttributeValues": {":grant": {"S": grant_id}},
-        }
-        sighting = {
-            "TableName": self.config.ownership_table_name,
-            "Key": key,
-            "UpdateExpression": "SET #gone = if_not_exists(#gone, :now)",
-            "ConditionExpression": "attribute_exists(#resource)",
-            "ExpressionAttributeNames": {"#gone": ATTR_GONE_SINCE, "#resource": ATTR_RESOURCE},
-            "ExpressionAttributeValues": {":now": {"N": str(int(now_seconds(now)))}},
-        }
+    def _mark_gone(self, key: dict[str, Any], now: datetime) -> Decimal | None:
+        """``SET goneSince = if_not_exists(goneSince, :now)`` on an existing record; the value
+        it holds now (``None`` when the record went away meanwhile)."""
         try:
-            self._ddb.transact_write_items(
-                TransactItems=[{"ConditionCheck": check}, {"Update": sighting}]
+            answer = self._ddb.update_item(
+                TableName=self.config.ownership_table_name,
+                Key=key,
+                UpdateExpression="SET #gone = if_not_exists(#gone, :now)",
+                ConditionExpression="attribute_exists(#resource)",
+                ExpressionAttributeNames={"#gone": ATTR_GONE_SINCE, "#resource": ATTR_RESOURCE},
+                ExpressionAttributeValues={":now": {"N": str(int(now_seconds(now)))}},
+                ReturnValues="UPDATED_NEW",
             )
         except ClientError as exc:
-            reasons = _cancellation_codes(exc)
-            if not reasons or not reasons <= _NOT_WRITTEN:
-                raise
-            self.logger.info(
-                "%s: first sighting not written (%s); the grant stays pending",
-                key[ATTR_RESOURCE]["S"],
-                ", ".join(sorted(reasons - {"None"})),
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return None
+            raise
+        return _seconds((answer.get("Attributes") or {}).get(ATTR_GONE_SINCE))
+
+    def _back(self, back: Callable[[], bool], key: dict[str, Any], since: Decimal) -> bool:
+        """``back()``; when it fails, the sighting ``since`` is taken back before the error is
+        raised: unchecked, it may be on a grant put back on its live session, where it would
+        start the pending bound of that session's later, normal end (an orphan retired early).
+        Taken back, the next sweep that sees the session gone writes it again (the bound starts
+        at most one sweep later).
+
+        Raises:
+            ClientError, BotoCoreError: what ``back()`` raised (the take-back is best effort).
+        """
+        try:
+            return back()
+        except (ClientError, BotoCoreError):
+            try:
+                self._unmark_gone(key, since)
+            except (ClientError, BotoCoreError) as exc:
+                self.logger.error(
+                    "%s: goneSince %s not taken back after its session check failed: %s",
+                    key[ATTR_RESOURCE]["S"],
+                    since,
+                    _error_text(exc),
+                )
+            raise
+
+    def _holds(self, owner: GrantOwner, grant_id: str) -> bool:
+        """Whether ``owner``'s session item holds ``grant_id`` now (strongly consistent
+        ``GetItem``).
+
+        Raises:
+            ClientError, BotoCoreError: the GetItem failed (after botocore's retries).
+        """
+        item = self._ddb.get_item(
+            TableName=self.config.table_name,
+            Key={name: {"S": value} for name, value in owner.key.items()},
+            ConsistentRead=True,
+        ).get("Item")
+        held = (item or {}).get(self.config.grant_id_attribute)
+        return isinstance(held, Mapping) and held.get("S") == grant_id
+
+    def _unmark_gone(self, key: dict[str, Any], since: Decimal) -> None:
+        """``REMOVE goneSince`` while it is still ``since`` (a sighting already removed by
+        ``hold_again``, or another one, is left alone)."""
+        try:
+            self._ddb.update_item(
+                TableName=self.config.ownership_table_name,
+                Key=key,
+                UpdateExpression="REMOVE #gone",
+                ConditionExpression="#gone = :since",
+                ExpressionAttributeNames={"#gone": ATTR_GONE_SINCE},
+                ExpressionAttributeValues={":since": {"N": str(since)}},
             )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
 
     def _release(self, claim: Claim, now: datetime) -> None:
         """Mark the retired grant's record ``released`` (only while it still names the same
@@ -630,21 +671,6 @@ class GrantSweeper:
                 else "where this one stopped (grant sweep marker)",
             )
         self.logger.info("grant sweep %s", report.as_dict(), extra={"grantSweep": report.as_dict()})
-
-
-#: Why a first sighting's transaction may be cancelled and the sweep go on: the grant is on
-#: its session item again, the record went away, or another write to one of the two items was
-#: in flight (``CancellationReasons``, DynamoDB API Reference, "TransactWriteItems").
-_NOT_WRITTEN = frozenset({"None", "ConditionalCheckFailed", "TransactionConflict"})
-
-
-def _cancellation_codes(exc: ClientError) -> set[str]:
-    """The ``Code`` of each cancellation reason of a ``TransactionCanceledException`` (an
-    empty set for any other error)."""
-    if _code(exc) != "TransactionCanceledException":
-        return set()
-    reasons = exc.response.get("CancellationReasons") or []
-    return {str(reason.get("Code", "None")) for reason in reasons}
 
 
 def _code(exc: ClientError) -> str:

@@ -95,9 +95,9 @@ ATTR_EXPIRES_AT = "expiresAt"
 #: A grant's record only (Number, epoch seconds): when the grant sweep first saw the grant's
 #: session gone while the record was unreleased (the start of its pending bound). Removed by
 #: every write that records the grant on a live session again (a new claim is a whole new item;
-#: ``hold_again`` removes it in the same ``UpdateItem``; a sweep writes a sighting only in a
-#: transaction checking that the session item does not hold the grant), so a later, normal end
-#: of that session starts its pending time afresh.
+#: ``hold_again`` removes it in the same ``UpdateItem``; a sweep whose sighting lands after
+#: that put-back takes it back), so a later, normal end of that session starts its pending
+#: time afresh.
 ATTR_GONE_SINCE = "goneSince"
 
 STATE_HELD = "held"
