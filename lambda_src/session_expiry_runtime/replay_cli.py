@@ -116,6 +116,14 @@ def _positive_int(raw: str) -> int:
     return value
 
 
+def _text(raw: str) -> str:
+    """A value that names something: an empty or blank one (``--queue-url "$QUEUE_URL"`` with
+    the variable unset) is refused, not taken for the option being absent."""
+    if not raw.strip():
+        raise argparse.ArgumentTypeError(f"{raw!r}: expected a non-empty value")
+    return raw
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m session_expiry_runtime.replay",
@@ -125,10 +133,15 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--queue-url", help="SQS on-failure queue (metadata; 24 h stream limit)")
-    source.add_argument("--bucket", help="S3 on-failure destination bucket (with --key)")
+    source.add_argument(
+        "--queue-url", type=_text, help="SQS on-failure queue (metadata; 24 h stream limit)"
+    )
+    source.add_argument(
+        "--bucket", type=_text, help="S3 on-failure destination bucket (with --key)"
+    )
     source.add_argument(
         "--kinesis-stream-arn",
+        type=_text,
         metavar="ARN",
         help="the Kinesis change stream (change_source=ChangeSource.kinesis()): clean again "
         "every session removed between --from and --to. It must be a Kinesis streaming "
@@ -136,7 +149,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--from", dest="start", metavar="TIME", help="ISO 8601, with a zone")
     parser.add_argument("--to", dest="end", metavar="TIME", help="ISO 8601, with a zone")
-    parser.add_argument("--key", help="object key in --bucket")
+    parser.add_argument("--key", type=_text, help="object key in --bucket")
     parser.add_argument(
         "--delete", action="store_true", help="delete the S3 object once it is replayed"
     )
@@ -151,12 +164,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--env-from-function",
+        type=_text,
         metavar="NAME",
         help="read the SESSION_EXPIRY_* settings from this deployed cleanup function, and "
         "trust the streams of the table its event source mapping reads",
     )
     parser.add_argument(
         "--stream-arn",
+        type=_text,
         metavar="ARN",
         help="trust the streams of this stream's table (any label) and no other; it must be "
         "the settings' table (the cleanup function's event source mapping, else "
@@ -167,6 +182,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--steps-path",
+        type=_text,
         metavar="DIR",
         action="append",
         default=[],
