@@ -5,6 +5,9 @@ by default). ``python -m session_expiry_runtime.replay --kinesis-stream-arn ARN 
 --to T2`` reads it back and runs every ``REMOVE`` whose ``ApproximateCreationDateTime`` (when
 DynamoDB removed the item) is in ``[T1, T2]`` through the cleanup, one shard at a time:
 
+* ``T2`` must not be in the future (:func:`check_end`); one less than :data:`ARRIVAL_SLACK`
+  ago is read, and the run says until when a late removal may still arrive
+  (:func:`late_arrivals`);
 * each shard is read from ``AT_TIMESTAMP`` ``T1`` (a change arrives in the stream after it is
   made, so nothing removed at ``T1`` or later arrived earlier) until a record arrives more than
   :data:`ARRIVAL_SLACK` after ``T2`` or the shard has nothing newer (``MillisBehindLatest`` 0);
@@ -96,6 +99,35 @@ def check_range(start: datetime, end: datetime) -> None:
         raise KinesisReplayError(
             f"--from {start.isoformat()} is after --to {end.isoformat()}: expected from <= to"
         )
+
+
+def check_end(end: datetime, now: datetime) -> None:
+    """``end`` must not be in the future: what is removed after ``now`` has not happened yet,
+    and a run that answered "replayed" for it would claim removals it never read.
+
+    Raises:
+        KinesisReplayError: ``end`` is after ``now``.
+    """
+    if end > now:
+        raise KinesisReplayError(
+            f"--to {end.isoformat()} is in the future (now {now.isoformat()}): expected a time "
+            "at or before now (replay a later range once it has passed)"
+        )
+
+
+def late_arrivals(end: datetime, now: datetime) -> str | None:
+    """What a run should say when ``end`` is so recent that a removal made before it may still
+    reach the stream (within :data:`ARRIVAL_SLACK` of ``now``); ``None`` otherwise."""
+    until = end + ARRIVAL_SLACK
+    if until <= now:
+        return None
+    minutes = int(ARRIVAL_SLACK.total_seconds() // 60)
+    return (
+        f"--to {end.isoformat()} is less than {minutes} minutes ago: a removal made before it "
+        f"may still reach the stream until {until.isoformat()} (delivery lag); run the same "
+        "range again after then for any that arrive late (a session already cleaned costs no "
+        "call)"
+    )
 
 
 def check_start(kinesis: Any, stream_arn: str, start: datetime, now: datetime) -> None:

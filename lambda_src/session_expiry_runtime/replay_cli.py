@@ -148,7 +148,9 @@ def _parser() -> argparse.ArgumentParser:
         "destination of the table (DescribeKinesisStreamingDestination), else exit 2",
     )
     parser.add_argument("--from", dest="start", metavar="TIME", help="ISO 8601, with a zone")
-    parser.add_argument("--to", dest="end", metavar="TIME", help="ISO 8601, with a zone")
+    parser.add_argument(
+        "--to", dest="end", metavar="TIME", help="ISO 8601, with a zone; at or before now"
+    )
     parser.add_argument("--key", type=_text, help="object key in --bucket")
     parser.add_argument(
         "--delete", action="store_true", help="delete the S3 object once it is replayed"
@@ -375,6 +377,8 @@ def _replay_kinesis(
     kinesis_replay.check_stream_arn(args.kinesis_stream_arn)
     start, end = kinesis_replay.parse_time(args.start), kinesis_replay.parse_time(args.end)
     kinesis_replay.check_range(start, end)
+    now = datetime.now(timezone.utc)
+    kinesis_replay.check_end(end, now)
     if args.env_from_function:
         kinesis_replay.check_trusted(
             session.client("lambda"), args.env_from_function, args.kinesis_stream_arn
@@ -383,7 +387,10 @@ def _replay_kinesis(
     kinesis_replay.check_destination(session.client("dynamodb"), table, args.kinesis_stream_arn)
     config = replace(config, table_name=table)
     kinesis = session.client("kinesis")
-    kinesis_replay.check_start(kinesis, args.kinesis_stream_arn, start, datetime.now(timezone.utc))
+    kinesis_replay.check_start(kinesis, args.kinesis_stream_arn, start, now)
+    late = kinesis_replay.late_arrivals(end, now)
+    if late:
+        _to_stderr(f"replay: {late}\n")
     dry_run = bool(args.dry_run or config.dry_run)
     outcomes = kinesis_replay.replay_time_range(
         kinesis,

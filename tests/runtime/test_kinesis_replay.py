@@ -55,7 +55,7 @@ def test_cleans_again_exactly_the_sessions_removed_in_the_range(
         for i, m in enumerate((30, 1))
     ]
     argv = ["--kinesis-stream-arn", source.arn, "--from", _iso(now - timedelta(hours=1))]
-    argv += ["--to", _iso(now + timedelta(minutes=1))]
+    argv += ["--to", _iso(now)]
 
     status = replay.main(argv, session=SESSION)
 
@@ -73,7 +73,7 @@ def test_dry_run_changes_nothing(sandbox: Sandbox, capsys: pytest.CaptureFixture
     now = datetime.now(timezone.utc)
     session = _removed(sandbox, source, "s-1", now)
     argv = ["--kinesis-stream-arn", source.arn, "--dry-run"]
-    argv += ["--from", _iso(now - timedelta(minutes=5)), "--to", _iso(now + timedelta(minutes=1))]
+    argv += ["--from", _iso(now - timedelta(minutes=5)), "--to", _iso(now)]
 
     status = replay.main(argv, session=SESSION)
 
@@ -91,6 +91,57 @@ def test_fails_a_range_that_ends_before_it_starts(
     argv += ["--to", "2026-01-01T00:00:00Z"]
     assert replay.main(argv, session=SESSION) == replay.EXIT_COULD_NOT_RUN
     assert "expected from <= to" in capsys.readouterr().err
+
+
+def test_fails_a_range_that_ends_in_the_future_before_any_call(
+    sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ``--to`` after now names removals that have not happened: refused (exit 2) before any
+    AWS call, instead of reading to each shard's tip and answering "replayed" for all of it."""
+    source = KinesisSource()
+    now = datetime.now(timezone.utc)
+    session = _removed(sandbox, source, "s-1", now - timedelta(minutes=1))
+    calls: list[str] = []
+
+    def record(model: Any, **_: Any) -> None:
+        calls.append(model.name)
+
+    SESSION.events.register("before-call", record)  # every client the CLI creates
+    argv = ["--kinesis-stream-arn", source.arn, "--from", _iso(now - timedelta(minutes=5))]
+    argv += ["--to", _iso(now + timedelta(days=1))]
+    try:
+        status = replay.main(argv, session=SESSION)
+    finally:
+        SESSION.events.unregister("before-call", record)
+
+    assert status == replay.EXIT_COULD_NOT_RUN
+    err = capsys.readouterr().err
+    assert "is in the future" in err and "expected a time at or before now" in err
+    assert calls == []
+    assert sandbox.is_intact(session)
+
+
+def test_a_range_ending_within_the_delivery_lag_says_to_run_it_again(
+    sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = KinesisSource()
+    now = datetime.now(timezone.utc)
+    session = _removed(sandbox, source, "s-1", now - timedelta(minutes=1))
+    argv = ["--kinesis-stream-arn", source.arn, "--from", _iso(now - timedelta(minutes=5))]
+
+    status = replay.main([*argv, "--to", _iso(now)], session=SESSION)
+
+    assert status == replay.EXIT_ALL_REPLAYED and sandbox.is_clean(session)
+    err = capsys.readouterr().err
+    until = (now + kinesis_replay.ARRIVAL_SLACK).isoformat()
+    assert f"may still reach the stream until {until}" in err
+    assert "run the same range again" in err
+
+
+def test_a_range_ended_longer_ago_than_the_delivery_lag_says_nothing_of_it() -> None:
+    now = datetime.now(timezone.utc)
+    assert kinesis_replay.late_arrivals(now - kinesis_replay.ARRIVAL_SLACK, now) is None
+    assert kinesis_replay.late_arrivals(now - timedelta(minutes=14), now) is not None
 
 
 def test_fails_a_time_without_a_zone() -> None:
@@ -293,7 +344,7 @@ def test_replay_of_a_shared_stream_leaves_another_tables_removes_alone(
     source.put(copy)
     now = datetime.now(timezone.utc)
     argv = ["--kinesis-stream-arn", source.arn, "--env-from-function", function]
-    argv += ["--from", _iso(now - timedelta(minutes=5)), "--to", _iso(now + timedelta(minutes=1))]
+    argv += ["--from", _iso(now - timedelta(minutes=5)), "--to", _iso(now)]
 
     status = replay.main(argv, session=SESSION)
 
@@ -314,7 +365,7 @@ def test_fails_replay_of_a_stream_without_the_tables_name(
     session = _removed(sandbox, source, "s-1", datetime.now(timezone.utc))
     now = datetime.now(timezone.utc)
     argv = ["--kinesis-stream-arn", source.arn, "--env-from-function", function]
-    argv += ["--from", _iso(now - timedelta(minutes=5)), "--to", _iso(now + timedelta(minutes=1))]
+    argv += ["--from", _iso(now - timedelta(minutes=5)), "--to", _iso(now)]
 
     assert replay.main(argv, session=SESSION) == replay.EXIT_COULD_NOT_RUN
     assert "SESSION_EXPIRY_TABLE_NAME" in capsys.readouterr().err
