@@ -61,6 +61,10 @@ with a strongly consistent ``GetItem`` only for those:
   writes to that item (a put-back, a heartbeat, a new incarnation's create) fail with a
   transaction conflict (Amazon DynamoDB Developer Guide, "Transaction conflict handling in
   DynamoDB"), and the sweep must never make the application's writes fail.
+* a record naming **another session** than the grant's name (a grant created elsewhere and
+  ``attach_grant``-ed to a session other than the one its name gives): the record decides —
+  the grant is judged by the record's session (live, gone, expired, as above), with a warning;
+  a record whose owner is no key of this table is ignored for this (judged by the name);
 * no record (a legacy grant, created before ownership records, or one whose record was never
   written): as above, by the item alone.
 
@@ -106,6 +110,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 import boto3
@@ -138,6 +143,7 @@ from .ownership import (
     KIND_GRANT,
     STATE_RELEASED,
     Claim,
+    owner_token,
     resource_key,
 )
 from .pacing import Pacer
@@ -438,7 +444,7 @@ class GrantSweeper:
             verdict = self.verdict(grant, owner, now)
             claim: Claim | None = None
             if verdict in (VERDICT_GONE, VERDICT_EXPIRED):
-                claim, verdict = self.ownership(str(grant_id), verdict, now, owner)
+                claim, verdict, owner = self.ownership(grant, verdict, now, owner)
             self._act(grant, verdict, claim, now, report)
         except (ClientError, BotoCoreError) as exc:
             report.failures += 1
@@ -494,31 +500,65 @@ class GrantSweeper:
                 report.expired_retired += 1
 
     def ownership(
-        self, grant_id: str, verdict: str, now: datetime, owner: GrantOwner | None = None
-    ) -> tuple[Claim | None, str]:
-        """The grant's ownership record, and the verdict it gives a ``gone`` or ``expired``
-        grant: ``released`` (the stream path retired it), ``pending`` (gone, unreleased, within
-        the pending bound), else ``verdict`` unchanged. No ownership table: ``(None, verdict)``.
-        ``owner`` (the session the grant's name gives) lets a first sighting check that the
-        grant is still off its session once the sighting is written (:meth:`_pending`).
+        self, grant: Mapping[str, Any], verdict: str, now: datetime, owner: GrantOwner
+    ) -> tuple[Claim | None, str, GrantOwner]:
+        """The grant's ownership record, the verdict it gives a ``gone`` or ``expired`` grant
+        — ``released`` (the stream path retired it), ``pending`` (gone, unreleased, within the
+        pending bound), else ``verdict`` — and the session that verdict is about. No ownership
+        table, or no record: ``(None, verdict, owner)``.
+
+        ``owner`` is the session the grant's name gives. When the record names another session
+        (:meth:`_recorded_owner`), the record decides: the verdict is that session's. A first
+        sighting checks that the grant is still off that session once it is written
+        (:meth:`_pending`).
 
         Raises:
-            ClientError, BotoCoreError: the GetItem or UpdateItem failed (after the retries).
+            ClientError, BotoCoreError: a GetItem or UpdateItem failed (after the retries).
         """
         table = self.config.ownership_table_name
         if table is None:
-            return None, verdict
+            return None, verdict, owner
+        grant_id = str(grant.get("GrantId"))
         key = {ATTR_RESOURCE: {"S": resource_key(KIND_GRANT, grant_id)}}
         item = self._ddb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
         claim = Claim.from_item(item)
         if claim is None:
-            return None, verdict
+            return None, verdict, owner
         if claim.state == STATE_RELEASED:
-            return claim, VERDICT_RELEASED
-        back = None if owner is None else (lambda: self._holds(owner, grant_id))
+            return claim, VERDICT_RELEASED, owner
+        recorded = self._recorded_owner(claim, owner, grant_id)
+        if recorded is not owner:
+            owner, verdict = recorded, self.verdict(grant, recorded, now)
+            if verdict not in (VERDICT_GONE, VERDICT_EXPIRED):
+                return claim, verdict, owner
+        back = partial(self._holds, owner, grant_id)
         if verdict == VERDICT_GONE and self._pending(key, item or {}, now, back):
-            return claim, VERDICT_PENDING
-        return claim, verdict
+            return claim, VERDICT_PENDING, owner
+        return claim, verdict, owner
+
+    def _recorded_owner(self, claim: Claim, owner: GrantOwner, grant_id: str) -> GrantOwner:
+        """The session the grant's ownership record names (its owner token and incarnation):
+        ``owner`` itself when the record agrees with the grant's name, or when its owner is
+        not a key of this table in the form a grant name holds; else the record's session,
+        with a warning. The record is written with the grant by ``SessionStore`` (one
+        transaction with the session item), the name by whoever created the grant: a grant
+        ``attach_grant``-ed to a session other than the one its name gives is that session's,
+        and must not be retired because the named one is gone."""
+        if claim.owner == owner_token(owner.key) and claim.incarnation == owner.incarnation:
+            return owner
+        recorded = parse_grant_name(f"{GRANT_NAME_PREFIX}{claim.incarnation}:{claim.owner}")
+        if recorded is None or set(recorded.key) != self._key_names:
+            return owner
+        self.logger.warning(
+            "grant %s: its name gives session %s (incarnation %s), its ownership record %s "
+            "(incarnation %s): judged by the record",
+            grant_id,
+            owner.key,
+            owner.incarnation,
+            recorded.key,
+            recorded.incarnation,
+        )
+        return recorded
 
     def _pending(
         self,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from ownership_support import calls_of, raw_claim, read_claim
+from ownership_support import calls_of, put_claim, raw_claim, read_claim
 from runtime_support import Sandbox
 from session_expiry_runtime.ownership import ATTR_GONE_SINCE, KIND_GRANT, STATE_HELD, STATE_RELEASED
 from test_grant_sweeper import NOW, Grants
@@ -141,3 +141,64 @@ def test_without_an_ownership_table_the_sweep_reads_no_record(grants: Grants) ->
 
     assert sweeper.sweep().orphans_retired == 1  # as before ownership records
     assert grant_id not in grants.alive()
+
+
+def test_a_grant_held_by_another_session_than_its_name_gives_is_judged_by_its_record(
+    grants: Grants, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A grant whose name gives a session that is gone (or never was), recorded and held by
+    a live one (``attach_grant`` of a grant created elsewhere): the ownership record decides.
+    Before, the name alone decided: pending at once, and retired as an orphan past the bound
+    while its holder was live (``orphans_retired == 1`` in the second run)."""
+    grant_id = grants.grant("s-named", "inc1")
+    grants.session("s-holder", "inc2", holds=grant_id, expires_in=48 * 3600)
+    grants.sandbox.claim(KIND_GRANT, grant_id, "s-holder", "inc2")
+
+    for now in (NOW, NOW + timedelta(seconds=PENDING + 1)):
+        report = grants.sweeper(now=now).sweep()
+        assert (report.kept_live, report.kept_pending, report.orphans_retired) == (1, 0, 0)
+
+    assert grant_id in grants.alive()
+    stored = raw_claim(grants.sandbox.ddb, KIND_GRANT, grant_id)
+    assert stored is not None and ATTR_GONE_SINCE not in stored  # never seen gone
+    assert "its ownership record {'pk': 's-holder'}" in caplog.text
+
+
+def test_a_grant_whose_recorded_session_is_gone_is_pending_then_an_orphan(
+    grants: Grants, caplog: pytest.LogCaptureFixture
+) -> None:
+    grant_id = grants.grant("s-named", "inc1")
+    grants.session("s-named", "inc1")  # live, but it does not hold the grant
+    grants.sandbox.claim(KIND_GRANT, grant_id, "s-holder", "inc2")  # its holder is gone
+
+    first = grants.sweeper(now=NOW).sweep()
+    last = grants.sweeper(now=NOW + timedelta(seconds=PENDING + 1)).sweep()
+
+    assert (first.kept_pending, first.orphans_retired) == (1, 0)
+    assert last.orphans_retired == 1 and grant_id not in grants.alive()
+    claim = read_claim(grants.sandbox.ddb, KIND_GRANT, grant_id)
+    assert claim is not None and claim.state == STATE_RELEASED
+    assert "its ownership record {'pk': 's-holder'} (incarnation inc2): judged by the record" in (
+        caplog.text
+    )
+
+
+def test_a_grant_whose_record_names_a_key_of_another_shape_is_judged_by_its_name(
+    grants: Grants,
+) -> None:
+    """A record whose owner is no key of this table (another schema) cannot be checked: the
+    grant is judged by its name, as before."""
+    grant_id = grants.grant("s-1", "inc1")
+    grants.session("s-1", "inc1", holds=grant_id)
+    put_claim(
+        grants.sandbox.ddb,
+        KIND_GRANT,
+        grant_id,
+        key={"tenant": "t-1", "sessionId": "s-1"},
+        incarnation="inc1",
+    )
+    grants.sandbox.delete("s-1")
+
+    report = grants.sweeper(now=NOW).sweep()
+
+    assert report.kept_pending == 1 and report.failures == 0
