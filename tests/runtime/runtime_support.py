@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -57,6 +59,22 @@ TTL_IDENTITY = stream_records.TTL_USER_IDENTITY
 #: One boto3 session for every test client: each new session reloads botocore's service models,
 #: which costs more than the moto calls of a whole test.
 SESSION = boto3.session.Session(region_name=REGION)
+
+
+@contextmanager
+def aws_calls() -> Iterator[list[str]]:
+    """The name of every AWS call made by any client of :data:`SESSION` inside the block (the
+    replay CLI creates its own clients from it): a refusal "before any call" leaves it empty."""
+    calls: list[str] = []
+
+    def record(model: Any, **_: Any) -> None:
+        calls.append(model.name)
+
+    SESSION.events.register("before-call", record)
+    try:
+        yield calls
+    finally:
+        SESSION.events.unregister("before-call", record)
 
 
 class FakeContext:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from moto.core import DEFAULT_ACCOUNT_ID
-from runtime_support import REGION, SESSION, TABLE, Sandbox
+from runtime_support import REGION, SESSION, TABLE, Sandbox, aws_calls
 from session_expiry_runtime import kinesis_replay, replay
 from test_kinesis_source import STREAM, KinesisSource, change
 
@@ -101,18 +101,10 @@ def test_fails_a_range_that_ends_in_the_future_before_any_call(
     source = KinesisSource()
     now = datetime.now(timezone.utc)
     session = _removed(sandbox, source, "s-1", now - timedelta(minutes=1))
-    calls: list[str] = []
-
-    def record(model: Any, **_: Any) -> None:
-        calls.append(model.name)
-
-    SESSION.events.register("before-call", record)  # every client the CLI creates
     argv = ["--kinesis-stream-arn", source.arn, "--from", _iso(now - timedelta(minutes=5))]
     argv += ["--to", _iso(now + timedelta(days=1))]
-    try:
+    with aws_calls() as calls:
         status = replay.main(argv, session=SESSION)
-    finally:
-        SESSION.events.unregister("before-call", record)
 
     assert status == replay.EXIT_COULD_NOT_RUN
     err = capsys.readouterr().err

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from runtime_support import SESSION, Sandbox
+from runtime_support import SESSION, Sandbox, aws_calls
 from session_expiry_runtime import replay
 from test_kinesis_source import KinesisSource, change
 from test_replay import FailedBatch
@@ -97,17 +97,8 @@ def test_fails_max_messages_with_a_source_that_is_not_the_queue(
 ) -> None:
     """``--max-messages 1`` with ``--bucket`` was ignored: the object was replayed, exit 0."""
     _settings(monkeypatch, sandbox)
-    calls: list[str] = []
-
-    def record(model: Any, **_: Any) -> None:
-        calls.append(model.name)
-
-    SESSION.events.register("before-call", record)  # every client the CLI creates
-    try:
-        with pytest.raises(SystemExit) as exited:
-            replay.main([*source, "--max-messages", "1"], session=SESSION)
-    finally:
-        SESSION.events.unregister("before-call", record)
+    with aws_calls() as calls, pytest.raises(SystemExit) as exited:
+        replay.main([*source, "--max-messages", "1"], session=SESSION)
 
     assert exited.value.code == replay.EXIT_COULD_NOT_RUN
     assert (

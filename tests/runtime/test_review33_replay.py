@@ -18,10 +18,8 @@ the real CLI entry point (``replay.main``), as ``test_review21_replay``.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from runtime_support import SESSION, Sandbox
+from runtime_support import SESSION, Sandbox, aws_calls
 from session_expiry_runtime import replay
 from test_replay import FailedBatch
 from test_replay_trust import _settings
@@ -57,17 +55,8 @@ def test_fails_an_empty_option_value_before_any_call(
     failed: FailedBatch, capsys: pytest.CaptureFixture[str], argv: list[str], named: str
 ) -> None:
     argv = [failed.queue_url if a == "Q" else a for a in argv]
-    calls: list[str] = []
-
-    def record(model: Any, **_: Any) -> None:
-        calls.append(model.name)
-
-    SESSION.events.register("before-call", record)  # every client the CLI creates
-    try:
-        with pytest.raises(SystemExit) as exited:
-            replay.main(argv, session=SESSION)
-    finally:
-        SESSION.events.unregister("before-call", record)
+    with aws_calls() as calls, pytest.raises(SystemExit) as exited:
+        replay.main(argv, session=SESSION)
 
     assert exited.value.code == replay.EXIT_COULD_NOT_RUN
     err = capsys.readouterr().err
