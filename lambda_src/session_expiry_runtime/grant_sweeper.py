@@ -143,6 +143,7 @@ from .ownership import (
     KIND_GRANT,
     STATE_RELEASED,
     Claim,
+    owner_key_of_token,
     owner_token,
     resource_key,
 )
@@ -527,7 +528,9 @@ class GrantSweeper:
         if claim.state == STATE_RELEASED:
             return claim, VERDICT_RELEASED, owner
         recorded = self._recorded_owner(claim, owner, grant_id)
-        if recorded is not owner:
+        if recorded.key == owner.key:
+            owner = recorded
+        else:
             owner, verdict = recorded, self.verdict(grant, recorded, now)
             if verdict not in (VERDICT_GONE, VERDICT_EXPIRED):
                 return claim, verdict, owner
@@ -538,17 +541,20 @@ class GrantSweeper:
 
     def _recorded_owner(self, claim: Claim, owner: GrantOwner, grant_id: str) -> GrantOwner:
         """The session the grant's ownership record names (its owner token and incarnation):
-        ``owner`` itself when the record agrees with the grant's name, or when its owner is
-        not a key of this table in the form a grant name holds; else the record's session,
-        with a warning. The record is written with the grant by ``SessionStore`` (one
-        transaction with the session item), the name by whoever created the grant: a grant
-        ``attach_grant``-ed to a session other than the one its name gives is that session's,
-        and must not be retired because the named one is gone."""
-        if claim.owner == owner_token(owner.key) and claim.incarnation == owner.incarnation:
+        ``owner``'s key when the record names it (in the record's incarnation: the verdict
+        is by key), or when the record's owner is no key of this table; else the record's
+        session, with a warning. The record is written with the grant by ``SessionStore``
+        (one transaction with the session item), the name by whoever created the grant: a
+        grant ``attach_grant``-ed to a session other than the one its name gives is that
+        session's, and must not be retired because the named one is gone. The token is
+        decoded as such (:func:`.ownership.owner_key_of_token`), not as a grant name: a key
+        too long for a 256-character name is still a key of this table."""
+        if claim.owner == owner_token(owner.key):
+            return GrantOwner(key=owner.key, incarnation=claim.incarnation)
+        key = owner_key_of_token(claim.owner)
+        if key is None or set(key) != self._key_names:
             return owner
-        recorded = parse_grant_name(f"{GRANT_NAME_PREFIX}{claim.incarnation}:{claim.owner}")
-        if recorded is None or set(recorded.key) != self._key_names:
-            return owner
+        recorded = GrantOwner(key=key, incarnation=claim.incarnation)
         self.logger.warning(
             "grant %s: its name gives session %s (incarnation %s), its ownership record %s "
             "(incarnation %s): judged by the record",

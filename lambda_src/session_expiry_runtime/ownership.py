@@ -30,6 +30,7 @@ claims (``store``), the cleanup checks and releases them (``claims``), the grant
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ __all__ = [
     "Claim",
     "Verdict",
     "classify",
+    "owner_key_of_token",
     "owner_token",
     "resource_key",
 ]
@@ -162,6 +164,27 @@ def owner_token(key: Mapping[str, str]) -> str:
         )
     text = json.dumps(dict(key), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return base64.urlsafe_b64encode(text.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def owner_key_of_token(token: object) -> dict[str, str] | None:
+    """The key an :func:`owner_token` encodes, or ``None`` for anything :func:`owner_token`
+    does not write (not base64url, padding, JSON that is not an object of non-empty strings,
+    a non-canonical encoding). Any length: a record names its owner whatever the key's size
+    (a grant name, at most 256 characters, cannot hold every key). Never raises."""
+    if not isinstance(token, str) or not token:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        key = json.loads(raw.decode("utf-8"))
+    except (binascii.Error, ValueError, RecursionError):
+        return None
+    if (
+        not isinstance(key, dict)
+        or not key
+        or not all(isinstance(k, str) and k and isinstance(v, str) and v for k, v in key.items())
+    ):
+        return None
+    return key if owner_token(key) == token else None
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,15 @@ Real boto3 calls against moto (KMS, the session table, the ownership table seede
 
 from __future__ import annotations
 
+import base64
 from datetime import timedelta
 
 import pytest
 from ownership_support import calls_of, put_claim, raw_claim, read_claim
-from runtime_support import Sandbox
+from runtime_support import APP_ROLE, CLEANUP_ROLE, TABLE, Sandbox
+from session_expiry_runtime.grant_names import grant_name
 from session_expiry_runtime.ownership import ATTR_GONE_SINCE, KIND_GRANT, STATE_HELD, STATE_RELEASED
+from session_expiry_runtime.store import SessionStore
 from test_grant_sweeper import NOW, Grants
 
 PENDING = 7 * 3600  # the default bound: the mapping's maximum record age plus an hour
@@ -202,3 +205,118 @@ def test_a_grant_whose_record_names_a_key_of_another_shape_is_judged_by_its_name
     report = grants.sweeper(now=NOW).sweep()
 
     assert report.kept_pending == 1 and report.failures == 0
+
+
+def test_a_grant_attached_to_a_session_whose_key_no_grant_name_can_hold_is_judged_by_its_record(
+    grants: Grants, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Review 34: the record's session is any key of the table, not only one a grant name can
+    hold. ``attach_grant`` takes a grant on a session of any key length (only ``create_grant``
+    needs the key to fit a 256-character name); a record naming such a session (here a
+    200-character session id, written by the real ``SessionStore``) was read back through
+    ``parse_grant_name``, which refuses it, so the grant was judged by its name: pending, and
+    retired as an orphan past the bound while the live session held it."""
+    store = SessionStore(config=grants.sandbox.config, dynamodb_client=grants.sandbox.ddb)
+    holder = "s-" + "h" * 198
+    store.create(holder, ttl=timedelta(hours=48))
+    created = grants.kms.create_grant(
+        KeyId=grants.sandbox.key_arn,
+        GranteePrincipal=APP_ROLE,
+        RetiringPrincipal=CLEANUP_ROLE,
+        Operations=["Decrypt"],
+        Name=grant_name({"pk": "s-named"}, "inc1"),  # a session that is gone
+    )
+    grant_id = created["GrantId"]
+    grants.clock.created[grant_id] = NOW - timedelta(hours=2)
+    store.attach_grant(holder, grant_id=grant_id, grant_token=created["GrantToken"])
+
+    for now in (NOW, NOW + timedelta(seconds=PENDING + 1)):
+        report = grants.sweeper(now=now).sweep()
+        assert (report.kept_live, report.kept_pending, report.orphans_retired) == (1, 0, 0)
+        assert report.failures == 0
+
+    assert grant_id in grants.alive()
+    stored = raw_claim(grants.sandbox.ddb, KIND_GRANT, grant_id)
+    assert stored is not None and ATTR_GONE_SINCE not in stored
+    assert "judged by the record" in caplog.text
+
+
+def test_a_record_of_the_grants_own_key_in_another_incarnation_changes_nothing(
+    grants: Grants, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Review 34: a grant attached to a later incarnation of the key its name gives (the
+    usual re-attach) is judged by that key either way: no second session read, no warning
+    that it was "judged by the record" on every sweep of its pending time."""
+    grant_id = grants.grant("s-1", "inc1")
+    grants.session("s-1", "inc2", holds=grant_id)
+    grants.sandbox.claim(KIND_GRANT, grant_id, "s-1", "inc2")
+    grants.sandbox.delete("s-1")
+    sweeper = grants.sweeper()
+    calls = calls_of(grants.sandbox.ddb)
+
+    report = sweeper.sweep()
+
+    assert report.kept_pending == 1 and report.failures == 0
+    assert "judged by the record" not in caplog.text
+    reads = [p for name, p in calls if name == "GetItem" and p["TableName"] == TABLE]
+    assert len(reads) == 2  # the verdict and the first sighting's re-read, no third
+
+
+def test_a_record_naming_a_live_holder_in_an_incarnation_no_grant_name_can_hold_keeps_it(
+    grants: Grants,
+) -> None:
+    """Review 34: the record's incarnation is whatever the holder's item says (an item another
+    writer made may carry any string); it has no bearing on the verdict, which is by key, so
+    it must not make the record unreadable (it did: ``parse_grant_name`` refuses ``.``/``:``)."""
+    grant_id = grants.grant("s-named", "inc1")
+    grants.session("s-holder", "inc.2:x", holds=grant_id, expires_in=48 * 3600)
+    grants.sandbox.claim(KIND_GRANT, grant_id, "s-holder", "inc.2:x")
+
+    for now in (NOW, NOW + timedelta(seconds=PENDING + 1)):
+        report = grants.sweeper(now=now).sweep()
+        assert (report.kept_live, report.orphans_retired, report.failures) == (1, 0, 0)
+    assert grant_id in grants.alive()
+
+
+@pytest.mark.parametrize(
+    "owner",
+    [
+        "!!not base64!!",
+        "eyJwayI6InMtMSJ9==",  # padding: not what owner_token writes
+        "W10",  # [] : JSON, not an object
+        "eyJwayI6IiJ9",  # {"pk": ""}: no DynamoDB key value is empty
+        base64.urlsafe_b64encode(b"[" * 3000).decode().rstrip("="),  # deep JSON nesting
+    ],
+)
+def test_a_record_whose_owner_is_no_owner_token_is_judged_by_the_name_without_a_failure(
+    grants: Grants, owner: str
+) -> None:
+    grant_id = grants.grant("s-1", "inc1")
+    grants.sandbox.ddb.put_item(
+        TableName="session-ownership",
+        Item={
+            "resource": {"S": f"grant#{grant_id}"},
+            "owner": {"S": owner},
+            "incarnation": {"S": "inc1"},
+            "state": {"S": STATE_HELD},
+            "claimedAt": {"N": str(int(NOW.timestamp()) - 7200)},
+            "notAfter": {"N": str(int(NOW.timestamp()) + 3600)},
+        },
+    )
+
+    report = grants.sweeper().sweep()  # s-1 never was: gone, by its name
+
+    assert (report.kept_pending, report.failures) == (1, 0)
+
+
+def test_a_dry_run_judging_by_the_record_writes_nothing(grants: Grants) -> None:
+    grant_id = grants.grant("s-named", "inc1")
+    grants.sandbox.claim(KIND_GRANT, grant_id, "s-holder", "inc2")  # both sessions gone
+    sweeper = grants.sweeper(dry_run=True)
+    calls = calls_of(grants.sandbox.ddb)
+
+    report = sweeper.sweep()
+
+    assert report.kept_pending == 1 and report.would_retire == 0 and report.failures == 0
+    assert {name for name, _ in calls} == {"GetItem"}
+    assert grant_id in grants.alive()
