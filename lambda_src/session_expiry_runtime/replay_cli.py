@@ -294,6 +294,9 @@ def _cleaner(
 
 
 def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
+    # A Kinesis range that cannot be replayed is refused before any call, --env-from-function's
+    # GetFunctionConfiguration included.
+    span = _kinesis_range(args) if args.kinesis_stream_arn else None
     env = (
         environment_of_function(session.client("lambda"), args.env_from_function)
         if args.env_from_function
@@ -301,8 +304,8 @@ def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
     )
     config = validate_cleanup_config(RuntimeConfig.from_env(env))
     require_cleanup_target(config)
-    if args.kinesis_stream_arn:
-        return _replay_kinesis(args, config, session)
+    if span is not None:
+        return _replay_kinesis(args, config, session, span)
     trusted = _trusted_streams(args, config, session)
     cleaner = _cleaner(args, config, session)
     streams = session.client("dynamodbstreams")
@@ -368,10 +371,13 @@ def _kinesis_table(
     return trusted.table_arns[0].split(":table/", 1)[1]
 
 
-def _replay_kinesis(
-    args: argparse.Namespace, config: RuntimeConfig, session: boto3.session.Session
-) -> int:
-    """``--kinesis-stream-arn`` with ``--from``/``--to`` (:mod:`.kinesis_replay`)."""
+def _kinesis_range(args: argparse.Namespace) -> tuple[datetime, datetime, datetime]:
+    """``--from``, ``--to`` and now, checked without a call (the stream ARN's form, a zone,
+    from <= to, ``--to`` not in the future).
+
+    Raises:
+        KinesisReplayError: any of those refused.
+    """
     from . import kinesis_replay  # loaded only when a Kinesis time range is asked for
 
     kinesis_replay.check_stream_arn(args.kinesis_stream_arn)
@@ -379,6 +385,20 @@ def _replay_kinesis(
     kinesis_replay.check_range(start, end)
     now = datetime.now(timezone.utc)
     kinesis_replay.check_end(end, now)
+    return start, end, now
+
+
+def _replay_kinesis(
+    args: argparse.Namespace,
+    config: RuntimeConfig,
+    session: boto3.session.Session,
+    span: tuple[datetime, datetime, datetime],
+) -> int:
+    """``--kinesis-stream-arn`` with ``--from``/``--to`` (:mod:`.kinesis_replay`), ``span``
+    from :func:`_kinesis_range`."""
+    from . import kinesis_replay
+
+    start, end, now = span
     if args.env_from_function:
         kinesis_replay.check_trusted(
             session.client("lambda"), args.env_from_function, args.kinesis_stream_arn

@@ -403,3 +403,35 @@ def test_a_shard_given_up_on_before_its_tip_is_not_reported_replayed(sandbox: Sa
     assert outcomes, "a shard not read to its tip must be reported"
     assert {o.status for o in outcomes} == {replay.STATUS_FAILED}
     assert all("behind" in str(o.error) for o in outcomes)
+
+
+@pytest.mark.parametrize(
+    "start, end",
+    [
+        (timedelta(minutes=-5), timedelta(days=1)),  # --to in the future
+        (timedelta(minutes=-5), timedelta(minutes=-10)),  # --from after --to
+    ],
+)
+def test_a_range_refused_with_env_from_function_makes_no_call(
+    sandbox: Sandbox,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    start: timedelta,
+    end: timedelta,
+) -> None:
+    """Review 34: "refused before any call" held without ``--env-from-function`` only; with it
+    the function's settings were read first (``GetFunctionConfiguration``), then the range
+    refused. A range that cannot be replayed is refused before anything is read."""
+    for name in sandbox.env():
+        monkeypatch.delenv(name, raising=False)  # the settings come from the function only
+    source = KinesisSource()
+    function = _deployed_cleanup(sandbox, source.arn)
+    now = datetime.now(timezone.utc)
+    argv = ["--kinesis-stream-arn", source.arn, "--env-from-function", function, "--dry-run"]
+    argv += ["--from", _iso(now + start), "--to", _iso(now + end)]
+    with aws_calls() as calls:
+        status = replay.main(argv, session=SESSION)
+
+    assert status == replay.EXIT_COULD_NOT_RUN
+    assert "expected" in capsys.readouterr().err
+    assert calls == []
