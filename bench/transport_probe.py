@@ -196,8 +196,11 @@ def _run_child(py: Path, mode: str, endpoint: str) -> dict[str, float]:
         cwd=Path(__file__).resolve().parent.parent,
         capture_output=True,
         text=True,
-        check=True,
+        check=False,
     )
+    if out.returncode != 0:  # say why: the child's stderr is captured, not shown
+        tail = "\n".join(out.stderr.strip().splitlines()[-5:])
+        raise SystemExit(f"transport_probe: the {mode} run failed ({out.returncode}):\n{tail}")
     return dict(json.loads(out.stdout.splitlines()[-1]))
 
 
@@ -231,7 +234,11 @@ def table(runs: dict[str, list[dict[str, float]]], imports: list[dict[str, float
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.transport_probe", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.transport_probe",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # keep the docstring's list
+    )
     parser.add_argument("--child", nargs=2, metavar=("MODE", "ENDPOINT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:

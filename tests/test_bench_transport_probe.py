@@ -3,6 +3,11 @@ transport's CPU divided by the sequential run's of the same round (not of anothe
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+import pytest
+
 from bench import transport_probe
 
 
@@ -29,3 +34,23 @@ def test_table_divides_by_the_same_rounds_sequential_cpu() -> None:
     assert "| 1.00\u20131.00 |" in rows["sequential"]
     text = transport_probe.table(runs, imports)
     assert "boto3 110 ms; aiobotocore and aiohttp on top of it 120 ms" in text
+
+
+def test_help_keeps_the_list_of_the_three_ways(capsys: pytest.CaptureFixture[str]) -> None:
+    """Review 34: ``--help`` reflowed the docstring, running its three-item list into one
+    paragraph ("three ways: * ``sequential``: ...; * ``threads``: ...")."""
+    with pytest.raises(SystemExit):
+        transport_probe.main(["--help"])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines if line.startswith("* ")] == [
+        "* ``sequential``",
+        "* ``threads``",
+        "* ``event loop``",
+    ]
+
+
+def test_a_failed_run_says_why() -> None:
+    """Review 34: a child that failed gave only ``CalledProcessError ... exit status 1``: its
+    stderr was captured and dropped. (A real child, an endpoint nothing listens on.)"""
+    with pytest.raises(SystemExit, match=r"the threads run failed \(1\):[\s\S]*Error"):
+        transport_probe._run_child(Path(sys.executable), "threads", "http://127.0.0.1:9")
