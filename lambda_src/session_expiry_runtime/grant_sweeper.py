@@ -533,6 +533,7 @@ class GrantSweeper:
         else:
             owner, verdict = recorded, self.verdict(grant, recorded, now)
             if verdict not in (VERDICT_GONE, VERDICT_EXPIRED):
+                self._forget_sighting(key, item or {})
                 return claim, verdict, owner
         back = partial(self._holds, owner, grant_id)
         if verdict == VERDICT_GONE and self._pending(key, item or {}, now, back):
@@ -543,7 +544,7 @@ class GrantSweeper:
         """The session the grant's ownership record names (its owner token and incarnation):
         ``owner``'s key when the record names it (in the record's incarnation: the verdict
         is by key), or when the record's owner is no key of this table; else the record's
-        session, with a warning. The record is written with the grant by ``SessionStore``
+        session, logged. The record is written with the grant by ``SessionStore``
         (one transaction with the session item), the name by whoever created the grant: a
         grant ``attach_grant``-ed to a session other than the one its name gives is that
         session's, and must not be retired because the named one is gone. The token is
@@ -555,7 +556,7 @@ class GrantSweeper:
         if key is None or set(key) != self._key_names:
             return owner
         recorded = GrantOwner(key=key, incarnation=claim.incarnation)
-        self.logger.warning(
+        self.logger.info(
             "grant %s: its name gives session %s (incarnation %s), its ownership record %s "
             "(incarnation %s): judged by the record",
             grant_id,
@@ -563,8 +564,22 @@ class GrantSweeper:
             owner.incarnation,
             recorded.key,
             recorded.incarnation,
+            extra={"grantSweep": {"grantId": grant_id, "namedKey": owner.key, "key": recorded.key}},
         )
         return recorded
+
+    def _forget_sighting(self, key: dict[str, Any], item: Mapping[str, Any]) -> None:
+        """Take back a "gone" sighting on the record of a grant its recorded session holds
+        live: written by a sweep that judged the grant by its name (before the record
+        decided), it would start the pending bound of that session's later end from then, and
+        that end would be retired as an orphan at once. Not in a dry run.
+
+        Raises:
+            ClientError, BotoCoreError: the UpdateItem failed (after botocore's retries).
+        """
+        since = _seconds(item.get(ATTR_GONE_SINCE))
+        if since is not None and not self.config.dry_run:
+            self._unmark_gone(key, since)
 
     def _pending(
         self,

@@ -9,6 +9,7 @@ Real boto3 calls against moto (KMS, the session table, the ownership table seede
 from __future__ import annotations
 
 import base64
+import logging
 from datetime import timedelta
 
 import pytest
@@ -25,6 +26,12 @@ PENDING = 7 * 3600  # the default bound: the mapping's maximum record age plus a
 @pytest.fixture
 def grants(sandbox: Sandbox) -> Grants:
     return Grants(sandbox)
+
+
+@pytest.fixture(autouse=True)
+def _info_logs(caplog: pytest.LogCaptureFixture) -> None:
+    """The sweep's INFO lines (a grant judged by its record) in ``caplog``."""
+    caplog.set_level(logging.INFO, logger="session_expiry_runtime.grant_sweeper")
 
 
 def ended_with_claim(grants: Grants, session_id: str = "s-1", **claim: object) -> str:
@@ -320,3 +327,48 @@ def test_a_dry_run_judging_by_the_record_writes_nothing(grants: Grants) -> None:
     assert report.kept_pending == 1 and report.would_retire == 0 and report.failures == 0
     assert {name for name, _ in calls} == {"GetItem"}
     assert grant_id in grants.alive()
+
+
+def test_a_stale_sighting_on_a_grant_its_recorded_session_holds_is_taken_back(
+    grants: Grants,
+) -> None:
+    """A sweep that judged the grant by its name alone (before the record decided) wrote
+    ``goneSince`` on a grant its recorded session holds live. Left there, that session's later
+    end would be retired as an orphan at once (the bound long passed); the first sweep that
+    judges it by the record takes the sighting back."""
+    grant_id = grants.grant("s-named", "inc1")
+    grants.session("s-holder", "inc2", holds=grant_id, expires_in=48 * 3600)
+    grants.sandbox.claim(KIND_GRANT, grant_id, "s-holder", "inc2")
+    stale = int(NOW.timestamp()) - 10 * 3600
+    grants.sandbox.ddb.update_item(
+        TableName="session-ownership",
+        Key={"resource": {"S": f"grant#{grant_id}"}},
+        UpdateExpression="SET goneSince = :g",
+        ExpressionAttributeValues={":g": {"N": str(stale)}},
+    )
+
+    assert grants.sweeper(now=NOW).sweep().kept_live == 1
+    stored = raw_claim(grants.sandbox.ddb, KIND_GRANT, grant_id)
+    assert stored is not None and ATTR_GONE_SINCE not in stored
+
+    grants.sandbox.delete("s-holder")  # it ends; the stream path has not run yet
+    report = grants.sweeper(now=NOW + timedelta(minutes=5)).sweep()
+    assert (report.kept_pending, report.orphans_retired) == (1, 0)
+    assert grant_id in grants.alive()
+
+
+def test_a_dry_run_leaves_a_stale_sighting_where_it_is(grants: Grants) -> None:
+    grant_id = grants.grant("s-named", "inc1")
+    grants.session("s-holder", "inc2", holds=grant_id, expires_in=48 * 3600)
+    grants.sandbox.claim(KIND_GRANT, grant_id, "s-holder", "inc2")
+    grants.sandbox.ddb.update_item(
+        TableName="session-ownership",
+        Key={"resource": {"S": f"grant#{grant_id}"}},
+        UpdateExpression="SET goneSince = :g",
+        ExpressionAttributeValues={":g": {"N": "1"}},
+    )
+
+    assert grants.sweeper(now=NOW, dry_run=True).sweep().kept_live == 1
+
+    stored = raw_claim(grants.sandbox.ddb, KIND_GRANT, grant_id)
+    assert stored is not None and stored[ATTR_GONE_SINCE] == {"N": "1"}
