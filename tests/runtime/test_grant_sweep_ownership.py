@@ -43,6 +43,25 @@ def ended_with_claim(grants: Grants, session_id: str = "s-1", **claim: object) -
     return grant_id
 
 
+def held_by_another(grants: Grants, incarnation: str = "inc2") -> str:
+    """A grant named for ``s-named`` (no such session), recorded and held by the live session
+    ``s-holder`` in ``incarnation`` (``attach_grant`` of a grant created elsewhere)."""
+    grant_id = grants.grant("s-named", "inc1")
+    grants.session("s-holder", incarnation, holds=grant_id, expires_in=48 * 3600)
+    grants.sandbox.claim(KIND_GRANT, grant_id, "s-holder", incarnation)
+    return grant_id
+
+
+def set_gone_since(grants: Grants, grant_id: str, seconds: int) -> None:
+    """``goneSince`` on the grant's record, as an earlier sweep wrote it."""
+    grants.sandbox.ddb.update_item(
+        TableName="session-ownership",
+        Key={"resource": {"S": f"grant#{grant_id}"}},
+        UpdateExpression="SET goneSince = :g",
+        ExpressionAttributeValues={":g": {"N": str(seconds)}},
+    )
+
+
 def test_an_unreleased_grant_gone_for_less_than_the_bound_is_pending_not_an_orphan(
     grants: Grants,
 ) -> None:
@@ -76,12 +95,7 @@ def test_an_unreleased_grant_gone_for_longer_than_the_bound_is_retired_as_an_orp
 ) -> None:
     grant_id = ended_with_claim(grants)
     gone_since = int(NOW.timestamp()) - PENDING - 1
-    grants.sandbox.ddb.update_item(
-        TableName="session-ownership",
-        Key={"resource": {"S": f"grant#{grant_id}"}},
-        UpdateExpression="SET goneSince = :g",
-        ExpressionAttributeValues={":g": {"N": str(gone_since)}},
-    )
+    set_gone_since(grants, grant_id, gone_since)
     sweeper = grants.sweeper()
 
     report = sweeper.sweep()
@@ -160,9 +174,7 @@ def test_a_grant_held_by_another_session_than_its_name_gives_is_judged_by_its_re
     a live one (``attach_grant`` of a grant created elsewhere): the ownership record decides.
     Before, the name alone decided: pending at once, and retired as an orphan past the bound
     while its holder was live (``orphans_retired == 1`` in the second run)."""
-    grant_id = grants.grant("s-named", "inc1")
-    grants.session("s-holder", "inc2", holds=grant_id, expires_in=48 * 3600)
-    grants.sandbox.claim(KIND_GRANT, grant_id, "s-holder", "inc2")
+    grant_id = held_by_another(grants)
 
     for now in (NOW, NOW + timedelta(seconds=PENDING + 1)):
         report = grants.sweeper(now=now).sweep()
@@ -275,9 +287,7 @@ def test_a_record_naming_a_live_holder_in_an_incarnation_no_grant_name_can_hold_
     """Review 34: the record's incarnation is whatever the holder's item says (an item another
     writer made may carry any string); it has no bearing on the verdict, which is by key, so
     it must not make the record unreadable (it did: ``parse_grant_name`` refuses ``.``/``:``)."""
-    grant_id = grants.grant("s-named", "inc1")
-    grants.session("s-holder", "inc.2:x", holds=grant_id, expires_in=48 * 3600)
-    grants.sandbox.claim(KIND_GRANT, grant_id, "s-holder", "inc.2:x")
+    grant_id = held_by_another(grants, "inc.2:x")
 
     for now in (NOW, NOW + timedelta(seconds=PENDING + 1)):
         report = grants.sweeper(now=now).sweep()
@@ -336,16 +346,9 @@ def test_a_stale_sighting_on_a_grant_its_recorded_session_holds_is_taken_back(
     ``goneSince`` on a grant its recorded session holds live. Left there, that session's later
     end would be retired as an orphan at once (the bound long passed); the first sweep that
     judges it by the record takes the sighting back."""
-    grant_id = grants.grant("s-named", "inc1")
-    grants.session("s-holder", "inc2", holds=grant_id, expires_in=48 * 3600)
-    grants.sandbox.claim(KIND_GRANT, grant_id, "s-holder", "inc2")
+    grant_id = held_by_another(grants)
     stale = int(NOW.timestamp()) - 10 * 3600
-    grants.sandbox.ddb.update_item(
-        TableName="session-ownership",
-        Key={"resource": {"S": f"grant#{grant_id}"}},
-        UpdateExpression="SET goneSince = :g",
-        ExpressionAttributeValues={":g": {"N": str(stale)}},
-    )
+    set_gone_since(grants, grant_id, stale)
 
     assert grants.sweeper(now=NOW).sweep().kept_live == 1
     stored = raw_claim(grants.sandbox.ddb, KIND_GRANT, grant_id)
@@ -358,15 +361,8 @@ def test_a_stale_sighting_on_a_grant_its_recorded_session_holds_is_taken_back(
 
 
 def test_a_dry_run_leaves_a_stale_sighting_where_it_is(grants: Grants) -> None:
-    grant_id = grants.grant("s-named", "inc1")
-    grants.session("s-holder", "inc2", holds=grant_id, expires_in=48 * 3600)
-    grants.sandbox.claim(KIND_GRANT, grant_id, "s-holder", "inc2")
-    grants.sandbox.ddb.update_item(
-        TableName="session-ownership",
-        Key={"resource": {"S": f"grant#{grant_id}"}},
-        UpdateExpression="SET goneSince = :g",
-        ExpressionAttributeValues={":g": {"N": "1"}},
-    )
+    grant_id = held_by_another(grants)
+    set_gone_since(grants, grant_id, 1)
 
     assert grants.sweeper(now=NOW, dry_run=True).sweep().kept_live == 1
 
