@@ -63,7 +63,7 @@ with a strongly consistent ``GetItem`` only for those:
   DynamoDB"), and the sweep must never make the application's writes fail.
 * a record naming **another session** than the grant's name (a grant created elsewhere and
   ``attach_grant``-ed to a session other than the one its name gives): the record decides —
-  the grant is judged by the record's session (live, gone, expired, as above), with a warning;
+  the grant is judged by the record's session (live, gone, expired, as above), logged;
   a record whose owner is no key of this table is ignored for this (judged by the name);
 * no record (a legacy grant, created before ownership records, or one whose record was never
   written): as above, by the item alone.
@@ -356,15 +356,8 @@ class GrantSweeper:
             seconds=self.config.grant_sweep_grace_seconds
         ):
             return VERDICT_RECENT  # no date: never retire what cannot be aged
-        item = self._ddb.get_item(
-            TableName=self.config.table_name,
-            Key={name: {"S": value} for name, value in owner.key.items()},
-            ConsistentRead=True,
-        ).get("Item")
-        if item is None:
-            return VERDICT_GONE
-        held = item.get(self.config.grant_id_attribute)
-        if not isinstance(held, Mapping) or held.get("S") != grant.get("GrantId"):
+        item = self._session_item(owner)
+        if item is None or not self._holds_grant(item, grant.get("GrantId")):
             return VERDICT_GONE  # the item does not hold this grant: nothing else will retire it
         ttl = ttl_from_attribute(item.get(self.config.ttl_attribute))
         if not is_live(ttl, now=now_seconds(now), max_ttl=MAX_SESSION_TTL):
@@ -586,7 +579,7 @@ class GrantSweeper:
         key: dict[str, Any],
         item: Mapping[str, Any],
         now: datetime,
-        back: Callable[[], bool] | None = None,
+        back: Callable[[], bool],
     ) -> bool:
         """``True`` while the grant's session has been seen gone for less than the stream
         path's bound (``grant_sweep_pending_seconds``); the first sighting writes ``goneSince``
@@ -601,7 +594,7 @@ class GrantSweeper:
         since = _seconds(item.get(ATTR_GONE_SINCE))
         if since is None and not self.config.dry_run:
             since = self._mark_gone(key, now)
-            if since is not None and back is not None and self._back(back, key, since):
+            if since is not None and self._back(back, key, since):
                 self._unmark_gone(key, since)
                 return True
         if since is None:
@@ -658,12 +651,24 @@ class GrantSweeper:
         Raises:
             ClientError, BotoCoreError: the GetItem failed (after botocore's retries).
         """
-        item = self._ddb.get_item(
+        item = self._session_item(owner)
+        return item is not None and self._holds_grant(item, grant_id)
+
+    def _session_item(self, owner: GrantOwner) -> dict[str, Any] | None:
+        """``owner``'s session item (strongly consistent ``GetItem``), ``None`` when gone.
+
+        Raises:
+            ClientError, BotoCoreError: the GetItem failed (after botocore's retries).
+        """
+        item: dict[str, Any] | None = self._ddb.get_item(
             TableName=self.config.table_name,
             Key={name: {"S": value} for name, value in owner.key.items()},
             ConsistentRead=True,
         ).get("Item")
-        held = (item or {}).get(self.config.grant_id_attribute)
+        return item
+
+    def _holds_grant(self, item: Mapping[str, Any], grant_id: object) -> bool:
+        held = item.get(self.config.grant_id_attribute)
         return isinstance(held, Mapping) and held.get("S") == grant_id
 
     def _unmark_gone(self, key: dict[str, Any], since: Decimal) -> None:
