@@ -54,6 +54,20 @@ def _record(sandbox: Sandbox, grant_id: str) -> dict[str, Any]:
     return dict(item)
 
 
+def a_later_end_is_pending(store: SessionStore, grants: Grants, grant_id: str) -> None:
+    """Ten hours later (past the 7-hour pending bound) session ``s-1`` ends, and a sweep runs
+    before the stream path released the grant: pending, not an orphan, the grant kept (the
+    stream path retires it)."""
+    store.end("s-1")
+
+    later = grants.sweeper(now=NOW + 10 * HOUR)
+    report = later.sweep()
+
+    assert report.orphans_retired == 0 and report.kept_pending == 1
+    assert later.metrics.snapshot()["OrphanGrantsRetired"] == 0
+    assert grant_id in grants.alive()
+
+
 def _detach_with_a_failed_retire(sandbox: Sandbox, grants: Grants) -> list[GrantSweepReport]:
     """Detach the last connection; its ``RetireGrant`` fails once (stubbed) after a sweep at
     :data:`NOW` ran in the window. Returns that sweep's report (one)."""
@@ -94,16 +108,7 @@ def test_a_normal_end_after_a_transient_gone_sighting_is_pending_not_an_orphan(
     assert claim_state(sandbox.ddb, KIND_GRANT, grant_id) == "held"
     assert ATTR_GONE_SINCE not in _record(sandbox, grant_id)
     assert grants.sweeper(now=NOW + HOUR).sweep().kept_live == 1
-    # Ten hours later (past the 7-hour pending bound) the session ends; a sweep runs before
-    # the stream path released the grant.
-    store.end("s-1")
-
-    later = grants.sweeper(now=NOW + 10 * HOUR)
-    report = later.sweep()
-
-    assert report.orphans_retired == 0 and report.kept_pending == 1
-    assert later.metrics.snapshot()["OrphanGrantsRetired"] == 0
-    assert grant_id in grants.alive()  # the stream path retires it
+    a_later_end_is_pending(store, grants, grant_id)
     assert _record(sandbox, grant_id)[ATTR_GONE_SINCE] == {
         "N": str(int((NOW + 10 * HOUR).timestamp()))
     }  # its pending bound starts at this end
