@@ -1,7 +1,8 @@
 """CPU of parsing one full ``ListObjectsV2`` page (1,000 keys), by timestamp parser, with the
 cleanup's keys-only S3 model and with its keys-only parser
 (``session_expiry_runtime.listing_model``); CPU of validating and serialising one 1,000-key
-``DeleteObjects`` request.
+``DeleteObjects`` request; CPU of listing an empty scratch prefix through botocore's paginator
+and through the scratch step's own page loop (``ScratchStep._pages``).
 
 botocore's own parser (``dateutil`` through ``botocore.utils.parse_timestamp``) against the
 cleanup's setting (:func:`session_expiry_runtime.timestamps.parse_timestamp`), on the same
@@ -75,10 +76,52 @@ def _delete_objects_request_ms(rounds: int) -> dict[str, float]:
     return best
 
 
+def _empty_listing_ms(rounds: int, calls: int = 200) -> dict[str, float]:
+    """CPU of one ``ListObjectsV2`` of an empty prefix, client side: botocore's paginator
+    against the scratch step's page loop, on the cleanup's own S3 client. botocore's
+    ``Stubber`` answers (an empty page, no HTTP): every request and response goes through the
+    client's serialisation, events and parse alike, so the difference is the paginator's own
+    work — the class built per ``get_paginator``, JMESPath on every page."""
+    from botocore.stub import Stubber
+    from session_expiry_runtime.clients import SCRATCH_S3_SETTINGS, cleanup_session
+    from session_expiry_runtime.config import RuntimeConfig
+    from session_expiry_runtime.steps.scratch import ScratchStep
+
+    s3 = cleanup_session().client(
+        "s3",
+        region_name="us-east-1",
+        aws_access_key_id="bench",
+        aws_secret_access_key="bench",  # noqa: S106 - the Stubber answers: nothing is signed
+        config=SCRATCH_S3_SETTINGS,
+    )
+    step = ScratchStep(RuntimeConfig(scratch_bucket="b"), s3)
+    prefix = "sessions/s-1/i-1/"
+    page = {"IsTruncated": False, "KeyCount": 0, "Name": "b", "Prefix": prefix, "MaxKeys": 1000}
+
+    def paginator() -> list[Any]:
+        return list(s3.get_paginator("list_objects_v2").paginate(Bucket="b", Prefix=prefix))
+
+    def page_loop() -> list[Any]:
+        return list(step._pages(prefix))
+
+    best = {"paginator_ms": float("inf"), "page_loop_ms": float("inf")}
+    with Stubber(s3) as stub:
+        for _ in range(rounds):
+            for name, list_once in (("paginator_ms", paginator), ("page_loop_ms", page_loop)):
+                for _ in range(calls):
+                    stub.add_response("list_objects_v2", page)
+                t0 = time.process_time()
+                for _ in range(calls):
+                    assert list_once()[0]["KeyCount"] == 0
+                best[name] = min(best[name], (time.process_time() - t0) * 1000 / calls)
+    return best
+
+
 def run(rounds: int = 5) -> dict[str, float]:
     from session_expiry_runtime.timestamps import parse_timestamp
 
     request = _delete_objects_request_ms(rounds)
+    listing = _empty_listing_ms(rounds)
     return {
         "botocore_default_ms": _parse_ms(None, rounds),
         "fromisoformat_ms": _parse_ms(parse_timestamp, rounds),
@@ -86,6 +129,8 @@ def run(rounds: int = 5) -> dict[str, float]:
         "keys_parser_ms": _parse_ms(parse_timestamp, rounds, keys_only=True, keys_parser=True),
         "delete_objects_validate_ms": request["validate_ms"],
         "delete_objects_serialize_ms": request["serialize_ms"],
+        "empty_listing_paginator_ms": listing["paginator_ms"],
+        "empty_listing_page_loop_ms": listing["page_loop_ms"],
     }
 
 

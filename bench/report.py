@@ -810,6 +810,18 @@ def cpu_work_table(data: dict[str, Any]) -> str:
                 "0 ms",
             ]
         )
+    if p and "empty_listing_page_loop_ms" in p:
+        rows.append(
+            [
+                "The scratch prefix listed by the step's own page loop, not botocore's paginator "
+                "(`ScratchStep._pages`: `ContinuationToken` from each page's "
+                "`NextContinuationToken`; no paginator class per call, no JMESPath per page)",
+                "client-side CPU of listing one empty prefix (`bench/parsing.py`; botocore's "
+                "`Stubber` answers, so the paginator's own work is the difference)",
+                f"{p['empty_listing_paginator_ms']:.3f} ms",
+                f"{p['empty_listing_page_loop_ms']:.3f} ms",
+            ]
+        )
     for runs in _by_scenario(data).values():
         run = runs.get("handler")
         if run and run["scenario"]["objects"] in (50, 2500):

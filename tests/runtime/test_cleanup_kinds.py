@@ -747,6 +747,38 @@ def test_fails_closed_when_a_listing_names_a_key_outside_the_prefix(sandbox: San
     assert sorted(sandbox.keys_under(session.prefix)) == sorted(session.keys)
 
 
+def test_fails_a_listing_that_answers_the_continuation_token_it_was_sent(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    session, record = _removed(sandbox, "s-1", prefix="sessions/s-1/i1/")
+    cleaner = sandbox.cleaner()
+    # Stub: S3 never answers the continuation token it was sent; a listing that did would never
+    # end. The step stops at the repeat and fails its record (botocore's paginator raised
+    # PaginationError there; the step's own page loop must too).
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+        f"<Name>{BUCKET}</Name><Prefix>sessions/s-1/i1/</Prefix><KeyCount>0</KeyCount>"
+        "<MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>"
+        "<NextContinuationToken>same-token</NextContinuationToken>"
+        "</ListBucketResult>"
+    )
+    urls: list[str] = []
+
+    def same_token(request: Any) -> tuple[int, dict[str, str], bytes]:
+        urls.append(request.url)
+        return 200, {}, body.encode()
+
+    answer(cleaner.clients.s3, "ListObjectsV2", same_token)
+
+    assert failed_ids(run(cleaner, [record])) == [seq(record)]
+    assert len(urls) == 2
+    assert "continuation-token" not in urls[0] and "continuation-token=same-token" in urls[1]
+    (line,) = session_lines(session_logs)
+    assert "answered the continuation token it was sent" in line["errors"]["DeleteScratch"]
+    assert sorted(sandbox.keys_under(session.prefix)) == sorted(session.keys)
+
+
 def test_log_lines_survive_lambdas_json_log_formatter(
     sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
 ) -> None:
