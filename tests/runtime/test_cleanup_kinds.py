@@ -747,35 +747,50 @@ def test_fails_closed_when_a_listing_names_a_key_outside_the_prefix(sandbox: San
     assert sorted(sandbox.keys_under(session.prefix)) == sorted(session.keys)
 
 
-def test_fails_a_listing_that_answers_the_continuation_token_it_was_sent(
-    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
-) -> None:
-    session, record = _removed(sandbox, "s-1", prefix="sessions/s-1/i1/")
-    cleaner = sandbox.cleaner()
-    # Stub: S3 never answers the continuation token it was sent; a listing that did would never
-    # end. The step stops at the repeat and fails its record (botocore's paginator raised
-    # PaginationError there; the step's own page loop must too).
-    body = (
+def _truncated_listing(token: str | None) -> bytes:
+    """A ``ListObjectsV2`` answer of no keys that says more follow, with ``token`` as its
+    ``NextContinuationToken`` (none when ``None``)."""
+    next_token = "" if token is None else f"<NextContinuationToken>{token}</NextContinuationToken>"
+    return (
         '<?xml version="1.0" encoding="UTF-8"?>'
         '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
         f"<Name>{BUCKET}</Name><Prefix>sessions/s-1/i1/</Prefix><KeyCount>0</KeyCount>"
-        "<MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>"
-        "<NextContinuationToken>same-token</NextContinuationToken>"
+        f"<MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>{next_token}"
         "</ListBucketResult>"
-    )
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("token", "calls", "said"),
+    [("same-token", 2, "the token it was sent"), (None, 1, "no NextContinuationToken")],
+    ids=["token-repeated", "token-missing"],
+)
+def test_fails_a_truncated_listing_that_cannot_go_on(
+    sandbox: Sandbox,
+    session_logs: pytest.LogCaptureFixture,
+    token: str | None,
+    calls: int,
+    said: str,
+) -> None:
+    session, record = _removed(sandbox, "s-1", prefix="sessions/s-1/i1/")
+    cleaner = sandbox.cleaner()
+    # Stub: S3 never answers a truncated page without a token, nor the token it was sent. A
+    # listing that did could not be finished: the step fails its record instead of reporting
+    # the prefix deleted (botocore's paginator stopped at a missing token as if done, and
+    # raised PaginationError at a repeated one; the step's own page loop does neither).
     urls: list[str] = []
 
-    def same_token(request: Any) -> tuple[int, dict[str, str], bytes]:
+    def truncated(request: Any) -> tuple[int, dict[str, str], bytes]:
         urls.append(request.url)
-        return 200, {}, body.encode()
+        return 200, {}, _truncated_listing(token)
 
-    answer(cleaner.clients.s3, "ListObjectsV2", same_token)
+    answer(cleaner.clients.s3, "ListObjectsV2", truncated)
 
     assert failed_ids(run(cleaner, [record])) == [seq(record)]
-    assert len(urls) == 2
-    assert "continuation-token" not in urls[0] and "continuation-token=same-token" in urls[1]
+    assert len(urls) == calls and "continuation-token" not in urls[0]
+    assert all("continuation-token=same-token" in url for url in urls[1:])
     (line,) = session_lines(session_logs)
-    assert "answered the continuation token it was sent" in line["errors"]["DeleteScratch"]
+    assert f"answered a truncated page with {said}" in line["errors"]["DeleteScratch"]
     assert sorted(sandbox.keys_under(session.prefix)) == sorted(session.keys)
 
 

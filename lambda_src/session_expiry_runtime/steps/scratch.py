@@ -285,21 +285,24 @@ class ScratchStep(CleanupStep):
         page, about 0.15 ms of CPU for a session whose prefix is empty (BENCHMARKS.md).
 
         Raises:
-            StepFailed: S3 answered the token it was sent (a listing that would never end; the
-                paginator's ``PaginationError``).
+            StepFailed: a truncated page without a ``NextContinuationToken`` (the objects after
+                it could not be listed: the paginator stopped there as if done), or S3 answered
+                the token it was sent (a listing that would never end; the paginator's
+                ``PaginationError``).
         """
         request: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
         while True:
             page = self.s3.list_objects_v2(**request)
             yield page
-            token = page.get("NextContinuationToken")
-            if not page.get("IsTruncated") or not token:
+            if not page.get("IsTruncated"):
                 return
-            if token == request.get("ContinuationToken"):
+            token = page.get("NextContinuationToken")
+            if not token or token == request.get("ContinuationToken"):
+                said = "no NextContinuationToken" if not token else "the token it was sent"
                 raise StepFailed(
                     self.name,
-                    f"ListObjectsV2 under {prefix!r} answered the continuation token it was "
-                    "sent: the listing would never end",
+                    f"ListObjectsV2 under {prefix!r} answered a truncated page with {said}: "
+                    "the rest of the prefix cannot be listed",
                 )
             request["ContinuationToken"] = token
 
