@@ -5,6 +5,7 @@ Stubs (see runtime_faults.py) are used only where moto differs from AWS, and eac
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from decimal import Decimal
@@ -747,51 +748,88 @@ def test_fails_closed_when_a_listing_names_a_key_outside_the_prefix(sandbox: San
     assert sorted(sandbox.keys_under(session.prefix)) == sorted(session.keys)
 
 
-def _truncated_listing(token: str | None) -> bytes:
-    """A ``ListObjectsV2`` answer of no keys that says more follow, with ``token`` as its
-    ``NextContinuationToken`` (none when ``None``)."""
+def _listing(truncated: bool | None, token: str | None) -> bytes:
+    """A ``ListObjectsV2`` answer of no keys with ``IsTruncated`` ``truncated`` and
+    ``NextContinuationToken`` ``token`` (either element left out when ``None``)."""
+    is_truncated = (
+        "" if truncated is None else f"<IsTruncated>{str(truncated).lower()}</IsTruncated>"
+    )
     next_token = "" if token is None else f"<NextContinuationToken>{token}</NextContinuationToken>"
     return (
         '<?xml version="1.0" encoding="UTF-8"?>'
         '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
         f"<Name>{BUCKET}</Name><Prefix>sessions/s-1/i1/</Prefix><KeyCount>0</KeyCount>"
-        f"<MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>{next_token}"
+        f"<MaxKeys>1000</MaxKeys>{is_truncated}{next_token}"
         "</ListBucketResult>"
     ).encode()
 
 
-@pytest.mark.parametrize(
-    ("token", "calls", "said"),
-    [("same-token", 2, "the token it was sent"), (None, 1, "no NextContinuationToken")],
-    ids=["token-repeated", "token-missing"],
-)
-def test_fails_a_truncated_listing_that_cannot_go_on(
-    sandbox: Sandbox,
-    session_logs: pytest.LogCaptureFixture,
-    token: str | None,
-    calls: int,
-    said: str,
+#: (IsTruncated, NextContinuationToken) of each answer in turn, the calls made, what is said
+_UNLISTABLE = {
+    "token-repeated": ([(True, "A"), (True, "A")], 2, "a continuation token it was sent before"),
+    "token-cycle": (
+        [(True, "A"), (True, "B"), (True, "A")],
+        3,
+        "a continuation token it was sent before",
+    ),
+    "token-missing": ([(True, None)], 1, "a truncated page without a NextContinuationToken"),
+    "not-truncated-with-token": (
+        [(False, "A")],
+        1,
+        "a page that is not truncated but names a NextContinuationToken",
+    ),
+    "is-truncated-missing": ([(None, None)], 1, "a page without IsTruncated"),
+}
+
+
+@pytest.mark.parametrize("case", list(_UNLISTABLE))
+def test_fails_a_listing_that_does_not_say_how_it_goes_on(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture, case: str
 ) -> None:
+    answers, calls, said = _UNLISTABLE[case]
     session, record = _removed(sandbox, "s-1", prefix="sessions/s-1/i1/")
     cleaner = sandbox.cleaner()
-    # Stub: S3 never answers a truncated page without a token, nor the token it was sent. A
-    # listing that did could not be finished: the step fails its record instead of reporting
-    # the prefix deleted (botocore's paginator stopped at a missing token as if done, and
-    # raised PaginationError at a repeated one; the step's own page loop does neither).
+    # Stub: S3 sends NextContinuationToken exactly when IsTruncated is true, and a new one every
+    # page; an answer that does not could leave objects unlisted or never end. The step fails
+    # its record instead of reporting the prefix deleted (botocore's paginator stopped at a
+    # missing token as if done and caught only a token repeated at once).
     urls: list[str] = []
 
-    def truncated(request: Any) -> tuple[int, dict[str, str], bytes]:
+    def unlistable(request: Any) -> tuple[int, dict[str, str], bytes]:
         urls.append(request.url)
-        return 200, {}, _truncated_listing(token)
+        return 200, {}, _listing(*answers[min(len(urls), len(answers)) - 1])
 
-    answer(cleaner.clients.s3, "ListObjectsV2", truncated)
+    answer(cleaner.clients.s3, "ListObjectsV2", unlistable)
 
     assert failed_ids(run(cleaner, [record])) == [seq(record)]
     assert len(urls) == calls and "continuation-token" not in urls[0]
-    assert all("continuation-token=same-token" in url for url in urls[1:])
+    sent = [token for _, token in answers[: calls - 1]]
+    assert [u.split("continuation-token=")[1].split("&")[0] for u in urls[1:]] == sent
     (line,) = session_lines(session_logs)
-    assert f"answered a truncated page with {said}" in line["errors"]["DeleteScratch"]
+    assert f"answered {said}: the rest" in line["errors"]["DeleteScratch"]
     assert sorted(sandbox.keys_under(session.prefix)) == sorted(session.keys)
+
+
+def test_a_dry_run_stops_listing_at_the_time_guard(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    _, record = _removed(sandbox, "s-1", prefix="sessions/s-1/i1/")
+    cleaner = sandbox.cleaner(dataclasses.replace(sandbox.config, dry_run=True))
+    # Stub: a listing of many pages (a new token each), so the guard, not the end, stops it.
+    urls: list[str] = []
+
+    def endless(request: Any) -> tuple[int, dict[str, str], bytes]:
+        urls.append(request.url)
+        return 200, {}, _listing(True, f"t{len(urls)}")
+
+    answer(cleaner.clients.s3, "ListObjectsV2", endless)
+    # Enough time to start the record, not enough to list a second page.
+    response = run(cleaner, [record], ShrinkingContext(calls=1))
+
+    assert failed_ids(response) == [seq(record)]
+    assert len(urls) == 1
+    (line,) = session_lines(session_logs)
+    assert "time guard reached while listing" in line["errors"]["TimeGuard"]
 
 
 def test_log_lines_survive_lambdas_json_log_formatter(

@@ -244,13 +244,9 @@ class ScratchStep(CleanupStep):
         problems: list[str] = []
         deleter = self.deleter(ctx)
         try:
-            for page in self._pages(prefix):
+            for page in self._pages(prefix, ctx):
                 keys = self._keys_under(prefix, page)
                 problems.extend(deleter.delete(keys, ctx.count_objects_deleted, ctx.waiting))
-                if page.get("IsTruncated") and ctx.out_of_time():
-                    raise StepFailed(
-                        ACTION_TIME_GUARD, f"time guard reached while deleting {prefix!r}"
-                    )
         except (ClientError, BotoCoreError) as exc:
             raise StepFailed(self.name, error_text(exc)) from exc
         if problems:
@@ -267,7 +263,7 @@ class ScratchStep(CleanupStep):
             return STEP_LEGACY_LAYOUT
         prefix, count = plan.payload, 0
         try:
-            for page in self._pages(prefix):
+            for page in self._pages(prefix, ctx):
                 contents = page.get("Contents") or ()
                 count += sum(1 for item in contents if item["Key"].startswith(prefix))
         except (ClientError, BotoCoreError) as exc:
@@ -277,33 +273,37 @@ class ScratchStep(CleanupStep):
         ctx.note("objectsWouldBeDeleted", count)
         return STEP_DRY_RUN
 
-    def _pages(self, prefix: str) -> Iterator[dict[str, Any]]:
+    def _pages(self, prefix: str, ctx: StepContext) -> Iterator[dict[str, Any]]:
         """Every ``ListObjectsV2`` page under ``prefix``: each page's ``NextContinuationToken``
-        is the next request's ``ContinuationToken`` until ``IsTruncated`` is false (Amazon S3 API
-        Reference, "ListObjectsV2"). The loop botocore's paginator runs, without what it costs
-        per session: a paginator class built by every ``get_paginator`` and JMESPath on every
-        page, about 0.15 ms of CPU for a session whose prefix is empty (BENCHMARKS.md).
+        is the next request's ``ContinuationToken`` until a page says ``IsTruncated`` false
+        (Amazon S3 API Reference, "ListObjectsV2"). The loop botocore's paginator runs, without
+        what it costs: a paginator class built by every ``get_paginator`` and JMESPath on every
+        page, about 0.06 ms of CPU for a session whose prefix is empty (BENCHMARKS.md). The time
+        guard is checked before every page after the first, for ``run`` and ``preview`` alike.
 
         Raises:
-            StepFailed: a truncated page without a ``NextContinuationToken`` (the objects after
-                it could not be listed: the paginator stopped there as if done), or S3 answered
-                the token it was sent (a listing that would never end; the paginator's
-                ``PaginationError``).
+            StepFailed: time ran out between pages (action ``TimeGuard``), or a page that does
+                not say how the listing goes on (:func:`_unlistable`): the rest of the prefix
+                could not be listed, so the session is not reported clean.
         """
         request: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+        sent: set[str] = set()
         while True:
             page = self.s3.list_objects_v2(**request)
             yield page
-            if not page.get("IsTruncated"):
-                return
             token = page.get("NextContinuationToken")
-            if not token or token == request.get("ContinuationToken"):
-                said = "no NextContinuationToken" if not token else "the token it was sent"
+            if page.get("IsTruncated") is False and not token:
+                return
+            problem = _unlistable(page.get("IsTruncated"), token, sent)
+            if problem:
                 raise StepFailed(
                     self.name,
-                    f"ListObjectsV2 under {prefix!r} answered a truncated page with {said}: "
-                    "the rest of the prefix cannot be listed",
+                    f"ListObjectsV2 under {prefix!r} answered {problem}: the rest of the prefix "
+                    "cannot be listed",
                 )
+            if ctx.out_of_time():
+                raise StepFailed(ACTION_TIME_GUARD, f"time guard reached while listing {prefix!r}")
+            sent.add(token)
             request["ContinuationToken"] = token
 
     def _keys_under(self, prefix: str, page: dict[str, Any]) -> list[str]:
@@ -316,6 +316,23 @@ class ScratchStep(CleanupStep):
                 f"e.g. {outside[0]!r}; nothing outside the prefix is deleted",
             )
         return keys
+
+
+def _unlistable(truncated: object, token: object, sent: set[str]) -> str | None:
+    """What is wrong with a page that does not end the listing, or ``None`` when its token
+    goes on to a page not listed yet. S3 sends ``NextContinuationToken`` exactly when
+    ``IsTruncated`` is true, and a new one every page; botocore's paginator stopped at a
+    truncated page without one as if the listing were complete, and caught only a token
+    repeated at once."""
+    if truncated is None:
+        return "a page without IsTruncated"
+    if truncated is not True:
+        return "a page that is not truncated but names a NextContinuationToken"
+    if not isinstance(token, str) or not token:
+        return "a truncated page without a NextContinuationToken"
+    if token in sent:
+        return "a continuation token it was sent before"
+    return None
 
 
 def _tenant_is_partition(config: RuntimeConfig) -> bool:
