@@ -85,6 +85,8 @@ def _empty_listing_ms(rounds: int, calls: int = 200) -> dict[str, float]:
     from botocore.stub import Stubber
     from session_expiry_runtime.clients import SCRATCH_S3_SETTINGS, cleanup_session
     from session_expiry_runtime.config import RuntimeConfig
+    from session_expiry_runtime.decode import parse_record
+    from session_expiry_runtime.steps.base import Session, StepContext
     from session_expiry_runtime.steps.scratch import ScratchStep
 
     s3 = cleanup_session().client(
@@ -101,8 +103,10 @@ def _empty_listing_ms(rounds: int, calls: int = 200) -> dict[str, float]:
     def paginator() -> list[Any]:
         return list(s3.get_paginator("list_objects_v2").paginate(Bucket="b", Prefix=prefix))
 
+    ctx = StepContext(Session({}, {"pk": "s-1"}, "ttl", None, parse_record({})))
+
     def page_loop() -> list[Any]:
-        return list(step._pages(prefix))
+        return list(step._pages(prefix, ctx))
 
     best = {"paginator_ms": float("inf"), "page_loop_ms": float("inf")}
     with Stubber(s3) as stub:
