@@ -31,12 +31,16 @@ import boto3
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from ownership_support import claim_state
-from runtime_support import APP_ROLE, SESSION, Sandbox
+from runtime_support import SESSION, Sandbox
 from session_expiry_runtime.grant_sweeper import GrantSweeper, GrantSweepReport
 from session_expiry_runtime.ownership import ATTR_GONE_SINCE, KIND_GRANT
-from session_expiry_runtime.store import SessionStore
-from test_grant_sweep_transient_gone import _record, _store, a_later_end_is_pending
-from test_grant_sweeper import NOW, OLD, Grants
+from test_grant_sweep_transient_gone import (
+    _record,
+    _store,
+    a_later_end_is_pending,
+    a_session_with_a_grant,
+)
+from test_grant_sweeper import NOW, Grants
 
 HOUR = timedelta(hours=1)
 OPERATIONS = ["Decrypt"]
@@ -93,19 +97,9 @@ def _sweep_across_the_put_back(
     return report
 
 
-def _session_with_a_grant(sandbox: Sandbox, grants: Grants) -> tuple[SessionStore, str]:
-    store = _store(sandbox, sandbox.kms)
-    sandbox.open_connection("conn-1=")
-    store.create("s-1", ttl=timedelta(hours=48), connection_id="conn-1=")
-    grant_id = store.create_grant("s-1", grantee_principal=APP_ROLE, operations=OPERATIONS).grant_id
-    assert grant_id is not None
-    grants.clock.created[grant_id] = OLD  # past the sweep's grace period
-    return store, grant_id
-
-
 def test_a_sighting_written_after_the_grant_was_put_back_is_taken_back(sandbox: Sandbox) -> None:
     grants = Grants(sandbox)
-    store, grant_id = _session_with_a_grant(sandbox, grants)
+    store, grant_id = a_session_with_a_grant(sandbox, grants)
 
     in_window = _sweep_across_the_put_back(sandbox, grants)
 
@@ -118,7 +112,7 @@ def test_a_sighting_written_after_the_grant_was_put_back_is_taken_back(sandbox: 
 
 def test_a_normal_end_after_the_race_is_pending_not_an_orphan(sandbox: Sandbox) -> None:
     grants = Grants(sandbox)
-    store, grant_id = _session_with_a_grant(sandbox, grants)
+    store, grant_id = a_session_with_a_grant(sandbox, grants)
     _sweep_across_the_put_back(sandbox, grants)
 
     a_later_end_is_pending(store, grants, grant_id)
@@ -147,7 +141,7 @@ def test_a_sighting_whose_check_failed_is_taken_back(sandbox: Sandbox) -> None:
     session's normal end ten hours later was retired as an orphan (``orphans_retired == 1``).
     Taking it back only delays the pending bound by one sweep."""
     grants = Grants(sandbox)
-    store, grant_id = _session_with_a_grant(sandbox, grants)
+    store, grant_id = a_session_with_a_grant(sandbox, grants)
 
     in_window = _sweep_across_the_put_back(sandbox, grants, reread_fails=True)
 

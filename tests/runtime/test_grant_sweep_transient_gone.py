@@ -88,16 +88,23 @@ def _detach_with_a_failed_retire(sandbox: Sandbox, grants: Grants) -> list[Grant
     return in_window
 
 
-def test_a_normal_end_after_a_transient_gone_sighting_is_pending_not_an_orphan(
-    sandbox: Sandbox,
-) -> None:
-    grants = Grants(sandbox)
+def a_session_with_a_grant(sandbox: Sandbox, grants: Grants) -> tuple[SessionStore, str]:
+    """Session ``s-1`` with a connection and a grant created past the sweep's grace period:
+    its store and the grant id."""
     store = _store(sandbox, sandbox.kms)
     sandbox.open_connection("conn-1=")
     store.create("s-1", ttl=timedelta(hours=48), connection_id="conn-1=")
     grant_id = store.create_grant("s-1", grantee_principal=APP_ROLE, operations=OPERATIONS).grant_id
     assert grant_id is not None
     grants.clock.created[grant_id] = OLD  # past the sweep's grace period
+    return store, grant_id
+
+
+def test_a_normal_end_after_a_transient_gone_sighting_is_pending_not_an_orphan(
+    sandbox: Sandbox,
+) -> None:
+    grants = Grants(sandbox)
+    store, grant_id = a_session_with_a_grant(sandbox, grants)
 
     in_window = _detach_with_a_failed_retire(sandbox, grants)
 
