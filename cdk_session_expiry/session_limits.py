@@ -137,8 +137,9 @@ class SessionLimits:
         """
         if not self.grant_grantees:
             raise ValueError(
-                f"grant_session_access({function_path}, create_grants=True): no grant_grantees; "
-                "expected the roles that receive session grants (grant_grantees=[role])"
+                f"grant_session_access({function_path}, create_grants=True): no grant_grantees "
+                "on the SessionExpiry; expected the roles that receive session grants, as "
+                "SessionExpiry(..., grant_key=key, grant_grantees=[role]), or create_grants=False"
             )
         string_equals: dict[str, object] = {
             "kms:GranteePrincipal": [role.role_arn for role in self.grant_grantees],

@@ -502,7 +502,7 @@ def check_cleanup_function_props(
     if not isinstance(event_filter, CleanupEventFilter):
         raise ValueError(
             f"event_filter={event_filter!r}: expected a CleanupEventFilter member, e.g. "
-            "CleanupEventFilter.ALL_REMOVES"
+            "CleanupEventFilter.ALL_REMOVES (from cdk_session_expiry import CleanupEventFilter)"
         )
 
 

@@ -452,7 +452,7 @@ def queue_depth(emulator: Any, url: str) -> int:
     )
 
 
-# --- alarms (from the deployed template: moto does not create alarms) ------------------------
+# --- alarms: the deployed template's, read back from the emulator (created, never evaluated) ---
 
 
 def template_alarms(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -472,3 +472,16 @@ def ttl_health_alarm(template: dict[str, Any]) -> tuple[str, int] | None:
             }
             return lid, max(periods) if periods else 0
     return None
+
+
+def alarm_in_emulator(emulator: Any, stack: Any, logical_id: str) -> dict[str, str] | None:
+    """The alarm the deploy created for ``logical_id``, read back from the emulator's CloudWatch:
+    its name and state. The testing plugin teaches moto's CloudFormation
+    ``AWS::CloudWatch::Alarm``; moto evaluates no alarm, so the state stays the one it was
+    created with. ``None`` when the stack or CloudWatch has no such alarm."""
+    name = stack.physical_ids("AWS::CloudWatch::Alarm").get(logical_id)
+    if not name:
+        return None
+    found = emulator.client("cloudwatch").describe_alarms(AlarmNames=[name])
+    alarms = found.get("MetricAlarms", []) + found.get("CompositeAlarms", [])
+    return {"name": name, "state": str(alarms[0]["StateValue"])} if alarms else None

@@ -257,15 +257,15 @@ def run(args: argparse.Namespace) -> int:
         )
         say(f"  archive: s3://{archive_bucket}/{archive_prefix}  fan-out bus: {bus_arn}")
         health = beyond_ttl.ttl_health_alarm(pipeline.stack.template)
-        say(
-            "  TTL health alarm: "
-            + (
-                f"{health[0]}, window {health[1]}s (in the deployed template; moto creates no "
-                "alarms and publishes no TimeToLiveDeletedItemCount)"
-                if health
-                else "none in the deployed template"
-            )
+        health_alarm = (
+            beyond_ttl.alarm_in_emulator(emulator, pipeline.stack, health[0]) if health else None
         )
+        say(f"  TTL health alarm: {_health_alarm_text(health, health_alarm)}")
+        if health and health_alarm is None:
+            raise SystemExit(
+                f"the deployed template's TTL health alarm {health[0]} is not in the emulator's "
+                "CloudWatch (describe_alarms): the deploy did not create it"
+            )
         if not (archive_bucket and bus_arn):
             raise SystemExit("the deployed cleanup function has no archive bucket or event bus")
         consumer_url = beyond_ttl.add_consumer(emulator, bus_arn)
@@ -588,6 +588,9 @@ def run(args: argparse.Namespace) -> int:
 
         # --- verification ----------------------------------------------------------------------
         say("verifying against the emulator ...")
+        # The phases after the verification delete objects of their own sessions: the metric is
+        # compared with the verified count as it stands now.
+        objects_deleted_by_then = pipeline.metrics.total(contract.METRIC_OBJECTS_DELETED)
         verification = verify(
             emulator,
             pipeline,
@@ -723,6 +726,7 @@ def run(args: argparse.Namespace) -> int:
                 contract.METRIC_RECORDS_SKIPPED, contract.DIMENSION_CAUSE
             ),
             "objects_deleted_metric": metrics.total(contract.METRIC_OBJECTS_DELETED),
+            "objects_deleted_metric_at_verification": objects_deleted_by_then,
             **verification["counts"],
             "sweeper": sweep.as_dict(),
             "realtime": live.as_dict() if live else None,
@@ -736,7 +740,11 @@ def run(args: argparse.Namespace) -> int:
             "archive_queried": queried.as_dict(),
             "kill_switch": {"invocations_while_disabled": while_disabled, "resumed": resumed},
             "dry_run": {"would_be_cleaned": int(would), "archive_objects_written": archived_during},
-            "ttl_health_alarm": {"logical_id": health[0], "window_seconds": health[1]}
+            "ttl_health_alarm": {
+                "logical_id": health[0],
+                "window_seconds": health[1],
+                "in_emulator": health_alarm,
+            }
             if health
             else None,
             "records_sent_to_on_failure": on_failure_sent,
@@ -903,6 +911,21 @@ def verify(
     }
 
 
+def _health_alarm_text(health: tuple[str, int] | None, in_emulator: dict[str, str] | None) -> str:
+    """The TTL health alarm as the template has it and as the emulator's CloudWatch read it back."""
+    if not health:
+        return "none in the deployed template"
+    where = (
+        f"created in the emulator as {in_emulator['name']}, state {in_emulator['state']}"
+        if in_emulator
+        else "NOT in the emulator's CloudWatch"
+    )
+    return (
+        f"{health[0]}, window {health[1]}s ({where}; never evaluated: moto evaluates no alarms "
+        "and publishes no TimeToLiveDeletedItemCount)"
+    )
+
+
 def _replay_line(replay: dict[str, Any]) -> str:
     outcomes = replay["outcomes"]
     if not outcomes:
@@ -950,8 +973,9 @@ def print_report(s: dict[str, Any]) -> None:
         "and the replay CLI)",
         f"failures          {_fmt(s['failures_by_action'].items())}",
         f"records skipped   {_fmt(s['records_skipped_by_cause'].items())}",
-        f"objects deleted   {s.get('objects_deleted', 0)} verified "
-        f"(metric {int(s['objects_deleted_metric'])})",
+        f"objects deleted   {s.get('objects_deleted', 0)} verified gone; ObjectsDeleted metric "
+        f"{int(s['objects_deleted_metric_at_verification'])} by the verification, "
+        f"{int(s['objects_deleted_metric'])} over the whole run (the later phases' sessions too)",
         f"connections closed {s.get('connections_closed', 0)} verified",
         f"grants retired    {s.get('grants_retired', 0)} verified",
         f"live objects      {s.get('live_objects_intact', 0)} intact",
@@ -981,9 +1005,10 @@ def print_report(s: dict[str, Any]) -> None:
         f"{s['dry_run']['archive_objects_written']} archived, resources intact (verified)",
         "TTL health alarm  "
         + (
-            f"{s['ttl_health_alarm']['logical_id']} window "
-            f"{s['ttl_health_alarm']['window_seconds']}s: in the template only (moto creates no "
-            "alarms)"
+            _health_alarm_text(
+                (s["ttl_health_alarm"]["logical_id"], s["ttl_health_alarm"]["window_seconds"]),
+                s["ttl_health_alarm"]["in_emulator"],
+            )
             if s["ttl_health_alarm"]
             else "none"
         ),

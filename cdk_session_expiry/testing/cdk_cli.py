@@ -45,10 +45,10 @@ def find_cdk_cli(start: Path) -> list[str]:
         return [found]
     raise CdkCliError(
         f"no CDK CLI found: looked for node_modules/.bin/cdk in {searched[0]} and each of its "
-        f"parents, then for 'cdk' on PATH. Install the CDK CLI (Node.js 20 or later) beside your "
-        f"app with 'npm install aws-cdk@{TESTED_CDK_CLI_VERSION}' (the version this library is "
-        "tested with; any CDK CLI v2 that reads your aws-cdk-lib's cloud assembly works), or "
-        "globally with 'npm install -g aws-cdk', so that 'cdk --version' runs."
+        f"parents, then for 'cdk' on PATH. Install the CDK CLI (Node.js 22 or 24; 20 still runs "
+        f"it) beside your app with 'npm install aws-cdk@{TESTED_CDK_CLI_VERSION}' (the version "
+        "this library is tested with; any CDK CLI v2 that reads your aws-cdk-lib's cloud "
+        "assembly works), or globally with 'npm install -g aws-cdk', so that 'cdk --version' runs."
     )
 
 

@@ -237,6 +237,11 @@ def _seconds(text: str) -> float:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m session_expiry_runtime.kill_switch",
+        usage=(
+            "%(prog)s [-h] (--uuid UUID | --function FUNCTION) [--wait SECONDS]\n"
+            "           {disable,enable,status}\n"
+            "       %(prog)s flags {show,set} [NAME=on|off ...] (--function FUNCTION | ...)"
+        ),
         description="Disable or re-enable the session cleanup's event source mapping in place\n"
         "(UpdateEventSourceMapping Enabled=false/true): no deploy, the stream position is kept.",
         epilog=(
@@ -249,8 +254,8 @@ def _parser() -> argparse.ArgumentParser:
             "while paused, the JSON line gives streamRetentionDeadline (records start to\n"
             "leave the stream: LastModified + its retention, 24 h for a DynamoDB stream,\n"
             "the Kinesis stream's with the Kinesis change source) and maxRecordAgeDeadline\n"
-            "(resumed later,\n"
-            "records go to the on-failure destination: LastModified + max_record_age).\n\n"
+            "(resumed later, records go to the on-failure destination: LastModified +\n"
+            "max_record_age).\n\n"
             "finer levers (construct prop feature_flags): one step off, a dry run, every\n"
             "record deferred, in AWS AppConfig, without a deploy:\n"
             "  python -m session_expiry_runtime.kill_switch flags --help\n\n"

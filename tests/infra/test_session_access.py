@@ -244,5 +244,9 @@ def test_fails_create_grants_without_a_grant_key(stack: Stack) -> None:
 
 def test_fails_create_grants_without_grantees(stack: Stack) -> None:
     sessions = SessionExpiry(stack, "Sessions", grant_key=kms.Key(stack, "K"))
-    with pytest.raises(ValueError, match=r"create_grants=True.*grant_grantees"):
+    with pytest.raises(
+        ValueError,
+        match=r"create_grants=True\): no grant_grantees on the SessionExpiry.*"
+        r"SessionExpiry\(\.\.\., grant_key=key, grant_grantees=\[role\]\)",
+    ):
         sessions.grant_session_access(_function(stack, "Fn"), create_grants=True)

@@ -109,7 +109,10 @@ def test_fails_max_record_age_outside_60_seconds_to_24_hours(
 def test_fails_event_filter_not_an_enum_member(stack: Stack) -> None:
     _fails(
         stack,
-        "event_filter='ALL_REMOVES': expected a CleanupEventFilter member",
+        re.escape(
+            "event_filter='ALL_REMOVES': expected a CleanupEventFilter member, e.g. "
+            "CleanupEventFilter.ALL_REMOVES (from cdk_session_expiry import CleanupEventFilter)"
+        ),
         event_filter="ALL_REMOVES",
     )
 

@@ -128,7 +128,12 @@ def test_help_says_what_the_flags_do(capsys: pytest.CaptureFixture[str]) -> None
         assert word in text, word
     with pytest.raises(SystemExit):
         kill_switch.main(["--help"])
-    assert "kill_switch flags --help" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "kill_switch flags --help" in text
+    # the usage names both forms, the mapping toggle and the flags
+    usage = text.split("\n\n", 1)[0]
+    assert "{disable,enable,status}" in usage
+    assert "kill_switch flags {show,set} [NAME=on|off ...] (--function FUNCTION" in usage
 
 
 @pytest.mark.parametrize(

@@ -161,3 +161,12 @@ def test_fails_attach_connection_without_an_endpoint(ddb: Any) -> None:
         "conn-1",
         "conn-2",
     }
+
+
+def test_fails_a_store_from_an_environment_without_the_table_name(ddb: Any) -> None:
+    with pytest.raises(
+        ValueError,
+        match=r"table name None: expected the session table's name .*\$SESSION_EXPIRY_TABLE_NAME"
+        r".*grant_session_access sets on a function.*session_expiry_app_env fixture",
+    ):
+        SessionStore.from_env({}, dynamodb_client=ddb)

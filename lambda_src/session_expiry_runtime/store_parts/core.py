@@ -105,7 +105,9 @@ class StoreCore:
         if not name:
             raise ValueError(
                 f"table name {name!r}: expected the session table's name "
-                f"(argument table_name, RuntimeConfig.table_name or ${ENV_TABLE_NAME})"
+                f"(argument table_name, RuntimeConfig.table_name or ${ENV_TABLE_NAME}, which "
+                "SessionExpiry.grant_session_access sets on a function; in a test, request the "
+                "session_expiry_app_env fixture of cdk_session_expiry.testing)"
             )
         self.table_name: str = name
         validate_scratch_root(self._config.scratch_root)
