@@ -56,6 +56,10 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
     assert report["connections_closed"] == gone
     assert report["grants_retired"] == gone
     assert report["objects_deleted"] > 2 * 1_000  # includes sessions with > 1,000 objects
+    # ObjectsDeleted counts each object once: by the verification, exactly those verified gone.
+    assert report["objects_deleted_metric_at_verification"] == report["objects_deleted"]
+    # The TTL health alarm exists in the emulator (created, never evaluated).
+    assert report["ttl_health_alarm"]["in_emulator"]["state"] in {"OK", "INSUFFICIENT_DATA"}
     # Expiry sweeper: every swept session cleaned within the interval plus processing.
     sweeper = report["sweeper"]
     assert sweeper["swept"] == sessions["swept"] > 0
