@@ -397,8 +397,9 @@ LOST_CLEANUP_CAUSES: tuple[str, ...] = (
 
 
 #: ``ResourcesRefused`` refusals the skipped-records alarm watches: only a forged image or a
-#: writer that bypasses ``SessionStore`` produces them (``Superseded``, ``Legacy`` and
-#: ``ClaimExpired`` happen in normal operation and are counted only).
+#: writer that bypasses ``SessionStore`` produces them (``Superseded`` and ``Legacy`` happen in
+#: normal operation and are counted only; the runtime decides which from the ownership record,
+#: never from the image's times).
 ALARMED_REFUSALS: tuple[str, ...] = contract.ALARMED_REFUSALS
 
 #: What the skipped-records alarm says, and what to do first (``docs/operating.md`` has one runbook

@@ -1413,9 +1413,10 @@ class SessionExpiry(Construct):
         ``refusal`` is ``"NotOwned"`` (the record names another session: a forged image or a
         writer that bypasses ``SessionStore``; alarmed), ``"Unclaimed"`` (no record for an item
         written with records; alarmed), ``"Superseded"`` (a later incarnation or session holds
-        it now), ``"Legacy"`` (an item written before ownership records: its ids are left to
-        their own limits) or ``"ClaimExpired"`` (the REMOVE came after the record's retention,
-        the owner's absolute end plus 2 days).
+        it now, or its record names the removed incarnation as the holder it took the id over
+        from), ``"Legacy"`` (an item written before ownership records: its ids are left to
+        their own limits) or ``"ClaimExpired"`` (no longer produced since records are kept 21
+        days past their owner's end; accepted so existing dashboards keep working).
 
         Raises:
             ValueError: another ``refusal`` (the runtime never emits it).

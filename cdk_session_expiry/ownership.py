@@ -13,7 +13,7 @@ deferred, runtime ``session_expiry_runtime.deferred``, under a sparse ``deferred
 the cleanup role may ``PutItem``, ``DeleteItem`` and ``Query`` it). It has:
 
 * partition key ``resource`` (String, ``<kind>#<id>``) and no sort key;
-* time to live on ``expiresAt`` (Number, epoch seconds: the owner's absolute end plus two days),
+* time to live on ``expiresAt`` (Number, epoch seconds: the owner's absolute end plus 21 days),
   the claims' backstop;
 * on-demand capacity, point-in-time recovery, **no stream**: its writes and TTL deletions never
   reach the cleanup and never move the session table's TTL-health signal;

@@ -50,12 +50,11 @@ import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any, Generic, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .config import REFUSAL_LEGACY, REFUSAL_UNCLAIMED
+from .config import REFUSAL_UNCLAIMED
 from .outcomes import error_code, error_text
 from .ownership import (
     ATTR_INCARNATION,
@@ -128,18 +127,16 @@ class ClaimRef:
 
 @dataclass(frozen=True)
 class Claimant:
-    """Who asks: the REMOVE record's owner token and image incarnation, and the times
-    :func:`~.ownership.classify` weighs (epoch seconds).
+    """Who asks: the REMOVE record's owner token (of its ``Keys``) and the image's incarnation.
 
     ``owner`` is ``None`` for ``Keys`` no owner token can be made of (then every id is
     ``Unclaimed``: no ownership record can name such an item); ``incarnation`` is ``None`` for an
-    item written before ownership records (every id ``Legacy``, nothing read).
+    item written before ownership records (its ids are read, never marked: ``Legacy`` without a
+    record, ``NotOwned`` when another key's record holds the id).
     """
 
     owner: str | None
     incarnation: str | None
-    removed_at: Decimal | None = None
-    not_after: Decimal | None = None
 
 
 @dataclass(frozen=True)
@@ -350,11 +347,9 @@ class ClaimBatcher:
         ``waiting()`` wraps each wait for a call another thread makes (the step context's
         :meth:`~.steps.base.StepContext.waiting`, so its call slot serves others meanwhile).
         """
-        if claimant.incarnation is None:
-            return {ref: Verdict(REFUSAL_LEGACY) for ref in refs}
         if claimant.owner is None:
             return {ref: Verdict(REFUSAL_UNCLAIMED) for ref in refs}
-        if self.dry_run:
+        if self.dry_run or claimant.incarnation is None:
             return self._classify_read(claimant, refs, waiting)
         writes = {ref: _Write(ref.resource, claimant.owner, claimant.incarnation) for ref in refs}
         with self._premarked_lock:
@@ -446,13 +441,7 @@ class ClaimBatcher:
     @staticmethod
     def _verdict(claimant: Claimant, record: Claim | Mapping[str, Any] | None) -> Verdict:
         claim = record if isinstance(record, Claim) else Claim.from_item(record)
-        return classify(
-            claim,
-            owner=str(claimant.owner),
-            incarnation=claimant.incarnation,
-            removed_at=claimant.removed_at,
-            image_not_after=claimant.not_after,
-        )
+        return classify(claim, owner=str(claimant.owner), incarnation=claimant.incarnation)
 
     # --- the calls ----------------------------------------------------------------------
     def _mark(self, writes: list[_Write]) -> dict[_Write, _Answer]:

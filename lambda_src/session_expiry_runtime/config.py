@@ -263,7 +263,8 @@ REFUSAL_SUPERSEDED = "Superseded"
 #: An item written before ownership records existed: its ids are never acted on (each resource
 #: ends by its own limit). Counted only.
 REFUSAL_LEGACY = "Legacy"
-#: The REMOVE came after the ownership record's retention (notAfter + 2 days). Counted only.
+#: No longer produced (records are kept 21 days past their owner's end and a missing one is
+#: ``Unclaimed``); the value stays a valid ``Refusal`` dimension for existing dashboards.
 REFUSAL_CLAIM_EXPIRED = "ClaimExpired"
 #: Reading, marking or releasing ownership records failed (the record fails and is retried).
 ACTION_OWNERSHIP = "Ownership"

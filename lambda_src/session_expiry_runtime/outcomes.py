@@ -34,7 +34,7 @@ STEP_ALREADY_DONE = "already-done"
 STEP_REFUSED = "refused"
 STEP_FAILED = "failed"
 #: Every id the step's plan named is refused by the ownership check for a reason that happens in
-#: normal operation (``Superseded``, ``Legacy``, ``ClaimExpired``): nothing to do, a success.
+#: normal operation (``Superseded``, ``Legacy``): nothing to do, a success.
 STEP_NOT_OWNED = "not-owned"
 #: Dry run: the step would have run (its change-making call was not made).
 STEP_DRY_RUN = "dry-run"

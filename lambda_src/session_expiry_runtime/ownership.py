@@ -19,6 +19,7 @@ attribute          value
 ``expiresAt``      time to live: ``notAfter`` + :data:`CLAIM_RETENTION_SECONDS`
 ``goneSince``      grants only: when the grant sweep first saw the session gone (epoch
                    seconds); removed when the grant is held again (:data:`ATTR_GONE_SINCE`)
+``formerOwners``   the holders the record took the id over from (:data:`ATTR_FORMER_OWNERS`)
 =================  ==================================================================
 
 The cleanup acts on an id only when its claim names the REMOVE record's own ``Keys`` (which no
@@ -38,7 +39,6 @@ from decimal import Decimal
 from typing import Any
 
 from .config import (
-    REFUSAL_CLAIM_EXPIRED,
     REFUSAL_LEGACY,
     REFUSAL_NOT_OWNED,
     REFUSAL_SUPERSEDED,
@@ -49,6 +49,7 @@ __all__ = [
     "ALARMED_REFUSALS",
     "ATTR_CLAIMED_AT",
     "ATTR_EXPIRES_AT",
+    "ATTR_FORMER_OWNERS",
     "ATTR_GONE_SINCE",
     "ATTR_INCARNATION",
     "ATTR_NOT_AFTER",
@@ -58,10 +59,12 @@ __all__ = [
     "ATTR_STATE_SINCE",
     "CLAIM_RETENTION_SECONDS",
     "KINDS",
+    "MAX_FORMER_OWNERS",
     "RELEASING_STALE_SECONDS",
     "Claim",
     "Verdict",
     "classify",
+    "former_owner",
     "owner_key_of_token",
     "owner_token",
     "resource_key",
@@ -101,20 +104,26 @@ ATTR_EXPIRES_AT = "expiresAt"
 #: that put-back takes it back), so a later, normal end of that session starts its pending
 #: time afresh.
 ATTR_GONE_SINCE = "goneSince"
+#: List of Strings: the holders this record took the id over from, oldest first, each
+#: ``<owner token>#<incarnation>`` (:func:`former_owner`), at most :data:`MAX_FORMER_OWNERS`.
+#: Written by the claim that takes an id from another key's record (released, past its owner's
+#: absolute end, or left ``releasing``), so a late ``REMOVE`` of a former holder is told apart
+#: from a forged one by the record alone (:func:`classify`): ``Superseded``, not ``NotOwned``.
+ATTR_FORMER_OWNERS = "formerOwners"
+#: How many earlier holders a record remembers (the oldest are dropped first).
+MAX_FORMER_OWNERS = 8
 
 STATE_HELD = "held"
 STATE_RELEASING = "releasing"
 STATE_RELEASED = "released"
 
-#: An ownership record outlives its owner's absolute end by this much (2 days: the TTL deletion
-#: lag the construct already allows for, "typically within 48 hours"), so a REMOVE record that
-#: DynamoDB's time to live writes late still finds it.
-CLAIM_RETENTION_SECONDS = 2 * 24 * 3600
-#: How much later than a REMOVE record's ``ApproximateCreationDateTime`` a claim must have been
-#: taken to count as taken after the removal: that time is whole seconds and "approximate"
-#: (DynamoDB Streams), and the claim's ``claimedAt`` is the writer's clock. A forged image
-#: removed in the same second as its victim's claim is still ``NotOwned``.
-REMOVAL_TIME_MARGIN_SECONDS = 2
+#: An ownership record outlives its owner's absolute end by this much (21 days), so every
+#: ``REMOVE`` the cleanup can still be asked to clean finds it: DynamoDB's time to live deletes
+#: "typically within a few days" of expiry, a record may fail for up to the event source
+#: mapping's maximum record age (6 hours) and then wait in the on-failure destination for up to
+#: its 14 days' retention before a replay. Without a record, an id is ``Unclaimed`` (alarmed):
+#: the refusal is decided from the record, never from the image's times (:func:`classify`).
+CLAIM_RETENTION_SECONDS = 21 * 24 * 3600
 #: A claim left ``releasing`` this long (a cleanup that stopped between its mark and its act)
 #: may be taken by a new claimant: the cleanup's own run is bounded by its 15-minute maximum.
 RELEASING_STALE_SECONDS = 15 * 60
@@ -198,6 +207,8 @@ class Claim:
     claimed_at: Decimal
     not_after: Decimal
     state_since: Decimal
+    #: The holders this record took the id over from (:data:`ATTR_FORMER_OWNERS`).
+    former_owners: tuple[str, ...] = ()
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any] | None) -> Claim | None:
@@ -219,6 +230,7 @@ class Claim:
             claimed_at=numbers[ATTR_CLAIMED_AT] or Decimal(0),
             not_after=numbers[ATTR_NOT_AFTER] or Decimal(0),
             state_since=since if since is not None else numbers[ATTR_CLAIMED_AT] or Decimal(0),
+            former_owners=_texts(item.get(ATTR_FORMER_OWNERS)),
         )
 
 
@@ -240,50 +252,43 @@ class Verdict:
         return self.status in ALARMED_REFUSALS
 
 
-def classify(
-    claim: Claim | None,
-    *,
-    owner: str,
-    incarnation: str | None,
-    removed_at: Decimal | None,
-    image_not_after: Decimal | None,
-) -> Verdict:
+def classify(claim: Claim | None, *, owner: str, incarnation: str | None) -> Verdict:
     """Decide whether the REMOVE of ``owner``'s incarnation ``incarnation`` may act on a resource.
+
+    Decided from the ownership record alone — who holds the id, and whom it took the id from —
+    never from the old image's times or a stream record's timestamps: an image and (on Kinesis) a
+    record are whatever their writer chose, so a refusal's class (alarmed or counted only) must
+    not depend on them (``docs/security.md``, the threat model).
 
     Args:
         claim: the resource's ownership record, or ``None`` when there is none.
         owner: :func:`owner_token` of the record's ``Keys`` (never of the old image).
         incarnation: the old image's incarnation; ``None`` for an item written before ownership
-            records existed (then the id is refused as ``Legacy``, never acted on).
-        removed_at: the record's ``ApproximateCreationDateTime`` (epoch seconds).
-        image_not_after: the old image's ``notAfter`` (epoch seconds), if any.
+            records existed.
 
     Returns:
         ``owned``/``released`` when the claim names exactly this key and incarnation;
-        ``Superseded`` when a later claimant took it legitimately (this key's later incarnation,
-        or another session after this one's absolute end, or more than
-        :data:`REMOVAL_TIME_MARGIN_SECONDS` after its removal); ``NotOwned`` otherwise;
-        without a claim ``Legacy`` (no incarnation), ``ClaimExpired`` (the REMOVE came after the
-        claim's retention) or ``Unclaimed``.
+        ``Superseded`` when the id is now held by another incarnation of this very key, or by a
+        claimant whose record says it took the id over from exactly this incarnation
+        (:attr:`Claim.former_owners`); ``NotOwned`` for a claim of anyone else; without a claim,
+        ``Legacy`` (an item without an incarnation) or ``Unclaimed``.
     """
-    if incarnation is None:
-        return Verdict(REFUSAL_LEGACY, claim)
     if claim is None:
-        if (
-            removed_at is not None
-            and image_not_after is not None
-            and removed_at > image_not_after + CLAIM_RETENTION_SECONDS
-        ):
-            return Verdict(REFUSAL_CLAIM_EXPIRED)
-        return Verdict(REFUSAL_UNCLAIMED)
-    if claim.owner == owner and claim.incarnation == incarnation:
-        return Verdict(VERDICT_RELEASED if claim.state == STATE_RELEASED else VERDICT_OWNED, claim)
+        return Verdict(REFUSAL_LEGACY if incarnation is None else REFUSAL_UNCLAIMED)
     if claim.owner == owner:
+        if incarnation is not None and claim.incarnation == incarnation:
+            status = VERDICT_RELEASED if claim.state == STATE_RELEASED else VERDICT_OWNED
+            return Verdict(status, claim)
         return Verdict(REFUSAL_SUPERSEDED, claim)  # another incarnation of this very key
-    taken_later = (image_not_after is not None and claim.claimed_at >= image_not_after) or (
-        removed_at is not None and claim.claimed_at > removed_at + REMOVAL_TIME_MARGIN_SECONDS
-    )
-    return Verdict(REFUSAL_SUPERSEDED if taken_later else REFUSAL_NOT_OWNED, claim)
+    if incarnation is not None and former_owner(owner, incarnation) in claim.former_owners:
+        return Verdict(REFUSAL_SUPERSEDED, claim)  # taken over from exactly this incarnation
+    return Verdict(REFUSAL_NOT_OWNED, claim)
+
+
+def former_owner(owner: str, incarnation: str) -> str:
+    """How :data:`ATTR_FORMER_OWNERS` names one earlier holder: ``<owner token>#<incarnation>``
+    (an owner token is base64url, so it holds no ``#``)."""
+    return f"{owner}#{incarnation}"
 
 
 _STATES = frozenset({STATE_HELD, STATE_RELEASING, STATE_RELEASED})
@@ -293,6 +298,13 @@ def _text(value: object) -> str | None:
     if isinstance(value, Mapping) and isinstance(value.get("S"), str) and value["S"]:
         return str(value["S"])
     return None
+
+
+def _texts(value: object) -> tuple[str, ...]:
+    """A List of Strings (``{"L": [{"S": ...}, ...]}``); anything else reads as empty."""
+    if not isinstance(value, Mapping) or not isinstance(value.get("L"), list):
+        return ()
+    return tuple(t for t in (_text(v) for v in value["L"]) if t is not None)
 
 
 def _number(value: object) -> Decimal | None:

@@ -220,7 +220,7 @@ def _refusals(result: RecordResult) -> dict[str, str]:
     """Each step that refused what ``result``'s image names -> why (its log field: the grant
     step's ``grantRefusal``, :meth:`.steps.base.Plan.refused`'s ``refusal``; for the ownership
     check's alarmed refusals, ``ownership: <id> <Refusal>, ...``). The ownership check's
-    refusals of normal operation (``Superseded``, ``Legacy``, ``ClaimExpired``) are not."""
+    refusals of normal operation (``Superseded``, ``Legacy``) are not."""
     fields = {ACTION_RETIRE_GRANT: GRANT_REFUSAL_FIELD}
     why = {
         step: str(result.log.get(fields.get(step, "refusal"), STEP_REFUSED))

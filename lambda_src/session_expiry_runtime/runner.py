@@ -74,7 +74,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field, replace
-from decimal import Decimal
 from typing import Any
 
 from .claims import Claimant, ClaimBatcher, ClaimFailure, ClaimRef
@@ -522,19 +521,14 @@ class CleanupRunner:
         return result
 
     def _claimant(self, session: Session) -> Claimant:
-        """Who the ownership records must name: the record's ``Keys`` (never the image's), the
-        image's incarnation, and the times :func:`~.ownership.classify` weighs."""
+        """Who the ownership records must name: the record's ``Keys`` (never the image's) and
+        the image's incarnation. Nothing else of the image or the record weighs in the verdict
+        (:func:`~.ownership.classify`)."""
         try:
             owner: str | None = owner_token(session.keys)
         except ValueError:
             owner = None  # Keys no claim can name (e.g. Number keys): every id is Unclaimed
-        not_after = session.image.get(self.config.not_after_attribute)
-        return Claimant(
-            owner,
-            session.incarnation,
-            removed_at=session.record.approximate_creation_time,
-            not_after=not_after if isinstance(not_after, Decimal) else None,
-        )
+        return Claimant(owner, session.incarnation)
 
     def _check_ownership(
         self, runnable: Sequence[tuple[CleanupStep, Plan]], ctx: StepContext, tally: _Tally

@@ -57,9 +57,11 @@ def claim_item(
     claimed_at: float | None = None,
     not_after: float | None = None,
     state_since: float | None = None,
+    former_owners: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """One ownership record (low-level item): ``key`` owns ``kind``/``resource_id`` in
-    ``incarnation``. Defaults: claimed an hour ago, ending in 8 hours from the claim."""
+    ``incarnation``; ``former_owners`` (``own.former_owner(...)`` values) are the holders it took
+    the id over from. Defaults: claimed an hour ago, ending in 8 hours from the claim."""
     claimed = int(time.time()) - 3600 if claimed_at is None else int(claimed_at)
     ends = claimed + DEFAULT_LIFETIME_SECONDS if not_after is None else int(not_after)
     return {
@@ -71,6 +73,11 @@ def claim_item(
         own.ATTR_CLAIMED_AT: {"N": str(claimed)},
         own.ATTR_NOT_AFTER: {"N": str(ends)},
         own.ATTR_EXPIRES_AT: {"N": str(ends + own.CLAIM_RETENTION_SECONDS)},
+        **(
+            {own.ATTR_FORMER_OWNERS: {"L": [{"S": f} for f in former_owners]}}
+            if former_owners
+            else {}
+        ),
     }
 
 

@@ -14,7 +14,6 @@ import json
 import math
 import threading
 from collections.abc import Callable
-from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -40,7 +39,7 @@ ME = {"pk": "s-1"}
 OTHER = {"pk": "s-2"}
 NOW = 2_000_000_000
 #: The REMOVE came after every claim below was made, within their retention.
-MINE = Claimant(owner_token(ME), "inc1", removed_at=Decimal(NOW), not_after=Decimal(NOW + 3600))
+MINE = Claimant(owner_token(ME), "inc1")
 
 
 def ref(connection_id: str) -> ClaimRef:
@@ -214,7 +213,7 @@ def test_the_same_record_and_owner_share_one_action_another_owner_waits(
     claim(sandbox, "shared=")
     claims, _ = batcher(sandbox)
     calls = calls_of(sandbox.ddb)
-    forger = Claimant(owner_token(OTHER), "incX", removed_at=Decimal(NOW))
+    forger = Claimant(owner_token(OTHER), "incX")
 
     # One record naming the id twice (set and single attribute) asks once; a second
     # claimant of the same record cannot share the transaction (DynamoDB refuses two actions
@@ -264,13 +263,14 @@ def test_a_dry_run_reads_and_writes_nothing(sandbox: Sandbox) -> None:
     assert claim_state(sandbox.ddb, KIND_CONNECTION, "owned=") == STATE_HELD
 
 
-def test_a_legacy_item_reads_nothing(sandbox: Sandbox) -> None:
+def test_a_legacy_item_reads_and_never_marks(sandbox: Sandbox) -> None:
     claims, _ = batcher(sandbox)
     calls = calls_of(sandbox.ddb)
 
     verdicts = claims.check(Claimant(owner_token(ME), None), [ref("c=")])
 
-    assert verdicts == {ref("c="): Verdict("Legacy")} and calls == []
+    assert verdicts == {ref("c="): Verdict("Legacy")}
+    assert [name for name, _ in calls] == ["BatchGetItem"]
 
 
 @pytest.mark.parametrize("max_items", [0, 101])
@@ -462,18 +462,28 @@ def test_the_cleanup_builds_its_ownership_client_with_the_cleanup_settings(
     assert SESSION.region_name == cleaner.clients.ownership.meta.region_name
 
 
-def test_no_record_after_the_retention_is_claim_expired_not_alarmed(sandbox: Sandbox) -> None:
+def test_rule_no_record_is_unclaimed_and_alarmed_even_when_the_image_says_it_ended_long_ago(
+    sandbox: Sandbox,
+) -> None:
+    # Issue 40, rule 1: the image's notAfter (three days before the REMOVE, or 1) is the
+    # writer's word; the verdict without a record is Unclaimed, alarmed.
     claims, _ = batcher(sandbox)
-    late = Claimant(
-        owner_token(ME),
-        "inc1",
-        removed_at=Decimal(NOW),
-        not_after=Decimal(NOW - 3 * 24 * 3600),  # the session ended three days before its REMOVE
-    )
 
-    (verdict,) = claims.check(late, [ref("gone=")]).values()
+    (verdict,) = claims.check(MINE, [ref("gone=")]).values()
 
-    assert verdict == Verdict("ClaimExpired") and not verdict.alarmed
+    assert verdict == Verdict("Unclaimed") and verdict.alarmed
+
+
+def test_a_legacy_image_naming_another_sessions_held_id_is_not_owned(sandbox: Sandbox) -> None:
+    # Without an incarnation the image once read as Legacy (quiet) whatever it named; the
+    # record is read now, and another key's record makes it NotOwned (alarmed). Nothing marked.
+    claims, _ = batcher(sandbox)
+    claim(sandbox, "c-victim=", OTHER)
+
+    (verdict,) = claims.check(Claimant(owner_token(ME), None), [ref("c-victim=")]).values()
+
+    assert isinstance(verdict, Verdict) and verdict.status == "NotOwned" and verdict.alarmed
+    assert claim_state(sandbox.ddb, KIND_CONNECTION, "c-victim=") == STATE_HELD
 
 
 def test_keys_no_record_can_name_make_every_id_unclaimed(sandbox: Sandbox) -> None:

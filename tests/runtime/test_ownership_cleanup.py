@@ -125,7 +125,9 @@ def tenant_b_session(sandbox: Sandbox) -> dict[str, Any]:
     return {"ids": ids, "token": grant["GrantToken"]}
 
 
+@pytest.mark.parametrize("forged_not_after", [None, "1", "0"])
 def test_a_tenant_naming_another_tenants_resources_makes_the_cleanup_touch_none_of_them(
+    forged_not_after: str | None,
     aws: None,
     fresh_handler: None,
     monkeypatch: pytest.MonkeyPatch,
@@ -152,6 +154,10 @@ def test_a_tenant_naming_another_tenants_resources_makes_the_cleanup_touch_none_
         "grantId": {"S": ids[KIND_GRANT]},
         "grantToken": {"S": b["token"]},
     }
+    if forged_not_after is not None:
+        # The forger also says its session ended at the epoch's start: every claim of B's was
+        # "taken after the absolute end", which once made the refusals Superseded (no alarm).
+        forged["notAfter"] = {"N": forged_not_after}
     sandbox.ddb.put_item(TableName=TABLE, Item=forged)
     sandbox.read_stream()
     sandbox.ddb.delete_item(
@@ -345,7 +351,8 @@ def test_a_legacy_items_connection_and_agent_sessions_are_left_its_grant_goes_by
     assert sandbox.connection_exists(session.connection_id)  # ends by API Gateway's limits
     assert session.grant_id not in sandbox.grant_ids()  # the Name check proved it the session's
     assert [name for name, _ in kms_calls] == ["ListGrants", "RetireGrant"]
-    assert ownership_calls == []  # a legacy item's ids are never looked up
+    # A legacy item's ids are read (another key's record would make them NotOwned), never marked.
+    assert [name for name, _ in ownership_calls] == ["BatchGetItem"]
     assert not sandbox.keys_under(session.prefix)
     (line,) = lines(session_logs)
     assert line.levelno == logging.INFO

@@ -27,12 +27,7 @@ def claim(owner: str = ME, incarnation: str = "inc1", **kw: object) -> own.Claim
 
 
 def verdict(c: own.Claim | None, **kw: object) -> str:
-    args: dict[str, object] = {
-        "owner": ME,
-        "incarnation": "inc1",
-        "removed_at": Decimal(500),
-        "image_not_after": Decimal(1000),
-    }
+    args: dict[str, object] = {"owner": ME, "incarnation": "inc1"}
     args.update(kw)
     return own.classify(c, **args).status  # type: ignore[arg-type]
 
@@ -69,35 +64,53 @@ def test_another_incarnation_of_the_same_key_is_superseded_never_owned() -> None
     assert verdict(claim(incarnation="inc2")) == own.REFUSAL_SUPERSEDED
 
 
-def test_another_sessions_claim_from_before_the_removal_is_not_owned() -> None:
-    # A forged image naming s-2's connection: s-2 claimed it before s-1 was removed.
-    assert verdict(claim(owner=OTHER, claimed_at=Decimal(200))) == own.REFUSAL_NOT_OWNED
-
-
-def test_a_claim_taken_after_the_removal_or_the_absolute_end_is_superseded() -> None:
-    assert verdict(claim(owner=OTHER, claimed_at=Decimal(503))) == own.REFUSAL_SUPERSEDED
-    assert (
-        verdict(claim(owner=OTHER, claimed_at=Decimal(400)), image_not_after=Decimal(300))
-        == own.REFUSAL_SUPERSEDED
-    )
-
-
-def test_a_claim_taken_in_the_second_of_the_removal_is_not_owned() -> None:
-    # ApproximateCreationDateTime is whole seconds: a forged item removed in the same second
-    # (or the next) as the victim's claim must not pass for a later claimant.
-    for claimed_at in (Decimal("500.9"), Decimal(502)):
+def test_another_sessions_claim_is_not_owned_whenever_it_was_taken() -> None:
+    # A forged image naming s-2's connection. When s-2 took it says nothing: claimedAt against
+    # an image's notAfter or a record's timestamp is a comparison with what the forger wrote.
+    for claimed_at in (Decimal(200), Decimal("500.9"), Decimal(503), Decimal(10**9)):
         assert verdict(claim(owner=OTHER, claimed_at=claimed_at)) == own.REFUSAL_NOT_OWNED
 
 
-def test_no_claim_is_unclaimed_unless_legacy_or_past_the_retention() -> None:
+def test_rule_claim_taken_over_from_this_incarnation_is_superseded_not_not_owned() -> None:
+    # Issue 40, rule 8 as the record now states it: s-2 took the id over from exactly s-1's
+    # incarnation inc1 (released, or past s-1's absolute end), and says so in formerOwners.
+    taken = claim(owner=OTHER, former_owners=(own.former_owner(ME, "inc1"),))
+    assert verdict(taken) == own.REFUSAL_SUPERSEDED
+
+
+def test_a_takeover_from_another_incarnation_or_key_is_still_not_owned() -> None:
+    # formerOwners must name this key AND this incarnation: a forged image of s-1 with a
+    # made-up incarnation, or of s-3, is refused and alarmed.
+    taken = claim(owner=OTHER, former_owners=(own.former_owner(ME, "inc0"),))
+    assert verdict(taken) == own.REFUSAL_NOT_OWNED
+    s3 = own.owner_token({"pk": "s-3"})
+    assert verdict(claim(owner=OTHER, former_owners=(own.former_owner(s3, "inc1"),))) == (
+        own.REFUSAL_NOT_OWNED
+    )
+
+
+def test_rule_no_claim_is_unclaimed_and_alarmed_whatever_the_times() -> None:
+    # Issue 40, rule 1, now without any time: no record is Unclaimed (alarmed). The quiet
+    # ClaimExpired was decided from the image's notAfter, which its writer chooses; records are
+    # kept 21 days past their owner's end, longer than anything can still ask for them.
     assert verdict(None) == own.REFUSAL_UNCLAIMED
+    assert own.Verdict(verdict(None)).alarmed
     assert verdict(None, incarnation=None) == own.REFUSAL_LEGACY
-    late = Decimal(1000 + own.CLAIM_RETENTION_SECONDS + 1)
-    assert verdict(None, removed_at=late) == own.REFUSAL_CLAIM_EXPIRED
+    assert own.CLAIM_RETENTION_SECONDS >= (2 + 14) * 24 * 3600 + 6 * 3600
+
+
+def test_classify_takes_no_time_from_the_image_or_the_record() -> None:
+    with pytest.raises(TypeError):
+        own.classify(None, owner=ME, incarnation="inc1", image_not_after=Decimal(1))  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        own.classify(None, owner=ME, incarnation="inc1", removed_at=Decimal(1))  # type: ignore[call-arg]
 
 
 def test_legacy_items_are_never_owned_even_with_a_claim() -> None:
-    assert verdict(claim(), incarnation=None) == own.REFUSAL_LEGACY
+    # This key's own record: another incarnation took it (Superseded); another key's: an
+    # image without an incarnation naming a held id is a forgery's shape (NotOwned, alarmed).
+    assert verdict(claim(), incarnation=None) == own.REFUSAL_SUPERSEDED
+    assert verdict(claim(owner=OTHER), incarnation=None) == own.REFUSAL_NOT_OWNED
 
 
 def test_only_forgery_refusals_are_alarmed() -> None:
@@ -115,6 +128,8 @@ def test_claim_from_item_reads_a_well_formed_record_only() -> None:
     }
     read = own.Claim.from_item(item)
     assert read == claim()
+    former = {own.ATTR_FORMER_OWNERS: {"L": [{"S": "a#1"}, {"N": "2"}, {"S": "b#2"}]}}
+    assert own.Claim.from_item({**item, **former}) == claim(former_owners=("a#1", "b#2"))
     assert own.Claim.from_item({**item, own.ATTR_STATE: {"S": "mine"}}) is None
     assert own.Claim.from_item({**item, own.ATTR_CLAIMED_AT: {"S": "100"}}) is None
     assert own.Claim.from_item(None) is None

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from runtime_support import SESSION, Sandbox, Session, event
 from session_expiry_runtime import replay
-from session_expiry_runtime.ownership import KIND_CONNECTION
+from session_expiry_runtime.ownership import KIND_CONNECTION, former_owner, owner_token
 from test_replay import failure_record, trusted
 
 BUCKET = "failures"
@@ -190,10 +190,14 @@ def test_fails_cli_with_exit_1_and_a_line_naming_the_refused_steps(
 def test_a_superseded_connection_is_not_a_refusal_and_the_object_is_deleted(
     sandbox: Sandbox,
 ) -> None:
-    # The session's connection id was claimed by a later session after this one ended (reuse
-    # of an id is normal operation): the record is cleaned, the connection left to its owner.
+    # The session's connection id was taken over by a later session after this one ended
+    # (reuse of an id is normal operation; the record names its former holder): the record is
+    # cleaned, the connection left to its owner.
     gone = Gone(sandbox, "s-1", named_grant=True, own_prefix=True)
-    sandbox.claim(KIND_CONNECTION, gone.session.connection_id, "s-9", "inc9", claimed_at=2e9)
+    former = former_owner(owner_token({"pk": "s-1"}), gone.session.incarnation)
+    sandbox.claim(
+        KIND_CONNECTION, gone.session.connection_id, "s-9", "inc9", former_owners=(former,)
+    )
     _put_failure_object(sandbox, [gone])
 
     outcome = _replay(sandbox)

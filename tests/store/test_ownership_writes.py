@@ -103,8 +103,6 @@ def test_create_claims_every_id_for_its_incarnation(store: SessionStore, ddb: An
             Claim.from_item(claim),
             owner=OWNER_S1,
             incarnation=inc,
-            removed_at=Decimal(T0_EPOCH + 60),
-            image_not_after=Decimal(T0_EPOCH + LIFETIME),
         )
         assert verdict.status == "owned"
     assert claim_of(ddb, "browser#br01") is not None
@@ -282,8 +280,6 @@ def test_reuse_after_expiry_takes_over_the_old_incarnations_claims(
             Claim.from_item(claim),
             owner=OWNER_S1,
             incarnation=old,
-            removed_at=Decimal(T0_EPOCH + 3601),
-            image_not_after=Decimal(T0_EPOCH + LIFETIME),
         )
         assert verdict.status == "Superseded"
 
@@ -291,10 +287,17 @@ def test_reuse_after_expiry_takes_over_the_old_incarnations_claims(
 def test_another_key_takes_a_released_claim(store: SessionStore, ddb: Any) -> None:
     store.create("s-1", ttl=HOUR, connection_id="c-1")
     set_state(ddb, "connection#c-1", "released", T0_EPOCH)
+    old = incarnation(ddb, S1)
     store.create("s-2", ttl=HOUR, connection_id="c-1")
     claim = claim_of(ddb, "connection#c-1")
     assert claim is not None and claim["owner"] == {"S": OWNER_S2}
     assert claim["state"] == {"S": "held"}
+    # The record names whom it took the id from: s-1's late REMOVE is Superseded by the record's
+    # own word, a forged image naming c-1 (any other key or incarnation) NotOwned.
+    assert claim["formerOwners"] == {"L": [{"S": f"{OWNER_S1}#{old}"}]}
+    record = Claim.from_item(claim)
+    assert classify(record, owner=OWNER_S1, incarnation=old).status == "Superseded"
+    assert classify(record, owner=OWNER_S1, incarnation="0" * 32).status == "NotOwned"
 
 
 def test_another_key_takes_a_claim_only_once_its_owner_is_past_its_absolute_end(
@@ -310,9 +313,13 @@ def test_another_key_takes_a_claim_only_once_its_owner_is_past_its_absolute_end(
     with pytest.raises(ResourceOwnedError):
         store.create("s-2", ttl=HOUR, runtime_session_id=RUNTIME)
     clock.advance(1)  # s-1 cannot be live any more, whatever its item says
+    old = incarnation(ddb, S1)
     store.create("s-2", ttl=HOUR, runtime_session_id=RUNTIME)
     claim = claim_of(ddb, f"agentRuntime#{RUNTIME}")
     assert claim is not None and claim["owner"] == {"S": OWNER_S2}
+    assert claim["formerOwners"] == {"L": [{"S": f"{OWNER_S1}#{old}"}]}
+    verdict = classify(Claim.from_item(claim), owner=OWNER_S1, incarnation=old)
+    assert verdict.status == "Superseded"  # s-1's REMOVE, late by TTL's lag, leaves it alone
 
 
 def test_a_releasing_claim_is_asked_for_again_and_taken_once_released(
@@ -481,3 +488,40 @@ def test_fails_create_over_a_live_session_and_claims_nothing(store: SessionStore
 def test_fails_an_application_attribute_named_like_the_incarnation(store: SessionStore) -> None:
     with pytest.raises(ValueError, match="'incarnation': reserved for the key or the runtime"):
         store.create("s-1", ttl=HOUR, attributes={"incarnation": "mine"})
+
+
+def test_an_attach_takes_over_a_released_claim_naming_its_former_holder(
+    store: SessionStore, ddb: Any
+) -> None:
+    store.create("s-1", ttl=HOUR, connection_id="c-1")
+    old = incarnation(ddb, S1)
+    set_state(ddb, "connection#c-1", "released", T0_EPOCH)
+    store.create("s-2", ttl=HOUR)
+
+    store.attach_connection("s-2", "c-1", close_previous=False)
+
+    claim = claim_of(ddb, "connection#c-1")
+    assert claim is not None and claim["owner"] == {"S": OWNER_S2}
+    assert claim["formerOwners"] == {"L": [{"S": f"{OWNER_S1}#{old}"}]}
+
+
+def test_a_takeover_pins_the_record_it_judged(store: SessionStore, ddb: Any) -> None:
+    # The record changes between the refused fresh write and the takeover (s-1's cleanup marks
+    # it again): the pinned write is refused and nothing of s-1's record is lost.
+    from session_expiry_runtime.store_parts.claims import RACED, ClaimRequest
+
+    store.create("s-1", ttl=HOUR, connection_id="c-1")
+    set_state(ddb, "connection#c-1", "released", T0_EPOCH)
+    judged = claim_of(ddb, "connection#c-1")
+    set_state(ddb, "connection#c-1", "held", T0_EPOCH + 1)  # changed after it was judged
+    store.create("s-2", ttl=HOUR)
+    writer = store._claims  # the store's own ClaimWriter
+    assert writer is not None
+    holder = store._holder(S2, incarnation(ddb, S2), T0_EPOCH + LIFETIME)
+
+    outcome = writer.take_over(ClaimRequest("connection", "c-1", holder), judged)
+
+    assert outcome is RACED
+    claim = claim_of(ddb, "connection#c-1")
+    assert claim is not None and claim["owner"] == {"S": OWNER_S1}
+    assert claim["state"] == {"S": "held"}

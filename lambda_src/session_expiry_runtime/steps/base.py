@@ -47,7 +47,7 @@ A **cleanup step** is one small unit that removes one kind of resource an expire
                              called. ``NotOwned``/``Unclaimed`` (a forged image, a writer that
                              bypassed ``SessionStore``) are alarmed: the step is a refused step
                              (the Lambda path counts the record cleaned, replay keeps its
-                             message). ``Superseded``/``Legacy``/``ClaimExpired`` happen in
+                             message). ``Superseded``/``Legacy`` happen in
                              normal operation: a step whose ids are all refused that way
                              reports ``not-owned``, a success.
   unsettled                  the ownership table could not answer (after bounded retries): the

@@ -5,22 +5,28 @@ KMS grant id for the session incarnation that records it (format and states:
 **The invariant the cleanup relies on**: every id a non-legacy session item names has an
 ownership record naming that item's key and incarnation, unless a later claimant took it
 legitimately. So a claim is written *before* (or atomically with) the id being recorded on the
-item, and the claim condition refuses an id another live session holds:
+item, and the claim condition refuses an id another live session holds. A claim is written in
+one of two ways:
+
+**Fresh** (:data:`CLAIM_CONDITION`, the common case, one write):
 
 ``attribute_not_exists(#resource)``
     no one ever claimed it (or its record expired);
-``OR #state = :released``
-    its owner's cleanup released it;
-``OR (#owner = :owner AND #state = :held)``
-    this very key holds it: this incarnation again (an idempotent retry), or an earlier
-    incarnation of the key, which cannot be live — the item write that goes with the claim
-    (``attribute_not_exists`` in ``create``'s transaction, ``#incarnation = :incarnation`` on
-    the live item in an attach) proves this incarnation is the key's live one;
-``OR (#notAfter <= :now AND #state = :held)``
-    its owner is past its absolute end, so it cannot be live;
-``OR (#state = :releasing AND #stateSince <= :stale)``
-    a cleanup stopped between marking and releasing it
-    (:data:`..ownership.RELEASING_STALE_SECONDS`).
+``OR (#owner = :owner AND #state IN (:held, :released))``
+    this very key holds it or held it: this incarnation again (an idempotent retry), or an
+    earlier incarnation of the key, which cannot be live — the item write that goes with the
+    claim (``attribute_not_exists`` in ``create``'s transaction, ``#incarnation = :incarnation``
+    on the live item in an attach) proves this incarnation is the key's live one.
+
+**Taken over** (:meth:`ClaimWriter.take_over`), when the fresh write was refused by a record of
+another key (or a stale one of this key) that may be taken: released by its owner's cleanup,
+held past its owner's absolute end (``notAfter``), or left ``releasing`` longer than
+:data:`..ownership.RELEASING_STALE_SECONDS` by a cleanup that stopped half-way. The new record
+is put with a condition pinning exactly the record that was judged (owner, incarnation, state,
+``claimedAt``, ``stateSince``) and names its former holder in ``formerOwners``
+(:data:`..ownership.ATTR_FORMER_OWNERS`): a late ``REMOVE`` of that holder is then
+``Superseded`` by the record's own word, while a forged image naming the id is ``NotOwned``
+(:func:`..ownership.classify` reads nothing of the image but its incarnation).
 
 A claim that is ``releasing`` (not stale) belongs to a session that ended and whose cleanup is
 acting on it right now: the store waits a little (:data:`RELEASING_RETRY_DELAYS`, an injectable
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -47,6 +54,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ..ownership import (
     ATTR_CLAIMED_AT,
     ATTR_EXPIRES_AT,
+    ATTR_FORMER_OWNERS,
     ATTR_GONE_SINCE,
     ATTR_INCARNATION,
     ATTR_NOT_AFTER,
@@ -61,11 +69,13 @@ from ..ownership import (
     KIND_CODE_INTERPRETER,
     KIND_CONNECTION,
     KIND_GRANT,
+    MAX_FORMER_OWNERS,
     RELEASING_STALE_SECONDS,
     STATE_HELD,
     STATE_RELEASED,
     STATE_RELEASING,
     Claim,
+    former_owner,
     resource_key,
 )
 from .errors import LOGGER, ResourceOwnedError, is_condition_failure
@@ -94,10 +104,7 @@ _NAMES = {
     "#notAfter": ATTR_NOT_AFTER,
 }
 CLAIM_CONDITION = (
-    "attribute_not_exists(#resource) OR #state = :released"
-    " OR (#owner = :owner AND #state = :held)"
-    " OR (#notAfter <= :now AND #state = :held)"
-    " OR (#state = :releasing AND #stateSince <= :stale)"
+    "attribute_not_exists(#resource) OR (#owner = :owner AND #state IN (:held, :released))"
 )
 #: A grant id is new by construction (``CreateGrant`` just made it): it may only be claimed
 #: fresh, or again by the same incarnation (``CreateGrant`` answers a retried request with the
@@ -106,6 +113,16 @@ GRANT_CLAIM_CONDITION = (
     "attribute_not_exists(#resource) OR (#owner = :owner AND #incarnation = :incarnation)"
 )
 _OURS = "#owner = :owner AND #incarnation = :incarnation"
+#: A takeover's condition: exactly the record that was judged takeable, unchanged.
+_PINNED = (
+    "#owner = :was_owner AND #incarnation = :was_incarnation AND #state = :was_state"
+    " AND #claimedAt = :was_claimed_at"
+    " AND (#stateSince = :was_state_since OR attribute_not_exists(#stateSince))"
+)
+#: What :meth:`ClaimWriter.take_over` answers when the record may not be taken.
+NOT_TAKEABLE = object()
+#: What :meth:`ClaimWriter.take_over` answers when the record changed before the write.
+RACED = object()
 _PLACEHOLDER = re.compile(r"[#:][A-Za-z]+")
 
 
@@ -124,11 +141,13 @@ class Holder:
 
 @dataclass(frozen=True)
 class ClaimRequest:
-    """One id a :class:`Holder` is about to record."""
+    """One id a :class:`Holder` is about to record; ``former_owners`` is what a taken-over
+    record names as its earlier holders (:meth:`ClaimWriter.take_over`)."""
 
     kind: str
     resource_id: str
     holder: Holder
+    former_owners: tuple[str, ...] = ()
 
     @property
     def resource(self) -> str:
@@ -188,7 +207,8 @@ class ClaimWriter:
 
     # --- claiming ----------------------------------------------------------------------------
     def put(self, request: ClaimRequest) -> Claimed:
-        """Claim one id with a conditional PutItem (an attach: the item update follows).
+        """Claim one id (an attach: the item update follows): fresh with a conditional
+        PutItem, or taken over from a record that may be taken (:meth:`take_over`).
 
         Raises:
             ResourceOwnedError: another session owns it (after a few waits while its previous
@@ -201,13 +221,52 @@ class ClaimWriter:
             except ClientError as err:
                 if not is_condition_failure(err):
                     raise
-                error = refusal(request, err.response.get("Item"))
-                if not error.releasing or delay is None:
-                    raise error from None
-                self.sleep(delay)
-                continue
-            return Claimed(request, now, resp.get("Attributes"))
+                held = err.response.get("Item")
+            else:
+                return Claimed(request, now, resp.get("Attributes"))
+            taken = self.take_over(request, held)
+            if isinstance(taken, Claimed):
+                return taken
+            error = refusal(request, held)
+            if not (error.releasing or taken is RACED) or delay is None:
+                raise error from None
+            self.sleep(delay)
         raise AssertionError("unreachable: the last attempt raises or returns")
+
+    def take_over(self, request: ClaimRequest, held: Mapping[str, Any] | None) -> Claimed | object:
+        """Take the id from ``held``, the record that refused a fresh claim, when it may be
+        taken (module docstring): one PutItem pinned to exactly that record, naming its holder
+        in ``formerOwners``.
+
+        Returns:
+            the :class:`Claimed` (its ``previous`` is ``held``, for :meth:`undo`);
+            :data:`NOT_TAKEABLE` when ``held`` may not be taken (or is not a claim);
+            :data:`RACED` when the record changed before the write (ask again).
+        """
+        claim = Claim.from_item(held)
+        now = self.clock()
+        if held is None or claim is None or not takeable(claim, now):
+            return NOT_TAKEABLE
+        taking = self.successor(request, claim)
+        params = self.put_request(taking, now, condition=_PINNED)
+        params["ExpressionAttributeNames"] = _pinned_names()
+        params["ExpressionAttributeValues"] = _pinned_values(claim, held)
+        try:
+            self.ddb.put_item(**params)
+        except ClientError as err:
+            if not is_condition_failure(err):
+                raise
+            return RACED
+        return Claimed(taking, now, dict(held))
+
+    @staticmethod
+    def successor(request: ClaimRequest, claim: Claim) -> ClaimRequest:
+        """``request`` as the successor of ``claim``: its former holders, plus ``claim``'s own
+        holder when that is another key (at most :data:`..ownership.MAX_FORMER_OWNERS`)."""
+        former = list(claim.former_owners)
+        if claim.owner != request.holder.owner:
+            former.append(former_owner(claim.owner, claim.incarnation))
+        return dataclasses.replace(request, former_owners=tuple(former[-MAX_FORMER_OWNERS:]))
 
     def put_request(
         self, request: ClaimRequest, now: Decimal, *, condition: str = CLAIM_CONDITION
@@ -403,9 +462,43 @@ def decode_owner(token: str) -> dict[str, str] | None:
     return key
 
 
+def takeable(claim: Claim, now: Decimal) -> bool:
+    """Whether a new claimant may take the id from ``claim``: released by its owner's cleanup,
+    held past its owner's absolute end, or left ``releasing`` by a cleanup that stopped."""
+    if claim.state == STATE_RELEASED:
+        return True
+    if claim.state == STATE_HELD:
+        return claim.not_after <= now
+    return claim.state_since <= now - RELEASING_STALE_SECONDS
+
+
+def _pinned_names() -> dict[str, str]:
+    return {
+        "#owner": ATTR_OWNER,
+        "#incarnation": ATTR_INCARNATION,
+        "#state": ATTR_STATE,
+        "#claimedAt": ATTR_CLAIMED_AT,
+        "#stateSince": ATTR_STATE_SINCE,
+    }
+
+
+def _pinned_values(claim: Claim, held: Mapping[str, Any]) -> dict[str, Any]:
+    since = held.get(ATTR_STATE_SINCE)
+    return {
+        ":was_owner": {"S": claim.owner},
+        ":was_incarnation": {"S": claim.incarnation},
+        ":was_state": {"S": claim.state},
+        ":was_claimed_at": dict(held[ATTR_CLAIMED_AT]),
+        # A record without stateSince matches the second half of the condition instead.
+        ":was_state_since": dict(since) if isinstance(since, Mapping) else {"N": "-1"},
+    }
+
+
 def _claim_item(request: ClaimRequest, now: Decimal) -> dict[str, Any]:
     holder = request.holder
+    former = {ATTR_FORMER_OWNERS: {"L": [{"S": f} for f in request.former_owners]}}
     return {
+        **(former if request.former_owners else {}),
         ATTR_RESOURCE: {"S": request.resource},
         ATTR_OWNER: {"S": holder.owner},
         ATTR_INCARNATION: {"S": holder.incarnation},

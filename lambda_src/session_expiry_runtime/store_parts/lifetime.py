@@ -19,7 +19,15 @@ from botocore.exceptions import ClientError
 from ..ownership import KIND_CONNECTION
 from ..prefixes import build_scratch_prefix, new_incarnation
 from .agent_sessions import agent_session_ids, agent_session_values
-from .claims import RELEASING_RETRY_DELAYS, ClaimRequest, TransactionCancelled, refusal
+from .claims import (
+    RACED,
+    RELEASING_RETRY_DELAYS,
+    Claimed,
+    ClaimRequest,
+    ClaimWriter,
+    TransactionCancelled,
+    refusal,
+)
 from .core import LIVE_TTL, NOT_LIVE, StoreCore
 from .errors import (
     ResourceOwnedError,
@@ -195,7 +203,25 @@ class LifetimePart(StoreCore):
     def _transact_new(
         self, key: Key, item: dict[str, Any], requests: Sequence[ClaimRequest]
     ) -> Session:
-        """:meth:`_put_new` and the claims of ``requests`` in one ``TransactWriteItems``."""
+        """:meth:`_put_new` and the claims of ``requests`` in one ``TransactWriteItems``.
+
+        A claim refused by a record that may be taken (released, past its owner's absolute
+        end, left ``releasing``) is taken over first, on its own and naming its former holder
+        (``ClaimWriter.take_over``); the transaction then writes it again as this incarnation's.
+        If the session is not created in the end, those takeovers are undone."""
+        claims = self._claims
+        assert claims is not None
+        taken: list[Claimed] = []
+        try:
+            return self._transact_new_once(key, item, list(requests), taken)
+        except BaseException:
+            for claimed in reversed(taken):
+                claims.undo(claimed)
+            raise
+
+    def _transact_new_once(
+        self, key: Key, item: dict[str, Any], requests: list[ClaimRequest], taken: list[Claimed]
+    ) -> Session:
         claims, holder = self._claims, requests[0].holder
         assert claims is not None
         put_item = {
@@ -218,8 +244,11 @@ class LifetimePart(StoreCore):
                         raise _lost_races(holder.session_id, holder.partition) from None
                     self._remove_dead(key, holder.session_id, holder.partition)
                     continue
+                outcome = _take_over_refused(claims, cancelled, requests, taken)
+                if outcome is TAKEN:
+                    continue
                 error = _claim_refused(cancelled, requests)
-            delay = next(waits, None) if error.releasing else None
+            delay = next(waits, None) if (error.releasing or outcome is RACED) else None
             if delay is None:
                 raise error
             claims.sleep(delay)
@@ -428,6 +457,32 @@ def _lost_races(session_id: str, partition: str | None) -> SessionConflictError:
         session_id=session_id,
         partition=partition,
     )
+
+
+#: What :func:`_take_over_refused` answers when every refused claim was taken over.
+TAKEN = object()
+
+
+def _take_over_refused(
+    claims: ClaimWriter,
+    cancelled: TransactionCancelled,
+    requests: list[ClaimRequest],
+    taken: list[Claimed],
+) -> object:
+    """Take over each claim the transaction refused whose record may be taken, replacing its
+    request by the successor's (``formerOwners``) and noting it in ``taken``: :data:`TAKEN`
+    when all were, else :data:`..claims.NOT_TAKEABLE` or :data:`..claims.RACED` of the first
+    that was not."""
+    for index, request in enumerate(list(requests), start=1):
+        reason = cancelled.failed(index)
+        if reason is None:
+            continue
+        outcome = claims.take_over(request, reason.get("Item"))
+        if not isinstance(outcome, Claimed):
+            return outcome
+        taken.append(outcome)
+        requests[index - 1] = outcome.request
+    return TAKEN
 
 
 def _claim_refused(
