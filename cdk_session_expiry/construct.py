@@ -922,6 +922,9 @@ class SessionExpiry(Construct):
             max_workers=props.max_workers,
             dry_run=props.cleanup_dry_run,
         )
+        # A Kinesis REMOVE of a key live under another incarnation is real only if that session
+        # was created after it: notAfter less this lifetime (runtime kinesis_removals).
+        self._shared_environment.update(self._limits.environment())
         if self.global_table:
             self._shared_environment.update(multi_region.environment(self))
         self._cleanup = cleanup.CleanupFunction(

@@ -230,6 +230,10 @@ class StreamRecord:
     #: Such a record may have been written by anyone allowed ``kinesis:PutRecord``
     #: (:mod:`.kinesis_removals`).
     through_kinesis: bool = False
+    #: Kinesis records only: when the record arrived in the stream (epoch seconds), Kinesis's
+    #: ``approximateArrivalTimestamp``, which Kinesis sets and no writer of the record can;
+    #: ``None`` for a DynamoDB stream record or when absent.
+    arrival_time: Decimal | None = None
 
 
 def _epoch_seconds(value: object) -> Decimal | None:
@@ -277,6 +281,11 @@ def parse_record(raw: object) -> StreamRecord:
         keys=keys if isinstance(keys, Mapping) else None,
         old_image=old_image if isinstance(old_image, Mapping) else None,
         through_kinesis=_is_kinesis_arn(record.get("eventSourceARN")),
+        arrival_time=(
+            _epoch_seconds(record.get("kinesisArrivalTime"))
+            if _is_kinesis_arn(record.get("eventSourceARN"))
+            else None
+        ),
     )
 
 

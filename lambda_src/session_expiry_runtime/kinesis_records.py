@@ -46,6 +46,8 @@ from typing import Any
 
 #: ``eventSource`` of a Lambda Kinesis record.
 KINESIS_EVENT_SOURCE = "aws:kinesis"
+#: Where :func:`to_stream_record` keeps the Kinesis record's ``approximateArrivalTimestamp``.
+ARRIVAL_TIME_KEY = "kinesisArrivalTime"
 #: At or above: microseconds (year 2001 onwards at 10**15); at or above 10**11: milliseconds.
 _MICROSECONDS_FROM = Decimal(10) ** 14
 _MILLISECONDS_FROM = Decimal(10) ** 11
@@ -108,6 +110,8 @@ def to_stream_record(record: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "eventID": change.get("eventID"),
         "eventName": change.get("eventName"),
+        # Set by Kinesis when the record arrived, not by its writer (decode.StreamRecord).
+        ARRIVAL_TIME_KEY: epoch_seconds(kinesis.get("approximateArrivalTimestamp")),
         "eventSource": change.get("eventSource", "aws:dynamodb"),
         "awsRegion": change.get("awsRegion"),
         "tableName": change.get("tableName"),

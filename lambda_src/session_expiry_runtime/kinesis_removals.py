@@ -12,13 +12,24 @@ strongly consistent, the key attributes and the incarnation only):
 * the table holds an item with the old image's incarnation (or, for an image without one, any
   item): the ``REMOVE`` did not happen. The record is skipped (``RecordsSkipped``, cause
   ``ItemStillInTable``, watched by the skipped-records alarm) and nothing is called;
-* no item, or an item with another incarnation (a later session under the same key, which
-  Kinesis may deliver before the earlier one's ``REMOVE``): the removal is real; the ownership
-  check keeps the later session's resources;
+* an item with another incarnation: a later session under the same key (Kinesis may deliver an
+  earlier one's ``REMOVE`` after the key was created again), or a forged ``REMOVE`` with a
+  made-up incarnation of a live key. Told apart by facts its writer does not write: the held
+  item's creation (its ``notAfter`` less the maximum session lifetime: ``SessionStore`` writes
+  ``notAfter`` once, at ``create``) against the record's arrival in Kinesis
+  (``approximateArrivalTimestamp``, set by Kinesis). A session created after the removal was
+  created after (or, allowing :data:`ARRIVAL_SLACK_SECONDS` for DynamoDB's delivery into Kinesis,
+  just before) the arrival: the removal is real and the ownership check keeps the later
+  session's resources. A session created earlier was live when the removal is said to have
+  happened: skipped as ``ItemStillInTable``, nothing called, nothing counted cleaned, archived
+  or published. An item without ``notAfter`` (written around ``SessionStore``) or a record
+  without an arrival time cannot be placed in time: skipped the same way;
+* no item: the removal is real;
 * the read failed: the record fails (action ``Ownership``) and is retried.
 
 The records of one invocation are read together before any record starts (100 keys a call,
-DynamoDB's ``BatchGetItem`` limit): 0.01 calls and one strongly consistent read (1 read request
+DynamoDB's ``BatchGetItem`` limit; the key, the incarnation and ``notAfter`` only): 0.01 calls
+and one strongly consistent read (1 read request
 unit for an item up to 4 KB) per session. The cleanup function's role may read the table
 (``dynamodb:BatchGetItem``) only with the Kinesis change source. A DynamoDB stream record is
 never read back.
@@ -42,6 +53,11 @@ __all__ = ["MAX_KEYS_PER_CALL", "RemovalCheck"]
 MAX_KEYS_PER_CALL = 100
 #: Calls per chunk at most (the first and the retries of its ``UnprocessedKeys``).
 MAX_ROUNDS = 3
+#: How long before a Kinesis record's arrival its removal may have happened: DynamoDB delivers
+#: a change into Kinesis "typically within seconds"; the replay's arrival slack (15 minutes)
+#: bounds it here too. A forged ``REMOVE`` of a key re-created within this window passes as
+#: real, and its made-up incarnation's ids and prefix are still checked by ownership.
+ARRIVAL_SLACK_SECONDS = 15 * 60
 _ABSENT = object()
 
 
@@ -86,6 +102,14 @@ def _request_key(keys: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _number(value: object) -> Decimal | None:
+    try:
+        number = Decimal(str(value)) if isinstance(value, str) else None
+    except ArithmeticError:
+        return None
+    return number if number is not None and number.is_finite() else None
+
+
 class RemovalCheck:
     """The read-back of one invocation's Kinesis ``REMOVE`` records (module docstring).
 
@@ -97,6 +121,10 @@ class RemovalCheck:
             record whose ``Keys`` name others is no item of this table and fails on its own,
             never the call that reads the others.
         incarnation_attribute: the items' incarnation attribute name.
+        not_after_attribute: the items' absolute-end attribute (``notAfter``).
+        max_lifetime_seconds: the maximum session lifetime
+            (``SESSION_EXPIRY_MAX_SESSION_LIFETIME_SECONDS``): ``notAfter`` less it is when the
+            held session was created.
     """
 
     def __init__(
@@ -105,11 +133,16 @@ class RemovalCheck:
         table_name: str | None,
         key_names: Sequence[str],
         incarnation_attribute: str,
+        *,
+        not_after_attribute: str = "notAfter",
+        max_lifetime_seconds: int = 8 * 3600,
     ) -> None:
         self.dynamodb, self.table_name = dynamodb, table_name
         self.key_names = frozenset(key_names)
         self.incarnation_attribute = incarnation_attribute
-        #: key identity -> the held item's incarnation (None: an item without one) or _ABSENT
+        self.not_after_attribute = not_after_attribute
+        self.max_lifetime = Decimal(max_lifetime_seconds)
+        #: key identity -> the held item's (incarnation, notAfter) (None: absent) or _ABSENT
         self._read: dict[str, object] = {}
         self._failed: dict[str, str] = {}
 
@@ -145,7 +178,19 @@ class RemovalCheck:
         held = self._read[identity]
         if held is _ABSENT:
             return False
-        return incarnation is None or held is None or held == incarnation
+        assert isinstance(held, tuple)
+        held_incarnation: str | None = held[0]
+        held_not_after: Decimal | None = held[1]
+        if incarnation is None or held_incarnation is None or held_incarnation == incarnation:
+            return True
+        return not self._created_after(held_not_after, record.arrival_time)
+
+    def _created_after(self, not_after: Decimal | None, arrival: Decimal | None) -> bool:
+        """Whether the held session was created after the removal ``arrival`` reports (within
+        :data:`ARRIVAL_SLACK_SECONDS`); ``False`` when either time is unknown."""
+        if not_after is None or arrival is None:
+            return False
+        return not_after - self.max_lifetime >= arrival - ARRIVAL_SLACK_SECONDS
 
     def _read_keys(self, keys: list[Mapping[str, Any]]) -> None:
         for start in range(0, len(keys), MAX_KEYS_PER_CALL):
@@ -183,6 +228,7 @@ class RemovalCheck:
         """One ``BatchGetItem``; the keys it left unprocessed."""
         names = {f"#k{i}": n for i, n in enumerate(sorted(next(iter(todo.values()))))}
         names["#inc"] = self.incarnation_attribute
+        names["#na"] = self.not_after_attribute
         request = {
             "Keys": list(todo.values()),
             "ConsistentRead": True,
@@ -190,11 +236,14 @@ class RemovalCheck:
             "ExpressionAttributeNames": names,
         }
         page = self.dynamodb.batch_get_item(RequestItems={str(self.table_name): request})
-        key_names = [n for k, n in names.items() if k != "#inc"]
+        key_names = [n for k, n in names.items() if k not in ("#inc", "#na")]
         for item in (page.get("Responses") or {}).get(self.table_name) or []:
             identity = _identity({name: item[name] for name in key_names})
             incarnation = (item.get(self.incarnation_attribute) or {}).get("S")
-            self._read[identity] = incarnation if isinstance(incarnation, str) else None
+            self._read[identity] = (
+                incarnation if isinstance(incarnation, str) else None,
+                _number((item.get(self.not_after_attribute) or {}).get("N")),
+            )
         left = ((page.get("UnprocessedKeys") or {}).get(self.table_name) or {}).get("Keys") or []
         unprocessed = {_identity(k) for k in left}
         for identity in todo:

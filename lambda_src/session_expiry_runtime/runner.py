@@ -322,7 +322,12 @@ class CleanupRunner:
         config = self.config
         keys = [config.partition_key] + ([config.sort_key] if config.sort_key else [])
         return RemovalCheck(
-            self.clients.table, config.table_name, keys, config.incarnation_attribute
+            self.clients.table,
+            config.table_name,
+            keys,
+            config.incarnation_attribute,
+            not_after_attribute=config.not_after_attribute,
+            max_lifetime_seconds=config.max_session_lifetime_seconds,
         )
 
     def planned_claims(

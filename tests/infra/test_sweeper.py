@@ -165,6 +165,7 @@ def test_sweeper_function(synth: Synth) -> None:
         contract.ENV_INCARNATION_ATTRIBUTE: "incarnation",
         contract.ENV_METRICS_NAMESPACE: "SessionExpiry",
         contract.ENV_MAX_WORKERS: "32",
+        contract.ENV_MAX_SESSION_LIFETIME_SECONDS: "28800",  # shared with the cleanup
         contract.ENV_DRY_RUN: "true",
         contract.ENV_SWEEP_SHARD_ATTRIBUTE: "expiryShard",
         contract.ENV_SWEEP_SHARDS: "4",

@@ -42,9 +42,19 @@ from session_expiry_runtime.metrics import MetricsRecorder
 from session_expiry_runtime.ownership import KIND_CONNECTION, KIND_GRANT
 
 try:  # imported as ``runtime_support`` (tests/runtime on the path) ...
-    from ownership_support import OWNERSHIP_TABLE, create_ownership_table, put_claim
+    from ownership_support import (
+        DEFAULT_LIFETIME_SECONDS,
+        OWNERSHIP_TABLE,
+        create_ownership_table,
+        put_claim,
+    )
 except ModuleNotFoundError:  # ... or as ``runtime.runtime_support`` (tests/store)
-    from runtime.ownership_support import OWNERSHIP_TABLE, create_ownership_table, put_claim
+    from runtime.ownership_support import (
+        DEFAULT_LIFETIME_SECONDS,
+        OWNERSHIP_TABLE,
+        create_ownership_table,
+        put_claim,
+    )
 from session_expiry_runtime.prefixes import build_scratch_prefix
 
 REGION = "us-east-1"
@@ -292,6 +302,8 @@ class Sandbox:
             item["tenantId"] = {"S": tenant}
         if not legacy:
             item["incarnation"] = {"S": incarnation}
+            # As SessionStore.create writes it: created now, the default 8-hour lifetime.
+            item["notAfter"] = {"N": str(int(time.time()) + DEFAULT_LIFETIME_SECONDS)}
             for kind, resource_id in (
                 (KIND_CONNECTION, connection_id),
                 (KIND_GRANT, grant["GrantId"]),

@@ -10,6 +10,7 @@ handler.
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -120,6 +121,64 @@ def test_a_genuine_remove_of_an_earlier_incarnation_is_cleaned_though_the_key_is
     assert responses == [{"batchItemFailures": []}]
     assert sandbox.is_clean(old)
     assert sandbox.is_intact(new)
+
+
+@pytest.mark.parametrize("incarnation", ["0" * 32, "made-up", None])
+def test_a_forged_remove_with_a_made_up_incarnation_of_a_live_key_touches_nothing(
+    sandbox: Sandbox,
+    source: KinesisSource,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    incarnation: str | None,
+) -> None:
+    """Issue 35, route 4: a copy of a live item with a made-up incarnation passed the
+    read-back ("another incarnation is in the table"), was refused only as Superseded and was
+    counted as a cleaned session. The live session was created long before the record arrived
+    in Kinesis (its notAfter says when, Kinesis's arrival time says when the record came), so
+    the removal did not happen: skipped, alarmed, nothing called, nothing counted cleaned."""
+    live = sandbox.create_session("s-live")
+    (insert,) = sandbox.read_stream()
+    forged = change(insert)
+    forged["eventName"] = "REMOVE"
+    image = forged["dynamodb"].pop("NewImage")
+    if incarnation is None:
+        image.pop("incarnation")  # a "legacy" copy without one: the item is held, skipped too
+    else:
+        image["incarnation"] = {"S": incarnation}
+    forged["dynamodb"]["OldImage"] = image
+    # The live session was created an hour ago (SessionStore's notAfter: creation + 8 hours);
+    # the forged record arrives in Kinesis now.
+    sandbox.ddb.update_item(
+        TableName="sessions",
+        Key={"pk": {"S": "s-live"}},
+        UpdateExpression="SET notAfter = :na",
+        ExpressionAttributeValues={":na": {"N": str(int(time.time()) - 3600 + 8 * 3600)}},
+    )
+    source.put(forged)
+    capsys.readouterr()
+
+    responses, lines = run(source.batches(), caplog)
+
+    assert responses == [{"batchItemFailures": []}]
+    assert sandbox.is_intact(live)
+    ((line,),) = [[x for x in lines if "outcome" in x]]
+    assert line["outcome"] == "skipped" and line["cause"] == "ItemStillInTable"
+    assert "SessionsCleaned" not in capsys.readouterr().out
+
+
+def test_a_session_created_just_before_the_arrival_is_within_the_slack() -> None:
+    # Pure: the read-back's time rule at its edges (DynamoDB's delivery into Kinesis).
+    from decimal import Decimal
+
+    from session_expiry_runtime.kinesis_removals import ARRIVAL_SLACK_SECONDS, RemovalCheck
+
+    check = RemovalCheck(None, "t", ["pk"], "incarnation", max_lifetime_seconds=100)
+    arrival = Decimal(10_000)
+    edge = arrival - ARRIVAL_SLACK_SECONDS + 100  # created exactly at arrival - slack
+    assert check._created_after(edge, arrival)
+    assert not check._created_after(edge - 1, arrival)
+    assert not check._created_after(None, arrival)
+    assert not check._created_after(edge, None)
 
 
 def test_forged_and_genuine_removes_in_one_batch_are_read_back_in_one_call(
