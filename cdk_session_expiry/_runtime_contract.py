@@ -202,6 +202,14 @@ DEFAULT_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND = 5
 
 # --- ownership records (issue 20; same values as session_expiry_runtime.config) ------------
 ENV_OWNERSHIP_TABLE_NAME = "SESSION_EXPIRY_OWNERSHIP_TABLE_NAME"
+#: The claim registrar (the one writer of ownership records besides the cleanup): the function
+#: ``SessionStore`` invokes to claim and release ids. Set on every function given
+#: ``grant_session_access`` when the ownership table exists.
+ENV_CLAIM_REGISTRAR_FUNCTION = "SESSION_EXPIRY_CLAIM_REGISTRAR_FUNCTION"
+#: Counted by the registrar for each request it refuses because its session incarnation is not
+#: the key's live one (alarmed: a writer asking for another session, or a session that ended
+#: while one of its ids was being recorded).
+METRIC_CLAIM_REQUESTS_REFUSED = "ClaimRequestsRefused"
 ENV_INCARNATION_ATTRIBUTE = "SESSION_EXPIRY_INCARNATION_ATTRIBUTE"
 DEFAULT_INCARNATION_ATTRIBUTE = "incarnation"
 ENV_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE = "SESSION_EXPIRY_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE"
@@ -251,6 +259,8 @@ ACTION_DELETE_MEMORY_RECORDS = "DeleteMemoryRecords"
 
 # --- a paused cleanup is loud; the circuit breaker (issue 21; same values as the runtime's) ---
 PAUSE_WATCH_HANDLER = f"{RUNTIME_PACKAGE}.pause_watch.handler"
+#: The claim registrar's entry point (same code asset as the cleanup).
+CLAIM_REGISTRAR_HANDLER = f"{RUNTIME_PACKAGE}.registrar.handler"
 CIRCUIT_BREAKER_HANDLER = f"{RUNTIME_PACKAGE}.circuit_breaker.handler"
 ENV_EVENT_SOURCE_MAPPING_UUID = "SESSION_EXPIRY_EVENT_SOURCE_MAPPING_UUID"
 #: Seconds the mapping has been Disabled/Disabling (0 while enabled), Maximum alarmed.

@@ -60,6 +60,8 @@ RUNBOOK_PAUSE_WATCH_ERRORS = "alarm-pause-watch-errors"
 RUNBOOK_CIRCUIT_BREAKER_ERRORS = "alarm-circuit-breaker-errors"
 RUNBOOK_ARCHIVE_DELIVERY = "alarm-archive-delivery"
 RUNBOOK_CHANGE_STREAM_ITERATOR_AGE = "alarm-change-stream-iterator-age"
+RUNBOOK_CLAIM_REQUESTS_REFUSED = "alarm-claim-requests-refused"
+RUNBOOK_CLAIM_REGISTRAR_ERRORS = "alarm-claim-registrar-errors"
 
 
 def retention_text(retention: Duration) -> str:
@@ -170,6 +172,18 @@ CIRCUIT_BREAKER_ERRORS_DESCRIPTION = described(
     "its own record (or refused a mapping whose starting position is LATEST): it may not open "
     "on an alarm, or not resume the cleanup after a probe.",
     RUNBOOK_CIRCUIT_BREAKER_ERRORS,
+)
+
+CLAIM_REGISTRAR_ERRORS_DESCRIPTION = described(
+    "The claim registrar failed as a whole: SessionStore calls that record a connection, an "
+    "AgentCore session or a grant fail (create, attach_*, create_grant raise) until it works.",
+    RUNBOOK_CLAIM_REGISTRAR_ERRORS,
+)
+CLAIM_REQUESTS_REFUSED_DESCRIPTION = described(
+    "The claim registrar refused to claim or release ids for a session incarnation that is not "
+    "its key's live one: a writer asking for another session's key (a forgery attempt), or a "
+    "session that ended while one of its own ids was being recorded. Nothing was written.",
+    RUNBOOK_CLAIM_REQUESTS_REFUSED,
 )
 
 

@@ -7,13 +7,14 @@ of failed. The construct writes that list on its own resources for each check it
 accepts, and for each check a prop closes while that prop is unset (the comment names the prop):
 
 * ``CKV_AWS_117`` (function not in a VPC), every function (cleanup, sweeper, grant sweep, pause
-  watch, circuit breaker): they call only AWS APIs (DynamoDB Streams, API Gateway, KMS, S3,
-  EventBridge, Lambda, CloudWatch, SSM); a VPC would add NAT or endpoints and nothing to isolate.
+  watch, circuit breaker, claim registrar): they call only AWS APIs (DynamoDB Streams, API
+  Gateway, KMS, S3, EventBridge, Lambda, CloudWatch, SSM); a VPC would add NAT or endpoints and
+  nothing to isolate.
 * ``CKV_AWS_116`` (no dead-letter queue for asynchronous invocations): the cleanup is invoked
   synchronously by its event source mapping, whose on-failure destination holds what fails; the
   sweepers' and the pause watch's asynchronous retries are off because their next scheduled run
   is the retry; the circuit breaker's alarm events are retried by Lambda and its schedule
-  re-reads its stored state.
+  re-reads its stored state; the claim registrar is invoked synchronously by ``SessionStore``.
 * ``CKV_AWS_27`` (queue not encrypted), the on-failure queue the construct creates: it has
   SQS-managed server-side encryption (``SqsManagedSseEnabled``), which checkov does not read.
 * ``CKV_AWS_119`` (table not on a customer managed key), a table the construct creates (the
@@ -25,7 +26,8 @@ accepts, and for each check a prop closes while that prop is unset (the comment 
 * ``CKV_AWS_115`` (no reserved concurrency) without ``cleanup_reserved_concurrency`` /
   ``expiry_sweep_reserved_concurrency`` (the sub-minute sweeper always reserves 1); the grant
   sweep runs once per ``grant_sweep_interval``, the pause watch once every 5 minutes; the circuit
-  breaker always reserves 1.
+  breaker always reserves 1; the claim registrar serves the application's writes (a reserve would
+  cap them).
 
 Anything else checkov reports on the construct's resources is not explained here and fails
 this project's checkov test.
@@ -98,6 +100,16 @@ PAUSE_WATCH_CONCURRENCY = (
     "The pause watch runs once every 5 minutes for well under a second; reserving concurrency "
     "would take it from the account's pool.",
 )
+REGISTRAR_DLQ = (
+    "CKV_AWS_116",
+    "Invoked synchronously (RequestResponse) by SessionStore: the caller gets every error and "
+    "nothing is retried asynchronously, so a dead-letter queue would never receive anything.",
+)
+REGISTRAR_CONCURRENCY = (
+    "CKV_AWS_115",
+    "Called by the application's functions on each write that records an id; reserving "
+    "concurrency would cap the application's own throughput. Its errors alarm watches it.",
+)
 BREAKER_DLQ = (
     "CKV_AWS_116",
     "Invoked by EventBridge: a failed alarm event is retried by Lambda's asynchronous retries, "
@@ -145,6 +157,8 @@ def explain_findings(sessions: SessionExpiry) -> None:
     if grant_sweep is not None:
         functions.append((grant_sweep.function, SWEEPER_DLQ, GRANT_SWEEP_CONCURRENCY))
     functions.append((sessions.pause_watch.function, SWEEPER_DLQ, PAUSE_WATCH_CONCURRENCY))
+    if sessions.claim_registrar is not None:
+        functions.append((sessions.claim_registrar.function, REGISTRAR_DLQ, REGISTRAR_CONCURRENCY))
     if sessions.circuit_breaker is not None:  # reserved concurrency 1: CKV_AWS_115 closed
         functions.append((sessions.circuit_breaker.function, BREAKER_DLQ, CLEANUP_CONCURRENCY))
     for function, dead_letter, concurrency in functions:

@@ -39,6 +39,7 @@ from . import (
     assets,
     checkov,
     circuit_breaker,
+    claim_registrar,
     cleanup,
     custom_steps,
     dashboard,
@@ -67,6 +68,7 @@ from .change_source import (
     stream_iterator_age_alarm,
 )
 from .circuit_breaker import CircuitBreakerAlarm
+from .claim_registrar import ClaimRegistrar
 from .custom_steps import CustomCleanupStep
 from .feature_flags import FeatureFlags
 from .filters import CleanupEventFilter
@@ -630,6 +632,7 @@ class SessionExpiry(Construct):
         self._add_cleanup_function(props)
         self._add_cleanup_targets(props)
         self._add_event_source(props)
+        self._add_claim_registrar(props)
         self._add_session_access()
         self._add_alarms(props)
         self._add_archive_extras(props)
@@ -1017,6 +1020,30 @@ class SessionExpiry(Construct):
             retention=self.change_source.retention(),
         )
 
+    def _add_claim_registrar(self, props: SessionExpiryProps) -> None:
+        """The one writer of ownership records besides the cleanup (with the ownership
+        table): ``SessionStore`` invokes it; no application role writes that table."""
+        #: The claim registrar (``Sessions/ClaimRegistrar``), or ``None`` without the
+        #: ownership table (``cdk_session_expiry.claim_registrar``).
+        self.claim_registrar: ClaimRegistrar | None = None
+        if self._ownership is None:
+            return
+        self.claim_registrar = ClaimRegistrar(
+            self,
+            claim_registrar.CONSTRUCT_ID,
+            table=self.table,
+            ownership_table=self._ownership.table,
+            environment={
+                **self._shared_environment,
+                contract.ENV_TABLE_NAME: self.table.table_name,
+                **self._ownership.environment(),
+                **self._agentcore.environment(),
+            },
+            log_retention=props.cleanup_log_retention,
+            metrics_namespace=props.metrics_namespace,
+            alarm_actions=props.actions,
+        )
+
     def _add_session_access(self) -> None:
         self._session_access = SessionAccess(
             self,
@@ -1029,6 +1056,7 @@ class SessionExpiry(Construct):
             websocket_stage=self._websocket_stage,
             ownership_table=self._ownership,
             agentcore=self._agentcore,
+            claim_registrar=self.claim_registrar,
         )
         #: Layer with the session runtime (``import session_expiry_runtime``) for application
         #: functions; ``grant_session_access`` adds it to a ``lambda_.Function``.
@@ -1261,9 +1289,10 @@ class SessionExpiry(Construct):
         on the table (and use of its customer managed key, if any), and with
         ``websocket_stage`` ``execute-api:ManageConnections`` on the stage's
         ``…/DELETE/@connections/*`` (``attach_connection`` closes a session's earlier
-        connections). With the ownership table (``ownership_table``): ``dynamodb:PutItem``,
-        ``UpdateItem``, ``DeleteItem``, ``GetItem`` and ``ConditionCheckItem`` on it (the store
-        writes and releases ownership records). With AgentCore targets:
+        connections). With the ownership table (``ownership_table``): ``lambda:InvokeFunction``
+        on the claim registrar (``claim_registrar``), which writes the ownership records for the
+        store, and no action on the ownership table itself (``docs/ownership.md``, "Who writes
+        the records"). With AgentCore targets:
         ``bedrock-agentcore:StopRuntimeSession`` / ``StopCodeInterpreterSession`` /
         ``StopBrowserSession`` on those targets only (``attach_agent_session`` stops the
         sessions it replaces).
@@ -1297,6 +1326,45 @@ class SessionExpiry(Construct):
             self.event_filter, f"grant_session_access({function.node.path})"
         )
         grant = self._session_access.grant_access(function, create_grants=create_grants)
+        self.nag_acknowledgements.extend(nag.acknowledge_session_access(self, function))
+        self._session_access.configure(function, self.session_environment())
+        return grant
+
+    def grant_tenant_session_access(
+        self, function: lambda_.IFunction, *, tenant_tag: str = "tenant"
+    ) -> iam.Grant:
+        """Let a function confined to one tenant run the session runtime (``docs/security.md``,
+        the threat model): the session data actions of ``grant_session_access`` only on items
+        whose partition key equals the caller's principal tag ``tenant_tag``
+        (``ForAllValues:StringEquals`` on ``dynamodb:LeadingKeys`` =
+        ``${aws:PrincipalTag/<tenant_tag>}``; DynamoDB Developer Guide, "Using IAM policy
+        conditions for fine-grained access control"), use of the table's customer managed key,
+        and ``lambda:InvokeFunction`` on the claim registrar — nothing on the ownership table,
+        no ``execute-api:ManageConnections`` and no AgentCore ``Stop…Session`` (neither can be
+        confined to a tenant: ``attach_connection(close_previous=False)`` and
+        ``attach_agent_session(stop_previous=False)``, or leave earlier ids to the cleanup),
+        no ``kms:CreateGrant``. The tag reaches the role as a session tag (``sts:TagSession``
+        when your broker assumes it for a tenant) or a tag of the role itself. Layer and
+        environment as ``grant_session_access``.
+
+        Such a writer can claim ids only for its own tenant's live sessions and cannot rewrite,
+        release or delete another tenant's claims (the registrar decides from the session item
+        it reads itself); whatever else it writes in its own partition, the cleanup acts on
+        nothing another tenant's session owns.
+
+        Args:
+            function: the function (or a function imported with its role).
+            tenant_tag: the principal tag holding the tenant id. Default: ``"tenant"``.
+
+        Raises:
+            ValueError: the table's partition key is not ``tenant_attribute`` (the tenant must
+                be the partition key, the session id the sort key); ``tenant_tag`` is not a tag
+                key; ``event_filter`` is ``TTL_DELETES_ONLY``; ``function`` has no role.
+        """
+        validation.check_filter_with_session_store(
+            self.event_filter, f"grant_tenant_session_access({function.node.path})"
+        )
+        grant = self._session_access.grant_tenant_access(function, tenant_tag=tenant_tag)
         self.nag_acknowledgements.extend(nag.acknowledge_session_access(self, function))
         self._session_access.configure(function, self.session_environment())
         return grant

@@ -182,6 +182,11 @@ CALL_PRICES: dict[str, tuple[str, float, str]] = {
     "dynamodb:Query": ("dynamodb_read_unit", 0.5, "4 KB read, eventually consistent"),
     "dynamodbstreams:GetRecords": ("stream_read", 1, "call"),
     "dynamodbstreams:GetShardIterator": ("stream_read", 1, "call"),
+    "lambda:Invoke": (
+        "lambda_request",
+        1,
+        "call (SessionStore to the claim registrar; plus its duration, ~50 ms at 256 MiB)",
+    ),
     "lambda:GetEventSourceMapping": ("control_plane", 1, "call"),
     "lambda:UpdateEventSourceMapping": ("control_plane", 1, "call"),
     "ssm:GetParameter": ("control_plane", 1, "call"),

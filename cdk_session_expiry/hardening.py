@@ -88,6 +88,8 @@ def apply(
     if grant_sweep is not None:
         functions.append((grant_sweep.function, None))
     functions.append((sessions.pause_watch.function, None))
+    if sessions.claim_registrar is not None:
+        functions.append((sessions.claim_registrar.function, None))
     if sessions.circuit_breaker is not None:
         functions.append((sessions.circuit_breaker.function, None))  # reserves 1 itself
     for function, concurrency in functions:

@@ -3,8 +3,8 @@
 The cleanup acts on a WebSocket connection, an Amazon Bedrock AgentCore session or a KMS grant
 only when its ownership record (a *claim*) names the REMOVE record's own key and the removed
 session's incarnation (see ``docs/ownership.md`` and the runtime's
-``session_expiry_runtime.ownership``). ``SessionStore`` writes the claims; the cleanup marks and
-releases them; the grant sweep reads them.
+``session_expiry_runtime.ownership``). The claim registrar writes the claims for
+``SessionStore``; the cleanup marks and releases them; the grant sweep reads them.
 
 The table (``<scope>/OwnershipTable``) exists only when a target that needs claims is set:
 ``websocket_stage``, ``grant_key``, ``agent_runtime``, ``code_interpreter`` or ``browser``
@@ -28,13 +28,16 @@ item performs, "Using IAM with DynamoDB transactions"):
 * the cleanup role (and the grant sweep, which runs as it): ``dynamodb:UpdateItem`` (mark and
   release, inside ``TransactWriteItems``), ``dynamodb:BatchGetItem`` (dry run),
   ``dynamodb:GetItem``;
-* each function given ``grant_session_access``: ``dynamodb:PutItem``, ``UpdateItem``,
-  ``DeleteItem``, ``GetItem``, ``ConditionCheckItem`` (claim writes and releases).
+* the claim registrar (``cdk_session_expiry.claim_registrar``): ``PutItem``, ``UpdateItem``,
+  ``DeleteItem``, ``GetItem`` — the one writer of claims besides the cleanup;
+* no function given ``grant_session_access``: ``SessionStore`` asks the registrar
+  (``lambda:InvokeFunction`` on it), because IAM cannot make a writer use a condition and a role
+  allowed to write the table could rewrite any session's claim.
 
 With a customer managed key, the cleanup role gets ``kms:Decrypt`` on it (DynamoDB decrypts
 the table's key on the caller's behalf, AWS KMS Developer Guide, "How Amazon DynamoDB uses AWS
-KMS"; as for its stream read and the grant sweep's ``GetItem``, and no wildcard action), and an
-application role ``grant_encrypt_decrypt`` (what it already has on the session table's key).
+KMS"; as for its stream read and the grant sweep's ``GetItem``, and no wildcard action), and so
+does the claim registrar's role.
 """
 
 from __future__ import annotations
@@ -52,14 +55,6 @@ from . import _runtime_contract as contract
 CONSTRUCT_ID = "OwnershipTable"
 #: What the cleanup role does with claims.
 CLEANUP_ACTIONS = ("dynamodb:UpdateItem", "dynamodb:BatchGetItem", "dynamodb:GetItem")
-#: What the session runtime of an application function does with claims.
-APPLICATION_ACTIONS = (
-    "dynamodb:PutItem",
-    "dynamodb:UpdateItem",
-    "dynamodb:DeleteItem",
-    "dynamodb:GetItem",
-    "dynamodb:ConditionCheckItem",
-)
 #: The props whose targets carry ownership records.
 CLAIMED_TARGET_PROPS = (
     "websocket_stage",
@@ -171,13 +166,6 @@ class OwnershipTable:
             )
         key = self.table.encryption_key
         return grant if key is None else grant.combine(key.grant_decrypt(role))
-
-    def grant_application(self, grantee: iam.IGrantable) -> iam.Grant:
-        """:data:`APPLICATION_ACTIONS` on the table (and ``grant_encrypt_decrypt`` on its
-        customer managed key)."""
-        grant = self._grant(grantee, APPLICATION_ACTIONS)
-        key = self.table.encryption_key
-        return grant if key is None else grant.combine(key.grant_encrypt_decrypt(grantee))
 
     def _grant(self, grantee: iam.IGrantable, actions: tuple[str, ...]) -> iam.Grant:
         return iam.Grant.add_to_principal(

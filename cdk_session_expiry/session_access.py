@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from aws_cdk import Annotations
@@ -21,6 +22,7 @@ from constructs import Construct
 from . import _runtime_contract as contract
 from . import assets, ownership
 from .agentcore import AgentCoreTargets
+from .claim_registrar import ClaimRegistrar
 from .ownership import OwnershipTable
 from .session_limits import SessionLimits
 from .table import SessionAttributes
@@ -52,6 +54,7 @@ class SessionAccess:
         websocket_stage: apigwv2.IWebSocketStage | None,
         ownership_table: OwnershipTable | None,
         agentcore: AgentCoreTargets,
+        claim_registrar: ClaimRegistrar | None = None,
     ) -> None:
         self._scope = scope
         self._limits = limits
@@ -63,6 +66,7 @@ class SessionAccess:
         self._retiring_principal_arn = retiring_principal_arn
         self._ownership = ownership_table
         self._agentcore = agentcore
+        self._registrar = claim_registrar
         self.layer = lambda_.LayerVersion(
             scope,
             "RuntimeLayer",
@@ -93,6 +97,9 @@ class SessionAccess:
         env.update(ownership.attribute_environment())
         if self._ownership is not None:
             env.update(self._ownership.environment())
+        if self._registrar is not None:
+            # SessionStore asks the registrar to write ownership records (never the table).
+            env.update(self._registrar.environment())
         # attach_agent_session stops the sessions it replaces: it needs the targets too.
         env.update(self._agentcore.environment())
         env.update(extra)
@@ -124,12 +131,48 @@ class SessionAccess:
             grant = grant.combine(extra)
         return grant
 
+    def grant_tenant_access(self, function: lambda_.IFunction, *, tenant_tag: str) -> iam.Grant:
+        """The permissions of ``SessionExpiry.grant_tenant_session_access``: the session data
+        actions on the table only for items whose partition key is the caller's principal tag
+        ``tenant_tag`` (``dynamodb:LeadingKeys``), the table's key, and the claim registrar.
+
+        Raises:
+            ValueError: ``function`` has no role; the table's partition key is not the tenant
+                attribute; ``tenant_tag`` is not a tag key.
+        """
+        _check_has_role(function)
+        _check_tag_key(tenant_tag, function.node.path)
+        attributes = self._attributes
+        if attributes.tenant_attribute != attributes.partition_key_name:
+            raise ValueError(
+                f"grant_tenant_session_access({function.node.path}): the session table's "
+                f"partition key is {attributes.partition_key_name!r} and the tenant attribute "
+                f"{attributes.tenant_attribute!r}: expected the tenant as the partition "
+                "key (tenant_attribute = partition_key_name, with a sort key for the session "
+                "id), so that dynamodb:LeadingKeys confines a role to its tenant's items"
+            )
+        grant = iam.Grant.add_to_principal(
+            grantee=function,
+            actions=list(_SESSION_DATA_ACTIONS),
+            resource_arns=[self._table.table_arn],
+            conditions={
+                "ForAllValues:StringEquals": {
+                    "dynamodb:LeadingKeys": [f"${{aws:PrincipalTag/{tenant_tag}}}"]
+                }
+            },
+        )
+        if self._table.encryption_key is not None:
+            grant = grant.combine(self._table.encryption_key.grant_encrypt_decrypt(function))
+        if self._registrar is not None:
+            grant = grant.combine(self._registrar.grant_invoke(function))
+        return grant
+
     def _target_grants(self, function: lambda_.IFunction) -> list[iam.Grant]:
         """Claims in the ownership table, closing earlier connections, stopping replaced
         AgentCore sessions: each only when its target is configured."""
         grants: list[iam.Grant] = []
-        if self._ownership is not None:
-            grants.append(self._ownership.grant_application(function))
+        if self._registrar is not None:
+            grants.append(self._registrar.grant_invoke(function))
         if self._websocket_stage is not None:
             statement = delete_connections_statement(self._websocket_stage)
             grants.append(
@@ -177,6 +220,17 @@ class SessionAccess:
             "environment and layers cannot be set; set the variables of "
             "SessionExpiry.session_environment() and add runtime_layer yourself.",
         )
+
+
+def _check_tag_key(tag: object, path: str) -> None:
+    if not isinstance(tag, str) or not _TAG_KEY.fullmatch(tag):
+        raise ValueError(
+            f"grant_tenant_session_access({path}, tenant_tag={tag!r}): expected a tag key of "
+            "1-128 letters, digits, spaces or _ . : / = + - @ (IAM session tags), e.g. 'tenant'"
+        )
+
+
+_TAG_KEY = re.compile(r"[\w .:/=+\-@]{1,128}")
 
 
 def _check_has_role(function: lambda_.IFunction) -> None:

@@ -16,8 +16,8 @@ Which function is never left to chance:
    different environments are ambiguous: :class:`AppFunctionError` names them.
 3. **None given access**: the environment ``SessionExpiry.session_environment()`` describes,
    rebuilt from what was deployed: the table's name, the attribute and target settings of the
-   cleanup function, the expiry sweeper's shard settings, and the cleanup role as retiring
-   principal. ``SESSION_EXPIRY_MAX_SESSION_LIFETIME_SECONDS`` is deployed only on functions
+   cleanup function, the expiry sweeper's shard settings, the claim registrar's name, and the
+   cleanup role as retiring principal. ``SESSION_EXPIRY_MAX_SESSION_LIFETIME_SECONDS`` is deployed only on functions
    given access, so it is absent: the session runtime's default (8 hours, the construct's
    default too) applies.
 """
@@ -33,7 +33,12 @@ from cdk_session_expiry.testing.deployment import DeployedStack
 
 #: The construct's own functions: never the application's.
 CONSTRUCT_HANDLERS = frozenset(
-    {contract.CLEANUP_HANDLER, contract.SWEEPER_HANDLER, contract.GRANT_SWEEPER_HANDLER}
+    {
+        contract.CLEANUP_HANDLER,
+        contract.SWEEPER_HANDLER,
+        contract.GRANT_SWEEPER_HANDLER,
+        contract.CLAIM_REGISTRAR_HANDLER,
+    }
 )
 #: Variables of ``session_environment()`` that the cleanup function carries with the same value.
 FROM_CLEANUP = (
@@ -182,6 +187,11 @@ def derived_session_environment(
     sweepers = [f for f in functions if f.handler == contract.SWEEPER_HANDLER]
     for sweeper in sweepers[:1]:
         env.update({k: sweeper.environment[k] for k in FROM_SWEEPER if k in sweeper.environment})
+    # The store asks the claim registrar to write ownership records (the emulator answers its
+    # Invoke with the deployed code: cdk_session_expiry.testing._local_invoke).
+    registrars = [f for f in functions if f.handler == contract.CLAIM_REGISTRAR_HANDLER]
+    for registrar in registrars[:1]:
+        env[contract.ENV_CLAIM_REGISTRAR_FUNCTION] = registrar.name
     return env
 
 

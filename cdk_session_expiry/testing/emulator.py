@@ -24,6 +24,7 @@ from cdk_session_expiry.testing import (
     _moto_internals,
     _moto_transactions,
 )
+from cdk_session_expiry.testing._local_invoke import LocalInvokes
 from cdk_session_expiry.testing.agentcore import AgentCoreSessions
 
 #: Account and Region the emulator answers for (moto's default account).
@@ -117,6 +118,9 @@ class _FaultInjector:
         answered = self.emulator.agentcore.answer(environ, start_response)
         if answered is not None:
             return answered
+        invoked = self.emulator.local_invokes.answer(self.emulator, environ, start_response)
+        if invoked is not None:
+            return invoked
         target = str(environ.get("HTTP_X_AMZ_TARGET", ""))
         if target.startswith(_KMS_TARGET_PREFIX):
             # moto's Key.retire_grant_by_token rebuilds the key's grant dict without a lock:
@@ -191,6 +195,9 @@ class LocalEmulator:
         #: AgentCore sessions registered as running and the Stop calls answered (moto has no
         #: AgentCore data plane; see :mod:`cdk_session_expiry.testing.agentcore`).
         self.agentcore = AgentCoreSessions()
+        #: ``Invoke`` of the claim registrar, answered by its deployed code (moto would need
+        #: Docker; see :mod:`._local_invoke`).
+        self.local_invokes = LocalInvokes()
         #: Called when another emulator starts while this one runs; it may stop this one (the
         #: pytest plugin's emulator steps aside between test modules, see ``pytest_plugin``).
         self.on_another_start: Callable[[], None] | None = None
@@ -261,6 +268,7 @@ class LocalEmulator:
         with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - localhost
             response.read()
         self.agentcore.reset()
+        self.local_invokes.close()
 
     def _error_filter(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.ERROR:
@@ -283,6 +291,7 @@ class LocalEmulator:
         if self._server is None:
             return
         try:
+            self.local_invokes.close()
             self._server.stop()
         finally:
             self._server = None

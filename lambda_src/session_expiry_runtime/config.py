@@ -229,6 +229,14 @@ DEFAULT_MAX_SESSION_LIFETIME_SECONDS = 8 * 3600
 #: The ownership table (see :mod:`.ownership`): which session incarnation holds each
 #: connection, AgentCore session and grant id. Set when a claimed target is configured.
 ENV_OWNERSHIP_TABLE_NAME = "SESSION_EXPIRY_OWNERSHIP_TABLE_NAME"
+#: The claim registrar (the one writer of ownership records besides the cleanup): the function
+#: ``SessionStore`` invokes to claim and release ids. Set on every function given
+#: ``grant_session_access`` when the ownership table exists.
+ENV_CLAIM_REGISTRAR_FUNCTION = "SESSION_EXPIRY_CLAIM_REGISTRAR_FUNCTION"
+#: Counted by the registrar for each request it refuses because its session incarnation is not
+#: the key's live one (alarmed: a writer asking for another session, or a session that ended
+#: while one of its ids was being recorded).
+METRIC_CLAIM_REQUESTS_REFUSED = "ClaimRequestsRefused"
 #: String: the session incarnation (also the last segment of its scratch prefix).
 ENV_INCARNATION_ATTRIBUTE = "SESSION_EXPIRY_INCARNATION_ATTRIBUTE"
 DEFAULT_INCARNATION_ATTRIBUTE = "incarnation"
@@ -518,6 +526,7 @@ _TEXT_SETTINGS: dict[str, tuple[str, str | None]] = {
     "browser_session_attribute": (ENV_BROWSER_SESSION_ATTRIBUTE, DEFAULT_BROWSER_SESSION_ATTRIBUTE),
     "custom_steps": (ENV_CUSTOM_STEPS, None),
     "ownership_table_name": (ENV_OWNERSHIP_TABLE_NAME, None),
+    "claim_registrar_function": (ENV_CLAIM_REGISTRAR_FUNCTION, None),
     "incarnation_attribute": (ENV_INCARNATION_ATTRIBUTE, DEFAULT_INCARNATION_ATTRIBUTE),
     "agent_runtime_session_ids_attribute": (
         ENV_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE,
@@ -624,6 +633,9 @@ class RuntimeConfig:
     #: The ownership table (:mod:`.ownership`); ``None``: no ownership records are written or
     #: read (no connection, AgentCore or grant target is configured).
     ownership_table_name: str | None = None
+    #: The claim registrar function (:mod:`.registrar`) ``SessionStore`` asks to write the
+    #: ownership records; ``None``: the store writes them itself (tests, the registrar).
+    claim_registrar_function: str | None = None
     incarnation_attribute: str = DEFAULT_INCARNATION_ATTRIBUTE
     agent_runtime_session_ids_attribute: str = DEFAULT_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE
     code_interpreter_session_ids_attribute: str = DEFAULT_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE

@@ -126,6 +126,14 @@ class SessionStore(
             none), created again, bound to the same session, by :meth:`attach_connection` on a
             resume (:mod:`.store_parts.connected_grants`); default off: the grant lives until
             the session ends and the cleanup retires it.
+        claim_registrar: how ownership records are written: a callable that sends one request
+            to the claim registrar and returns its answer (``session_expiry_runtime.registrar``;
+            a test passes ``Registrar(...).handle``), or ``None`` to write them directly with
+            ``dynamodb_client`` (tests, and the registrar itself). Default: the function
+            ``config.claim_registrar_function`` names (``SESSION_EXPIRY_CLAIM_REGISTRAR_FUNCTION``,
+            which ``grant_session_access`` sets), invoked synchronously with a Lambda client
+            made here; direct writes when it is unset. With the registrar the application's
+            role needs no action on the ownership table (``docs/ownership.md``).
 
     Raises:
         ValueError: no table name, a bad scratch root, two roles sharing one attribute

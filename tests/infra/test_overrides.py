@@ -220,6 +220,7 @@ def test_cleanup_function_overrides(synth: Synth) -> None:
         contract.ENV_OWNERSHIP_TABLE_NAME: {"Ref": synth.id(synth.custom.ownership_table)},
         contract.ENV_METRICS_NAMESPACE: "Custom/Sessions",
         contract.ENV_MAX_WORKERS: "4",
+        contract.ENV_MAX_SESSION_LIFETIME_SECONDS: "28800",  # the Kinesis read-back's
         contract.ENV_SCRATCH_BUCKET: {"Ref": synth.id(synth.bucket)},
         contract.ENV_SCRATCH_ROOT: "app/sessions/",
         contract.ENV_TENANT_SCOPED_SCRATCH: "true",
@@ -431,6 +432,9 @@ def test_grant_session_access_sets_environment_and_layer(synth: Synth) -> None:
         contract.ENV_MAX_SESSION_LIFETIME_SECONDS: str(8 * 3600),
         contract.ENV_INCARNATION_ATTRIBUTE: "incarnation",
         contract.ENV_OWNERSHIP_TABLE_NAME: {"Ref": synth.id(synth.custom.ownership_table)},
+        contract.ENV_CLAIM_REGISTRAR_FUNCTION: {
+            "Ref": synth.id(synth.custom.claim_registrar.function)  # type: ignore[union-attr]
+        },
         contract.ENV_WEBSOCKET_ENDPOINT: props["Environment"]["Variables"][
             contract.ENV_WEBSOCKET_ENDPOINT
         ],

@@ -17,7 +17,7 @@ from aws_cdk.assertions import Match, Template
 
 from cdk_session_expiry import SessionExpiry, grant_sweep
 from cdk_session_expiry import _runtime_contract as contract
-from cdk_session_expiry.ownership import APPLICATION_ACTIONS, CLEANUP_ACTIONS
+from cdk_session_expiry.ownership import CLEANUP_ACTIONS
 
 ENV = Environment(account="123456789012", region="eu-west-1")
 RUNTIME_ARN = "arn:aws:bedrock-agentcore:eu-west-1:123456789012:runtime/coder_agent-a1B2c3D4e5"
@@ -256,32 +256,49 @@ def test_the_cleanup_role_may_update_and_read_claims_only(synth: Synth) -> None:
     assert _actions_on(synth.json, synth.stack, role, synth.table_arn) == set(CLEANUP_ACTIONS)
 
 
-def test_the_application_role_may_write_and_release_claims_only(synth: Synth) -> None:
+def test_fails_if_an_application_role_has_any_action_on_the_ownership_table(synth: Synth) -> None:
+    # Issue 35, route 2: IAM cannot require a condition, so a role allowed to write the table
+    # could rewrite another session's claim. The application reaches it through the registrar.
     role = synth.app_fn.role
-    synth.template.has_resource_properties(
-        "AWS::IAM::Policy",
-        {
-            "Roles": [{"Ref": synth.stack.get_logical_id(role.node.default_child)}],  # type: ignore[union-attr]
-            "PolicyDocument": {
-                "Statement": Match.array_with(
-                    [
-                        {
-                            "Action": [
-                                "dynamodb:ConditionCheckItem",
-                                "dynamodb:DeleteItem",
-                                "dynamodb:GetItem",
-                                "dynamodb:PutItem",
-                                "dynamodb:UpdateItem",
-                            ],
-                            "Effect": "Allow",
-                            "Resource": synth.table_arn,
-                        }
-                    ]
-                )
-            },
-        },
-    )
-    assert _actions_on(synth.json, synth.stack, role, synth.table_arn) == set(APPLICATION_ACTIONS)
+    assert _actions_on(synth.json, synth.stack, role, synth.table_arn) == set()
+    registrar = synth.sessions.claim_registrar
+    assert registrar is not None
+    function_arn = {
+        "Fn::GetAtt": [synth.stack.get_logical_id(registrar.function.node.default_child), "Arn"]
+    }
+    assert "lambda:InvokeFunction" in _actions_on(synth.json, synth.stack, role, function_arn)
+    variables = _variables(synth.json, synth.stack, synth.app_fn)
+    assert variables[contract.ENV_CLAIM_REGISTRAR_FUNCTION] == {
+        "Ref": synth.stack.get_logical_id(registrar.function.node.default_child)
+    }
+
+
+def test_only_the_registrar_and_the_cleanup_may_write_the_ownership_table(synth: Synth) -> None:
+    registrar = synth.sessions.claim_registrar
+    assert registrar is not None
+    writers = set()
+    for resource in synth.json["Resources"].values():
+        if resource["Type"] != "AWS::IAM::Policy":
+            continue
+        for statement in resource["Properties"]["PolicyDocument"]["Statement"]:
+            resources = statement["Resource"]
+            resources = resources if isinstance(resources, list) else [resources]
+            actions = statement["Action"]
+            actions = [actions] if isinstance(actions, str) else actions
+            writes = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+            if synth.table_arn in resources and writes & set(actions):
+                writers.update(r["Ref"] for r in resource["Properties"]["Roles"])
+    ids = {
+        synth.stack.get_logical_id(r.node.default_child)  # type: ignore[union-attr]
+        for r in (registrar.role, synth.sessions.cleanup_role)
+    }
+    assert writers == ids
+    assert _actions_on(synth.json, synth.stack, registrar.role, synth.table_arn) == {
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "dynamodb:GetItem",
+    }
 
 
 def test_with_a_customer_managed_key_the_cleanup_decrypts_and_the_application_encrypts(

@@ -50,6 +50,7 @@ from .keys import (
     tenant_from_partition,
     tenant_is_partition,
 )
+from .registrar_client import Invoke, RegistrarClaims, lambda_invoke
 from .session import Clock, Session, utc_now
 
 T = TypeVar("T")
@@ -81,6 +82,10 @@ NOT_LIVE = (
 )
 
 
+#: ``claim_registrar``'s default: the registrar the configuration names, if any.
+FROM_CONFIG: object = object()
+
+
 class StoreCore:
     """Settings, clients and the shared table access of :class:`SessionStore` (its arguments
     and errors are documented there)."""
@@ -99,6 +104,7 @@ class StoreCore:
         default_ttl: timedelta = DEFAULT_SESSION_TTL,
         sleep: Callable[[float], None] = time.sleep,
         connected_grant: ConnectedGrantOption | None = None,
+        claim_registrar: Invoke | object | None = FROM_CONFIG,
     ) -> None:
         self._config = config or RuntimeConfig()
         name = table_name or self._config.table_name
@@ -132,12 +138,17 @@ class StoreCore:
         c = self._config
         key_names = [c.partition_key] + ([c.sort_key] if c.sort_key else [])
         self._unreadable_ttl = UnreadableTtlLog(LOGGER, c.ttl_attribute, key_names)
-        #: Ownership records (:mod:`.claims`); ``None``: none are written (no table configured).
-        self._claims = (
-            ClaimWriter(dynamodb_client, c.ownership_table_name, clock=self._now, sleep=sleep)
-            if c.ownership_table_name
-            else None
-        )
+        #: Ownership records: through the claim registrar (:mod:`.registrar_client`) when one
+        #: is configured, else written directly (:mod:`.claims`: tests and the registrar itself);
+        #: ``None``: none are written (no ownership table configured).
+        self._claims: ClaimWriter | RegistrarClaims | None = None
+        invoke = _registrar_transport(c, claim_registrar)
+        if invoke is not None:
+            self._claims = RegistrarClaims(invoke, sleep=sleep)
+        elif c.ownership_table_name:
+            self._claims = ClaimWriter(
+                dynamodb_client, c.ownership_table_name, clock=self._now, sleep=sleep
+            )
 
     @property
     def config(self) -> RuntimeConfig:
@@ -254,8 +265,11 @@ class StoreCore:
             return write()
         done: list[Claimed] = []
         try:
-            for request in requests:
-                done.append(claims.put(request))
+            if isinstance(claims, RegistrarClaims):
+                done = claims.put_all(requests)
+            else:
+                for request in requests:
+                    done.append(claims.put(request))
             return write()
         except BaseException:
             for claimed in reversed(done):
@@ -400,6 +414,22 @@ class Recording:
         """``condition`` AND this recording's condition."""
         parts = [part for part in (condition, self.condition) if part]
         return " AND ".join(f"({part})" for part in parts) or None
+
+
+def _registrar_transport(config: RuntimeConfig, given: object) -> Invoke | None:
+    """The transport to the claim registrar: ``given`` when it is one, else the function
+    ``SESSION_EXPIRY_CLAIM_REGISTRAR_FUNCTION`` names (a Lambda client made here)."""
+    if given is not FROM_CONFIG:
+        return given  # type: ignore[return-value]
+    if not config.claim_registrar_function or not config.ownership_table_name:
+        return None
+    import boto3
+    from botocore.config import Config
+
+    client = boto3.client(
+        "lambda", config=Config(connect_timeout=5, read_timeout=30, retries={"mode": "standard"})
+    )
+    return lambda_invoke(client, config.claim_registrar_function)
 
 
 def _max_lifetime(config: RuntimeConfig, max_ttl: timedelta) -> int:

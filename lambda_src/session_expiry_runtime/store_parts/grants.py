@@ -24,6 +24,7 @@ from .claims import GRANT_CLAIM_CONDITION, ClaimRequest, TransactionCancelled, r
 from .core import LIVE, Recording, StoreCore
 from .errors import LOGGER, describe, gone, one_grant
 from .keys import Key, require_text
+from .registrar_client import RegistrarClaims
 from .session import ENCRYPTION_CONTEXT_PARTITION, ENCRYPTION_CONTEXT_SESSION_ID, Session
 
 # A session holds one grant (the same one again: an idempotent retry).
@@ -225,6 +226,9 @@ class GrantsPart(StoreCore):
         """
         claims, holder, now = self._claims, claim.holder, self._now()
         assert claims is not None
+        if isinstance(claims, RegistrarClaims):
+            self._registered_grant(key, claim, claims, update, names, values, condition)
+            return
         item_update = {
             "TableName": self.table_name,
             "Key": key,
@@ -249,6 +253,29 @@ class GrantsPart(StoreCore):
             if claim_refused is not None:
                 raise refusal(claim, claim_refused.get("Item")) from None
             raise cancelled.error from None
+
+    def _registered_grant(
+        self,
+        key: Key,
+        claim: ClaimRequest,
+        claims: RegistrarClaims,
+        update: str,
+        names: dict[str, str],
+        values: dict[str, Any],
+        condition: str | None,
+    ) -> None:
+        """With the claim registrar: the grant's claim (fresh only), then the item update; a
+        refused update takes the claim back and raises what the transaction would have."""
+        holder, now = claim.holder, self._now()
+        (claimed,) = claims.put_all([claim], grant=True)
+        written, old = self._try_update(key, now, update, names, values, condition)
+        if written is not None:
+            return
+        claims.undo(claimed)
+        current = self._to_session(old) if old and self._live(old, now) else None
+        if current is not None and current.grant_id:
+            raise one_grant(holder.session_id, holder.partition, current.grant_id)
+        raise gone(holder.session_id, holder.partition)
 
     def _check_grant_settings(self, grantee_principal: object, operations: object) -> None:
         c = self._config

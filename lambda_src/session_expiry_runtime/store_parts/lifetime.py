@@ -30,6 +30,7 @@ from .claims import (
 )
 from .core import LIVE_TTL, NOT_LIVE, StoreCore
 from .errors import (
+    LOGGER,
     ResourceOwnedError,
     SessionConflictError,
     SessionGoneError,
@@ -37,6 +38,7 @@ from .errors import (
     is_condition_failure,
 )
 from .keys import Key, number, number_value, require_text, whole_seconds
+from .registrar_client import RegistrarClaims
 from .session import Session
 
 # Lost races with concurrent creators/enders before create gives up with a conflict.
@@ -211,6 +213,8 @@ class LifetimePart(StoreCore):
         If the session is not created in the end, those takeovers are undone."""
         claims = self._claims
         assert claims is not None
+        if isinstance(claims, RegistrarClaims):
+            return self._registered_new(key, item, requests, claims)
         taken: list[Claimed] = []
         try:
             return self._transact_new_once(key, item, list(requests), taken)
@@ -219,11 +223,48 @@ class LifetimePart(StoreCore):
                 claims.undo(claimed)
             raise
 
+    def _registered_new(
+        self,
+        key: Key,
+        item: dict[str, Any],
+        requests: Sequence[ClaimRequest],
+        claims: RegistrarClaims,
+    ) -> Session:
+        """With the claim registrar: the item first (the registrar claims only for the key's
+        live incarnation), then the claims, all or none; if they are refused (or the call
+        fails), the item is deleted again and the error raised."""
+        holder = requests[0].holder
+        session = self._put_new(key, item, holder.session_id, holder.partition)
+        try:
+            claims.put_all(requests)
+        except BaseException:
+            self._delete_incarnation(key, holder.incarnation)
+            raise
+        return session
+
+    def _delete_incarnation(self, key: Key, incarnation: str) -> None:
+        """Delete the item while it is still ``incarnation`` (best effort, logged)."""
+        try:
+            self._ddb.delete_item(
+                TableName=self.table_name,
+                Key=key,
+                ConditionExpression="#inc = :inc",
+                ExpressionAttributeNames={"#inc": self._config.incarnation_attribute},
+                ExpressionAttributeValues={":inc": {"S": incarnation}},
+            )
+        except Exception:
+            LOGGER.warning(
+                "could not delete the new session under %s after its claims were refused; its "
+                "ids are unclaimed (the cleanup refuses them when it ends)",
+                key,
+                exc_info=True,
+            )
+
     def _transact_new_once(
         self, key: Key, item: dict[str, Any], requests: list[ClaimRequest], taken: list[Claimed]
     ) -> Session:
         claims, holder = self._claims, requests[0].holder
-        assert claims is not None
+        assert isinstance(claims, ClaimWriter)
         put_item = {
             "TableName": self.table_name,
             "Item": item,
