@@ -25,12 +25,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 from flags_support import Flags
-from runtime_support import SESSION, Sandbox
+from moto.core import DEFAULT_ACCOUNT_ID
+from runtime_support import REGION, SESSION, TABLE, Sandbox
 from session_expiry_runtime import replay
+from test_kinesis_replay import _iso, _removed
+from test_kinesis_source import STREAM, KinesisSource
 from test_replay import FailedBatch
 from test_replay_trust import _settings
 
@@ -296,3 +300,62 @@ def test_without_flags_configured_replay_is_unchanged_and_never_calls_appconfig(
         )
     else:
         assert "feature flags" not in captured.err
+
+
+@pytest.mark.parametrize("asked", [False, True])
+def test_a_dry_run_not_asked_for_keeps_every_message_and_exits_1(
+    sandbox: Sandbox,
+    failed: FailedBatch,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    asked: bool,
+) -> None:
+    """The deploy-time dry run and the flag's agree: a dry run the operator did not ask for
+    with ``--dry-run`` is not "every message replayed" (exit 0 before)."""
+    _settings(monkeypatch, sandbox)
+    monkeypatch.setenv("SESSION_EXPIRY_DRY_RUN", "true")
+
+    status = replay.main(
+        ["--queue-url", failed.queue_url, *(["--dry-run"] if asked else [])], session=SESSION
+    )
+
+    (line,) = _lines(capsys.readouterr().out)
+    assert line["status"] == "dry-run" and line["deleted"] is False
+    assert failed.connections_open() and failed.queued() == 1
+    if asked:
+        assert status == replay.EXIT_ALL_REPLAYED and line["error"] is None
+    else:
+        assert status == replay.EXIT_SOME_KEPT
+        assert "SESSION_EXPIRY_DRY_RUN" in line["error"]
+
+
+@pytest.mark.parametrize("lever", ["dryRun", "enabled"])
+def test_a_kinesis_time_range_obeys_the_flags_too(
+    sandbox: Sandbox,
+    flags: Flags,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    kinesis_destinations: dict[str, list[str]],
+    lever: str,
+) -> None:
+    kinesis_destinations[TABLE] = [f"arn:aws:kinesis:{REGION}:{DEFAULT_ACCOUNT_ID}:stream/{STREAM}"]
+    _with_flags(monkeypatch, sandbox, flags)
+    source = KinesisSource()
+    now = datetime.now(timezone.utc)
+    session = _removed(sandbox, source, "s-1", now)
+    flags.deploy(**{lever: lever == "dryRun"})
+    argv = ["--kinesis-stream-arn", source.arn]
+    argv += ["--from", _iso(now - timedelta(minutes=5)), "--to", _iso(now)]
+
+    status = replay.main(argv, session=SESSION)
+
+    captured = capsys.readouterr()
+    assert sandbox.is_intact(session)
+    if lever == "enabled":
+        assert status == replay.EXIT_COULD_NOT_RUN and captured.out == ""
+        assert "replay: LeverRefusal: the feature flag enabled is off" in captured.err
+        return
+    (line,) = _lines(captured.out)
+    assert status == replay.EXIT_SOME_KEPT
+    assert (line["status"], line["cleaned"]) == ("dry-run", 1)
+    assert "the feature flag dryRun is on" in line["error"]
