@@ -77,11 +77,10 @@ exit status:
   2  could not run: the feature flag enabled is off or the flags could not be read
      (without --ignore-feature-flags), no cleanup target configured, no stream to trust, a
      --stream-arn of another table than the settings' table or of a table replay does not
-     reach, a
-     --kinesis-stream-arn that is not the table's Kinesis streaming destination or a --from/
-     --to range it cannot replay whole, a custom step that does not import, bad settings,
-     unknown function, the queue or the object could not be read (no message was read or
-     changed)
+     reach, a --kinesis-stream-arn that is not the table's Kinesis streaming destination or
+     a --from/--to range it cannot replay whole, a custom step that does not import, bad
+     settings, unknown function, the queue or the object could not be read (no message was
+     read or changed)
 
 Only failures of the configured table's streams are replayed. Before anything is read or
 cleaned: --stream-arn, when given, must be a stream of the settings' table (refused with exit

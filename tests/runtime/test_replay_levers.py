@@ -359,3 +359,23 @@ def test_a_kinesis_time_range_obeys_the_flags_too(
     assert status == replay.EXIT_SOME_KEPT
     assert (line["status"], line["cleaned"]) == ("dry-run", 1)
     assert "the feature flag dryRun is on" in line["error"]
+
+
+def test_cli_help_says_how_replay_obeys_the_feature_flags(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        replay.main(["--help"])
+
+    text = " ".join(capsys.readouterr().out.split())
+    for words in (
+        f"[{OVERRIDE}]",
+        "replay regardless of the cleanup's feature flags (enabled, dryRun, one per step)",
+        "enabled off: refused (exit 2), nothing read or changed",
+        "dryRun on: a dry run (nothing changed, every message kept, status dry-run, exit 1)",
+        "that step is held back as the cleanup holds it back",
+        'A read that fails: refused (exit 2), never taken for "all on"',
+        "partly-cleaned | held-back (all kept)",
+        "2 could not run: the feature flag enabled is off or the flags could not be read",
+    ):
+        assert words in text
