@@ -228,18 +228,22 @@ def test_override_replays_regardless_of_the_flags_and_says_so(
     assert "which say enabled=off, dryRun=on, DeleteConnection=off" in captured.err
 
 
-@pytest.mark.parametrize("override", [False, True])
+@pytest.mark.parametrize("case", ["profile gone", "nothing deployed", "overridden"])
 def test_fails_to_start_when_the_flags_cannot_be_read_unless_overridden(
     sandbox: Sandbox,
     failed: FailedBatch,
     flags: Flags,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-    override: bool,
+    case: str,
 ) -> None:
     _with_flags(monkeypatch, sandbox, flags)
-    # A profile AppConfig does not know (deleted or replaced out of band): every read fails.
-    monkeypatch.setenv("SESSION_EXPIRY_FLAGS_PROFILE", "gone")
+    if case == "nothing deployed":  # an environment without a deployment: an empty answer
+        empty = flags.ac.create_environment(ApplicationId=flags.app, Name="empty")["Id"]
+        monkeypatch.setenv("SESSION_EXPIRY_FLAGS_ENVIRONMENT", empty)
+    else:  # a profile AppConfig does not know (deleted or replaced out of band)
+        monkeypatch.setenv("SESSION_EXPIRY_FLAGS_PROFILE", "gone")
+    override = case == "overridden"
 
     status = replay.main(
         ["--queue-url", failed.queue_url, *([OVERRIDE] if override else [])], session=SESSION
@@ -256,7 +260,9 @@ def test_fails_to_start_when_the_flags_cannot_be_read_unless_overridden(
     assert captured.out == ""
     (said,) = captured.err.splitlines()
     assert said.startswith("replay: LeverRefusal: the feature flags could not be read (AppConfig")
-    assert "ResourceNotFoundException" in said and f"or pass {OVERRIDE}" in said
+    assert f"or pass {OVERRIDE}" in said
+    why = "ResourceNotFoundException" if case == "profile gone" else "empty configuration"
+    assert why in said
     assert _visible(failed) == 1 and failed.connections_open()
 
 
