@@ -195,6 +195,32 @@ class FlagReader:
                 )
             return self._flags
 
+    def read_now(self) -> Flags:
+        """Read AppConfig now, whatever the poll interval, and answer the flags it holds.
+
+        For a tool run once by hand (replay, :mod:`.replay_levers`): unlike :meth:`current`,
+        a failed read is raised, never answered with earlier or held flags, so the caller can
+        refuse to go on rather than guess.
+
+        Raises:
+            Exception: what the AppConfig Data API call raised (botocore's ``ClientError``,
+                ``BotoCoreError``), or ``ValueError``: the body is not a flag document, or
+                AppConfig answered no configuration at all.
+        """
+        with self._lock:
+            self._next_poll = self.clock() + self.source.poll_seconds
+            try:
+                self._poll()
+            except Exception:
+                self._token = None  # as in current(): a new session at the next read
+                raise
+            if self._flags.source != "appconfig":
+                raise ValueError(
+                    "AppConfig answered an empty configuration: no flag document is deployed "
+                    "to the environment"
+                )
+            return self._flags
+
     def _poll(self) -> None:
         if self._token is None:
             self._token = self.client.start_configuration_session(

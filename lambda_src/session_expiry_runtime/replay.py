@@ -60,6 +60,13 @@ of a length the Streams API refuses, or anything else botocore refuses with
 ``ParamValidationError``), an AWS error, an endpoint or timeout error, or a bug are reported for
 that message, which is kept; the run goes on with the next message.
 
+**The cleanup's levers.** With feature flags configured (``SESSION_EXPIRY_FLAGS_*``), replay
+reads them once, with the function's reader, before any message is read
+(:mod:`.replay_levers`): ``enabled`` off or a read that fails refuse the run
+(:class:`LeverRefusal`, exit 2); ``dryRun`` on makes it a dry run (every message kept); a step
+switched off is held back, its work deferred as the cleanup defers it, and the message kept
+(``held-back``). ``--ignore-feature-flags`` replays regardless, and says so on stderr.
+
 **No cleanup target, no run.** Without any of :data:`CLEANUP_TARGET_SETTINGS` (WebSocket
 endpoint, grant key, scratch bucket, AgentCore runtime, code interpreter, browser, custom steps)
 every record would be skipped as ``MissingAttributes``; replay refuses to start
@@ -82,6 +89,7 @@ own permissions)::
     python -m session_expiry_runtime.replay ... --env-from-function CLEANUP_FUNCTION_NAME
     python -m session_expiry_runtime.replay ... --stream-arn STREAM_ARN
     python -m session_expiry_runtime.replay ... --steps-path DIR
+    python -m session_expiry_runtime.replay ... --ignore-feature-flags
     python -m session_expiry_runtime.replay --kinesis-stream-arn ARN --stream-arn TABLE_ARN \
         --from T1 --to T2 [--dry-run]
 
@@ -109,7 +117,9 @@ there was nothing to replay. Exit status
 (:data:`EXIT_ALL_REPLAYED`, :data:`EXIT_SOME_KEPT`, :data:`EXIT_COULD_NOT_RUN`): 0 every message
 was replayed (with ``--dry-run``: could be) or the queue was empty; 1 at least one message was
 kept (its line says why, e.g. ``foreign-stream``; a record that failed again is in
-``failures`` with its cause); 2 the replay could not run (no cleanup target, no stream to
+``failures`` with its cause; every message of a dry run not asked for with ``--dry-run``); 2
+the replay could not run (the feature flag ``enabled`` off or the flags unreadable, without
+``--ignore-feature-flags``; no cleanup target, no stream to
 trust, a ``--stream-arn`` of another table than the settings' or of a table replay does not
 reach, a ``--kinesis-stream-arn`` that is not the table's Kinesis streaming destination or a
 time range it cannot replay whole, a custom step that does not import, bad settings, an
@@ -134,11 +144,13 @@ from .replay_cli import (
     environment_of_function,
     main,
 )
+from .replay_levers import LeverRefusal, ReplayLevers, replay_levers
 from .replay_outcomes import (
     STATUS_AGED_OUT,
     STATUS_DRY_RUN,
     STATUS_FAILED,
     STATUS_FOREIGN_STREAM,
+    STATUS_HELD_BACK,
     STATUS_INVALID,
     STATUS_NOTHING_CLEANED,
     STATUS_PARTLY_CLEANED,
@@ -182,6 +194,7 @@ __all__ = [
     "STATUS_DRY_RUN",
     "STATUS_FAILED",
     "STATUS_FOREIGN_STREAM",
+    "STATUS_HELD_BACK",
     "STATUS_INVALID",
     "STATUS_NOTHING_CLEANED",
     "STATUS_PARTLY_CLEANED",
@@ -192,11 +205,13 @@ __all__ = [
     "BatchInfo",
     "ForeignStream",
     "ItemStillInTable",
+    "LeverRefusal",
     "NoCleanupTarget",
     "NoTrustedStream",
     "QueueReadError",
     "RangeAgedOut",
     "ReplayError",
+    "ReplayLevers",
     "ReplayOutcome",
     "StderrMetricsRecorder",
     "TrustedStreams",
@@ -205,6 +220,7 @@ __all__ = [
     "main",
     "parse_failure_record",
     "read_range",
+    "replay_levers",
     "replay_message",
     "replay_queue",
     "replay_records",

@@ -21,6 +21,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from .cleaner import SessionCleaner, build_clients
 from .config import RuntimeConfig, validate_cleanup_config
 from .metrics import MetricsRecorder
+from .replay_levers import OVERRIDE, ReplayLevers, replay_levers
 from .replay_outcomes import STATUS_DRY_RUN, STATUS_REPLAYED, ReplayOutcome
 from .replay_sources import QueueReadError, replay_queue, replay_s3_object
 from .replay_steps import steps_path, use_steps_path
@@ -54,28 +55,32 @@ class StderrMetricsRecorder(MetricsRecorder):
 EPILOG = """\
 stdout: one JSON object per line, one line per message (object), written as each is done:
   source, status, records, removes, cleaned, failed_sequence_numbers, not_cleaned, refused,
+  held_back (sequence number -> step -> why, for each step a feature flag held back),
   failures (sequence number -> failed action -> error, for each record that failed again),
-  error (why the message was kept; set for every kept message but dry-run), deleted.
+  error (why the message was kept; set for every kept message but an asked-for --dry-run),
+  deleted.
   status: replayed (every REMOVE record cleaned; the message is deleted) | dry-run |
   failed | aged-out | invalid | foreign-stream | still-in-table | nothing-cleaned |
-  partly-cleaned (all kept). A REMOVE record whose grant or scratch prefix a step refused, or
-  with an id whose ownership record names another session or is missing (NotOwned,
-  Unclaimed), is not cleaned: not_cleaned says "refused", refused names each step and why;
-  kept, even with --delete.
-stderr: metrics (embedded metric format), logs, the table whose streams are trusted, why
-  a run could not start, and a last summary line of every run that started (where it read,
-  how many messages, objects or shards became what, the exit status), also when there was
-  nothing to replay.
+  partly-cleaned | held-back (all kept). A REMOVE record whose grant or scratch prefix a
+  step refused, or with an id whose ownership record names another session or is missing
+  (NotOwned, Unclaimed), is not cleaned: not_cleaned says "refused", refused names each step
+  and why; kept, even with --delete.
+stderr: metrics (embedded metric format), logs, the table whose streams are trusted, the
+  feature flags obeyed (or ignored), why a run could not start, and a last summary line of
+  every run that started (where it read, how many messages, objects or shards became what,
+  the exit status), also when there was nothing to replay.
 
 exit status:
   0  every message was replayed (with --dry-run: could be), or the queue was empty
-  1  at least one message was kept: its line says why
-  2  could not run: no cleanup target configured, no stream to trust, a --stream-arn of
-     another table than the settings' table or of a table replay does not reach, a
-     --kinesis-stream-arn that is not the table's Kinesis streaming destination or a --from/
-     --to range it cannot replay whole, a custom step that does not import, bad settings,
-     unknown function, the queue or the object could not be read (no message was read or
-     changed)
+  1  at least one message was kept: its line says why (also every message of a dry run
+     not asked for with --dry-run: SESSION_EXPIRY_DRY_RUN or the dryRun flag)
+  2  could not run: the feature flag enabled is off or the flags could not be read
+     (without --ignore-feature-flags), no cleanup target configured, no stream to trust, a
+     --stream-arn of another table than the settings' table or of a table replay does not
+     reach, a --kinesis-stream-arn that is not the table's Kinesis streaming destination or
+     a --from/--to range it cannot replay whole, a custom step that does not import, bad
+     settings, unknown function, the queue or the object could not be read (no message was
+     read or changed)
 
 Only failures of the configured table's streams are replayed. Before anything is read or
 cleaned: --stream-arn, when given, must be a stream of the settings' table (refused with exit
@@ -94,6 +99,16 @@ DescribeTable in the Region and account of the credentials answering that very A
 replay refuses to start, exit 2); without any, replay refuses to start. A payload
 forged with this stream's ARN for a session that is really gone is still cleaned with the image
 it gives: only Lambda should be able to write the on-failure queue or bucket.
+
+Feature flags (SESSION_EXPIRY_FLAGS_* in the settings: the construct's feature_flags): replay
+obeys the levers the cleanup function obeys, read once from AWS AppConfig with the function's
+own reader before any message is read. enabled off: refused (exit 2), nothing read or changed.
+dryRun on: a dry run (nothing changed, every message kept, status dry-run, exit 1). A step's
+flag off: that step is held back as the cleanup holds it back (its work deferred for the
+drain, the other steps run) and a message with a record it would act on is kept (held-back,
+exit 1). A read that fails: refused (exit 2), never taken for "all on".
+--ignore-feature-flags replays regardless of the flags, and says so on stderr. Without flags
+configured nothing changes.
 
 Settings: the cleanup function's SESSION_EXPIRY_* environment variables, or
 --env-from-function. Without any cleanup target (WebSocket endpoint, grant key, scratch bucket,
@@ -156,6 +171,13 @@ def _parser() -> argparse.ArgumentParser:
         "--delete", action="store_true", help="delete the S3 object once it is replayed"
     )
     parser.add_argument("--dry-run", action="store_true", help="read and report; change nothing")
+    parser.add_argument(
+        OVERRIDE,
+        dest="ignore_feature_flags",
+        action="store_true",
+        help="replay regardless of the cleanup's feature flags (enabled, dryRun, one per step) "
+        "and of a failed read of them; said on stderr. Default: obey them (see below)",
+    )
     parser.add_argument(
         "--max-messages",
         type=_positive_int,
@@ -241,9 +263,30 @@ def _refuse_options_of_another_source(
             )
 
 
-def _emit(outcome: ReplayOutcome) -> None:
-    sys.stdout.write(outcome.as_json() + "\n")
-    sys.stdout.flush()
+def _emitter(dry_run_cause: str | None) -> Callable[[ReplayOutcome], None]:
+    """Writes each outcome as its JSON line; a ``dry-run`` outcome of a dry run the operator
+    did not ask for (``dry_run_cause``) says why in ``error``: its message was kept."""
+
+    def emit(outcome: ReplayOutcome) -> None:
+        if dry_run_cause and outcome.status == STATUS_DRY_RUN and outcome.error is None:
+            outcome.error = f"{dry_run_cause}: nothing was changed, the message is kept"
+        sys.stdout.write(outcome.as_json() + "\n")
+        sys.stdout.flush()
+
+    return emit
+
+
+def _dry_run_cause(
+    args: argparse.Namespace, config: RuntimeConfig, levers: ReplayLevers
+) -> str | None:
+    """Why this run is a dry run the operator did not ask for (``--dry-run``), or ``None``."""
+    if args.dry_run:
+        return None
+    if config.dry_run:
+        return "a dry run: the cleanup's settings say SESSION_EXPIRY_DRY_RUN (deploy time)"
+    if levers.dry_run:
+        return "a dry run: the feature flag dryRun is on"
+    return None
 
 
 def _trusted_streams(
@@ -267,10 +310,14 @@ def _trusted_streams(
 
 
 def _cleaner(
-    args: argparse.Namespace, config: RuntimeConfig, session: boto3.session.Session
+    args: argparse.Namespace,
+    config: RuntimeConfig,
+    session: boto3.session.Session,
+    levers: ReplayLevers,
 ) -> SessionCleaner:
     """The cleanup, its custom steps imported from where the deployed function imports them
-    (:mod:`.replay_steps`).
+    (:mod:`.replay_steps`), the steps the feature flags switched off held back
+    (:mod:`.replay_levers`).
 
     Raises:
         ValueError: a custom step does not import (the message says where replay looked).
@@ -278,7 +325,7 @@ def _cleaner(
     directories = steps_path(config.custom_steps, args.steps_path)
     use_steps_path(directories)
     try:
-        return SessionCleaner(
+        cleaner = SessionCleaner(
             config, build_clients(config, session), StderrMetricsRecorder(config.metrics_namespace)
         )
     except ValueError as exc:
@@ -291,6 +338,8 @@ def _cleaner(
             "current directory, sys.path or the cleanup function's code staged in ./cdk.out by "
             f"the latest synth (run replay from the app's directory); it added: {looked}"
         ) from exc
+    cleaner.disabled_steps = levers.disabled_steps  # as CleanupRunner.with_levers sets them
+    return cleaner
 
 
 def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
@@ -304,12 +353,19 @@ def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
     )
     config = validate_cleanup_config(RuntimeConfig.from_env(env))
     require_cleanup_target(config)
+    # The levers the function obeys, read before any message is read or anything changed.
+    levers = replay_levers(
+        os.environ if env is None else env, session, ignore=args.ignore_feature_flags
+    )
+    if levers.said:
+        _to_stderr(f"replay: {levers.said}\n")
     if span is not None:
-        return _replay_kinesis(args, config, session, span)
+        return _replay_kinesis(args, config, session, span, levers)
     trusted = _trusted_streams(args, config, session)
-    cleaner = _cleaner(args, config, session)
+    cleaner = _cleaner(args, config, session, levers)
     streams = session.client("dynamodbstreams")
-    dry_run = bool(args.dry_run or config.dry_run)
+    dry_run = bool(args.dry_run or config.dry_run or levers.dry_run)
+    emit = _emitter(_dry_run_cause(args, config, levers))
     if args.queue_url:
         outcomes = replay_queue(
             session.client("sqs"),
@@ -319,7 +375,7 @@ def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
             trusted=trusted,
             dry_run=dry_run,
             max_messages=args.max_messages,
-            on_outcome=_emit,
+            on_outcome=emit,
         )
     else:
         outcome = replay_s3_object(
@@ -333,11 +389,11 @@ def _replay(args: argparse.Namespace, session: boto3.session.Session) -> int:
             dry_run=dry_run,
             delete=args.delete,
         )
-        _emit(outcome)
+        emit(outcome)
         outcomes = [outcome]
     if args.queue_url:
-        return _finish(outcomes, args.queue_url, "message", dry_run=dry_run)
-    return _finish(outcomes, f"s3://{args.bucket}/{args.key}", "object", dry_run=dry_run)
+        return _finish(outcomes, args.queue_url, "message", asked_dry_run=args.dry_run)
+    return _finish(outcomes, f"s3://{args.bucket}/{args.key}", "object", asked_dry_run=args.dry_run)
 
 
 def _kinesis_table(
@@ -393,6 +449,7 @@ def _replay_kinesis(
     config: RuntimeConfig,
     session: boto3.session.Session,
     span: tuple[datetime, datetime, datetime],
+    levers: ReplayLevers,
 ) -> int:
     """``--kinesis-stream-arn`` with ``--from``/``--to`` (:mod:`.kinesis_replay`), ``span``
     from :func:`_kinesis_range`."""
@@ -411,28 +468,30 @@ def _replay_kinesis(
     late = kinesis_replay.late_arrivals(end, now)
     if late:
         _to_stderr(f"replay: {late}\n")
-    dry_run = bool(args.dry_run or config.dry_run)
+    dry_run = bool(args.dry_run or config.dry_run or levers.dry_run)
+    emit = _emitter(_dry_run_cause(args, config, levers))
     outcomes = kinesis_replay.replay_time_range(
         kinesis,
         args.kinesis_stream_arn,
         start=start,
         end=end,
-        cleaner=_cleaner(args, config, session),
+        cleaner=_cleaner(args, config, session, levers),
         dry_run=dry_run,
     )
     for outcome in outcomes:
-        _emit(outcome)
+        emit(outcome)
     where = f"{args.kinesis_stream_arn}, REMOVE records of table {table}"
     where += f" from {args.start} to {args.end}"
-    return _finish(outcomes, where, "shard with such a record", dry_run=dry_run)
+    return _finish(outcomes, where, "shard with such a record", asked_dry_run=args.dry_run)
 
 
-def _finish(outcomes: list[ReplayOutcome], where: str, noun: str, *, dry_run: bool) -> int:
+def _finish(outcomes: list[ReplayOutcome], where: str, noun: str, *, asked_dry_run: bool) -> int:
     """The exit status of a run, after its one summary line on stderr: what was read from
     ``where`` (one outcome per ``noun``: message, object, shard) and what became of it — said
     also when there was nothing to replay (an empty queue, a range without a removal of the
-    table), which prints no JSON line on stdout."""
-    ok = {STATUS_DRY_RUN} if dry_run else {STATUS_REPLAYED}
+    table), which prints no JSON line on stdout. A dry run the operator did not ask for
+    (``--dry-run``) but the settings or the ``dryRun`` flag imposed kept every message: exit 1."""
+    ok = {STATUS_DRY_RUN} if asked_dry_run else {STATUS_REPLAYED}
     status = EXIT_ALL_REPLAYED if all(o.status in ok for o in outcomes) else EXIT_SOME_KEPT
     if outcomes:
         counts = Counter(o.status for o in outcomes)

@@ -4,10 +4,11 @@ them.
 
 The judgement: ``replayed`` (``dry-run``) only when the range holds at least one ``REMOVE``
 record and every one was cleaned (would be); ``failed`` when a record failed again, with each
-record's cause; ``nothing-cleaned`` / ``partly-cleaned`` when ``REMOVE`` records were skipped or
-had a step refuse what their image names (``refused``). Where the records come from (a queue
-message's range read back from the stream, an S3 object's payload, a Kinesis time range) is
-:mod:`.replay_sources` and :mod:`.kinesis_replay`.
+record's cause; ``held-back`` when a feature flag held a step of a ``REMOVE`` record back
+(:mod:`.replay_levers`: ``held_back``); ``nothing-cleaned`` / ``partly-cleaned`` when
+``REMOVE`` records were skipped or had a step refuse what their image names (``refused``).
+Where the records come from (a queue message's range read back from the stream, an S3
+object's payload, a Kinesis time range) is :mod:`.replay_sources` and :mod:`.kinesis_replay`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from .cleaner import (
 )
 from .config import ACTION_RETIRE_GRANT
 from .decode import parse_record
+from .outcomes import STEP_DISABLED
+from .replay_levers import held_back_why
 from .steps.grant import REFUSAL_FIELD as GRANT_REFUSAL_FIELD
 
 #: Every REMOVE record of the range was cleaned; the message (object) is deleted.
@@ -53,6 +56,11 @@ STATUS_FOREIGN_STREAM = "foreign-stream"
 #: An S3 payload's REMOVE record names an item the table still holds (forged, or its key was
 #: used again since): kept.
 STATUS_STILL_IN_TABLE = "still-in-table"
+#: A feature flag held a step of a REMOVE record back (``held_back``; the other steps ran, the
+#: held step's work is deferred for the drain): kept, for a replay once the flag is on.
+STATUS_HELD_BACK = "held-back"
+#: ``not_cleaned``'s cause of a REMOVE record with a step held back by its feature flag.
+HELD_BACK = "held-back"
 STATUSES = (
     STATUS_REPLAYED,
     STATUS_FAILED,
@@ -62,6 +70,7 @@ STATUSES = (
     STATUS_STILL_IN_TABLE,
     STATUS_NOTHING_CLEANED,
     STATUS_PARTLY_CLEANED,
+    STATUS_HELD_BACK,
     STATUS_DRY_RUN,
 )
 
@@ -78,13 +87,17 @@ class ReplayOutcome:
         cleaned: ``REMOVE`` records cleaned (with ``--dry-run``: that would be).
         failed_sequence_numbers: records that failed again.
         not_cleaned: sequence number -> skip cause (``config.CAUSE_*``) of each ``REMOVE``
-            record that was skipped, or ``refused`` when a step refused what it names.
+            record that was skipped, ``refused`` when a step refused what it names, or
+            ``held-back`` when a feature flag held a step back.
         refused: sequence number -> {step name (``config.ACTION_*``) -> why it refused} of each
             ``REMOVE`` record with a refused step (such a record is never counted as cleaned).
+        held_back: sequence number -> {step name -> why} of each ``REMOVE`` record with a step
+            its feature flag switched off (:mod:`.replay_levers`; never counted as cleaned).
         failures: sequence number -> {failed action (``CleanupFailures``' ``Action``) -> the
             error} of each record that failed again: the cause its log line gives.
         error: why the message was kept, in one sentence; never ``None`` for a kept message
-            (``dry-run`` aside): for ``failed`` it names each failed record and its cause.
+            (``dry-run`` aside; the CLI gives a dry run it was not asked for its cause): for
+            ``failed`` it names each failed record and its cause.
         deleted: the message (object) was deleted.
     """
 
@@ -96,6 +109,7 @@ class ReplayOutcome:
     failed_sequence_numbers: list[str] = field(default_factory=list)
     not_cleaned: dict[str, str] = field(default_factory=dict)
     refused: dict[str, dict[str, str]] = field(default_factory=dict)
+    held_back: dict[str, dict[str, str]] = field(default_factory=dict)
     failures: dict[str, dict[str, str]] = field(default_factory=dict)
     error: str | None = None
     deleted: bool = False
@@ -112,6 +126,7 @@ class _RecordingCleaner(SessionCleaner):
     def __init__(self, base: SessionCleaner, *, dry_run: bool) -> None:
         config = replace(base.config, dry_run=True) if dry_run else base.config
         super().__init__(config, base.clients, base.metrics, logger=base.logger)
+        self.disabled_steps = base.disabled_steps  # the feature flags' steps held back
         self.results: dict[str, RecordResult] = {}
         self._lock = threading.Lock()
 
@@ -146,7 +161,9 @@ def replay_records(
     ``replayed`` (``dry-run``) only when there is at least one ``REMOVE`` record and every one
     was cleaned (would be); ``failed`` when a record failed again; ``nothing-cleaned`` /
     ``partly-cleaned`` when ``REMOVE`` records were skipped or had a step refused (a refused
-    grant or scratch prefix is left in place: the record is not cleaned, see ``refused``). With
+    grant or scratch prefix is left in place: the record is not cleaned, see ``refused``);
+    ``held-back`` when the ``cleaner``'s ``disabled_steps`` (the feature flags) held a step of a
+    ``REMOVE`` record back (see ``held_back``). With
     ``dry_run`` (or a dry-run ``cleaner``) the records are classified and previewed, and
     nothing is changed.
     """
@@ -164,9 +181,20 @@ def replay_records(
     done = OUTCOME_DRY_RUN if dry_run else OUTCOME_CLEANED
     results = recording.results
     refused = {s: why for s in removes if s in results and (why := _refusals(results[s]))}
-    cleaned = {s for s in removes if s not in refused and _outcome(results.get(s)) == done}
+    held_back = {s: why for s in removes if s in results and (why := _held_back(results[s]))}
+    cleaned = {
+        s
+        for s in removes
+        if s not in refused and s not in held_back and _outcome(results.get(s)) == done
+    }
     not_cleaned = {
-        s: (STEP_REFUSED if s in refused else _cause(results.get(s)))
+        s: (
+            STEP_REFUSED
+            if s in refused
+            else HELD_BACK
+            if s in held_back
+            else _cause(results.get(s))
+        )
         for s in removes
         if s not in cleaned and s not in failed
     }
@@ -179,6 +207,7 @@ def replay_records(
         failed_sequence_numbers=failed,
         not_cleaned=not_cleaned,
         refused=refused,
+        held_back=held_back,
         failures={s: _failure(results.get(s)) for s in failed},
     )
     if failed:
@@ -232,12 +261,29 @@ def _refusals(result: RecordResult) -> dict[str, str]:
     return why
 
 
+def _held_back(result: RecordResult) -> dict[str, str]:
+    """Each step of ``result`` its feature flag held back (reported ``disabled``, also in a dry
+    run) -> why."""
+    steps = result.log.get("steps")
+    if not isinstance(steps, Mapping):
+        return {}
+    return {str(s): held_back_why(str(s)) for s, status in steps.items() if status == STEP_DISABLED}
+
+
 def _judge(outcome: ReplayOutcome, *, dry_run: bool) -> None:
     """Set the status (and why it is kept) of an outcome whose records did not fail again."""
     see = "see not_cleaned for each cause" + (", refused for each step" if outcome.refused else "")
     if not outcome.removes:
         outcome.status = STATUS_NOTHING_CLEANED
         outcome.error = "the range holds no REMOVE record: nothing to clean"
+    elif outcome.held_back:
+        steps = sorted({step for why in outcome.held_back.values() for step in why})
+        outcome.status = STATUS_HELD_BACK
+        outcome.error = (
+            f"{len(outcome.held_back)} REMOVE record(s) had {', '.join(steps)} held back by "
+            "a feature flag (see held_back): replay the message again once the flag is on"
+            + (f"; {see}" if len(outcome.not_cleaned) > len(outcome.held_back) else "")
+        )
     elif not outcome.cleaned:
         outcome.status = STATUS_NOTHING_CLEANED
         outcome.error = f"no REMOVE record was cleaned ({see})"
