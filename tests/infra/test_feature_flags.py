@@ -1,8 +1,8 @@
 """Feature-flag kill switches in AWS AppConfig (issue 26 part 1), at synth: the AppConfig
 resources with their exact properties, the rollback monitors on the cleanup's failure alarms,
 the cleanup's access to that one profile, the deferred-work index and drain schedule, the
-alarms (the refused-deferred-work alarm too); the flag document's JSON Schema (checked with ``jsonschema``, as AppConfig's
-``JSON_SCHEMA`` validator does); and every rejected prop."""
+alarms (the refused-deferred-work alarm too); the flag document's JSON Schema (checked with
+``jsonschema``, as AppConfig's ``JSON_SCHEMA`` validator does); and every rejected prop."""
 
 from __future__ import annotations
 
