@@ -79,6 +79,10 @@ __all__ = [
 ]
 
 DEFERRED_PREFIX = "deferred#"
+#: The table's partition key (String) and time to live attribute (Number): the construct creates
+#: the table with them (``cdk_session_expiry.deferred_work``; a test checks both sides agree).
+ATTR_RESOURCE = "resource"
+ATTR_EXPIRES_AT = "expiresAt"
 ATTR_DEFERRED_STEP = "deferredStep"
 ATTR_DEFERRED_AT = "deferredAt"
 ATTR_RECORD = "record"
@@ -145,12 +149,12 @@ class DeferredStore:
             owner = json.dumps(dict(keys), default=str, sort_keys=True)
         for step in steps:
             item = {
-                "resource": {"S": item_key(step, sequence_number)},
+                ATTR_RESOURCE: {"S": item_key(step, sequence_number)},
                 ATTR_DEFERRED_STEP: {"S": step},
                 ATTR_DEFERRED_AT: {"N": str(at)},
                 "owner": {"S": owner},
                 ATTR_RECORD: {"S": json.dumps(raw, separators=(",", ":"), default=_number)},
-                "expiresAt": {"N": str(at + DEFERRED_RETENTION_SECONDS)},
+                ATTR_EXPIRES_AT: {"N": str(at + DEFERRED_RETENTION_SECONDS)},
             }
             if incarnation:
                 item["incarnation"] = {"S": incarnation}
@@ -164,7 +168,7 @@ class DeferredStore:
                 TableName=self.table,
                 Item=item,
                 ConditionExpression="attribute_not_exists(#r)",
-                ExpressionAttributeNames={"#r": "resource"},
+                ExpressionAttributeNames={"#r": ATTR_RESOURCE},
             )
         except self.client.exceptions.ConditionalCheckFailedException:
             pass  # deferred once already: that item stands
@@ -189,7 +193,7 @@ class DeferredStore:
         try:
             self.client.update_item(
                 TableName=self.table,
-                Key={"resource": item["resource"]},
+                Key={ATTR_RESOURCE: item[ATTR_RESOURCE]},
                 UpdateExpression="SET #d = :now, #i = :id",
                 ConditionExpression=(
                     "attribute_exists(#r) AND (attribute_not_exists(#d) OR #d < :stale)"
@@ -197,7 +201,7 @@ class DeferredStore:
                 ExpressionAttributeNames={
                     "#d": ATTR_DRAINING_SINCE,
                     "#i": ATTR_DRAIN_ID,
-                    "#r": "resource",
+                    "#r": ATTR_RESOURCE,
                 },
                 ExpressionAttributeValues={
                     ":now": {"N": str(int(now))},
@@ -224,7 +228,7 @@ class DeferredStore:
         try:
             self.client.update_item(
                 TableName=self.table,
-                Key={"resource": item["resource"]},
+                Key={ATTR_RESOURCE: item[ATTR_RESOURCE]},
                 UpdateExpression=(
                     "SET #rf = :reason, #ra = :now, #rs = :step, #e = :expires REMOVE #s, #d, #i"
                 ),
@@ -233,7 +237,7 @@ class DeferredStore:
                     "#rf": ATTR_REFUSAL,
                     "#ra": ATTR_REFUSED_AT,
                     "#rs": ATTR_REFUSED_STEP,
-                    "#e": "expiresAt",
+                    "#e": ATTR_EXPIRES_AT,
                     "#s": ATTR_DEFERRED_STEP,
                     "#d": ATTR_DRAINING_SINCE,
                     "#i": ATTR_DRAIN_ID,
@@ -253,7 +257,7 @@ class DeferredStore:
     def _conditional(self, item: Mapping[str, Any], drain_id: str, *, delete: bool) -> bool:
         common: dict[str, Any] = {
             "TableName": self.table,
-            "Key": {"resource": item["resource"]},
+            "Key": {ATTR_RESOURCE: item[ATTR_RESOURCE]},
             "ConditionExpression": "#i = :id",
             "ExpressionAttributeNames": {"#i": ATTR_DRAIN_ID},
             "ExpressionAttributeValues": {":id": {"S": drain_id}},

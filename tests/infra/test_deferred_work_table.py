@@ -305,3 +305,14 @@ def test_fails_if_the_ownership_table_keeps_the_deferred_work_index(synth: Synth
     properties = synth.json["Resources"][synth.logical_id(ownership)]["Properties"]
     assert "GlobalSecondaryIndexes" not in properties
     assert _deferred_work_home(synth) != synth.logical_id(ownership)
+
+
+def test_the_table_names_agree_with_the_runtime() -> None:
+    # The runtime's home for the deferred-work attributes; only the names are compared.
+    from session_expiry_runtime import deferred
+
+    assert contract.DEFERRED_WORK_PARTITION_KEY == deferred.ATTR_RESOURCE
+    assert contract.DEFERRED_WORK_TTL_ATTRIBUTE == deferred.ATTR_EXPIRES_AT
+    assert contract.DEFERRED_INDEX == deferred.DEFERRED_INDEX
+    assert contract.DEFERRED_INDEX_PARTITION_KEY == deferred.ATTR_DEFERRED_STEP
+    assert contract.DEFERRED_INDEX_SORT_KEY == deferred.ATTR_DEFERRED_AT
