@@ -164,6 +164,31 @@ def _drain_step(
     taken = [i for i in items if store.take(i, drain_id, time.time())]
     if not taken:
         return 0, 0, 0
+    runnable, failed, refused = _sort_out(cleaner, store, drain_id, taken)
+    if not runnable:
+        return 0, failed, refused
+    only = None if step == WHOLE_RECORD else frozenset({step})
+    runner = cleaner.with_levers(disabled_steps=flags.disabled_steps, only_steps=only)
+    response = process_batch({"Records": [raw for _, raw in runnable]}, context, runner)
+    failed_ids = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+    done = 0
+    for item, raw in runnable:
+        if raw["dynamodb"]["SequenceNumber"] in failed_ids:
+            store.give_back(item, drain_id)
+            failed += 1
+        elif store.done(item, drain_id):
+            done += 1
+    if done:
+        cleaner.metrics.count(METRIC_DEFERRED_WORK_DONE, done, dimension=(DIMENSION_ACTION, step))
+    return done, failed, refused
+
+
+def _sort_out(
+    cleaner: CleanupRunner, store: DeferredStore, drain_id: str, taken: list[dict[str, Any]]
+) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], int, int]:
+    """Verify the run's items (their records read back together); give back those whose read
+    failed, refuse those that fail verification. The (item, record) pairs that may run, the
+    number given back and the number refused."""
     raws = [_stored_record(i) for i in taken]
     check = cleaner.removal_check()
     check.prefetch([parse_record(r) for r in raws if r is not None], every_source=True)
@@ -183,22 +208,7 @@ def _drain_step(
             refused += 1
     if refused:
         cleaner.metrics.count(METRIC_DEFERRED_WORK_REFUSED, refused)
-    if not runnable:
-        return 0, failed, refused
-    only = None if step == WHOLE_RECORD else frozenset({step})
-    runner = cleaner.with_levers(disabled_steps=flags.disabled_steps, only_steps=only)
-    response = process_batch({"Records": [raw for _, raw in runnable]}, context, runner)
-    failed_ids = {f["itemIdentifier"] for f in response["batchItemFailures"]}
-    done = 0
-    for item, raw in runnable:
-        if raw["dynamodb"]["SequenceNumber"] in failed_ids:
-            store.give_back(item, drain_id)
-            failed += 1
-        elif store.done(item, drain_id):
-            done += 1
-    if done:
-        cleaner.metrics.count(METRIC_DEFERRED_WORK_DONE, done, dimension=(DIMENSION_ACTION, step))
-    return done, failed, refused
+    return runnable, failed, refused
 
 
 def _stored_record(item: Mapping[str, Any]) -> dict[str, Any] | None:
