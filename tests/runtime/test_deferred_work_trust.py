@@ -27,6 +27,7 @@ from ownership_support import claim_state, emf_totals
 from runtime_faults import answer, json_error
 from runtime_support import TABLE, FakeContext, Sandbox, Session, event
 from session_expiry_runtime import handler as handler_module
+from session_expiry_runtime.config import RuntimeConfig, validate_cleanup_config
 from session_expiry_runtime.ownership import KIND_CONNECTION, KIND_GRANT, STATE_HELD
 from test_feature_flags import deferred_items, flags, remove, target_calls
 
@@ -230,3 +231,21 @@ def test_a_failed_read_back_keeps_the_item_for_the_next_drain_without_a_refusal(
 
     assert report["done"] == {"DeleteScratch": 1}
     assert sandbox.keys_under(ended.prefix) == [] and deferred_items(sandbox) == []
+
+
+def test_fails_to_start_with_feature_flags_but_no_deferred_work_table(
+    flags: Flags, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The ownership table is set, as with every claimed target: it is no place for deferred work.
+    monkeypatch.delenv("SESSION_EXPIRY_DEFERRED_WORK_TABLE_NAME")
+    monkeypatch.setattr(handler_module, "_cleaner", None)
+
+    with pytest.raises(ValueError, match="SESSION_EXPIRY_DEFERRED_WORK_TABLE_NAME is not"):
+        handler_module.handler(DRAIN, FakeContext())
+
+
+def test_fails_to_start_with_a_deferred_work_table_but_no_session_table() -> None:
+    config = RuntimeConfig(deferred_work_table_name="deferred")
+
+    with pytest.raises(ValueError, match="SESSION_EXPIRY_TABLE_NAME is not: the drain reads"):
+        validate_cleanup_config(config)
