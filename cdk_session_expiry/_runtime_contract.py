@@ -301,7 +301,16 @@ METRIC_DEFERRED_WORK_DONE = "DeferredWorkDone"
 METRIC_DEFERRED_WORK_AGE = "DeferredWorkAgeSeconds"
 #: The event the drain schedule sends the cleanup function (runtime ``deferred``).
 DRAIN_EVENT = {"sessionExpiryDrain": True}
-#: The ownership table's index of deferred work and its keys (runtime ``deferred``).
+#: The deferred-work table (``<SessionExpiry>/DeferredWorkTable``, runtime ``deferred``): its
+#: name, on the cleanup function only (no application function may write deferred work).
+ENV_DEFERRED_WORK_TABLE_NAME = "SESSION_EXPIRY_DEFERRED_WORK_TABLE_NAME"
+#: Deferred work the drain refused to run: its record's item is still in the session table with
+#: the same incarnation (the removal did not happen), or the record cannot be verified. Alarmed.
+METRIC_DEFERRED_WORK_REFUSED = "DeferredWorkRefused"
+#: The deferred-work table's partition key (String) and time to live attribute (Number).
+DEFERRED_WORK_PARTITION_KEY = "resource"
+DEFERRED_WORK_TTL_ATTRIBUTE = "expiresAt"
+#: The deferred-work table's index of pending work and its keys (runtime ``deferred``).
 DEFERRED_INDEX = "deferredWork"
 DEFERRED_INDEX_PARTITION_KEY = "deferredStep"
 DEFERRED_INDEX_SORT_KEY = "deferredAt"

@@ -619,6 +619,7 @@ def kinesis_iterator_age_alarm(
 
 RUNBOOK_FEATURE_FLAGS_READ_FAILURES = "alarm-feature-flags-read-failures"
 RUNBOOK_DEFERRED_WORK_AGE = "alarm-deferred-work-age"
+RUNBOOK_DEFERRED_WORK_REFUSED = "alarm-deferred-work-refused"
 
 
 def feature_flags_read_failures_alarm(
@@ -667,6 +668,29 @@ def deferred_work_age_alarm(
             "session's end, after which a deferred connection, grant or AgentCore step no "
             "longer acts. Switch the flag back on, or know why not.",
             RUNBOOK_DEFERRED_WORK_AGE,
+        ),
+        actions=actions,
+    )
+
+
+def deferred_work_refused_alarm(
+    scope: Construct, *, metric: cloudwatch.IMetric, actions: Sequence[cloudwatch.IAlarmAction]
+) -> cloudwatch.Alarm:
+    """``DeferredWorkRefused`` above 0 (construct id ``DeferredWorkRefusedAlarm``): the drain
+    refused deferred work whose session is still in the table, or that it could not verify."""
+    return _alarm(
+        scope,
+        "DeferredWorkRefusedAlarm",
+        metric=metric,
+        threshold=0,
+        description=described(
+            "The drain of deferred work refused a deferred record: the session table still holds "
+            "its item in the same incarnation (the removal it describes did not happen), or the "
+            "record could not be verified at all. Nothing was called for it; the item is kept in "
+            "the deferred-work table, out of the drain's way, for an operator. Only the cleanup "
+            "role may write that table: find who wrote the item or changed the session table, "
+            "then delete or re-queue the item.",
+            RUNBOOK_DEFERRED_WORK_REFUSED,
         ),
         actions=actions,
     )

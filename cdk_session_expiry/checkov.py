@@ -18,8 +18,9 @@ accepts, and for each check a prop closes while that prop is unset (the comment 
 * ``CKV_AWS_27`` (queue not encrypted), the on-failure queue the construct creates: it has
   SQS-managed server-side encryption (``SqsManagedSseEnabled``), which checkov does not read.
 * ``CKV_AWS_119`` (table not on a customer managed key), a table the construct creates (the
-  session table, the ownership table) without ``table_encryption_key`` (or, for the ownership
-  table with ``table=``, a given table without one): AWS managed encryption; the prop closes it.
+  session table, the ownership table, the deferred-work table) without
+  ``table_encryption_key`` (or, for the ownership and deferred-work tables with ``table=``, a
+  given table without one): AWS managed encryption; the prop closes it.
 * ``CKV_AWS_158`` (log group not encrypted with KMS) and ``CKV_AWS_173`` (environment not
   encrypted with a customer managed key) without ``function_encryption_key``; the prop closes
   both.
@@ -178,7 +179,7 @@ def explain_findings(sessions: SessionExpiry) -> None:
     queue = sessions.failure_queue
     if queue is not None and _owned(sessions, queue):
         skip(queue, QUEUE_ENCRYPTION)
-    for table in (sessions.table, sessions.ownership_table):
+    for table in (sessions.table, sessions.ownership_table, sessions.deferred_work_table):
         if table is not None and _owned(sessions, table) and table.encryption_key is None:
             skip(table, TABLE_KEY)
 

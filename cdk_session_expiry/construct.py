@@ -43,6 +43,7 @@ from . import (
     cleanup,
     custom_steps,
     dashboard,
+    deferred_work,
     failure_destination,
     fanout,
     grant_sweep,
@@ -135,11 +136,12 @@ class SessionExpiry(Construct):
         time_to_live_attribute: the table's time to live attribute (a Number, epoch seconds).
             A table of this app without time to live is rejected. Default: ``"expiresAt"``; for
             a table of this app, its own TTL attribute.
-        table_encryption_key: customer managed key of a new table, and of the ownership table.
-            Default: the AWS managed key ``aws/dynamodb`` (with ``table=``, the ownership table
-            takes that table's customer managed key, if it has one).
-        removal_policy: what happens to a new table, and to the ownership table, when it leaves
-            the stack. Default: ``RemovalPolicy.RETAIN`` (always so with ``table=``).
+        table_encryption_key: customer managed key of a new table, and of the ownership and
+            deferred-work tables. Default: the AWS managed key ``aws/dynamodb`` (with ``table=``,
+            those tables take that table's customer managed key, if it has one).
+        removal_policy: what happens to a new table, and to the ownership and deferred-work
+            tables, when it leaves the stack. Default: ``RemovalPolicy.RETAIN`` (always so with
+            ``table=``).
         deletion_protection: turn on deletion protection of a new table (new tables only).
             Default: off (the table is still retained by ``removal_policy``).
         connection_id_attribute: the session attribute holding the WebSocket connection id
@@ -521,11 +523,16 @@ class SessionExpiry(Construct):
             deployment; the cleanup reads the flags every ``poll_interval`` (default 30 seconds;
             15 seconds to 1 hour) with ``appconfig:StartConfigurationSession`` and
             ``GetLatestConfiguration`` on that profile only. A step switched off is reported
-            ``disabled`` and its work deferred to the ownership table (created with flags; its
-            ``deferredWork`` index; kept 14 days), ``enabled`` off defers every record before
-            any call; a drain every 5 minutes does the deferred work once its flag is on again.
-            Alarms ``FeatureFlagsReadFailuresAlarm`` and ``DeferredWorkAgeAlarm`` (1 day).
-            Attribute: ``feature_flags``. Default: off.
+            ``disabled`` and its work deferred to its own table, ``DeferredWorkTable`` (kept 14
+            days; only the cleanup role may write it: ``PutItem``, ``UpdateItem``,
+            ``DeleteItem``, ``Query`` on its ``deferredWork`` index; no ``grant_session_access``
+            role gets any action on it), ``enabled`` off defers every record before any call; a
+            drain every 5 minutes does the deferred work once its flag is on again, after
+            reading each record back from the session table (``dynamodb:BatchGetItem``): a
+            record whose item is still there in the same incarnation is refused and kept for an
+            operator. Alarms ``FeatureFlagsReadFailuresAlarm``, ``DeferredWorkAgeAlarm`` (1 day)
+            and ``DeferredWorkRefusedAlarm``. Attributes: ``feature_flags``,
+            ``deferred_work_table``. Default: off.
 
     Raises:
         PropTypeError: a prop of the wrong type (e.g. ``batch_size="100"`` or
@@ -903,7 +910,6 @@ class SessionExpiry(Construct):
             self,
             session_table=self.table,
             removal_policy=props.removal_policy,
-            deferred_work=self._flag_options is not None,
             **{prop: getattr(props, prop) for prop in ownership.CLAIMED_TARGET_PROPS},
         )
         #: The ownership table (``Sessions/OwnershipTable``: which session incarnation holds
@@ -912,6 +918,19 @@ class SessionExpiry(Construct):
         #: ``code_interpreter`` or ``browser`` is set.
         self.ownership_table: dynamodb.ITable | None = (
             None if self._ownership is None else self._ownership.table
+        )
+        self._deferred_work = (
+            None
+            if self._flag_options is None
+            else deferred_work.create_deferred_work_table(
+                self, session_table=self.table, removal_policy=props.removal_policy
+            )
+        )
+        #: The deferred-work table (``Sessions/DeferredWorkTable``, with ``feature_flags``: the
+        #: work a flag held back, written by the cleanup role alone; see
+        #: ``cdk_session_expiry.deferred_work``), or ``None`` without feature flags.
+        self.deferred_work_table: dynamodb.ITable | None = (
+            None if self._deferred_work is None else self._deferred_work.table
         )
         self.grant_key = props.grant_key
         self.scratch_bucket = props.scratch_bucket
@@ -953,6 +972,8 @@ class SessionExpiry(Construct):
             for name, value in self._ownership.environment().items():
                 fn.add_environment(name, value)
             self._ownership.grant_cleanup(self.cleanup_role)
+        if self._deferred_work is not None:
+            self._deferred_work.configure_cleanup(fn, self.table)
         if props.websocket_stage is not None:
             targets.configure_connections(fn, props.websocket_stage)
         if props.grant_key is not None:
@@ -1230,6 +1251,7 @@ class SessionExpiry(Construct):
         self.alarms += [
             self.feature_flags.read_failures_alarm,
             self.feature_flags.deferred_work_age_alarm,
+            self.feature_flags.deferred_work_refused_alarm,
         ]
 
     def _step_names(self, props: SessionExpiryProps) -> list[str]:

@@ -16,9 +16,10 @@
   ``cleanup_dry_run``, every step on), and its **deployment**;
 * the **drain schedule**: an EventBridge rule that invokes the cleanup function every 5 minutes
   with ``{"sessionExpiryDrain": true}`` to run the work deferred while a flag was off;
-* two **alarms**: ``FeatureFlagsReadFailuresAlarm`` (AppConfig could not be read: the last good
-  flags stay in force) and ``DeferredWorkAgeAlarm`` (deferred work older than 1 day: a step has
-  been off that long, or the drain fails).
+* three **alarms**: ``FeatureFlagsReadFailuresAlarm`` (AppConfig could not be read: the last
+  good flags stay in force), ``DeferredWorkAgeAlarm`` (deferred work older than 1 day: a step has
+  been off that long, or the drain fails) and ``DeferredWorkRefusedAlarm`` (the drain refused a
+  deferred record whose session is still in the table, or that it could not verify).
 
 The flags (:func:`flag_names`): ``enabled``, ``dryRun`` and one per step by its metric ``Action``
 (``Archive``, ``DeleteConnection``, ``RetireGrant``, ``DeleteScratch``, the AgentCore steps,
@@ -27,8 +28,9 @@ flag. The cleanup (runtime ``session_expiry_runtime.feature_flags``) reads them 
 AppConfig Data API, at most every ``poll_interval`` (default 30 seconds) per execution
 environment; IAM: ``appconfig:StartConfigurationSession`` and
 ``appconfig:GetLatestConfiguration`` on this profile's configuration ARN only. Deferred work goes
-to the ownership table (created with flags even without a claimed target), with its sparse
-``deferredWork`` index; the cleanup role may ``PutItem``, ``DeleteItem`` and ``Query`` it.
+to its own table, ``Sessions/DeferredWorkTable``, which only the cleanup role may write
+(``cdk_session_expiry.deferred_work``); the drain reads each record back from the session table
+before it acts.
 
 A deploy that changes the set of steps changes the initial version's content: CloudFormation
 deploys it, which resets every flag to as-deployed. Cost: AppConfig charges per configuration
@@ -221,7 +223,7 @@ class FeatureFlagsUnit(Construct):
         dry_run: ``cleanup_dry_run`` (the initial ``dryRun``).
         rollback_alarms: the monitors: a deployment is rolled back when one goes to ALARM.
         metrics_namespace: where the runtime writes its metrics.
-        alarm_actions: actions of the two alarms.
+        alarm_actions: actions of the three alarms.
     """
 
     def __init__(
@@ -284,6 +286,13 @@ class FeatureFlagsUnit(Construct):
         )
         self.read_failures_alarm = self._read_failures_alarm(alarm_actions)
         self.deferred_work_age_alarm = self._deferred_age_alarm(alarm_actions)
+        #: ``DeferredWorkRefused`` > 0: the drain refused deferred work (a forged item, or one
+        #: whose session is still live).
+        self.deferred_work_refused_alarm = alarm_defaults.deferred_work_refused_alarm(
+            self,
+            metric=self.metric(contract.METRIC_DEFERRED_WORK_REFUSED, "Sum"),
+            actions=alarm_actions,
+        )
 
     def _monitors(self, alarms: Sequence[cloudwatch.IAlarm]) -> list[appconfig.Monitor]:
         """One monitor per alarm, with a role that may describe those alarms only."""

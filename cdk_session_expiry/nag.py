@@ -30,8 +30,9 @@ has a customer managed key (the ownership table uses the same key):
 ``AwsSolutions-IAM5[Action::kms:GenerateDataKey*]`` and ``[Action::kms:ReEncrypt*]``, granted on
 that key alone.
 
-The ownership table raises no finding (point-in-time recovery is on, ``AwsSolutions-DDB3``), and
-its grants name the table alone (the cleanup role gets ``kms:Decrypt`` only on its key).
+The ownership table and the deferred-work table raise no finding (point-in-time recovery is on,
+``AwsSolutions-DDB3``), and their grants name the table (and, for the deferred-work table, its
+one index) alone (the cleanup role gets ``kms:Decrypt`` only on their key).
 
 A finding's id names the wildcard resource as cdk-nag flattens it (``<LogicalId.Arn>``,
 ``<AWS::Partition>``), so ids are computed from the same resolved values cdk-nag reads. A

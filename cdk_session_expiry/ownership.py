@@ -8,9 +8,9 @@ session's incarnation (see ``docs/ownership.md`` and the runtime's
 
 The table (``<scope>/OwnershipTable``) exists only when a target that needs claims is set:
 ``websocket_stage``, ``grant_key``, ``agent_runtime``, ``code_interpreter`` or ``browser``
-(:func:`needs_ownership_table`), or ``feature_flags`` (it then also holds the work a flag
-deferred, runtime ``session_expiry_runtime.deferred``, under a sparse ``deferredWork`` index:
-the cleanup role may ``PutItem``, ``DeleteItem`` and ``Query`` it). It has:
+(:func:`needs_ownership_table`). It holds claims only: the work a feature flag deferred lives in
+its own table, which only the cleanup role may write (``cdk_session_expiry.deferred_work``),
+because the application's functions may write this one. It has:
 
 * partition key ``resource`` (String, ``<kind>#<id>``) and no sort key;
 * time to live on ``expiresAt`` (Number, epoch seconds: the owner's absolute end plus 21 days),
@@ -66,15 +66,9 @@ CLAIMED_TARGET_PROPS = (
 )
 
 
-#: What the cleanup role also does with deferred work (``feature_flags``): write it, drain it
-#: (``Query`` on the ``deferredWork`` index), delete what is done.
-DEFERRED_WORK_ACTIONS = ("dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query")
-
-
-def needs_ownership_table(*, deferred_work: bool = False, **targets: object) -> bool:
-    """Whether any of :data:`CLAIMED_TARGET_PROPS` is set (``targets``: prop name → value), or
-    feature flags need a place for deferred work (``deferred_work``)."""
-    return deferred_work or any(targets.get(prop) is not None for prop in CLAIMED_TARGET_PROPS)
+def needs_ownership_table(**targets: object) -> bool:
+    """Whether any of :data:`CLAIMED_TARGET_PROPS` is set (``targets``: prop name → value)."""
+    return any(targets.get(prop) is not None for prop in CLAIMED_TARGET_PROPS)
 
 
 def attribute_environment() -> dict[str, str]:
@@ -110,9 +104,7 @@ class OwnershipTable:
         *,
         encryption_key: kms.IKey | None,
         removal_policy: RemovalPolicy | None,
-        deferred_work: bool = False,
     ) -> None:
-        self.deferred_work = deferred_work
         #: The table.
         self.table = dynamodb.Table(
             scope,
@@ -133,17 +125,6 @@ class OwnershipTable:
             encryption_key=encryption_key,
             removal_policy=RemovalPolicy.RETAIN if removal_policy is None else removal_policy,
         )
-        if deferred_work:
-            # Sparse: only deferred-work items carry its keys (runtime ``deferred``).
-            self.table.add_global_secondary_index(
-                index_name=contract.DEFERRED_INDEX,
-                partition_key=dynamodb.Attribute(
-                    name=contract.DEFERRED_INDEX_PARTITION_KEY, type=dynamodb.AttributeType.STRING
-                ),
-                sort_key=dynamodb.Attribute(
-                    name=contract.DEFERRED_INDEX_SORT_KEY, type=dynamodb.AttributeType.NUMBER
-                ),
-            )
 
     def environment(self) -> dict[str, str]:
         """The table's name, for the cleanup, the grant sweep and ``SessionStore``."""
@@ -153,17 +134,6 @@ class OwnershipTable:
         """:data:`CLEANUP_ACTIONS` on the table (and ``kms:Decrypt`` on its customer managed
         key)."""
         grant = self._grant(role, CLEANUP_ACTIONS)
-        if self.deferred_work:
-            grant = grant.combine(
-                iam.Grant.add_to_principal(
-                    grantee=role,
-                    actions=list(DEFERRED_WORK_ACTIONS),
-                    resource_arns=[
-                        self.table.table_arn,
-                        f"{self.table.table_arn}/index/{contract.DEFERRED_INDEX}",
-                    ],
-                )
-            )
         key = self.table.encryption_key
         return grant if key is None else grant.combine(key.grant_decrypt(role))
 
@@ -178,17 +148,12 @@ def create_ownership_table(
     *,
     session_table: dynamodb.ITable,
     removal_policy: RemovalPolicy | None,
-    deferred_work: bool = False,
     **targets: object,
 ) -> OwnershipTable | None:
-    """The ownership table when one of ``targets`` (:data:`CLAIMED_TARGET_PROPS`) is set or
-    ``deferred_work`` (feature flags: with its ``deferredWork`` index), on the session table's
-    encryption key; else ``None``."""
-    if not needs_ownership_table(deferred_work=deferred_work, **targets):
+    """The ownership table when one of ``targets`` (:data:`CLAIMED_TARGET_PROPS`) is set, on the
+    session table's encryption key; else ``None``."""
+    if not needs_ownership_table(**targets):
         return None
     return OwnershipTable(
-        scope,
-        encryption_key=session_table.encryption_key,
-        removal_policy=removal_policy,
-        deferred_work=deferred_work,
+        scope, encryption_key=session_table.encryption_key, removal_policy=removal_policy
     )

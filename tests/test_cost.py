@@ -120,9 +120,9 @@ def test_options_from_the_sample_apps_template() -> None:
     o = options_from_template(json.loads(SAMPLE.read_text()), sessions=5)
     assert (o.memory_mb, o.connection, o.grant, o.scratch) == (1769, True, True, True)
     assert (o.archive, o.event_bus, o.grant_sweep, o.sweep_interval_s) == (True, True, True, 300)
-    # 12, plus feature_flags' read-failures and deferred-work-age alarms (issue 26 part 1), plus
-    # the claim registrar's refused-requests and errors alarms (issue 35)
-    assert o.alarms == 16 and o.sessions == 5 and o.sweeper_memory_mb == SWEEPER_MEMORY_SIZE
+    # 12, plus feature_flags' read-failures, deferred-work-age and deferred-work-refused alarms,
+    # plus the claim registrar's refused-requests and errors alarms (issue 35)
+    assert o.alarms == 17 and o.sessions == 5 and o.sweeper_memory_mb == SWEEPER_MEMORY_SIZE
 
 
 def test_the_command_prints_the_bill_for_a_template(capsys: pytest.CaptureFixture[str]) -> None:

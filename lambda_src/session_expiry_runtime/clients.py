@@ -121,8 +121,12 @@ class CleanupClients:
     #: Amazon Data Firehose client of the archive's delivery stream (``archive_delivery_stream``).
     firehose: Any = None
     #: DynamoDB client that reads Kinesis ``REMOVE`` records' items back from the session table
-    #: (``table_name``: :mod:`.kinesis_removals`); the ownership client when there is one.
+    #: (``table_name``: :mod:`.kinesis_removals`), and the drain's deferred records
+    #: (:mod:`.levers`); the ownership client when there is one.
     table: Any = None
+    #: DynamoDB client of the deferred-work table (``deferred_work_table_name``:
+    #: :mod:`.deferred`); the session table's client (a DynamoDB client names its table per call).
+    deferred: Any = None
 
 
 def cleanup_session() -> boto3.session.Session:
@@ -157,6 +161,9 @@ def build_clients(
     table = None
     if config.table_name:
         table = ownership or session.client("dynamodb", config=settings)
+    deferred = None
+    if config.deferred_work_table_name:
+        deferred = table or session.client("dynamodb", config=settings)
     return CleanupClients(
         apigateway=session.client(
             "apigatewaymanagementapi", endpoint_url=config.websocket_endpoint, config=settings
@@ -177,6 +184,7 @@ def build_clients(
         else None,
         ownership=ownership,
         table=table,
+        deferred=deferred,
         firehose=session.client("firehose", config=settings)
         if config.archive_delivery_stream and config.archive_bucket
         else None,

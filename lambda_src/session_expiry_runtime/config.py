@@ -298,6 +298,11 @@ METRIC_SESSIONS_DEFERRED = "SessionsDeferred"
 METRIC_DEFERRED_WORK_DONE = "DeferredWorkDone"
 #: Age of the oldest deferred item left after a drain run (Seconds; 0 when none).
 METRIC_DEFERRED_WORK_AGE = "DeferredWorkAgeSeconds"
+#: The deferred-work table (:mod:`.deferred`): only the cleanup role may write it.
+ENV_DEFERRED_WORK_TABLE_NAME = "SESSION_EXPIRY_DEFERRED_WORK_TABLE_NAME"
+#: Deferred work the drain refused to run: the session table still holds its record's item in
+#: the same incarnation (the removal did not happen), or the record cannot be verified. Alarmed.
+METRIC_DEFERRED_WORK_REFUSED = "DeferredWorkRefused"
 
 # --- queryable archive, archive at scale, agent memory (issue 24; same values on both sides) --
 #: The Amazon Data Firehose delivery stream (its name) the archive step hands records to
@@ -362,7 +367,9 @@ def validate_cleanup_config(config: RuntimeConfig) -> RuntimeConfig:
             :func:`session_expiry_runtime.prefixes.validate_scratch_root`; the metrics namespace
             is empty or longer than 1024 characters; the AgentCore runtime ARN is not one
             (``arn:aws:bedrock-agentcore:{region}:{account}:runtime/{id}``, the id matching
-            :data:`AGENT_RUNTIME_ID_PATTERN`: the runtime's name, ``-``, 10 letters or digits).
+            :data:`AGENT_RUNTIME_ID_PATTERN`: the runtime's name, ``-``, 10 letters or digits);
+            the deferred-work table is set without the session table (the drain could verify
+            nothing).
     """
     endpoint = config.websocket_endpoint
     if endpoint is not None and not _is_url(endpoint, ("https", "http")):
@@ -393,6 +400,12 @@ def validate_cleanup_config(config: RuntimeConfig) -> RuntimeConfig:
     if not 1 <= len(config.metrics_namespace) <= 1024:
         raise ValueError(
             f"{ENV_METRICS_NAMESPACE}={config.metrics_namespace!r}: expected 1-1024 characters"
+        )
+    if config.deferred_work_table_name is not None and config.table_name is None:
+        raise ValueError(
+            f"{ENV_DEFERRED_WORK_TABLE_NAME} is set but {ENV_TABLE_NAME} is not: the drain reads "
+            "each deferred record's item back from the session table before it acts; set it to "
+            "the session table (the construct does with feature_flags: redeploy)"
         )
     return config
 
@@ -527,6 +540,7 @@ _TEXT_SETTINGS: dict[str, tuple[str, str | None]] = {
     "custom_steps": (ENV_CUSTOM_STEPS, None),
     "ownership_table_name": (ENV_OWNERSHIP_TABLE_NAME, None),
     "claim_registrar_function": (ENV_CLAIM_REGISTRAR_FUNCTION, None),
+    "deferred_work_table_name": (ENV_DEFERRED_WORK_TABLE_NAME, None),
     "incarnation_attribute": (ENV_INCARNATION_ATTRIBUTE, DEFAULT_INCARNATION_ATTRIBUTE),
     "agent_runtime_session_ids_attribute": (
         ENV_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE,
@@ -636,6 +650,8 @@ class RuntimeConfig:
     #: The claim registrar function (:mod:`.registrar`) ``SessionStore`` asks to write the
     #: ownership records; ``None``: the store writes them itself (tests, the registrar).
     claim_registrar_function: str | None = None
+    #: The deferred-work table (:mod:`.deferred`, feature flags); ``None``: no feature flags.
+    deferred_work_table_name: str | None = None
     incarnation_attribute: str = DEFAULT_INCARNATION_ATTRIBUTE
     agent_runtime_session_ids_attribute: str = DEFAULT_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE
     code_interpreter_session_ids_attribute: str = DEFAULT_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE

@@ -2,10 +2,21 @@
 
 A step whose flag is off (:mod:`.feature_flags`) is not run; a record that arrives while the flag
 ``enabled`` is off is not cleaned at all. Their work is never lost: before the record is reported
-done, a **deferred-work item** is written to the ownership table (which has its own time to live
-backstop), and the **drain** — the cleanup function invoked every 5 minutes by the construct's
-``Sessions/FeatureFlags/DrainSchedule`` with ``{"sessionExpiryDrain": true}`` — runs that work
-once the flag is on, through the same step code, with the same ownership checks.
+done, a **deferred-work item** is written to the deferred-work table
+(``SESSION_EXPIRY_DEFERRED_WORK_TABLE_NAME``, the construct's ``<SessionExpiry>/DeferredWorkTable``,
+which has its own time to live backstop), and the **drain** — the cleanup function invoked every
+5 minutes by the construct's ``Sessions/FeatureFlags/DrainSchedule`` with
+``{"sessionExpiryDrain": true}`` — runs that work once the flag is on, through the same step
+code, with the same ownership checks (:mod:`.levers`).
+
+**Who writes it**: the cleanup role alone. No application function (``grant_session_access``)
+has any action on the table, so an item the drain finds was written by the cleanup from a record
+its event source mapping delivered. The drain still reads each record's item back from the
+session table before it acts (:func:`.levers.drain`): an item still there in the record's
+incarnation means the removal did not happen, and the item is **refused**
+(:meth:`DeferredStore.refuse`). Versions before this one kept deferred work in the ownership
+table, which application functions may write; this version neither reads nor writes it there
+(drain it before upgrading: docs, Operating it, "Feature flags").
 
 An item (partition key ``resource``):
 
@@ -20,12 +31,18 @@ attribute           value
 ``record``          the stream record (JSON): the old image the step needs, its ``Keys``
 ``expiresAt``       time to live: ``deferredAt`` + :data:`DEFERRED_RETENTION_SECONDS` (14 days)
 ``drainingSince``   set while a drain runs the item (``drainId`` names the run)
+``refusal``         set when a drain refused it (the reason, with ``refusedAt`` and ``refusedStep``:
+                    ``deferredStep`` is removed, so the item leaves the index and no drain takes
+                    it again; ``expiresAt`` becomes ``refusedAt`` + 14 days)
 ==================  ==============================================================================
 
 **Exactly once**: a drain takes an item with a conditional update (not taken, or taken longer
 than :data:`DRAIN_STALE_SECONDS` ago by a run that stopped), runs it, and deletes it on the
 condition that its own run still holds it; a failed run gives the item back. The steps are
 idempotent and ownership-checked besides: a claim already released answers ``already-done``.
+
+**A refused item** is kept for an operator: re-queue it (once its session has really ended) with
+``SET deferredStep = refusedStep REMOVE refusal, refusedAt, refusedStep``, or delete it.
 
 **Limits**: an item holds the whole stream record; one above DynamoDB's 400 KB item limit cannot
 be written, and its record fails (retried, then the on-failure destination: replay it). Ownership
@@ -62,16 +79,24 @@ __all__ = [
 ]
 
 DEFERRED_PREFIX = "deferred#"
+#: The table's partition key (String) and time to live attribute (Number): the construct creates
+#: the table with them (``cdk_session_expiry.deferred_work``; a test checks both sides agree).
+ATTR_RESOURCE = "resource"
+ATTR_EXPIRES_AT = "expiresAt"
 ATTR_DEFERRED_STEP = "deferredStep"
 ATTR_DEFERRED_AT = "deferredAt"
 ATTR_RECORD = "record"
 ATTR_DRAINING_SINCE = "drainingSince"
 ATTR_DRAIN_ID = "drainId"
-#: The ownership table's index of deferred work (sparse: only deferred items carry its key).
+ATTR_REFUSAL = "refusal"
+ATTR_REFUSED_AT = "refusedAt"
+ATTR_REFUSED_STEP = "refusedStep"
+#: The deferred-work table's index of pending work (sparse: a refused item leaves it).
 DEFERRED_INDEX = "deferredWork"
 #: The step name of a whole record deferred while ``enabled`` was off.
 WHOLE_RECORD = "*"
-#: How long a deferred item is kept (the ownership table's time to live): 14 days.
+#: How long a deferred item is kept (the table's time to live), and a refused one after its
+#: refusal: 14 days.
 DEFERRED_RETENTION_SECONDS = 14 * 24 * 3600
 #: A drain's hold on an item is given up after this long (a drain that stopped mid-run).
 DRAIN_STALE_SECONDS = 15 * 60
@@ -90,10 +115,10 @@ def item_key(step: str, sequence_number: str) -> str:
 
 
 class DeferredStore:
-    """Deferred-work items in the ownership table (see the module docstring).
+    """Deferred-work items in the deferred-work table (see the module docstring).
 
     Args:
-        client: boto3 DynamoDB client. table: the ownership table's name.
+        client: boto3 DynamoDB client. table: the deferred-work table's name.
     """
 
     def __init__(self, client: Any, table: str) -> None:
@@ -124,12 +149,12 @@ class DeferredStore:
             owner = json.dumps(dict(keys), default=str, sort_keys=True)
         for step in steps:
             item = {
-                "resource": {"S": item_key(step, sequence_number)},
+                ATTR_RESOURCE: {"S": item_key(step, sequence_number)},
                 ATTR_DEFERRED_STEP: {"S": step},
                 ATTR_DEFERRED_AT: {"N": str(at)},
                 "owner": {"S": owner},
                 ATTR_RECORD: {"S": json.dumps(raw, separators=(",", ":"), default=_number)},
-                "expiresAt": {"N": str(at + DEFERRED_RETENTION_SECONDS)},
+                ATTR_EXPIRES_AT: {"N": str(at + DEFERRED_RETENTION_SECONDS)},
             }
             if incarnation:
                 item["incarnation"] = {"S": incarnation}
@@ -143,7 +168,7 @@ class DeferredStore:
                 TableName=self.table,
                 Item=item,
                 ConditionExpression="attribute_not_exists(#r)",
-                ExpressionAttributeNames={"#r": "resource"},
+                ExpressionAttributeNames={"#r": ATTR_RESOURCE},
             )
         except self.client.exceptions.ConditionalCheckFailedException:
             pass  # deferred once already: that item stands
@@ -168,7 +193,7 @@ class DeferredStore:
         try:
             self.client.update_item(
                 TableName=self.table,
-                Key={"resource": item["resource"]},
+                Key={ATTR_RESOURCE: item[ATTR_RESOURCE]},
                 UpdateExpression="SET #d = :now, #i = :id",
                 ConditionExpression=(
                     "attribute_exists(#r) AND (attribute_not_exists(#d) OR #d < :stale)"
@@ -176,7 +201,7 @@ class DeferredStore:
                 ExpressionAttributeNames={
                     "#d": ATTR_DRAINING_SINCE,
                     "#i": ATTR_DRAIN_ID,
-                    "#r": "resource",
+                    "#r": ATTR_RESOURCE,
                 },
                 ExpressionAttributeValues={
                     ":now": {"N": str(int(now))},
@@ -196,10 +221,43 @@ class DeferredStore:
         """Release this run's hold on ``item`` (its work failed: a later run retries it)."""
         return self._conditional(item, drain_id, delete=False)
 
+    def refuse(self, item: Mapping[str, Any], drain_id: str, reason: str, now: float) -> bool:
+        """Keep ``item`` for an operator, out of every drain's way (module docstring), if this
+        run still holds it; whether it did."""
+        step = item[ATTR_DEFERRED_STEP]["S"]
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key={ATTR_RESOURCE: item[ATTR_RESOURCE]},
+                UpdateExpression=(
+                    "SET #rf = :reason, #ra = :now, #rs = :step, #e = :expires REMOVE #s, #d, #i"
+                ),
+                ConditionExpression="#i = :id",
+                ExpressionAttributeNames={
+                    "#rf": ATTR_REFUSAL,
+                    "#ra": ATTR_REFUSED_AT,
+                    "#rs": ATTR_REFUSED_STEP,
+                    "#e": ATTR_EXPIRES_AT,
+                    "#s": ATTR_DEFERRED_STEP,
+                    "#d": ATTR_DRAINING_SINCE,
+                    "#i": ATTR_DRAIN_ID,
+                },
+                ExpressionAttributeValues={
+                    ":reason": {"S": reason},
+                    ":now": {"N": str(int(now))},
+                    ":step": {"S": step},
+                    ":expires": {"N": str(int(now) + DEFERRED_RETENTION_SECONDS)},
+                    ":id": {"S": drain_id},
+                },
+            )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
+
     def _conditional(self, item: Mapping[str, Any], drain_id: str, *, delete: bool) -> bool:
         common: dict[str, Any] = {
             "TableName": self.table,
-            "Key": {"resource": item["resource"]},
+            "Key": {ATTR_RESOURCE: item[ATTR_RESOURCE]},
             "ConditionExpression": "#i = :id",
             "ExpressionAttributeNames": {"#i": ATTR_DRAIN_ID},
             "ExpressionAttributeValues": {":id": {"S": drain_id}},

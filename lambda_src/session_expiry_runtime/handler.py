@@ -77,15 +77,16 @@ def _flag_reader(source: FlagSource | None, cleaner: SessionCleaner) -> FlagRead
     """The process's flag reader, or ``None`` without flags.
 
     Raises:
-        ValueError: flags are configured but the ownership table (where deferred work goes)
-            is not.
+        ValueError: flags are configured but the deferred-work table (where deferred work
+            goes) is not.
     """
     if source is None:
         return None
     if cleaner.deferrals is None:
         raise ValueError(
-            "feature flags are configured but SESSION_EXPIRY_OWNERSHIP_TABLE_NAME is not: "
-            "a step switched off would have nowhere to keep its work"
+            "feature flags are configured but SESSION_EXPIRY_DEFERRED_WORK_TABLE_NAME is not: "
+            "a step switched off would have nowhere to keep its work (the construct sets it "
+            "with feature_flags: redeploy)"
         )
     settings = client_config(cleaner.config.max_workers, cleaner.config.time_guard_ms)
     client = boto3.session.Session().client("appconfigdata", config=settings)

@@ -47,7 +47,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from .decode import DecodeError, StreamRecord, decode_binary
 from .outcomes import error_text
 
-__all__ = ["MAX_KEYS_PER_CALL", "RemovalCheck"]
+__all__ = ["MAX_KEYS_PER_CALL", "ReadBackFailed", "RemovalCheck"]
 
 #: ``BatchGetItem`` takes at most 100 keys (Amazon DynamoDB API Reference).
 MAX_KEYS_PER_CALL = 100
@@ -59,6 +59,12 @@ MAX_ROUNDS = 3
 #: real, and its made-up incarnation's ids and prefix are still checked by ownership.
 ARRIVAL_SLACK_SECONDS = 15 * 60
 _ABSENT = object()
+
+
+class ReadBackFailed(RuntimeError):
+    """The table could not be read (a failed call, keys left unprocessed, no table name): the
+    record may be fine, ask again later. Its plain :class:`RuntimeError` siblings mean the record
+    itself cannot be read back (no ``Keys``, keys of another table, values no key can hold)."""
 
 
 def _identity(key: Mapping[str, Any]) -> str:
@@ -146,19 +152,26 @@ class RemovalCheck:
         self._read: dict[str, object] = {}
         self._failed: dict[str, str] = {}
 
-    def prefetch(self, records: Sequence[StreamRecord]) -> None:
-        """Read back every Kinesis ``REMOVE`` of ``records`` in as few calls as they allow;
+    def prefetch(self, records: Sequence[StreamRecord], *, every_source: bool = False) -> None:
+        """Read back every Kinesis ``REMOVE`` of ``records`` (with ``every_source``, every
+        ``REMOVE``: the drain of deferred work, :mod:`.levers`) in as few calls as they allow;
         never raises (what could not be read is read again, or fails, in :meth:`still_held`)."""
         self._read_keys(
-            [r.keys for r in records if r.through_kinesis and r.event_name == "REMOVE" and r.keys]
+            [
+                r.keys
+                for r in records
+                if (every_source or r.through_kinesis) and r.event_name == "REMOVE" and r.keys
+            ]
         )
 
     def still_held(self, record: StreamRecord, incarnation: str | None) -> bool:
         """``True`` when the table holds the item ``record`` says was removed (module docstring).
 
         Raises:
-            RuntimeError: the item could not be read (no table name, a failed call, Keys that
-                are not S, N or B); the text says why.
+            ReadBackFailed: the table could not be read (no table name, a failed call, keys
+                left unprocessed); the text says why.
+            RuntimeError: the record cannot be read back (no ``Keys``, Keys that are not the
+                table's key or not S, N or B); the text says why.
         """
         if record.keys is None:
             raise RuntimeError("a REMOVE record without Keys cannot be read back")
@@ -174,7 +187,7 @@ class RemovalCheck:
         if identity not in self._read:
             self._read_keys([record.keys])
         if identity not in self._read:
-            raise RuntimeError(self._failed.get(identity, "the item could not be read back"))
+            raise ReadBackFailed(self._failed.get(identity, "the item could not be read back"))
         held = self._read[identity]
         if held is _ABSENT:
             return False
@@ -183,6 +196,10 @@ class RemovalCheck:
         held_not_after: Decimal | None = held[1]
         if incarnation is None or held_incarnation is None or held_incarnation == incarnation:
             return True
+        if not record.through_kinesis:
+            # A DynamoDB stream record (deferred by the cleanup, read back by the drain):
+            # DynamoDB wrote it, so another incarnation in its place is a later session.
+            return False
         return not self._created_after(held_not_after, record.arrival_time)
 
     def _created_after(self, not_after: Decimal | None, arrival: Decimal | None) -> bool:

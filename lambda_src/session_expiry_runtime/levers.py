@@ -11,6 +11,20 @@ invocation and:
   (:meth:`~.runner.CleanupRunner.with_levers`): ``dryRun`` the dry run, each step switched off
   reported ``disabled`` and deferred (``StepsDisabled`` by ``Action``);
 * the drain event (``{"sessionExpiryDrain": true}``, every 5 minutes) — :func:`drain`.
+
+**The drain verifies before it acts.** A deferred record is a ``REMOVE``; before its work runs,
+the drain reads its ``Keys`` back from the session table (``BatchGetItem``, strongly consistent,
+the run's items together: :class:`~.kinesis_removals.RemovalCheck`, as for a ``REMOVE`` that came
+through Kinesis):
+
+* no item, or an item of another incarnation (a later session under the same key): the removal
+  happened; the work runs, and the ownership checks keep the later session's resources;
+* an item of the record's incarnation (or, for a record without one, any item), or a record that
+  cannot be read back at all (no stream record, no session, Keys of another table): **refused**.
+  Nothing is called; ``DeferredWorkRefused`` counts it (alarmed), a WARNING line names the item,
+  the key and the reason, and the item is kept for an operator, out of the drain's way
+  (:meth:`~.deferred.DeferredStore.refuse`);
+* the read failed: the item is given back for the next drain (no refusal, no alarm).
 """
 
 from __future__ import annotations
@@ -22,8 +36,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .batch import _split_duplicates, batch_response, process_batch
-from .config import ACTION_DEFERRAL, DIMENSION_ACTION
-from .decode import parse_record
+from .config import ACTION_DEFERRAL, DIMENSION_ACTION, METRIC_DEFERRED_WORK_REFUSED
+from .decode import parse_record, to_json_value
 from .deferred import (
     METRIC_DEFERRED_WORK_AGE,
     METRIC_DEFERRED_WORK_DONE,
@@ -33,12 +47,18 @@ from .deferred import (
     new_drain_id,
 )
 from .feature_flags import Flags
+from .kinesis_removals import ReadBackFailed, RemovalCheck
 from .outcomes import OUTCOME_DEFERRED, OUTCOME_FAILED, RecordResult
 from .runner import CleanupRunner, raised_text
 
 LOGGER = logging.getLogger("session_expiry_runtime.cleanup")
 #: Items a drain run takes per step (the next run takes the next ones).
 DRAIN_BATCH = 100
+#: Why the drain refused a deferred record (the item's ``refusal``, the log line's ``refusal``):
+#: the session table still holds the record's item in its incarnation ...
+REFUSED_STILL_IN_TABLE = "ItemStillInTable"
+#: ... or the record cannot be read back at all.
+REFUSED_UNVERIFIABLE = "Unverifiable"
 
 
 def run_batch(event: Any, context: object, cleaner: CleanupRunner, flags: Flags) -> dict[str, Any]:
@@ -97,19 +117,21 @@ def _defer_one(raw: object, cleaner: CleanupRunner) -> RecordResult:
 def drain(
     cleaner: CleanupRunner, flags: Flags, context: object, *, limit: int = DRAIN_BATCH
 ) -> dict[str, Any]:
-    """Run the deferred work whose flags are on again; each item once (see :mod:`.deferred`).
+    """Run the deferred work whose flags are on again; each item once (see :mod:`.deferred`),
+    each record verified first (module docstring).
 
     Nothing is drained while ``enabled`` is off or in a dry run. Writes
-    ``DeferredWorkAgeSeconds`` (the oldest item left, 0 when none) and ``DeferredWorkDone``
-    (by ``Action``). Returns ``{"done": {step: n}, "failed": {step: n}}``.
+    ``DeferredWorkAgeSeconds`` (the oldest item left, 0 when none), ``DeferredWorkDone`` (by
+    ``Action``) and ``DeferredWorkRefused``. Returns ``{"done": {step: n}, "failed": {step: n},
+    "refused": {step: n}}``.
 
     Raises:
-        RuntimeError: no ownership table (``SESSION_EXPIRY_OWNERSHIP_TABLE_NAME``).
+        RuntimeError: no deferred-work table (``SESSION_EXPIRY_DEFERRED_WORK_TABLE_NAME``).
     """
     store = cleaner.deferrals
     if store is None:
-        raise RuntimeError("no ownership table: there is no deferred work to drain")
-    report: dict[str, Any] = {"done": {}, "failed": {}}
+        raise RuntimeError("no deferred-work table: there is no deferred work to drain")
+    report: dict[str, Any] = {"done": {}, "failed": {}, "refused": {}}
     now = time.time()
     oldest = now
     try:
@@ -117,8 +139,9 @@ def drain(
             items = store.pending(step, limit)
             draining = flags.enabled and not flags.dry_run and step not in flags.disabled_steps
             if items and draining:
-                done, failed = _drain_step(cleaner, flags, store, step, items, context)
-                report["done"][step], report["failed"][step] = done, failed
+                counts = _drain_step(cleaner, flags, store, step, items, context)
+                for name, count in zip(("done", "failed", "refused"), counts, strict=True):
+                    report[name][step] = count
                 items = store.pending(step, 1)
             if items:
                 oldest = min(oldest, float(items[0]["deferredAt"]["N"]))
@@ -135,24 +158,111 @@ def _drain_step(
     step: str,
     items: list[dict[str, Any]],
     context: object,
-) -> tuple[int, int]:
-    """Take, run and settle the items of one step; (done, failed)."""
+) -> tuple[int, int, int]:
+    """Take, verify, run and settle the items of one step; (done, failed, refused)."""
     drain_id = new_drain_id()
     taken = [i for i in items if store.take(i, drain_id, time.time())]
     if not taken:
-        return 0, 0
-    records = [json.loads(i["record"]["S"]) for i in taken]
+        return 0, 0, 0
+    runnable, failed, refused = _sort_out(cleaner, store, drain_id, taken)
+    if not runnable:
+        return 0, failed, refused
     only = None if step == WHOLE_RECORD else frozenset({step})
     runner = cleaner.with_levers(disabled_steps=flags.disabled_steps, only_steps=only)
-    response = process_batch({"Records": records}, context, runner)
+    response = process_batch({"Records": [raw for _, raw in runnable]}, context, runner)
     failed_ids = {f["itemIdentifier"] for f in response["batchItemFailures"]}
-    done = failed = 0
-    for item, record in zip(taken, records, strict=True):
-        if record["dynamodb"]["SequenceNumber"] in failed_ids:
+    done = 0
+    for item, raw in runnable:
+        if raw["dynamodb"]["SequenceNumber"] in failed_ids:
             store.give_back(item, drain_id)
             failed += 1
         elif store.done(item, drain_id):
             done += 1
     if done:
         cleaner.metrics.count(METRIC_DEFERRED_WORK_DONE, done, dimension=(DIMENSION_ACTION, step))
-    return done, failed
+    return done, failed, refused
+
+
+def _sort_out(
+    cleaner: CleanupRunner, store: DeferredStore, drain_id: str, taken: list[dict[str, Any]]
+) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], int, int]:
+    """Verify the run's items (their records read back together); give back those whose read
+    failed, refuse those that fail verification. The (item, record) pairs that may run, the
+    number given back and the number refused."""
+    raws = [_stored_record(i) for i in taken]
+    check = cleaner.removal_check()
+    check.prefetch([parse_record(r) for r in raws if r is not None], every_source=True)
+    runnable: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    failed = refused = 0
+    for item, raw in zip(taken, raws, strict=True):
+        verdict = _verify(cleaner, check, raw)
+        if verdict is None and raw is not None:
+            runnable.append((item, raw))
+        elif isinstance(verdict, ReadBackFailed):
+            _log_unverified(item, raw, str(verdict), refused=False)
+            store.give_back(item, drain_id)
+            failed += 1
+        else:
+            _log_unverified(item, raw, str(verdict), refused=True)
+            store.refuse(item, drain_id, str(verdict), time.time())
+            refused += 1
+    if refused:
+        cleaner.metrics.count(METRIC_DEFERRED_WORK_REFUSED, refused)
+    return runnable, failed, refused
+
+
+def _stored_record(item: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The stream record an item holds; ``None`` when it holds none (refused as unverifiable)."""
+    try:
+        raw = json.loads(item["record"]["S"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return raw if isinstance(raw, dict) else None
+
+
+def _verify(
+    cleaner: CleanupRunner, check: RemovalCheck, raw: dict[str, Any] | None
+) -> Exception | None:
+    """``None`` when the record's removal happened (its work may run); else why not: a
+    :class:`ReadBackFailed` (ask again next drain) or a ``ValueError`` whose text is the
+    refusal (``<reason>: <detail>``)."""
+    if raw is None:
+        return ValueError(f"{REFUSED_UNVERIFIABLE}: the item holds no stream record")
+    session = cleaner.session_of(parse_record(raw))
+    if isinstance(session, RecordResult):
+        why = session.cause or ", ".join(session.failed_actions) or session.outcome
+        return ValueError(f"{REFUSED_UNVERIFIABLE}: the record names no session ({why})")
+    try:
+        held = check.still_held(session.record, session.incarnation)
+    except ReadBackFailed as exc:
+        return exc
+    except RuntimeError as exc:
+        return ValueError(f"{REFUSED_UNVERIFIABLE}: {exc}")
+    if held:
+        return ValueError(
+            f"{REFUSED_STILL_IN_TABLE}: the session table still holds the item in incarnation "
+            f"{session.incarnation or '(none)'}: the removal did not happen"
+        )
+    return None
+
+
+def _log_unverified(
+    item: Mapping[str, Any], raw: Mapping[str, Any] | None, why: str, *, refused: bool
+) -> None:
+    """One WARNING line naming the item, the record's ``Keys`` and incarnation, and why."""
+    body = raw.get("dynamodb") if isinstance(raw, Mapping) else None
+    fields = {
+        "outcome": "refused" if refused else "kept",
+        "deferredItem": item["resource"]["S"],
+        "step": item.get("deferredStep", {}).get("S"),
+        "keys": to_json_value(body.get("Keys")) if isinstance(body, Mapping) else None,
+        "incarnation": item.get("incarnation", {}).get("S"),
+        "refusal" if refused else "error": why,
+    }
+    LOGGER.warning(
+        "deferred work %s %s: %s",
+        "refused" if refused else "kept for the next drain (the read back failed)",
+        fields["deferredItem"],
+        why,
+        extra={"session": fields},
+    )

@@ -95,6 +95,7 @@ from .config import (
     CAUSE_OTHER_REGION,
     DIMENSION_ACTION,
     DIMENSION_REASON,
+    ENV_DEFERRED_WORK_TABLE_NAME,
     ENV_OWNERSHIP_TABLE_NAME,
     METRIC_SESSIONS_ARCHIVED,
     METRIC_SESSIONS_WOULD_BE_CLEANED,
@@ -271,11 +272,11 @@ class CleanupRunner:
         self.disabled_steps: frozenset[str] = frozenset()
         #: Only these steps run (the drain of deferred work); ``None``: every step.
         self.only_steps: frozenset[str] | None = None
-        #: Where deferred work is written (the ownership table); ``None`` without one.
+        #: Where deferred work is written (the deferred-work table); ``None`` without one.
         self.deferrals: DeferredStore | None = (
             None
-            if clients.ownership is None or config.ownership_table_name is None
-            else DeferredStore(clients.ownership, config.ownership_table_name)
+            if clients.deferred is None or config.deferred_work_table_name is None
+            else DeferredStore(clients.deferred, config.deferred_work_table_name)
         )
 
     def step_names(self) -> list[str]:
@@ -497,7 +498,7 @@ class CleanupRunner:
         try:
             if self.deferrals is None or not isinstance(raw, Mapping):
                 raise RuntimeError(
-                    f"{ENV_OWNERSHIP_TABLE_NAME} is not set: deferred work has nowhere to go"
+                    f"{ENV_DEFERRED_WORK_TABLE_NAME} is not set: deferred work has nowhere to go"
                 )
             self.deferrals.defer(
                 raw, tally.deferred, keys=session.keys, incarnation=session.incarnation

@@ -78,8 +78,9 @@ def test_the_alarms_of_the_full_option_stack_are_all_checked(
     # iterator age, errors, throttles, failure queue, skipped records, TTL health, sweeper
     # errors, orphan grants, grant sweep incomplete and errors, cleanup paused, pause watch
     # errors, circuit breaker errors, archive delivery (Firehose freshness), the Kinesis change
-    # stream's iterator age, feature-flag read failures, deferred work age.
-    assert len(everything) == 19  # + the claim registrar's two
+    # stream's iterator age, feature-flag read failures, deferred work age, deferred work
+    # refused, the claim registrar's refused requests and errors.
+    assert len(everything) == 20
 
 
 @pytest.mark.parametrize("anchor", sorted(ANCHORS))

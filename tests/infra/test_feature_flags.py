@@ -1,8 +1,8 @@
 """Feature-flag kill switches in AWS AppConfig (issue 26 part 1), at synth: the AppConfig
 resources with their exact properties, the rollback monitors on the cleanup's failure alarms,
 the cleanup's access to that one profile, the deferred-work index and drain schedule, the
-alarms; the flag document's JSON Schema (checked with ``jsonschema``, as AppConfig's
-``JSON_SCHEMA`` validator does); and every rejected prop."""
+alarms (the refused-deferred-work alarm too); the flag document's JSON Schema (checked with
+``jsonschema``, as AppConfig's ``JSON_SCHEMA`` validator does); and every rejected prop."""
 
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ def test_deferred_work_has_an_index_and_a_drain(flagged: Any) -> None:
     table = next(
         t["Properties"]
         for k, t in resources_of(template, "AWS::DynamoDB::Table").items()
-        if "OwnershipTable" in k
+        if "DeferredWorkTable" in k
     )
     (index,) = table["GlobalSecondaryIndexes"]
     assert index["IndexName"] == "deferredWork"
@@ -155,7 +155,9 @@ def test_deferred_work_has_an_index_and_a_drain(flagged: Any) -> None:
         if "/index/deferredWork" in json.dumps(st["Resource"])
         for action in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"])
     }
-    assert on_index == {"dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query"}
+    assert on_index == {
+        "dynamodb:Query"
+    }  # the table's writes name the table (test_deferred_work_table)
 
 
 def test_the_flag_alarms(flagged: Any) -> None:
@@ -167,6 +169,16 @@ def test_the_flag_alarms(flagged: Any) -> None:
     }
     read = next(a for k, a in alarms.items() if "ReadFailures" in k)
     age = next(a for k, a in alarms.items() if "DeferredWorkAge" in k)
+    refused = next(a for k, a in alarms.items() if "DeferredWorkRefused" in k)
+    assert (refused["MetricName"], refused["Statistic"], refused["Threshold"]) == (
+        "DeferredWorkRefused",
+        "Sum",
+        0,
+    )
+    assert (refused["EvaluationPeriods"], refused["TreatMissingData"]) == (1, "notBreaching")
+    assert refused["AlarmDescription"].endswith(
+        "Runbook: docs/operating.md#alarm-deferred-work-refused"
+    )
     assert (read["MetricName"], read["Statistic"], read["Threshold"]) == (
         "FeatureFlagsReadFailures",
         "Sum",
@@ -180,6 +192,7 @@ def test_the_flag_alarms(flagged: Any) -> None:
     )
     assert sessions.feature_flags is not None
     assert sessions.feature_flags.read_failures_alarm in sessions.alarms
+    assert sessions.feature_flags.deferred_work_refused_alarm in sessions.alarms
 
 
 def test_off_by_default_adds_nothing(cdk_context: dict[str, Any]) -> None:

@@ -17,19 +17,32 @@ from session_expiry_runtime import ownership as own
 
 #: The ownership table of the tests (the construct's ``Sessions/OwnershipTable``).
 OWNERSHIP_TABLE = "session-ownership"
+#: The deferred-work table of the tests (the construct's ``Sessions/DeferredWorkTable``).
+DEFERRED_WORK_TABLE = "session-deferred-work"
 #: A session's absolute lifetime when a test gives none (SessionStore's default, 8 hours).
 DEFAULT_LIFETIME_SECONDS = 8 * 3600
 
 
 def create_ownership_table(ddb: Any, name: str = OWNERSHIP_TABLE) -> None:
-    """The ownership table as the construct creates it with ``feature_flags``: partition key
-    ``resource`` (String), the sparse ``deferredWork`` index of deferred work, on-demand, no
-    stream (moto does not need the time to live to be enabled)."""
+    """The ownership table as the construct creates it: partition key ``resource`` (String),
+    on-demand, no stream, no index (moto does not need the time to live to be enabled)."""
     ddb.create_table(
         TableName=name,
         KeySchema=[{"AttributeName": own.ATTR_RESOURCE, "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": own.ATTR_RESOURCE, "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
+def create_deferred_work_table(ddb: Any, name: str = DEFERRED_WORK_TABLE) -> None:
+    """The deferred-work table as the construct creates it with ``feature_flags``: partition key
+    ``resource`` (String), the sparse ``deferredWork`` index of pending work, on-demand, no
+    stream."""
+    ddb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "resource", "KeyType": "HASH"}],
         AttributeDefinitions=[
-            {"AttributeName": own.ATTR_RESOURCE, "AttributeType": "S"},
+            {"AttributeName": "resource", "AttributeType": "S"},
             {"AttributeName": "deferredStep", "AttributeType": "S"},
             {"AttributeName": "deferredAt", "AttributeType": "N"},
         ],

@@ -44,14 +44,18 @@ from session_expiry_runtime.ownership import KIND_CONNECTION, KIND_GRANT
 try:  # imported as ``runtime_support`` (tests/runtime on the path) ...
     from ownership_support import (
         DEFAULT_LIFETIME_SECONDS,
+        DEFERRED_WORK_TABLE,
         OWNERSHIP_TABLE,
+        create_deferred_work_table,
         create_ownership_table,
         put_claim,
     )
 except ModuleNotFoundError:  # ... or as ``runtime.runtime_support`` (tests/store)
     from runtime.ownership_support import (
         DEFAULT_LIFETIME_SECONDS,
+        DEFERRED_WORK_TABLE,
         OWNERSHIP_TABLE,
+        create_deferred_work_table,
         create_ownership_table,
         put_claim,
     )
@@ -175,10 +179,12 @@ class Sandbox:
         self.stream_arn = table["TableDescription"]["LatestStreamArn"]
         self.s3.create_bucket(Bucket=BUCKET)
         create_ownership_table(self.ddb)
+        create_deferred_work_table(self.ddb)
         self.key_arn = self.kms.create_key(Description="session grants")["KeyMetadata"]["Arn"]
         self.config = RuntimeConfig(
             table_name=TABLE,
             ownership_table_name=OWNERSHIP_TABLE,
+            deferred_work_table_name=DEFERRED_WORK_TABLE,
             websocket_endpoint=ENDPOINT,
             grant_key_arn=self.key_arn,
             scratch_bucket=BUCKET,
@@ -200,6 +206,7 @@ class Sandbox:
             "SESSION_EXPIRY_RETIRING_PRINCIPAL": CLEANUP_ROLE,
             "SESSION_EXPIRY_MAX_WORKERS": str(c.max_workers),
             "SESSION_EXPIRY_OWNERSHIP_TABLE_NAME": OWNERSHIP_TABLE,
+            "SESSION_EXPIRY_DEFERRED_WORK_TABLE_NAME": DEFERRED_WORK_TABLE,
         }
         if c.tenant_scoped_scratch:
             env["SESSION_EXPIRY_TENANT_SCOPED_SCRATCH"] = "true"

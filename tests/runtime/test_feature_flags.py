@@ -49,7 +49,7 @@ def target_calls() -> list[str]:
 
 
 def deferred_items(sandbox: Sandbox) -> list[dict[str, Any]]:
-    items = sandbox.ddb.scan(TableName=sandbox.config.ownership_table_name)["Items"]
+    items = sandbox.ddb.scan(TableName=sandbox.config.deferred_work_table_name)["Items"]
     return [i for i in items if i["resource"]["S"].startswith("deferred#")]
 
 

@@ -132,7 +132,7 @@ def test_a_drain_leaves_an_item_another_drain_holds_and_takes_a_stale_one(
 
     stale = time.time() - DRAIN_STALE_SECONDS - 1
     sandbox.ddb.update_item(
-        TableName=sandbox.config.ownership_table_name,
+        TableName=sandbox.config.deferred_work_table_name,
         Key={"resource": item["resource"]},
         UpdateExpression="SET drainingSince = :t",
         ExpressionAttributeValues={":t": {"N": str(int(stale))}},
