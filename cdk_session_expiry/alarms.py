@@ -518,20 +518,73 @@ MIN_CLEANUP_PAUSED_AFTER = Duration.minutes(5)
 CLEANUP_PAUSED_PERIODS = 3
 
 
+def cleanup_paused_fire_time(threshold: Duration) -> Duration:
+    """How long after a pause began the paused-cleanup alarm fires, at the latest, for a
+    ``threshold`` (``alarm_cleanup_paused_after``): ``threshold`` + 3 x 5 minutes.
+
+    The watch writes ``CleanupPausedSeconds`` every 5 minutes (one alarm period), so the first
+    value above the threshold comes at most one period after it; the alarm then needs the two
+    periods after that one too (3 of 3: :data:`CLEANUP_PAUSED_PERIODS`) — 15 minutes in all.
+    """
+    slack = CLEANUP_PAUSED_PERIODS * ALARM_PERIOD.to_seconds()
+    return Duration.seconds(threshold.to_seconds() + slack)
+
+
+def largest_cleanup_paused_after(retention: Duration = STREAM_RETENTION) -> Duration:
+    """The largest ``alarm_cleanup_paused_after`` (whole seconds) whose alarm fires before the
+    records start to leave a change source keeping them ``retention``: ``retention`` - 15
+    minutes - 1 second (23 hours 44 minutes 59 seconds on a DynamoDB stream)."""
+    slack = CLEANUP_PAUSED_PERIODS * ALARM_PERIOD.to_seconds()
+    return Duration.seconds(retention.to_seconds() - slack - 1)
+
+
 def check_cleanup_paused_after(value: Duration, retention: Duration = STREAM_RETENTION) -> None:
-    """Reject an ``alarm_cleanup_paused_after`` below 5 minutes or not below the change
-    source's ``retention`` (default a DynamoDB stream's 24 hours: the alarm would fire after the
-    records are gone).
+    """Reject an ``alarm_cleanup_paused_after`` below 5 minutes, not whole seconds (the alarm's
+    threshold), or whose alarm would fire (:func:`cleanup_paused_fire_time`, 15 minutes after
+    it) at or after the records start to leave the change source: its ``retention``, default
+    a DynamoDB stream's 24 hours. The largest value accepted is
+    :func:`largest_cleanup_paused_after`.
 
     Raises:
-        ValueError: the message names the value and the expected range.
+        ValueError: the message names the value, when its alarm would fire and the largest
+            value accepted.
     """
-    check_duration_below(
-        "alarm_cleanup_paused_after",
-        value,
-        minimum=MIN_CLEANUP_PAUSED_AFTER,
-        limit=retention,
+    if is_token(value):
+        return
+    largest = largest_cleanup_paused_after(retention)
+    bounds = (
+        f"at least {MIN_CLEANUP_PAUSED_AFTER.to_human_string()} and at most "
+        f"{exact_text(largest)} (Duration.seconds({int(largest.to_seconds())}))"
     )
+    seconds = value.to_seconds(integral=False)
+    if seconds != int(seconds):
+        raise ValueError(
+            f"alarm_cleanup_paused_after={value.to_human_string()}: expected a whole number "
+            f"of seconds, {bounds}"
+        )
+    name = f"alarm_cleanup_paused_after={exact_text(value)}"
+    if seconds < MIN_CLEANUP_PAUSED_AFTER.to_seconds():
+        raise ValueError(f"{name}: expected {bounds}")
+    fires = cleanup_paused_fire_time(value)
+    if fires.to_seconds() >= retention.to_seconds():
+        raise ValueError(
+            f"{name}: its alarm needs {CLEANUP_PAUSED_PERIODS} of {CLEANUP_PAUSED_PERIODS} "
+            "five-minute periods above it and fires up to 15 minutes later, "
+            f"{exact_text(fires)} after the pause, not before records start to leave the "
+            f"stream (kept {retention_text(retention)}); expected {bounds}"
+        )
+
+
+def exact_text(duration: Duration) -> str:
+    """A whole-seconds Duration in days, hours, minutes and seconds, none dropped (CDK's
+    ``to_human_string`` drops the seconds of 23 hours 44 minutes 59 seconds)."""
+    rest = int(duration.to_seconds())
+    parts = []
+    for unit, size in (("day", 86_400), ("hour", 3_600), ("minute", 60), ("second", 1)):
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count} {unit}{'s' if count != 1 else ''}")
+    return " ".join(parts) or "0 seconds"
 
 
 def cleanup_paused_alarm(

@@ -410,16 +410,19 @@ class SessionExpiry(Construct):
             ``EncryptionContextSubset`` constraint (``kms:GrantConstraintType``), which
             ``SessionStore.create_grant`` adds by default (the session's encryption context).
             ``False`` allows unbound grants. Default: ``True``.
-        alarm_cleanup_paused_after: the paused-cleanup alarm (``cleanup_paused_alarm``) fires
-            when the event source mapping has been disabled (``cleanup_enabled=False``, the kill
-            switch, the circuit breaker) longer than this: at least 5 minutes and less than
-            24 hours, the stream's retention (the Kinesis ``change_source``'s retention with
-            it). Always on: a function (``pause_watch``) reads the
-            mapping every 5 minutes (``GetEventSourceMapping``) and writes
-            ``CleanupPausedSeconds`` (now - its ``LastModified`` while ``Disabled``, 0 while
-            enabled; ``metric_cleanup_paused_seconds``). Cost: about $0.51 a month, mostly the
-            metric and two alarms (docs: Operating it, "Paused cleanup"). Default: 12 hours,
-            half the stream's retention.
+        alarm_cleanup_paused_after: the paused-cleanup alarm (``cleanup_paused_alarm``) fires when
+            the event source mapping has been disabled (``cleanup_enabled=False``, the kill switch,
+            the circuit breaker) longer than this, up to 15 minutes later (3 of 3 five-minute
+            periods above it): whole seconds, at least 5 minutes, and small enough that the alarm
+            fires before records start to leave the stream — at most 23 hours 44 minutes 59 seconds
+            on the DynamoDB stream's 24 hours (the Kinesis ``change_source``'s retention less 15
+            minutes and 1 second with it; larger raises ``ValueError`` naming the largest accepted).
+            Always on: a function (``pause_watch``) reads the mapping every 5 minutes
+            (``GetEventSourceMapping``) and writes ``CleanupPausedSeconds`` (now - its
+            ``LastModified`` while ``Disabled``, 0 while enabled;
+            ``metric_cleanup_paused_seconds``). Cost: about $0.51 a month, mostly the metric and two
+            alarms (docs: Operating it, "Paused cleanup"). Default: 12 hours, half the stream's
+            retention.
         circuit_breaker: pause the cleanup when one of ``circuit_breaker_alarms`` goes to
             ``ALARM`` (``UpdateEventSourceMapping`` ``Enabled=false``, in place: never deleted
             or replaced) and resume it through a half-open probe: after
