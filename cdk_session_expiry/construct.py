@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
@@ -49,6 +49,7 @@ from . import (
     kill_switch,
     multi_region,
     nag,
+    outputs,
     ownership,
     pause_watch,
     sweeper,
@@ -643,6 +644,7 @@ class SessionExpiry(Construct):
         self._add_circuit_breaker(props)
         self._add_tenant_metrics(props)
         self._add_feature_flags(props)
+        outputs.add_operator_outputs(self, archive_bucket=props.archive_bucket)
 
     def _finish(self, props: SessionExpiryProps) -> None:
         """What reads the finished resources: cdk-nag acknowledgements, hardening, checkov."""
@@ -1009,6 +1011,12 @@ class SessionExpiry(Construct):
         self.event_source_mapping_id_output = kill_switch.mapping_id_output(
             self, self.event_source_mapping
         )
+        #: The stack outputs an operator needs, by construct id (``cdk_session_expiry.outputs``:
+        #: ``CleanupFunctionName``, ``FailureQueueUrl``, ``OwnershipTableName``, ...; the
+        #: dashboard's ``DashboardUrl`` once ``add_dashboard`` is called).
+        self.outputs: dict[str, CfnOutput] = {
+            kill_switch.OUTPUT_ID: self.event_source_mapping_id_output
+        }
         kill_switch.warn_when_paused(
             self,
             cleanup_enabled=props.cleanup_enabled,
@@ -1464,9 +1472,11 @@ class SessionExpiry(Construct):
             dashboard_name: the dashboard's name. Default: one CloudFormation generates.
             period: the period of every graph. Default: 5 minutes.
         """
-        return dashboard.add_dashboard(
+        board = dashboard.add_dashboard(
             self, id, dashboard_name=dashboard_name, period=period or dashboard.DEFAULT_PERIOD
         )
+        outputs.add_dashboard_output(self, id, board)
+        return board
 
     # --- internals --------------------------------------------------------------------------
 
