@@ -8,17 +8,19 @@ the pause watch, so its absence means the watch stopped, and a pause would be si
 Each alarm has one meaning, and its ``AlarmDescription`` (at most 1,024 characters, CloudWatch's
 limit: Amazon CloudWatch API Reference, PutMetricAlarm) states it and ends with a link to its
 runbook: ``Runbook: docs/operating.md#alarm-<name>``, a section of the operator's page of the
-documentation site giving the meaning, the likely causes and the first command to run. The
-site is not hosted yet, so the link is the page's path in the repository plus the section's
-anchor (each section sets its id explicitly, ``{#alarm-<name>}``, so a retitled heading keeps
-it); ``tests/infra/test_alarm_runbooks.py`` checks every alarm of a stack with every feature on
-against the page.
+documentation site giving the meaning, the likely causes and the first command to run: the
+page's path in the repository plus the section's anchor (each section sets its id explicitly,
+``{#alarm-<name>}``, so a retitled heading keeps it). With ``alarm_runbook_base_url`` (where the
+operator hosts that page) :func:`link_runbooks` replaces ``docs/operating.md`` with it in every
+description once the construct is complete. ``tests/infra/test_alarm_runbooks.py`` checks every
+alarm of a stack with every feature on against the page, and against a base URL.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -44,6 +46,10 @@ STREAM_RETENTION = Duration.hours(24)
 RUNBOOK_PAGE = "docs/operating.md"
 #: CloudWatch's limit on ``AlarmDescription`` (PutMetricAlarm: 0 to 1,024 characters).
 MAX_DESCRIPTION = 1024
+#: The longest ``alarm_runbook_base_url``: the longest description's text (878 characters, the
+#: skipped-records alarm's) leaves 146 of CloudWatch's 1,024 for " Runbook: <url>#<anchor>"
+#: (``tests/infra/test_alarm_runbooks.py`` links every alarm to a URL this long).
+MAX_RUNBOOK_BASE_URL = 100
 #: Each alarm's runbook anchor on :data:`RUNBOOK_PAGE`.
 RUNBOOK_ITERATOR_AGE = "alarm-iterator-age"
 RUNBOOK_CLEANUP_ERRORS = "alarm-cleanup-errors"
@@ -89,6 +95,62 @@ def described(text: str, anchor: str) -> str:
             f"most {MAX_DESCRIPTION} (CloudWatch's limit)"
         )
     return description
+
+
+def check_runbook_base_url(value: str | None) -> None:
+    """Reject an ``alarm_runbook_base_url`` that is not an https URL a paged engineer can open:
+    a host, no whitespace, no ``#`` fragment (each alarm appends ``#alarm-<name>``).
+
+    Raises:
+        ValueError: the message names the value and what is expected.
+    """
+    if value is None or is_token(value):
+        return
+    parsed = urlsplit(value)
+    if (
+        parsed.scheme != "https"
+        or not parsed.hostname
+        or "#" in value
+        or any(c.isspace() or not c.isprintable() for c in value)
+        or len(value) > MAX_RUNBOOK_BASE_URL
+    ):
+        raise ValueError(
+            f"alarm_runbook_base_url={value!r}: expected an https:// URL of the operator's "
+            f"page, with a host, no '#' fragment (each alarm appends '#alarm-<name>'), no "
+            f"whitespace and at most {MAX_RUNBOOK_BASE_URL} characters, e.g. "
+            "'https://docs.example.com/session-expiry/operating/'"
+        )
+
+
+def link_runbooks(scope: Construct, base_url: str | None) -> None:
+    """Point the runbook link of every alarm under ``scope`` at ``base_url``
+    (``alarm_runbook_base_url``): ``Runbook: docs/operating.md#<anchor>`` becomes
+    ``Runbook: <base_url>#<anchor>``. ``None`` keeps :data:`RUNBOOK_PAGE`.
+
+    Done once, when the construct is complete, rather than through every alarm's builder: the
+    link is the last words of each description (:func:`described`), so one place decides it.
+
+    Raises:
+        ValueError: a description would exceed CloudWatch's 1,024 characters.
+    """
+    if base_url is None:
+        return
+    suffix = f" Runbook: {RUNBOOK_PAGE}#"
+    for child in scope.node.find_all():
+        if not isinstance(child, cloudwatch.CfnAlarm):
+            continue
+        description = child.alarm_description
+        if not isinstance(description, str) or suffix not in description:
+            continue
+        text, anchor = description.rsplit(suffix, 1)
+        linked = f"{text} Runbook: {base_url}#{anchor}"
+        if not is_token(base_url) and len(linked) > MAX_DESCRIPTION:
+            raise ValueError(
+                f"alarm_runbook_base_url={base_url!r}: the description of #{anchor} would be "
+                f"{len(linked)} characters; expected at most {MAX_DESCRIPTION} (CloudWatch's "
+                "limit): a shorter URL"
+            )
+        child.alarm_description = linked
 
 
 def _alarm(

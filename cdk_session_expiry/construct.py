@@ -528,6 +528,14 @@ class SessionExpiry(Construct):
             any call; a drain every 5 minutes does the deferred work once its flag is on again.
             Alarms ``FeatureFlagsReadFailuresAlarm`` and ``DeferredWorkAgeAlarm`` (1 day).
             Attribute: ``feature_flags``. Default: off.
+        alarm_runbook_base_url: where the operator's page (docs: Operating it) is served, so
+            each alarm's description ends with a link a paged engineer can open: ``Runbook:
+            <alarm_runbook_base_url>#alarm-<name>``, e.g.
+            ``"https://docs.example.com/session-expiry/operating/"`` (the site ``make docs``
+            builds, hosted by you). An ``https://`` URL with a host, no ``#`` fragment, no
+            whitespace, at most 100 characters (CloudWatch's 1,024 characters a description);
+            else ``ValueError`` naming it. Default: ``docs/operating.md``, the page's path in
+            this library's repository.
 
     Raises:
         PropTypeError: a prop of the wrong type (e.g. ``batch_size="100"`` or
@@ -617,6 +625,7 @@ class SessionExpiry(Construct):
         global_table: bool | None = None,
         change_source: ChangeSource | None = None,
         feature_flags: FeatureFlags | bool | None = None,
+        alarm_runbook_base_url: str | None = None,
     ) -> None:
         validation.check_prop_types(locals())
         props = SessionExpiryProps.of(locals())
@@ -647,7 +656,8 @@ class SessionExpiry(Construct):
         outputs.add_operator_outputs(self, archive_bucket=props.archive_bucket)
 
     def _finish(self, props: SessionExpiryProps) -> None:
-        """What reads the finished resources: cdk-nag acknowledgements, hardening, checkov."""
+        """What reads the finished resources: cdk-nag acknowledgements, hardening, checkov, the
+        alarms' runbook links (``alarm_runbook_base_url``)."""
         #: The cdk-nag findings the design accepts, acknowledged with their reasons (``nag``).
         self.nag_acknowledgements = nag.acknowledge_design_findings(self)
         hardening.apply(
@@ -657,6 +667,7 @@ class SessionExpiry(Construct):
             expiry_sweep_reserved_concurrency=props.expiry_sweep_reserved_concurrency,
         )
         checkov.explain_findings(self)
+        alarm_defaults.link_runbooks(self, props.alarm_runbook_base_url)
 
     def _check_props(self, props: SessionExpiryProps) -> None:
         """Validation before any resource exists (rules: ``validation`` and each feature's
@@ -686,6 +697,7 @@ class SessionExpiry(Construct):
         )
         alarm_defaults.check_iterator_age_threshold(props.alarm_iterator_age_threshold, retention)
         alarm_defaults.check_cleanup_paused_after(props.alarm_cleanup_paused_after, retention)
+        alarm_defaults.check_runbook_base_url(props.alarm_runbook_base_url)
         self._breaker_alarms = circuit_breaker.check_circuit_breaker_props(
             enabled=props.circuit_breaker,
             alarms=props.circuit_breaker_alarms,

@@ -150,6 +150,10 @@ PROP_TYPES: Mapping[str, tuple[str, Callable[[object], bool]]] = {
     "max_session_lifetime": _DURATION,
     "bind_grants_to_session": _BOOL,
     "alarm_cleanup_paused_after": _DURATION,
+    "alarm_runbook_base_url": (
+        "a str, an https:// URL, e.g. 'https://docs.example.com/session-expiry/operating/'",
+        _is(str),
+    ),
     "circuit_breaker": _BOOL,
     "circuit_breaker_alarms": (
         "a list of CircuitBreakerAlarm, e.g. [CircuitBreakerAlarm.ERRORS]",
