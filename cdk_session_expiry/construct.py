@@ -405,8 +405,10 @@ class SessionExpiry(Construct):
             (``kms:GrantOperations`` of ``grant_session_access(fn, create_grants=True)``);
             never ``CreateGrant``; while ``bind_grants_to_session``, only operations that take
             an encryption context. Default: ``Decrypt``, ``Encrypt``, ``GenerateDataKey``.
-        grant_grantees: the roles that may receive session grants (``kms:GranteePrincipal``).
-            Needed for ``grant_session_access(fn, create_grants=True)``. Default: none.
+        grant_grantees: the roles that may receive session grants (``kms:GranteePrincipal``):
+            ``iam.IRole`` (a role ARN: ``iam.Role.from_role_arn(self, "Grantee", arn)``; else
+            ``PropTypeError``). Needed for ``grant_session_access(fn, create_grants=True)``.
+            Default: none.
         bind_grants_to_session: require every session grant to carry an
             ``EncryptionContextSubset`` constraint (``kms:GrantConstraintType``), which
             ``SessionStore.create_grant`` adds by default (the session's encryption context).
