@@ -145,7 +145,7 @@ def test_every_alarm_description_links_to_the_runbook_base_url(
     for name, builder in BUILDERS.items():
         stack = Stack(App(context=cdk_context), "Test", env=ENV)
         builder(stack)
-        template = assertions.Template.from_stack(stack).to_json()
+        template = dict(assertions.Template.from_stack(stack).to_json())
         for logical_id, alarm in resources_of(template, "AWS::CloudWatch::Alarm").items():
             if not logical_id.startswith("Sessions"):
                 continue

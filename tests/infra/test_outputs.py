@@ -22,11 +22,11 @@ class Built:
     def __init__(self, stack: Stack, sessions: SessionExpiry) -> None:
         self.stack = stack
         self.sessions = sessions
-        self.outputs: dict[str, Any] = assertions.Template.from_stack(stack).find_outputs("*")
+        self.outputs = dict(assertions.Template.from_stack(stack).find_outputs("*"))
 
     def output(self, construct_id: str) -> dict[str, Any]:
         key = self.stack.get_logical_id(self.sessions.outputs[construct_id])
-        return self.outputs[key]  # type: ignore[no-any-return]
+        return dict(self.outputs[key])
 
     def ref(self, construct: Any) -> dict[str, str]:
         return {"Ref": self.stack.get_logical_id(construct.node.default_child)}

@@ -261,18 +261,17 @@ def _latest_fire_time(stack: Stack, construct: SessionExpiry) -> int:
     """Seconds from a pause to the paused alarm's firing, at the latest, read from the template:
     the watch writes a value every period, so the first one above the threshold comes within a
     period of it, and every one of the alarm's evaluation periods must breach."""
-    template = assertions.Template.from_stack(stack).to_json()
-    alarm = template["Resources"][
-        stack.get_logical_id(construct.cleanup_paused_alarm.node.default_child)
-    ]  # type: ignore[arg-type]
-    props = alarm["Properties"]
-    rule = template["Resources"][
-        stack.get_logical_id(construct.pause_watch.schedule.node.default_child)
-    ]  # type: ignore[arg-type]
-    assert rule["Properties"]["ScheduleExpression"] == "rate(5 minutes)"  # one run a period
+    resources = assertions.Template.from_stack(stack).to_json()["Resources"]
+
+    def props_of(construct: Any) -> dict[str, Any]:
+        return dict(resources[stack.get_logical_id(construct.node.default_child)]["Properties"])
+
+    props = props_of(construct.cleanup_paused_alarm)
+    rule = props_of(construct.pause_watch.schedule)
+    assert rule["ScheduleExpression"] == "rate(5 minutes)"  # one run a period
     assert props["DatapointsToAlarm"] == props["EvaluationPeriods"] == 3
     assert props["ComparisonOperator"] == "GreaterThanThreshold"
-    return int(props["Threshold"]) + props["EvaluationPeriods"] * props["Period"]
+    return int(props["Threshold"]) + int(props["EvaluationPeriods"]) * int(props["Period"])
 
 
 @pytest.mark.parametrize(
