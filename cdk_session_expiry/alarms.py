@@ -8,17 +8,19 @@ the pause watch, so its absence means the watch stopped, and a pause would be si
 Each alarm has one meaning, and its ``AlarmDescription`` (at most 1,024 characters, CloudWatch's
 limit: Amazon CloudWatch API Reference, PutMetricAlarm) states it and ends with a link to its
 runbook: ``Runbook: docs/operating.md#alarm-<name>``, a section of the operator's page of the
-documentation site giving the meaning, the likely causes and the first command to run. The
-site is not hosted yet, so the link is the page's path in the repository plus the section's
-anchor (each section sets its id explicitly, ``{#alarm-<name>}``, so a retitled heading keeps
-it); ``tests/infra/test_alarm_runbooks.py`` checks every alarm of a stack with every feature on
-against the page.
+documentation site giving the meaning, the likely causes and the first command to run: the
+page's path in the repository plus the section's anchor (each section sets its id explicitly,
+``{#alarm-<name>}``, so a retitled heading keeps it). With ``alarm_runbook_base_url`` (where the
+operator hosts that page) :func:`link_runbooks` replaces ``docs/operating.md`` with it in every
+description once the construct is complete. ``tests/infra/test_alarm_runbooks.py`` checks every
+alarm of a stack with every feature on against the page, and against a base URL.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -44,6 +46,10 @@ STREAM_RETENTION = Duration.hours(24)
 RUNBOOK_PAGE = "docs/operating.md"
 #: CloudWatch's limit on ``AlarmDescription`` (PutMetricAlarm: 0 to 1,024 characters).
 MAX_DESCRIPTION = 1024
+#: The longest ``alarm_runbook_base_url``: the longest description's text (878 characters, the
+#: skipped-records alarm's) leaves 146 of CloudWatch's 1,024 for " Runbook: <url>#<anchor>"
+#: (``tests/infra/test_alarm_runbooks.py`` links every alarm to a URL this long).
+MAX_RUNBOOK_BASE_URL = 100
 #: Each alarm's runbook anchor on :data:`RUNBOOK_PAGE`.
 RUNBOOK_ITERATOR_AGE = "alarm-iterator-age"
 RUNBOOK_CLEANUP_ERRORS = "alarm-cleanup-errors"
@@ -91,6 +97,62 @@ def described(text: str, anchor: str) -> str:
             f"most {MAX_DESCRIPTION} (CloudWatch's limit)"
         )
     return description
+
+
+def check_runbook_base_url(value: str | None) -> None:
+    """Reject an ``alarm_runbook_base_url`` that is not an https URL a paged engineer can open:
+    a host, no whitespace, no ``#`` fragment (each alarm appends ``#alarm-<name>``).
+
+    Raises:
+        ValueError: the message names the value and what is expected.
+    """
+    if value is None or is_token(value):
+        return
+    parsed = urlsplit(value)
+    if (
+        parsed.scheme != "https"
+        or not parsed.hostname
+        or "#" in value
+        or any(c.isspace() or not c.isprintable() for c in value)
+        or len(value) > MAX_RUNBOOK_BASE_URL
+    ):
+        raise ValueError(
+            f"alarm_runbook_base_url={value!r}: expected an https:// URL of the operator's "
+            f"page, with a host, no '#' fragment (each alarm appends '#alarm-<name>'), no "
+            f"whitespace and at most {MAX_RUNBOOK_BASE_URL} characters, e.g. "
+            "'https://docs.example.com/session-expiry/operating/'"
+        )
+
+
+def link_runbooks(scope: Construct, base_url: str | None) -> None:
+    """Point the runbook link of every alarm under ``scope`` at ``base_url``
+    (``alarm_runbook_base_url``): ``Runbook: docs/operating.md#<anchor>`` becomes
+    ``Runbook: <base_url>#<anchor>``. ``None`` keeps :data:`RUNBOOK_PAGE`.
+
+    Done once, when the construct is complete, rather than through every alarm's builder: the
+    link is the last words of each description (:func:`described`), so one place decides it.
+
+    Raises:
+        ValueError: a description would exceed CloudWatch's 1,024 characters.
+    """
+    if base_url is None:
+        return
+    suffix = f" Runbook: {RUNBOOK_PAGE}#"
+    for child in scope.node.find_all():
+        if not isinstance(child, cloudwatch.CfnAlarm):
+            continue
+        description = child.alarm_description
+        if not isinstance(description, str) or suffix not in description:
+            continue
+        text, anchor = description.rsplit(suffix, 1)
+        linked = f"{text} Runbook: {base_url}#{anchor}"
+        if not is_token(base_url) and len(linked) > MAX_DESCRIPTION:
+            raise ValueError(
+                f"alarm_runbook_base_url={base_url!r}: the description of #{anchor} would be "
+                f"{len(linked)} characters; expected at most {MAX_DESCRIPTION} (CloudWatch's "
+                "limit): a shorter URL"
+            )
+        child.alarm_description = linked
 
 
 def _alarm(
@@ -533,20 +595,73 @@ MIN_CLEANUP_PAUSED_AFTER = Duration.minutes(5)
 CLEANUP_PAUSED_PERIODS = 3
 
 
+def cleanup_paused_fire_time(threshold: Duration) -> Duration:
+    """How long after a pause began the paused-cleanup alarm fires, at the latest, for a
+    ``threshold`` (``alarm_cleanup_paused_after``): ``threshold`` + 3 x 5 minutes.
+
+    The watch writes ``CleanupPausedSeconds`` every 5 minutes (one alarm period), so the first
+    value above the threshold comes at most one period after it; the alarm then needs the two
+    periods after that one too (3 of 3: :data:`CLEANUP_PAUSED_PERIODS`) — 15 minutes in all.
+    """
+    slack = CLEANUP_PAUSED_PERIODS * ALARM_PERIOD.to_seconds()
+    return Duration.seconds(threshold.to_seconds() + slack)
+
+
+def largest_cleanup_paused_after(retention: Duration = STREAM_RETENTION) -> Duration:
+    """The largest ``alarm_cleanup_paused_after`` (whole seconds) whose alarm fires before the
+    records start to leave a change source keeping them ``retention``: ``retention`` - 15
+    minutes - 1 second (23 hours 44 minutes 59 seconds on a DynamoDB stream)."""
+    slack = CLEANUP_PAUSED_PERIODS * ALARM_PERIOD.to_seconds()
+    return Duration.seconds(retention.to_seconds() - slack - 1)
+
+
 def check_cleanup_paused_after(value: Duration, retention: Duration = STREAM_RETENTION) -> None:
-    """Reject an ``alarm_cleanup_paused_after`` below 5 minutes or not below the change
-    source's ``retention`` (default a DynamoDB stream's 24 hours: the alarm would fire after the
-    records are gone).
+    """Reject an ``alarm_cleanup_paused_after`` below 5 minutes, not whole seconds (the alarm's
+    threshold), or whose alarm would fire (:func:`cleanup_paused_fire_time`, 15 minutes after
+    it) at or after the records start to leave the change source: its ``retention``, default
+    a DynamoDB stream's 24 hours. The largest value accepted is
+    :func:`largest_cleanup_paused_after`.
 
     Raises:
-        ValueError: the message names the value and the expected range.
+        ValueError: the message names the value, when its alarm would fire and the largest
+            value accepted.
     """
-    check_duration_below(
-        "alarm_cleanup_paused_after",
-        value,
-        minimum=MIN_CLEANUP_PAUSED_AFTER,
-        limit=retention,
+    if is_token(value):
+        return
+    largest = largest_cleanup_paused_after(retention)
+    bounds = (
+        f"at least {MIN_CLEANUP_PAUSED_AFTER.to_human_string()} and at most "
+        f"{exact_text(largest)} (Duration.seconds({int(largest.to_seconds())}))"
     )
+    seconds = value.to_seconds(integral=False)
+    if seconds != int(seconds):
+        raise ValueError(
+            f"alarm_cleanup_paused_after={value.to_human_string()}: expected a whole number "
+            f"of seconds, {bounds}"
+        )
+    name = f"alarm_cleanup_paused_after={exact_text(value)}"
+    if seconds < MIN_CLEANUP_PAUSED_AFTER.to_seconds():
+        raise ValueError(f"{name}: expected {bounds}")
+    fires = cleanup_paused_fire_time(value)
+    if fires.to_seconds() >= retention.to_seconds():
+        raise ValueError(
+            f"{name}: its alarm needs {CLEANUP_PAUSED_PERIODS} of {CLEANUP_PAUSED_PERIODS} "
+            "five-minute periods above it and fires up to 15 minutes later, "
+            f"{exact_text(fires)} after the pause, not before records start to leave the "
+            f"stream (kept {retention_text(retention)}); expected {bounds}"
+        )
+
+
+def exact_text(duration: Duration) -> str:
+    """A whole-seconds Duration in days, hours, minutes and seconds, none dropped (CDK's
+    ``to_human_string`` drops the seconds of 23 hours 44 minutes 59 seconds)."""
+    rest = int(duration.to_seconds())
+    parts = []
+    for unit, size in (("day", 86_400), ("hour", 3_600), ("minute", 60), ("second", 1)):
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count} {unit}{'s' if count != 1 else ''}")
+    return " ".join(parts) or "0 seconds"
 
 
 def cleanup_paused_alarm(

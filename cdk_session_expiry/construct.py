@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
@@ -51,6 +51,7 @@ from . import (
     kill_switch,
     multi_region,
     nag,
+    outputs,
     ownership,
     pause_watch,
     sweeper,
@@ -408,22 +409,27 @@ class SessionExpiry(Construct):
             (``kms:GrantOperations`` of ``grant_session_access(fn, create_grants=True)``);
             never ``CreateGrant``; while ``bind_grants_to_session``, only operations that take
             an encryption context. Default: ``Decrypt``, ``Encrypt``, ``GenerateDataKey``.
-        grant_grantees: the roles that may receive session grants (``kms:GranteePrincipal``).
-            Needed for ``grant_session_access(fn, create_grants=True)``. Default: none.
+        grant_grantees: the roles that may receive session grants (``kms:GranteePrincipal``):
+            ``iam.IRole`` (a role ARN: ``iam.Role.from_role_arn(self, "Grantee", arn)``; else
+            ``PropTypeError``). Needed for ``grant_session_access(fn, create_grants=True)``.
+            Default: none.
         bind_grants_to_session: require every session grant to carry an
             ``EncryptionContextSubset`` constraint (``kms:GrantConstraintType``), which
             ``SessionStore.create_grant`` adds by default (the session's encryption context).
             ``False`` allows unbound grants. Default: ``True``.
-        alarm_cleanup_paused_after: the paused-cleanup alarm (``cleanup_paused_alarm``) fires
-            when the event source mapping has been disabled (``cleanup_enabled=False``, the kill
-            switch, the circuit breaker) longer than this: at least 5 minutes and less than
-            24 hours, the stream's retention (the Kinesis ``change_source``'s retention with
-            it). Always on: a function (``pause_watch``) reads the
-            mapping every 5 minutes (``GetEventSourceMapping``) and writes
-            ``CleanupPausedSeconds`` (now - its ``LastModified`` while ``Disabled``, 0 while
-            enabled; ``metric_cleanup_paused_seconds``). Cost: about $0.51 a month, mostly the
-            metric and two alarms (docs: Operating it, "Paused cleanup"). Default: 12 hours,
-            half the stream's retention.
+        alarm_cleanup_paused_after: the paused-cleanup alarm (``cleanup_paused_alarm``) fires when
+            the event source mapping has been disabled (``cleanup_enabled=False``, the kill switch,
+            the circuit breaker) longer than this, up to 15 minutes later (3 of 3 five-minute
+            periods above it): whole seconds, at least 5 minutes, and small enough that the alarm
+            fires before records start to leave the stream — at most 23 hours 44 minutes 59 seconds
+            on the DynamoDB stream's 24 hours (the Kinesis ``change_source``'s retention less 15
+            minutes and 1 second with it; larger raises ``ValueError`` naming the largest accepted).
+            Always on: a function (``pause_watch``) reads the mapping every 5 minutes
+            (``GetEventSourceMapping``) and writes ``CleanupPausedSeconds`` (now - its
+            ``LastModified`` while ``Disabled``, 0 while enabled;
+            ``metric_cleanup_paused_seconds``). Cost: about $0.51 a month, mostly the metric and two
+            alarms (docs: Operating it, "Paused cleanup"). Default: 12 hours, half the stream's
+            retention.
         circuit_breaker: pause the cleanup when one of ``circuit_breaker_alarms`` goes to
             ``ALARM`` (``UpdateEventSourceMapping`` ``Enabled=false``, in place: never deleted
             or replaced) and resume it through a half-open probe: after
@@ -533,6 +539,14 @@ class SessionExpiry(Construct):
             operator. Alarms ``FeatureFlagsReadFailuresAlarm``, ``DeferredWorkAgeAlarm`` (1 day)
             and ``DeferredWorkRefusedAlarm``. Attributes: ``feature_flags``,
             ``deferred_work_table``. Default: off.
+        alarm_runbook_base_url: where the operator's page (docs: Operating it) is served, so
+            each alarm's description ends with a link a paged engineer can open: ``Runbook:
+            <alarm_runbook_base_url>#alarm-<name>``, e.g.
+            ``"https://docs.example.com/session-expiry/operating/"`` (the site ``make docs``
+            builds, hosted by you). An ``https://`` URL with a host, no ``#`` fragment, no
+            whitespace, at most 100 characters (CloudWatch's 1,024 characters a description);
+            else ``ValueError`` naming it. Default: ``docs/operating.md``, the page's path in
+            this library's repository.
 
     Raises:
         PropTypeError: a prop of the wrong type (e.g. ``batch_size="100"`` or
@@ -622,6 +636,7 @@ class SessionExpiry(Construct):
         global_table: bool | None = None,
         change_source: ChangeSource | None = None,
         feature_flags: FeatureFlags | bool | None = None,
+        alarm_runbook_base_url: str | None = None,
     ) -> None:
         validation.check_prop_types(locals())
         props = SessionExpiryProps.of(locals())
@@ -650,9 +665,11 @@ class SessionExpiry(Construct):
         self._add_circuit_breaker(props)
         self._add_tenant_metrics(props)
         self._add_feature_flags(props)
+        outputs.add_operator_outputs(self, archive_bucket=props.archive_bucket)
 
     def _finish(self, props: SessionExpiryProps) -> None:
-        """What reads the finished resources: cdk-nag acknowledgements, hardening, checkov."""
+        """What reads the finished resources: cdk-nag acknowledgements, hardening, checkov, the
+        alarms' runbook links (``alarm_runbook_base_url``)."""
         #: The cdk-nag findings the design accepts, acknowledged with their reasons (``nag``).
         self.nag_acknowledgements = nag.acknowledge_design_findings(self)
         hardening.apply(
@@ -662,6 +679,7 @@ class SessionExpiry(Construct):
             expiry_sweep_reserved_concurrency=props.expiry_sweep_reserved_concurrency,
         )
         checkov.explain_findings(self)
+        alarm_defaults.link_runbooks(self, props.alarm_runbook_base_url)
 
     def _check_props(self, props: SessionExpiryProps) -> None:
         """Validation before any resource exists (rules: ``validation`` and each feature's
@@ -691,6 +709,7 @@ class SessionExpiry(Construct):
         )
         alarm_defaults.check_iterator_age_threshold(props.alarm_iterator_age_threshold, retention)
         alarm_defaults.check_cleanup_paused_after(props.alarm_cleanup_paused_after, retention)
+        alarm_defaults.check_runbook_base_url(props.alarm_runbook_base_url)
         self._breaker_alarms = circuit_breaker.check_circuit_breaker_props(
             enabled=props.circuit_breaker,
             alarms=props.circuit_breaker_alarms,
@@ -1033,6 +1052,12 @@ class SessionExpiry(Construct):
         self.event_source_mapping_id_output = kill_switch.mapping_id_output(
             self, self.event_source_mapping
         )
+        #: The stack outputs an operator needs, by construct id (``cdk_session_expiry.outputs``:
+        #: ``CleanupFunctionName``, ``FailureQueueUrl``, ``OwnershipTableName``, ...; the
+        #: dashboard's ``DashboardUrl`` once ``add_dashboard`` is called).
+        self.outputs: dict[str, CfnOutput] = {
+            kill_switch.OUTPUT_ID: self.event_source_mapping_id_output
+        }
         kill_switch.warn_when_paused(
             self,
             cleanup_enabled=props.cleanup_enabled,
@@ -1555,9 +1580,11 @@ class SessionExpiry(Construct):
             dashboard_name: the dashboard's name. Default: one CloudFormation generates.
             period: the period of every graph. Default: 5 minutes.
         """
-        return dashboard.add_dashboard(
+        board = dashboard.add_dashboard(
             self, id, dashboard_name=dashboard_name, period=period or dashboard.DEFAULT_PERIOD
         )
+        outputs.add_dashboard_output(self, id, board)
+        return board
 
     # --- internals --------------------------------------------------------------------------
 

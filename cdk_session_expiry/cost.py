@@ -3,7 +3,9 @@
 ``python -m cdk_session_expiry.cost`` prints the monthly bill for your own options — read from a
 synthesized template (``--template cdk.out/MyStack.template.json``) or given as flags — and the
 two things teams build instead, costed the same way: an EventBridge Scheduler one-time schedule
-per session and a Step Functions Standard execution waiting per session (``--help``).
+per session and a Step Functions Standard execution waiting per session (``--help``). With a
+template, a last line ``not priced: ...`` names each resource type (and each function, by its
+handler) the bill leaves out (:func:`unpriced_resources`), so nothing is free by omission.
 
 **The model** (what this library adds to storing sessions with a TTL; the session item's own
 writes are the application's, TTL deletions are free):
@@ -46,10 +48,16 @@ from pathlib import Path
 from typing import Any
 
 from . import _runtime_contract as c
-from .sweeper import SWEEP_SHARDS, SWEEPER_MEMORY_SIZE
+
+# Nothing here imports aws_cdk at import time: that starts the jsii runtime (a Node.js process,
+# seconds), which ``--help`` and the arithmetic do not need. The one construct figure the model
+# uses, the sweeper's memory, is read when an Options needs it (:func:`_sweeper_memory_size`).
+#: Shards the expiry sweeper Queries each pass (the construct's ``sweeper.SWEEP_SHARDS``).
+SWEEP_SHARDS = c.DEFAULT_SWEEP_SHARDS
 
 __all__ = [
     "CALL_PRICES",
+    "PRICED_RESOURCE_TYPES",
     "PRICES",
     "PRICES_CHECKED",
     "Options",
@@ -57,6 +65,7 @@ __all__ = [
     "alternatives",
     "monthly_cost",
     "options_from_template",
+    "unpriced_resources",
 ]
 
 #: The day the prices below were checked against their pages.
@@ -250,7 +259,8 @@ class Options:
         archive, event_bus: ``archive_bucket`` / ``event_bus`` set (default no).
         agentcore_stops: AgentCore kinds stopped per session, 0 to 3 (default 0).
         sweep_interval_s: ``expiry_sweep_interval`` in seconds; ``None`` (default): no sweeper.
-        sweeper_memory_mb: the sweeper's memory (MB, default the construct's).
+        sweeper_memory_mb: the sweeper's memory (MB); ``None`` (default): the construct's
+            (``sweeper.SWEEPER_MEMORY_SIZE``).
         grant_sweep: the hourly grant sweep deployed (with ``grant_key``; default no).
         alarms: CloudWatch alarms of the stack (default 0).
         heartbeats: heartbeats (``touch``) per session (default 10).
@@ -274,7 +284,7 @@ class Options:
     event_bus: bool = False
     agentcore_stops: int = 0
     sweep_interval_s: int | None = None
-    sweeper_memory_mb: int = SWEEPER_MEMORY_SIZE
+    sweeper_memory_mb: int | None = None
     grant_sweep: bool = False
     alarms: int = 0
     heartbeats: int = 10
@@ -284,6 +294,8 @@ class Options:
     cpu_ms: float | None = None
 
     def __post_init__(self) -> None:
+        if self.sweeper_memory_mb is None:
+            object.__setattr__(self, "sweeper_memory_mb", _sweeper_memory_size())
         for name, least in (("sessions", 0), ("objects", 0), ("heartbeats", 0), ("alarms", 0)):
             if getattr(self, name) < least:
                 raise ValueError(f"{name}={getattr(self, name)}: expected at least {least}")
@@ -295,6 +307,13 @@ class Options:
             )
         if self.sweep_interval_s is not None and self.sweep_interval_s <= 0:
             raise ValueError(f"sweep_interval_s={self.sweep_interval_s}: expected seconds > 0")
+
+
+def _sweeper_memory_size() -> int:
+    """The construct's ``SWEEPER_MEMORY_SIZE`` (imports aws_cdk: only when an Options needs it)."""
+    from .sweeper import SWEEPER_MEMORY_SIZE
+
+    return SWEEPER_MEMORY_SIZE
 
 
 def cpu_ms(objects: int) -> float:
@@ -361,7 +380,7 @@ def _fixed(o: Options) -> dict[str, float]:
     }
     if o.sweep_interval_s is not None:
         lines[f"expiry sweeper (every {o.sweep_interval_s} s)"] = sweeper_monthly(
-            o.sweep_interval_s, o.sweeper_memory_mb
+            o.sweep_interval_s, o.sweeper_memory_mb or _sweeper_memory_size()
         )
     if o.grant_sweep:
         runs = 24 * 30  # hourly
@@ -443,9 +462,7 @@ def options_from_template(template: Mapping[str, Any], **traffic: Any) -> Option
         event_bus=c.ENV_EVENT_BUS_ARN in env,
         agentcore_stops=sum(1 for name in agent if name in env),
         sweep_interval_s=_sweep_interval(template, by_handler.get(c.SWEEPER_HANDLER)),
-        sweeper_memory_mb=int(
-            by_handler.get(c.SWEEPER_HANDLER, ("", {}))[1].get("MemorySize", SWEEPER_MEMORY_SIZE)
-        ),
+        sweeper_memory_mb=_memory_size(by_handler.get(c.SWEEPER_HANDLER)),
         grant_sweep=f"{c.RUNTIME_PACKAGE}.grant_sweeper.handler" in by_handler,
         alarms=sum(
             1
@@ -454,6 +471,61 @@ def options_from_template(template: Mapping[str, Any], **traffic: Any) -> Option
         ),
     )
     return Options(**{**found, **traffic})
+
+
+def _memory_size(function: tuple[str, Any] | None) -> int | None:
+    """A function's ``MemorySize`` in the template; ``None`` (the construct's default) when
+    there is no such function or it sets none."""
+    if function is None or "MemorySize" not in function[1]:
+        return None
+    return int(function[1]["MemorySize"])
+
+
+#: Every resource type the bill accounts for, and where (a line of it, or why it costs
+#: nothing); a template's other resources are named on the ``not priced:`` line
+#: (:func:`unpriced_resources`). ``AWS::Lambda::Function`` is accounted for by its handler
+#: (:data:`PRICED_HANDLERS`).
+PRICED_RESOURCE_TYPES: dict[str, str] = {
+    "AWS::CDK::Metadata": "CDK's metadata: no resource",
+    "AWS::CloudWatch::Alarm": "the CloudWatch alarms line",
+    "AWS::DynamoDB::Table": "the writes per session (ownership records, the sweep index); "
+    "storage and the application's own reads and writes are the application's",
+    "AWS::Events::Rule": "scheduled and AWS-service event rules: no charge (EventBridge pricing)",
+    "AWS::IAM::Policy": "no charge",
+    "AWS::IAM::Role": "no charge",
+    "AWS::Lambda::EventInvokeConfig": "no charge",
+    "AWS::Lambda::EventSourceMapping": "no charge; a trigger's stream reads are free",
+    "AWS::Lambda::LayerVersion": "no charge",
+    "AWS::Lambda::Permission": "no charge",
+    "AWS::Logs::LogGroup": "log ingestion per invocation (logs_gb)",
+    "AWS::SQS::Queue": "the on-failure queue: requests only when a batch fails",
+    "AWS::SQS::QueuePolicy": "no charge",
+    "AWS::SSM::Parameter": "a standard parameter: no charge",
+}
+#: The functions the bill prices, by handler.
+PRICED_HANDLERS: dict[str, str] = {
+    c.CLEANUP_HANDLER: "per session (lambda_request, lambda_gb_second)",
+    c.SWEEPER_HANDLER: "the expiry sweeper line",
+    c.GRANT_SWEEPER_HANDLER: "the grant sweep line",
+}
+
+
+def unpriced_resources(template: Mapping[str, Any]) -> list[str]:
+    """The template's resources the bill does not price, one entry per type (sorted): a type
+    not in :data:`PRICED_RESOURCE_TYPES` (AppConfig, the dashboard, Glue and Athena, a Kinesis
+    or Firehose stream, the application's own resources, ...), and a function by its handler
+    when :data:`PRICED_HANDLERS` lacks it, e.g. ``AWS::Lambda::Function
+    (session_expiry_runtime.pause_watch.handler)``."""
+    found = set()
+    for logical_id, resource in template.get("Resources", {}).items():
+        kind = str(resource.get("Type", "?"))
+        if kind == "AWS::Lambda::Function":
+            handler = resource.get("Properties", {}).get("Handler")
+            if handler not in PRICED_HANDLERS:
+                found.add(f"{kind} ({handler or logical_id})")
+        elif kind not in PRICED_RESOURCE_TYPES:
+            found.add(kind)
+    return sorted(found)
 
 
 def _sweep_interval(template: Mapping[str, Any], sweeper: tuple[str, Any] | None) -> int | None:
@@ -481,9 +553,10 @@ def _rate_seconds(expression: str) -> int:
     return 60
 
 
-def render(o: Options) -> str:
+def render(o: Options, not_priced: Sequence[str] = ()) -> str:
     """The bill for ``o`` as Markdown: by service with each price and its page, then fixed lines
-    and the alternatives."""
+    and the alternatives; then, when ``not_priced`` names any (:func:`unpriced_resources`), a
+    line ``not priced: <each>``."""
     bill = monthly_cost(o)
     units = _units(o)
     rows = [
@@ -512,6 +585,7 @@ def render(o: Options) -> str:
             "| the same sessions cleaned by | USD a month |",
             "|---|---|",
             *alt,
+            *(["", f"not priced: {', '.join(not_priced)}"] if not_priced else []),
         ]
     )
 
@@ -521,6 +595,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m cdk_session_expiry.cost",
         description="What cleaning sessions costs a month with your options, by service, with "
         "each price and its page; and an EventBridge Scheduler or Step Functions alternative.",
+        epilog="With --template, a last line 'not priced: ...' names each resource type of the "
+        "template the bill leaves out (AppConfig, the dashboard, the pause watch, Glue and "
+        "Athena, your application's own resources, ...). Sizing: docs/benchmarks.md.",
     )
     p.add_argument("--template", type=Path, help="a synthesized template (cdk.out/*.template.json)")
     p.add_argument("--sessions", type=int, default=1_000_000, help="sessions a month (1,000,000)")
@@ -549,9 +626,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         objects=a.objects,
         sessions_per_invocation=a.sessions_per_invocation,
     )
+    not_priced: list[str] = []
     try:
         if a.template:
-            options = options_from_template(json.loads(a.template.read_text()), **traffic)
+            template = json.loads(a.template.read_text())
+            options = options_from_template(template, **traffic)
+            not_priced = unpriced_resources(template)
         else:
             options = Options(
                 memory_mb=a.memory_mb or 1769,
@@ -566,7 +646,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"cdk_session_expiry.cost: {exc}", file=sys.stderr)
         return 2
-    print(render(options))
+    print(render(options, not_priced))
     return 0
 
 

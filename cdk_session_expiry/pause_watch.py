@@ -15,16 +15,17 @@ its records are gone. The construct therefore always adds (assembled by :class:`
   ``EventSourceMappingUUID``), on every run, 0 included. With ``circuit_breaker`` it also reads
   the breaker's record (:meth:`PauseWatch.count_breaker_pauses`: ``ssm:GetParameter`` on that
   parameter only);
-* ``CleanupPausedAlarm``: its Maximum above ``alarm_cleanup_paused_after`` (12 hours by default,
-  less than the stream's 24 hours), **missing data breaching**, 3 of 3 five-minute periods. The
-  watch writes a value on every run, so no value for 15 minutes means the watch itself stopped
-  (its rule disabled or deleted, its invocations throttled and dropped, or failing — the
-  errors alarm says which): the alarm's one meaning is "the cleanup may have been paused too
-  long, and no one can tell otherwise". A separate heartbeat alarm would split that meaning in
-  two for one more alarm a stack; the alarm's state reason tells the two apart (a value above
-  the threshold, or no data points), and the runbook starts from it. Three periods, not one, so
-  one late or skipped run (EventBridge's schedule and embedded-metric delivery are not to the
-  second) is no page; a real pause is heard 10 minutes later than with one, against 12 hours;
+* ``CleanupPausedAlarm``: its Maximum above ``alarm_cleanup_paused_after`` (12 hours by default; the
+  alarm fires up to 15 minutes after it, which must still be before the stream's 24 hours:
+  ``alarms.check_cleanup_paused_after``), **missing data breaching**, 3 of 3 five-minute periods.
+  The watch writes a value on every run, so no value for 15 minutes means the watch itself stopped
+  (its rule disabled or deleted, its invocations throttled and dropped, or failing — the errors
+  alarm says which): the alarm's one meaning is "the cleanup may have been paused too long, and no
+  one can tell otherwise". A separate heartbeat alarm would split that meaning in two for one more
+  alarm a stack; the alarm's state reason tells the two apart (a value above the threshold, or no
+  data points), and the runbook starts from it. Three periods, not one, so one late or skipped run
+  (EventBridge's schedule and embedded-metric delivery are not to the second) is no page; a real
+  pause is heard 10 minutes later than with one, against 12 hours;
 * ``ErrorsAlarm`` on the watch's own errors: a watch that cannot read the mapping raises rather
   than report 0.
 

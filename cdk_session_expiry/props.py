@@ -120,6 +120,7 @@ class SessionExpiryProps:
     global_table: bool | None
     change_source: ChangeSource | None
     feature_flags: object
+    alarm_runbook_base_url: str | None
 
     @classmethod
     def of(cls, given: Mapping[str, object]) -> SessionExpiryProps:

@@ -97,8 +97,7 @@ class SessionLimits:
                 bucket (nothing to compare).
 
         Raises:
-            ValueError: see :func:`check_lifetime` and :func:`check_grant_operations`, or a
-                grantee that is not an ``iam.IRole``.
+            ValueError: see :func:`check_lifetime` and :func:`check_grant_operations`.
         """
         lifetime = (
             DEFAULT_MAX_SESSION_LIFETIME if max_session_lifetime is None else max_session_lifetime
@@ -108,15 +107,9 @@ class SessionLimits:
             DEFAULT_GRANT_OPERATIONS if grant_operations is None else grant_operations,
             bind=bind_grants_to_session,
         )
-        grantees = tuple(grant_grantees or ())
-        if isinstance(grant_grantees, (str, bytes)) or not all(
-            hasattr(g, "role_arn") for g in grantees
-        ):
-            raise ValueError(
-                f"grant_grantees={validation.shown(grant_grantees)}: expected a list of iam.IRole "
-                "(the roles that receive session grants)"
-            )
-        return cls(lifetime, operations, grantees, bind_grants_to_session)
+        # A grantee that is no role is refused with the other prop types
+        # (``validation.PROP_TYPES``: ``PropTypeError``).
+        return cls(lifetime, operations, tuple(grant_grantees or ()), bind_grants_to_session)
 
     def environment(self) -> dict[str, str]:
         """``SESSION_EXPIRY_MAX_SESSION_LIFETIME_SECONDS`` for the session runtime."""

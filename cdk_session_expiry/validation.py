@@ -148,8 +148,21 @@ PROP_TYPES: Mapping[str, tuple[str, Callable[[object], bool]]] = {
         ),
     ),
     "max_session_lifetime": _DURATION,
+    "grant_grantees": (
+        "a list of iam.IRole, the roles that receive session grants (for a role ARN: "
+        'iam.Role.from_role_arn(self, "Grantee", arn))',
+        lambda v: (
+            isinstance(v, Sequence)
+            and not isinstance(v, (str, bytes))
+            and all(hasattr(r, "role_arn") and hasattr(r, "grant_principal") for r in v)
+        ),
+    ),
     "bind_grants_to_session": _BOOL,
     "alarm_cleanup_paused_after": _DURATION,
+    "alarm_runbook_base_url": (
+        "a str, an https:// URL, e.g. 'https://docs.example.com/session-expiry/operating/'",
+        _is(str),
+    ),
     "circuit_breaker": _BOOL,
     "circuit_breaker_alarms": (
         "a list of CircuitBreakerAlarm, e.g. [CircuitBreakerAlarm.ERRORS]",

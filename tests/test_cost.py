@@ -14,6 +14,7 @@ import pytest
 from botocore import xform_name
 
 from cdk_session_expiry import cost
+from cdk_session_expiry._runtime_contract import CLEANUP_HANDLER
 from cdk_session_expiry.cost import Options, alternatives, monthly_cost, options_from_template
 from cdk_session_expiry.sweeper import SWEEPER_MEMORY_SIZE
 
@@ -184,3 +185,117 @@ def test_every_call_in_the_runtime_has_a_price_entry() -> None:
     for key, (price, units, _) in cost.CALL_PRICES.items():
         assert price in cost.PRICES, f"{key}: no price {price!r}"
         assert units > 0, key
+
+
+# --- the command: --help without the jsii runtime, and what it does not price (issue 39) -------
+
+
+def test_help_answers_without_node(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    empty = tmp_path / "bin-without-node"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "JSII_NODE"}
+    env["PATH"] = str(empty)
+    done = subprocess.run(
+        [sys.executable, "-m", "cdk_session_expiry.cost", "--help"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "--agentcore-stops" in done.stdout and "not priced:" in done.stdout
+    assert done.stderr == ""  # no jsii runtime: no traceback, no Node.js banner
+    imported = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, cdk_session_expiry.cost; print('aws_cdk' in sys.modules)",
+        ],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert imported.stdout.strip() == "False", imported.stderr
+
+
+def _template_with_unpriced_resources() -> dict[str, Any]:
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_s3 as s3
+    from aws_cdk.assertions import Template
+
+    from cdk_session_expiry import SessionExpiry
+
+    stack = Stack(App(), "Priced")
+    sessions = SessionExpiry(
+        stack,
+        "Sessions",
+        feature_flags=True,
+        archive_bucket=s3.Bucket(stack, "Archive"),
+        archive_query=True,
+        circuit_breaker=True,
+    )
+    sessions.add_dashboard()
+    return dict(Template.from_stack(stack).to_json())
+
+
+def test_the_not_priced_line_names_each_type_the_bill_leaves_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    template = _template_with_unpriced_resources()
+    path = tmp_path / "Priced.template.json"
+    path.write_text(json.dumps(template))
+    assert cost.main(["--template", str(path)]) == 0
+    last = capsys.readouterr().out.rstrip().splitlines()[-1]
+    assert last.startswith("not priced: ")
+    named = last.removeprefix("not priced: ").split(", ")
+    for unpriced in (
+        "AWS::AppConfig::Application",
+        "AWS::AppConfig::Environment",
+        "AWS::AppConfig::ConfigurationProfile",
+        "AWS::CloudWatch::Dashboard",
+        "AWS::Glue::Database",
+        "AWS::Glue::Table",
+        "AWS::Athena::WorkGroup",
+        "AWS::Athena::NamedQuery",
+        "AWS::S3::Bucket",
+        "AWS::Lambda::Function (session_expiry_runtime.pause_watch.handler)",
+        "AWS::Lambda::Function (session_expiry_runtime.circuit_breaker.handler)",
+    ):
+        assert unpriced in named, unpriced
+    # Every type in the template is either priced or named, and nothing priced is named.
+    types = {r["Type"] for r in template["Resources"].values()}
+    named_types = {n.split(" (")[0] for n in named}
+    assert types <= set(cost.PRICED_RESOURCE_TYPES) | named_types
+    assert not named_types & set(cost.PRICED_RESOURCE_TYPES)
+    assert f"AWS::Lambda::Function ({CLEANUP_HANDLER})" not in named
+
+
+def test_a_template_of_priced_resources_has_no_not_priced_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cdk_session_expiry import _runtime_contract as contract
+
+    template = {
+        "Resources": {
+            "Cleanup": {
+                "Type": "AWS::Lambda::Function",
+                "Properties": {"Handler": contract.CLEANUP_HANDLER, "MemorySize": 1769},
+            },
+            "Role": {"Type": "AWS::IAM::Role", "Properties": {}},
+            "Alarm": {"Type": "AWS::CloudWatch::Alarm", "Properties": {}},
+        }
+    }
+    assert cost.unpriced_resources(template) == []
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(template))
+    assert cost.main(["--template", str(path)]) == 0
+    assert "not priced" not in capsys.readouterr().out

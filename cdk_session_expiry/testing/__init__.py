@@ -1,7 +1,9 @@
 """Test your session code against the deployed shape of your CDK app, without an AWS account.
 
-``pip install 'cdk-session-expiry[testing]'`` (moto's server, boto3, pytest) and Node.js with the
-CDK CLI are needed; nothing here is imported by the construct itself. The pytest fixtures are in
+``pip install 'cdk-session-expiry[testing]'`` (moto's server, boto3, pytest) and Node.js (22 or
+24; 20 works with an end-of-life banner) with the CDK CLI are needed — importing this package
+without Node.js on ``PATH`` raises :class:`NodeNotFoundError` saying so; nothing here is
+imported by the construct itself. The pytest fixtures are in
 :mod:`cdk_session_expiry.testing.pytest_plugin`; the documentation's "Testing your code" page
 describes every name below, and what differs from AWS.
 
@@ -15,7 +17,15 @@ describes every name below, and what differs from AWS.
   instead of deploying again.
 """
 
+# ruff: noqa: E402  (the Node.js check runs between the imports, before any imports aws_cdk)
+
 from __future__ import annotations
+
+from cdk_session_expiry._node import NodeNotFoundError, require_node
+
+# Before anything below imports aws_cdk (which starts Node.js): a missing Node.js is said
+# plainly, with the versions that work, instead of jsii's traceback.
+require_node()
 
 from cdk_session_expiry.testing._moto_internals import MotoInternalsChanged, check_moto_internals
 from cdk_session_expiry.testing.agentcore import AgentCoreCall
@@ -61,6 +71,7 @@ __all__ = [
     "LocalLambda",
     "LocalPipeline",
     "MotoInternalsChanged",
+    "NodeNotFoundError",
     "PollReport",
     "ReplayResult",
     "Schedule",

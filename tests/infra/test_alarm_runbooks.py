@@ -120,3 +120,72 @@ def test_each_anchor_exists_in_the_built_site(tmp_path: Path) -> None:
     assert built.returncode == 0, built.stderr[-4000:]
     page = (tmp_path / "operating" / "index.html").read_text()
     assert {a for a in ANCHORS if f'id="{a}"' in page} == ANCHORS
+
+
+# --- alarm_runbook_base_url (issue 39) ----------------------------------------------------------
+
+#: A hosted page at the longest URL the prop accepts (100 characters).
+BASE_URL = "https://docs.example.com/" + "s" * 64 + "/operating/"
+
+
+def test_every_alarm_description_links_to_the_runbook_base_url(
+    cdk_context: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import functools
+
+    from cdk_session_expiry import SessionExpiry
+
+    from . import test_nag
+
+    assert len(BASE_URL) == alarms.MAX_RUNBOOK_BASE_URL
+    monkeypatch.setattr(
+        test_nag, "SessionExpiry", functools.partial(SessionExpiry, alarm_runbook_base_url=BASE_URL)
+    )
+    link = re.compile(" Runbook: " + re.escape(BASE_URL) + r"#(alarm-[a-z0-9-]+)$")
+    used = set()
+    for name, builder in BUILDERS.items():
+        stack = Stack(App(context=cdk_context), "Test", env=ENV)
+        builder(stack)
+        template = dict(assertions.Template.from_stack(stack).to_json())
+        for logical_id, alarm in resources_of(template, "AWS::CloudWatch::Alarm").items():
+            if not logical_id.startswith("Sessions"):
+                continue
+            description = alarm["Properties"]["AlarmDescription"]
+            found = link.search(description)
+            assert found is not None, f"{name}/{logical_id}: {description[-120:]!r}"
+            assert len(description) <= alarms.MAX_DESCRIPTION
+            assert alarms.RUNBOOK_PAGE not in description
+            used.add(found.group(1))
+    assert used == ANCHORS
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "docs.example.com/operating/",
+        "http://docs.example.com/operating/",
+        "https:///operating/",
+        "https://docs.example.com/operating/#alarms",
+        "https://docs.example.com/operating page/",
+        "https://docs.example.com/operating/\n",
+        "",
+        BASE_URL + "x",
+    ],
+)
+def test_fails_an_alarm_runbook_base_url_no_one_can_open(value: str) -> None:
+    from cdk_session_expiry import SessionExpiry
+
+    with pytest.raises(ValueError) as raised:
+        SessionExpiry(Stack(App(), "Validation"), "Sessions", alarm_runbook_base_url=value)
+    assert str(raised.value) == (
+        f"alarm_runbook_base_url={value!r}: expected an https:// URL of the operator's page, "
+        "with a host, no '#' fragment (each alarm appends '#alarm-<name>'), no whitespace and "
+        "at most 100 characters, e.g. 'https://docs.example.com/session-expiry/operating/'"
+    )
+
+
+def test_fails_an_alarm_runbook_base_url_that_is_not_a_str() -> None:
+    from cdk_session_expiry import PropTypeError, SessionExpiry
+
+    with pytest.raises(PropTypeError, match=r"^alarm_runbook_base_url=42: expected a str"):
+        SessionExpiry(Stack(App(), "Validation"), "Sessions", alarm_runbook_base_url=42)  # type: ignore[arg-type]

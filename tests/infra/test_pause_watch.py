@@ -18,8 +18,9 @@ from aws_cdk.assertions import Annotations, Match
 from moto import mock_aws
 from session_expiry_runtime import pause_watch as watch_runtime
 
-from cdk_session_expiry import PropTypeError, SessionExpiry, kill_switch
+from cdk_session_expiry import ChangeSource, PropTypeError, SessionExpiry, kill_switch
 from cdk_session_expiry import _runtime_contract as contract
+from cdk_session_expiry import alarms as alarm_defaults
 
 from .helpers import StackTemplate
 
@@ -210,26 +211,126 @@ def test_an_enabled_cleanup_gives_no_warning() -> None:
 # --- rejected values --------------------------------------------------------------------------
 
 
+_LARGEST_ON_STREAM = "at most 23 hours 44 minutes 59 seconds (Duration.seconds(85499))"
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [
         (
             Duration.minutes(4),
-            "alarm_cleanup_paused_after=4 minutes: expected at least 5 minutes and less than 1 day",
+            f"alarm_cleanup_paused_after=4 minutes: expected at least 5 minutes and "
+            f"{_LARGEST_ON_STREAM}",
         ),
         (
             Duration.hours(24),
-            "alarm_cleanup_paused_after=1 day: expected at least 5 minutes and less than 1 day",
+            "alarm_cleanup_paused_after=1 day: its alarm needs 3 of 3 five-minute periods above "
+            "it and fires up to 15 minutes later, 1 day 15 minutes after the pause, not before "
+            "records start to leave the stream (kept 24 hours); expected at least 5 minutes "
+            f"and {_LARGEST_ON_STREAM}",
         ),
         (
             Duration.days(2),
-            "alarm_cleanup_paused_after=2 days: expected at least 5 minutes and less than 1 day",
+            "alarm_cleanup_paused_after=2 days: its alarm needs 3 of 3 five-minute periods "
+            "above it and fires up to 15 minutes later, 2 days 15 minutes after the pause, not "
+            "before records start to leave the stream (kept 24 hours); expected at least "
+            f"5 minutes and {_LARGEST_ON_STREAM}",
+        ),
+        (
+            Duration.millis(3_600_500),
+            "alarm_cleanup_paused_after=1 hour 500 millis: expected a whole number of seconds, "
+            f"at least 5 minutes and {_LARGEST_ON_STREAM}",
         ),
     ],
 )
 def test_fails_alarm_cleanup_paused_after_out_of_range(value: Duration, message: str) -> None:
     with pytest.raises(ValueError) as raised:
         SessionExpiry(Stack(App(), "Validation"), "Sessions", alarm_cleanup_paused_after=value)
+    assert str(raised.value) == message
+
+
+# --- the alarm fires before the records leave, for every accepted value (issue 39) ------------
+
+#: 15 minutes: the alarm's 3 of 3 five-minute periods, the first one counted from the threshold.
+_FIRE_DELAY = 3 * 300
+_DAY = 86_400
+_WEEK = 7 * _DAY
+
+
+def _latest_fire_time(stack: Stack, construct: SessionExpiry) -> int:
+    """Seconds from a pause to the paused alarm's firing, at the latest, read from the template:
+    the watch writes a value every period, so the first one above the threshold comes within a
+    period of it, and every one of the alarm's evaluation periods must breach."""
+    resources = assertions.Template.from_stack(stack).to_json()["Resources"]
+
+    def props_of(construct: Any) -> dict[str, Any]:
+        return dict(resources[stack.get_logical_id(construct.node.default_child)]["Properties"])
+
+    props = props_of(construct.cleanup_paused_alarm)
+    rule = props_of(construct.pause_watch.schedule)
+    assert rule["ScheduleExpression"] == "rate(5 minutes)"  # one run a period
+    assert props["DatapointsToAlarm"] == props["EvaluationPeriods"] == 3
+    assert props["ComparisonOperator"] == "GreaterThanThreshold"
+    return int(props["Threshold"]) + int(props["EvaluationPeriods"]) * int(props["Period"])
+
+
+@pytest.mark.parametrize(
+    ("change_source", "retention"),
+    [
+        (None, _DAY),
+        (ChangeSource.kinesis(), _WEEK),
+        (ChangeSource.kinesis(retention=Duration.hours(30)), 30 * 3600),
+    ],
+    ids=["dynamodb-stream", "kinesis-7-days", "kinesis-30-hours"],
+)
+def test_the_largest_accepted_paused_after_fires_before_the_records_leave(
+    change_source: ChangeSource | None, retention: int
+) -> None:
+    largest = Duration.seconds(retention - _FIRE_DELAY - 1)
+    stack = Stack(App(), "Largest", env=ENV)
+    construct = SessionExpiry(
+        stack, "Sessions", change_source=change_source, alarm_cleanup_paused_after=largest
+    )
+    fires = _latest_fire_time(stack, construct)
+    assert fires == retention - 1  # the last second before the first record leaves
+    assert alarm_defaults.largest_cleanup_paused_after(
+        Duration.seconds(retention)
+    ).to_seconds() == (largest.to_seconds())
+
+
+@pytest.mark.parametrize(
+    ("change_source", "value", "message"),
+    [
+        (
+            None,
+            Duration.minutes(23 * 60 + 45),
+            "alarm_cleanup_paused_after=23 hours 45 minutes: its alarm needs 3 of 3 five-minute "
+            "periods above it and fires up to 15 minutes later, 1 day after the pause, not "
+            "before records start to leave the stream (kept 24 hours); expected at least "
+            f"5 minutes and {_LARGEST_ON_STREAM}",
+        ),
+        (
+            ChangeSource.kinesis(),
+            Duration.seconds(_WEEK - _FIRE_DELAY),
+            "alarm_cleanup_paused_after=6 days 23 hours 45 minutes: its alarm needs 3 of 3 "
+            "five-minute periods above it and fires up to 15 minutes later, 7 days after the "
+            "pause, not before records start to leave the stream (kept 7 days); expected at "
+            "least 5 minutes and at most 6 days 23 hours 44 minutes 59 seconds "
+            "(Duration.seconds(603899))",
+        ),
+    ],
+    ids=["dynamodb-stream", "kinesis-7-days"],
+)
+def test_fails_the_smallest_paused_after_whose_alarm_fires_as_records_leave(
+    change_source: ChangeSource | None, value: Duration, message: str
+) -> None:
+    with pytest.raises(ValueError) as raised:
+        SessionExpiry(
+            Stack(App(), "Validation"),
+            "Sessions",
+            change_source=change_source,
+            alarm_cleanup_paused_after=value,
+        )
     assert str(raised.value) == message
 
 

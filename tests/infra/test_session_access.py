@@ -15,7 +15,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 
-from cdk_session_expiry import SessionExpiry
+from cdk_session_expiry import PropTypeError, SessionExpiry
 from cdk_session_expiry import _runtime_contract as contract
 
 from .helpers import StackTemplate, resources_of
@@ -226,13 +226,33 @@ def test_fails_bad_grant_operations(stack: Stack, operations: Any, match: str) -
         SessionExpiry(stack, "Sessions", grant_key=kms.Key(stack, "K"), grant_operations=operations)
 
 
-def test_fails_grant_grantees_that_are_not_roles(stack: Stack) -> None:
-    with pytest.raises(ValueError, match="grant_grantees"):
+@pytest.mark.parametrize(
+    "grantees",
+    [
+        ["arn:aws:iam::123456789012:role/app"],
+        "arn:aws:iam::123456789012:role/app",
+        [iam.AccountRootPrincipal()],
+    ],
+)
+def test_fails_grant_grantees_that_are_not_roles(stack: Stack, grantees: object) -> None:
+    with pytest.raises(PropTypeError) as raised:
         SessionExpiry(
             stack,
             "Sessions",
             grant_key=kms.Key(stack, "K"),
-            grant_grantees=["arn:aws:iam::123456789012:role/app"],  # type: ignore[list-item]
+            grant_grantees=grantees,  # type: ignore[arg-type]
+        )
+    message = str(raised.value)
+    assert message.startswith("grant_grantees=")
+    assert message.endswith(
+        ": expected a list of iam.IRole, the roles that receive session grants (for a role "
+        'ARN: iam.Role.from_role_arn(self, "Grantee", arn))'
+    )
+    if isinstance(grantees, list) and isinstance(grantees[0], str):
+        assert message == (
+            "grant_grantees=['arn:aws:iam::123456789012:role/app']: expected a list of "
+            "iam.IRole, the roles that receive session grants (for a role ARN: "
+            'iam.Role.from_role_arn(self, "Grantee", arn))'
         )
 
 

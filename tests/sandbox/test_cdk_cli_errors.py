@@ -68,3 +68,76 @@ def test_a_cli_in_a_parent_node_modules_is_found(tmp_path: Path) -> None:
 def test_the_version_named_in_the_advice_is_the_one_the_project_pins() -> None:
     pinned = json.loads((REPO / "package.json").read_text())["devDependencies"]["aws-cdk"]
     assert pinned == TESTED_CDK_CLI_VERSION
+
+
+# --- no Node.js at all (issue 39) -----------------------------------------------------------
+
+_NODE_MESSAGE = (
+    "Node.js not found ('node' on PATH): the AWS CDK's Python packages run on the jsii runtime, "
+    "which needs Node.js 22 or 24 (20 still works, with an end-of-life banner"
+)
+
+
+def _without_node(tmp_path: Path) -> dict[str, str]:
+    """The environment with a PATH that holds no ``node`` (and no JSII_NODE)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "JSII_NODE"}
+    empty = tmp_path / "bin-without-node"
+    empty.mkdir()
+    env["PATH"] = str(empty)
+    return env
+
+
+def test_the_plugin_says_node_is_missing_before_jsii_starts(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", "import cdk_session_expiry.testing.pytest_plugin"],
+        env=_without_node(tmp_path),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "NodeNotFoundError: " + _NODE_MESSAGE in done.stderr
+    assert "jsii/_kernel" not in done.stderr  # aws_cdk was never imported: no jsii traceback
+    assert "FileNotFoundError" not in done.stderr
+
+
+def test_a_pytest_run_with_the_plugin_says_node_is_missing(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "test_nothing.py").write_text("def test_nothing() -> None:\n    pass\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "cdk_session_expiry.testing.pytest_plugin", "-q"],
+        env=_without_node(tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert _NODE_MESSAGE in done.stdout + done.stderr
+    assert "FileNotFoundError" not in done.stdout + done.stderr
+
+
+def test_require_node_finds_node_on_path_or_jsii_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cdk_session_expiry._node import NodeNotFoundError, require_node
+
+    fake = tmp_path / "node-22"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("JSII_NODE", str(fake))
+    assert require_node() == str(fake)
+    monkeypatch.setenv("JSII_NODE", "node-that-is-not-there")
+    with pytest.raises(NodeNotFoundError, match=r"^Node.js not found \(JSII_NODE="):
+        require_node()

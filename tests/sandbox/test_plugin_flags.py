@@ -78,3 +78,34 @@ def test_a_step_switched_off_is_done_once_it_is_back_on(
 def test_fails_an_unknown_flag(session_expiry_pipeline: LocalPipeline) -> None:
     with pytest.raises(ValueError, match="unknown flags \\['Nope'\\]"):
         session_expiry_pipeline.set_feature_flags(Nope=False)
+
+
+def test_the_operator_outputs_answer_the_deployed_names(
+    session_expiry_pipeline: LocalPipeline,
+) -> None:
+    """``describe-stacks`` answers the outputs of docs/operating.md "Filling in the commands"
+    with the deployed names and ids (keys of ``SessionExpiry(stack, "Sessions")``)."""
+    p = session_expiry_pipeline
+    outputs = p.stack.outputs
+    variables = p.function.configuration["Environment"]["Variables"]
+    assert (
+        outputs["SessionsFeatureFlagsApplicationId607AC88E"]
+        == (variables[contract.ENV_FLAGS_APPLICATION])
+    )
+    assert outputs["SessionsFeatureFlagsProfileIdC46DB5CB"] == variables[contract.ENV_FLAGS_PROFILE]
+    (env,) = p.emulator.client("appconfig").list_environments(
+        ApplicationId=variables[contract.ENV_FLAGS_APPLICATION]
+    )["Items"]
+    assert outputs["SessionsFeatureFlagsEnvironmentId9B421C27"] == env["Id"]
+    functions = {
+        f["FunctionName"] for f in p.emulator.client("lambda").list_functions()["Functions"]
+    }
+    assert outputs["SessionsCleanupFunctionName37B1685E"] in functions
+    assert outputs["SessionsPauseWatchFunctionName4880C4C6"] in functions
+    queue = outputs["SessionsFailureQueueUrl2B18CD00"]
+    assert queue.startswith("http") and p.emulator.client("sqs").get_queue_attributes(
+        QueueUrl=queue
+    )
+    assert p.emulator.client("dynamodb").describe_table(
+        TableName=outputs["SessionsOwnershipTableName0997B7CC"]
+    )
