@@ -42,6 +42,8 @@ CIRCUIT_BREAKER_STATE_PARAMETER_NAME = "CircuitBreakerStateParameterName"  # PAR
 CHANGE_STREAM_NAME = "ChangeStreamName"  # STREAM
 ARCHIVE_BUCKET_NAME = "ArchiveBucketName"  # ARCHIVE_BUCKET
 ARCHIVE_DELIVERY_LOG_GROUP_NAME = "ArchiveDeliveryLogGroupName"  # LOG_GROUP_OF_STREAM
+CLAIM_REGISTRAR_FUNCTION_NAME = "ClaimRegistrarFunctionName"  # REGISTRAR_FN
+DEFERRED_WORK_TABLE_NAME = "DeferredWorkTableName"  # DEFERRED_WORK_TABLE
 FEATURE_FLAGS_APPLICATION_ID = "FeatureFlagsApplicationId"  # APPLICATION
 FEATURE_FLAGS_ENVIRONMENT_ID = "FeatureFlagsEnvironmentId"  # ENVIRONMENT
 FEATURE_FLAGS_PROFILE_ID = "FeatureFlagsProfileId"  # PROFILE
@@ -94,7 +96,24 @@ def add_operator_outputs(sessions: SessionExpiry, *, archive_bucket: s3.IBucket 
             OWNERSHIP_TABLE_NAME,
             sessions.ownership_table.table_name,
             "Ownership table of the session cleanup (OWNERSHIP_TABLE): who owns each "
-            "connection, grant and AgentCore session; deferred work.",
+            "connection, grant and AgentCore session.",
+        )
+    if sessions.claim_registrar is not None:
+        _output(
+            sessions,
+            CLAIM_REGISTRAR_FUNCTION_NAME,
+            sessions.claim_registrar.function.function_name,
+            "Claim registrar function (REGISTRAR_FN): the one writer of ownership records "
+            "besides the cleanup; aws logs tail of its log group.",
+        )
+    deferred = getattr(sessions, "deferred_work_table", None)
+    if deferred is not None:
+        _output(
+            sessions,
+            DEFERRED_WORK_TABLE_NAME,
+            deferred.table_name,
+            "Deferred work of the feature flags (DEFERRED_WORK_TABLE): aws dynamodb scan "
+            "--table-name <this value>.",
         )
     _add_pause_watch_outputs(sessions)
     _add_optional_function_outputs(sessions)

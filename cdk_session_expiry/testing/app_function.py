@@ -17,9 +17,8 @@ Which function is never left to chance:
 3. **None given access**: the environment ``SessionExpiry.session_environment()`` describes,
    rebuilt from what was deployed: the table's name, the attribute and target settings of the
    cleanup function, the expiry sweeper's shard settings, the claim registrar's name, and the
-   cleanup role as retiring principal. ``SESSION_EXPIRY_MAX_SESSION_LIFETIME_SECONDS`` is deployed only on functions
-   given access, so it is absent: the session runtime's default (8 hours, the construct's
-   default too) applies.
+   cleanup role as retiring principal. ``SESSION_EXPIRY_MAX_SESSION_LIFETIME_SECONDS`` is not
+   taken over, so the session runtime's default (8 hours, the construct's default too) applies.
 """
 
 from __future__ import annotations
