@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import boto3
+from ownership_support import DEFERRED_WORK_TABLE
 from runtime_support import REGION
 from session_expiry_runtime import handler as handler_module
 from session_expiry_runtime.deferred import DRAIN_EVENT_KEY
@@ -56,6 +57,8 @@ class Flags:
             "SESSION_EXPIRY_FLAGS_APPLICATION": self.app,
             "SESSION_EXPIRY_FLAGS_ENVIRONMENT": self.env,
             "SESSION_EXPIRY_FLAGS_PROFILE": self.profile,
+            # The construct sets the deferred-work table with the flags (and only then).
+            "SESSION_EXPIRY_DEFERRED_WORK_TABLE_NAME": DEFERRED_WORK_TABLE,
         }
 
 

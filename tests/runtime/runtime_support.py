@@ -206,7 +206,6 @@ class Sandbox:
             "SESSION_EXPIRY_RETIRING_PRINCIPAL": CLEANUP_ROLE,
             "SESSION_EXPIRY_MAX_WORKERS": str(c.max_workers),
             "SESSION_EXPIRY_OWNERSHIP_TABLE_NAME": OWNERSHIP_TABLE,
-            "SESSION_EXPIRY_DEFERRED_WORK_TABLE_NAME": DEFERRED_WORK_TABLE,
         }
         if c.tenant_scoped_scratch:
             env["SESSION_EXPIRY_TENANT_SCOPED_SCRATCH"] = "true"

@@ -73,9 +73,11 @@ def _with_flags(monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox, flags: Flags)
 
 def _cleanup_function(sandbox: Sandbox, flags: Flags) -> None:
     """The cleanup function as the construct deploys it with ``feature_flags``: the flags'
-    identifiers in its environment, an event source mapping on the table's stream."""
+    identifiers and the deferred-work and session tables in its environment (the drain reads
+    deferred records back from the session table), an event source mapping on the table's
+    stream."""
     role = SESSION.client("iam").create_role(RoleName="cleanup", AssumeRolePolicyDocument="{}")
-    env = {k: v for k, v in sandbox.env().items() if k != "SESSION_EXPIRY_TABLE_NAME"}
+    env = sandbox.env()
     lam = SESSION.client("lambda")
     lam.create_function(
         FunctionName="cleanup",
@@ -103,8 +105,8 @@ def _visible(failed: FailedBatch) -> int:
 
 
 def _deferred(sandbox: Sandbox) -> list[str]:
-    """The steps of the deferred work items in the ownership table."""
-    items = sandbox.ddb.scan(TableName=sandbox.config.ownership_table_name)["Items"]
+    """The steps of the deferred work items in the deferred-work table."""
+    items = sandbox.ddb.scan(TableName=str(sandbox.config.deferred_work_table_name))["Items"]
     return [i["deferredStep"]["S"] for i in items if i["resource"]["S"].startswith("deferred#")]
 
 
