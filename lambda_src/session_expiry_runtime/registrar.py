@@ -78,6 +78,8 @@ from .ownership import (
     STATE_HELD,
     STATE_RELEASED,
     Claim,
+    custom_kinds_of,
+    is_kind,
     owner_token,
     resource_key,
 )
@@ -165,8 +167,11 @@ def _resources(value: object) -> tuple[tuple[str, str], ...]:
         raise BadRequest(f"resources {value!r}: expected 1..{MAX_RESOURCES} [kind, id] pairs")
     out: list[tuple[str, str]] = []
     for pair in value:
-        if not (isinstance(pair, list) and len(pair) == 2 and pair[0] in KINDS):
-            raise BadRequest(f"resource {pair!r}: expected [kind, id], kind one of {list(KINDS)}")
+        if not (isinstance(pair, list) and len(pair) == 2 and is_kind(pair[0])):
+            raise BadRequest(
+                f"resource {pair!r}: expected [kind, id], kind one of {list(KINDS)} or "
+                "'custom:<step name>'"
+            )
         resource_key(pair[0], pair[1])  # a non-empty id
         out.append((str(pair[0]), str(pair[1])))
     return tuple(dict.fromkeys(out))
@@ -406,7 +411,12 @@ class Registrar:
         """Every id the item names, by kind."""
         session = self._sessions._to_session(item)
         memory = item.get(self.config.agent_memory_sessions_attribute) or {}
+        custom = {
+            kind: frozenset((item.get(attribute) or {}).get("SS") or [])
+            for kind, attribute in custom_kinds_of(self.config.custom_kinds).items()
+        }
         return {
+            **custom,
             KIND_CONNECTION: session.connection_ids
             | frozenset([session.connection_id] if session.connection_id else []),
             KIND_GRANT: frozenset([session.grant_id] if session.grant_id else []),

@@ -51,6 +51,7 @@ from .store_parts.agent_memory import AgentMemoryPart
 from .store_parts.agent_sessions import AgentSessionsPart
 from .store_parts.connected_grants import ConnectedGrant, ConnectedGrantsPart
 from .store_parts.connections import ConnectionsPart
+from .store_parts.custom_resources import CustomResourcesPart
 from .store_parts.errors import (
     ResourceOwnedError,
     SessionConflictError,
@@ -86,6 +87,7 @@ class SessionStore(
     ConnectionsPart,
     AgentSessionsPart,
     AgentMemoryPart,
+    CustomResourcesPart,
     GrantsPart,
 ):
     """Sessions in one DynamoDB table, bound to the key schema and attribute names the

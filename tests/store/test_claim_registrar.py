@@ -67,6 +67,7 @@ class Deployment:
             partition_key="tenant",
             sort_key=SORT,
             ownership_table_name=OWNERSHIP_TABLE,
+            custom_kinds='{"DeleteSessionSecret": "secretArns"}',
         )
         self.clock, self.connections = clock, connections
         self.registrar_ddb = boto3.client("dynamodb", region_name="us-east-1")
@@ -241,3 +242,35 @@ def test_fails_a_request_that_is_not_one(deployment: Deployment, event: object, 
     answer = deployment.registrar.handle(event)
     assert answer["ok"] is False and answer["error"] == "BadRequest"
     assert answer["message"].startswith(field)
+
+
+def test_attach_resource_records_and_claims_a_custom_kind_through_the_registrar(
+    deployment: Deployment,
+) -> None:
+    """Issue 35, route 5: a custom step's own resource is recorded like a connection."""
+    store_b, _ = deployment.store()
+    b = store_b.create("s-b", partition=B, ttl=HOUR)
+    after = store_b.attach_resource("s-b", "DeleteSessionSecret", "arn:secret:b", partition=B)
+    store_a, calls_a = deployment.store()
+    store_a.create("s-a", partition=A, ttl=HOUR)
+
+    with pytest.raises(ResourceOwnedError):
+        store_a.attach_resource("s-a", "DeleteSessionSecret", "arn:secret:b", partition=A)
+
+    assert after.attributes["secretArns"] == {"arn:secret:b"}
+    claim = claim_of(deployment.registrar_ddb, "custom:DeleteSessionSecret#arn:secret:b")
+    assert claim is not None and claim["incarnation"] == {"S": b.incarnation}
+    assert claim["owner"] == {"S": owner_token(key(B, "s-b"))}
+    a = store_a.get("s-a", partition=A, consistent=True)
+    assert a is not None and "secretArns" not in a.attributes
+    assert ownership_writes(calls_a) == []
+
+
+@pytest.mark.parametrize("kind", ["DeleteOtherThing", "custom:Nope"])
+def test_fails_attach_resource_of_a_kind_no_step_declares(
+    deployment: Deployment, kind: str
+) -> None:
+    store, _ = deployment.store()
+    store.create("s-1", partition=A, ttl=HOUR)
+    with pytest.raises(ValueError, match="expected the name of a custom step"):
+        store.attach_resource("s-1", kind, "x", partition=A)

@@ -96,10 +96,12 @@ class LifetimePart(StoreCore):
                 too: the same rule as ``session_id``), else must be ``None``.
             attributes: extra application attributes, stored as top-level attributes of the
                 item (boto3 ``TypeSerializer`` types: ``Decimal`` not ``float``); not the key, TTL
-                or runtime attribute names. A custom cleanup step's attributes go here: for a
-                step whose ``attributes`` are ``["secretName"]``,
-                ``attributes={"secretName": name}`` (docs: Custom cleanup steps, "Storing what
-                the step reads"). Read back as :attr:`Session.attributes`. Default: none.
+                or runtime attribute names. A custom cleanup step without a resource kind reads
+                its attributes from here: for a step whose ``attributes`` are
+                ``["secretName"]``, ``attributes={"secretName": name}``; a step with a
+                ``resource_attribute`` acts only on ids recorded by :meth:`attach_resource`
+                (docs: Custom cleanup steps, "Recording what the step acts on"). Read back as
+                :attr:`Session.attributes`. Default: none.
             runtime_session_id, code_interpreter_session_id, browser_session_id: Amazon
                 Bedrock AgentCore sessions the cleanup stops; see :meth:`attach_agent_session`.
 
