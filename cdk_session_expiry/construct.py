@@ -1157,6 +1157,11 @@ class SessionExpiry(Construct):
                 actions=props.actions,
             )
             self.alarms.append(self.skipped_records_alarm)
+        if self.claim_registrar is not None:
+            self.alarms += [
+                self.claim_registrar.refused_alarm,
+                self.claim_registrar.errors_alarm,
+            ]
 
     def _add_expiry_sweeper(self, props: SessionExpiryProps) -> None:
         #: The expiry sweeper (``expiry_sweep_interval``), or ``None`` when it is off.

@@ -126,6 +126,20 @@ def test_create_claims_through_the_registrar_and_the_application_never_writes_cl
     assert [r["op"] for r in deployment.requests] == ["claim"]
 
 
+def test_a_store_on_a_clock_of_its_own_still_claims(deployment: Deployment) -> None:
+    # A test's store "two hours behind" creates sessions expired at the real time: the
+    # registrar asks whether the item is that incarnation, not whether it is live.
+    behind = SessionStore(
+        config=deployment.config,
+        dynamodb_client=boto3.client("dynamodb", region_name="us-east-1"),
+        clock=lambda: deployment.clock() - 2 * HOUR,
+        sleep=lambda _: None,
+        claim_registrar=deployment.invoke,
+    )
+    behind.create("s-past", partition=A, ttl=HOUR, connection_id="c-past")
+    assert claim_of(deployment.registrar_ddb, "connection#c-past") is not None
+
+
 def test_a_tenant_cannot_rewrite_release_or_undo_another_tenants_claim(
     deployment: Deployment,
 ) -> None:
@@ -186,24 +200,44 @@ def test_attach_closes_and_releases_earlier_connections_through_the_registrar(
     assert ownership_writes(calls) == []
 
 
-def test_fails_a_claim_for_an_incarnation_that_is_not_live(deployment: Deployment) -> None:
+def test_fails_a_claim_for_an_incarnation_that_is_not_the_keys(deployment: Deployment) -> None:
     store, _ = deployment.store()
     session = store.create("s-1", partition=A, ttl=HOUR)
-    deployment.clock.advance(2 * 3600)  # expired
+    store.end("s-1", partition=A)  # the key holds no item any more
 
-    answer = deployment.invoke(
-        {
-            "op": "claim",
-            "key": key(A, "s-1"),
-            "incarnation": session.incarnation,
-            "resources": [["connection", "c-9"]],
-        }
-    )
+    answers = [
+        deployment.invoke(
+            {
+                "op": "claim",
+                "key": key(A, sid),
+                "incarnation": incarnation,
+                "resources": [["connection", "c-9"]],
+            }
+        )
+        for sid, incarnation in (("s-1", session.incarnation), ("s-never", "0" * 32))
+    ]
 
-    assert answer["ok"] is False and answer["error"] == "SessionNotLive"
+    assert [(a["ok"], a["error"]) for a in answers] == [(False, "SessionNotLive")] * 2
     assert claim_of(deployment.registrar_ddb, "connection#c-9") is None
     with pytest.raises(SessionGoneError):
         store.attach_connection("s-1", "c-9", partition=A, close_previous=False)
+
+
+def test_a_refused_create_leaves_no_item_naming_the_ids(
+    deployment: Deployment, make_stream: Any
+) -> None:
+    # The item is written first (the registrar's proof); refused, its ids are taken off before
+    # it is deleted, so its REMOVE names nothing unclaimed (no refusal, no alarm).
+    store_b, _ = deployment.store()
+    store_b.create("s-b", partition=B, ttl=HOUR, connection_id="b-conn")
+    store_a, _ = deployment.store()
+    make_stream()  # read what came before
+
+    with pytest.raises(ResourceOwnedError):
+        store_a.create("s-a", partition=A, ttl=HOUR, connection_id="b-conn")
+
+    removes = [r for r in make_stream() if r["eventName"] == "REMOVE"]
+    assert removes and all("connectionId" not in r["dynamodb"]["OldImage"] for r in removes)
 
 
 def test_undo_only_takes_back_a_young_claim_of_a_write_that_did_not_happen(
