@@ -186,6 +186,10 @@ ACTION_STOP_BROWSER_SESSION = "StopBrowserSession"
 #: "preview": "package.module.function" | null, "attributes": [str, ...]}, ...]``; each
 #: ``name`` is the step's metric ``Action``.
 ENV_CUSTOM_STEPS = "SESSION_EXPIRY_CUSTOM_STEPS"
+#: Custom steps' own resource kinds: JSON object of step name -> the session attribute holding
+#: its ids (``CustomCleanupStep(resource_attribute=...)``), for ``SessionStore.attach_resource``
+#: and the claim registrar.
+ENV_CUSTOM_KINDS = "SESSION_EXPIRY_CUSTOM_KINDS"
 # --- grant sweep (issue 12; same values as session_expiry_runtime.config) -------------------
 GRANT_SWEEPER_HANDLER = f"{RUNTIME_PACKAGE}.grant_sweeper.handler"
 ENV_GRANT_SWEEP_GRACE_SECONDS = "SESSION_EXPIRY_GRANT_SWEEP_GRACE_SECONDS"

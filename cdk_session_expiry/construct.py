@@ -929,6 +929,7 @@ class SessionExpiry(Construct):
             self,
             session_table=self.table,
             removal_policy=props.removal_policy,
+            custom_kinds=any(step.resource_attribute for step in self.custom_steps),
             **{prop: getattr(props, prop) for prop in ownership.CLAIMED_TARGET_PROPS},
         )
         #: The ownership table (``Sessions/OwnershipTable``: which session incarnation holds
@@ -1084,6 +1085,7 @@ class SessionExpiry(Construct):
                 contract.ENV_TABLE_NAME: self.table.table_name,
                 **self._ownership.environment(),
                 **self._agentcore.environment(),
+                **custom_steps.kinds_environment(self.custom_steps),
             },
             log_retention=props.cleanup_log_retention,
             metrics_namespace=props.metrics_namespace,
@@ -1103,6 +1105,7 @@ class SessionExpiry(Construct):
             ownership_table=self._ownership,
             agentcore=self._agentcore,
             claim_registrar=self.claim_registrar,
+            custom_kinds=custom_steps.kinds_environment(self.custom_steps),
         )
         #: Layer with the session runtime (``import session_expiry_runtime``) for application
         #: functions; ``grant_session_access`` adds it to a ``lambda_.Function``.
@@ -1154,6 +1157,11 @@ class SessionExpiry(Construct):
                 actions=props.actions,
             )
             self.alarms.append(self.skipped_records_alarm)
+        if self.claim_registrar is not None:
+            self.alarms += [
+                self.claim_registrar.refused_alarm,
+                self.claim_registrar.errors_alarm,
+            ]
 
     def _add_expiry_sweeper(self, props: SessionExpiryProps) -> None:
         #: The expiry sweeper (``expiry_sweep_interval``), or ``None`` when it is off.

@@ -52,6 +52,16 @@ class CustomCleanupStep:
             return a mapping of log fields. Default: none, the step is skipped in a dry run.
         attributes: the session attributes the step reads; a session missing one of them gives
             the step nothing to do. Default: none, the step runs for every session.
+        resource_attribute: the session attribute (a String Set) holding the ids of the step's
+            **own resource kind**, ``custom:<name>``: each recorded by
+            ``SessionStore.attach_resource(session_id, "<name>", id)`` with an ownership record,
+            checked by the cleanup before the step runs, exactly like a connection
+            (``docs/custom-steps.md``). The handler is then called once per owned id as
+            ``function(resource_id: str, session: CustomSession)`` (the record's ``keys``,
+            ``incarnation``, ``reason`` and a copy of the image): an id another session recorded
+            never reaches it. Creates the ownership table and the claim registrar. Default: none,
+            the handler gets the old image (``function(old_image, reason)``) and must not act on
+            a value the image alone names.
 
     The step is validated when a ``SessionExpiry`` takes it (``custom_steps=``); each step
     belongs to one ``SessionExpiry``.
@@ -65,12 +75,14 @@ class CustomCleanupStep:
         handler: str,
         preview: str | None = None,
         attributes: Sequence[str] = (),
+        resource_attribute: str | None = None,
     ) -> None:
         self.name = name
         self.code = code
         self.handler = handler
         self.preview = preview
         self.attributes = attributes
+        self.resource_attribute = resource_attribute
         self._role: iam.IRole | None = None
 
     @property
@@ -94,12 +106,15 @@ class CustomCleanupStep:
 
     def spec(self) -> dict[str, object]:
         """The step's entry of ``SESSION_EXPIRY_CUSTOM_STEPS``."""
-        return {
+        spec: dict[str, object] = {
             "name": self.name,
             "handler": self.handler,
             "preview": self.preview,
             "attributes": list(self.attributes),
         }
+        if self.resource_attribute is not None:
+            spec["resourceAttribute"] = self.resource_attribute
+        return spec
 
     def _bind(self, role: iam.IRole) -> None:
         self._role = role
@@ -127,7 +142,20 @@ def check_custom_steps(steps: Sequence[CustomCleanupStep], owner: str) -> tuple[
             attributes=step.attributes,
             reserved_names=contract.ACTIONS,
         )
+        if step.resource_attribute is not None:
+            validation.check_attribute_name(
+                f"custom step {step.name!r}: resource_attribute", step.resource_attribute
+            )
     return validation.check_custom_step_set([(step.name, step.directory) for step in steps])
+
+
+def kinds_environment(steps: Sequence[CustomCleanupStep]) -> dict[str, str]:
+    """``SESSION_EXPIRY_CUSTOM_KINDS`` (step name → its ``resource_attribute``) for the session
+    runtime and the claim registrar; empty when no step declares a resource kind."""
+    kinds = {s.name: s.resource_attribute for s in steps if s.resource_attribute is not None}
+    if not kinds:
+        return {}
+    return {contract.ENV_CUSTOM_KINDS: json.dumps(kinds, separators=(",", ":"), sort_keys=True)}
 
 
 def configure(function: lambda_.Function, steps: Sequence[CustomCleanupStep]) -> None:

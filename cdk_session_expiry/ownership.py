@@ -66,9 +66,10 @@ CLAIMED_TARGET_PROPS = (
 )
 
 
-def needs_ownership_table(**targets: object) -> bool:
-    """Whether any of :data:`CLAIMED_TARGET_PROPS` is set (``targets``: prop name → value)."""
-    return any(targets.get(prop) is not None for prop in CLAIMED_TARGET_PROPS)
+def needs_ownership_table(*, custom_kinds: bool = False, **targets: object) -> bool:
+    """Whether any of :data:`CLAIMED_TARGET_PROPS` is set (``targets``: prop name → value), or a
+    custom step declares its own resource kind (``custom_kinds``)."""
+    return custom_kinds or any(targets.get(prop) is not None for prop in CLAIMED_TARGET_PROPS)
 
 
 def attribute_environment() -> dict[str, str]:
@@ -148,11 +149,12 @@ def create_ownership_table(
     *,
     session_table: dynamodb.ITable,
     removal_policy: RemovalPolicy | None,
+    custom_kinds: bool = False,
     **targets: object,
 ) -> OwnershipTable | None:
-    """The ownership table when one of ``targets`` (:data:`CLAIMED_TARGET_PROPS`) is set, on the
-    session table's encryption key; else ``None``."""
-    if not needs_ownership_table(**targets):
+    """The ownership table when one of ``targets`` (:data:`CLAIMED_TARGET_PROPS`) is set or a
+    custom step declares a resource kind, on the session table's encryption key; else ``None``."""
+    if not needs_ownership_table(custom_kinds=custom_kinds, **targets):
         return None
     return OwnershipTable(
         scope, encryption_key=session_table.encryption_key, removal_policy=removal_policy

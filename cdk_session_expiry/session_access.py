@@ -55,6 +55,7 @@ class SessionAccess:
         ownership_table: OwnershipTable | None,
         agentcore: AgentCoreTargets,
         claim_registrar: ClaimRegistrar | None = None,
+        custom_kinds: Mapping[str, str] | None = None,
     ) -> None:
         self._scope = scope
         self._limits = limits
@@ -67,6 +68,8 @@ class SessionAccess:
         self._ownership = ownership_table
         self._agentcore = agentcore
         self._registrar = claim_registrar
+        #: ``SESSION_EXPIRY_CUSTOM_KINDS`` (custom steps' own resource kinds), or empty.
+        self._custom_kinds = dict(custom_kinds or {})
         self.layer = lambda_.LayerVersion(
             scope,
             "RuntimeLayer",
@@ -100,6 +103,7 @@ class SessionAccess:
         if self._registrar is not None:
             # SessionStore asks the registrar to write ownership records (never the table).
             env.update(self._registrar.environment())
+        env.update(self._custom_kinds)  # attach_resource's kinds
         # attach_agent_session stops the sessions it replaces: it needs the targets too.
         env.update(self._agentcore.environment())
         env.update(extra)

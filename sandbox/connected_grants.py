@@ -86,6 +86,7 @@ def _store(emulator: Any, pipeline: Any, function: str) -> tuple[Any, str]:
     store = SessionStore(
         dynamodb_client=emulator.client("dynamodb"),
         kms_client=emulator.client("kms"),
+        lambda_client=emulator.client("lambda"),  # the claim registrar's Invoke
         # moto serves the management API at its root (see "What differs from AWS").
         connections_client=emulator.client("apigatewaymanagementapi"),
         config=RuntimeConfig.from_env(env),

@@ -198,6 +198,7 @@ def _tenant_forgery(phase: Phase) -> dict[str, Any]:
         key = phase.store.config.partition_key
         ddb.delete_item(TableName=table, Key={key: item[key]})
     report = phase.pipeline.run_cleanup()
+    asked = _ask_the_registrar(phase, victims)
     touched = {v.session_id: phase.untouched(v) for v in victims}
     foreign = sum(len(t) for t in touched.values())
     not_owned = phase.refused(contract.REFUSAL_NOT_OWNED) - before
@@ -217,7 +218,60 @@ def _tenant_forgery(phase: Phase) -> dict[str, Any]:
         "refused_at_write": refused_at_write,
         "not_owned": not_owned,
         "foreign_touched": foreign,
+        "registrar_requests": asked,
     }
+
+
+def _ask_the_registrar(phase: Phase, victims: list[Held]) -> int:
+    """Tenant-a asks the deployed claim registrar (a real ``Invoke``, answered by its deployed
+    code) to release, undo and re-claim each of tenant-b's ids, naming tenant-b's key and live
+    incarnation (or a made-up one): every request leaves tenant-b's ownership records as they
+    were. Returns how many requests were made."""
+    import json
+
+    function = phase.store.config.claim_registrar_function
+    phase.check(bool(function), "the application's functions have no claim registrar")
+    if not function:
+        return 0
+    lam, ddb = phase.emulator.client("lambda"), phase.emulator.client("dynamodb")
+    table = phase.store.config.ownership_table_name
+    key_name = phase.store.config.partition_key
+    asked = 0
+    for victim in victims:
+        live = phase.store.get(victim.session_id, consistent=True)
+        assert live is not None and live.incarnation is not None
+        resources = [["connection", victim.connection_id], ["grant", victim.grant_id]]
+        records = [
+            ddb.get_item(TableName=table, Key={"resource": {"S": f"{k}#{i}"}}, ConsistentRead=True)
+            for k, i in resources
+        ]
+        for op, incarnation in (
+            ("release", live.incarnation),
+            ("undo", live.incarnation),
+            ("claim", uuid.uuid4().hex),
+        ):
+            request = {
+                "op": op,
+                "key": {key_name: victim.session_id},
+                "incarnation": incarnation,
+                "resources": resources,
+            }
+            answer = lam.invoke(FunctionName=function, Payload=json.dumps(request).encode())
+            body = json.loads(answer["Payload"].read())
+            asked += 1
+            changed = (
+                body.get("released") or body.get("undone") or (body.get("ok") and op == "claim")
+            )
+            phase.check(not changed, f"the registrar did {op} for tenant-a: {body}")
+        after = [
+            ddb.get_item(TableName=table, Key={"resource": {"S": f"{k}#{i}"}}, ConsistentRead=True)
+            for k, i in resources
+        ]
+        phase.check(
+            [r.get("Item") for r in after] == [r.get("Item") for r in records],
+            f"tenant-b's ownership records of {victim.session_id} changed",
+        )
+    return asked
 
 
 def _reuse_storm(phase: Phase) -> dict[str, Any]:
@@ -289,7 +343,8 @@ def run(
         f"ownership: tenant-a asked for {tenants['refused_at_write']} sessions with tenant-b's ids "
         f"(all refused at write) and ended {VICTIMS} forged items naming tenant-b's resources: "
         f"{tenants['not_owned']} ids refused NotOwned, {tenants['foreign_touched']} foreign "
-        "resources touched"
+        f"resources touched; {tenants['registrar_requests']} requests to the claim registrar for "
+        "tenant-b's ids changed nothing"
     )
     storm = _reuse_storm(phase)
     say(
@@ -306,7 +361,8 @@ def report_line(summary: dict[str, Any]) -> str:
     return (
         f"ownership         tenant forgery: {t['refused_at_write']}/{t['victims']} creates with "
         f"another tenant's ids refused; forged items ended: NotOwned {t['not_owned']}, foreign "
-        f"resources touched {t['foreign_touched']}\n"
+        f"resources touched {t['foreign_touched']}; registrar requests for its ids "
+        f"{t['registrar_requests']}, none applied\n"
         f"                  reuse after expiry: {s['ids']} ids ({s['before']} REMOVE before, "
         f"{s['after']} after the re-create): old cleaned {s['old_cleaned']}/{s['ids']}, new "
         f"untouched {s['new_intact']}/{s['ids']} (Superseded {s['superseded']})"

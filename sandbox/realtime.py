@@ -276,6 +276,7 @@ def measure(
         pipeline.application_env(APP_FUNCTION),
         dynamodb_client=ddb,
         kms_client=kms,
+        lambda_client=emulator.client("lambda"),  # the claim registrar's Invoke
         clock=lambda: datetime.now(timezone.utc),
     )
     plans = _make_plans(sessions, racing)

@@ -146,6 +146,7 @@ def prepare(
             dynamodb_client=ddb,
             kms_client=kms,
             connections_client=connections,
+            lambda_client=emulator.client("lambda"),  # the claim registrar's Invoke
             clock=clock,
             config=cfg,
         )

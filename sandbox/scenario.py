@@ -299,11 +299,12 @@ def run(args: argparse.Namespace) -> int:
         # Sessions that will have expired by the time the TTL sweep runs were "created two
         # minutes ago" with a one-minute lifetime: live for their own calls, expired now.
         past_clock = lambda: datetime.now(timezone.utc) - timedelta(minutes=2)  # noqa: E731
+        lam = emulator.client("lambda")  # the claim registrar's Invoke
         store = SessionStore.from_env(
-            app_env, dynamodb_client=ddb, kms_client=kms, clock=real_clock
+            app_env, dynamodb_client=ddb, kms_client=kms, lambda_client=lam, clock=real_clock
         )
         past_store = SessionStore.from_env(
-            app_env, dynamodb_client=ddb, kms_client=kms, clock=past_clock
+            app_env, dynamodb_client=ddb, kms_client=kms, lambda_client=lam, clock=past_clock
         )
 
         plans = plan_sessions(args.sessions, args.seed)

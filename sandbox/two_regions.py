@@ -148,6 +148,7 @@ def run(
             },
             dynamodb_client=ddb[name],
             kms_client=r.client("kms"),
+            lambda_client=r.client("lambda"),  # the claim registrar's Invoke
             clock=past,
         )
         for name, r in regions.items()

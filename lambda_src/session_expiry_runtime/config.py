@@ -150,6 +150,10 @@ ACTION_STOP_BROWSER_SESSION = "StopBrowserSession"
 #: "preview": "package.module.function" | null, "attributes": [str, ...]}, ...]``; each
 #: ``name`` is the step's metric ``Action``.
 ENV_CUSTOM_STEPS = "SESSION_EXPIRY_CUSTOM_STEPS"
+#: Custom steps' own resource kinds: JSON object of step name -> the session attribute holding
+#: its ids (``CustomCleanupStep(resource_attribute=...)``), for ``SessionStore.attach_resource``
+#: and the claim registrar.
+ENV_CUSTOM_KINDS = "SESSION_EXPIRY_CUSTOM_KINDS"
 
 # --- reasons a record is skipped (dimension values of RecordsSkipped) ----------------------
 #: ``eventName`` is not ``REMOVE`` (the filter changed or was dropped).
@@ -538,6 +542,7 @@ _TEXT_SETTINGS: dict[str, tuple[str, str | None]] = {
     ),
     "browser_session_attribute": (ENV_BROWSER_SESSION_ATTRIBUTE, DEFAULT_BROWSER_SESSION_ATTRIBUTE),
     "custom_steps": (ENV_CUSTOM_STEPS, None),
+    "custom_kinds": (ENV_CUSTOM_KINDS, None),
     "ownership_table_name": (ENV_OWNERSHIP_TABLE_NAME, None),
     "claim_registrar_function": (ENV_CLAIM_REGISTRAR_FUNCTION, None),
     "deferred_work_table_name": (ENV_DEFERRED_WORK_TABLE_NAME, None),
@@ -643,6 +648,8 @@ class RuntimeConfig:
     #: ``SESSION_EXPIRY_CUSTOM_STEPS`` as given (JSON text); parsed and imported by
     #: :func:`session_expiry_runtime.steps.custom.load_custom_steps` when the cleanup starts.
     custom_steps: str | None = None
+    #: Custom steps' own resource kinds (JSON, ``SESSION_EXPIRY_CUSTOM_KINDS``); ``None``: none.
+    custom_kinds: str | None = None
     grant_sweep_grace_seconds: int = DEFAULT_GRANT_SWEEP_GRACE_SECONDS
     #: The ownership table (:mod:`.ownership`); ``None``: no ownership records are written or
     #: read (no connection, AgentCore or grant target is configured).

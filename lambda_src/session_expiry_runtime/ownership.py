@@ -33,12 +33,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from .config import (
+    ENV_CUSTOM_KINDS,
     REFUSAL_LEGACY,
     REFUSAL_NOT_OWNED,
     REFUSAL_SUPERSEDED,
@@ -58,13 +60,17 @@ __all__ = [
     "ATTR_STATE",
     "ATTR_STATE_SINCE",
     "CLAIM_RETENTION_SECONDS",
+    "CUSTOM_KIND_PREFIX",
     "KINDS",
     "MAX_FORMER_OWNERS",
     "RELEASING_STALE_SECONDS",
     "Claim",
     "Verdict",
     "classify",
+    "custom_kind",
+    "custom_kinds_of",
     "former_owner",
+    "is_kind",
     "owner_key_of_token",
     "owner_token",
     "resource_key",
@@ -140,14 +146,66 @@ VERDICT_RELEASED = "released"
 ALARMED_REFUSALS = frozenset({REFUSAL_NOT_OWNED, REFUSAL_UNCLAIMED})
 
 
+#: A custom step's own resource kind: ``custom:<step name>`` (a letter, then up to 63 letters,
+#: digits, ``-`` or ``_``), declared by the step (its ``resourceAttribute``) and recorded by
+#: ``SessionStore.attach_resource`` with the same ownership records as the built-in kinds.
+CUSTOM_KIND_PREFIX = "custom:"
+_CUSTOM_KIND = re.compile(r"custom:[A-Za-z][A-Za-z0-9_-]{0,63}")
+
+
+def custom_kind(step_name: str) -> str:
+    """The resource kind of the custom step ``step_name`` (``custom:<name>``).
+
+    Raises:
+        ValueError: ``step_name`` is not a custom step name.
+    """
+    kind = f"{CUSTOM_KIND_PREFIX}{step_name}"
+    if not isinstance(step_name, str) or not _CUSTOM_KIND.fullmatch(kind):
+        raise ValueError(
+            f"custom step name {step_name!r}: expected a letter, then up to 63 letters, digits, "
+            "'-' or '_'"
+        )
+    return kind
+
+
+def custom_kinds_of(raw: str | None) -> dict[str, str]:
+    """``SESSION_EXPIRY_CUSTOM_KINDS`` (a JSON object of custom step names to the session
+    attribute holding their ids) as ``custom:<name>`` → attribute; ``{}`` for none.
+
+    Raises:
+        ValueError: not a JSON object of step names to non-empty attribute names.
+    """
+    if not raw:
+        return {}
+    try:
+        kinds = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{ENV_CUSTOM_KINDS}: {raw!r} is not JSON ({exc})") from None
+    if not isinstance(kinds, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in kinds.items()
+    ):
+        raise ValueError(
+            f"{ENV_CUSTOM_KINDS}: {raw!r}; expected an object of custom step names to the "
+            'attribute holding their ids, e.g. {"DeleteSessionSecret": "secretArns"}'
+        )
+    return {custom_kind(name): attribute for name, attribute in kinds.items()}
+
+
+def is_kind(kind: object) -> bool:
+    """A built-in kind (:data:`KINDS`) or a custom step's (:func:`custom_kind`)."""
+    return kind in KINDS or (isinstance(kind, str) and _CUSTOM_KIND.fullmatch(kind) is not None)
+
+
 def resource_key(kind: str, resource_id: str) -> str:
     """The ownership table's partition key value for one resource.
 
     Raises:
         ValueError: an unknown ``kind`` or an empty ``resource_id``.
     """
-    if kind not in KINDS:
-        raise ValueError(f"resource kind {kind!r}: expected one of {list(KINDS)}")
+    if not is_kind(kind):
+        raise ValueError(
+            f"resource kind {kind!r}: expected one of {list(KINDS)} or 'custom:<step name>'"
+        )
     if not isinstance(resource_id, str) or not resource_id:
         raise ValueError(f"resource id {resource_id!r}: expected a non-empty string")
     return f"{kind}#{resource_id}"

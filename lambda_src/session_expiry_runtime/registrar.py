@@ -15,14 +15,13 @@ ownership table holds it:
 =========== ==================================================================== ============
 operation   what it requires (read by the registrar itself)                       writes
 =========== ==================================================================== ============
-``claim``   the key's item is live and is the named incarnation (``notAfter`` is  the claims,
-            taken from that item, not from the request)                           all or none
-``release`` the key's item is live and is the named incarnation and no longer     ``released``
-            names the id (the session gave it up); the claim is that
-            incarnation's
+``claim``   the key's item is the named incarnation (``notAfter`` is taken from   the claims,
+            that item, not from the request)                                      all or none
+``release`` the key's item is the named incarnation and no longer names the id    ``released``
+            (the session gave it up); the claim is that incarnation's
 ``undo``    the claim is that incarnation's, at most :data:`UNDO_WINDOW_SECONDS`  deleted
-            old, and the key's item is not that incarnation live or no longer
-            names the id (the write the claim was for did not happen)
+            old, and the key's item is not that incarnation or no longer names
+            the id (the write the claim was for did not happen)
 ``owned``   nothing (read only): which of the ids the incarnation holds           nothing
 =========== ==================================================================== ============
 
@@ -78,6 +77,8 @@ from .ownership import (
     STATE_HELD,
     STATE_RELEASED,
     Claim,
+    custom_kinds_of,
+    is_kind,
     owner_token,
     resource_key,
 )
@@ -165,8 +166,11 @@ def _resources(value: object) -> tuple[tuple[str, str], ...]:
         raise BadRequest(f"resources {value!r}: expected 1..{MAX_RESOURCES} [kind, id] pairs")
     out: list[tuple[str, str]] = []
     for pair in value:
-        if not (isinstance(pair, list) and len(pair) == 2 and pair[0] in KINDS):
-            raise BadRequest(f"resource {pair!r}: expected [kind, id], kind one of {list(KINDS)}")
+        if not (isinstance(pair, list) and len(pair) == 2 and is_kind(pair[0])):
+            raise BadRequest(
+                f"resource {pair!r}: expected [kind, id], kind one of {list(KINDS)} or "
+                "'custom:<step name>'"
+            )
         resource_key(pair[0], pair[1])  # a non-empty id
         out.append((str(pair[0]), str(pair[1])))
     return tuple(dict.fromkeys(out))
@@ -248,14 +252,16 @@ class Registrar:
 
     # --- the session as the table holds it ---------------------------------------------------
     def _read(self, key: dict[str, Any]) -> tuple[dict[str, Any] | None, Session | None]:
-        """The item (strongly consistent) and the session, ``None`` unless live."""
+        """The item under ``key`` (strongly consistent) and its session; ``(None, None)``
+        without one. Liveness is not asked: only a writer of the item's partition can have put
+        this incarnation there, which is what authenticates a request (an expired item's own
+        ids are its own; its REMOVE is what its cleanup answers)."""
         sessions = self._sessions
         answer = self._ddb.get_item(TableName=sessions.table_name, Key=key, ConsistentRead=True)
         item = answer.get("Item")
         if item is None:
             return None, None
-        live = sessions._live(item, sessions._now())
-        return dict(item), sessions._to_session(item) if live else None
+        return dict(item), sessions._to_session(item)
 
     def _holder(self, request: RegistrarRequest, not_after: int) -> Holder:
         c = self.config
@@ -406,7 +412,12 @@ class Registrar:
         """Every id the item names, by kind."""
         session = self._sessions._to_session(item)
         memory = item.get(self.config.agent_memory_sessions_attribute) or {}
+        custom = {
+            kind: frozenset((item.get(attribute) or {}).get("SS") or [])
+            for kind, attribute in custom_kinds_of(self.config.custom_kinds).items()
+        }
         return {
+            **custom,
             KIND_CONNECTION: session.connection_ids
             | frozenset([session.connection_id] if session.connection_id else []),
             KIND_GRANT: frozenset([session.grant_id] if session.grant_id else []),

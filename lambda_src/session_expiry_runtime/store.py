@@ -51,6 +51,7 @@ from .store_parts.agent_memory import AgentMemoryPart
 from .store_parts.agent_sessions import AgentSessionsPart
 from .store_parts.connected_grants import ConnectedGrant, ConnectedGrantsPart
 from .store_parts.connections import ConnectionsPart
+from .store_parts.custom_resources import CustomResourcesPart
 from .store_parts.errors import (
     ResourceOwnedError,
     SessionConflictError,
@@ -86,6 +87,7 @@ class SessionStore(
     ConnectionsPart,
     AgentSessionsPart,
     AgentMemoryPart,
+    CustomResourcesPart,
     GrantsPart,
 ):
     """Sessions in one DynamoDB table, bound to the key schema and attribute names the
@@ -132,8 +134,11 @@ class SessionStore(
             ``dynamodb_client`` (tests, and the registrar itself). Default: the function
             ``config.claim_registrar_function`` names (``SESSION_EXPIRY_CLAIM_REGISTRAR_FUNCTION``,
             which ``grant_session_access`` sets), invoked synchronously with a Lambda client
-            made here; direct writes when it is unset. With the registrar the application's
-            role needs no action on the ownership table (``docs/ownership.md``).
+            made here (or ``lambda_client``); direct writes when it is unset. With the
+            registrar the application's role needs no action on the ownership table
+            (``docs/ownership.md``).
+        lambda_client: a boto3 Lambda client with which the store invokes the claim registrar;
+            default created on first need (the environment's credentials, Region and endpoint).
 
     Raises:
         ValueError: no table name, a bad scratch root, two roles sharing one attribute
@@ -160,7 +165,8 @@ class SessionStore(
         and the AgentCore targets (``..._AGENT_RUNTIME_ARN``, ``..._AGENT_RUNTIME_QUALIFIER``,
         ``..._CODE_INTERPRETER_ID``, ``..._BROWSER_ID``). ``kwargs`` go to the constructor
         (``dynamodb_client``, ``kms_client``, ``connections_client``, ``agentcore_client``,
-        ``clock``, ``max_ttl``, ``default_ttl``, ``sleep``, ``connected_grant``).
+        ``lambda_client``, ``clock``, ``max_ttl``, ``default_ttl``, ``sleep``,
+        ``connected_grant``, ``claim_registrar``).
 
         Raises:
             ValueError: the table name variable is unset, or see the constructor.

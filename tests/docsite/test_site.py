@@ -168,5 +168,7 @@ def test_session_store_create_says_where_a_custom_steps_attributes_go() -> None:
     assert "custom" in names["attributes"] and 'attributes={"secretName": name}' in names[
         "attributes"
     ].replace("``", "")
+    assert "attach_resource" in names["attributes"]
     page = (REPO / "docs" / "custom-steps.md").read_text()
-    assert "## Storing what the step reads" in page and "attributes={" in page
+    assert "## Recording what the step acts on" in page and "attach_resource(" in page
+    assert "attributes={" in page

@@ -365,3 +365,41 @@ def test_in_one_app_only_the_construct_with_steps_gets_their_code(
     }
     assert with_steps.expiry_sweeper is not None
     assert staged(with_steps.expiry_sweeper.function) == {"session_expiry_runtime"}
+
+
+# --- a custom step's own resource kind (issue 35, route 5) -------------------------------------
+
+
+def test_a_step_with_its_own_kind_gets_ownership_records_and_the_registrar(
+    step_dir: Path, tmp_path: Path
+) -> None:
+    step = _step(step_dir, attributes=[], preview=None, resource_attribute="secretArns")
+    sessions, stack, template = _synth(tmp_path / "out", [step])
+    props = _function_props(sessions, stack, template)
+
+    (entry,) = json.loads(props["Environment"]["Variables"][contract.ENV_CUSTOM_STEPS])
+    assert entry["resourceAttribute"] == "secretArns"
+    assert sessions.ownership_table is not None and sessions.claim_registrar is not None
+    environment = sessions.session_environment()
+    assert json.loads(environment[contract.ENV_CUSTOM_KINDS]) == {
+        "DeleteSessionSecret": "secretArns"
+    }
+    registrar = template["Resources"][
+        stack.get_logical_id(sessions.claim_registrar.function.node.default_child)
+    ]  # type: ignore[union-attr]
+    variables = registrar["Properties"]["Environment"]["Variables"]
+    assert json.loads(variables[contract.ENV_CUSTOM_KINDS]) == {"DeleteSessionSecret": "secretArns"}
+
+
+def test_a_step_without_a_kind_creates_no_ownership_table(step_dir: Path, tmp_path: Path) -> None:
+    sessions, _, _ = _synth(tmp_path / "out", [_step(step_dir)])
+    assert sessions.ownership_table is None
+    assert contract.ENV_CUSTOM_KINDS not in sessions.session_environment()
+
+
+@pytest.mark.parametrize("value", ["", " padded ", "x" * 256])
+def test_fails_a_resource_attribute_that_is_no_attribute_name(
+    step_dir: Path, tmp_path: Path, value: str
+) -> None:
+    with pytest.raises(ValueError, match="resource_attribute"):
+        _synth(tmp_path / "out", [_step(step_dir, resource_attribute=value)])

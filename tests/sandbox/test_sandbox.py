@@ -120,6 +120,9 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
     assert tenants["foreign_touched"] == 0
     assert tenants["refused_at_write"] == tenants["victims"] > 0
     assert tenants["not_owned"] == 5 * tenants["victims"]  # connection, 3 AgentCore ids, grant
+    # Issue 35: tenant-a's release, undo and claim requests to the deployed registrar for each
+    # of tenant-b's sessions changed none of its ownership records (the phase's own check).
+    assert tenants["registrar_requests"] == 3 * tenants["victims"]
     assert reuse["old_cleaned"] == reuse["new_intact"] == reuse["ids"] > 0
     assert reuse["superseded"] == 4 * reuse["after"]  # connection and 3 AgentCore ids each
     assert "foreign resources touched 0" in done.stdout

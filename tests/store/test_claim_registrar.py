@@ -67,6 +67,7 @@ class Deployment:
             partition_key="tenant",
             sort_key=SORT,
             ownership_table_name=OWNERSHIP_TABLE,
+            custom_kinds='{"DeleteSessionSecret": "secretArns"}',
         )
         self.clock, self.connections = clock, connections
         self.registrar_ddb = boto3.client("dynamodb", region_name="us-east-1")
@@ -123,6 +124,20 @@ def test_create_claims_through_the_registrar_and_the_application_never_writes_cl
     assert claim["notAfter"] == {"N": str(session.not_after)}
     assert ownership_writes(calls) == []
     assert [r["op"] for r in deployment.requests] == ["claim"]
+
+
+def test_a_store_on_a_clock_of_its_own_still_claims(deployment: Deployment) -> None:
+    # A test's store "two hours behind" creates sessions expired at the real time: the
+    # registrar asks whether the item is that incarnation, not whether it is live.
+    behind = SessionStore(
+        config=deployment.config,
+        dynamodb_client=boto3.client("dynamodb", region_name="us-east-1"),
+        clock=lambda: deployment.clock() - 2 * HOUR,
+        sleep=lambda _: None,
+        claim_registrar=deployment.invoke,
+    )
+    behind.create("s-past", partition=A, ttl=HOUR, connection_id="c-past")
+    assert claim_of(deployment.registrar_ddb, "connection#c-past") is not None
 
 
 def test_a_tenant_cannot_rewrite_release_or_undo_another_tenants_claim(
@@ -185,24 +200,44 @@ def test_attach_closes_and_releases_earlier_connections_through_the_registrar(
     assert ownership_writes(calls) == []
 
 
-def test_fails_a_claim_for_an_incarnation_that_is_not_live(deployment: Deployment) -> None:
+def test_fails_a_claim_for_an_incarnation_that_is_not_the_keys(deployment: Deployment) -> None:
     store, _ = deployment.store()
     session = store.create("s-1", partition=A, ttl=HOUR)
-    deployment.clock.advance(2 * 3600)  # expired
+    store.end("s-1", partition=A)  # the key holds no item any more
 
-    answer = deployment.invoke(
-        {
-            "op": "claim",
-            "key": key(A, "s-1"),
-            "incarnation": session.incarnation,
-            "resources": [["connection", "c-9"]],
-        }
-    )
+    answers = [
+        deployment.invoke(
+            {
+                "op": "claim",
+                "key": key(A, sid),
+                "incarnation": incarnation,
+                "resources": [["connection", "c-9"]],
+            }
+        )
+        for sid, incarnation in (("s-1", session.incarnation), ("s-never", "0" * 32))
+    ]
 
-    assert answer["ok"] is False and answer["error"] == "SessionNotLive"
+    assert [(a["ok"], a["error"]) for a in answers] == [(False, "SessionNotLive")] * 2
     assert claim_of(deployment.registrar_ddb, "connection#c-9") is None
     with pytest.raises(SessionGoneError):
         store.attach_connection("s-1", "c-9", partition=A, close_previous=False)
+
+
+def test_a_refused_create_leaves_no_item_naming_the_ids(
+    deployment: Deployment, make_stream: Any
+) -> None:
+    # The item is written first (the registrar's proof); refused, its ids are taken off before
+    # it is deleted, so its REMOVE names nothing unclaimed (no refusal, no alarm).
+    store_b, _ = deployment.store()
+    store_b.create("s-b", partition=B, ttl=HOUR, connection_id="b-conn")
+    store_a, _ = deployment.store()
+    make_stream()  # read what came before
+
+    with pytest.raises(ResourceOwnedError):
+        store_a.create("s-a", partition=A, ttl=HOUR, connection_id="b-conn")
+
+    removes = [r for r in make_stream() if r["eventName"] == "REMOVE"]
+    assert removes and all("connectionId" not in r["dynamodb"]["OldImage"] for r in removes)
 
 
 def test_undo_only_takes_back_a_young_claim_of_a_write_that_did_not_happen(
@@ -241,3 +276,35 @@ def test_fails_a_request_that_is_not_one(deployment: Deployment, event: object, 
     answer = deployment.registrar.handle(event)
     assert answer["ok"] is False and answer["error"] == "BadRequest"
     assert answer["message"].startswith(field)
+
+
+def test_attach_resource_records_and_claims_a_custom_kind_through_the_registrar(
+    deployment: Deployment,
+) -> None:
+    """Issue 35, route 5: a custom step's own resource is recorded like a connection."""
+    store_b, _ = deployment.store()
+    b = store_b.create("s-b", partition=B, ttl=HOUR)
+    after = store_b.attach_resource("s-b", "DeleteSessionSecret", "arn:secret:b", partition=B)
+    store_a, calls_a = deployment.store()
+    store_a.create("s-a", partition=A, ttl=HOUR)
+
+    with pytest.raises(ResourceOwnedError):
+        store_a.attach_resource("s-a", "DeleteSessionSecret", "arn:secret:b", partition=A)
+
+    assert after.attributes["secretArns"] == {"arn:secret:b"}
+    claim = claim_of(deployment.registrar_ddb, "custom:DeleteSessionSecret#arn:secret:b")
+    assert claim is not None and claim["incarnation"] == {"S": b.incarnation}
+    assert claim["owner"] == {"S": owner_token(key(B, "s-b"))}
+    a = store_a.get("s-a", partition=A, consistent=True)
+    assert a is not None and "secretArns" not in a.attributes
+    assert ownership_writes(calls_a) == []
+
+
+@pytest.mark.parametrize("kind", ["DeleteOtherThing", "custom:Nope"])
+def test_fails_attach_resource_of_a_kind_no_step_declares(
+    deployment: Deployment, kind: str
+) -> None:
+    store, _ = deployment.store()
+    store.create("s-1", partition=A, ttl=HOUR)
+    with pytest.raises(ValueError, match="expected the name of a custom step"):
+        store.attach_resource("s-1", kind, "x", partition=A)

@@ -6,7 +6,20 @@ function's code asset and sets ``SESSION_EXPIRY_CUSTOM_STEPS`` to a JSON list::
     [{"name": "DeleteSecret",                      # the metric's Action; letters, digits, - _
       "handler": "my_steps.secrets.delete_secret",  # package.module.function
       "preview": "my_steps.secrets.preview",        # optional (null): the dry run's look
-      "attributes": ["secretName"]}]                # session attributes it needs
+      "attributes": ["secretName"],                 # session attributes it needs
+      "resourceAttribute": "secretArns"}]           # optional: its own resource kind
+
+**A step with its own resource kind** (``resourceAttribute``, recommended: the only form that
+acts on nothing the image alone names): the attribute (a String, or a String Set) holds the ids
+of the step's resources, each recorded by ``SessionStore.attach_resource(session_id, "<name>",
+id)`` with an ownership record of kind ``custom:<name>`` (:func:`..ownership.custom_kind`),
+exactly like a connection or an AgentCore session. The runner checks every id against its
+record before the step runs (:mod:`.base`), and the handler is called **once per owned id**:
+``handler(resource_id: str, session: CustomSession) -> None | "already-done"``, where
+:class:`CustomSession` carries the record's ``keys`` (never the image's), the ``incarnation``,
+the ``reason`` and a copy of the ``image``. An id owned by another session, another tenant or a
+later incarnation is refused (``ResourcesRefused``, alarmed when only a forgery can produce it)
+and never reaches the handler. ``preview(resource_id, session)`` likewise, per owned id.
 
 **The contract** (the same as a built-in step's, :mod:`.base`):
 
@@ -50,9 +63,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import config as contract
+from ..claims import ClaimRef
 from ..config import ENV_CUSTOM_STEPS, RuntimeConfig
 from ..decode import to_json_value
 from ..outcomes import STEP_ALREADY_DONE, STEP_DONE, STEP_DRY_RUN, StepFailed, error_text
+from ..ownership import custom_kind
 from .base import CleanupStep, Plan, Session, StepContext
 
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
@@ -60,7 +75,7 @@ NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 RESERVED_NAMES = frozenset(
     value for key, value in vars(contract).items() if key.startswith("ACTION_")
 )
-_KEYS = {"name", "handler", "preview", "attributes"}
+_KEYS = {"name", "handler", "preview", "attributes", "resourceAttribute"}
 
 
 @dataclass(frozen=True)
@@ -71,6 +86,9 @@ class CustomStepSpec:
     handler: str
     preview: str | None = None
     attributes: tuple[str, ...] = ()
+    #: The attribute holding the ids of the step's own resource kind (``custom:<name>``);
+    #: ``None``: the step gets the old image (``handler(old_image, reason)``).
+    resource_attribute: str | None = None
 
 
 def _fail(detail: str) -> ValueError:
@@ -92,7 +110,14 @@ def _spec(entry: object, index: int) -> CustomStepSpec:
             raise _fail(f"step {name!r}: {what} {value!r}; expected 'package.module.function'")
     if not isinstance(attributes, list) or not all(isinstance(a, str) and a for a in attributes):
         raise _fail(f"step {name!r}: attributes {attributes!r}; expected a list of names")
-    return CustomStepSpec(name, str(handler), preview, tuple(attributes))
+    resource_attribute = entry.get("resourceAttribute")
+    if resource_attribute is not None and not (
+        isinstance(resource_attribute, str) and resource_attribute
+    ):
+        raise _fail(
+            f"step {name!r}: resourceAttribute {resource_attribute!r}; expected an attribute name"
+        )
+    return CustomStepSpec(name, str(handler), preview, tuple(attributes), resource_attribute)
 
 
 def _is_dotted(value: object) -> bool:
@@ -186,10 +211,91 @@ class CustomStep(CleanupStep):
         return STEP_DRY_RUN
 
 
+@dataclass(frozen=True)
+class CustomSession:
+    """What a step with its own resource kind learns of the removed session.
+
+    Attributes:
+        keys: the REMOVE record's ``Keys``, decoded (never the image's key values).
+        incarnation: the removed session incarnation (``None`` for an item written before
+            ownership records; such an item's ids are never owned).
+        reason: ``"ttl"``, ``"deleted-after-expiry"`` or ``"explicit"``.
+        image: a deep copy of the decoded old image (for context only: the id to act on is the
+            handler's first argument, already checked against its ownership record).
+    """
+
+    keys: Mapping[str, Any]
+    incarnation: str | None
+    reason: str
+    image: Mapping[str, Any]
+
+
+class OwnedCustomStep(CustomStep):
+    """A custom step with its own resource kind (module docstring): plans its ids as claims of
+    kind ``custom:<name>``, acts only on those the ownership check found owned."""
+
+    claims_ownership = True
+
+    def __init__(self, spec: CustomStepSpec) -> None:
+        super().__init__(spec)
+        assert spec.resource_attribute is not None
+        self.kind = custom_kind(spec.name)
+        self.resource_attribute = spec.resource_attribute
+        self.attributes = tuple(dict.fromkeys((*spec.attributes, spec.resource_attribute)))
+
+    def plan(self, session: Session) -> Plan:
+        missing = [name for name in self.attributes if name not in session.image]
+        if missing:
+            return Plan.missing_attributes(missing=missing)
+        value = session.image[self.resource_attribute]
+        members = {value} if isinstance(value, str) else value
+        if not isinstance(members, (set, frozenset)) or not members:
+            return Plan.missing_attributes(invalid=(self.resource_attribute,))
+        ids = sorted(m for m in members if isinstance(m, str) and m)
+        if len(ids) != len(members):
+            return Plan.missing_attributes(invalid=(self.resource_attribute,))
+        return Plan.run(
+            log={self.resource_attribute: ids},
+            claims=[ClaimRef(self.kind, resource_id) for resource_id in ids],
+        )
+
+    def run(self, plan: Plan, ctx: StepContext) -> str:
+        # Whatever the user's code raises is caught by the runner, once (module docstring).
+        answers = [self.handler(ref.resource_id, _session(ctx)) for ref in plan.owned]
+        done = any(answer != STEP_ALREADY_DONE for answer in answers)
+        return STEP_DONE if done else STEP_ALREADY_DONE
+
+    def preview(self, plan: Plan, ctx: StepContext) -> str:
+        if self.preview_function is None:
+            return STEP_DRY_RUN
+        for ref in plan.owned:
+            fields = self.preview_function(ref.resource_id, _session(ctx))
+            if fields is not None and not isinstance(fields, Mapping):
+                raise StepFailed(self.name, f"preview returned {fields!r}; expected a mapping")
+            if fields:
+                ctx.note_in(
+                    "previews", f"{self.name}:{ref.resource_id}", to_json_value(dict(fields))
+                )
+        return STEP_DRY_RUN
+
+
+def _session(ctx: StepContext) -> CustomSession:
+    session = ctx.session
+    return CustomSession(
+        keys=copy.deepcopy(dict(session.keys)),
+        incarnation=session.incarnation,
+        reason=session.reason,
+        image=copy.deepcopy(dict(session.image)),
+    )
+
+
 def load_custom_steps(config: RuntimeConfig) -> list[CustomStep]:
     """The configured custom steps, their functions imported (once, at cold start).
 
     Raises:
         ValueError: see :func:`parse_custom_steps` and :func:`import_function`.
     """
-    return [CustomStep(spec) for spec in parse_custom_steps(config.custom_steps)]
+    return [
+        OwnedCustomStep(spec) if spec.resource_attribute else CustomStep(spec)
+        for spec in parse_custom_steps(config.custom_steps)
+    ]

@@ -420,7 +420,8 @@ def refusal(request: ClaimRequest, held: Mapping[str, Any] | None) -> ResourceOw
     claim = Claim.from_item(held)
     owner_key = decode_owner(claim.owner) if claim is not None else None
     releasing = claim is not None and claim.state == STATE_RELEASING
-    holder, label = request.holder, KIND_LABELS[request.kind]
+    holder = request.holder
+    label = KIND_LABELS.get(request.kind) or f"{request.kind.removeprefix('custom:')} resource"
     owner = f"session {owner_key!r}" if owner_key is not None else "another session"
     if claim is not None:
         owner += f" (incarnation {claim.incarnation!r}, absolute end {_iso(claim.not_after)})"

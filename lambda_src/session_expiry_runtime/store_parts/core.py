@@ -105,6 +105,7 @@ class StoreCore:
         sleep: Callable[[float], None] = time.sleep,
         connected_grant: ConnectedGrantOption | None = None,
         claim_registrar: Invoke | object | None = FROM_CONFIG,
+        lambda_client: Any = None,
     ) -> None:
         self._config = config or RuntimeConfig()
         name = table_name or self._config.table_name
@@ -142,7 +143,7 @@ class StoreCore:
         #: is configured, else written directly (:mod:`.claims`: tests and the registrar itself);
         #: ``None``: none are written (no ownership table configured).
         self._claims: ClaimWriter | RegistrarClaims | None = None
-        invoke = _registrar_transport(c, claim_registrar)
+        invoke = _registrar_transport(c, claim_registrar, lambda_client)
         if invoke is not None:
             self._claims = RegistrarClaims(invoke, sleep=sleep)
         elif c.ownership_table_name:
@@ -416,20 +417,23 @@ class Recording:
         return " AND ".join(f"({part})" for part in parts) or None
 
 
-def _registrar_transport(config: RuntimeConfig, given: object) -> Invoke | None:
+def _registrar_transport(config: RuntimeConfig, given: object, lambda_client: Any) -> Invoke | None:
     """The transport to the claim registrar: ``given`` when it is one, else the function
-    ``SESSION_EXPIRY_CLAIM_REGISTRAR_FUNCTION`` names (a Lambda client made here)."""
+    ``SESSION_EXPIRY_CLAIM_REGISTRAR_FUNCTION`` names, invoked with ``lambda_client`` (made
+    here when ``None``)."""
     if given is not FROM_CONFIG:
         return given  # type: ignore[return-value]
     if not config.claim_registrar_function or not config.ownership_table_name:
         return None
-    import boto3
-    from botocore.config import Config
+    if lambda_client is None:
+        import boto3
+        from botocore.config import Config
 
-    client = boto3.client(
-        "lambda", config=Config(connect_timeout=5, read_timeout=30, retries={"mode": "standard"})
-    )
-    return lambda_invoke(client, config.claim_registrar_function)
+        lambda_client = boto3.client(
+            "lambda",
+            config=Config(connect_timeout=5, read_timeout=30, retries={"mode": "standard"}),
+        )
+    return lambda_invoke(lambda_client, config.claim_registrar_function)
 
 
 def _max_lifetime(config: RuntimeConfig, max_ttl: timedelta) -> int:

@@ -96,10 +96,12 @@ class LifetimePart(StoreCore):
                 too: the same rule as ``session_id``), else must be ``None``.
             attributes: extra application attributes, stored as top-level attributes of the
                 item (boto3 ``TypeSerializer`` types: ``Decimal`` not ``float``); not the key, TTL
-                or runtime attribute names. A custom cleanup step's attributes go here: for a
-                step whose ``attributes`` are ``["secretName"]``,
-                ``attributes={"secretName": name}`` (docs: Custom cleanup steps, "Storing what
-                the step reads"). Read back as :attr:`Session.attributes`. Default: none.
+                or runtime attribute names. A custom cleanup step without a resource kind reads
+                its attributes from here: for a step whose ``attributes`` are
+                ``["secretName"]``, ``attributes={"secretName": name}``; a step with a
+                ``resource_attribute`` acts only on ids recorded by :meth:`attach_resource`
+                (docs: Custom cleanup steps, "Recording what the step acts on"). Read back as
+                :attr:`Session.attributes`. Default: none.
             runtime_session_id, code_interpreter_session_id, browser_session_id: Amazon
                 Bedrock AgentCore sessions the cleanup stops; see :meth:`attach_agent_session`.
 
@@ -231,16 +233,48 @@ class LifetimePart(StoreCore):
         claims: RegistrarClaims,
     ) -> Session:
         """With the claim registrar: the item first (the registrar claims only for the key's
-        live incarnation), then the claims, all or none; if they are refused (or the call
-        fails), the item is deleted again and the error raised."""
+        current incarnation, which only a writer of the key can have put there), then the
+        claims, all or none; if they are refused (or the call fails), the ids are taken off the
+        item and the item is deleted, so its REMOVE names nothing unclaimed (no refusal, no
+        alarm), and the error is raised."""
         holder = requests[0].holder
         session = self._put_new(key, item, holder.session_id, holder.partition)
         try:
             claims.put_all(requests)
         except BaseException:
+            self._forget_ids(key, holder.incarnation)
             self._delete_incarnation(key, holder.incarnation)
             raise
         return session
+
+    def _forget_ids(self, key: Key, incarnation: str) -> None:
+        """Take every id attribute ``create`` writes off the item while it is ``incarnation``
+        (best effort, logged)."""
+        c = self._config
+        names = sorted(
+            {
+                c.connection_id_attribute,
+                c.connection_ids_attribute,
+                c.agent_runtime_session_attribute,
+                c.agent_runtime_session_ids_attribute,
+                c.code_interpreter_session_attribute,
+                c.code_interpreter_session_ids_attribute,
+                c.browser_session_attribute,
+                c.browser_session_ids_attribute,
+            }
+        )
+        placeholders = {f"#a{i}": name for i, name in enumerate(names)}
+        try:
+            self._ddb.update_item(
+                TableName=self.table_name,
+                Key=key,
+                UpdateExpression="REMOVE " + ", ".join(placeholders),
+                ConditionExpression="#inc = :inc",
+                ExpressionAttributeNames={**placeholders, "#inc": c.incarnation_attribute},
+                ExpressionAttributeValues={":inc": {"S": incarnation}},
+            )
+        except Exception:
+            LOGGER.warning("could not take refused ids off the new session %s", key, exc_info=True)
 
     def _delete_incarnation(self, key: Key, incarnation: str) -> None:
         """Delete the item while it is still ``incarnation`` (best effort, logged)."""
