@@ -264,6 +264,8 @@ class Reader:
                 AlarmNames=names[start : start + 100], StateValue="ALARM"
             )
             for alarm in answer.get("MetricAlarms", []) + answer.get("CompositeAlarms", []):
+                if alarm.get("StateValue") != "ALARM":  # StateValue filters names on AWS only
+                    continue
                 runbook = _RUNBOOK.search(str(alarm.get("AlarmDescription") or ""))
                 firing.append(
                     {
@@ -312,13 +314,16 @@ class Reader:
         }
 
     def iterator_age(self, function: str) -> float | None:
+        """Maximum ``IteratorAge`` (ms) of the last 5 minutes, by minute; ``None`` without one."""
+        # The API takes whole seconds: round up, or a datapoint of this very second is cut off.
+        end = self.now.replace(microsecond=0) + timedelta(seconds=1)
         answer = self.client("cloudwatch").get_metric_statistics(
             Namespace="AWS/Lambda",
             MetricName="IteratorAge",
             Dimensions=[{"Name": "FunctionName", "Value": function}],
-            StartTime=self.now - ITERATOR_AGE_WINDOW,
-            EndTime=self.now,
-            Period=int(ITERATOR_AGE_WINDOW.total_seconds()),
+            StartTime=end - ITERATOR_AGE_WINDOW,
+            EndTime=end,
+            Period=60,
             Statistics=["Maximum"],
         )
         points = [float(p["Maximum"]) for p in answer.get("Datapoints") or []]
@@ -338,7 +343,8 @@ def _attempt(unreadable: dict[str, str], section: str, read: Callable[[], Any]) 
 
 
 def collect(session: Any, stack: str, construct: str | None = None) -> dict[str, Any]:
-    """The status of the ``SessionExpiry`` of ``stack``: the ``--json`` object (:data:`JSON_SCHEMA`).
+    """The status of the ``SessionExpiry`` of ``stack``: the ``--json`` object
+    (:data:`JSON_SCHEMA`).
 
     Raises:
         StatusInputError: a bad ``stack``/``construct`` (before any call), or the stack has no
