@@ -290,6 +290,19 @@ def test_a_step_flag_off_needs_attention_and_enabled_off_is_paused(
     assert answer["reasons"] == ["the feature flag enabled is off: every record is deferred"]
 
 
+def test_a_read_that_fails_is_named_and_the_others_still_answer(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deployed.sqs.delete_queue(QueueUrl=deployed.queue)
+
+    code, answer = run(capsys, "--stack", STACK)
+
+    assert code == status_cli.EXIT_ATTENTION
+    assert answer["failureQueue"] is None and "failureQueue" in answer["unreadable"]
+    assert answer["mapping"]["enabled"] is True and answer["featureFlags"] is not None
+    assert answer["reasons"] == ["failureQueue could not be read"]
+
+
 def test_the_json_object_has_the_documented_keys(
     deployed: Deployed, capsys: pytest.CaptureFixture[str]
 ) -> None:
