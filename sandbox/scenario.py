@@ -764,6 +764,7 @@ def run(args: argparse.Namespace) -> int:
             "reconnects": storm.counts,
             "mismatches": mismatches,
         }
+        summary["status"] = operator_status(emulator, pipeline.stack.name)
         print_report(summary)
         if args.report_json:
             Path(args.report_json).write_text(
@@ -784,6 +785,42 @@ def run(args: argparse.Namespace) -> int:
         if pipeline is not None:
             pipeline.close()
         emulator.stop()
+
+
+class _EmulatorSession:
+    """What :func:`session_expiry_runtime.status.collect` needs of a boto3 session, bound to the
+    emulator: ``client(service, **kwargs)``."""
+
+    def __init__(self, emulator: Any) -> None:
+        self.emulator = emulator
+
+    def client(self, service: str, **kwargs: Any) -> Any:
+        return self.emulator.client(service, **kwargs)
+
+
+def operator_status(emulator: Any, stack: str) -> dict[str, Any]:
+    """What ``session-expiry status --stack STACK --json`` answers for the deployed stack at the
+    end of the run (``{"error": ...}`` when it cannot read it: the report says so, the run's
+    result does not depend on it)."""
+    from session_expiry_runtime import status
+
+    try:
+        return status.collect(_EmulatorSession(emulator), stack)
+    except Exception as exc:  # the view is informative: never fail the report over it
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def _status_lines(view: dict[str, Any] | None) -> list[str]:
+    """The report's last lines: the status command's human view of the deployed stack."""
+    if not view:
+        return []
+    command = f"session-expiry status --stack {view.get('stack', 'STACK')}"
+    lines = ["-" * 72, f"STATUS            {command} (the deployed stack, at the end)"]
+    if "error" in view:
+        return [*lines, f"  could not be read: {view['error']}"]
+    from session_expiry_runtime import status
+
+    return [*lines, *("  " + line for line in status.render(view).splitlines())]
 
 
 def _parallel(
@@ -1038,6 +1075,7 @@ def print_report(s: dict[str, Any]) -> None:
         s["records_sent_to_on_failure"] == s["records_sent_to_on_failure_expected"]
     )
     lines.append("RESULT            " + ("OK" if ok else "MISMATCH"))
+    lines += _status_lines(s.get("status"))
     print("\n".join(lines), flush=True)
 
 

@@ -21,6 +21,7 @@ CLIS: list[tuple[str, ...]] = [
     ("session_expiry_runtime.kill_switch", "flags"),
     ("session_expiry_runtime.replay",),
     ("cdk_session_expiry.cost",),
+    ("session_expiry_runtime.status",),
 ]
 _OPTION_LINE = re.compile(r"^  (?:-\w, )?(--[a-z][a-z0-9-]*)", re.MULTILINE)
 _SNIPPET = re.compile(r'--8<-- "([^":]+)(?::[^"]*)?"')
@@ -70,6 +71,15 @@ def test_every_flag_of_each_cli_is_on_a_page(cli: tuple[str, ...]) -> None:
     assert flags, f"python -m {' '.join(cli)} --help listed no option"
     missing = undocumented(flags, _site_text())
     assert not missing, f"python -m {' '.join(cli)}: {missing} appear on no page under docs/"
+
+
+def test_every_subcommand_of_the_console_script_is_on_a_page() -> None:
+    """``session-expiry SUBCOMMAND`` (each runs a CLI above, with the same flags)."""
+    from cdk_session_expiry.cli import COMMANDS
+
+    site = _site_text()
+    missing = [n for n in COMMANDS if not re.search(rf"session-expiry {n}(?![\w-])", site)]
+    assert not missing, f"session-expiry {missing} appear on no page under docs/"
 
 
 def test_fails_a_flag_on_no_page() -> None:

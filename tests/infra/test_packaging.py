@@ -175,3 +175,12 @@ def test_mypy_sees_the_installed_wheels_types(installed: Installed, tmp_path: Pa
     assert '"batch_size"' in mistyped.stdout and "[arg-type]" in mistyped.stdout, mistyped.stdout
     assert "[return-value]" in mistyped.stdout, mistyped.stdout
     assert "import-untyped" not in mistyped.stdout
+
+
+@pytest.mark.slow
+def test_the_console_script_is_installed_and_runs(installed: Installed) -> None:
+    """``pip install`` of the wheel puts ``session-expiry`` on the venv's path (issue 39)."""
+    script = installed.venv / "bin" / "session-expiry"
+    assert script.is_file(), sorted(p.name for p in script.parent.iterdir())
+    result = run([str(script), "status", "--help"], env=installed.env)
+    assert "--stack" in result.stdout and "exit status" in result.stdout

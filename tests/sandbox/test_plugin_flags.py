@@ -109,3 +109,33 @@ def test_the_operator_outputs_answer_the_deployed_names(
     assert p.emulator.client("dynamodb").describe_table(
         TableName=outputs["SessionsOwnershipTableName0997B7CC"]
     )
+
+
+class _EmulatorSession:
+    """``client(service, **kwargs)`` bound to the emulator, as a boto3 session has it."""
+
+    def __init__(self, pipeline: LocalPipeline) -> None:
+        self.pipeline = pipeline
+
+    def client(self, service: str, **kwargs: object) -> object:
+        return self.pipeline.emulator.client(service, **kwargs)
+
+
+def test_the_status_command_reads_the_deployed_stack(
+    session_expiry_pipeline: LocalPipeline,
+) -> None:
+    """``session-expiry status`` (issue 39) finds the construct by its outputs' keys in the
+    deployed stack, and every section it reads answers."""
+    from session_expiry_runtime import status
+
+    p = session_expiry_pipeline
+    view = status.collect(_EmulatorSession(p), p.stack.name)
+
+    assert view["unreadable"] == {}
+    assert view["construct"] == "Sessions" and view["cleanupFunction"] == p.function.name
+    assert view["mapping"]["state"] == "Enabled"
+    assert set(view["featureFlags"]["flags"]) >= {"enabled", "dryRun", "DeleteScratch"}
+    assert view["failureQueue"]["messages"] == 0
+    assert view["deferredWork"]["table"] == p.stack.outputs["SessionsDeferredWorkTableName9A3264C2"]
+    assert isinstance(view["alarmsInAlarm"], list)
+    assert view["exitCode"] in (status.EXIT_HEALTHY, status.EXIT_ATTENTION), view["reasons"]

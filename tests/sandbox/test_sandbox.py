@@ -158,3 +158,7 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
     }
     assert "grants on disconnect  one of two connections detached: grant kept" in done.stdout
     assert "RESULT            OK" in done.stdout
+    # The report ends with the status command's view of the deployed stack (issue 39).
+    assert "error" not in report["status"] and report["status"]["construct"] == "Sessions"
+    assert report["status"]["mapping"]["enabled"] is True
+    assert "STATUS            session-expiry status" in done.stdout.split("RESULT")[-1]
