@@ -100,8 +100,12 @@ class LifetimePart(StoreCore):
                 step whose ``attributes`` are ``["secretName"]``,
                 ``attributes={"secretName": name}`` (docs: Custom cleanup steps, "Storing what
                 the step reads"). Read back as :attr:`Session.attributes`. Default: none.
-            runtime_session_id, code_interpreter_session_id, browser_session_id: Amazon
-                Bedrock AgentCore sessions the cleanup stops; see :meth:`attach_agent_session`.
+            runtime_session_id: an Amazon Bedrock AgentCore Runtime session the cleanup
+                stops; see :meth:`attach_agent_session`. Default: none.
+            code_interpreter_session_id: an AgentCore Code Interpreter session the cleanup
+                stops, likewise. Default: none.
+            browser_session_id: an AgentCore Browser session the cleanup stops, likewise.
+                Default: none.
 
         Raises:
             SessionConflictError: a live session with this id exists.
