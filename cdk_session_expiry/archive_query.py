@@ -34,7 +34,7 @@ unencrypted, and CloudWatch metrics on. Results expire after 30 days (a lifecycl
 bucket of this app).
 
 **Named queries** (``AWS::Athena::NamedQuery``, in the workgroup and database; ``?`` are
-execution parameters): :func:`named_queries`. They count ``DISTINCT sequence_number``: a record
+execution parameters): `named_queries`. They count ``DISTINCT sequence_number``: a record
 the event source mapping redelivered is archived again in Firehose mode.
 """
 
@@ -86,7 +86,7 @@ QUERY_SWEPT_VS_TTL = "swept-vs-ttl-expired"
 
 
 def table_columns(*, tenant_partition: bool) -> tuple[tuple[str, str], ...]:
-    """The table's data columns: :data:`COLUMNS`, without ``tenant`` when it is the partition
+    """The table's data columns: `COLUMNS`, without ``tenant`` when it is the partition
     column (a Glue table cannot have both)."""
     return tuple(c for c in COLUMNS if not (tenant_partition and c[0] == "tenant"))
 
@@ -201,7 +201,7 @@ class ArchiveQuery(Construct):
         #: The Athena workgroup whose result location is enforced and encrypted.
         self.workgroup = self._workgroup(bucket)
         quoted = f'"{self.database.database_name}"."{self.table.table_name}"'
-        #: The named queries (:func:`named_queries`), by name.
+        #: The named queries (`named_queries`), by name.
         self.named_queries = {
             q.name: athena.CfnNamedQuery(
                 self,

@@ -8,7 +8,7 @@ session's incarnation (see ``docs/ownership.md`` and the runtime's
 
 The table (``<scope>/OwnershipTable``) exists only when a target that needs claims is set:
 ``websocket_stage``, ``grant_key``, ``agent_runtime``, ``code_interpreter`` or ``browser``
-(:func:`needs_ownership_table`). It holds claims only: the work a feature flag deferred lives in
+(`needs_ownership_table`). It holds claims only: the work a feature flag deferred lives in
 its own table, which only the cleanup role may write (``cdk_session_expiry.deferred_work``),
 because the application's functions may write this one. It has:
 
@@ -67,7 +67,7 @@ CLAIMED_TARGET_PROPS = (
 
 
 def needs_ownership_table(**targets: object) -> bool:
-    """Whether any of :data:`CLAIMED_TARGET_PROPS` is set (``targets``: prop name → value)."""
+    """Whether any of `CLAIMED_TARGET_PROPS` is set (``targets``: prop name → value)."""
     return any(targets.get(prop) is not None for prop in CLAIMED_TARGET_PROPS)
 
 
@@ -131,7 +131,7 @@ class OwnershipTable:
         return {contract.ENV_OWNERSHIP_TABLE_NAME: self.table.table_name}
 
     def grant_cleanup(self, role: iam.IGrantable) -> iam.Grant:
-        """:data:`CLEANUP_ACTIONS` on the table (and ``kms:Decrypt`` on its customer managed
+        """`CLEANUP_ACTIONS` on the table (and ``kms:Decrypt`` on its customer managed
         key)."""
         grant = self._grant(role, CLEANUP_ACTIONS)
         key = self.table.encryption_key
@@ -150,7 +150,7 @@ def create_ownership_table(
     removal_policy: RemovalPolicy | None,
     **targets: object,
 ) -> OwnershipTable | None:
-    """The ownership table when one of ``targets`` (:data:`CLAIMED_TARGET_PROPS`) is set, on the
+    """The ownership table when one of ``targets`` (`CLAIMED_TARGET_PROPS`) is set, on the
     session table's encryption key; else ``None``."""
     if not needs_ownership_table(**targets):
         return None

@@ -3,7 +3,8 @@ constant's value (``connection_id_attribute: str = 'connectionId'``), not its na
 (``contract.DEFAULT_CONNECTION_ID_ATTRIBUTE``), which a reader of the site cannot look up.
 
 mkdocs.yml loads it (``extensions:`` of the python handler). A default is replaced when its name
-resolves to a module-level attribute of the loaded packages whose value is a literal or an expression
+resolves to a module-level attribute of the loaded packages whose value is a literal or an
+expression
 (``timedelta(hours=1)``, ``logs.RetentionDays.THREE_MONTHS``); sentinels (``object()``) keep their
 name, which is what their docstrings talk about, and so do enum members
 (``CleanupEventFilter.ALL_REMOVES``).

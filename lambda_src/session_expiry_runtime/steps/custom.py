@@ -8,7 +8,7 @@ function's code asset and sets ``SESSION_EXPIRY_CUSTOM_STEPS`` to a JSON list::
       "preview": "my_steps.secrets.preview",        # optional (null): the dry run's look
       "attributes": ["secretName"]}]                # session attributes it needs
 
-**The contract** (the same as a built-in step's, :mod:`.base`):
+**The contract** (the same as a built-in step's, `base`):
 
 * ``handler(old_image: dict, reason: str) -> None`` is called **once per session**, side by
   side with the other steps, with a deep copy of the decoded old image (numbers are
@@ -25,7 +25,7 @@ function's code asset and sets ``SESSION_EXPIRY_CUSTOM_STEPS`` to a JSON list::
   reported by sequence number in the partial batch response, metered as ``CleanupFailures``
   with ``Action`` = the step's name, and its error is in the log line; the session's other
   steps and the batch's other records still run, and the metrics are flushed. The runner
-  catches it, once (:mod:`session_expiry_runtime.runner`, *User code*, which also says what is
+  catches it, once (`session_expiry_runtime.runner`, *User code*, which also says what is
   never caught and why).
 * A session without one of the ``attributes`` gives the step nothing to do (the missing names
   are logged like a built-in's ``missingAttributes``); the handler is not called.
@@ -161,7 +161,7 @@ class CustomStep(CleanupStep):
 
     @classmethod
     def build(cls, config: RuntimeConfig, clients: Any) -> CustomStep | None:
-        """``None``: custom steps are many per configuration; see :func:`load_custom_steps`."""
+        """``None``: custom steps are many per configuration; see `load_custom_steps`."""
         return None
 
     def plan(self, session: Session) -> Plan:
@@ -190,6 +190,6 @@ def load_custom_steps(config: RuntimeConfig) -> list[CustomStep]:
     """The configured custom steps, their functions imported (once, at cold start).
 
     Raises:
-        ValueError: see :func:`parse_custom_steps` and :func:`import_function`.
+        ValueError: see `parse_custom_steps` and `import_function`.
     """
     return [CustomStep(spec) for spec in parse_custom_steps(config.custom_steps)]
