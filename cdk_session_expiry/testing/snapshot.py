@@ -30,9 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cdk_session_expiry.testing import _moto_internals
+from cdk_session_expiry.testing._moto_internals import SnapshotError as SnapshotError
 from cdk_session_expiry.testing.emulator import LocalEmulator
-
-SnapshotError = _moto_internals.SnapshotError
 
 
 @dataclass
