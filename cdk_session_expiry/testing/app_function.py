@@ -14,7 +14,7 @@ Which function is never left to chance:
    principal), and is none of the construct's own functions (cleanup, expiry sweeper, grant
    sweep). Several such functions with the same environment count as one; several with
    different environments are ambiguous:
-       [`AppFunctionError`][cdk_session_expiry.testing.app_function.AppFunctionError] names them.
+   [`AppFunctionError`][cdk_session_expiry.testing.app_function.AppFunctionError] names them.
 3. **None given access**: the environment ``SessionExpiry.session_environment()`` describes,
    rebuilt from what was deployed: the table's name, the attribute and target settings of the
    cleanup function, the expiry sweeper's shard settings, the claim registrar's name, and the

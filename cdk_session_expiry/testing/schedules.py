@@ -30,7 +30,7 @@ _UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86_400}
 class Schedule:
     """An EventBridge schedule rule as the emulator holds it (moto creates the rule but never
     fires it: call the target yourself, e.g. with
-        [`scheduled_event`][cdk_session_expiry.testing.Schedule.scheduled_event])."""
+    [`scheduled_event`][cdk_session_expiry.testing.Schedule.scheduled_event])."""
 
     rule_arn: str
     expression: str
