@@ -77,11 +77,14 @@ _GLUE_TYPES = {
 }
 #: The first day partition projection offers (``projection.date.range``): before the archive
 #: existed there is nothing to read, and a later start only shortens Athena's partition list.
+#: The first day partition projection offers (``yyyy-MM-dd``); days before it are never read.
 DEFAULT_START = "2024-01-01"
 QUERY_RESULTS_RETENTION = Duration.days(30)
-#: Named query name -> description.
+#: Named query name: every archived removal of one session id.
 QUERY_SESSION_HISTORY = "session-history"
+#: Named query name: sessions cleaned per day, tenant and reason.
 QUERY_SESSIONS_PER_TENANT_PER_DAY = "sessions-per-tenant-per-day"
+#: Named query name: per day, sessions swept, expired by time to live, and ended.
 QUERY_SWEPT_VS_TTL = "swept-vs-ttl-expired"
 
 
@@ -98,6 +101,9 @@ def partition_keys(*, tenant_partition: bool) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class NamedQuery:
+    """One ``AWS::Athena::NamedQuery`` of the workgroup: its name (``QUERY_*``), description
+    and SQL (``?`` are execution parameters)."""
+
     name: str
     description: str
     sql: str

@@ -21,7 +21,7 @@ template's ``AWS::Athena::NamedQuery``) with [`run`][cdk_session_expiry.testing.
 execution parameters. The SQL
 is the subset Athena (Trino) and DuckDB share; what differs from Athena: no partition pruning
 (every object is read), DuckDB's JSON reader instead of the Hive SerDe, no workgroup,
-encryption or IAM. Needs ``duckdb`` (PyPI).
+encryption or IAM. Needs ``duckdb`` (PyPI; in the ``[testing]`` extra).
 """
 
 from __future__ import annotations

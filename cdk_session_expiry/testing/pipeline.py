@@ -257,12 +257,20 @@ class LocalPipeline:
         A WebSocket management endpoint (``SESSION_EXPIRY_WEBSOCKET_ENDPOINT``, with which
         ``attach_connection`` closes earlier connections) is pointed at the emulator, which
         answers the API Gateway Management API at its root (as for the deployed functions).
+        With ``archive_bucket``, the archive's bucket and prefix
+        (``SESSION_EXPIRY_ARCHIVE_BUCKET``, ``SESSION_EXPIRY_ARCHIVE_PREFIX``, the cleanup
+        function's) are added unless the function has its own, so a test can read the archive.
 
         Raises:
             AppFunctionError: see
                 [`session_environment`][cdk_session_expiry.testing.LocalPipeline.session_environment].
         """
         env = self.session_environment(function)
+        cleanup = next(
+            f for f in app_function.stack_functions(self.stack) if f.name == self.function.name
+        )
+        for name, value in app_function.archive_environment(cleanup).items():
+            env.setdefault(name, value)
         if env.get(contract.ENV_WEBSOCKET_ENDPOINT):
             env[contract.ENV_WEBSOCKET_ENDPOINT] = self.emulator.endpoint_url
         return {**env, **self.emulator.aws_env()}

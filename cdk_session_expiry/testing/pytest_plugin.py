@@ -46,9 +46,9 @@ Fixtures (module scope unless noted):
 * ``session_expiry_pipeline`` — the app as deployed, read back as a
   [`LocalPipeline`][cdk_session_expiry.testing.LocalPipeline].
 * ``session_expiry_app_env`` (function scope) — sets ``os.environ`` to
-  [`application_env`][cdk_session_expiry.testing.LocalPipeline.application_env] of the app function
-  for
-  the test, so ``from_env()`` constructors and boto3 reach the emulator; returns it.
+  [`application_env`][cdk_session_expiry.testing.LocalPipeline.application_env] of the app
+  function for the test, so ``from_env()`` constructors and boto3 reach the emulator (and, with
+  ``archive_bucket``, ``SESSION_EXPIRY_ARCHIVE_BUCKET`` names the archive); returns it.
 
 The plugin's emulator runs from the first module that needs it to the end of the session, and
 steps aside between modules when another ``LocalEmulator`` starts. ``moto.mock_aws`` resets
