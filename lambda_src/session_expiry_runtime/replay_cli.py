@@ -162,22 +162,9 @@ def _parser() -> argparse.ArgumentParser:
         "every session removed between --from and --to. It must be a Kinesis streaming "
         "destination of the table (DescribeKinesisStreamingDestination), else exit 2",
     )
-    parser.add_argument("--from", dest="start", metavar="TIME", help="ISO 8601, with a zone")
-    parser.add_argument(
-        "--to", dest="end", metavar="TIME", help="ISO 8601, with a zone; at or before now"
-    )
-    parser.add_argument("--key", type=_text, help="object key in --bucket")
-    parser.add_argument(
-        "--delete", action="store_true", help="delete the S3 object once it is replayed"
-    )
+    # The common case first (the queue: --dry-run, then the same command without it), then
+    # the S3 object's and the Kinesis time range's own options.
     parser.add_argument("--dry-run", action="store_true", help="read and report; change nothing")
-    parser.add_argument(
-        OVERRIDE,
-        dest="ignore_feature_flags",
-        action="store_true",
-        help="replay regardless of the cleanup's feature flags (enabled, dryRun, one per step) "
-        "and of a failed read of them; said on stderr. Default: obey them (see below)",
-    )
     parser.add_argument(
         "--max-messages",
         type=_positive_int,
@@ -214,6 +201,21 @@ def _parser() -> argparse.ArgumentParser:
         "names it (repeatable; put first on sys.path). Default: each step's package from the "
         "current directory, else where Python finds it, else the cleanup function's code "
         "staged in ./cdk.out by the latest synth: run replay from the app's directory",
+    )
+    parser.add_argument(
+        OVERRIDE,
+        dest="ignore_feature_flags",
+        action="store_true",
+        help="replay regardless of the cleanup's feature flags (enabled, dryRun, one per step) "
+        "and of a failed read of them; said on stderr. Default: obey them (see below)",
+    )
+    parser.add_argument("--key", type=_text, help="object key in --bucket")
+    parser.add_argument(
+        "--delete", action="store_true", help="delete the S3 object once it is replayed"
+    )
+    parser.add_argument("--from", dest="start", metavar="TIME", help="ISO 8601, with a zone")
+    parser.add_argument(
+        "--to", dest="end", metavar="TIME", help="ISO 8601, with a zone; at or before now"
     )
     return parser
 
