@@ -91,11 +91,10 @@ class GrantsPart(StoreCore):
         Binding: with ``bind_to_session`` (the default) the grant carries the grant constraint
         ``EncryptionContextSubset`` =
         [`Session.encryption_context`][session_expiry_runtime.store.Session.encryption_context]
-        (the session id, and
-        the partition on a table with a sort key), so its cryptographic operations work only
-        on requests that carry this session's encryption context: the grantee can decrypt
-        data encrypted for this session and no other (KMS Developer Guide, "Using grant
-        constraints"; DescribeKey and RetireGrant are not constrained). Encrypt the
+        (the session id, and the partition on a table with a sort key), so its cryptographic
+        operations work only on requests that carry this session's encryption context: the
+        grantee can decrypt data encrypted for this session and no other (KMS Developer Guide,
+        "Using grant constraints"; DescribeKey and RetireGrant are not constrained). Encrypt the
         session's data with that context. ``bind_to_session=False`` creates an unbound grant
         (the grantee can use the key for any data while the grant lives); only then may
         ``constraints`` hold more than an ``EncryptionContextSubset`` to add to the binding.
@@ -105,8 +104,7 @@ class GrantsPart(StoreCore):
         longer than 256 characters (a session id beyond about 147 characters without a sort
         key) gets no grant: ``ValueError``.
 
-        Stored as [`attach_grant`][session_expiry_runtime.store.SessionStore.attach_grant] does.
-        Any failure after ``CreateGrant`` retires the new
+        Stored as `attach_grant` (above) does; any failure after ``CreateGrant`` retires the new
         grant at once by its token and re-raises (a failed retire is logged).
 
         Args:
@@ -116,8 +114,7 @@ class GrantsPart(StoreCore):
             bind_to_session: bind the grant to this session's encryption context; default on.
 
         Returns:
-            The updated [`Session`][session_expiry_runtime.store.Session] (with ``grant_id`` and
-            ``grant_token``).
+            The updated [`Session`][session_expiry_runtime.store.Session], grant id and token set.
 
         Raises:
             ValueError: no grant key or retiring principal configured, an empty grantee or

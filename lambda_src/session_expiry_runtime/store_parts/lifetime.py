@@ -73,10 +73,9 @@ class LifetimePart(StoreCore):
         (`prefixes`: ``{root}[{tenant}/][{partition}/]{id}/{incarnation}/``).
 
         With ownership records (``SESSION_EXPIRY_OWNERSHIP_TABLE_NAME``) and ids given, one
-        ``TransactWriteItems`` puts the item and an ownership record per id
-        (`claims`): an id another live session owns is refused with
-        [`ResourceOwnedError`][session_expiry_runtime.store.ResourceOwnedError] and nothing is
-        written.
+        ``TransactWriteItems`` puts the item and an ownership record per id (`claims`): an id
+        another live session owns is refused with
+        [`ResourceOwnedError`][session_expiry_runtime.store.ResourceOwnedError], nothing written.
 
         Reuse after expiry: an item that exists but is not live does not block the id. It is
         removed first with a DeleteItem conditioned on it still being not live (its REMOVE
@@ -102,14 +101,11 @@ class LifetimePart(StoreCore):
                 step whose ``attributes`` are ``["secretName"]``,
                 ``attributes={"secretName": name}`` (docs: Custom cleanup steps, "Storing what
                 the step reads"). Read back as `Session.attributes`. Default: none.
-            runtime_session_id: an Amazon Bedrock AgentCore Runtime session the cleanup
-                stops; see
+            runtime_session_id: an Amazon Bedrock AgentCore Runtime session the cleanup stops;
+                default none; see
                 [`attach_agent_session`][session_expiry_runtime.store.SessionStore.attach_agent_session].
-                Default: none.
-            code_interpreter_session_id: an AgentCore Code Interpreter session the cleanup
-                stops, likewise. Default: none.
-            browser_session_id: an AgentCore Browser session the cleanup stops, likewise.
-                Default: none.
+            code_interpreter_session_id: an AgentCore Code Interpreter session, likewise.
+            browser_session_id: an AgentCore Browser session, likewise.
 
         Raises:
             SessionConflictError: a live session with this id exists.
