@@ -1,6 +1,6 @@
 """AWS CDK construct for DynamoDB-backed sessions that fail closed on time.
 
-Re-exports only; see :class:`SessionExpiry`.
+Re-exports only; see [`SessionExpiry`][cdk_session_expiry.SessionExpiry].
 
 The names are imported on first use (PEP 562 ``__getattr__``), not when the package is: importing
 ``aws_cdk`` starts the jsii runtime (a Node.js process, seconds), which

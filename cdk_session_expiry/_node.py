@@ -3,7 +3,7 @@
 The AWS CDK's Python packages run on the jsii runtime, a Node.js process that ``import aws_cdk``
 starts (``JSII_NODE``, default ``node`` on ``PATH``). Without Node.js that import fails deep
 inside jsii (``FileNotFoundError: ... 'node'`` and an ``AttributeError`` from its cleanup); the
-testing plugin (``cdk_session_expiry.testing``) calls :func:`require_node` first so the user
+testing plugin (``cdk_session_expiry.testing``) calls `require_node` first so the user
 reads what is missing and which versions work instead. This module imports nothing of the CDK.
 """
 

@@ -21,7 +21,7 @@ resource's ARN or identifier (a custom tool's is ``<name>-<10 letters or digits>
 Each kind may have several sessions per session: the session item holds the latest id in the
 single attribute and every id in a String Set (``agentRuntimeSessionIds``,
 ``codeInterpreterSessionIds``, ``browserSessionIds``, fixed names); the cleanup stops every one
-its ownership record shows the removed session owns (:mod:`.ownership`).
+its ownership record shows the removed session owns (`ownership`).
 
 IAM (Service Authorization Reference, "Actions, resources, and condition keys for Amazon Bedrock
 AgentCore"): each action on the named resource only, for the cleanup role and for every function
@@ -241,14 +241,14 @@ class AgentCoreTargets:
         return found
 
     def configure(self, function: lambda_.Function) -> None:
-        """The cleanup's environment and :meth:`statements`."""
+        """The cleanup's environment and `statements`."""
         for name, value in self.environment().items():
             function.add_environment(name, value)
         for statement in self.statements():
             function.add_to_role_policy(statement)
 
     def grant(self, grantee: iam.IGrantable) -> iam.Grant | None:
-        """:meth:`statements` on ``grantee``'s policy (an application function: its store stops
+        """`statements` on ``grantee``'s policy (an application function: its store stops
         the sessions ``attach_agent_session`` replaces); ``None`` without targets."""
         grant: iam.Grant | None = None
         for statement in self.statements():

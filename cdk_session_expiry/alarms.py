@@ -3,7 +3,7 @@
 Every alarm but one treats missing data as not breaching: no invocations means nothing to clean,
 not a failure. The exception is the paused-cleanup alarm: its metric is written on every run of
 the pause watch, so its absence means the watch stopped, and a pause would be silent
-(:func:`cleanup_paused_alarm`). Thresholds and periods are here so they can be read in one place.
+(`cleanup_paused_alarm`). Thresholds and periods are here so they can be read in one place.
 
 Each alarm has one meaning, and its ``AlarmDescription`` (at most 1,024 characters, CloudWatch's
 limit: Amazon CloudWatch API Reference, PutMetricAlarm) states it and ends with a link to its
@@ -11,7 +11,7 @@ runbook: ``Runbook: docs/operating.md#alarm-<name>``, a section of the operator'
 documentation site giving the meaning, the likely causes and the first command to run: the
 page's path in the repository plus the section's anchor (each section sets its id explicitly,
 ``{#alarm-<name>}``, so a retitled heading keeps it). With ``alarm_runbook_base_url`` (where the
-operator hosts that page) :func:`link_runbooks` replaces ``docs/operating.md`` with it in every
+operator hosts that page) `link_runbooks` replaces ``docs/operating.md`` with it in every
 description once the construct is complete. ``tests/infra/test_alarm_runbooks.py`` checks every
 alarm of a stack with every feature on against the page, and against a base URL.
 """
@@ -50,7 +50,7 @@ MAX_DESCRIPTION = 1024
 #: skipped-records alarm's) leaves 146 of CloudWatch's 1,024 for " Runbook: <url>#<anchor>"
 #: (``tests/infra/test_alarm_runbooks.py`` links every alarm to a URL this long).
 MAX_RUNBOOK_BASE_URL = 100
-#: Each alarm's runbook anchor on :data:`RUNBOOK_PAGE`.
+#: Each alarm's runbook anchor on `RUNBOOK_PAGE`.
 RUNBOOK_ITERATOR_AGE = "alarm-iterator-age"
 RUNBOOK_CLEANUP_ERRORS = "alarm-cleanup-errors"
 RUNBOOK_THROTTLES = "alarm-throttles"
@@ -127,10 +127,10 @@ def check_runbook_base_url(value: str | None) -> None:
 def link_runbooks(scope: Construct, base_url: str | None) -> None:
     """Point the runbook link of every alarm under ``scope`` at ``base_url``
     (``alarm_runbook_base_url``): ``Runbook: docs/operating.md#<anchor>`` becomes
-    ``Runbook: <base_url>#<anchor>``. ``None`` keeps :data:`RUNBOOK_PAGE`.
+    ``Runbook: <base_url>#<anchor>``. ``None`` keeps `RUNBOOK_PAGE`.
 
     Done once, when the construct is complete, rather than through every alarm's builder: the
-    link is the last words of each description (:func:`described`), so one place decides it.
+    link is the last words of each description (`described`), so one place decides it.
 
     Raises:
         ValueError: a description would exceed CloudWatch's 1,024 characters.
@@ -439,7 +439,7 @@ def ttl_health_alarm_of_table(
     window: Duration,
     actions: Sequence[cloudwatch.IAlarmAction],
 ) -> cloudwatch.Alarm:
-    """:func:`ttl_health_alarm` on ``table``'s ``TimeToLiveDeletedItemCount`` and consumed write
+    """`ttl_health_alarm` on ``table``'s ``TimeToLiveDeletedItemCount`` and consumed write
     capacity, Sum over ``window`` (plus the sweeper's ``swept`` when it is on)."""
     return ttl_health_alarm(
         scope,
@@ -507,17 +507,17 @@ def skipped_records_alarm(
     """Any record skipped for a cause that loses its cleanup, or a resource refused for a reason
     only forgery explains, within a period.
 
-    ``skipped`` maps each of :data:`LOST_CLEANUP_CAUSES` to its ``RecordsSkipped`` metric;
+    ``skipped`` maps each of `LOST_CLEANUP_CAUSES` to its ``RecordsSkipped`` metric;
     ``refused`` is ``ScratchPrefixesRefused`` (a scratch prefix that is not the session's own,
     ``<root>[<tenant>/]<session id>/<incarnation>/`` from the record's keys, is never deleted);
     ``grants_refused`` is ``GrantsRefused`` (a grant the old image named that KMS does not show
     named for the record's key, or a grant token without a grant id, is never retired);
-    ``resources_refused`` maps each of :data:`ALARMED_REFUSALS` to its ``ResourcesRefused``
+    ``resources_refused`` maps each of `ALARMED_REFUSALS` to its ``ResourcesRefused``
     metric (an id whose ownership record names another session, ``NotOwned``, or that has no
     ownership record though its item was written with them, ``Unclaimed``: never acted on).
     One metric-math alarm on their sum (each ``FILL``-ed with 0: the runtime writes no datapoint
     when it skips nothing) above 0 (construct id ``SkippedRecordsAlarm``); the runbook is in
-    :data:`SKIPPED_RECORDS_DESCRIPTION`.
+    `SKIPPED_RECORDS_DESCRIPTION`.
     """
     metrics: dict[str, cloudwatch.IMetric] = {
         f"skipped{cause}": metric for cause, metric in skipped.items()
@@ -601,7 +601,7 @@ def cleanup_paused_fire_time(threshold: Duration) -> Duration:
 
     The watch writes ``CleanupPausedSeconds`` every 5 minutes (one alarm period), so the first
     value above the threshold comes at most one period after it; the alarm then needs the two
-    periods after that one too (3 of 3: :data:`CLEANUP_PAUSED_PERIODS`) — 15 minutes in all.
+    periods after that one too (3 of 3: `CLEANUP_PAUSED_PERIODS`) — 15 minutes in all.
     """
     slack = CLEANUP_PAUSED_PERIODS * ALARM_PERIOD.to_seconds()
     return Duration.seconds(threshold.to_seconds() + slack)
@@ -617,10 +617,10 @@ def largest_cleanup_paused_after(retention: Duration = STREAM_RETENTION) -> Dura
 
 def check_cleanup_paused_after(value: Duration, retention: Duration = STREAM_RETENTION) -> None:
     """Reject an ``alarm_cleanup_paused_after`` below 5 minutes, not whole seconds (the alarm's
-    threshold), or whose alarm would fire (:func:`cleanup_paused_fire_time`, 15 minutes after
+    threshold), or whose alarm would fire (`cleanup_paused_fire_time`, 15 minutes after
     it) at or after the records start to leave the change source: its ``retention``, default
     a DynamoDB stream's 24 hours. The largest value accepted is
-    :func:`largest_cleanup_paused_after`.
+    `largest_cleanup_paused_after`.
 
     Raises:
         ValueError: the message names the value, when its alarm would fire and the largest

@@ -6,7 +6,7 @@ shared by the invocation's sessions (``session_expiry_runtime.archive_delivery``
 buffers and writes GZIP objects of many lines under the **same partitions** as the per-object
 mode, by dynamic partitioning (Firehose Developer Guide, "Dynamic partitioning in Amazon Data
 Firehose"): a ``MetadataExtraction`` processor reads ``partition_date`` and
-``partition_tenant`` of each record with jq (:data:`PARTITION_QUERY`), and the prefix is
+``partition_tenant`` of each record with jq (`PARTITION_QUERY`), and the prefix is
 ``<archive prefix>date=!{partitionKeyFromQuery:date}/tenant=!{partitionKeyFromQuery:tenant}/``.
 One Glue table and one set of queries (``archive_query``) read both modes' objects, so
 switching modes, either way, needs no migration.

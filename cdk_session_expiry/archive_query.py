@@ -34,7 +34,7 @@ unencrypted, and CloudWatch metrics on. Results expire after 30 days (a lifecycl
 bucket of this app).
 
 **Named queries** (``AWS::Athena::NamedQuery``, in the workgroup and database; ``?`` are
-execution parameters): :func:`named_queries`. They count ``DISTINCT sequence_number``: a record
+execution parameters): `named_queries`. They count ``DISTINCT sequence_number``: a record
 the event source mapping redelivered is archived again in Firehose mode.
 """
 
@@ -77,16 +77,19 @@ _GLUE_TYPES = {
 }
 #: The first day partition projection offers (``projection.date.range``): before the archive
 #: existed there is nothing to read, and a later start only shortens Athena's partition list.
+#: The first day partition projection offers (``yyyy-MM-dd``); days before it are never read.
 DEFAULT_START = "2024-01-01"
 QUERY_RESULTS_RETENTION = Duration.days(30)
-#: Named query name -> description.
+#: Named query name: every archived removal of one session id.
 QUERY_SESSION_HISTORY = "session-history"
+#: Named query name: sessions cleaned per day, tenant and reason.
 QUERY_SESSIONS_PER_TENANT_PER_DAY = "sessions-per-tenant-per-day"
+#: Named query name: per day, sessions swept, expired by time to live, and ended.
 QUERY_SWEPT_VS_TTL = "swept-vs-ttl-expired"
 
 
 def table_columns(*, tenant_partition: bool) -> tuple[tuple[str, str], ...]:
-    """The table's data columns: :data:`COLUMNS`, without ``tenant`` when it is the partition
+    """The table's data columns: `COLUMNS`, without ``tenant`` when it is the partition
     column (a Glue table cannot have both)."""
     return tuple(c for c in COLUMNS if not (tenant_partition and c[0] == "tenant"))
 
@@ -98,6 +101,9 @@ def partition_keys(*, tenant_partition: bool) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class NamedQuery:
+    """One ``AWS::Athena::NamedQuery`` of the workgroup: its name (``QUERY_*``), description
+    and SQL (``?`` are execution parameters)."""
+
     name: str
     description: str
     sql: str
@@ -201,7 +207,7 @@ class ArchiveQuery(Construct):
         #: The Athena workgroup whose result location is enforced and encrypted.
         self.workgroup = self._workgroup(bucket)
         quoted = f'"{self.database.database_name}"."{self.table.table_name}"'
-        #: The named queries (:func:`named_queries`), by name.
+        #: The named queries (`named_queries`), by name.
         self.named_queries = {
             q.name: athena.CfnNamedQuery(
                 self,

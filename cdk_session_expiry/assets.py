@@ -129,8 +129,9 @@ def runtime_function(
 ) -> lambda_.Function:
     """A function that runs a handler of the runtime package (the cleanup, the sweeper).
 
-    Every such function has :data:`CLEANUP_RUNTIME` on :data:`CLEANUP_ARCHITECTURE`, the code
-    asset of :func:`cleanup_function_code` (or ``code``), and Lambda's JSON log format at INFO:
+    Every such function has [`CLEANUP_RUNTIME`][cdk_session_expiry.CLEANUP_RUNTIME] on
+    `CLEANUP_ARCHITECTURE`, the code
+    asset of `cleanup_function_code` (or ``code``), and Lambda's JSON log format at INFO:
     the runtime logs one structured INFO line per session through stdlib ``logging``, which
     Lambda keeps only when the application log level is set. ``extra`` goes to ``lambda_.Function``.
     """

@@ -7,7 +7,7 @@ records as long as the Kinesis stream's retention, up to 365 days (8,760 hours) 
 Developer Guide, "Using Kinesis Data Streams to capture changes to DynamoDB"; Amazon Kinesis Data
 Streams Developer Guide, "Changing the data retention period").
 
-:meth:`ChangeSource.kinesis` gives:
+[`ChangeSource.kinesis`][cdk_session_expiry.ChangeSource.kinesis] gives:
 
 * the stream: a new one (``ChangeStream``: on-demand capacity, encrypted with the AWS managed key
   ``aws/kinesis``, retention ``retention``, default 7 days), or the one given;
@@ -63,7 +63,8 @@ class ChangeSourceKind(enum.Enum):
 
 class ChangeSource:
     """Where the cleanup reads the table's changes from: make one with
-    :meth:`dynamodb_stream` or :meth:`kinesis`."""
+    [`dynamodb_stream`][cdk_session_expiry.ChangeSource.dynamodb_stream] or
+    [`kinesis`][cdk_session_expiry.ChangeSource.kinesis]."""
 
     def __init__(
         self,
@@ -107,7 +108,8 @@ class ChangeSource:
         return self.kind is ChangeSourceKind.KINESIS
 
     def retention(self) -> Duration:
-        """How long the source keeps a change record (see :meth:`kinesis`)."""
+        """How long the source keeps a change record (see
+        [`kinesis`][cdk_session_expiry.ChangeSource.kinesis])."""
         if not self.is_kinesis:
             return DYNAMODB_STREAM_RETENTION
         if self.stream is None:

@@ -6,11 +6,11 @@ alarm and the on-failure destination's alarm) goes to ``ALARM``, the breaker dis
 source mapping in place (``UpdateEventSourceMapping`` ``Enabled=false``: never deleted or
 replaced, so it keeps its stream position). After ``circuit_breaker_cool_down`` it re-enables it
 as a probe, once no chosen alarm is in ``ALARM``; an alarm during the probe window
-(:data:`PROBE_WINDOW`, 15 minutes) opens it again, a quiet probe closes it. The state machine,
+(`PROBE_WINDOW`, 15 minutes) opens it again, a quiet probe closes it. The state machine,
 its record and why each rule is as it is: the runtime module
 ``session_expiry_runtime.circuit_breaker`` and docs/operating.md, "Circuit breaker".
 
-What it adds (:class:`CircuitBreaker`, ``Sessions/CircuitBreaker``):
+What it adds (`CircuitBreaker`, ``Sessions/CircuitBreaker``):
 
 * ``State``: an SSM String parameter (standard tier) holding the breaker's record, first
   ``{"state": "CLOSED"}``;
@@ -235,7 +235,8 @@ class CircuitBreaker(Construct):
 
     Args:
         mapping: the cleanup's event source mapping.
-        alarms: the chosen alarms, by :class:`CircuitBreakerAlarm`.
+        alarms: the chosen alarms, by
+            [`CircuitBreakerAlarm`][cdk_session_expiry.CircuitBreakerAlarm].
         cool_down: ``circuit_breaker_cool_down``.
         cleanup_enabled: ``cleanup_enabled``: with ``False`` the breaker never enables the
             mapping.

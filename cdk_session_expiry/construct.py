@@ -393,7 +393,8 @@ class SessionExpiry(Construct):
             the String Set ``agentRuntimeSessionIds``/``codeInterpreterSessionIds``/
             ``browserSessionIds``, and the session's incarnation is in ``incarnation``: fixed
             names no prop may take. Default: ``"browserSessionId"``.
-        custom_steps: your own cleanup steps (:class:`CustomCleanupStep`): each directory's
+        custom_steps: your own cleanup steps
+            ([`CustomCleanupStep`][cdk_session_expiry.CustomCleanupStep]): each directory's
             contents are copied beside the runtime in the cleanup function's code, and each
             step's handler runs once per removed session, side by side with the built-in steps
             (contract: docs, "Custom cleanup steps"). Grant what a step needs to the step
@@ -446,7 +447,8 @@ class SessionExpiry(Construct):
             dashboard). Cost: about $0.41 a month (docs: Operating it, "Circuit breaker").
             Default: ``False``.
         circuit_breaker_alarms: the alarms that open the breaker
-            (:class:`CircuitBreakerAlarm`): ``ERRORS``, ``FAILURE_DESTINATION``, ``THROTTLES``,
+            ([`CircuitBreakerAlarm`][cdk_session_expiry.CircuitBreakerAlarm]): ``ERRORS``,
+            ``FAILURE_DESTINATION``, ``THROTTLES``,
             ``SKIPPED_RECORDS`` (needs ``alarm_skipped_records``) and ``ITERATOR_AGE``, which
             only opens a closed breaker and is refused alone (``ValueError``: iterator age rises
             while the cleanup is paused and would hold the breaker open). Only with
@@ -1580,7 +1582,7 @@ class SessionExpiry(Construct):
         dashboard_name: str | None = None,
         period: Duration | None = None,
     ) -> cloudwatch.Dashboard:
-        """Create a CloudWatch dashboard of :meth:`widgets` (opt-in; nothing before this call).
+        """Create a CloudWatch dashboard of `widgets` (opt-in; nothing before this call).
 
         Args:
             id: construct id of the dashboard, a child of this construct. Default:

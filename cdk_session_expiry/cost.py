@@ -5,7 +5,7 @@ synthesized template (``--template cdk.out/MyStack.template.json``) or given as 
 two things teams build instead, costed the same way: an EventBridge Scheduler one-time schedule
 per session and a Step Functions Standard execution waiting per session (``--help``). With a
 template, a last line ``not priced: ...`` names each resource type (and each function, by its
-handler) the bill leaves out (:func:`unpriced_resources`), so nothing is free by omission.
+handler) the bill leaves out (`unpriced_resources`), so nothing is free by omission.
 
 **The model** (what this library adds to storing sessions with a TTL; the session item's own
 writes are the application's, TTL deletions are free):
@@ -30,7 +30,7 @@ writes are the application's, TTL deletions are free):
   strongly consistent ``GetItem`` per live grant; CloudWatch metrics, alarms and the log lines.
 
 Prices: US East (N. Virginia), on-demand, first tier, no free tier, checked on
-:data:`PRICES_CHECKED`; each :class:`Price` names its page. AWS's pricing pages render their
+`PRICES_CHECKED`; each `Price` names its page. AWS's pricing pages render their
 rates in the browser; the figures are the ones those pages publish, as mirrored in AWS's price
 list data — check your Region before relying on them.
 """
@@ -51,7 +51,7 @@ from . import _runtime_contract as c
 
 # Nothing here imports aws_cdk at import time: that starts the jsii runtime (a Node.js process,
 # seconds), which ``--help`` and the arithmetic do not need. The one construct figure the model
-# uses, the sweeper's memory, is read when an Options needs it (:func:`_sweeper_memory_size`).
+# uses, the sweeper's memory, is read when an Options needs it (`_sweeper_memory_size`).
 #: Shards the expiry sweeper Queries each pass (the construct's ``sweeper.SWEEP_SHARDS``).
 SWEEP_SHARDS = c.DEFAULT_SWEEP_SHARDS
 
@@ -268,7 +268,7 @@ class Options:
         latency_ms: one AWS call's round trip (ms, default 20).
         live_sessions: sessions alive at once, for the grant sweep (default 10,000).
         cpu_ms: cleanup CPU per session (ms at one vCPU); ``None`` (default): measured
-            (:data:`MEASURED_CPU_MS` at ``objects``).
+            (`MEASURED_CPU_MS` at ``objects``).
 
     Raises:
         ValueError: a count below its minimum (named with the value).
@@ -361,7 +361,7 @@ def _units(o: Options) -> dict[str, float]:
 def sweeper_monthly(interval_s: int, memory_mb: int) -> float:
     """USD a month of the expiry sweeper with nothing due: below a minute a run a minute, billed
     while its passes span the minute (``60 - interval`` s plus a pass); from a minute one pass a
-    run (:data:`SWEEPER_PASS_S`); each pass Queries every shard (0.5 read unit each, eventually
+    run (`SWEEPER_PASS_S`); each pass Queries every shard (0.5 read unit each, eventually
     consistent, an empty page). Sessions swept cost their ``DeleteItem`` (per session)."""
     if interval_s < 60:
         runs, billed, passes = MONTH_S / 60, 60 - interval_s + SWEEPER_PASS_S / 2, 60 // interval_s
@@ -434,7 +434,7 @@ def alternatives(o: Options) -> dict[str, float]:
 def options_from_template(template: Mapping[str, Any], **traffic: Any) -> Options:
     """The options a synthesized template deployed: the cleanup function's memory and variables,
     the sweepers' presence and schedule, the alarms' count; ``traffic``: the other
-    :class:`Options` fields (sessions, heartbeats, objects, ...).
+    `Options` fields (sessions, heartbeats, objects, ...).
 
     Raises:
         ValueError: no cleanup function (``session_expiry_runtime.handler.handler``) in it.
@@ -483,8 +483,8 @@ def _memory_size(function: tuple[str, Any] | None) -> int | None:
 
 #: Every resource type the bill accounts for, and where (a line of it, or why it costs
 #: nothing); a template's other resources are named on the ``not priced:`` line
-#: (:func:`unpriced_resources`). ``AWS::Lambda::Function`` is accounted for by its handler
-#: (:data:`PRICED_HANDLERS`).
+#: (`unpriced_resources`). ``AWS::Lambda::Function`` is accounted for by its handler
+#: (`PRICED_HANDLERS`).
 PRICED_RESOURCE_TYPES: dict[str, str] = {
     "AWS::CDK::Metadata": "CDK's metadata: no resource",
     "AWS::CloudWatch::Alarm": "the CloudWatch alarms line",
@@ -512,9 +512,9 @@ PRICED_HANDLERS: dict[str, str] = {
 
 def unpriced_resources(template: Mapping[str, Any]) -> list[str]:
     """The template's resources the bill does not price, one entry per type (sorted): a type
-    not in :data:`PRICED_RESOURCE_TYPES` (AppConfig, the dashboard, Glue and Athena, a Kinesis
+    not in `PRICED_RESOURCE_TYPES` (AppConfig, the dashboard, Glue and Athena, a Kinesis
     or Firehose stream, the application's own resources, ...), and a function by its handler
-    when :data:`PRICED_HANDLERS` lacks it, e.g. ``AWS::Lambda::Function
+    when `PRICED_HANDLERS` lacks it, e.g. ``AWS::Lambda::Function
     (session_expiry_runtime.pause_watch.handler)``."""
     found = set()
     for logical_id, resource in template.get("Resources", {}).items():
@@ -555,7 +555,7 @@ def _rate_seconds(expression: str) -> int:
 
 def render(o: Options, not_priced: Sequence[str] = ()) -> str:
     """The bill for ``o`` as Markdown: by service with each price and its page, then fixed lines
-    and the alternatives; then, when ``not_priced`` names any (:func:`unpriced_resources`), a
+    and the alternatives; then, when ``not_priced`` names any (`unpriced_resources`), a
     line ``not priced: <each>``."""
     bill = monthly_cost(o)
     units = _units(o)

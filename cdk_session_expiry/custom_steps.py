@@ -1,6 +1,7 @@
 """User-defined cleanup steps: the user's code beside the runtime in the cleanup function.
 
-A :class:`CustomCleanupStep` names a directory of the user's Python code, a handler
+A [`CustomCleanupStep`][cdk_session_expiry.CustomCleanupStep] names a directory of the user's
+Python code, a handler
 ``package.module.function`` in it, an optional read-only preview for the dry run, and the session
 attributes it reads. The construct
 

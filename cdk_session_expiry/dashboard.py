@@ -26,7 +26,7 @@ name, so the widgets and the runtime cannot disagree on names or dimensions:
     axis (``CircuitBreakerState``: 0 closed, 1 half-open, 2 open);
 13. the top 10 tenants by sessions cleaned, failed and resources refused: a CloudWatch Logs
     Insights table over the cleanup's log group, read from the ``Tenant`` property of the EMF
-    documents (:mod:`.tenant_metrics`; each refresh runs the query, priced per GB scanned).
+    documents (`tenant_metrics`; each refresh runs the query, priced per GB scanned).
 
 Embedded metrics exist only once the runtime emitted them: a line with no data is a reason,
 action or cause that has not happened yet.
@@ -135,7 +135,7 @@ def add_dashboard(
     dashboard_name: str | None = None,
     period: Duration = DEFAULT_PERIOD,
 ) -> cloudwatch.Dashboard:
-    """A dashboard (a child of ``sessions``) holding :func:`widgets`, two graphs a row."""
+    """A dashboard (a child of ``sessions``) holding `widgets`, two graphs a row."""
     board = cloudwatch.Dashboard(
         sessions, construct_id, dashboard_name=dashboard_name, default_interval=Duration.days(1)
     )

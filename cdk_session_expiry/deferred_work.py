@@ -119,8 +119,8 @@ class DeferredWorkTable:
         self, function: lambda_.Function, session_table: dynamodb.ITable
     ) -> iam.Grant:
         """Tell the cleanup function the table (and the session table, which the drain reads
-        back) and grant its role :data:`CLEANUP_TABLE_ACTIONS` on the table,
-        :data:`CLEANUP_INDEX_ACTIONS` on the index, :data:`SESSION_TABLE_ACTIONS` on the session
+        back) and grant its role `CLEANUP_TABLE_ACTIONS` on the table,
+        `CLEANUP_INDEX_ACTIONS` on the index, `SESSION_TABLE_ACTIONS` on the session
         table, and ``kms:Decrypt`` on a customer managed key of either."""
         function.add_environment(contract.ENV_DEFERRED_WORK_TABLE_NAME, self.table.table_name)
         function.add_environment(contract.ENV_TABLE_NAME, session_table.table_name)

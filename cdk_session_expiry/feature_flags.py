@@ -1,16 +1,16 @@
 """Feature flags in AWS AppConfig: the cleanup's kill switches without a deploy (opt-in).
 
 ``SessionExpiry(feature_flags=FeatureFlags())`` (or ``feature_flags=True``) adds, under
-``Sessions/FeatureFlags`` (assembled by :class:`FeatureFlagsUnit`):
+``Sessions/FeatureFlags`` (assembled by `FeatureFlagsUnit`):
 
 * an AppConfig **application** and an **environment** whose **monitors** are the cleanup's
   errors alarm and its on-failure destination alarm: a flag deployment during which either goes
   to ``ALARM`` is rolled back (AppConfig User Guide, "Setting up permissions for automatic
   rollback"); the monitor role may ``cloudwatch:DescribeAlarms`` those two alarms only;
 * a **feature-flag configuration profile** (type ``AWS.AppConfig.FeatureFlags``) with a **JSON
-  Schema validator** (:func:`flag_schema`: exactly the flags below, each ``enabled`` a boolean),
+  Schema validator** (`flag_schema`: exactly the flags below, each ``enabled`` a boolean),
   so a malformed flag document is refused before it is deployed;
-* a **deployment strategy** (``deployment_strategy``; default :func:`default_strategy`: all at
+* a **deployment strategy** (``deployment_strategy``; default `default_strategy`: all at
   once, then 5 minutes of bake time during which the monitors can roll it back);
 * the **initial hosted version**, every lever as deployed (``enabled`` on, ``dryRun`` =
   ``cleanup_dry_run``, every step on), and its **deployment**;
@@ -21,7 +21,7 @@
   been off that long, or the drain fails) and ``DeferredWorkRefusedAlarm`` (the drain refused a
   deferred record whose session is still in the table, or that it could not verify).
 
-The flags (:func:`flag_names`): ``enabled``, ``dryRun`` and one per step by its metric ``Action``
+The flags (`flag_names`): ``enabled``, ``dryRun`` and one per step by its metric ``Action``
 (``Archive``, ``DeleteConnection``, ``RetireGrant``, ``DeleteScratch``, the AgentCore steps,
 custom steps), for the steps this construct configures. The fan-out (``PublishEvent``) has no
 flag. The cleanup (runtime ``session_expiry_runtime.feature_flags``) reads them through the
@@ -78,7 +78,7 @@ class FeatureFlags:
     ``FeatureFlags()``.
 
     Args:
-        deployment_strategy: how a flag change rolls out. Default: :func:`default_strategy`
+        deployment_strategy: how a flag change rolls out. Default: `default_strategy`
             (all at once, 5 minutes of bake time watched by the monitors).
         poll_interval: how often a cleanup execution environment reads the flags, at least
             15 seconds (AppConfig's minimum) and at most 1 hour. Default: 30 seconds. A flag
@@ -122,9 +122,10 @@ def settle(value: object) -> FeatureFlags | None:
     → ``None``.
 
     Raises:
-        PropTypeError: neither a bool nor a :class:`FeatureFlags` (a ``TypeError`` and a
+        PropTypeError: neither a bool nor a [`FeatureFlags`][cdk_session_expiry.FeatureFlags] (a
+            ``TypeError`` and a
             ``ValueError``, as for every prop of the wrong type).
-        ValueError: see :meth:`FeatureFlags.check`.
+        ValueError: see [`FeatureFlags.check`][cdk_session_expiry.FeatureFlags.check].
     """
     if value is None or value is False:
         return None
@@ -167,7 +168,7 @@ def flag_document(step_names: Sequence[str], *, dry_run: bool) -> dict[str, Any]
 
 def flag_schema(step_names: Sequence[str]) -> dict[str, Any]:
     """The JSON Schema (draft 4, what AppConfig's ``JSON_SCHEMA`` validator reads) a flag
-    document must match: version ``"1"``, exactly the flags of :func:`flag_names` declared and
+    document must match: version ``"1"``, exactly the flags of `flag_names` declared and
     each given a boolean ``enabled`` value, nothing else."""
     names = flag_names(step_names)
     value = {

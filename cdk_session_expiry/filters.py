@@ -43,7 +43,7 @@ LIBRARY_DELETES = (
 
 
 def passes_library_deletes(event_filter: CleanupEventFilter) -> bool:
-    """True when ``event_filter`` lets every one of :data:`LIBRARY_DELETES` reach the cleanup.
+    """True when ``event_filter`` lets every one of `LIBRARY_DELETES` reach the cleanup.
 
     ``TTL_DELETES_ONLY`` requires the TTL ``userIdentity``, which none of them carries, so it
     drops them for good (``tests/infra/test_guards.py`` runs the library's real deletes through

@@ -6,7 +6,7 @@ on-failure message never replayed, a crash inside ``SessionStore.create_grant`` 
 grantee's key access for ever. Scratch objects have the lifecycle rule and WebSocket connections
 end within API Gateway's limits; this sweep is the grants' backstop.
 
-What it adds (assembled by :class:`GrantSweep`):
+What it adds (assembled by `GrantSweep`):
 
 * a function (same code asset and runtime as the cleanup function, handler
   ``session_expiry_runtime.grant_sweeper.handler``) and its log group, run every
@@ -71,7 +71,7 @@ PENDING_MARGIN = Duration.hours(1)
 
 
 def pending_environment(max_record_age: Duration) -> dict[str, str]:
-    """``SESSION_EXPIRY_GRANT_SWEEP_PENDING_SECONDS`` = ``max_record_age`` + :data:`PENDING_MARGIN`
+    """``SESSION_EXPIRY_GRANT_SWEEP_PENDING_SECONDS`` = ``max_record_age`` + `PENDING_MARGIN`
     in seconds. An unresolved ``max_record_age`` (a token) gets the stream's 24 hour retention
     instead, the most any record can wait."""
     age = validation.STREAM_RETENTION if validation.is_token(max_record_age) else max_record_age

@@ -7,7 +7,7 @@ place instead (``aws lambda update-event-source-mapping --uuid UUID --no-enabled
 construct exposes it as ``event_source_mapping_id`` and as this stack output.
 
 Deploying ``cleanup_enabled=False`` is a pause with a deadline: the stream keeps records
-24 hours, so synth warns (:func:`warn_when_paused`) with the dates that matter.
+24 hours, so synth warns (`warn_when_paused`) with the dates that matter.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from . import validation
 
 #: Construct id of the output (its logical id is derived from the construct's path).
 OUTPUT_ID = "CleanupEventSourceMappingId"
-#: Id of the synth warning of :func:`warn_when_paused` (acknowledge it with
+#: Id of the synth warning of `warn_when_paused` (acknowledge it with
 #: ``Annotations.of(scope).acknowledge_warning(WARNING_CLEANUP_PAUSED)``).
 WARNING_CLEANUP_PAUSED = "cdk-session-expiry:cleanupPaused"
 

@@ -8,7 +8,7 @@ session's incarnation (see ``docs/ownership.md`` and the runtime's
 
 The table (``<scope>/OwnershipTable``) exists only when a target that needs claims is set:
 ``websocket_stage``, ``grant_key``, ``agent_runtime``, ``code_interpreter`` or ``browser``
-(:func:`needs_ownership_table`). It holds claims only: the work a feature flag deferred lives in
+(`needs_ownership_table`). It holds claims only: the work a feature flag deferred lives in
 its own table, which only the cleanup role may write (``cdk_session_expiry.deferred_work``),
 because the application's functions may write this one. It has:
 
@@ -67,7 +67,7 @@ CLAIMED_TARGET_PROPS = (
 
 
 def needs_ownership_table(*, custom_kinds: bool = False, **targets: object) -> bool:
-    """Whether any of :data:`CLAIMED_TARGET_PROPS` is set (``targets``: prop name → value), or a
+    """Whether any of `CLAIMED_TARGET_PROPS` is set (``targets``: prop name → value), or a
     custom step declares its own resource kind (``custom_kinds``)."""
     return custom_kinds or any(targets.get(prop) is not None for prop in CLAIMED_TARGET_PROPS)
 
@@ -132,7 +132,7 @@ class OwnershipTable:
         return {contract.ENV_OWNERSHIP_TABLE_NAME: self.table.table_name}
 
     def grant_cleanup(self, role: iam.IGrantable) -> iam.Grant:
-        """:data:`CLEANUP_ACTIONS` on the table (and ``kms:Decrypt`` on its customer managed
+        """`CLEANUP_ACTIONS` on the table (and ``kms:Decrypt`` on its customer managed
         key)."""
         grant = self._grant(role, CLEANUP_ACTIONS)
         key = self.table.encryption_key
@@ -152,7 +152,7 @@ def create_ownership_table(
     custom_kinds: bool = False,
     **targets: object,
 ) -> OwnershipTable | None:
-    """The ownership table when one of ``targets`` (:data:`CLAIMED_TARGET_PROPS`) is set or a
+    """The ownership table when one of ``targets`` (`CLAIMED_TARGET_PROPS`) is set or a
     custom step declares a resource kind, on the session table's encryption key; else ``None``."""
     if not needs_ownership_table(custom_kinds=custom_kinds, **targets):
         return None

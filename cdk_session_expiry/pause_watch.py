@@ -3,7 +3,7 @@
 A disabled event source mapping (``cleanup_enabled=False``, the kill switch, the circuit breaker)
 stops the cleanup and keeps the stream position, but DynamoDB Streams keeps a record 24 hours
 only; every other alarm watches what invocations do, so a paused cleanup would stay silent until
-its records are gone. The construct therefore always adds (assembled by :class:`PauseWatch`,
+its records are gone. The construct therefore always adds (assembled by `PauseWatch`,
 ``Sessions/PauseWatch``):
 
 * a function from the cleanup's code asset (handler ``session_expiry_runtime.pause_watch.handler``,
@@ -13,7 +13,7 @@ its records are gone. The construct therefore always adds (assembled by :class:`
   ``LastModified`` while it is ``Disabled``/``Disabling``, or from the circuit breaker's first
   opening of its current run when that is earlier; 0 otherwise; dimension
   ``EventSourceMappingUUID``), on every run, 0 included. With ``circuit_breaker`` it also reads
-  the breaker's record (:meth:`PauseWatch.count_breaker_pauses`: ``ssm:GetParameter`` on that
+  the breaker's record (`PauseWatch.count_breaker_pauses`: ``ssm:GetParameter`` on that
   parameter only);
 * ``CleanupPausedAlarm``: its Maximum above ``alarm_cleanup_paused_after`` (12 hours by default; the
   alarm fires up to 15 minutes after it, which must still be before the stream's 24 hours:

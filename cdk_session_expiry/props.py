@@ -3,7 +3,7 @@
 ``SessionExpiry.__init__`` keeps the keyword-only signature (the public API, documented there);
 this struct only carries the values given, defaults applied, from the composer to its units.
 The ``Duration`` defaults live here (``SessionExpiry``'s signature shows ``None`` for them, and
-:meth:`SessionExpiryProps.of` applies them).
+`SessionExpiryProps.of` applies them).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from .filters import CleanupEventFilter
 
 DEFAULT_CLEANUP_TIMEOUT = Duration.minutes(5)
 DEFAULT_MAX_RECORD_AGE = Duration.hours(6)
-#: ``Duration`` props whose ``None`` means a default (applied by :meth:`SessionExpiryProps.of`).
+#: ``Duration`` props whose ``None`` means a default (applied by `SessionExpiryProps.of`).
 _DURATION_DEFAULTS = {
     "cleanup_timeout": DEFAULT_CLEANUP_TIMEOUT,
     "max_record_age": DEFAULT_MAX_RECORD_AGE,

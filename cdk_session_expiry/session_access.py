@@ -2,8 +2,8 @@
 
 ``RuntimeLayer`` (the session runtime as a Lambda layer), the environment
 ``SessionStore.from_env()`` reads, and the grants of ``SessionExpiry.grant_session_access``
-(the grant and lifetime limits are in :mod:`.session_limits`, the ownership table's grants in
-:mod:`.ownership`, the AgentCore targets' in :mod:`.agentcore`).
+(the grant and lifetime limits are in `session_limits`, the ownership table's grants in
+`ownership`, the AgentCore targets' in `agentcore`).
 """
 
 from __future__ import annotations

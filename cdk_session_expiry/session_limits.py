@@ -97,7 +97,7 @@ class SessionLimits:
                 bucket (nothing to compare).
 
         Raises:
-            ValueError: see :func:`check_lifetime` and :func:`check_grant_operations`.
+            ValueError: see `check_lifetime` and `check_grant_operations`.
         """
         lifetime = (
             DEFAULT_MAX_SESSION_LIFETIME if max_session_lifetime is None else max_session_lifetime

@@ -6,7 +6,7 @@ deletes every session whose TTL has passed, so its REMOVE record reaches the cle
 within **the interval plus processing time** (the sweeper's run, usually seconds, plus the
 stream and event source mapping delay, usually under a second to seconds).
 
-What it adds (all in this module, assembled by :class:`ExpirySweeper`):
+What it adds (all in this module, assembled by `ExpirySweeper`):
 
 * a sparse global secondary index ``expirySweep`` on the session table: partition key
   ``expiryShard`` (String, ``"0"`` .. ``"3"``), sort key the TTL attribute (Number), projection
@@ -48,7 +48,7 @@ whose TTL attribute is not a Number (index key types are enforced), which surfac
 "String TTL" bug at write time.
 
 For a table passed as ``table=``, the construct does not change the table: a ``Table`` or
-``TableV2`` of this app must already have the index (:func:`check_sweep_index` says how to add
+``TableV2`` of this app must already have the index (`check_sweep_index` says how to add
 it), an imported table is taken on trust with a synth warning.
 """
 
@@ -117,7 +117,7 @@ def check_sweep_interval(interval: Duration) -> None:
     """Reject an ``expiry_sweep_interval`` the sweeper cannot honour.
 
     Accepted: whole seconds from 5 s to 1 day; below one minute a divisor of 60 s
-    (:data:`SUB_MINUTE_INTERVALS_SECONDS`), so every per-minute run's passes cover its minute;
+    (`SUB_MINUTE_INTERVALS_SECONDS`), so every per-minute run's passes cover its minute;
     from one minute up whole minutes (EventBridge ``rate()`` expressions).
 
     Raises:
@@ -329,7 +329,7 @@ class ExpirySweeper(Construct):
 
     def _timeout(self, interval: Duration) -> Duration:
         """The function's timeout: a sub-minute run's (checked to fit its passes), else the
-        interval, at most :data:`MAX_SWEEPER_TIMEOUT` (that maximum for an unresolved token).
+        interval, at most `MAX_SWEEPER_TIMEOUT` (that maximum for an unresolved token).
 
         Raises:
             ValueError: a sub-minute ``interval`` whose passes do not fit one run.

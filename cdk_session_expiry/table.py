@@ -23,7 +23,7 @@ from . import validation
 @dataclass(frozen=True)
 class SessionAttributes:
     """Key, TTL and session attribute names, shared by the cleanup, the sweeper and the
-    session runtime (through the environment of :meth:`environment`)."""
+    session runtime (through the environment of `environment`)."""
 
     partition_key_name: str
     sort_key_name: str | None

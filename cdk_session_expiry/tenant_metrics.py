@@ -5,11 +5,11 @@ into every embedded metric format (EMF) document of that session's counts as the
 ``Tenant``: a property, which CloudWatch does not turn into a metric, so it costs nothing beyond
 the log bytes. Three ways to read it:
 
-* **CloudWatch Logs Insights**: :data:`TOP_TENANTS_QUERY` over the cleanup's log group (the
-  dashboard's top-tenants widget, :func:`top_tenants_widget`, always on ``widgets()``).
+* **CloudWatch Logs Insights**: `TOP_TENANTS_QUERY` over the cleanup's log group (the
+  dashboard's top-tenants widget, `top_tenants_widget`, always on ``widgets()``).
 * **Contributor Insights** (``tenant_insights=True``, opt-in): three
   ``AWS::CloudWatch::InsightRule`` rules on the cleanup's log group, one per measure
-  (:data:`RULES`), each summing its metric by ``$.Tenant`` (rule syntax: CloudWatch User Guide,
+  (`RULES`), each summing its metric by ``$.Tenant`` (rule syntax: CloudWatch User Guide,
   "Contributor Insights rule syntax in CloudWatch", schema ``CloudWatchLogRule`` version 1).
   Priced per rule and per matched log event (Amazon CloudWatch pricing, as of December 2026:
   $0.50 a rule a month and $0.02 per million matched log events).
@@ -81,7 +81,7 @@ class TenantInsights(Construct):
     """The Contributor Insights rules of ``tenant_insights`` (``Sessions/TenantInsights``).
 
     Attributes:
-        rules: the ``CfnInsightRule`` of each :data:`RULES` entry, by construct id.
+        rules: the ``CfnInsightRule`` of each `RULES` entry, by construct id.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, log_group: logs.ILogGroup) -> None:

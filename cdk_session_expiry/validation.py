@@ -2,7 +2,8 @@
 
 Every check skips values that are CDK tokens (``Token.is_unresolved``): their value is only
 known at deploy time. Every error is a ``ValueError`` (a value of the wrong type is a
-:class:`PropTypeError`, also a ``TypeError``) whose message names the prop, the bad value and
+[`PropTypeError`][cdk_session_expiry.PropTypeError], also a ``TypeError``) whose message names the
+prop, the bad value and
 what is expected.
 """
 
@@ -202,7 +203,7 @@ class PropTypeError(TypeError, ValueError):
 def check_prop_types(props: Mapping[str, object]) -> None:
     """Reject a prop of the wrong type before anything reads it.
 
-    ``props`` maps prop names to the values given; names not in :data:`PROP_TYPES` and ``None``
+    ``props`` maps prop names to the values given; names not in `PROP_TYPES` and ``None``
     values are ignored.
 
     Raises:

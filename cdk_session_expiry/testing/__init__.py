@@ -2,18 +2,23 @@
 
 ``pip install 'cdk-session-expiry[testing]'`` (moto's server, boto3, pytest) and Node.js (22 or
 24; 20 works with an end-of-life banner) with the CDK CLI are needed — importing this package
-without Node.js on ``PATH`` raises :class:`NodeNotFoundError` saying so; nothing here is
+without Node.js on ``PATH`` raises
+[`NodeNotFoundError`][cdk_session_expiry.testing.NodeNotFoundError] saying so; nothing here is
 imported by the construct itself. The pytest fixtures are in
-:mod:`cdk_session_expiry.testing.pytest_plugin`; the documentation's "Testing your code" page
+`cdk_session_expiry.testing.pytest_plugin`; the documentation's "Testing your code" page
 describes every name below, and what differs from AWS.
 
-* :class:`LocalEmulator` — moto's server on ``http://localhost:{port}`` in this process, taught
+* [`LocalEmulator`][cdk_session_expiry.testing.LocalEmulator] — moto's server on
+  ``http://localhost:{port}`` in this process, taught
   what moto lacks (stream records kept, TTL deletes, CloudWatch alarms in CloudFormation,
   AgentCore Stop calls, injected faults).
-* :class:`LocalPipeline` — the app deployed with the real CDK CLI (:class:`CdkCli`) and read
+* [`LocalPipeline`][cdk_session_expiry.testing.LocalPipeline] — the app deployed with the real CDK
+  CLI ([`CdkCli`][cdk_session_expiry.testing.CdkCli]) and read
   back: the deployed cleanup handler fed by the deployed event source mapping's semantics
-  (:class:`EventSourceMappingPoller`), the sweepers, the kill switch, the replay CLI.
-* :class:`EmulatorSnapshot` — the emulator's state after a deploy, restored for each test module
+  ([`EventSourceMappingPoller`][cdk_session_expiry.testing.EventSourceMappingPoller]), the
+  sweepers, the kill switch, the replay CLI.
+* [`EmulatorSnapshot`][cdk_session_expiry.testing.EmulatorSnapshot] — the emulator's state after a
+  deploy, restored for each test module
   instead of deploying again.
 """
 

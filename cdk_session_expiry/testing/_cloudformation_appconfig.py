@@ -1,7 +1,7 @@
 """AWS AppConfig resource types for moto's CloudFormation (``feature_flags``), which has none.
 
 Each model creates its resource through moto's AppConfig backend as the emulator teaches it
-(:mod:`._moto_appconfig`), so a stack deployed by the CDK CLI into the emulator answers the
+(`_moto_appconfig`), so a stack deployed by the CDK CLI into the emulator answers the
 AppConfig API and the AppConfig Data API like the deployed stack in AWS:
 
 * ``AWS::AppConfig::Application`` — ``Ref``: the application id;
@@ -190,7 +190,7 @@ class CloudFormationAppConfigDeployment(_AppConfigModel, CloudFormationModel):
         return str(deployment["DeploymentNumber"])
 
 
-#: The models, in the order of :data:`APPCONFIG_RESOURCE_TYPES`.
+#: The models, in the order of `APPCONFIG_RESOURCE_TYPES`.
 APPCONFIG_MODELS: list[type[Any]] = [
     CloudFormationAppConfigApplication,
     CloudFormationAppConfigProfile,

@@ -17,18 +17,18 @@ been called:
 * ``AWS::Lambda::EventInvokeConfig`` — ``lambda.put_function_event_invoke_config`` (retry
   attempts, maximum event age, destinations of asynchronous invocations), readable with
   ``GetFunctionEventInvokeConfig``. Asynchronous invocation itself is not emulated.
-* the six ``AWS::AppConfig::*`` types of ``feature_flags`` (:mod:`._cloudformation_appconfig`);
+* the six ``AWS::AppConfig::*`` types of ``feature_flags`` (`_cloudformation_appconfig`);
 * ``Ref`` of an ``AWS::Events::EventBus`` — moto's model answers no physical id, so a ``Ref``
   to a bus (a rule on the fan-out bus, ``events.Rule(event_bus=bus)``) resolved to the model
   itself and failed the deploy; it answers the bus's name, as AWS does.
 * ``Outputs`` of a stack deployed by the CDK CLI (a change set): moto built them before the
   template was known and answered none; they are rebuilt once the change set is executed.
 
-:func:`install` makes moto's CloudFormation see the models
-(:func:`~cdk_session_expiry.testing._moto_internals.register_cloudformation_models`, which fails
+`install` makes moto's CloudFormation see the models
+(`register_cloudformation_models`, which fails
 loudly when moto's model registry changes shape). This module imports moto: the emulator imports
-it when it starts, never :mod:`cdk_session_expiry.testing` itself. The models are module-level
-classes so that an emulator snapshot (:mod:`.snapshot`) can copy the resources they create.
+it when it starts, never `cdk_session_expiry.testing` itself. The models are module-level
+classes so that an emulator snapshot (`snapshot`) can copy the resources they create.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ from cdk_session_expiry.testing._cloudformation_appconfig import (
     APPCONFIG_RESOURCE_TYPES,
 )
 
-#: The resource types :func:`install` teaches moto's CloudFormation (AppConfig's:
-#: :mod:`._cloudformation_appconfig`).
+#: The resource types `install` teaches moto's CloudFormation (AppConfig's:
+#: `_cloudformation_appconfig`).
 TAUGHT_RESOURCE_TYPES = (
     "AWS::CloudWatch::Alarm",
     "AWS::Lambda::EventInvokeConfig",
@@ -62,7 +62,7 @@ TAUGHT_RESOURCE_TYPES = (
 
 
 def install() -> None:
-    """Teach moto's CloudFormation the types of :data:`TAUGHT_RESOURCE_TYPES` and the ``Ref``
+    """Teach moto's CloudFormation the types of `TAUGHT_RESOURCE_TYPES` and the ``Ref``
     of an event bus; idempotent.
 
     Raises:

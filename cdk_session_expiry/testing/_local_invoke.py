@@ -3,7 +3,8 @@
 moto (5.2.x) runs an invoked function in a Docker container, and this emulator runs without
 Docker. ``SessionStore`` invokes the claim registrar synchronously (``RequestResponse``) for
 every write that records an id, so the emulator answers that one call itself: the function's
-code asset, as deployed, in a local worker process (:class:`~.deployment.LocalLambda`, warm
+code asset, as deployed, in a local worker process
+([`LocalLambda`][cdk_session_expiry.testing.LocalLambda], warm
 between calls, one per function). Only functions whose handler is the registrar's are answered
 this way (``FunctionError`` ``Unhandled`` and the error document when the handler raises, as
 Lambda answers); any other ``Invoke`` goes to moto as before. Not modelled: asynchronous

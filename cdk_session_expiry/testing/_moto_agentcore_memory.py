@@ -6,16 +6,16 @@ moto implements AgentCore Memory's short-term events (``CreateEvent``, ``GetEven
 * its ``ListEvents`` cuts the list at ``maxResults`` and never returns a ``nextToken``, so a
   client that pages (as AWS requires: "the maximum number of results to return in a single
   call. The default value is 20", Amazon Bedrock AgentCore API Reference, ``ListEvents``) sees
-  only the first page. :func:`install` makes it page: ``nextToken`` is the position of the next
+  only the first page. `install` makes it page: ``nextToken`` is the position of the next
   event, returned while events remain.
-* it has no long-term memory records. :func:`install` adds ``BatchCreateMemoryRecords`` (to
+* it has no long-term memory records. `install` adds ``BatchCreateMemoryRecords`` (to
   seed records in tests), ``ListMemoryRecords`` (the records whose namespace is exactly the one
   asked, ``maxResults``/``nextToken`` paging) and ``DeleteMemoryRecord``
   (``ResourceNotFoundException`` for an unknown or deleted record), in the API's shapes.
 
 What it does not model: extraction of records from events by memory strategies, event expiry,
-``namespacePath``, metadata filters, IAM. :func:`install`/:func:`uninstall` are counted like
-:mod:`._moto_transactions`; :func:`check` fails loudly if moto's shape changed.
+``namespacePath``, metadata filters, IAM. `install`/`uninstall` are counted like
+`_moto_transactions`; `check` fails loudly if moto's shape changed.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def install() -> None:
 
 
 def uninstall() -> None:
-    """Undo one :func:`install`; moto's own behaviour is back after the last one."""
+    """Undo one `install`; moto's own behaviour is back after the last one."""
     global _COUNT, _ORIGINAL_LIST
     from moto.bedrockagentcore.responses import BedrockAgentCoreResponse
 

@@ -2,7 +2,7 @@
 
 moto models AppConfig applications, configuration profiles and hosted configuration versions
 only: no environments, deployment strategies or deployments, and no AppConfig Data API
-(``appconfigdata``). :func:`install` adds, on moto's AppConfig backend (so they reset with it
+(``appconfigdata``). `install` adds, on moto's AppConfig backend (so they reset with it
 and answer both in-process ``mock_aws`` and the emulator's server):
 
 * ``CreateEnvironment`` / ``GetEnvironment`` / ``ListEnvironments`` / ``DeleteEnvironment``
@@ -24,7 +24,7 @@ and answer both in-process ``mock_aws`` and the emulator's server):
 
 Not modelled: IAM, ``RequiredMinimumPollIntervalInSeconds`` enforcement (the interval is
 answered, not enforced), token expiry (24 hours on AWS), ``StopDeployment``, extensions.
-:func:`install`/:func:`uninstall` are counted like :mod:`._moto_transactions`; :func:`check`
+`install`/`uninstall` are counted like `_moto_transactions`; `check`
 fails loudly if moto's shape changed.
 """
 
@@ -84,7 +84,7 @@ def install() -> None:
 
 
 def uninstall() -> None:
-    """Undo one :func:`install`; moto's own behaviour is back after the last one."""
+    """Undo one `install`; moto's own behaviour is back after the last one."""
     global _COUNT
     import moto.appconfig.urls as urls
     import moto.backend_index as backend_index

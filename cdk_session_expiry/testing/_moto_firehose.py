@@ -3,7 +3,7 @@
 moto delivers each ``PutRecord``/``PutRecordBatch`` call at once (no buffering) as one object
 under ``{Prefix}YYYY/MM/DD/HH/``, uncompressed: it ignores dynamic partitioning (the
 ``!{partitionKeyFromQuery:...}`` expressions would be written literally), ``CompressionFormat``
-and ``ErrorOutputPrefix``. :func:`install` makes an extended S3 destination with dynamic
+and ``ErrorOutputPrefix``. `install` makes an extended S3 destination with dynamic
 partitioning deliver like Firehose (Firehose Developer Guide, "Dynamic partitioning"):
 
 * each record's partition keys come from the stream's ``MetadataExtraction`` processor — its
@@ -61,7 +61,7 @@ def install() -> None:
 
 
 def uninstall() -> None:
-    """Undo one :func:`install`."""
+    """Undo one `install`."""
     global _COUNT, _ORIGINAL
     from moto.firehose.models import FirehoseBackend
 

@@ -2,9 +2,11 @@
 
 moto is pinned ``>=5.2.5,<5.3`` (the ``[testing]``/``dev`` extras). Each function here checks
 that the internal it relies on still has the shape it expects and raises
-:class:`MotoInternalsChanged` naming the attribute otherwise, so a moto upgrade fails loudly
+[`MotoInternalsChanged`][cdk_session_expiry.testing.MotoInternalsChanged] naming the attribute
+otherwise, so a moto upgrade fails loudly
 instead of silently losing stream records. ``tests/sandbox/test_moto_internals.py`` calls
-:func:`check_moto_internals` so CI fails on the upgrade itself.
+[`check_moto_internals`][cdk_session_expiry.testing.check_moto_internals] so CI fails on the
+upgrade itself.
 
 Internals used, and why:
 
@@ -24,22 +26,24 @@ Internals used, and why:
   moto's GetConnection and PostToConnection *create* a connection that does not exist, so
   the API cannot tell whether a connection is open; the registry is read directly instead.
 * ``moto.dynamodb.models.DynamoDBBackend.transact_write_items`` — it deep-copies a whole table
-  per action as its backup; :mod:`._moto_transactions` backs up only the items the actions name
+  per action as its backup; `_moto_transactions` backs up only the items the actions name
   (and the stream's length), so ownership marks and session creates stay fast.
 * ``moto.server.ThreadedMotoServer._server`` (a werkzeug ``BaseWSGIServer`` whose ``app`` every
-  request goes through) — fault injection (:meth:`LocalEmulator.inject_fault`) wraps that WSGI
+  request goes through) — fault injection
+  ([`LocalEmulator.inject_fault`][cdk_session_expiry.testing.LocalEmulator.inject_fault]) wraps
+  that WSGI
   application, so chosen requests fail like AWS answers an error, before moto sees them.
 * ``moto.cloudformation.parsing.get_model_list`` / ``get_model_map`` / ``get_name_type_map``
   (cached, built from ``CloudFormationModel.__subclasses__()``) — moto's CloudFormation creates
-  only the resource types of its models; :mod:`._cloudformation_models` defines models for types
+  only the resource types of its models; `_cloudformation_models` defines models for types
   moto lacks (``AWS::CloudWatch::Alarm``, ...) and clears those caches so they are seen.
 * ``moto.kms.models.Grant`` (``__init__``, ``to_json``) — moto's ListGrants answers no
   ``CreationDate``, so the grant sweep (which never retires a grant it cannot age) did nothing
-  locally; :func:`date_grants` records each grant's creation and answers it, and
-  :func:`age_grants` moves it into the past for a test.
+  locally; `date_grants` records each grant's creation and answers it, and
+  `age_grants` moves it into the past for a test.
 * ``moto.core.base_backend.BackendDict._instances`` (every service's backends, by account and
   Region), each backend's ``__dict__``, ``S3BackendDict.bucket_accounts`` and the models'
-  ``instances_tracked`` — an emulator snapshot (:mod:`.snapshot`) copies and restores them.
+  ``instances_tracked`` — an emulator snapshot (`snapshot`) copies and restores them.
 """
 
 from __future__ import annotations
@@ -189,7 +193,8 @@ def register_cloudformation_models(models: list[type[Any]], resource_types: Any)
 
 
 def check_moto_internals() -> None:
-    """Check every moto internal the pipeline relies on; raise :class:`MotoInternalsChanged`."""
+    """Check every moto internal the pipeline relies on; raise
+    [`MotoInternalsChanged`][cdk_session_expiry.testing.MotoInternalsChanged]."""
     _threaded_server_entry()
     _cloudformation_registry()
     _grant_class()
@@ -247,7 +252,7 @@ def _serialised(add: Any) -> Any:
 
 
 def restore_stream_delivery() -> None:
-    """Undo one :func:`disable_stream_delivery`; the last one restores moto's method."""
+    """Undo one `disable_stream_delivery`; the last one restores moto's method."""
     global _ORIGINAL_SEND, _ORIGINAL_ADD, _PATCH_COUNT
     cls = _lambda_backend_class()
     with _PATCH_LOCK:
@@ -475,7 +480,7 @@ def snapshot_backends() -> Any:
 
 
 def restore_backends(snapshot: Any) -> None:
-    """Install a copy of ``snapshot`` (from :func:`snapshot_backends`) into moto's backends,
+    """Install a copy of ``snapshot`` (from `snapshot_backends`) into moto's backends,
     which must have been reset just before (the emulator's ``reset``).
 
     Raises:

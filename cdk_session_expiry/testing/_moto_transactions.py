@@ -14,9 +14,10 @@ Callers serialise moto's DynamoDB handling (the emulator answers DynamoDB reques
 time; the runtime tests serialise moto's request handling), so nothing else changes a table
 while a transaction runs — AWS applies a transaction atomically, moto does not.
 
-:func:`install` / :func:`uninstall` patch ``DynamoDBBackend.transact_write_items`` process-wide
-(counted, so nested users are fine); :func:`check` is called by
-:func:`._moto_internals.check_moto_internals` and fails loudly if moto's shape changed.
+`install` / `uninstall` patch ``DynamoDBBackend.transact_write_items`` process-wide
+(counted, so nested users are fine); `check` is called by
+[`_moto_internals.check_moto_internals`][cdk_session_expiry.testing.check_moto_internals] and fails
+loudly if moto's shape changed.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def check() -> None:
 
 
 def install() -> None:
-    """Back transactions up item by item (idempotent; undo with :func:`uninstall`)."""
+    """Back transactions up item by item (idempotent; undo with `uninstall`)."""
     global _ORIGINAL, _COUNT
     from moto.dynamodb.models import DynamoDBBackend
 
@@ -71,7 +72,7 @@ def install() -> None:
 
 
 def uninstall() -> None:
-    """Undo one :func:`install`; moto's own method is back after the last one."""
+    """Undo one `install`; moto's own method is back after the last one."""
     global _ORIGINAL, _COUNT
     from moto.dynamodb.models import DynamoDBBackend
 

@@ -20,7 +20,9 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import parse_qs
 
-#: ``kind`` of :meth:`AgentCoreSessions.start`: an AgentCore runtime session (target: the
+#: ``kind`` of
+#: [`AgentCoreSessions.start`][cdk_session_expiry.testing.agentcore.AgentCoreSessions.start]: an
+#: AgentCore runtime session (target: the
 #: runtime ARN), a code interpreter or a browser session (target: its identifier).
 RUNTIME = "runtime"
 CODE_INTERPRETER = "code-interpreter"
@@ -72,9 +74,9 @@ class AgentCoreSessions:
     def start(
         self, kind: str, target: str, session_id: str, *, qualifier: str | None = None
     ) -> None:
-        """Register a running session: ``kind`` is :data:`RUNTIME` (``target`` the runtime
-        ARN, ``qualifier`` its endpoint, default ``DEFAULT``), :data:`CODE_INTERPRETER` or
-        :data:`BROWSER` (``target`` the identifier).
+        """Register a running session: ``kind`` is `RUNTIME` (``target`` the runtime
+        ARN, ``qualifier`` its endpoint, default ``DEFAULT``), `CODE_INTERPRETER` or
+        `BROWSER` (``target`` the identifier).
 
         Raises:
             ValueError: an unknown ``kind``, or a qualifier for a tool session.

@@ -13,12 +13,18 @@ Which function is never left to chance:
    session environment (``SESSION_EXPIRY_TABLE_NAME`` naming the session table, and the retiring
    principal), and is none of the construct's own functions (cleanup, expiry sweeper, grant
    sweep). Several such functions with the same environment count as one; several with
-   different environments are ambiguous: :class:`AppFunctionError` names them.
+   different environments are ambiguous:
+   [`AppFunctionError`][cdk_session_expiry.testing.app_function.AppFunctionError] names them.
 3. **None given access**: the environment ``SessionExpiry.session_environment()`` describes,
    rebuilt from what was deployed: the table's name, the attribute and target settings of the
    cleanup function, the expiry sweeper's shard settings, the claim registrar's name, and the
    cleanup role as retiring principal. ``SESSION_EXPIRY_MAX_SESSION_LIFETIME_SECONDS`` is not
    taken over, so the session runtime's default (8 hours, the construct's default too) applies.
+
+Whichever rule applies, a test also gets where the cleanup archives (``archive_bucket``):
+``SESSION_EXPIRY_ARCHIVE_BUCKET`` and ``SESSION_EXPIRY_ARCHIVE_PREFIX`` of the cleanup function,
+unless the chosen function has its own (`archive_environment`), so a test can read the archive
+(``cdk_session_expiry.testing.athena``) without looking the bucket up.
 """
 
 from __future__ import annotations
@@ -68,6 +74,8 @@ FROM_CLEANUP = (
     contract.ENV_CODE_INTERPRETER_ID,
     contract.ENV_BROWSER_ID,
 )
+#: The cleanup's own variables a test gets too: where it archives (not session variables).
+ARCHIVE_FOR_TESTS = (contract.ENV_ARCHIVE_BUCKET, contract.ENV_ARCHIVE_PREFIX)
 #: Variables of ``session_environment()`` that the expiry sweeper carries with the same value.
 FROM_SWEEPER = (
     contract.ENV_SWEEP_SHARD_ATTRIBUTE,
@@ -192,6 +200,13 @@ def derived_session_environment(
     for registrar in registrars[:1]:
         env[contract.ENV_CLAIM_REGISTRAR_FUNCTION] = registrar.name
     return env
+
+
+def archive_environment(cleanup: StackFunction) -> dict[str, str]:
+    """Where the cleanup archives, for a test to read it: ``SESSION_EXPIRY_ARCHIVE_BUCKET``
+    (the bucket's name) and ``SESSION_EXPIRY_ARCHIVE_PREFIX`` of the cleanup function; empty
+    without ``archive_bucket``."""
+    return {k: cleanup.environment[k] for k in ARCHIVE_FOR_TESTS if k in cleanup.environment}
 
 
 def _frozen(environment: dict[str, str]) -> Any:

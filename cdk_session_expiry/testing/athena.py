@@ -1,9 +1,11 @@
 """The archive table of ``archive_query`` as Athena reads it, run locally by DuckDB.
 
 moto records Athena queries but runs no SQL, and its CloudFormation creates no Glue table. This
-module stands in for both over a copy of the archive: :func:`download` copies the objects under
+module stands in for both over a copy of the archive:
+[`download`][cdk_session_expiry.testing.athena.download] copies the objects under
 the archive prefix (from moto's S3, or any S3) to local files with their keys, and
-:func:`connect` opens a DuckDB connection with a view ``"archive"."sessions"`` that mirrors the
+[`connect`][cdk_session_expiry.testing.athena.connect] opens a DuckDB connection with a view
+``"archive"."sessions"`` that mirrors the
 Glue table ``cdk_session_expiry.archive_query`` defines:
 
 * one column per Glue column, same name, DuckDB's type for the Glue type, read by DuckDB's JSON
@@ -15,10 +17,11 @@ Glue table ``cdk_session_expiry.archive_query`` defines:
   offers (``yyyy-MM-dd``, from its start): ``date=_unknown`` is never read.
 
 Run a named query's SQL (``cdk_session_expiry.archive_query.named_queries``, or the deployed
-template's ``AWS::Athena::NamedQuery``) with :func:`run` and the execution parameters. The SQL
+template's ``AWS::Athena::NamedQuery``) with [`run`][cdk_session_expiry.testing.athena.run] and the
+execution parameters. The SQL
 is the subset Athena (Trino) and DuckDB share; what differs from Athena: no partition pruning
 (every object is read), DuckDB's JSON reader instead of the Hive SerDe, no workgroup,
-encryption or IAM. Needs ``duckdb`` (PyPI).
+encryption or IAM. Needs ``duckdb`` (PyPI; in the ``[testing]`` extra).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Run the real CDK CLI against a :class:`~cdk_session_expiry.testing.emulator.LocalEmulator`."""
+"""Run the real CDK CLI against a [`LocalEmulator`][cdk_session_expiry.testing.LocalEmulator]."""
 
 from __future__ import annotations
 

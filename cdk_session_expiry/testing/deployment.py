@@ -183,19 +183,23 @@ class DeployedFunction:
         env_overrides: Mapping[str, str] | None = None,
         on_log: Callable[[str], None] | None = None,
     ) -> LocalLambda:
-        """Start a worker process that hosts the deployed handler; see :class:`LocalLambda`."""
+        """Start a worker process that hosts the deployed handler; see
+        [`LocalLambda`][cdk_session_expiry.testing.LocalLambda]."""
         return LocalLambda(self, self.runtime_env(env_overrides), on_log=on_log)
 
 
 class LocalLambda:
     """The deployed handler, running in its own Python process from its extracted code asset.
 
-    The process has the function's environment (:meth:`DeployedFunction.runtime_env`), imports
+    The process has the function's environment
+    ([`DeployedFunction.runtime_env`][cdk_session_expiry.testing.DeployedFunction.runtime_env]),
+    imports
     the handler module from the code asset only (``LAMBDA_TASK_ROOT`` first on ``sys.path``),
     and stays warm between invocations like a Lambda execution environment. Call it like a
     handler: ``local(event, context)``; it returns the handler's response or raises
-    :class:`FunctionError`. Log lines (stdout and stderr of the handler) go to ``on_log`` and
-    are kept in :attr:`logs`.
+    [`FunctionError`][cdk_session_expiry.testing.FunctionError]. Log lines (stdout and stderr of
+    the handler) go to ``on_log`` and
+    are kept in `logs`.
     """
 
     def __init__(
@@ -277,7 +281,8 @@ class LocalLambda:
         return line
 
     def __call__(self, event: Mapping[str, Any], context: Any = None) -> Any:
-        """Invoke the handler with ``event``; return its response (see :meth:`invoke`)."""
+        """Invoke the handler with ``event``; return its response (see
+        [`invoke`][cdk_session_expiry.testing.LocalLambda.invoke])."""
         return self.invoke(event, context)
 
     def invoke(

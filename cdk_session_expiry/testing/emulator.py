@@ -1,7 +1,7 @@
 """An AWS emulator on localhost: moto's server, in this process, with stream records kept.
 
 Needs the ``[testing]`` extra (``moto[server]>=5.2.5,<5.3`` and ``boto3``); both are imported
-when an emulator starts, never when :mod:`cdk_session_expiry.testing` is imported.
+when an emulator starts, never when `cdk_session_expiry.testing` is imported.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ _DYNAMODB_LOCK = threading.Lock()
 
 class _FaultInjector:
     """WSGI middleware in front of moto's application: answers matching requests with an error,
-    and the AgentCore Stop operations moto lacks (:mod:`.agentcore`, after the faults, so a
+    and the AgentCore Stop operations moto lacks (`agentcore`, after the faults, so a
     fault can refuse them too)."""
 
     def __init__(self, app: Callable[..., Iterable[bytes]], emulator: LocalEmulator) -> None:
@@ -156,17 +156,19 @@ class LocalEmulator:
     """moto's server on ``http://localhost:{port}``, running in a thread of this process.
 
     moto's internal DynamoDB-to-Lambda delivery is switched off while the emulator runs, so
-    stream records stay readable through GetRecords (see :mod:`._moto_internals`). Use it as
-    a context manager, or call :meth:`start`/:meth:`stop`.
+    stream records stay readable through GetRecords (see `_moto_internals`). Use it as
+    a context manager, or call
+    [`start`][cdk_session_expiry.testing.LocalEmulator.start]/[`stop`][cdk_session_expiry.testing.LocalEmulator.stop].
 
     Args:
         port: TCP port on 127.0.0.1. Default: a free port chosen by the OS.
         region: Region clients use. Default: ``us-east-1``.
         verbose_errors: print moto's tracebacks of requests it failed with HTTP 500.
-            Default: off (they are counted in :attr:`internal_errors`).
+            Default: off (they are counted in `internal_errors`).
 
     moto keeps its state in module globals, so one emulator runs per process at a time, and it
-    starts from an empty state (:meth:`reset`). ``moto.mock_aws`` resets that state too when it
+    starts from an empty state ([`reset`][cdk_session_expiry.testing.LocalEmulator.reset]).
+    ``moto.mock_aws`` resets that state too when it
     starts: do not use ``mock_aws`` in the same process while an emulator holds a deployment.
     """
 
@@ -181,11 +183,12 @@ class LocalEmulator:
         self.internal_errors: list[str] = []
         #: Resource types of deployed templates that moto's CloudFormation does not create
         #: (moto warns and skips them), e.g. ``AWS::S3::BucketPolicy``; the emulator teaches it
-        #: the types of :data:`._cloudformation_models.TAUGHT_RESOURCE_TYPES`.
+        #: the types of `_cloudformation_models.TAUGHT_RESOURCE_TYPES`.
         self.unmodelled_resource_types: set[str] = set()
         self.region = region
         self.account_id = ACCOUNT_ID
-        #: Requests answered with an error instead of by moto (:meth:`inject_fault`).
+        #: Requests answered with an error instead of by moto
+        #: ([`inject_fault`][cdk_session_expiry.testing.LocalEmulator.inject_fault]).
         self.faults: list[Fault] = []
         #: How many requests each fault answered.
         self.faults_hit: dict[Fault, int] = {}
@@ -193,10 +196,10 @@ class LocalEmulator:
         self._lock = threading.Lock()
         self._clients: dict[str, Any] = {}
         #: AgentCore sessions registered as running and the Stop calls answered (moto has no
-        #: AgentCore data plane; see :mod:`cdk_session_expiry.testing.agentcore`).
+        #: AgentCore data plane; see `cdk_session_expiry.testing.agentcore`).
         self.agentcore = AgentCoreSessions()
         #: ``Invoke`` of the claim registrar, answered by its deployed code (moto would need
-        #: Docker; see :mod:`._local_invoke`).
+        #: Docker; see `_local_invoke`).
         self.local_invokes = LocalInvokes()
         #: Called when another emulator starts while this one runs; it may stop this one (the
         #: pytest plugin's emulator steps aside between test modules, see ``pytest_plugin``).
@@ -318,7 +321,9 @@ class LocalEmulator:
 
     @property
     def running(self) -> bool:
-        """Whether the server is running (between :meth:`start` and :meth:`stop`)."""
+        """Whether the server is running (between
+        [`start`][cdk_session_expiry.testing.LocalEmulator.start] and
+        [`stop`][cdk_session_expiry.testing.LocalEmulator.stop])."""
         return self._server is not None
 
     # -- endpoints and clients ---------------------------------------------------------------
@@ -377,7 +382,8 @@ class LocalEmulator:
 
     # -- faults ------------------------------------------------------------------------------
     def inject_fault(self, fault: Fault) -> Fault:
-        """Answer every request matching ``fault`` with its error until :meth:`clear_fault`.
+        """Answer every request matching ``fault`` with its error until
+        [`clear_fault`][cdk_session_expiry.testing.LocalEmulator.clear_fault].
 
         The request never reaches moto, so nothing changes: a transient outage or a refusal
         (``ForbiddenException``) of one call, e.g. one connection's ``DeleteConnection``.
@@ -443,7 +449,8 @@ class LocalEmulator:
         self, kind: str, target: str, session_id: str, *, qualifier: str | None = None
     ) -> None:
         """Register a running AgentCore session that ``Stop...Session`` will stop (see
-        :meth:`AgentCoreSessions.start`); unknown sessions answer ResourceNotFoundException."""
+        [`AgentCoreSessions.start`][cdk_session_expiry.testing.agentcore.AgentCoreSessions.start]);
+        unknown sessions answer ResourceNotFoundException."""
         self.agentcore.start(kind, target, session_id, qualifier=qualifier)
 
     def age_grants(self, seconds: float) -> int:
@@ -461,7 +468,7 @@ class LocalEmulator:
 
 
 def apply_env(env: Mapping[str, str]) -> dict[str, str | None]:
-    """Set ``env`` in ``os.environ``; return the previous values for :func:`restore_env`."""
+    """Set ``env`` in ``os.environ``; return the previous values for `restore_env`."""
     previous = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
     return previous

@@ -21,7 +21,8 @@ REPLAY_MODULE = "session_expiry_runtime.replay"
 
 @dataclass
 class ReplayResult:
-    """What :meth:`LocalPipeline.replay_failures` did.
+    """What
+    [`LocalPipeline.replay_failures`][cdk_session_expiry.testing.LocalPipeline.replay_failures] did.
 
     Attributes:
         outcomes: one JSON object per message or object, as the CLI prints them: ``source``,

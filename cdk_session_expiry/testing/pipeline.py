@@ -82,12 +82,16 @@ class LocalPipeline:
     Everything is read back from the emulator: the table and its stream ARN, the event source
     mapping (filters, batch size, partial batch response, bisect, retries, record age,
     on-failure destination), and the function's configuration and code asset. The function's
-    handler runs from that code asset in its own process (:class:`LocalLambda`), and
-    :meth:`run_cleanup` delivers the stream to it with the mapping's semantics
-    (:class:`EventSourceMappingPoller`).
+    handler runs from that code asset in its own process
+    ([`LocalLambda`][cdk_session_expiry.testing.LocalLambda]), and
+    [`run_cleanup`][cdk_session_expiry.testing.LocalPipeline.run_cleanup] delivers the stream to it
+    with the mapping's semantics
+    ([`EventSourceMappingPoller`][cdk_session_expiry.testing.EventSourceMappingPoller]).
 
-    Build it with :meth:`deploy` (bootstrap and deploy a CDK app with the CDK CLI) or
-    :meth:`from_stack` (a stack already deployed into ``emulator``).
+    Build it with [`deploy`][cdk_session_expiry.testing.LocalPipeline.deploy] (bootstrap and deploy
+    a CDK app with the CDK CLI) or
+    [`from_stack`][cdk_session_expiry.testing.LocalPipeline.from_stack] (a stack already deployed
+    into ``emulator``).
     """
 
     def __init__(
@@ -220,7 +224,7 @@ class LocalPipeline:
         """The environment of the application function the tests stand in for, as deployed
         (what ``SessionStore.from_env()`` and the function's own code read).
 
-        Which function (:mod:`cdk_session_expiry.testing.app_function`): ``function`` when
+        Which function (`cdk_session_expiry.testing.app_function`): ``function`` when
         given; otherwise the one function given ``SessionExpiry.grant_session_access``;
         otherwise, with none, the variables ``SessionExpiry.session_environment()`` sets,
         rebuilt from the cleanup function, the expiry sweeper and the cleanup role (without
@@ -245,25 +249,36 @@ class LocalPipeline:
         )
 
     def application_env(self, function: str | None = None) -> dict[str, str]:
-        """Environment for application code in tests: :meth:`session_environment` (of
+        """Environment for application code in tests:
+        [`session_environment`][cdk_session_expiry.testing.LocalPipeline.session_environment] (of
         ``function``, same rule) plus the emulator's endpoint, Region and fake credentials
         (``AWS_ENDPOINT_URL`` and friends).
 
         A WebSocket management endpoint (``SESSION_EXPIRY_WEBSOCKET_ENDPOINT``, with which
         ``attach_connection`` closes earlier connections) is pointed at the emulator, which
         answers the API Gateway Management API at its root (as for the deployed functions).
+        With ``archive_bucket``, the archive's bucket and prefix
+        (``SESSION_EXPIRY_ARCHIVE_BUCKET``, ``SESSION_EXPIRY_ARCHIVE_PREFIX``, the cleanup
+        function's) are added unless the function has its own, so a test can read the archive.
 
         Raises:
-            AppFunctionError: see :meth:`session_environment`.
+            AppFunctionError: see
+                [`session_environment`][cdk_session_expiry.testing.LocalPipeline.session_environment].
         """
         env = self.session_environment(function)
+        cleanup = next(
+            f for f in app_function.stack_functions(self.stack) if f.name == self.function.name
+        )
+        for name, value in app_function.archive_environment(cleanup).items():
+            env.setdefault(name, value)
         if env.get(contract.ENV_WEBSOCKET_ENDPOINT):
             env[contract.ENV_WEBSOCKET_ENDPOINT] = self.emulator.endpoint_url
         return {**env, **self.emulator.aws_env()}
 
     # -- TTL --------------------------------------------------------------------------------------
     def ttl_delete(self, key: Mapping[str, Any], *, now: float | None = None) -> str | None:
-        """Delete one item the way the TTL service does (:meth:`LocalEmulator.ttl_delete`)."""
+        """Delete one item the way the TTL service does
+        ([`LocalEmulator.ttl_delete`][cdk_session_expiry.testing.LocalEmulator.ttl_delete])."""
         return self.emulator.ttl_delete(
             self.table_name, key, ttl_attribute=self.ttl_attribute, now=now
         )
@@ -321,7 +336,7 @@ class LocalPipeline:
                 ``SESSION_EXPIRY_TABLE_NAME``, which the construct sets on the cleanup of a
                 Kinesis change source, to feed it Kinesis records); default none. Given, a new
                 worker is started for the caller, who closes it (``close()``); its log lines
-                count into :attr:`metrics` like the deployed worker's.
+                count into `metrics` like the deployed worker's.
         """
         if env_overrides:
             return self.function.start(env_overrides=env_overrides, on_log=self._log)
@@ -368,7 +383,9 @@ class LocalPipeline:
     ) -> EventSourceMappingPoller:
         """Continuous mode: the deployed mapping's poller delivers on its own thread every
         ``poll_interval`` seconds (Lambda polls about four times a second) while the
-        application and the sweeper run; :meth:`stop_cleanup` ends it. :meth:`run_cleanup` may
+        application and the sweeper run;
+        [`stop_cleanup`][cdk_session_expiry.testing.LocalPipeline.stop_cleanup] ends it.
+        [`run_cleanup`][cdk_session_expiry.testing.LocalPipeline.run_cleanup] may
         still be called meanwhile (polls are serialised). Returns the poller (its
         ``wait_until`` waits for a delivery without sleeping)."""
         if self._poller is None:
@@ -381,7 +398,8 @@ class LocalPipeline:
         """Stop continuous mode after the invocation in progress; the cumulative report.
 
         Raises:
-            TimeoutError, ShardBlocked: see :meth:`EventSourceMappingPoller.stop`.
+            TimeoutError, ShardBlocked: see
+                [`EventSourceMappingPoller.stop`][cdk_session_expiry.testing.EventSourceMappingPoller.stop].
         """
         if self._poller is None:
             return PollReport()
@@ -392,7 +410,8 @@ class LocalPipeline:
 
         After ``UpdateEventSourceMapping`` (e.g. ``Enabled=False``, the kill switch) or
         ``UpdateFunctionConfiguration`` (e.g. ``SESSION_EXPIRY_DRY_RUN``), the next
-        :meth:`run_cleanup` follows the new settings: a disabled mapping delivers nothing and
+        [`run_cleanup`][cdk_session_expiry.testing.LocalPipeline.run_cleanup] follows the new
+        settings: a disabled mapping delivers nothing and
         keeps its position; a changed function configuration starts a new worker process from
         the code asset with the new environment (like a new execution environment). The poller's
         positions and report carry on.
@@ -467,8 +486,10 @@ class LocalPipeline:
 
     def local_function(self, handler: str) -> LocalLambda:
         """The stack's function with ``handler``, running from its own deployed code asset
-        (started on first use, stopped by :meth:`close`). Its log lines and EMF metrics join
-        :attr:`logs` and :attr:`metrics`."""
+        (started on first use, stopped by
+        [`close`][cdk_session_expiry.testing.LocalPipeline.close]). Its log lines and EMF metrics
+        join
+        `logs` and `metrics`."""
         if handler not in self._functions:
             function = (
                 self.function
@@ -480,7 +501,8 @@ class LocalPipeline:
 
     def restart_function(self, handler: str) -> None:
         """Stop the worker of the function with ``handler`` (if started), so that the next
-        :meth:`local_function` reads its configuration again (after
+        [`local_function`][cdk_session_expiry.testing.LocalPipeline.local_function] reads its
+        configuration again (after
         ``UpdateFunctionConfiguration``), like a new execution environment."""
         local = self._functions.pop(handler, None)
         if local is not None:
@@ -518,8 +540,11 @@ class LocalPipeline:
         interrupt: Callable[[], None] | None = None,
     ) -> ScheduleRunner:
         """Fire ``schedule`` in real time: ``handler(scheduled_event, None)`` every period on
-        its own thread, one run at a time (see :class:`ScheduleRunner`, which documents the
-        arguments). Stopped by :meth:`stop_schedules`, :meth:`close` or the runner's ``stop``."""
+        its own thread, one run at a time (see
+        [`ScheduleRunner`][cdk_session_expiry.testing.ScheduleRunner], which documents the
+        arguments). Stopped by
+        [`stop_schedules`][cdk_session_expiry.testing.LocalPipeline.stop_schedules],
+        [`close`][cdk_session_expiry.testing.LocalPipeline.close] or the runner's ``stop``."""
         runner = ScheduleRunner(
             schedule,
             handler,
@@ -532,7 +557,9 @@ class LocalPipeline:
 
     def stop_schedules(self) -> None:
         """Stop every schedule this pipeline started; a sweeper's run in progress ends after its
-        pass in progress (see :meth:`start_expiry_sweeper`). Idempotent.
+        pass in progress (see
+        [`start_expiry_sweeper`][cdk_session_expiry.testing.LocalPipeline.start_expiry_sweeper]).
+        Idempotent.
 
         Raises:
             TimeoutError: a run did not end within 120 seconds.
@@ -557,7 +584,7 @@ class LocalPipeline:
         a sub-minute ``expiry_sweep_interval``, whose scheduled runs make a pass every interval
         for a minute), with the scheduled event its rule sends. Waits for a scheduled run in
         progress (reserved concurrency 1). The sessions it deletes reach the cleanup with the
-        next :meth:`run_cleanup`.
+        next [`run_cleanup`][cdk_session_expiry.testing.LocalPipeline.run_cleanup].
 
         Returns:
             The sweeper's summary: ``swept``, ``skipped``, ``failed``, ``queryFailures``,
@@ -590,7 +617,9 @@ class LocalPipeline:
         """Make every grant the grant sweep holds **pending** due now: its ended session's
         ``goneSince`` (written by the sweep that first saw the session gone) moves back by the
         deployed pending bound (``grant_sweep_pending_seconds``) plus a minute, the time the
-        stream path had to retire it. The next :meth:`run_grant_sweep` counts those grants as
+        stream path had to retire it. The next
+        [`run_grant_sweep`][cdk_session_expiry.testing.LocalPipeline.run_grant_sweep] counts those
+        grants as
         orphans and retires them (docs/ownership.md, "The grant sweep").
 
         Returns:
@@ -611,9 +640,11 @@ class LocalPipeline:
         self, *, period_seconds: float | None = None, max_runs: int | None = None
     ) -> ScheduleRunner:
         """Fire the expiry sweeper's rule on the wall clock, at once and then every period, one
-        run at a time (:class:`ScheduleRunner`; its ``runs`` hold each run's summary). With a
+        run at a time ([`ScheduleRunner`][cdk_session_expiry.testing.ScheduleRunner]; its ``runs``
+        hold each run's summary). With a
         sub-minute interval each run makes a pass every interval for a minute, as deployed;
-        :meth:`stop_schedules` ends the run in progress after its pass in progress (the
+        [`stop_schedules`][cdk_session_expiry.testing.LocalPipeline.stop_schedules] ends the run in
+        progress after its pass in progress (the
         runtime's ``stop_after_pass``, which AWS never calls) instead of waiting out its minute.
 
         Args:
@@ -636,7 +667,8 @@ class LocalPipeline:
     def start_grant_sweeper(
         self, *, period_seconds: float | None = None, max_runs: int | None = None
     ) -> ScheduleRunner:
-        """Fire the grant sweep's rule on the wall clock (as :meth:`start_expiry_sweeper`).
+        """Fire the grant sweep's rule on the wall clock (as
+        [`start_expiry_sweeper`][cdk_session_expiry.testing.LocalPipeline.start_expiry_sweeper]).
 
         Raises:
             LookupError: the app's ``SessionExpiry`` has no ``grant_key``.
@@ -679,7 +711,9 @@ class LocalPipeline:
     def replay_failures(self, *, dry_run: bool = False) -> ReplayResult:
         """Replay what reached the on-failure destination, as an operator does after an
         incident: ``python -m session_expiry_runtime.replay`` from the cleanup function's code
-        asset with its settings (:meth:`run_module`), for the SQS queue (every message; a
+        asset with its settings
+        ([`run_module`][cdk_session_expiry.testing.LocalPipeline.run_module]), for the SQS queue
+        (every message; a
         message is deleted once its records are cleaned) or for each object of the S3
         destination (deleted once replayed).
 
@@ -697,8 +731,11 @@ class LocalPipeline:
     # -- a session's life and the kill switch, for a test ---------------------------------------
     def expire_session(self, session_id: str, *, partition: str | None = None) -> PollReport:
         """Expire one session now and wait for its cleanup: delete its item as DynamoDB's TTL
-        service does once its TTL has passed (:meth:`ttl_delete` at its TTL, or now if later),
-        then :meth:`run_cleanup`. Its other items and every other session are left alone.
+        service does once its TTL has passed
+        ([`ttl_delete`][cdk_session_expiry.testing.LocalPipeline.ttl_delete] at its TTL, or now if
+        later),
+        then [`run_cleanup`][cdk_session_expiry.testing.LocalPipeline.run_cleanup]. Its other items
+        and every other session are left alone.
 
         Args:
             session_id: the session's id (``SessionStore.create``'s ``session_id``).
@@ -706,7 +743,8 @@ class LocalPipeline:
                 ``partition``). Default: none (the session id is the partition key).
 
         Returns:
-            The cumulative report of :meth:`run_cleanup`.
+            The cumulative report of
+            [`run_cleanup`][cdk_session_expiry.testing.LocalPipeline.run_cleanup].
 
         Raises:
             LookupError: no such session in the table.
@@ -747,13 +785,18 @@ class LocalPipeline:
 
     def pause_cleanup(self) -> None:
         """Pull the kill switch as an operator does (``UpdateEventSourceMapping``
-        ``Enabled=False``), then :meth:`refresh`: :meth:`run_cleanup` delivers nothing while
-        paused and the stream keeps the records; :meth:`resume_cleanup` goes on from there."""
+        ``Enabled=False``), then [`refresh`][cdk_session_expiry.testing.LocalPipeline.refresh]:
+        [`run_cleanup`][cdk_session_expiry.testing.LocalPipeline.run_cleanup] delivers nothing while
+        paused and the stream keeps the records;
+        [`resume_cleanup`][cdk_session_expiry.testing.LocalPipeline.resume_cleanup] goes on from
+        there."""
         self._set_cleanup_enabled(False)
 
     def resume_cleanup(self) -> None:
-        """Release the kill switch (``Enabled=True``) and :meth:`refresh`; the next
-        :meth:`run_cleanup` delivers what was written meanwhile."""
+        """Release the kill switch (``Enabled=True``) and
+        [`refresh`][cdk_session_expiry.testing.LocalPipeline.refresh]; the next
+        [`run_cleanup`][cdk_session_expiry.testing.LocalPipeline.run_cleanup] delivers what was
+        written meanwhile."""
         self._set_cleanup_enabled(True)
 
     def set_feature_flags(self, **flags: bool) -> dict[str, Any]:
@@ -814,7 +857,8 @@ class LocalPipeline:
         self, module: str, *args: str, env_overrides: Mapping[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
         """Run ``python -m module args`` from the cleanup function's deployed code asset, with
-        the function's environment pointed at the emulator (:meth:`DeployedFunction.runtime_env`):
+        the function's environment pointed at the emulator
+        ([`DeployedFunction.runtime_env`][cdk_session_expiry.testing.DeployedFunction.runtime_env]):
         what an operator does with ``python -m session_expiry_runtime.replay`` and the function's
         settings. The module must come from the code asset, or the process exits with status 3.
         """

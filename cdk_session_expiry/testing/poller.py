@@ -7,7 +7,9 @@ with Amazon DynamoDB", "Lambda parameters for Amazon DynamoDB event source mappi
 a DynamoDB event source", "Control which events Lambda sends to your function"):
 
 * **Reading**: every shard from its starting position (TRIM_HORIZON or LATEST), in order;
-  a checkpoint per shard, so a later :meth:`EventSourceMappingPoller.poll` delivers only
+  a checkpoint per shard, so a later
+  [`EventSourceMappingPoller.poll`][cdk_session_expiry.testing.EventSourceMappingPoller.poll]
+  delivers only
   newer records.
 * **Filtering**: each record (in its Lambda event shape) is matched against the mapping's
   FilterCriteria with moto's EventBridge pattern matcher; filters are OR-ed, and a record that
@@ -24,10 +26,12 @@ a DynamoDB event source", "Control which events Lambda sends to your function"):
   split into halves first (first half first), which does not consume retries.
 * **Bounded retries**: ``MaximumRetryAttempts`` retries per batch (-1: until the records
   expire); ``MaximumRecordAgeInSeconds`` discards records older than that before an invocation.
-* **Continuous mode** (:meth:`EventSourceMappingPoller.start`): polls on its own thread every
+* **Continuous mode**
+  ([`EventSourceMappingPoller.start`][cdk_session_expiry.testing.EventSourceMappingPoller.start]):
+  polls on its own thread every
   ``poll_interval`` seconds (Lambda polls a stream's shards about four times a second), so
-  records are delivered while the application runs, without a call; :meth:`stop` ends it
-  cleanly. Polls are serialised (a manual :meth:`poll` waits for the thread's), so each record
+  records are delivered while the application runs, without a call; `stop` ends it
+  cleanly. Polls are serialised (a manual `poll` waits for the thread's), so each record
   is delivered once, apart from the documented retries of a failing batch.
 * **On-failure destination**: a batch whose retries are exhausted, or records that are too
   old, are reported to the destination — SQS and SNS receive only metadata
@@ -71,7 +75,8 @@ class ShardBlocked(RuntimeError):
 class EventSourceMappingConfig:
     """The settings of one DynamoDB Streams event source mapping, as Lambda reports them.
 
-    Build it from ``list_event_source_mappings`` with :meth:`from_api`; tests build it
+    Build it from ``list_event_source_mappings`` with
+    [`from_api`][cdk_session_expiry.testing.EventSourceMappingConfig.from_api]; tests build it
     directly. Defaults are AWS's defaults.
     """
 
@@ -131,13 +136,17 @@ class Invocation:
 
 @dataclass
 class PollReport:
-    """What one or more :meth:`EventSourceMappingPoller.poll` calls did (cumulative).
+    """What one or more
+    [`EventSourceMappingPoller.poll`][cdk_session_expiry.testing.EventSourceMappingPoller.poll]
+    calls did (cumulative).
 
     Attributes:
         records_read: stream records read (GetRecords), before filtering.
         records_filtered_out: records no filter pattern matched: dropped for good, as Lambda does.
-        invocations: every handler invocation in order, as :class:`Invocation` (``shard_id``,
-            ``sequence_numbers``, ``outcome``, ``retry``, ``detail``); :meth:`outcomes` counts
+        invocations: every handler invocation in order, as
+            [`Invocation`][cdk_session_expiry.testing.Invocation] (``shard_id``,
+            ``sequence_numbers``, ``outcome``, ``retry``, ``detail``);
+            [`outcomes`][cdk_session_expiry.testing.PollReport.outcomes] counts
             them by outcome.
         bisections: failing batches split in two (``BisectBatchOnFunctionError``).
         retries: re-deliveries of a batch (or its remainder after a partial batch response).
@@ -233,15 +242,18 @@ class EventSourceMappingPoller:
     """Deliver a DynamoDB stream to ``handler`` with an event source mapping's semantics.
 
     Args:
-        config: the mapping, usually :meth:`EventSourceMappingConfig.from_api` of the deployed one.
+        config: the mapping, usually
+            [`EventSourceMappingConfig.from_api`][cdk_session_expiry.testing.EventSourceMappingConfig.from_api]
+            of the deployed one.
         handler: ``handler(event, context)``; raising is a function error.
         clients: a callable returning a boto3 client for a service name (``dynamodbstreams``,
             and ``sqs``/``sns``/``s3`` for the on-failure destination), e.g.
-            :meth:`LocalEmulator.client`.
+            [`LocalEmulator.client`][cdk_session_expiry.testing.LocalEmulator.client].
         clock: epoch seconds, for ``MaximumRecordAgeInSeconds``. Default: ``time.time``.
         function_timeout_ms: what ``context.get_remaining_time_in_millis()`` starts from.
             Default: 3,000 (Lambda's default timeout).
-        stall_after_attempts: attempts on one batch after which :class:`ShardBlocked` is raised
+        stall_after_attempts: attempts on one batch after which
+            [`ShardBlocked`][cdk_session_expiry.testing.ShardBlocked] is raised
             when retries are unbounded. Default: 50.
         on_invocation: called after each invocation (progress reporting).
     """
@@ -272,7 +284,8 @@ class EventSourceMappingPoller:
         self.report = PollReport()
         #: Serialises polls (the continuous thread's and manual ones) and guards the report.
         self._poll_lock = threading.RLock()
-        #: Notified after every poll of the continuous thread (see :meth:`wait_until`).
+        #: Notified after every poll of the continuous thread (see
+        #: [`wait_until`][cdk_session_expiry.testing.EventSourceMappingPoller.wait_until]).
         self._polled = threading.Condition()
         self._polls = 0
         self._stop = threading.Event()
@@ -410,7 +423,8 @@ class EventSourceMappingPoller:
         return self._polls
 
     def start(self, *, poll_interval: float = 0.25) -> EventSourceMappingPoller:
-        """Poll on a background thread every ``poll_interval`` seconds until :meth:`stop`.
+        """Poll on a background thread every ``poll_interval`` seconds until
+        [`stop`][cdk_session_expiry.testing.EventSourceMappingPoller.stop].
 
         Like Lambda's poller, records reach the handler without a call, within about
         ``poll_interval`` plus the invocation. A disabled mapping is polled as usual (nothing

@@ -14,7 +14,8 @@ tests; "Testing your code" describes every fixture and call.
 
 **One deployment per app and test session.** The first module that needs an app deploys it with
 the CDK CLI (20-40 s) and the plugin keeps a snapshot of the emulator's state right after the
-deploy (:class:`~cdk_session_expiry.testing.EmulatorSnapshot`); every later module testing the
+deploy ([`EmulatorSnapshot`][cdk_session_expiry.testing.EmulatorSnapshot]); every later module
+testing the
 same app starts from that snapshot (a fraction of a second) instead of deploying again. Within a
 module the tests share the pipeline and what they did (as before). What a test starts ends with
 it: faults it injected are cleared, schedules and continuous cleanup it started are stopped.
@@ -28,8 +29,10 @@ it: faults it injected are cleared, schedules and continuous cleanup it started 
 Fixtures (module scope unless noted):
 
 * ``session_expiry_app_dir`` — override it; the CDK app's directory (holds ``cdk.json``). A
-  directory without one raises :class:`~cdk_session_expiry.testing.CdkAppNotFoundError` naming
-  it; no CDK CLI raises :class:`~cdk_session_expiry.testing.CdkCliError` saying how to install
+  directory without one raises
+  [`CdkAppNotFoundError`][cdk_session_expiry.testing.CdkAppNotFoundError] naming
+  it; no CDK CLI raises [`CdkCliError`][cdk_session_expiry.testing.CdkCliError] saying how to
+  install
   one.
 * ``session_expiry_stack`` — override it to pick one stack. Default: the only stack with a
   DynamoDB Streams event source mapping.
@@ -37,13 +40,15 @@ Fixtures (module scope unless noted):
   (a construct path such as ``"MyStack/Connect"`` or its end ``"Connect"``, a logical id or a
   function name). Default: the one function given ``grant_session_access``, else the
   environment ``SessionExpiry.session_environment()`` describes
-  (:mod:`~cdk_session_expiry.testing.app_function`).
-* ``session_expiry_emulator`` — the running :class:`~cdk_session_expiry.testing.LocalEmulator`.
+  (`app_function`).
+* ``session_expiry_emulator`` — the running
+  [`LocalEmulator`][cdk_session_expiry.testing.LocalEmulator].
 * ``session_expiry_pipeline`` — the app as deployed, read back as a
-  :class:`~cdk_session_expiry.testing.LocalPipeline`.
+  [`LocalPipeline`][cdk_session_expiry.testing.LocalPipeline].
 * ``session_expiry_app_env`` (function scope) — sets ``os.environ`` to
-  :meth:`~cdk_session_expiry.testing.LocalPipeline.application_env` of the app function for
-  the test, so ``from_env()`` constructors and boto3 reach the emulator; returns it.
+  [`application_env`][cdk_session_expiry.testing.LocalPipeline.application_env] of the app
+  function for the test, so ``from_env()`` constructors and boto3 reach the emulator (and, with
+  ``archive_bucket``, ``SESSION_EXPIRY_ARCHIVE_BUCKET`` names the archive); returns it.
 
 The plugin's emulator runs from the first module that needs it to the end of the session, and
 steps aside between modules when another ``LocalEmulator`` starts. ``moto.mock_aws`` resets
@@ -275,7 +280,7 @@ def session_expiry_stack() -> str | None:
 def session_expiry_app_function() -> str | None:
     """Whose environment ``session_expiry_app_env`` applies: a construct path (or its end), a
     logical id or a function name. Default: ``None``, the rule of
-    :meth:`~cdk_session_expiry.testing.LocalPipeline.session_environment`."""
+    [`session_environment`][cdk_session_expiry.testing.LocalPipeline.session_environment]."""
     return None
 
 
@@ -339,7 +344,8 @@ def session_expiry_app_env(
     session_expiry_app_function: str | None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> dict[str, str]:
-    """Apply the app function's environment (:meth:`LocalPipeline.application_env`) to
+    """Apply the app function's environment
+    ([`LocalPipeline.application_env`][cdk_session_expiry.testing.LocalPipeline.application_env]) to
     ``os.environ`` for one test; returns it.
 
     Raises:

@@ -1,7 +1,9 @@
 """EventBridge schedules, fired locally: moto creates the rules but never fires them.
 
-:class:`Schedule` is a rule read back from the emulator (:meth:`LocalPipeline.schedule_of`);
-:class:`ScheduleRunner` fires one on the wall clock, one run at a time, as the construct's
+[`Schedule`][cdk_session_expiry.testing.Schedule] is a rule read back from the emulator
+([`LocalPipeline.schedule_of`][cdk_session_expiry.testing.LocalPipeline.schedule_of]);
+[`ScheduleRunner`][cdk_session_expiry.testing.ScheduleRunner] fires one on the wall clock, one run
+at a time, as the construct's
 sweepers are run (reserved concurrency 1). ``LocalPipeline.start_expiry_sweeper`` and
 ``start_grant_sweeper`` start one for the construct's own sweepers; ``run_expiry_sweep`` and
 ``run_grant_sweep`` run one sweep now, without a schedule.
@@ -27,7 +29,8 @@ _UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86_400}
 @dataclass(frozen=True)
 class Schedule:
     """An EventBridge schedule rule as the emulator holds it (moto creates the rule but never
-    fires it: call the target yourself, e.g. with :meth:`scheduled_event`)."""
+    fires it: call the target yourself, e.g. with
+    [`scheduled_event`][cdk_session_expiry.testing.Schedule.scheduled_event])."""
 
     rule_arn: str
     expression: str
@@ -64,7 +67,8 @@ class Schedule:
 
 @dataclass
 class ScheduledRun:
-    """One run started by a :class:`ScheduleRunner`: when (monotonic), how long, what."""
+    """One run started by a [`ScheduleRunner`][cdk_session_expiry.testing.ScheduleRunner]: when
+    (monotonic), how long, what."""
 
     started: float
     seconds: float
@@ -82,11 +86,15 @@ class ScheduleRunner:
     per run, as Lambda records a failed asynchronous invocation, and the schedule goes on.
 
     Args:
-        schedule: the rule (:meth:`LocalPipeline.schedule_of`).
-        handler: called as ``handler(event, None)``, e.g. a :class:`LocalLambda`.
+        schedule: the rule
+            ([`LocalPipeline.schedule_of`][cdk_session_expiry.testing.LocalPipeline.schedule_of]).
+        handler: called as ``handler(event, None)``, e.g. a
+            [`LocalLambda`][cdk_session_expiry.testing.LocalLambda].
         period_seconds: seconds between runs, > 0. Default: the rule's ``rate()``.
-        max_runs: stop by itself after this many runs. Default: until :meth:`stop`.
-        interrupt: called by :meth:`stop` while a run is in progress, to end it early (e.g.
+        max_runs: stop by itself after this many runs. Default: until
+            [`stop`][cdk_session_expiry.testing.ScheduleRunner.stop].
+        interrupt: called by [`stop`][cdk_session_expiry.testing.ScheduleRunner.stop] while a run
+            is in progress, to end it early (e.g.
             the expiry sweeper's ``stop_after_pass`` in its worker, so a sub-minute run ends
             after its pass in progress instead of lasting its minute). Default: none, the run
             in progress is waited for.
@@ -109,7 +117,8 @@ class ScheduleRunner:
         self.period = float(period_seconds or schedule.interval_seconds)
         if self.period <= 0:
             raise ValueError(f"period_seconds={period_seconds!r}: expected seconds > 0")
-        #: Stop by itself after this many runs (``None``: until :meth:`stop`).
+        #: Stop by itself after this many runs (``None``: until
+        #: [`stop`][cdk_session_expiry.testing.ScheduleRunner.stop]).
         self.max_runs = max_runs
         self.runs: list[ScheduledRun] = []
         self._interrupt = interrupt

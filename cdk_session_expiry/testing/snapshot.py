@@ -2,20 +2,25 @@
 
 Deploying a CDK app into the emulator takes 20-40 s (synth, assets, CloudFormation); restoring
 the state it left takes a fraction of a second. The pytest plugin deploys each app once per test
-session, takes an :class:`EmulatorSnapshot` right after the deploy, and restores it into the
+session, takes an [`EmulatorSnapshot`][cdk_session_expiry.testing.EmulatorSnapshot] right after the
+deploy, and restores it into the
 emulator of every later module that tests the same app, so each module starts from the
 deployment as it was, with nothing left by another module.
 
 What a snapshot holds: every resource of every service moto holds at that moment (moto's
-backends, copied), the names of the S3 buckets, and what the :class:`LocalEmulator` learnt while
+backends, copied), the names of the S3 buckets, and what the
+[`LocalEmulator`][cdk_session_expiry.testing.LocalEmulator] learnt while
 deploying (the resource types moto's CloudFormation skipped). Not held: faults injected, AgentCore
-sessions registered, and the processes and threads of a :class:`LocalPipeline` (a pipeline is read
+sessions registered, and the processes and threads of a
+[`LocalPipeline`][cdk_session_expiry.testing.LocalPipeline] (a pipeline is read
 back from the restored state, its positions on the stream start at the stream's beginning, like
 a new event source mapping at ``TRIM_HORIZON`` after the records already cleaned).
 
-The copy relies on moto internals (:func:`._moto_internals.snapshot_backends`); a moto release
-that changes them fails loudly (:class:`MotoInternalsChanged`), and a resource moto holds that
-cannot be copied raises :class:`SnapshotError` naming its type (the plugin then deploys again).
+The copy relies on moto internals (`_moto_internals.snapshot_backends`); a moto release
+that changes them fails loudly
+([`MotoInternalsChanged`][cdk_session_expiry.testing.MotoInternalsChanged]), and a resource moto
+holds that
+cannot be copied raises `SnapshotError` naming its type (the plugin then deploys again).
 """
 
 from __future__ import annotations
@@ -25,9 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cdk_session_expiry.testing import _moto_internals
+from cdk_session_expiry.testing._moto_internals import SnapshotError as SnapshotError
 from cdk_session_expiry.testing.emulator import LocalEmulator
-
-SnapshotError = _moto_internals.SnapshotError
 
 
 @dataclass

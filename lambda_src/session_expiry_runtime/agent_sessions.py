@@ -66,7 +66,7 @@ def memory_session_ref(actor_id: object, session_id: object) -> str:
 
 
 def parse_memory_session(value: object) -> tuple[str, str] | None:
-    """``(actorId, sessionId)`` of a :func:`memory_session_ref`, ``None`` if it is not one."""
+    """``(actorId, sessionId)`` of a `memory_session_ref`, ``None`` if it is not one."""
     if not isinstance(value, str) or "/" not in value:
         return None
     actor_id, session_id = value.rsplit("/", 1)

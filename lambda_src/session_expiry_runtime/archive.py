@@ -15,16 +15,16 @@ object, never adds one)::
   DynamoDB string can hold is safe in a key and ``/``, ``,`` or ``=`` cannot fake a level. A
   leading ``_`` and the segments ``.``/``..`` are encoded too, so no real value can equal
   ``_none``/``_unknown``/``_empty`` (the empty string) or a relative path. A segment longer
-  than :data:`MAX_SEGMENT_CHARACTERS` is cut, suffixed with a SHA-256 of the whole value and
+  than `MAX_SEGMENT_CHARACTERS` is cut, suffixed with a SHA-256 of the whole value and
   prefixed with ``_`` (S3 keys are at most 1,024 bytes; DynamoDB partition keys up to 2,048),
   so no shorter value can imitate it either.
 
 With Amazon Data Firehose (``archive_delivery_stream``) the same lines go to the delivery
-stream instead (:mod:`.archive_delivery`), which writes them, many to an object (GZIP), under
+stream instead (`archive_delivery`), which writes them, many to an object (GZIP), under
 ``{prefix}date=YYYY-MM-DD/tenant=.../`` from the record's ``partition_date`` and
 ``partition_tenant`` fields: the same two partition levels, so one table reads both.
 
-**Format** (:data:`FORMAT_VERSION` 2): one JSON object on one line, ending in ``\\n`` — what
+**Format** (`FORMAT_VERSION` 2): one JSON object on one line, ending in ``\\n`` — what
 Athena's JSON SerDes read ("The Hive and OpenX libraries expect JSON data to be on a single
 line ... with records separated by a new line character", Amazon Athena User Guide, "JSON
 SerDe libraries"). Every field is a JSON string, integer, number or ``null`` with a lowercase
@@ -104,7 +104,7 @@ def encode_segment(value: object) -> str:
     Distinct values give distinct segments. An encoded value never starts with ``_`` (a leading
     ``_`` is encoded), so the segments the layout makes up itself all do: ``_none``,
     ``_unknown``, ``_empty`` (the empty string) and ``_<first 100 characters>~<SHA-256>`` (a
-    value longer than :data:`MAX_SEGMENT_CHARACTERS` encoded), which no value can imitate.
+    value longer than `MAX_SEGMENT_CHARACTERS` encoded), which no value can imitate.
     """
     encoded = quote(_text(value), safe="-.~")  # "_" is encoded below only where it leads
     if encoded.startswith("_"):
@@ -135,7 +135,7 @@ def day_segment(approximate_creation_time: object) -> str:
 
 
 def tenant_segment(tenant: object) -> str:
-    """The key's tenant segment: :func:`encode_segment` of the tenant, ``_none`` without."""
+    """The key's tenant segment: `encode_segment` of the tenant, ``_none`` without."""
     return NO_TENANT if tenant is None else encode_segment(tenant)
 
 
@@ -171,7 +171,7 @@ def archive_document(
     reason: str,
     lag_seconds: Decimal | None,
 ) -> dict[str, Any]:
-    """The archived record of one removed session (format :data:`FORMAT_VERSION`; every value
+    """The archived record of one removed session (format `FORMAT_VERSION`; every value
     a JSON scalar or ``None``)."""
     tenant = image.get(config.tenant_attribute)
     session_id, partition = _session_id(config, keys)

@@ -2,12 +2,12 @@
 Firehose with ``PutRecordBatch`` instead of one ``PutObject`` each.
 
 The archive step of each session (a gate: it runs on the record's own thread, before anything
-else of the record) submits its line to the process's one :class:`FirehoseBatcher`. Lines of
+else of the record) submits its line to the process's one `FirehoseBatcher`. Lines of
 sessions archived side by side share calls of at most 500 records and 4 MiB (Amazon Data
 Firehose API Reference, ``PutRecordBatch``: "Each PutRecordBatch request supports up to 500
 records. Each record in the request can be as large as 1,000 KB (before base64 encoding), up to
 a limit of 4 MB for the entire request"). Batches form without a timer, as for ``DeleteObjects``
-(:mod:`.steps.delete_objects`): the first line goes out at once, the lines that arrive while it
+(`steps.delete_objects`): the first line goes out at once, the lines that arrive while it
 is answered go out together in the next call, so a lone session waits for nothing and a batch of
 100 needs a handful of calls.
 
@@ -40,7 +40,7 @@ from typing import Any
 MAX_RECORDS_PER_CALL = 500
 MAX_BYTES_PER_CALL = 4 * 1024 * 1024
 #: The largest record Firehose takes ("as large as 1,000 KB"); a longer line is archived with
-#: ``PutObject`` instead (:mod:`.steps.archive`).
+#: ``PutObject`` instead (`steps.archive`).
 MAX_RECORD_BYTES = 1_000 * 1024
 
 
@@ -68,7 +68,7 @@ class FirehoseBatcher:
         firehose: a boto3 ``firehose`` client (thread safe).
         stream_name: the delivery stream (``DeliveryStreamName``).
         max_records: records per call, 1..500. Default: 500.
-        max_bytes: bytes per call, at least :data:`MAX_RECORD_BYTES`. Default: 4 MiB.
+        max_bytes: bytes per call, at least `MAX_RECORD_BYTES`. Default: 4 MiB.
 
     Raises:
         ValueError: a limit out of range.
@@ -105,7 +105,7 @@ class FirehoseBatcher:
         line: bytes,
         waiting: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> None:
-        """Hand ``line`` (at most :data:`MAX_RECORD_BYTES`) to Firehose, sharing a call with
+        """Hand ``line`` (at most `MAX_RECORD_BYTES`) to Firehose, sharing a call with
         other sessions; returns once Firehose accepted it.
 
         ``waiting()`` wraps each wait for another session's call (the step's call slot serves
@@ -115,7 +115,7 @@ class FirehoseBatcher:
             DeliveryRefused: Firehose answered an ``ErrorCode`` for this record.
             botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError: the call that
                 carried it failed (after botocore's retries).
-            ValueError: ``line`` is longer than :data:`MAX_RECORD_BYTES`.
+            ValueError: ``line`` is longer than `MAX_RECORD_BYTES`.
         """
         if len(line) > MAX_RECORD_BYTES:
             raise ValueError(
@@ -180,7 +180,7 @@ class FirehoseBatcher:
 
 def record_failures(answer: Any, count: int) -> list[BaseException | None]:
     """Per record of a ``PutRecordBatch`` answer (request order): ``None`` when accepted (it
-    has a ``RecordId`` and no ``ErrorCode``), else a :class:`DeliveryRefused`. A record the
+    has a ``RecordId`` and no ``ErrorCode``), else a `DeliveryRefused`. A record the
     answer does not name, or an answer whose ``FailedPutCount`` disagrees with its
     ``RequestResponses``, is not trusted: every record without a ``RecordId`` fails then."""
     responses = list((answer or {}).get("RequestResponses") or [])

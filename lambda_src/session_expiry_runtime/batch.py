@@ -1,19 +1,19 @@
 """One invocation's batch: the records of one event, cleaned side by side and answered once.
 
-:func:`process_batch` is the cleanup's entry for a batch (a DynamoDB stream batch, or the
+`process_batch` is the cleanup's entry for a batch (a DynamoDB stream batch, or the
 Kinesis change source's reshaped one): it drops duplicate records (the same sequence number
-twice), reads ahead what the whole batch needs (:func:`_read_ahead`: the Kinesis ``REMOVE``
+twice), reads ahead what the whole batch needs (`_read_ahead`: the Kinesis ``REMOVE``
 records' items, the ownership marks), runs each record on a record thread of its own — its
-steps on the invocation's step pool (:mod:`.step_pool`), each record through
-:meth:`.runner.CleanupRunner.clean` — accounts every result on the invocation's own thread, sends
-the kept ownership releases (:mod:`.deferred_releases`), runs the after-success steps (the
-events fan-out) and answers the partial batch response (:func:`batch_response`). Everything an
+steps on the invocation's step pool (`step_pool`), each record through
+`runner.CleanupRunner.clean` — accounts every result on the invocation's own thread, sends
+the kept ownership releases (`deferred_releases`), runs the after-success steps (the
+events fan-out) and answers the partial batch response (`batch_response`). Everything an
 invocation makes (the step pool, the ownership batcher, the steps' shared helpers) is its own
-and dropped with it (:mod:`.invocation`).
+and dropped with it (`invocation`).
 
-The **time guard** (:class:`Deadline`, the module docstring of :mod:`.runner` says what it
+The **time guard** (`Deadline`, the module docstring of `runner` says what it
 promises): no new call starts within the margin of the deadline, and at the hard stop,
-:data:`RETURN_RESERVE_MS` before the deadline, the records still running are reported failed
+`RETURN_RESERVE_MS` before the deadline, the records still running are reported failed
 and the function returns without waiting for their threads.
 """
 
@@ -98,7 +98,7 @@ class Deadline:
         return left is not None and left < self.margin_ms
 
     def seconds_to_hard_stop(self) -> float | None:
-        """Seconds until :data:`RETURN_RESERVE_MS` before the deadline, from the latest reading
+        """Seconds until `RETURN_RESERVE_MS` before the deadline, from the latest reading
         (``None`` before any reading, or without a context)."""
         with self._lock:
             seen = self._seen
@@ -135,7 +135,7 @@ def _split_duplicates(
 @dataclass
 class _Invocation:
     """What the records of one invocation share, made for it and dropped with it
-    (:mod:`.invocation`): the step pool, the ownership check, the steps' shared helpers."""
+    (`invocation`): the step pool, the ownership check, the steps' shared helpers."""
 
     deadline: Deadline
     step_pool: StepPool
@@ -184,7 +184,7 @@ def _clean_records(
 def _read_ahead_in_time(
     records: list[object], cleaner: CleanupRunner, invocation: _Invocation
 ) -> bool:
-    """:func:`_read_ahead` on a thread of its own, waited for until the hard stop (an answer
+    """`_read_ahead` on a thread of its own, waited for until the hard stop (an answer
     that trickles in must not hold the invocation past it); ``False`` when it was still running
     then (every record then fails, unfinished)."""
     ahead = ThreadPoolExecutor(1, thread_name_prefix="cleanup-ahead")
@@ -198,7 +198,7 @@ def _read_ahead_in_time(
 def _read_ahead(records: list[object], cleaner: CleanupRunner, invocation: _Invocation) -> None:
     """Before any record starts, on the invocation's own thread and while the time guard lets a
     call start: the items of the batch's Kinesis ``REMOVE`` records read back
-    (:mod:`.kinesis_removals`), then the batch's ownership marks (``ClaimBatcher.premark``; a
+    (`kinesis_removals`), then the batch's ownership marks (``ClaimBatcher.premark``; a
     record whose item is still held is not marked), each in as few calls as the batch allows."""
     parsed = [parse_record(raw) for raw in records]
     kinesis = any(record.through_kinesis for record in parsed)
@@ -236,7 +236,7 @@ def _wait_until_done_or_hard_stop(
     futures: Sequence[Future[Any]], deadline: Deadline, invocation: _Invocation | None = None
 ) -> set[Future[Any]]:
     """Wait for every record thread, or until the hard stop; the futures still running. While
-    records still run, the releases of those done go out when due (:mod:`.deferred_releases`)."""
+    records still run, the releases of those done go out when due (`deferred_releases`)."""
     pending = set(futures)
     while pending:
         left = deadline.seconds_to_hard_stop()
@@ -268,7 +268,7 @@ def _collect(
     deferred: list[RecordResult] | None,
     invocation: _Invocation,
 ) -> list[RecordResult]:
-    """The results in record order, their ownership releases sent (:mod:`.deferred_releases`),
+    """The results in record order, their ownership releases sent (`deferred_releases`),
     accounted (or, cleaned with ``deferred``, collected there); a record still running at the
     hard stop is unfinished."""
     done: dict[int, RecordResult] = {}
@@ -338,7 +338,7 @@ def process_batch(event: object, context: object, cleaner: CleanupRunner) -> dic
 def _clean_batch(
     records: list[object], context: object, cleaner: CleanupRunner
 ) -> list[RecordResult]:
-    """Every record's result, each accounted once (:func:`process_batch`)."""
+    """Every record's result, each accounted once (`process_batch`)."""
     deadline = Deadline(context, cleaner.config.time_guard_ms)
     # A dry run publishes nothing: subscribers would act on sessions that were not cleaned.
     # Neither does the drain of one deferred step: the record's fan-out already ran.

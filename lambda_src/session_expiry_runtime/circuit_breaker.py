@@ -23,7 +23,7 @@ State machine (``CLOSED`` → ``OPEN`` → ``HALF_OPEN`` → ``CLOSED``)::
 * The probe starts only once every judged alarm has left ``ALARM``: an alarm still in ``ALARM``
   (the on-failure queue's, until its messages are replayed) could not say whether the probe
   fails. A breaker held open that way is not forced closed: the paused-cleanup alarm
-  (``CleanupPausedSeconds``, :mod:`.pause_watch`) fires at its threshold, before the stream's
+  (``CleanupPausedSeconds``, `pause_watch`) fires at its threshold, before the stream's
   24 hours, and a person decides.
 * **It never overrides anyone.** The record keeps the mapping's ``State`` and ``LastModified`` as
   the breaker last saw them. A mapping in another state than the breaker left it (enabled while
@@ -32,7 +32,7 @@ State machine (``CLOSED`` → ``OPEN`` → ``HALF_OPEN`` → ``CLOSED``)::
   the breaker closes without touching it. With ``cleanup_enabled=False`` deployed
   (``SESSION_EXPIRY_CLEANUP_ENABLED=false``) it never enables the mapping. An alarm while the
   mapping is already disabled by someone else does not open it.
-* A mapping whose ``StartingPosition`` is ``LATEST`` is refused (:class:`BreakerRefused`, the
+* A mapping whose ``StartingPosition`` is ``LATEST`` is refused (`BreakerRefused`, the
   function's errors alarm fires): toggling such a mapping can skip records
   (awsdocs/aws-lambda-developer-guide#487); the construct refuses it at synth too.
 
@@ -47,9 +47,9 @@ to a mapping someone else resumed. Yielding to someone else's *pause* (the kill 
 ``disable`` over the breaker's, a deploy's update while disabled: the stream's clock runs on)
 closes the breaker but keeps ``pausedSince`` in the closed record, with the mapping's
 ``seenState``/``seenModified``, until the mapping is resumed or changed again
-(:func:`paused_as_yielded`; a closed record never makes the breaker act on the mapping). Each
+(`paused_as_yielded`; a closed record never makes the breaker act on the mapping). Each
 re-opening disables the mapping again, which moves the mapping's ``LastModified``; the pause
-watch (:mod:`.pause_watch`) counts ``CleanupPausedSeconds`` from the earlier of ``LastModified``
+watch (`pause_watch`) counts ``CleanupPausedSeconds`` from the earlier of ``LastModified``
 and ``pausedSince``, so a breaker whose every probe fails reaches the paused-cleanup alarm like
 any other pause, and the stream's 24 hours are counted from the first pause, not from the last
 failed probe (a record written before this field existed counts from its ``since``, the time it
@@ -123,7 +123,7 @@ class Record:
     epoch seconds; ``seen_*`` are the mapping's ``State``/``LastModified`` as last seen while
     open or half-open, or closed with a pause run; ``paused_since`` (epoch seconds) is when the
     breaker first opened in the current run of openings and probes (``None`` when closed,
-    unless it yielded to someone else's pause that still holds: :func:`paused_as_yielded`)."""
+    unless it yielded to someone else's pause that still holds: `paused_as_yielded`)."""
 
     state: str = CLOSED
     since: float | None = None
@@ -369,7 +369,7 @@ def _on_schedule(
 
 
 class CircuitBreaker:
-    """The side effects around :func:`decide`: read the record and the mapping, act, store."""
+    """The side effects around `decide`: read the record and the mapping, act, store."""
 
     def __init__(
         self,
@@ -429,7 +429,7 @@ class CircuitBreaker:
         """Run one step for ``event``; return what was decided (also logged).
 
         Raises:
-            BreakerRefused, MappingBusy: see :func:`decide`.
+            BreakerRefused, MappingBusy: see `decide`.
             botocore.exceptions.ClientError: a call failed (the next run starts from the
                 stored record again).
         """
@@ -486,7 +486,7 @@ _breaker: CircuitBreaker | None = None
 
 
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
-    """EventBridge entry point (alarm changes and the schedule): :meth:`CircuitBreaker.handle`.
+    """EventBridge entry point (alarm changes and the schedule): `CircuitBreaker.handle`.
 
     Raises:
         KeyError, ValueError: a ``SESSION_EXPIRY_*`` variable is missing or malformed.

@@ -1,10 +1,10 @@
-"""The cleanup's ownership check: one :class:`ClaimBatcher` per invocation, shared by its records.
+"""The cleanup's ownership check: one `ClaimBatcher` per invocation, shared by its records.
 
 Before a step acts on a connection, AgentCore session or grant id that an old image names, the
-runner (:mod:`.runner`) asks this module whether the id's ownership record (:mod:`.ownership`)
+runner (`runner`) asks this module whether the id's ownership record (`ownership`)
 names the REMOVE record's own ``Keys`` and the image's incarnation; after the step acted, it
 releases the record. Three calls, each **coalesced across the records of the invocation**
-(natural batching, as :mod:`.steps.delete_objects` does for ``DeleteObjects``: the first request
+(natural batching, as `steps.delete_objects` does for ``DeleteObjects``: the first request
 goes out at once, the ones that arrive while it is answered go out together in the next call):
 
 * **mark** (real run) — ``TransactWriteItems`` of at most 100 ``Update`` actions
@@ -16,23 +16,23 @@ goes out at once, the ones that arrive while it is answered go out together in t
   become free (released by an earlier run, or left ``releasing`` long enough) and a new session
   may take it, and the act would then close or stop the new owner's resource. The mark makes
   the claim ``releasing`` in the same atomic step as the check, and the store's claim condition
-  refuses a ``releasing`` claim until :data:`~.ownership.RELEASING_STALE_SECONDS` (longer than
+  refuses a ``releasing`` claim until `RELEASING_STALE_SECONDS` (longer than
   any cleanup run) have passed: no one can take the id between the check and the act.
 * **release** (after the step acted, ``done`` or ``already-done``) — the same transaction shape,
   ``SET #state = :released`` with the condition ``#owner = :K AND #incarnation = :I``. A
   condition that fails means the record is no longer this incarnation's (taken over after it
   went stale, or deleted by its time to live): nothing of ours is left to release, not a
   failure.
-* **read** (dry run, and a step's :meth:`ClaimBatcher.claims` look-up) — ``BatchGetItem`` of at
+* **read** (dry run, and a step's `ClaimBatcher.claims` look-up) — ``BatchGetItem`` of at
   most 100 keys, ``ConsistentRead``; read-only.
 
 ``TransactionCanceledException`` is read item by item from ``CancellationReasons`` (Amazon
 DynamoDB API Reference, "TransactWriteItems": one reason per action, in request order, ``Code``
 ``None`` for an action that would have succeeded): ``ConditionalCheckFailed`` with ``Item`` is
-classified (:func:`~.ownership.classify`: released by this incarnation is ``released``, already
+classified (`classify`: released by this incarnation is ``released``, already
 done); without ``Item`` there is no record (``classify(None)``); ``None`` (not applied because
 another action failed) is sent again; ``TransactionConflict`` and throttling are sent again, at
-most :data:`MAX_ROUNDS` calls in all; ``ValidationError`` and the like answer a failure. A
+most `MAX_ROUNDS` calls in all; ``ValidationError`` and the like answer a failure. A
 transaction may not name one item twice (ValidationException): requests for the same record
 with the same expected owner share one action and one answer, requests with another expected
 owner wait for a later call. Whatever is still unsettled after the rounds, or a call that
@@ -110,7 +110,7 @@ class ClaimRef:
 
     Raises:
         ValueError: an unknown ``kind`` or an empty ``resource_id``
-            (:func:`~.ownership.resource_key`).
+            (`resource_key`).
     """
 
     kind: str
@@ -265,11 +265,11 @@ class ClaimBatcher:
     records (module docstring); thread safe.
 
     Args:
-        dynamodb: a boto3 DynamoDB client (the cleanup's, :mod:`.clients`).
+        dynamodb: a boto3 DynamoDB client (the cleanup's, `clients`).
         table_name: the ownership table (``SESSION_EXPIRY_OWNERSHIP_TABLE_NAME``).
         dry_run: read only (``BatchGetItem``); never mark or release.
-        clock: epoch seconds now; default :func:`time.time`.
-        sleep: the pause before a retry round; default :func:`time.sleep`.
+        clock: epoch seconds now; default `time.time`.
+        sleep: the pause before a retry round; default `time.sleep`.
         max_items: actions or keys per call, 1..100. Default: 100.
 
     Raises:
@@ -292,7 +292,7 @@ class ClaimBatcher:
         self._clock, self._sleep = clock, sleep
         by_item: Callable[[_Write], Hashable] = lambda write: write.resource  # noqa: E731
         self.marks = _Coalescer(self._mark, by_item, max_items)
-        #: What :meth:`premark`'s calls answered, for :meth:`check` (settled answers only).
+        #: What `premark`'s calls answered, for `check` (settled answers only).
         self._premarked: dict[_Write, _Answer] = {}
         self._premarked_lock = threading.Lock()
         self.releases = _Coalescer(self._release, by_item, max_items)
@@ -302,7 +302,7 @@ class ClaimBatcher:
     def premark(self, requests: Sequence[tuple[Claimant, Sequence[ClaimRef]]]) -> int:
         """Mark the ids of many claimants at once, before their records ask: one
         ``TransactWriteItems`` per 100 actions for the whole invocation instead of the calls
-        natural batching makes as records arrive one after another. A later :meth:`check` of
+        natural batching makes as records arrive one after another. A later `check` of
         one of these ids answers from what these calls said; what they left unsettled (an
         error) is asked again by that check. A dry run, and claimants without an owner or an
         incarnation, mark nothing here.
@@ -313,7 +313,7 @@ class ClaimBatcher:
 
         Returns:
             int: the number of ids marked or settled (for tests and logs). Never raises: a call
-            that failed leaves its ids to :meth:`check`.
+            that failed leaves its ids to `check`.
         """
         if self.dry_run:
             return 0
@@ -341,11 +341,11 @@ class ClaimBatcher:
         waiting: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> dict[ClaimRef, Verdict | ClaimFailure]:
         """Each id's verdict for ``claimant``: a real run marks the owned ones ``releasing``
-        (:data:`~.ownership.VERDICT_OWNED`: act on it), a dry run only reads. Never raises: a
-        request the calls could not settle answers :class:`ClaimFailure`.
+        (`VERDICT_OWNED`: act on it), a dry run only reads. Never raises: a
+        request the calls could not settle answers `ClaimFailure`.
 
         ``waiting()`` wraps each wait for a call another thread makes (the step context's
-        :meth:`~.steps.base.StepContext.waiting`, so its call slot serves others meanwhile).
+        `waiting`, so its call slot serves others meanwhile).
         """
         if claimant.owner is None:
             return {ref: Verdict(REFUSAL_UNCLAIMED) for ref in refs}
@@ -385,7 +385,7 @@ class ClaimBatcher:
         requests: Sequence[tuple[Claimant, Sequence[ClaimRef]]],
         waiting: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> list[list[str]]:
-        """:meth:`release` for many claimants in as few calls as they allow (one
+        """`release` for many claimants in as few calls as they allow (one
         ``TransactWriteItems`` per 100 ids): each request's failure texts, in request order.
         Never raises."""
         per_request = [
@@ -554,6 +554,6 @@ class ClaimBatcher:
         return answers
 
     def _pause(self, round_number: int) -> None:
-        """Before each retry round, a short pause (:data:`RETRY_PAUSES`); none before the first."""
+        """Before each retry round, a short pause (`RETRY_PAUSES`); none before the first."""
         if round_number:
             self._sleep(RETRY_PAUSES[min(round_number, len(RETRY_PAUSES)) - 1])

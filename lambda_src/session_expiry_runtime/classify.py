@@ -36,7 +36,7 @@ TTL_IDENTITY_PRINCIPAL = "dynamodb.amazonaws.com"
 
 @dataclass(frozen=True)
 class Classification:
-    """Outcome of :func:`classify_removal`.
+    """Outcome of `classify_removal`.
 
     Attributes:
         reason: ``"ttl"``, ``"deleted-after-expiry"`` or ``"explicit"`` (``config.REASON_*``).

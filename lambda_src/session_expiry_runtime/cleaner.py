@@ -1,15 +1,15 @@
 """Clean up after removed sessions — the public names, kept where callers import them.
 
-The cleanup is a set of **cleanup steps** (:mod:`.steps`; the contract is in
-:mod:`.steps.base`) driven by one **runner** (:mod:`.runner`). This module keeps the names the
+The cleanup is a set of **cleanup steps** (`steps`; the contract is in
+`steps.base`) driven by one **runner** (`runner`). This module keeps the names the
 handler, the replay tool, the tests and the benchmarks import:
 
-* :class:`SessionCleaner` — one record at a time (``clean``, ``account``, ``not_started``,
+* `SessionCleaner` — one record at a time (``clean``, ``account``, ``not_started``,
   ``duplicate``), with ``config``, ``clients``, ``metrics`` and ``logger``; it is the runner.
-* :func:`process_batch` — a whole batch and its partial batch response; :func:`batch_response`.
-* :func:`build_clients`, :func:`client_config`, :class:`CleanupClients` — the boto3 clients
-  (:mod:`.clients`).
-* :class:`RecordResult`, :class:`StepFailed`, ``OUTCOME_*``, ``STEP_*`` (:mod:`.outcomes`).
+* `process_batch` — a whole batch and its partial batch response; `batch_response`.
+* `build_clients`, `client_config`, `CleanupClients` — the boto3 clients
+  (`clients`).
+* `RecordResult`, `StepFailed`, ``OUTCOME_*``, ``STEP_*`` (`outcomes`).
 
 Built-in steps, each run only when its target is configured and the old image names it, in
 this order: ``Archive`` (a gate: first, and nothing else runs if it fails), then side by side
@@ -21,9 +21,9 @@ ListObjectsV2 + DeleteObjects ≤ 1,000 keys shared by the sessions cleaned side
 ``Errors`` entry failing only the record that owns its key), the AgentCore steps
 ``StopRuntimeSession``, ``StopCodeInterpreterSession`` and ``StopBrowserSession``
 (``ResourceNotFoundException`` is success) and the user-defined steps of
-``SESSION_EXPIRY_CUSTOM_STEPS`` (:mod:`.steps.custom`), then the fan-out ``PublishEvent`` once
+``SESSION_EXPIRY_CUSTOM_STEPS`` (`steps.custom`), then the fan-out ``PublishEvent`` once
 per batch for the cleaned records. The connection, AgentCore and grant steps act only on the
-ids whose ownership record names the record's ``Keys`` and incarnation (:mod:`.claims`, checked
+ids whose ownership record names the record's ``Keys`` and incarnation (`claims`, checked
 by the runner for every step).
 
 Dry run (``SESSION_EXPIRY_DRY_RUN=true``, the construct's ``cleanup_dry_run``): every record is
@@ -96,11 +96,11 @@ __all__ = [
 class SessionCleaner(CleanupRunner):
     """Cleans up after one removed session per call; safe to share between threads.
 
-    The runner (:class:`~session_expiry_runtime.runner.CleanupRunner`) under its public name.
+    The runner (`CleanupRunner`) under its public name.
 
     Args:
         config: the runtime configuration (attribute names, targets, scratch layout).
-        clients: boto3 clients of the configured targets (see :func:`build_clients`).
-        metrics: where counts go; flushed by :func:`process_batch`.
+        clients: boto3 clients of the configured targets (see `build_clients`).
+        metrics: where counts go; flushed by `process_batch`.
         logger: where the one structured line per record goes.
     """

@@ -1,8 +1,8 @@
 """The boto3 clients of the cleanup: one shared, thread-safe set per process.
 
-:func:`build_clients` creates a client only for a configured target; a step whose client is
+`build_clients` creates a client only for a configured target; a step whose client is
 ``None`` is not configured and never runs. The ownership table's DynamoDB client (the claims of
-:mod:`.claims`) shares the same settings: its calls fit in the time guard like every other.
+`claims`) shares the same settings: its calls fit in the time guard like every other.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from .timestamps import use_fast_timestamps
 #: with its retry fits in the time guard's margin (what still fails is retried by the event
 #: source mapping, every step being idempotent).
 MAX_ATTEMPTS = 2
-#: Timeouts at the default 10 s margin (:func:`call_timeouts` sizes them to any margin).
+#: Timeouts at the default 10 s margin (`call_timeouts` sizes them to any margin).
 CONNECT_TIMEOUT_SECONDS = 1.0
 READ_TIMEOUT_SECONDS = 3.0
 #: The longest backoff of ``standard`` mode before the first retry: ``random() * 2 ** 0`` s.
@@ -39,13 +39,13 @@ def call_timeouts(time_guard_ms: int) -> tuple[float, float]:
     """``(connect, read)`` timeouts in seconds so that one call ends within 90 % of the margin.
 
     ``MAX_ATTEMPTS * (connect + read) + MAX_FIRST_BACKOFF_SECONDS <= 0.9 * margin``; connect
-    gets a quarter of an attempt, at most :data:`CONNECT_TIMEOUT_SECONDS` (a regional endpoint
+    gets a quarter of an attempt, at most `CONNECT_TIMEOUT_SECONDS` (a regional endpoint
     answers a TCP/TLS handshake in milliseconds), read the rest. At the default 10 s margin: 1 s
     and 3 s. A read timeout bounds each socket read, not a whole answer: the runner's hard stop
-    covers an answer that trickles in (:mod:`session_expiry_runtime.runner`).
+    covers an answer that trickles in (`session_expiry_runtime.runner`).
 
     Raises:
-        ValueError: a margin under :data:`MIN_TIME_GUARD_MS`.
+        ValueError: a margin under `MIN_TIME_GUARD_MS`.
     """
     if time_guard_ms < MIN_TIME_GUARD_MS:
         raise ValueError(
@@ -69,13 +69,13 @@ def worst_call_seconds(config: Config) -> float:
 def client_config(max_workers: int, time_guard_ms: int = DEFAULT_TIME_GUARD_MS) -> Config:
     """botocore settings shared by every cleanup client.
 
-    ``standard`` retries with :data:`MAX_ATTEMPTS` attempts and timeouts sized to the time
-    guard's margin (:func:`call_timeouts`), so a call started just before the guard trips ends
+    ``standard`` retries with `MAX_ATTEMPTS` attempts and timeouts sized to the time
+    guard's margin (`call_timeouts`), so a call started just before the guard trips ends
     before the deadline; a connection pool large enough for the step pool plus the record
     threads (archive writes), so no connection is opened and discarded per call.
 
     Raises:
-        ValueError: ``time_guard_ms`` under :data:`MIN_TIME_GUARD_MS`.
+        ValueError: ``time_guard_ms`` under `MIN_TIME_GUARD_MS`.
     """
     connect, read = call_timeouts(time_guard_ms)
     return Config(
@@ -92,8 +92,8 @@ def client_config(max_workers: int, time_guard_ms: int = DEFAULT_TIME_GUARD_MS) 
 #: it costs about 2 ms of CPU per 1,000-key DeleteObjects, a few per cent of a 2,500-object
 #: session (BENCHMARKS.md).
 SCRATCH_S3_SETTINGS = Config(parameter_validation=False)
-#: The ownership table's client likewise sends only requests :mod:`.claims` builds: the
-#: configured table, ``<kind>#<id>`` keys of ids :class:`~.claims.ClaimRef` accepted, owner
+#: The ownership table's client likewise sends only requests `claims` builds: the
+#: configured table, ``<kind>#<id>`` keys of ids `ClaimRef` accepted, owner
 #: tokens and incarnations that are strings by construction, the module's own expressions.
 #: Validating a 100-action ``TransactWriteItems`` walks every member of every action: about a
 #: tenth of the handler's CPU at 0 objects (cProfile, ``python -m bench --profile``). Every other
@@ -116,23 +116,23 @@ class CleanupClients:
     #: browser or memory configured).
     agentcore: Any = None
     #: DynamoDB client for the ownership table (``ownership_table_name``): the claims' marks,
-    #: releases and reads (:mod:`.claims`).
+    #: releases and reads (`claims`).
     ownership: Any = None
     #: Amazon Data Firehose client of the archive's delivery stream (``archive_delivery_stream``).
     firehose: Any = None
     #: DynamoDB client that reads Kinesis ``REMOVE`` records' items back from the session table
-    #: (``table_name``: :mod:`.kinesis_removals`), and the drain's deferred records
-    #: (:mod:`.levers`); the ownership client when there is one.
+    #: (``table_name``: `kinesis_removals`), and the drain's deferred records
+    #: (`levers`); the ownership client when there is one.
     table: Any = None
     #: DynamoDB client of the deferred-work table (``deferred_work_table_name``:
-    #: :mod:`.deferred`); the session table's client (a DynamoDB client names its table per call).
+    #: `deferred`); the session table's client (a DynamoDB client names its table per call).
     deferred: Any = None
 
 
 def cleanup_session() -> boto3.session.Session:
     """A new boto3 session for the cleanup's clients: response timestamps through the standard
-    library (:mod:`.timestamps`: a third of the CPU of a 1,000-key listing instead of
-    ``dateutil``'s) and listed objects parsed for their keys only (:mod:`.listing_model`: about
+    library (`timestamps`: a third of the CPU of a 1,000-key listing instead of
+    ``dateutil``'s) and listed objects parsed for their keys only (`listing_model`: about
     half of what remains). Region, credentials and endpoints come from the environment."""
     core = botocore.session.get_session()
     use_fast_timestamps(core)

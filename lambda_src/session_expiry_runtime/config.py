@@ -171,7 +171,7 @@ CAUSE_DUPLICATE = "DuplicateInBatch"
 #: Set (by the construct) only for a global table: ``SessionStore.create`` then stamps the
 #: session's owner Region (the Region whose replica it was created in) under this attribute,
 #: the expiry sweeper's shard values carry it (``"<region>#<n>"``), and the cleanup acts only on
-#: REMOVE records whose old image names its own Region (:mod:`.regions`).
+#: REMOVE records whose old image names its own Region (`regions`).
 ENV_OWNER_REGION_ATTRIBUTE = "SESSION_EXPIRY_OWNER_REGION_ATTRIBUTE"
 DEFAULT_OWNER_REGION_ATTRIBUTE = "ownerRegion"
 #: The Region this cleanup, sweeper or store runs in; default ``AWS_REGION`` (set by Lambda).
@@ -181,7 +181,7 @@ ENV_REGION = "SESSION_EXPIRY_REGION"
 CAUSE_OTHER_REGION = "OtherRegion"
 #: Skip cause: a REMOVE that came through the Kinesis change stream names an item the table still
 #: holds (with the image's incarnation): the removal did not happen; a record put into the stream
-#: by another writer (:mod:`.kinesis_removals`). Watched by the skipped-records alarm.
+#: by another writer (`kinesis_removals`). Watched by the skipped-records alarm.
 CAUSE_ITEM_STILL_IN_TABLE = "ItemStillInTable"
 
 # --- grant sweep (issue 12) -----------------------------------------------------------------
@@ -230,7 +230,7 @@ DEFAULT_MAX_SESSION_LIFETIME_SECONDS = 8 * 3600
 
 
 # --- ownership records (issue 20; same values on both sides) ---------------------------------
-#: The ownership table (see :mod:`.ownership`): which session incarnation holds each
+#: The ownership table (see `ownership`): which session incarnation holds each
 #: connection, AgentCore session and grant id. Set when a claimed target is configured.
 ENV_OWNERSHIP_TABLE_NAME = "SESSION_EXPIRY_OWNERSHIP_TABLE_NAME"
 #: The claim registrar (the one writer of ownership records besides the cleanup): the function
@@ -280,10 +280,10 @@ REFUSAL_LEGACY = "Legacy"
 REFUSAL_CLAIM_EXPIRED = "ClaimExpired"
 #: Reading, marking or releasing ownership records failed (the record fails and is retried).
 ACTION_OWNERSHIP = "Ownership"
-#: Writing the deferred work of a step switched off by its feature flag (:mod:`.deferred`).
+#: Writing the deferred work of a step switched off by its feature flag (`deferred`).
 ACTION_DEFERRAL = "Deferral"
 
-# Feature flags in AWS AppConfig (:mod:`.feature_flags`, :mod:`.deferred`; issue 26).
+# Feature flags in AWS AppConfig (`feature_flags`, `deferred`; issue 26).
 ENV_FLAGS_APPLICATION = "SESSION_EXPIRY_FLAGS_APPLICATION"
 ENV_FLAGS_ENVIRONMENT = "SESSION_EXPIRY_FLAGS_ENVIRONMENT"
 ENV_FLAGS_PROFILE = "SESSION_EXPIRY_FLAGS_PROFILE"
@@ -302,7 +302,7 @@ METRIC_SESSIONS_DEFERRED = "SessionsDeferred"
 METRIC_DEFERRED_WORK_DONE = "DeferredWorkDone"
 #: Age of the oldest deferred item left after a drain run (Seconds; 0 when none).
 METRIC_DEFERRED_WORK_AGE = "DeferredWorkAgeSeconds"
-#: The deferred-work table (:mod:`.deferred`): only the cleanup role may write it.
+#: The deferred-work table (`deferred`): only the cleanup role may write it.
 ENV_DEFERRED_WORK_TABLE_NAME = "SESSION_EXPIRY_DEFERRED_WORK_TABLE_NAME"
 #: Deferred work the drain refused to run: the session table still holds its record's item in
 #: the same incarnation (the removal did not happen), or the record cannot be verified. Alarmed.
@@ -330,10 +330,10 @@ ACTION_DELETE_MEMORY_RECORDS = "DeleteMemoryRecords"
 #: The cleanup's event source mapping (its UUID), read by the pause watch and the breaker.
 ENV_EVENT_SOURCE_MAPPING_UUID = "SESSION_EXPIRY_EVENT_SOURCE_MAPPING_UUID"
 #: Seconds the mapping has been ``Disabled``/``Disabling`` (now - ``LastModified``), 0 while it
-#: is enabled; Maximum alarmed above ``alarm_cleanup_paused_after`` (see :mod:`.pause_watch`).
+#: is enabled; Maximum alarmed above ``alarm_cleanup_paused_after`` (see `pause_watch`).
 METRIC_CLEANUP_PAUSED_SECONDS = "CleanupPausedSeconds"
-#: The circuit breaker's state: :data:`BREAKER_CLOSED`, :data:`BREAKER_HALF_OPEN` or
-#: :data:`BREAKER_OPEN` (see :mod:`.circuit_breaker`).
+#: The circuit breaker's state: `BREAKER_CLOSED`, `BREAKER_HALF_OPEN` or
+#: `BREAKER_OPEN` (see `circuit_breaker`).
 METRIC_CIRCUIT_BREAKER_STATE = "CircuitBreakerState"
 #: Dimension of both metrics: the mapping's UUID (AWS/Lambda's name for it).
 DIMENSION_EVENT_SOURCE_MAPPING = "EventSourceMappingUUID"
@@ -368,10 +368,10 @@ def validate_cleanup_config(config: RuntimeConfig) -> RuntimeConfig:
     Raises:
         ValueError: the WebSocket endpoint is not an ``https://`` (or, for local endpoints such as
             moto_server, ``http://``) URL; the grant key is not a key ARN; the scratch root breaks
-            :func:`session_expiry_runtime.prefixes.validate_scratch_root`; the metrics namespace
+            `session_expiry_runtime.prefixes.validate_scratch_root`; the metrics namespace
             is empty or longer than 1024 characters; the AgentCore runtime ARN is not one
             (``arn:aws:bedrock-agentcore:{region}:{account}:runtime/{id}``, the id matching
-            :data:`AGENT_RUNTIME_ID_PATTERN`: the runtime's name, ``-``, 10 letters or digits);
+            `AGENT_RUNTIME_ID_PATTERN`: the runtime's name, ``-``, 10 letters or digits);
             the deferred-work table is set without the session table (the drain could verify
             nothing).
     """
@@ -417,7 +417,7 @@ def validate_cleanup_config(config: RuntimeConfig) -> RuntimeConfig:
 def validate_archive_prefix(prefix: str) -> str:
     """Check the archive prefix with the scratch root's rules and return it.
 
-    Lives here, not in :mod:`.archive`, so this module and the archive both import it from below
+    Lives here, not in `archive`, so this module and the archive both import it from below
     (no import cycle).
 
     Raises:
@@ -597,7 +597,7 @@ _FLAG_SETTINGS: dict[str, str] = {
 class RuntimeConfig:
     """What the cleanup function and the session runtime read from their environment.
 
-    Build it with :meth:`from_env`; tests build it directly. Optional targets are ``None``
+    Build it with `from_env`; tests build it directly. Optional targets are ``None``
     when the construct did not configure them, and the matching cleanup step is skipped.
     """
 
@@ -630,7 +630,7 @@ class RuntimeConfig:
     sweep_index_name: str = DEFAULT_SWEEP_INDEX_NAME
     #: Seconds between sweeper passes within one run; ``None``: one pass per run.
     sweep_interval_seconds: int | None = None
-    #: Global tables (:mod:`.regions`): the owner Region attribute; ``None``: a one-Region table.
+    #: Global tables (`regions`): the owner Region attribute; ``None``: a one-Region table.
     owner_region_attribute: str | None = None
     #: The Region this process runs in (``SESSION_EXPIRY_REGION``, else ``AWS_REGION``).
     region: str | None = None
@@ -646,18 +646,18 @@ class RuntimeConfig:
     code_interpreter_session_attribute: str = DEFAULT_CODE_INTERPRETER_SESSION_ATTRIBUTE
     browser_session_attribute: str = DEFAULT_BROWSER_SESSION_ATTRIBUTE
     #: ``SESSION_EXPIRY_CUSTOM_STEPS`` as given (JSON text); parsed and imported by
-    #: :func:`session_expiry_runtime.steps.custom.load_custom_steps` when the cleanup starts.
+    #: `session_expiry_runtime.steps.custom.load_custom_steps` when the cleanup starts.
     custom_steps: str | None = None
     #: Custom steps' own resource kinds (JSON, ``SESSION_EXPIRY_CUSTOM_KINDS``); ``None``: none.
     custom_kinds: str | None = None
     grant_sweep_grace_seconds: int = DEFAULT_GRANT_SWEEP_GRACE_SECONDS
-    #: The ownership table (:mod:`.ownership`); ``None``: no ownership records are written or
+    #: The ownership table (`ownership`); ``None``: no ownership records are written or
     #: read (no connection, AgentCore or grant target is configured).
     ownership_table_name: str | None = None
-    #: The claim registrar function (:mod:`.registrar`) ``SessionStore`` asks to write the
+    #: The claim registrar function (`registrar`) ``SessionStore`` asks to write the
     #: ownership records; ``None``: the store writes them itself (tests, the registrar).
     claim_registrar_function: str | None = None
-    #: The deferred-work table (:mod:`.deferred`, feature flags); ``None``: no feature flags.
+    #: The deferred-work table (`deferred`, feature flags); ``None``: no feature flags.
     deferred_work_table_name: str | None = None
     incarnation_attribute: str = DEFAULT_INCARNATION_ATTRIBUTE
     agent_runtime_session_ids_attribute: str = DEFAULT_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE

@@ -7,12 +7,12 @@ with up to 38 significant digits, and ``dynamodb.ApproximateCreationDateTime`` a
 
 Two directions, both pure (no AWS calls):
 
-* :func:`decode_image` turns an ``OldImage`` (``{"name": {"S": "..."}, ...}``) into Python values:
+* `decode_image` turns an ``OldImage`` (``{"name": {"S": "..."}, ...}``) into Python values:
   ``S`` -> ``str``, ``N`` -> ``decimal.Decimal`` (exact, never a float), ``B`` -> ``bytes``,
   ``SS``/``NS``/``BS`` -> ``frozenset``, ``NULL`` -> ``None``, ``BOOL`` -> ``bool``,
-  ``M`` -> ``dict``, ``L`` -> ``list``. Malformed input raises :class:`DecodeError` and
+  ``M`` -> ``dict``, ``L`` -> ``list``. Malformed input raises `DecodeError` and
   nothing else.
-* :func:`to_json_value` turns any decoded value into something ``json.dumps`` accepts, for log
+* `to_json_value` turns any decoded value into something ``json.dumps`` accepts, for log
   lines: sets become sorted lists, bytes base64 text, numbers stay exact (see there).
 """
 
@@ -90,7 +90,7 @@ def decode_attribute(value: object, path: str = "$", *, depth: int = 0) -> Any:
 
     Raises:
         DecodeError: not a one-key mapping with a known type and a well-formed value, or
-            nested deeper than :data:`MAX_NESTING` levels.
+            nested deeper than `MAX_NESTING` levels.
     """
     if not isinstance(value, Mapping) or len(value) != 1:
         raise DecodeError(f"{path}: expected an AttributeValue with one type key, got {value!r}")
@@ -206,7 +206,7 @@ def to_json_value(value: Any) -> Any:
 class StreamRecord:
     """The parts of one Lambda DynamoDB stream event record the cleanup uses.
 
-    Built by :func:`parse_record`, which never raises: a field that is missing or malformed is
+    Built by `parse_record`, which never raises: a field that is missing or malformed is
     ``None`` here and the caller decides (skip, count, log).
     """
 
@@ -228,7 +228,7 @@ class StreamRecord:
     #: The record came through a Kinesis data stream (the Kinesis change source): its
     #: ``eventSourceARN``, which Lambda sets and the record's data cannot, is a Kinesis stream's.
     #: Such a record may have been written by anyone allowed ``kinesis:PutRecord``
-    #: (:mod:`.kinesis_removals`).
+    #: (`kinesis_removals`).
     through_kinesis: bool = False
     #: Kinesis records only: when the record arrived in the stream (epoch seconds), Kinesis's
     #: ``approximateArrivalTimestamp``, which Kinesis sets and no writer of the record can;

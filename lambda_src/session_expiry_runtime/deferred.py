@@ -1,20 +1,20 @@
 """Deferred work: what a feature flag switched off, kept until the flag is on again.
 
-A step whose flag is off (:mod:`.feature_flags`) is not run; a record that arrives while the flag
+A step whose flag is off (`feature_flags`) is not run; a record that arrives while the flag
 ``enabled`` is off is not cleaned at all. Their work is never lost: before the record is reported
 done, a **deferred-work item** is written to the deferred-work table
 (``SESSION_EXPIRY_DEFERRED_WORK_TABLE_NAME``, the construct's ``<SessionExpiry>/DeferredWorkTable``,
 which has its own time to live backstop), and the **drain** — the cleanup function invoked every
 5 minutes by the construct's ``Sessions/FeatureFlags/DrainSchedule`` with
 ``{"sessionExpiryDrain": true}`` — runs that work once the flag is on, through the same step
-code, with the same ownership checks (:mod:`.levers`).
+code, with the same ownership checks (`levers`).
 
 **Who writes it**: the cleanup role alone. No application function (``grant_session_access``)
 has any action on the table, so an item the drain finds was written by the cleanup from a record
 its event source mapping delivered. The drain still reads each record's item back from the
-session table before it acts (:func:`.levers.drain`): an item still there in the record's
+session table before it acts (`levers.drain`): an item still there in the record's
 incarnation means the removal did not happen, and the item is **refused**
-(:meth:`DeferredStore.refuse`). Versions before this one kept deferred work in the ownership
+(`DeferredStore.refuse`). Versions before this one kept deferred work in the ownership
 table, which application functions may write; this version neither reads nor writes it there
 (drain it before upgrading: docs, Operating it, "Feature flags").
 
@@ -23,13 +23,13 @@ An item (partition key ``resource``):
 ==================  ==============================================================================
 attribute           value
 ==================  ==============================================================================
-``resource``        ``deferred#<step>#<sequence number>`` (:data:`WHOLE_RECORD` ``*``: every step)
+``resource``        ``deferred#<step>#<sequence number>`` (`WHOLE_RECORD` ``*``: every step)
 ``deferredStep``    the step's metric ``Action`` name, or ``*``: the ``deferredWork`` index's key
 ``deferredAt``      epoch seconds of the deferral: the index's sort key (oldest first)
-``owner``           the record's key (:func:`~.ownership.owner_token`), for reading
+``owner``           the record's key (`owner_token`), for reading
 ``incarnation``     the removed session's incarnation, when it has one
 ``record``          the stream record (JSON): the old image the step needs, its ``Keys``
-``expiresAt``       time to live: ``deferredAt`` + :data:`DEFERRED_RETENTION_SECONDS` (14 days)
+``expiresAt``       time to live: ``deferredAt`` + `DEFERRED_RETENTION_SECONDS` (14 days)
 ``drainingSince``   set while a drain runs the item (``drainId`` names the run)
 ``refusal``         set when a drain refused it (the reason, with ``refusedAt`` and ``refusedStep``:
                     ``deferredStep`` is removed, so the item leaves the index and no drain takes
@@ -37,7 +37,7 @@ attribute           value
 ==================  ==============================================================================
 
 **Exactly once**: a drain takes an item with a conditional update (not taken, or taken longer
-than :data:`DRAIN_STALE_SECONDS` ago by a run that stopped), runs it, and deletes it on the
+than `DRAIN_STALE_SECONDS` ago by a run that stopped), runs it, and deletes it on the
 condition that its own run still holds it; a failed run gives the item back. The steps are
 idempotent and ownership-checked besides: a claim already released answers ``already-done``.
 
@@ -275,7 +275,7 @@ class DeferredStore:
 
 def _number(value: object) -> int | float:
     """A ``Decimal`` of the record as a JSON number (a record of the Kinesis change source carries
-    ``ApproximateCreationDateTime`` as one: :mod:`.kinesis_records`), as Lambda's JSON has it.
+    ``ApproximateCreationDateTime`` as one: `kinesis_records`), as Lambda's JSON has it.
 
     Raises:
         TypeError: ``value`` is not a ``Decimal`` (``json.dumps``'s own error).

@@ -1,15 +1,15 @@
 """The ownership releases of one invocation, sent together once its records are done.
 
 After a step acted on an id its record owned, the id's ownership record is released
-(:mod:`.claims`: ``released``). Sent as each step ends, the releases of a batch of 100 records
+(`claims`: ``released``). Sent as each step ends, the releases of a batch of 100 records
 take a call per few records (natural batching); collected here and sent once every record of
 the invocation is done, they take one ``TransactWriteItems`` per 100 ids (``python -m bench``,
-calls per session). The runner (:func:`session_expiry_runtime.batch.process_batch`) makes one
-:class:`DeferredReleases` per invocation; a record cleaned on its own releases at once.
+calls per session). The runner (`session_expiry_runtime.batch.process_batch`) makes one
+`DeferredReleases` per invocation; a record cleaned on its own releases at once.
 
 When they are sent: once every record of the invocation is done; or, while some record is still
 running (a slow or hung call), once the first waiting release has waited
-:data:`LINGER_SECONDS`, or when the time left comes within :data:`FLUSH_HEADROOM_SECONDS` of the
+`LINGER_SECONDS`, or when the time left comes within `FLUSH_HEADROOM_SECONDS` of the
 time guard's margin — so a record that hangs delays the others' releases by a bounded time and
 never makes them fail. They are sent by a thread of their own, as a record's calls are: an
 answer that trickles in never holds the invocation past its hard stop.
@@ -20,7 +20,7 @@ accounted. A release that fails fails the record (action ``Ownership``, the step
 releases again. A release not answered by the hard stop (or not sent because the hard stop had
 passed) was not released: its record fails (action ``TimeGuard``). Its ownership records stay
 ``releasing`` for its incarnation, which no other session can take before they are stale
-(:data:`session_expiry_runtime.ownership.RELEASING_STALE_SECONDS`), and its retry releases them.
+(`session_expiry_runtime.ownership.RELEASING_STALE_SECONDS`), and its retry releases them.
 """
 
 from __future__ import annotations
@@ -64,12 +64,12 @@ class DeferredReleases:
     """The releases the records of one invocation left to send, their sender thread, and what
     sending them said; thread safe.
 
-    Sends run on one thread of their own (:meth:`send_soon`), never on the invocation's: an
+    Sends run on one thread of their own (`send_soon`), never on the invocation's: an
     answer that trickles in can hold that thread, not the invocation past its hard stop
-    (:meth:`finish` waits for them only until then).
+    (`finish` waits for them only until then).
 
     Args:
-        clock: monotonic seconds; default :func:`time.monotonic`.
+        clock: monotonic seconds; default `time.monotonic`.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -93,8 +93,8 @@ class DeferredReleases:
 
     def due(self, seconds_left: float | None, margin_seconds: float) -> bool:
         """Whether releases wait that should go out before the other records are done: the
-        first has waited :data:`LINGER_SECONDS`, or ``seconds_left`` (before the deadline;
-        ``None``: unknown) is within :data:`FLUSH_HEADROOM_SECONDS` of the margin."""
+        first has waited `LINGER_SECONDS`, or ``seconds_left`` (before the deadline;
+        ``None``: unknown) is within `FLUSH_HEADROOM_SECONDS` of the margin."""
         with self._lock:
             if self._since is None:
                 return False
@@ -119,7 +119,7 @@ class DeferredReleases:
     def finish(self, claims: ClaimBatcher, seconds_left: float | None) -> None:
         """Send what is left and wait for every send for at most ``seconds_left`` (``None``: as
         long as they take; zero or less: send nothing more). A release not answered by then
-        was not released: its record fails (``TimeGuard``, :meth:`apply`)."""
+        was not released: its record fails (``TimeGuard``, `apply`)."""
         if seconds_left is None or seconds_left > 0:
             self.send_soon(claims)
             wait(list(self._jobs), timeout=seconds_left)

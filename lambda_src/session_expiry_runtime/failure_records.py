@@ -8,14 +8,14 @@ whole invocation event (``{"Records": [...]}``, each record with ``eventSource``
 ``aws:dynamodb`` and ``eventSourceARN``).
 
 Anyone who can write the failure queue or bucket can write such a record. Replay therefore acts
-only on records of a stream it trusts (:mod:`.replay_trust`):
+only on records of a stream it trusts (`replay_trust`):
 
-* :func:`check_stream`: ``streamArn`` must be a stream of the trusted table, else
-  :class:`ForeignStream`;
-* :func:`payload_records`: every payload record must have ``eventSource`` ``aws:dynamodb`` and
-  ``eventSourceARN`` equal to ``streamArn`` (else :class:`ForeignStream`), a sequence number
+* `check_stream`: ``streamArn`` must be a stream of the trusted table, else
+  `ForeignStream`;
+* `payload_records`: every payload record must have ``eventSource`` ``aws:dynamodb`` and
+  ``eventSourceARN`` equal to ``streamArn`` (else `ForeignStream`), a sequence number
   inside the range, the first and last at its ends, and ``Keys`` equal to the key attributes
-  of its ``OldImage`` (else :class:`ReplayError`).
+  of its ``OldImage`` (else `ReplayError`).
 
 A payload record carries no shard id: the shard of a payload cannot be checked. A queue
 message's records are read from the shard it names, of the stream it names (``read_range``).
@@ -105,7 +105,7 @@ def parse_failure_record(body: str | bytes | Mapping[str, Any]) -> tuple[BatchIn
     Raises:
         ReplayError: not JSON, or no ``DDBStreamBatchInfo`` with a shard id (28 to 65
             characters), a sequence range (decimal, 21 to 40 digits) and a stream ARN. Checked
-            before the stream (:func:`check_stream`): a malformed message is ``invalid``
+            before the stream (`check_stream`): a malformed message is ``invalid``
             whichever stream it names.
     """
     try:
@@ -195,7 +195,7 @@ def _payload_sequence_number(record: object, index: int, info: BatchInfo) -> int
 
 def payload_records(payload: object, info: BatchInfo) -> list[dict[str, Any]]:
     """The records of an S3 on-failure object's ``payload``, checked to be the batch ``info``
-    names. Check ``info`` itself with :func:`check_stream` first.
+    names. Check ``info`` itself with `check_stream` first.
 
     Raises:
         ForeignStream: a record's ``eventSource`` is not ``aws:dynamodb`` or its

@@ -6,9 +6,9 @@ no Lambda layer: ``StartConfigurationSession`` once, then ``GetLatestConfigurati
 token the previous call returned ("each token is valid for one call"; an empty body means
 nothing changed). AppConfig answers a feature-flag profile as ``{flag: {"enabled": bool}}``.
 
-The flags, each a lever of :class:`Flags`:
+The flags, each a lever of `Flags`:
 
-* ``enabled`` — off: every record is deferred before any cleanup call (:mod:`.deferred`), and
+* ``enabled`` — off: every record is deferred before any cleanup call (`deferred`), and
   done by the drain once it is on again;
 * ``dryRun`` — on: the existing dry run (``SESSION_EXPIRY_DRY_RUN``): nothing is changed. A
   deploy-time dry run stays on whatever the flag says;
@@ -18,7 +18,7 @@ The flags, each a lever of :class:`Flags`:
 
 A flag the document does not name keeps its deploy-time default (on; ``dryRun``: the deploy-time
 dry run). **Caching**: the flags are read at most every ``SESSION_EXPIRY_FLAGS_POLL_SECONDS``
-(default :data:`DEFAULT_POLL_SECONDS`) per execution environment, the next token kept between
+(default `DEFAULT_POLL_SECONDS`) per execution environment, the next token kept between
 invocations. **Failure**: when AppConfig cannot be read (an error, a document that is not a flag
 document), ``FeatureFlagsReadFailures`` is counted and the last good flags stay in force. An
 execution environment that has never read them (a cold start while AppConfig is unreachable)
@@ -72,7 +72,7 @@ class Flags:
         disabled_steps: step names (metric ``Action``) whose work is deferred.
         source: ``"appconfig"`` (a good read), ``"defaults"`` (not read yet), or
             ``"unreadable"`` (no read has succeeded in this execution environment: every
-            record held, :data:`UNREADABLE`).
+            record held, `UNREADABLE`).
     """
 
     enabled: bool = True
@@ -127,7 +127,7 @@ class FlagSource:
 
         Raises:
             ValueError: only some of the three identifiers are set, or the poll interval is not
-                an integer of at least :data:`MIN_POLL_SECONDS`.
+                an integer of at least `MIN_POLL_SECONDS`.
         """
         ids = [
             env.get(n) or ""
@@ -198,7 +198,7 @@ class FlagReader:
     def read_now(self) -> Flags:
         """Read AppConfig now, whatever the poll interval, and answer the flags it holds.
 
-        For a tool run once by hand (replay, :mod:`.replay_levers`): unlike :meth:`current`,
+        For a tool run once by hand (replay, `replay_levers`): unlike `current`,
         a failed read is raised, never answered with earlier or held flags, so the caller can
         refuse to go on rather than guess.
 

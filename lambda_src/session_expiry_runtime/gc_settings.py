@@ -9,24 +9,24 @@ in collections that find nothing: its data holds no reference cycles. Measured b
 (``BENCHMARKS.md``, "What brought CPU per session down"): about a fifth of the CPU per session at
 2,500 objects on Python 3.11.
 
-:func:`tune_for_cleanup` does two things, once, after the execution environment's clients are
+`tune_for_cleanup` does two things, once, after the execution environment's clients are
 built (Python documentation, ``gc`` module: ``gc.freeze`` and ``gc.set_threshold``):
 
 * ``gc.freeze()``: everything allocated so far (the imported modules, botocore's models, the
   clients) moves to the permanent generation, which no collection walks again;
-* the young-generation threshold rises from 700 to :data:`YOUNG_GENERATION_THRESHOLD`; the
+* the young-generation threshold rises from 700 to `YOUNG_GENERATION_THRESHOLD`; the
   older generations' thresholds stay as they are. Cycles are still collected, just less often:
   memory held by garbage cycles grows by at most that many containers.
 
-Only the cleanup handler calls it (:func:`session_expiry_runtime.handler.get_cleaner`): importing
+Only the cleanup handler calls it (`session_expiry_runtime.handler.get_cleaner`): importing
 this package (``SessionStore`` in an application, the replay command) changes nothing.
 
-:func:`collection_paused` serves the execution environment's start (Lambda's init phase and the
+`collection_paused` serves the execution environment's start (Lambda's init phase and the
 first invocation's client creation): importing boto3 and the handler's modules and loading the
 service models allocate some hundred thousand containers that live as long as the process, and
 every young-generation collection among them promotes and walks them again (full collections
 included), for no garbage at all. With collection paused while they are made — then frozen by
-:func:`tune_for_cleanup` — the handler's cold start (import plus clients) takes about a tenth less
+`tune_for_cleanup` — the handler's cold start (import plus clients) takes about a tenth less
 (``make bench``, "Cold start"). The pause is scoped: the collector's state before the block is
 restored after it, whatever the block raises.
 """

@@ -93,9 +93,9 @@ def grant_name(key: Mapping[str, str], incarnation: str) -> str | None:
 
 
 def parse_grant_name(name: object) -> GrantOwner | None:
-    """The session a grant name written by :func:`grant_name` points to, else ``None``.
+    """The session a grant name written by `grant_name` points to, else ``None``.
 
-    Only the exact form :func:`grant_name` writes is accepted: any other name (another
+    Only the exact form `grant_name` writes is accepted: any other name (another
     application's grant, no name, padding, a non-canonical encoding, JSON that is not an
     object of non-empty strings — DynamoDB key values are never empty —, more than 256
     characters) gives ``None``, never an error, so a sweep of a key's grants can pass every
@@ -125,7 +125,7 @@ def owner_key(keys: Mapping[Any, object]) -> dict[str, str] | None:
     ``Keys``): attribute name to String value, or ``None`` when it cannot be one (empty, or a
     name or value that is not a non-empty string — a Number or Binary key, an empty String).
 
-    The cleanup compares a grant's :func:`parse_grant_name` key with this key of the record it
+    The cleanup compares a grant's `parse_grant_name` key with this key of the record it
     cleans; DynamoDB never stores an empty key value, so a name holding one names no item.
     """
     if not keys:

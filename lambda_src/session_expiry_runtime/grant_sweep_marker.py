@@ -13,9 +13,9 @@ cleanup role the sweep runs as may already read and update it (``dynamodb:GetIte
 the last change>}``
 
 The ``resource`` value's kind, ``grantSweep``, is none of the ownership records' kinds
-(:data:`~.ownership.KINDS`), so no claim can ever collide with it. ``ListGrants`` markers are
+(`KINDS`), so no claim can ever collide with it. ``ListGrants`` markers are
 opaque and KMS may refuse an old one (``InvalidMarkerException``, AWS KMS API Reference,
-"ListGrants"): the sweep then starts at page one (:mod:`.grant_sweeper`).
+"ListGrants"): the sweep then starts at page one (`grant_sweeper`).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ store created, retires it when its session is gone or expired:
   only a grant's retiring principal (not an IAM permission) may retire it — and its ``Name``
   starts with ``session-expiry:``; every other grant is left alone, uncounted;
 * **unusable name**: such a grant whose name does not parse
-  (:func:`~session_expiry_runtime.grant_names.parse_grant_name`: ``session-expiry:<incarnation>:
+  (`parse_grant_name`: ``session-expiry:<incarnation>:
   <key>``) to a key of this table — a forged or damaged name, an empty key value, another key
   schema — is skipped and counted (``GrantSweepUnusableNames``, logged): never retired, never a
   failure of the run (a key DynamoDB refuses would otherwise fail every run);
@@ -36,7 +36,7 @@ store created, retires it when its session is gone or expired:
 * otherwise (a live session holding the grant) the grant is kept.
 
 **The grant's ownership record** (``grant#<id>`` in the ownership table,
-``SESSION_EXPIRY_OWNERSHIP_TABLE_NAME``; :mod:`.ownership`) refines *gone* and *expired*; read
+``SESSION_EXPIRY_OWNERSHIP_TABLE_NAME``; `ownership`) refines *gone* and *expired*; read
 with a strongly consistent ``GetItem`` only for those:
 
 * ``released``: the stream path (or an earlier sweep) retired it; KMS may still list it for a
@@ -50,8 +50,8 @@ with a strongly consistent ``GetItem`` only for those:
   has given up (the failure destination holds the record) and the grant is an orphan, retired
   and counted as ``OrphanGrantsRetired``. A sighting can be transient: a connected-grant detach
   forgets the grant on the item, fails to retire it and puts it back
-  (:mod:`.store_parts.connected_grants`). Putting it back holds its claim again, and that write
-  removes ``goneSince`` (:meth:`~.store_parts.claims.ClaimWriter.hold_again`), so the
+  (`store_parts.connected_grants`). Putting it back holds its claim again, and that write
+  removes ``goneSince`` (`hold_again`), so the
   session's later normal end is pending from the sweep that sees *that* end, not from the
   earlier sighting. A sweep that read the item before the put-back may write its sighting
   after ``hold_again``: a first sighting is therefore followed by a second strongly consistent
@@ -82,7 +82,7 @@ writing its metrics, so the function's errors alarm fires; the next run retries.
 no new page or grant is started and the run is incomplete: ``GrantSweepIncomplete`` is 1 (0
 after a run that reached the last page; a run whose ``ListGrants`` failed is incomplete too),
 and the construct alarms above 0. The run writes where it stopped — the ``Marker`` of the page
-it did not finish — into the ownership table (:mod:`.grant_sweep_marker`, item
+it did not finish — into the ownership table (`grant_sweep_marker`, item
 ``grantSweep#<key id>``), and the next run **resumes there**: the grants past the cut are
 reached by the next run, not only as the first ones get retired. A run that reaches the last
 page removes the marker; the next one starts at page one. A full pass over a key too large
@@ -98,7 +98,7 @@ requests per second; all adjustable per account, the Service Quotas console show
 own). The sweep makes at most ``SESSION_EXPIRY_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND`` KMS
 requests a second, ``ListGrants`` pages and ``RetireGrant`` calls together (default 5: a third
 of the lowest of those figures, leaving the rest of the ``RetireGrant`` quota to the cleanup's
-stream path and the ``ListGrants`` quota to everyone else; :mod:`.pacing`). A page of 100 grants
+stream path and the ``ListGrants`` quota to everyone else; `pacing`). A page of 100 grants
 costs about 100 ``GetItem`` calls, so the pace holds a pass back only while it retires many
 orphans: at 5 a second, 1,500 in a 5-minute run.
 """
@@ -219,11 +219,11 @@ class GrantSweeper:
     Args:
         config: table name, key, TTL and grant id attribute names, grant key ARN, retiring
             principal (the cleanup role), grace period, dry run.
-        kms_client, dynamodb_client: boto3 clients (see :func:`client_config`).
+        kms_client, dynamodb_client: boto3 clients (see `client_config`).
         metrics: where the counts go; the caller flushes it.
         clock: returns the current time as an aware ``datetime``; default UTC now.
         pacer: spaces the KMS requests; default: ``config.grant_sweep_kms_requests_per_second``
-            (:mod:`.pacing`).
+            (`pacing`).
 
     Without ``config.ownership_table_name`` no marker is kept (each run starts at page one);
     the construct always sets it with a grant key.
@@ -502,9 +502,9 @@ class GrantSweeper:
         table, or no record: ``(None, verdict, owner)``.
 
         ``owner`` is the session the grant's name gives. When the record names another session
-        (:meth:`_recorded_owner`), the record decides: the verdict is that session's. A first
+        (`_recorded_owner`), the record decides: the verdict is that session's. A first
         sighting checks that the grant is still off that session once it is written
-        (:meth:`_pending`).
+        (`_pending`).
 
         Raises:
             ClientError, BotoCoreError: a GetItem or UpdateItem failed (after the retries).
@@ -541,7 +541,7 @@ class GrantSweeper:
         (one transaction with the session item), the name by whoever created the grant: a
         grant ``attach_grant``-ed to a session other than the one its name gives is that
         session's, and must not be retired because the named one is gone. The token is
-        decoded as such (:func:`.ownership.owner_key_of_token`), not as a grant name: a key
+        decoded as such (`ownership.owner_key_of_token`), not as a grant name: a key
         too long for a 256-character name is still a key of this table."""
         if claim.owner == owner_token(owner.key):
             return GrantOwner(key=owner.key, incarnation=claim.incarnation)
@@ -588,9 +588,9 @@ class GrantSweeper:
         The session item was read before the sighting is written: a connected-grant detach
         may have put the grant back on its live session in between, and removed ``goneSince``
         before this write (``hold_again``). So after writing it, ``back()`` reads the item
-        again; when the grant is on it, the sighting is taken back at once (:meth:`_unmark_gone`)
+        again; when the grant is on it, the sighting is taken back at once (`_unmark_gone`)
         and the grant kept. Put back after that read, ``hold_again`` removes the sighting. When
-        that read fails, the sighting is taken back too (:meth:`_back`)."""
+        that read fails, the sighting is taken back too (`_back`)."""
         since = _seconds(item.get(ATTR_GONE_SINCE))
         if since is None and not self.config.dry_run:
             since = self._mark_gone(key, now)

@@ -1,18 +1,18 @@
 """Lambda entry point of the cleanup function: ``session_expiry_runtime.handler.handler``.
 
 The event source mapping delivers batches of DynamoDB stream records (or, with the Kinesis change
-source, Kinesis records carrying them, reshaped by :mod:`.kinesis_records`); the handler returns a
+source, Kinesis records carrying them, reshaped by `kinesis_records`); the handler returns a
 partial batch response (the mapping must have ``ReportBatchItemFailures``). Configuration is
 read and checked once per execution environment, and the boto3 clients and the step objects are
 shared by every invocation and worker thread; nothing else outlives an invocation (the step
 pool, the ownership check and the steps' shared batchers are made per invocation:
-:mod:`.invocation`). A bad configuration raises on every invocation (function errors, so the
+`invocation`). A bad configuration raises on every invocation (function errors, so the
 errors alarm fires) rather than skipping cleanups.
 
-With feature flags (:mod:`.feature_flags`, the construct's ``feature_flags``), each invocation
-first reads the flags (cached per execution environment) and applies them (:mod:`.levers`); the
+With feature flags (`feature_flags`, the construct's ``feature_flags``), each invocation
+first reads the flags (cached per execution environment) and applies them (`levers`); the
 drain schedule's event (``{"sessionExpiryDrain": true}``) runs the deferred work instead of a
-batch (:func:`.levers.drain`).
+batch (`levers.drain`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 from .gc_settings import collection_paused, tune_for_cleanup
 
 # The execution environment's start: no cyclic collection while boto3 and the handler's modules
-# are imported (:func:`.gc_settings.collection_paused`).
+# are imported (`gc_settings.collection_paused`).
 with collection_paused():
     import boto3
 
@@ -45,16 +45,16 @@ _lock = threading.Lock()
 
 
 def get_cleaner() -> SessionCleaner:
-    """The process-wide :class:`SessionCleaner`, built from the environment on first use.
+    """The process-wide `SessionCleaner`, built from the environment on first use.
 
     On first use it also paces the clients under their targets' quotas
-    (:mod:`~session_expiry_runtime.pacing`) and tunes the process's garbage collector for the
-    cleanup (:func:`~session_expiry_runtime.gc_settings.tune_for_cleanup`; no collection while
-    the clients are built: :func:`~session_expiry_runtime.gc_settings.collection_paused`).
+    (`pacing`) and tunes the process's garbage collector for the
+    cleanup (`tune_for_cleanup`; no collection while
+    the clients are built: `collection_paused`).
 
     Raises:
         ValueError: a ``SESSION_EXPIRY_*`` variable is invalid (see
-            :func:`~session_expiry_runtime.config.validate_cleanup_config`).
+            `validate_cleanup_config`).
     """
     global _cleaner, _pacer, _flags
     with _lock:
@@ -100,8 +100,8 @@ def current_flags(cleaner: SessionCleaner) -> Flags | None:
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Clean up after every removed session in ``event`` (a DynamoDB stream batch, or a Kinesis
-    batch of the Kinesis change source: :mod:`.kinesis_records`); return the partial batch
-    response. The drain schedule's event runs the deferred work instead (:func:`.levers.drain`:
+    batch of the Kinesis change source: `kinesis_records`); return the partial batch
+    response. The drain schedule's event runs the deferred work instead (`levers.drain`:
     its report)."""
     cleaner = get_cleaner()
     start_invocation(_pacer, context, cleaner.config.time_guard_ms)  # paced calls wait till then

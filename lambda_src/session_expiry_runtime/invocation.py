@@ -5,17 +5,17 @@ clients, its configuration and its step objects live as long as the process, and
 nothing that one invocation leaves behind for the next (clients are thread safe and keep only
 their connection pools; a step object keeps only its configuration and its client). Everything
 that *coordinates* the calls of one invocation's records is made by the runner
-(:func:`session_expiry_runtime.batch.process_batch`) for each invocation and dropped when it
+(`session_expiry_runtime.batch.process_batch`) for each invocation and dropped when it
 returns:
 
-* the step pool and its call slots (:mod:`.step_pool`);
-* the ownership check's batcher (:mod:`.claims`);
-* an :class:`InvocationScope`: any helper a step shares between the sessions of the
-  invocation, through :meth:`InvocationScope.shared` (``StepContext.shared``) — the scratch
-  step's ``DeleteObjects`` batcher (:mod:`.steps.delete_objects`) is one.
+* the step pool and its call slots (`step_pool`);
+* the ownership check's batcher (`claims`);
+* an `InvocationScope`: any helper a step shares between the sessions of the
+  invocation, through `InvocationScope.shared` (``StepContext.shared``) — the scratch
+  step's ``DeleteObjects`` batcher (`steps.delete_objects`) is one.
 
 Why it matters: at the hard stop the runner returns without waiting for the calls still in
-flight (:mod:`.runner`); such an abandoned call may never answer. A batcher that outlived the
+flight (`runner`); such an abandoned call may never answer. A batcher that outlived the
 invocation would still count it as in flight, and the next invocation's records would wait
 behind it until their own time guard failed them (issue 21). With a scope per invocation, the
 abandoned call holds only the scope it was made in, which nothing reads again; the next

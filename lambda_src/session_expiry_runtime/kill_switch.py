@@ -12,7 +12,7 @@ the CloudFormation logical id of the output, not ``CleanupEventSourceMappingId``
 ``<construct path>CleanupEventSourceMappingId<hash>`` (the ids on the path from the stack to the
 ``SessionExpiry``, without separators, then 8 hexadecimal characters), e.g.
 ``SessionsCleanupEventSourceMappingId54B6DE77`` for ``SessionExpiry(stack, "Sessions")``. Read it
-with :data:`FIND_UUID`; ``--function`` finds the mapping from the cleanup function's name
+with `FIND_UUID`; ``--function`` finds the mapping from the cleanup function's name
 instead. The same with the AWS CLI::
 
     aws lambda update-event-source-mapping --uuid UUID --no-enabled   # pull the switch
@@ -27,10 +27,10 @@ CLI::
 
 ``flags`` (with the construct's ``feature_flags``): finer levers in AWS AppConfig — one step off,
 a dry run, everything deferred — deployed without a deploy of the stack
-(:mod:`.kill_switch_flags`); this mapping toggle stays the full stop.
+(`kill_switch_flags`); this mapping toggle stays the full stop.
 
 Prints one JSON line (uuid, state, function, stream, last modified) and, while the mapping is
-paused, its deadlines (:func:`session_expiry_runtime.pause_watch.deadlines`):
+paused, its deadlines (`session_expiry_runtime.pause_watch.deadlines`):
 ``streamRetentionDeadline`` (``LastModified`` + 24 hours: records written since the pause start
 to leave the stream) and ``maxRecordAgeDeadline`` (``LastModified`` + the mapping's
 ``MaximumRecordAgeInSeconds``: resumed later, those records go to the on-failure destination
@@ -120,7 +120,7 @@ def summary(
     paused_before: object = None,
 ) -> dict[str, Any]:
     """The fields an operator needs from a ``GetEventSourceMapping`` answer (JSON-ready), with
-    the pause's :func:`~session_expiry_runtime.pause_watch.deadlines` (``None`` while enabled)
+    the pause's `deadlines` (``None`` while enabled)
     for a change source keeping records ``retention``. ``paused_before``: the ``LastModified``
     of a mapping that was already disabled before this run's ``disable`` (a ``datetime``); the
     deadlines then count from it, and ``alreadyPausedSince`` says so."""
@@ -143,7 +143,7 @@ def summary(
 
 
 def deadline_note(state: dict[str, Any]) -> str | None:
-    """The deadlines of a :func:`summary` in words, or ``None`` when the mapping is not paused."""
+    """The deadlines of a `summary` in words, or ``None`` when the mapping is not paused."""
     since = state.get("pausedSince")
     if since is None:
         return None
@@ -184,12 +184,12 @@ def switch(
     """Disable (``"disable"``), enable (``"enable"``) or read (``"status"``) the mapping.
 
     Only ``Enabled`` is changed; the mapping, its UUID and its stream position stay.
-    ``retention_of`` tells the change source's retention (:func:`source_retention`); default
+    ``retention_of`` tells the change source's retention (`source_retention`); default
     a DynamoDB stream's 24 hours.
 
     Returns:
         ``(settled, summary)``: whether the mapping reached the requested state within
-        ``wait_seconds`` (always ``True`` for ``status``), and its :func:`summary`.
+        ``wait_seconds`` (always ``True`` for ``status``), and its `summary`.
 
     Raises:
         botocore.exceptions.ClientError: e.g. ``ResourceNotFoundException`` for an unknown UUID.
@@ -284,7 +284,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Iterable[str] | None = None, session: boto3.session.Session | None = None) -> int:
-    """The CLI; returns the exit status. ``flags ...`` is :func:`.kill_switch_flags.main`."""
+    """The CLI; returns the exit status. ``flags ...`` is `kill_switch_flags.main`."""
     given = list(argv) if argv is not None else sys.argv[1:]
     if given[:1] == ["flags"]:
         return kill_switch_flags.main(given[1:], session)

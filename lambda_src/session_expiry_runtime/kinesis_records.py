@@ -12,7 +12,7 @@ DynamoDB Developer Guide, "Using Kinesis Data Streams to capture changes to Dyna
      "dynamodb": {"ApproximateCreationDateTime": 1767225600123, "Keys": {...},
                   "OldImage": {...}, "NewImage": {...}, "SizeBytes": 123}}
 
-:func:`to_stream_record` turns it into the Lambda DynamoDB stream record the runner reads:
+`to_stream_record` turns it into the Lambda DynamoDB stream record the runner reads:
 
 * ``dynamodb.SequenceNumber`` is the **Kinesis** ``sequenceNumber``: the partial batch response
   of a Kinesis mapping names Kinesis sequence numbers (AWS Lambda Developer Guide, "Reporting
@@ -28,7 +28,7 @@ failing the batch on every retry.
 
 Records "might appear in a different order than when the item changes occurred" and "might also
 appear more than once" (same guide). A duplicate within one batch is skipped
-(:func:`to_stream_event`); across batches the ownership records make a second REMOVE of one
+(`to_stream_event`); across batches the ownership records make a second REMOVE of one
 incarnation find its ids released (no call is repeated), and a REMOVE of an old incarnation never
 acts on what a newer incarnation of the key claimed, whatever the order (``docs/ownership.md``).
 
@@ -46,7 +46,7 @@ from typing import Any
 
 #: ``eventSource`` of a Lambda Kinesis record.
 KINESIS_EVENT_SOURCE = "aws:kinesis"
-#: Where :func:`to_stream_record` keeps the Kinesis record's ``approximateArrivalTimestamp``.
+#: Where `to_stream_record` keeps the Kinesis record's ``approximateArrivalTimestamp``.
 ARRIVAL_TIME_KEY = "kinesisArrivalTime"
 #: At or above: microseconds (year 2001 onwards at 10**15); at or above 10**11: milliseconds.
 _MICROSECONDS_FROM = Decimal(10) ** 14
@@ -124,7 +124,7 @@ def to_stream_record(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def to_stream_event(event: object) -> object:
-    """``event`` with every Kinesis record reshaped by :func:`to_stream_record`; any other event
+    """``event`` with every Kinesis record reshaped by `to_stream_record`; any other event
     (a DynamoDB stream batch) is returned as it is.
 
     Duplicates in one batch: a record carrying the same DynamoDB change as an earlier record of

@@ -3,9 +3,9 @@
 DynamoDB alone writes a DynamoDB stream. A Kinesis data stream takes records from anyone
 allowed ``kinesis:PutRecord`` on it, and such a writer can copy a live item into a ``REMOVE``:
 its old image then names the live session's key, incarnation and ids exactly and passes the
-ownership check (:mod:`.claims`), so its connection, grant and objects would be released while
+ownership check (`claims`), so its connection, grant and objects would be released while
 it is live. So, before a ``REMOVE`` that came through Kinesis
-(:attr:`.decode.StreamRecord.through_kinesis`: the Lambda record's ``eventSourceARN``, set by
+(`decode.StreamRecord.through_kinesis`: the Lambda record's ``eventSourceARN``, set by
 Lambda) is cleaned, the table is read back under the record's ``Keys`` (``BatchGetItem``,
 strongly consistent, the key attributes and the incarnation only):
 
@@ -18,7 +18,7 @@ strongly consistent, the key attributes and the incarnation only):
   item's creation (its ``notAfter`` less the maximum session lifetime: ``SessionStore`` writes
   ``notAfter`` once, at ``create``) against the record's arrival in Kinesis
   (``approximateArrivalTimestamp``, set by Kinesis). A session created after the removal was
-  created after (or, allowing :data:`ARRIVAL_SLACK_SECONDS` for DynamoDB's delivery into Kinesis,
+  created after (or, allowing `ARRIVAL_SLACK_SECONDS` for DynamoDB's delivery into Kinesis,
   just before) the arrival: the removal is real and the ownership check keeps the later
   session's resources. A session created earlier was live when the removal is said to have
   happened: skipped as ``ItemStillInTable``, nothing called, nothing counted cleaned, archived
@@ -63,12 +63,12 @@ _ABSENT = object()
 
 class ReadBackFailed(RuntimeError):
     """The table could not be read (a failed call, keys left unprocessed, no table name): the
-    record may be fine, ask again later. Its plain :class:`RuntimeError` siblings mean the record
+    record may be fine, ask again later. Its plain `RuntimeError` siblings mean the record
     itself cannot be read back (no ``Keys``, keys of another table, values no key can hold)."""
 
 
 def _identity(key: Mapping[str, Any]) -> str:
-    """A key in boto3's shape (:func:`_request_key`, or an answered item's key attributes) as
+    """A key in boto3's shape (`_request_key`, or an answered item's key attributes) as
     text that is equal for equal DynamoDB keys: numbers compared by value (DynamoDB stores
     ``1``, ``1.0`` and ``01`` as one number), binary values by their bytes.
 
@@ -154,8 +154,8 @@ class RemovalCheck:
 
     def prefetch(self, records: Sequence[StreamRecord], *, every_source: bool = False) -> None:
         """Read back every Kinesis ``REMOVE`` of ``records`` (with ``every_source``, every
-        ``REMOVE``: the drain of deferred work, :mod:`.levers`) in as few calls as they allow;
-        never raises (what could not be read is read again, or fails, in :meth:`still_held`)."""
+        ``REMOVE``: the drain of deferred work, `levers`) in as few calls as they allow;
+        never raises (what could not be read is read again, or fails, in `still_held`)."""
         self._read_keys(
             [
                 r.keys
@@ -204,7 +204,7 @@ class RemovalCheck:
 
     def _created_after(self, not_after: Decimal | None, arrival: Decimal | None) -> bool:
         """Whether the held session was created after the removal ``arrival`` reports (within
-        :data:`ARRIVAL_SLACK_SECONDS`); ``False`` when either time is unknown."""
+        `ARRIVAL_SLACK_SECONDS`); ``False`` when either time is unknown."""
         if not_after is None or arrival is None:
             return False
         return not_after - self.max_lifetime >= arrival - ARRIVAL_SLACK_SECONDS

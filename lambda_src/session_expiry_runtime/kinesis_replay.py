@@ -5,26 +5,26 @@ by default). ``python -m session_expiry_runtime.replay --kinesis-stream-arn ARN 
 --to T2`` reads it back and runs every ``REMOVE`` whose ``ApproximateCreationDateTime`` (when
 DynamoDB removed the item) is in ``[T1, T2]`` through the cleanup, one shard at a time:
 
-* ``T2`` must not be in the future (:func:`check_end`); one less than :data:`ARRIVAL_SLACK`
+* ``T2`` must not be in the future (`check_end`); one less than `ARRIVAL_SLACK`
   ago is read, and the run says until when a late removal may still arrive
-  (:func:`late_arrivals`);
+  (`late_arrivals`);
 * each shard is read from ``AT_TIMESTAMP`` ``T1`` (a change arrives in the stream after it is
   made, so nothing removed at ``T1`` or later arrived earlier) until a record arrives more than
-  :data:`ARRIVAL_SLACK` after ``T2`` or the shard has nothing newer (``MillisBehindLatest`` 0);
+  `ARRIVAL_SLACK` after ``T2`` or the shard has nothing newer (``MillisBehindLatest`` 0);
   Kinesis streams accept ``AT_TIMESTAMP`` (Kinesis Data Streams API Reference,
-  GetShardIterator). A shard still behind after :data:`MAX_EMPTY_PAGES` empty pages in a row
+  GetShardIterator). A shard still behind after `MAX_EMPTY_PAGES` empty pages in a row
   is reported ``failed`` (what was read of it is still cleaned): the run never answers
   "replayed" for a range it did not read whole;
 * only ``REMOVE`` records of the configured table (``tableName``) in the range are run, through
-  :func:`.kinesis_records.to_stream_event` (so in-shard duplicates are skipped) and the same
-  :func:`.replay.replay_records` the on-failure replay uses: the ownership records make a
+  `kinesis_records.to_stream_event` (so in-shard duplicates are skipped) and the same
+  `replay.replay_records` the on-failure replay uses: the ownership records make a
   session already cleaned cost no repeated call, and every outcome is one JSON line
   (``source`` ``kinesis:<shard id>``).
 
 Only the stream the table's changes go to is read: the table (``--stream-arn`` or
 ``SESSION_EXPIRY_TABLE_NAME``) must have ``--kinesis-stream-arn`` among its Kinesis streaming
-destinations (:func:`check_destination`), and, when ``--env-from-function`` names the cleanup
-function, its event source mapping must read that stream (:func:`check_trusted`). Otherwise a
+destinations (`check_destination`), and, when ``--env-from-function`` names the cleanup
+function, its event source mapping must read that stream (`check_trusted`). Otherwise a
 run over another stream, or for another table, finds none of the table's removals and would
 exit 0 having replayed nothing.
 """
@@ -117,7 +117,7 @@ def check_end(end: datetime, now: datetime) -> None:
 
 def late_arrivals(end: datetime, now: datetime) -> str | None:
     """What a run should say when ``end`` is so recent that a removal made before it may still
-    reach the stream (within :data:`ARRIVAL_SLACK` of ``now``); ``None`` otherwise."""
+    reach the stream (within `ARRIVAL_SLACK` of ``now``); ``None`` otherwise."""
     until = end + ARRIVAL_SLACK
     if until <= now:
         return None
@@ -191,7 +191,7 @@ def _lambda_record(stream_arn: str, shard_id: str, record: Mapping[str, Any]) ->
 
 @dataclass
 class ShardRead:
-    """What :func:`read_shard` read of one shard.
+    """What `read_shard` read of one shard.
 
     Attributes:
         records: the records, as Lambda Kinesis records, in shard order.
@@ -207,8 +207,8 @@ def read_shard(
     kinesis: Any, stream_arn: str, shard_id: str, start: datetime, end: datetime
 ) -> ShardRead:
     """Every record of one shard that arrived from ``start`` until ``end`` +
-    :data:`ARRIVAL_SLACK`, as Lambda Kinesis records, in shard order; ``incomplete`` says so
-    when :data:`MAX_EMPTY_PAGES` empty pages in a row came while the shard was still behind
+    `ARRIVAL_SLACK`, as Lambda Kinesis records, in shard order; ``incomplete`` says so
+    when `MAX_EMPTY_PAGES` empty pages in a row came while the shard was still behind
     (``MillisBehindLatest`` above 0): the rest of the range was not read."""
     iterator = kinesis.get_shard_iterator(
         StreamARN=stream_arn,
@@ -273,7 +273,7 @@ def replay_time_range(
 ) -> list[ReplayOutcome]:
     """Clean again every session removed in ``[start, end]`` (see the module docstring): one
     outcome per shard that holds such a ``REMOVE``, and a ``failed`` one for each shard not
-    read to the end of the range (:attr:`ShardRead.incomplete`).
+    read to the end of the range (`ShardRead.incomplete`).
 
     Raises:
         KinesisReplayError: ``end`` is before ``start``; the settings name no table.

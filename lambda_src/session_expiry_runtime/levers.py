@@ -1,20 +1,20 @@
 """The feature flags applied to one invocation, and the drain of deferred work.
 
-The handler (:mod:`.handler`) reads the flags (:mod:`.feature_flags`) at the start of every
+The handler (`handler`) reads the flags (`feature_flags`) at the start of every
 invocation and:
 
-* ``enabled`` off — :func:`defer_batch`: every record a REMOVE of a session this Region owns is
-  written as deferred work (:mod:`.deferred`, step ``*``) and reported ``deferred``
+* ``enabled`` off — `defer_batch`: every record a REMOVE of a session this Region owns is
+  written as deferred work (`deferred`, step ``*``) and reported ``deferred``
   (``SessionsDeferred``); **no cleanup call at all** (records that would be skipped anyway are
   skipped and counted as usual). A failed write fails its record (action ``Deferral``);
 * otherwise — the batch is cleaned by the runner with the levers
-  (:meth:`~.runner.CleanupRunner.with_levers`): ``dryRun`` the dry run, each step switched off
+  (`with_levers`): ``dryRun`` the dry run, each step switched off
   reported ``disabled`` and deferred (``StepsDisabled`` by ``Action``);
-* the drain event (``{"sessionExpiryDrain": true}``, every 5 minutes) — :func:`drain`.
+* the drain event (``{"sessionExpiryDrain": true}``, every 5 minutes) — `drain`.
 
 **The drain verifies before it acts.** A deferred record is a ``REMOVE``; before its work runs,
 the drain reads its ``Keys`` back from the session table (``BatchGetItem``, strongly consistent,
-the run's items together: :class:`~.kinesis_removals.RemovalCheck`, as for a ``REMOVE`` that came
+the run's items together: `RemovalCheck`, as for a ``REMOVE`` that came
 through Kinesis):
 
 * no item, or an item of another incarnation (a later session under the same key): the removal
@@ -23,7 +23,7 @@ through Kinesis):
   cannot be read back at all (no stream record, no session, Keys of another table): **refused**.
   Nothing is called; ``DeferredWorkRefused`` counts it (alarmed), a WARNING line names the item,
   the key and the reason, and the item is kept for an operator, out of the drain's way
-  (:meth:`~.deferred.DeferredStore.refuse`);
+  (`refuse`);
 * the read failed: the item is given back for the next drain (no refusal, no alarm).
 """
 
@@ -117,7 +117,7 @@ def _defer_one(raw: object, cleaner: CleanupRunner) -> RecordResult:
 def drain(
     cleaner: CleanupRunner, flags: Flags, context: object, *, limit: int = DRAIN_BATCH
 ) -> dict[str, Any]:
-    """Run the deferred work whose flags are on again; each item once (see :mod:`.deferred`),
+    """Run the deferred work whose flags are on again; each item once (see `deferred`),
     each record verified first (module docstring).
 
     Nothing is drained while ``enabled`` is off or in a dry run. Writes
@@ -224,7 +224,7 @@ def _verify(
     cleaner: CleanupRunner, check: RemovalCheck, raw: dict[str, Any] | None
 ) -> Exception | None:
     """``None`` when the record's removal happened (its work may run); else why not: a
-    :class:`ReadBackFailed` (ask again next drain) or a ``ValueError`` whose text is the
+    `ReadBackFailed` (ask again next drain) or a ``ValueError`` whose text is the
     refusal (``<reason>: <detail>``)."""
     if raw is None:
         return ValueError(f"{REFUSED_UNVERIFIABLE}: the item holds no stream record")

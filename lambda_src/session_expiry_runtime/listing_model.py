@@ -4,32 +4,32 @@ A ``ListObjectsV2`` page holds up to 1,000 objects, each with its ``Key``, ``Las
 ``ETag``, ``Size``, ``StorageClass`` and checksum members (Amazon S3 API Reference,
 "ListObjectsV2"), and botocore's ``rest-xml`` parser turns every member of every object into a
 Python value by the S3 model's ``Object`` shape. The scratch step reads only ``Key``
-(:mod:`.steps.scratch`).
+(`steps.scratch`).
 
 botocore reads its service models through the session's ``data_loader`` component, and a
 session's components can be replaced (``botocore.session.Session.register_component``).
-:func:`use_keys_only_listings` replaces it with a loader that answers every model as botocore's
+`use_keys_only_listings` replaces it with a loader that answers every model as botocore's
 own loader does, except the S3 model, whose ``Object`` shape keeps only its ``Key`` member. The
 parser is botocore's own, and so is the XML it reads; it only has fewer members to convert: about
 half the CPU of a 1,000-key page (``python -m bench``, "parsing one 1,000-key listing").
 
 What botocore's parser still did for each listed object was generic: name every child element of
 ``<Contents>`` (seven of them, each tag through a regular expression) to find the one member the
-reduced shape has. :class:`KeysOnlyXMLParser` is botocore's ``rest-xml`` parser with one
+reduced shape has. `KeysOnlyXMLParser` is botocore's ``rest-xml`` parser with one
 shortcut: a structure of the reduced ``Object`` shape is read from its one ``Key`` child
 element — found by comparing tags, its text taken as botocore takes a string's text — and any
 other element (or a ``<Contents>`` with no or several ``Key`` children) goes through botocore's
 own code. The XML is still parsed by botocore (its ``ElementTree``); every other shape, and every
 other protocol, is botocore's. Property-tested equal to botocore's parse
 (``tests/runtime/test_listing_model.py``). The session's ``response_parser_factory`` component
-(what botocore's documented parser settings already use: :mod:`.timestamps`) makes it:
-:class:`KeysOnlyParserFactory`. About a quarter of the CPU of a 1,000-key page is left
+(what botocore's documented parser settings already use: `timestamps`) makes it:
+`KeysOnlyParserFactory`. About a quarter of the CPU of a 1,000-key page is left
 (``python -m bench``, "parsing one 1,000-key listing").
 
 What changes for the S3 clients made from such a session: the ``Contents`` entries of
 ``ListObjectsV2`` and ``ListObjects`` answers hold ``Key`` only; every other shape, operation and
 service is botocore's own. The cleanup's session is the only one that uses it
-(:func:`session_expiry_runtime.clients.build_clients`): its scratch client lists and deletes, its
+(`session_expiry_runtime.clients.build_clients`): its scratch client lists and deletes, its
 archive client only writes (``PutObject``), which the ``Object`` shape does not concern.
 """
 
@@ -73,7 +73,7 @@ def keys_only_s3_model(model: dict[str, Any]) -> dict[str, Any]:
 
 class KeysOnlyListingLoader:
     """A botocore ``data_loader`` that answers what ``loader`` answers, except the S3 model
-    (:func:`keys_only_s3_model`), made once per loader.
+    (`keys_only_s3_model`), made once per loader.
 
     Args:
         loader: the session's own loader (``session.get_component("data_loader")``).
@@ -100,7 +100,7 @@ class KeysOnlyListingLoader:
 
 class KeysOnlyXMLParser(RestXMLParser):  # type: ignore[misc]
     """botocore's ``rest-xml`` response parser, reading a listed object of the reduced ``Object``
-    shape (:func:`keys_only_s3_model`) from its ``Key`` child element alone; everything else as
+    shape (`keys_only_s3_model`) from its ``Key`` child element alone; everything else as
     botocore parses it."""
 
     def _handle_structure(self, shape: Any, node: Any) -> Any:
@@ -116,7 +116,7 @@ class KeysOnlyXMLParser(RestXMLParser):  # type: ignore[misc]
 
 
 class KeysOnlyParserFactory(ResponseParserFactory):  # type: ignore[misc]
-    """botocore's response parser factory, making :class:`KeysOnlyXMLParser` for ``rest-xml``.
+    """botocore's response parser factory, making `KeysOnlyXMLParser` for ``rest-xml``.
 
     Args:
         defaults: parser settings to start from (``set_parser_defaults`` arguments), e.g. the
@@ -128,7 +128,7 @@ class KeysOnlyParserFactory(ResponseParserFactory):  # type: ignore[misc]
         self.set_parser_defaults(**(defaults or {}))
 
     def create_parser(self, protocol_name: str) -> Any:
-        """botocore's parser for ``protocol_name``; :class:`KeysOnlyXMLParser` for ``rest-xml``."""
+        """botocore's parser for ``protocol_name``; `KeysOnlyXMLParser` for ``rest-xml``."""
         if protocol_name == "rest-xml":
             return KeysOnlyXMLParser(**self._defaults)
         return super().create_parser(protocol_name)
@@ -136,8 +136,8 @@ class KeysOnlyParserFactory(ResponseParserFactory):  # type: ignore[misc]
 
 def use_keys_only_listings(core: botocore.session.Session) -> None:
     """Make the S3 clients created from ``core`` afterwards parse listed objects' keys only: the
-    reduced model (:class:`KeysOnlyListingLoader`) and its parser (:class:`KeysOnlyParserFactory`,
-    keeping the settings of the factory it replaces, such as :mod:`.timestamps`')."""
+    reduced model (`KeysOnlyListingLoader`) and its parser (`KeysOnlyParserFactory`,
+    keeping the settings of the factory it replaces, such as `timestamps`')."""
     core.register_component("data_loader", KeysOnlyListingLoader(core.get_component("data_loader")))
     previous = core.get_component("response_parser_factory")
     defaults = dict(getattr(previous, "_defaults", {}))  # where botocore's factory keeps them

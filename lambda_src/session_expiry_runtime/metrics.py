@@ -59,9 +59,9 @@ REFUSAL_METRICS = {
 
 
 class MetricsRecorder:
-    """Thread-safe accumulator of this invocation's metrics; :meth:`flush` writes them as EMF.
+    """Thread-safe accumulator of this invocation's metrics; `flush` writes them as EMF.
 
-    Metric names and dimensions (all from :mod:`.config`):
+    Metric names and dimensions (all from `config`):
 
     * ``SessionsCleaned`` (Count) by ``Reason``: ``ttl`` / ``deleted-after-expiry`` / ``explicit``.
     * ``CleanupFailures`` (Count) by ``Action``: ``DeleteConnection``, ``RetireGrant``,
@@ -74,8 +74,8 @@ class MetricsRecorder:
       grant id an old image named that the ownership check refused (``config.REFUSAL_*``;
       ``NotOwned`` and ``Unclaimed`` are alarmed, the others counted only).
 
-    Tenants: what is recorded through :meth:`for_tenant` lands in documents of their own that
-    carry the tenant as the root member ``Tenant`` (:data:`.config.DIMENSION_TENANT`): a property,
+    Tenants: what is recorded through `for_tenant` lands in documents of their own that
+    carry the tenant as the root member ``Tenant`` (`config.DIMENSION_TENANT`): a property,
     which CloudWatch Logs Insights and Contributor Insights read and CloudWatch does not turn
     into a metric (CloudWatch User Guide, "Specification: Embedded metric format": members not
     named in a dimension set or metric are ignored by the metric extraction). With
@@ -102,7 +102,7 @@ class MetricsRecorder:
 
     def for_tenant(self, tenant: object) -> MetricsRecorder:
         """A view of this recorder whose counts carry ``tenant`` (the old image's tenant
-        attribute, decoded: text, a number or anything :func:`tenant_text` turns into text);
+        attribute, decoded: text, a number or anything `tenant_text` turns into text);
         ``None`` or empty: no tenant, this recorder's own documents."""
         view = copy.copy(self)  # shares the lock and the totals
         view._tenant = tenant_text(tenant)
@@ -147,7 +147,7 @@ class MetricsRecorder:
         self.count(METRIC_PREFIXES_REFUSED)
 
     def step_refused(self, step: str) -> None:
-        """Count one refusal of ``step`` under its :data:`REFUSAL_METRICS` metric, if it has one."""
+        """Count one refusal of ``step`` under its `REFUSAL_METRICS` metric, if it has one."""
         metric = REFUSAL_METRICS.get(step)
         if metric is not None:
             self.count(metric)

@@ -1,6 +1,6 @@
-"""Cleanup results: record and step outcomes, :class:`StepFailed`, :class:`RecordResult`.
+"""Cleanup results: record and step outcomes, `StepFailed`, `RecordResult`.
 
-A low module on purpose: the runner, every step and the fan-out (:mod:`.events`) import these
+A low module on purpose: the runner, every step and the fan-out (`events`) import these
 names from here, so none of them imports another to learn an outcome (the former ``cleaner`` ↔
 ``events`` import cycle).
 """
@@ -20,7 +20,7 @@ OUTCOME_SKIPPED = "skipped"
 OUTCOME_FAILED = "failed"
 #: Dry run (``SESSION_EXPIRY_DRY_RUN``): the record would have been cleaned; nothing was changed.
 OUTCOME_DRY_RUN = "dry-run"
-#: Feature flag ``enabled`` off: the whole record was kept as deferred work (:mod:`.deferred`)
+#: Feature flag ``enabled`` off: the whole record was kept as deferred work (`deferred`)
 #: before any cleanup call; the drain cleans it once the flag is on again.
 OUTCOME_DEFERRED = "deferred"
 
@@ -38,7 +38,7 @@ STEP_FAILED = "failed"
 STEP_NOT_OWNED = "not-owned"
 #: Dry run: the step would have run (its change-making call was not made).
 STEP_DRY_RUN = "dry-run"
-#: The step's feature flag is off: not run; its work was kept as deferred work (:mod:`.deferred`)
+#: The step's feature flag is off: not run; its work was kept as deferred work (`deferred`)
 #: and is done by the drain once the flag is on again.
 STEP_DISABLED = "disabled"
 
@@ -76,7 +76,7 @@ class RecordResult:
         lag_seconds: TTL lag of a TTL-classified record.
         log: the structured log fields (already JSON-serialisable).
         ownership_refusals: step name -> {resource id -> ``Refusal``} of every id the ownership
-            check refused (:mod:`.steps.base`), each counted as ``ResourcesRefused``.
+            check refused (`steps.base`), each counted as ``ResourcesRefused``.
     """
 
     sequence_number: str | None

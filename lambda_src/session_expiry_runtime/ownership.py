@@ -3,27 +3,27 @@
 An old image is whatever the last writer of an item wrote, so the ids it names (a WebSocket
 connection id, an Amazon Bedrock AgentCore session id, a KMS grant id) are only a question.
 The answer is an **ownership record** (a *claim*) in the construct's ownership table, written by
-:class:`~session_expiry_runtime.store.SessionStore` *before* (or atomically with) the id is
+[`SessionStore`][session_expiry_runtime.store.SessionStore] *before* (or atomically with) the id is
 recorded on the session, with a condition that refuses an id another live session holds:
 
 =================  ==================================================================
 attribute          value
 =================  ==================================================================
-``resource``       partition key: ``<kind>#<id>`` (:func:`resource_key`)
-``owner``          the owning item's key, canonical (:func:`owner_token`)
+``resource``       partition key: ``<kind>#<id>`` (`resource_key`)
+``owner``          the owning item's key, canonical (`owner_token`)
 ``incarnation``    the owning session incarnation (the session item's ``incarnation``)
 ``state``          ``held`` → ``releasing`` (the cleanup is acting) → ``released``
 ``stateSince``     epoch seconds of the last state change
 ``claimedAt``      epoch seconds of the claim
 ``notAfter``       the owner's absolute end (epoch seconds): after it the owner cannot be live
-``expiresAt``      time to live: ``notAfter`` + :data:`CLAIM_RETENTION_SECONDS`
+``expiresAt``      time to live: ``notAfter`` + `CLAIM_RETENTION_SECONDS`
 ``goneSince``      grants only: when the grant sweep first saw the session gone (epoch
-                   seconds); removed when the grant is held again (:data:`ATTR_GONE_SINCE`)
-``formerOwners``   the holders the record took the id over from (:data:`ATTR_FORMER_OWNERS`)
+                   seconds); removed when the grant is held again (`ATTR_GONE_SINCE`)
+``formerOwners``   the holders the record took the id over from (`ATTR_FORMER_OWNERS`)
 =================  ==================================================================
 
 The cleanup acts on an id only when its claim names the REMOVE record's own ``Keys`` (which no
-writer of the item can change) and the old image's incarnation (:func:`classify`); anything else
+writer of the item can change) and the old image's incarnation (`classify`); anything else
 is refused and counted by reason. Pure functions and names only: no AWS calls. The store writes
 claims (``store``), the cleanup checks and releases them (``claims``), the grant sweep reads them.
 """
@@ -82,7 +82,7 @@ KIND_AGENT_RUNTIME = "agentRuntime"
 KIND_CODE_INTERPRETER = "codeInterpreter"
 KIND_BROWSER = "browser"
 KIND_GRANT = "grant"
-#: An AgentCore Memory session: ``<actorId>/<sessionId>`` (:mod:`.agent_sessions`).
+#: An AgentCore Memory session: ``<actorId>/<sessionId>`` (`agent_sessions`).
 KIND_AGENT_MEMORY = "agentMemory"
 KINDS = (
     KIND_CONNECTION,
@@ -111,10 +111,10 @@ ATTR_EXPIRES_AT = "expiresAt"
 #: time afresh.
 ATTR_GONE_SINCE = "goneSince"
 #: List of Strings: the holders this record took the id over from, oldest first, each
-#: ``<owner token>#<incarnation>`` (:func:`former_owner`), at most :data:`MAX_FORMER_OWNERS`.
+#: ``<owner token>#<incarnation>`` (`former_owner`), at most `MAX_FORMER_OWNERS`.
 #: Written by the claim that takes an id from another key's record (released, past its owner's
 #: absolute end, or left ``releasing``), so a late ``REMOVE`` of a former holder is told apart
-#: from a forged one by the record alone (:func:`classify`): ``Superseded``, not ``NotOwned``.
+#: from a forged one by the record alone (`classify`): ``Superseded``, not ``NotOwned``.
 ATTR_FORMER_OWNERS = "formerOwners"
 #: How many earlier holders a record remembers (the oldest are dropped first).
 MAX_FORMER_OWNERS = 8
@@ -128,7 +128,7 @@ STATE_RELEASED = "released"
 #: "typically within a few days" of expiry, a record may fail for up to the event source
 #: mapping's maximum record age (6 hours) and then wait in the on-failure destination for up to
 #: its 14 days' retention before a replay. Without a record, an id is ``Unclaimed`` (alarmed):
-#: the refusal is decided from the record, never from the image's times (:func:`classify`).
+#: the refusal is decided from the record, never from the image's times (`classify`).
 CLAIM_RETENTION_SECONDS = 21 * 24 * 3600
 #: A claim left ``releasing`` this long (a cleanup that stopped between its mark and its act)
 #: may be taken by a new claimant: the cleanup's own run is bounded by its 15-minute maximum.
@@ -192,7 +192,7 @@ def custom_kinds_of(raw: str | None) -> dict[str, str]:
 
 
 def is_kind(kind: object) -> bool:
-    """A built-in kind (:data:`KINDS`) or a custom step's (:func:`custom_kind`)."""
+    """A built-in kind (`KINDS`) or a custom step's (`custom_kind`)."""
     return kind in KINDS or (isinstance(kind, str) and _CUSTOM_KIND.fullmatch(kind) is not None)
 
 
@@ -214,7 +214,7 @@ def resource_key(kind: str, resource_id: str) -> str:
 def owner_token(key: Mapping[str, str]) -> str:
     """The canonical form of an item's key: base64url (no padding) of its compact, sorted JSON.
 
-    The same encoding a grant name carries (:mod:`.grant_names`), so two keys are the same
+    The same encoding a grant name carries (`grant_names`), so two keys are the same
     owner exactly when their tokens are equal.
 
     Raises:
@@ -234,7 +234,7 @@ def owner_token(key: Mapping[str, str]) -> str:
 
 
 def owner_key_of_token(token: object) -> dict[str, str] | None:
-    """The key an :func:`owner_token` encodes, or ``None`` for anything :func:`owner_token`
+    """The key an `owner_token` encodes, or ``None`` for anything `owner_token`
     does not write (not base64url, padding, JSON that is not an object of non-empty strings,
     a non-canonical encoding). Any length: a record names its owner whatever the key's size
     (a grant name, at most 256 characters, cannot hold every key). Never raises."""
@@ -265,7 +265,7 @@ class Claim:
     claimed_at: Decimal
     not_after: Decimal
     state_since: Decimal
-    #: The holders this record took the id over from (:data:`ATTR_FORMER_OWNERS`).
+    #: The holders this record took the id over from (`ATTR_FORMER_OWNERS`).
     former_owners: tuple[str, ...] = ()
 
     @classmethod
@@ -294,8 +294,8 @@ class Claim:
 
 @dataclass(frozen=True)
 class Verdict:
-    """What the cleanup may do with one resource id: ``status`` is :data:`VERDICT_OWNED`,
-    :data:`VERDICT_RELEASED` or one of the ``REFUSAL_*`` values; ``claim`` is what was read."""
+    """What the cleanup may do with one resource id: ``status`` is `VERDICT_OWNED`,
+    `VERDICT_RELEASED` or one of the ``REFUSAL_*`` values; ``claim`` is what was read."""
 
     status: str
     claim: Claim | None = None
@@ -320,7 +320,7 @@ def classify(claim: Claim | None, *, owner: str, incarnation: str | None) -> Ver
 
     Args:
         claim: the resource's ownership record, or ``None`` when there is none.
-        owner: :func:`owner_token` of the record's ``Keys`` (never of the old image).
+        owner: `owner_token` of the record's ``Keys`` (never of the old image).
         incarnation: the old image's incarnation; ``None`` for an item written before ownership
             records existed.
 
@@ -328,7 +328,7 @@ def classify(claim: Claim | None, *, owner: str, incarnation: str | None) -> Ver
         ``owned``/``released`` when the claim names exactly this key and incarnation;
         ``Superseded`` when the id is now held by another incarnation of this very key, or by a
         claimant whose record says it took the id over from exactly this incarnation
-        (:attr:`Claim.former_owners`); ``NotOwned`` for a claim of anyone else; without a claim,
+        (`Claim.former_owners`); ``NotOwned`` for a claim of anyone else; without a claim,
         ``Legacy`` (an item without an incarnation) or ``Unclaimed``.
     """
     if claim is None:
@@ -344,7 +344,7 @@ def classify(claim: Claim | None, *, owner: str, incarnation: str | None) -> Ver
 
 
 def former_owner(owner: str, incarnation: str) -> str:
-    """How :data:`ATTR_FORMER_OWNERS` names one earlier holder: ``<owner token>#<incarnation>``
+    """How `ATTR_FORMER_OWNERS` names one earlier holder: ``<owner token>#<incarnation>``
     (an owner token is base64url, so it holds no ``#``)."""
     return f"{owner}#{incarnation}"
 

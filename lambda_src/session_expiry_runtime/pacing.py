@@ -1,7 +1,7 @@
 """Pacing: calls under a target's request quota slow down instead of failing. One home for both
 kinds the project uses:
 
-* :class:`Pacer` — a **fixed pace** for a scheduled job that owns its rate: at most
+* `Pacer` — a **fixed pace** for a scheduled job that owns its rate: at most
   ``per_second`` calls a second (the grant sweep's KMS requests,
   ``SESSION_EXPIRY_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND``).
   A quota is shared by every caller of the account and Region: a sweep that calls as fast as it
@@ -9,8 +9,8 @@ kinds the project uses:
   at least ``1 / per_second`` seconds apart (no burst), whatever the calls' latency. Written here
   rather than taken from a library: the deployed functions need nothing beyond the Lambda Python
   runtime (boto3 and the standard library), and the rule is a few lines.
-* :class:`ClientPacer` — an **adaptive pace** for the cleanup's clients, which do not know their
-  share of a quota (:func:`install`; below).
+* `ClientPacer` — an **adaptive pace** for the cleanup's clients, which do not know their
+  share of a quota (`install`; below).
 
 **The cleanup's clients.** A storm of expiring sessions can ask a target for more than its quota:
 KMS's ``RetireGrant`` request rate (15 a second per account and Region by default, shared by every
@@ -19,11 +19,11 @@ throttle that the ``@connections`` API shares with every API of the account (10,
 second, burst 5,000: API Gateway Developer Guide, "Amazon API Gateway quotas"), a DynamoDB
 partition's 1,000 write units a second (DynamoDB Developer Guide, "Understanding DynamoDB warm
 throughput"). botocore's ``standard`` retry mode answers a throttle with a jittered backoff and one
-retry (:data:`~.clients.MAX_ATTEMPTS`); above the quota for long, calls run out of attempts,
+retry (`MAX_ATTEMPTS`); above the quota for long, calls run out of attempts,
 records fail, the event source mapping retries and bisects them — adding load — and after its
 retries sends them to the on-failure destination. Retries with jitter are not pacing.
 
-What :func:`install` adds to each cleanup client:
+What `install` adds to each cleanup client:
 
 * **botocore's adaptive rate limiter** — exactly what ``retries={"mode": "adaptive"}`` adds to a
   client (``botocore.retries.adaptive.register_retry_handler``): a token bucket whose rate
@@ -32,7 +32,7 @@ What :func:`install` adds to each cleanup client:
   limiter per client, shared by every thread of the execution environment; each client serves
   one target, so each target has its own rate. botocore's limiter waits for a token without a
   bound; here the wait is bounded by the call's budget (below), and a call still without a token
-  then fails (:class:`PacingTimeout`) instead of running past the time guard.
+  then fails (`PacingTimeout`) instead of running past the time guard.
 * **throttled calls retried while the budget lasts**: a call the target throttled is sent again
   (after its token) for as long as the call's budget allows, beyond ``standard`` mode's two
   attempts; every other error is left to ``standard`` mode. A throttled request was refused, not
@@ -42,19 +42,19 @@ What :func:`install` adds to each cleanup client:
   cleanup slowed down instead of failing.
 
 **How long a call may wait.** Within an invocation (the handler calls
-:meth:`ClientPacer.start_invocation` with Lambda's context), a paced call may wait for its token and
+`ClientPacer.start_invocation` with Lambda's context), a paced call may wait for its token and
 start new attempts until the **time guard** trips — until fewer than ``time_guard_ms`` remain
 before the deadline — like any call the runner starts; an attempt started then ends within 90 %
-of the margin (:func:`~.clients.call_timeouts`), so the invocation still returns before its
+of the margin (`call_timeouts`), so the invocation still returns before its
 deadline. The deadline is the one of the invocation the call **started** in, fixed
 at its start: a call still running after its invocation's hard stop (its record thread
-abandoned, :mod:`.batch`) starts no new attempt and waits for no token once that time guard has
+abandoned, `batch`) starts no new attempt and waits for no token once that time guard has
 passed, even when the next invocation of the execution environment has begun — it neither takes
 the next invocation's rate nor lands minutes later, after a redelivery of its record released
-the id. A wait that reaches the time guard fails its call (:class:`PacingTimeout`): its record
+the id. A wait that reaches the time guard fails its call (`PacingTimeout`): its record
 is reported failed and retried by the event source mapping, as the time guard does for records
 it keeps from starting. Without an invocation (a replay, a test), a call may wait at most
-:func:`budget_seconds` from its first attempt: 90 % of the margin less one attempt's connect and
+`budget_seconds` from its first attempt: 90 % of the margin less one attempt's connect and
 read timeouts (5 s at the default 10 s margin).
 
 The result under a binding quota: the calls of one execution environment go out at about the
@@ -109,7 +109,7 @@ def budget_seconds(time_guard_ms: int) -> float:
     margin less one attempt's connect and read timeouts (5 s at the default 10 s margin).
 
     Raises:
-        ValueError: a margin too small for any call (:func:`~.clients.call_timeouts`).
+        ValueError: a margin too small for any call (`call_timeouts`).
     """
     connect, read = call_timeouts(time_guard_ms)
     return max(0.0, SDK_SHARE_OF_MARGIN * time_guard_ms / 1000 - connect - read)
@@ -157,14 +157,14 @@ class _BoundedRateLimiter(adaptive.ClientRateLimiter):  # type: ignore[misc]  # 
 
 
 class ClientPacer:
-    """Pacing for the clients of one execution environment (:func:`install` builds it).
+    """Pacing for the clients of one execution environment (`install` builds it).
 
     Args:
         metrics: where ``CallsPaced`` is counted (the cleanup's recorder, flushed per
             invocation).
-        budget: seconds one call may take from its first attempt (:func:`budget_seconds`).
-        clock: seconds now (monotonic); default :func:`time.monotonic`.
-        sleep: how to wait; default :func:`time.sleep`.
+        budget: seconds one call may take from its first attempt (`budget_seconds`).
+        clock: seconds now (monotonic); default `time.monotonic`.
+        sleep: how to wait; default `time.sleep`.
     """
 
     def __init__(
@@ -187,7 +187,7 @@ class ClientPacer:
     def start_invocation(self, remaining_ms: float | None, time_guard_ms: int) -> None:
         """Let the calls started from now on wait until this invocation's time guard trips:
         ``remaining_ms`` (Lambda's ``get_remaining_time_in_millis()``) less ``time_guard_ms``
-        from now; ``None``: no invocation deadline (each call gets :attr:`budget` from its
+        from now; ``None``: no invocation deadline (each call gets `budget` from its
         first attempt). A call already running keeps the deadline it started with."""
         self._until = (
             None if remaining_ms is None else self.now() + (remaining_ms - time_guard_ms) / 1000
@@ -195,7 +195,7 @@ class ClientPacer:
 
     def deadline(self, context: dict[str, Any]) -> float:
         """When the call of ``context`` may start no further attempt (monotonic seconds): the
-        time guard of the invocation the call started in, or :attr:`budget` from its start
+        time guard of the invocation the call started in, or `budget` from its start
         without one. Fixed when the call starts: a call still running after its invocation's
         hard stop (its record thread abandoned) never takes a later invocation's deadline."""
         fixed = context.get(_DEADLINE)
@@ -250,7 +250,7 @@ def _operation(event_name: str) -> str:
 
 
 def start_invocation(pacer: ClientPacer | None, context: object, time_guard_ms: int) -> None:
-    """:meth:`ClientPacer.start_invocation` from a Lambda context (none: no invocation deadline)."""
+    """`ClientPacer.start_invocation` from a Lambda context (none: no invocation deadline)."""
     if pacer is None:
         return
     remaining = getattr(context, "get_remaining_time_in_millis", None)
@@ -291,7 +291,7 @@ def install(
 
 
 class Pacer:
-    """At most ``per_second`` calls a second: :meth:`wait` before each call.
+    """At most ``per_second`` calls a second: `wait` before each call.
 
     Args:
         per_second: calls a second at most, at least 1.

@@ -17,7 +17,7 @@ missing value as breaching: a watch that stopped running is heard):
   the breaker's failed probes disables the mapping again and moves ``LastModified``, so with
   the breaker on (``SESSION_EXPIRY_BREAKER_STATE_PARAMETER``) the watch reads the breaker's
   record (``GetParameter``) and, while the breaker is open or half-open and the mapping is as
-  the breaker left it (:func:`.circuit_breaker.moved_by_others`), counts from the earlier of
+  the breaker left it (`circuit_breaker.moved_by_others`), counts from the earlier of
   ``LastModified`` and the record's ``pausedSince`` — the breaker's first opening of an
   unbroken run of openings and probes. A half-open breaker's probe (the mapping enabled for a
   few minutes) does not end that count: the run ends when the breaker closes after a passed
@@ -25,13 +25,13 @@ missing value as breaching: a watch that stopped running is heard):
   paused (the kill switch's ``disable``, a deploy's update while it is disabled) does not end
   it either: the breaker yields (closes) but keeps ``pausedSince``, and the watch counts from
   it while the mapping stays disabled and unchanged since
-  (:func:`.circuit_breaker.paused_as_yielded`). Without the breaker, any update to a mapping
+  (`circuit_breaker.paused_as_yielded`). Without the breaker, any update to a mapping
   that is already disabled (a second kill-switch ``disable``, a deploy that changes its batch
   size) starts the count again although the stream's clock does not stop; the value is then a
   lower bound (the kill switch says so, with ``alreadyPausedSince``).
 
 The construct alarms on its Maximum above ``alarm_cleanup_paused_after`` (12 hours by default).
-:func:`deadlines` gives the kill switch the same times: when the records written since the pause
+`deadlines` gives the kill switch the same times: when the records written since the pause
 start to leave the stream, and when the mapping's ``MaximumRecordAgeInSeconds`` sends them to
 the on-failure destination at resume; the watch's own answer gives them from the same start as
 the metric. A failed ``GetEventSourceMapping`` (or ``GetParameter`` of the breaker's record, or an
@@ -96,7 +96,7 @@ def breaker_paused_since(record: Record | None, mapping: Mapping[str, Any]) -> d
     """The circuit breaker's first opening of its current run (``record.paused_since``, UTC)
     while it is open or half-open and the mapping is as it left it or disabled by someone
     else since, or while it is closed after yielding to someone else's pause and the mapping
-    is still paused as then (:func:`.circuit_breaker.paused_as_yielded`); ``None`` otherwise
+    is still paused as then (`circuit_breaker.paused_as_yielded`); ``None`` otherwise
     (no breaker, a record without the field, a passed probe, a mapping resumed or changed
     since the yield)."""
     if record is None or record.paused_since is None:
@@ -110,8 +110,8 @@ def breaker_paused_since(record: Record | None, mapping: Mapping[str, Any]) -> d
 
 
 def pause_start(mapping: Mapping[str, Any], breaker: Record | None = None) -> datetime | None:
-    """When the current pause started (UTC): the earlier of :func:`paused_since` and
-    :func:`breaker_paused_since` (the latter alone during a breaker's probe); ``None`` when
+    """When the current pause started (UTC): the earlier of `paused_since` and
+    `breaker_paused_since` (the latter alone during a breaker's probe); ``None`` when
     the cleanup is not paused."""
     starts = [t for t in (paused_since(mapping), breaker_paused_since(breaker, mapping)) if t]
     return min(starts) if starts else None
@@ -119,7 +119,7 @@ def pause_start(mapping: Mapping[str, Any], breaker: Record | None = None) -> da
 
 def paused_seconds(mapping: Mapping[str, Any], now: datetime, breaker: Record | None = None) -> int:
     """Whole seconds the cleanup has been paused at ``now`` (never negative), counted from
-    :func:`pause_start`; 0 when it is not paused."""
+    `pause_start`; 0 when it is not paused."""
     since = pause_start(mapping, breaker)
     if since is None:
         return 0
@@ -138,7 +138,7 @@ def deadlines(
     by default, the Kinesis stream's retention with the Kinesis change source.
 
     * ``pausedSince``: the mapping's ``LastModified``, or the circuit breaker's first opening
-      when earlier (``breaker``, the breaker's record: :func:`pause_start`);
+      when earlier (``breaker``, the breaker's record: `pause_start`);
     * ``streamRetentionDeadline``: ``pausedSince`` + ``retention``. Records written since the pause
       start to leave the stream then; records the cleanup had not reached when it was paused
       (its iterator age at that moment) leave it earlier;
@@ -167,7 +167,7 @@ def read_breaker(ssm_client: Any, parameter: str) -> Record:
 
     Raises:
         botocore.exceptions.ClientError: ``GetParameter`` failed (no permission, no parameter).
-        ValueError: the value is not a breaker record (:meth:`.circuit_breaker.Record.from_json`).
+        ValueError: the value is not a breaker record (`circuit_breaker.Record.from_json`).
     """
     answer = ssm_client.get_parameter(Name=parameter)
     return Record.from_json(answer["Parameter"]["Value"])
@@ -225,7 +225,7 @@ def _client(service: str) -> Any:
 
 
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
-    """Scheduled entry point: :func:`watch` of the mapping named by the environment (and of the
+    """Scheduled entry point: `watch` of the mapping named by the environment (and of the
     breaker's record when ``SESSION_EXPIRY_BREAKER_STATE_PARAMETER`` is set).
 
     Raises:

@@ -19,12 +19,12 @@ not this record's (issue 20). With a tenant attribute of its own, the tenant seg
 item's word, but the whole key follows it, so it cannot reach another session's objects.
 
 *Legacy layout*: before the whole key was used, a table with a sort key had
-``{root}[{tenant}/]{session_id}/{incarnation}/`` (:func:`legacy_scratch_prefix`), which does not
+``{root}[{tenant}/]{session_id}/{incarnation}/`` (`legacy_scratch_prefix`), which does not
 name the partition. The cleanup never deletes such a prefix (it cannot be bound to its
 partition); the S3 lifecycle rule of the scratch root expires it. Tables without a sort key, and
 tables whose partition is the tenant with tenant-scoped scratch, have the same layout as before.
 
-``incarnation`` is unique per :func:`build_scratch_prefix` call, so a session id reused after
+``incarnation`` is unique per `build_scratch_prefix` call, so a session id reused after
 expiry never shares a prefix with the session that expired (the late REMOVE of the old one
 deletes only the old prefix). S3 ``ListObjectsV2`` with ``Prefix=sessions/s-1`` would also
 match ``sessions/s-10/...``; every accepted prefix therefore ends in ``/``
@@ -111,7 +111,7 @@ def build_scratch_prefix(
     """Build the scratch prefix of one session incarnation (the layout in the module docstring).
 
     Args:
-        root: scratch root, e.g. ``"sessions/"`` (see :func:`validate_scratch_root`).
+        root: scratch root, e.g. ``"sessions/"`` (see `validate_scratch_root`).
         session_id: the session's id (the partition key value, or the sort key value on a
             table with a sort key), one segment.
         partition: the partition key value on a table with a sort key; ``None`` without one.
@@ -123,7 +123,7 @@ def build_scratch_prefix(
         incarnation: token unique to this incarnation; default a new random one.
 
     Returns:
-        The prefix, always ending in ``/``; it passes :func:`validate_scratch_prefix`.
+        The prefix, always ending in ``/``; it passes `validate_scratch_prefix`.
 
     Raises:
         ScratchPrefixError: a bad root, id, partition, tenant or incarnation (the message names
@@ -159,7 +159,7 @@ def legacy_scratch_prefix(
     ``{root}[{tenant}/]{session_id}/{incarnation}/`` (see the module docstring).
 
     Raises:
-        ScratchPrefixError: as :func:`build_scratch_prefix`.
+        ScratchPrefixError: as `build_scratch_prefix`.
     """
     return build_scratch_prefix(
         root, session_id, tenant_id=tenant_id, tenant_scoped=tenant_scoped, incarnation=incarnation

@@ -10,10 +10,10 @@ ownership records in that Region's ownership table). So one Region cleans each s
 * ``SessionStore.create`` stamps the owner Region under ``SESSION_EXPIRY_OWNER_REGION_ATTRIBUTE``
   (default ``ownerRegion``, a String). ``touch`` never changes it: a heartbeat from another
   Region (after a failover) extends the session and leaves its owner as it was.
-* The expiry sweeper's shard values carry it (:func:`sweep_shard_value`: ``"<region>#<n>"``), so
+* The expiry sweeper's shard values carry it (`sweep_shard_value`: ``"<region>#<n>"``), so
   each Region's sweeper Queries only its own sessions and two Regions never race on one item.
 * The cleanup's event source mapping filters on it (``cdk_session_expiry.filters``), and the
-  runner checks it again (:func:`owned_here`): a record of another Region's session is skipped
+  runner checks it again (`owned_here`): a record of another Region's session is skipped
   (``RecordsSkipped``, cause ``OtherRegion``) and no call is made for it.
 
 Pure functions only: no AWS calls.

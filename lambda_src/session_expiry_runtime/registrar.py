@@ -1,7 +1,7 @@
 """The claim registrar: the one writer of ownership records besides the cleanup.
 
 The cleanup acts on a connection, an AgentCore session or a grant only when its ownership
-record (a *claim*, :mod:`.ownership`) names the removed session's key and incarnation, so the
+record (a *claim*, `ownership`) names the removed session's key and incarnation, so the
 records are what it trusts. IAM cannot make a writer use a condition (no condition key requires
 a ``ConditionExpression``), so an application role allowed ``PutItem`` on the ownership table
 could rewrite another session's claim to name its own session, record the id on its own item,
@@ -19,7 +19,7 @@ operation   what it requires (read by the registrar itself)                     
             that item, not from the request)                                      all or none
 ``release`` the key's item is the named incarnation and no longer names the id    ``released``
             (the session gave it up); the claim is that incarnation's
-``undo``    the claim is that incarnation's, at most :data:`UNDO_WINDOW_SECONDS`  deleted
+``undo``    the claim is that incarnation's, at most `UNDO_WINDOW_SECONDS`  deleted
             old, and the key's item is not that incarnation or no longer names
             the id (the write the claim was for did not happen)
 ``owned``   nothing (read only): which of the ids the incarnation holds           nothing
@@ -27,7 +27,7 @@ operation   what it requires (read by the registrar itself)                     
 
 So a writer confined to tenant A's partition can claim only for A's own live sessions, can
 release or undo only what A's own items gave up, and cannot rewrite, release or delete a claim
-of tenant B's live session: the claim conditions (:mod:`.store_parts.claims`) refuse an id
+of tenant B's live session: the claim conditions (`store_parts.claims`) refuse an id
 another live session holds, and ``release`` of B's id needs B's item to have dropped it. A
 request the registrar refuses for its session's state is answered ``SessionNotLive`` and
 counted (``ClaimRequestsRefused``, alarmed): in normal operation only a session that ended
@@ -183,9 +183,9 @@ class Registrar:
         config: the runtime configuration (the session table, its key and attribute names,
             the ownership table).
         dynamodb: a boto3 DynamoDB client.
-        clock: epoch seconds now. Default: :func:`time.time`.
+        clock: epoch seconds now. Default: `time.time`.
         sleep: the wait before asking again for an id whose previous owner's cleanup is
-            releasing it. Default: :func:`time.sleep`.
+            releasing it. Default: `time.sleep`.
         emit: where the ``ClaimRequestsRefused`` metric document goes. Default: printed (EMF).
 
     Raises:
@@ -475,7 +475,7 @@ _registrar: Registrar | None = None
 
 
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
-    """Lambda entry point: :meth:`Registrar.handle` with the configuration of the environment."""
+    """Lambda entry point: `Registrar.handle` with the configuration of the environment."""
     global _registrar
     if _registrar is None:
         import boto3

@@ -5,7 +5,7 @@ an S3 on-failure object on the object's word (the stream may no longer hold them
 can write the bucket can write a ``REMOVE`` record naming this stream's own ARN. So, before a
 payload is cleaned, the ``Keys`` of each of its ``REMOVE`` records are read back from the table
 (``GetItem``, strongly consistent, key attributes only): when the table holds that item, the
-whole message is kept (:class:`ItemStillInTable`). A genuine record whose key was used again
+whole message is kept (`ItemStillInTable`). A genuine record whose key was used again
 since (a new session under the same key) is kept too, for the operator to decide; the S3
 lifecycle rule and the grant sweep still clean the old session's resources.
 
@@ -51,7 +51,7 @@ def check_removed(records: Sequence[Mapping[str, Any]], info: BatchInfo, tables:
 
     Args:
         records: the payload's records, already checked by
-            :func:`.failure_records.payload_records` (so ``info.stream_arn`` is trusted).
+            `failure_records.payload_records` (so ``info.stream_arn`` is trusted).
         info: the message's batch info; its stream ARN names the table.
         tables: a boto3 DynamoDB client (``GetItem`` on the table, addressed by its ARN).
 

@@ -16,36 +16,36 @@ Lambda")::
                             "batchSize": 1,
                             "streamArn": "arn:aws:dynamodb:...:table/mytable/stream/..."}}
 
-:func:`replay_queue` reads each message, reads that sequence range back from the stream
+`replay_queue` reads each message, reads that sequence range back from the stream
 (``GetShardIterator`` ``AT_SEQUENCE_NUMBER`` at the start, ``GetRecords`` until past the end),
-reshapes the records into the Lambda event form and runs them through :func:`process_batch` with
-a :class:`SessionCleaner`. The stream keeps records for 24 hours: an older range
+reshapes the records into the Lambda event form and runs them through `process_batch` with
+a `SessionCleaner`. The stream keeps records for 24 hours: an older range
 (``TrimmedDataAccessException``, or records missing from its start) is reported as
 ``aged-out`` and the message is kept, for an operator to decide (the old images are gone; the
 archive bucket, if any, still has the sessions that were archived).
 
 **S3 on-failure destination** objects carry the same metadata plus ``payload``, the whole
-invocation event; :func:`replay_s3_object` re-runs that payload, with no 24 hour limit. The
+invocation event; `replay_s3_object` re-runs that payload, with no 24 hour limit. The
 payload must cover the range exactly: records of the stream named, the first at the start
 sequence number, the last at the end, none outside.
 
 **Only the configured table's streams.** Anyone who can write the queue or the bucket can
 write a failure record. Before anything is read or cleaned, ``streamArn`` must be a stream of
-the trusted table (:mod:`.replay_trust`: any label, so an earlier stream of the same table is
+the trusted table (`replay_trust`: any label, so an earlier stream of the same table is
 accepted) and every payload record a DynamoDB record of exactly that stream whose ``Keys``
-match its ``OldImage`` (:mod:`.failure_records`), and each payload ``REMOVE`` must name an
-item gone from the table (:mod:`.removed_items`: DynamoDB writes a REMOVE only once the item is
+match its ``OldImage`` (`failure_records`), and each payload ``REMOVE`` must name an
+item gone from the table (`removed_items`: DynamoDB writes a REMOVE only once the item is
 deleted, so a payload forged with this stream's own ARN for a live session is caught there);
 otherwise the message is kept as ``foreign-stream``, ``still-in-table`` (or ``invalid``), never
 deleted. A payload forged for a session that is really gone is still cleaned with the image it
 gives, but only of what that session owned: connection, AgentCore session and grant ids are
 acted on only when their ownership record names the record's ``Keys`` and incarnation
-(:mod:`.claims`), and the scratch prefix derives from the ``Keys``. Write access to the
+(`claims`), and the scratch prefix derives from the ``Keys``. Write access to the
 on-failure destination must still stay with Lambda.
 
 **When a message is deleted.** Only when its whole range was read back (or its payload covers
 it), it holds at least one ``REMOVE`` record, and every ``REMOVE`` record in it was cleaned.
-Anything else keeps the message and reports why (:data:`STATUSES`). A ``REMOVE`` record with a
+Anything else keeps the message and reports why (`STATUSES`). A ``REMOVE`` record with a
 step that refused what its image names (a grant not provably the session's own, a scratch prefix
 that is not its own: ``GrantsRefused``, ``ScratchPrefixesRefused``; an id whose ownership record
 names another session or that has none: ``ResourcesRefused`` ``NotOwned``/``Unclaimed``) is not
@@ -62,15 +62,15 @@ that message, which is kept; the run goes on with the next message.
 
 **The cleanup's levers.** With feature flags configured (``SESSION_EXPIRY_FLAGS_*``), replay
 reads them once, with the function's reader, before any message is read
-(:mod:`.replay_levers`): ``enabled`` off or a read that fails refuse the run
-(:class:`LeverRefusal`, exit 2); ``dryRun`` on makes it a dry run (every message kept); a step
+(`replay_levers`): ``enabled`` off or a read that fails refuse the run
+(`LeverRefusal`, exit 2); ``dryRun`` on makes it a dry run (every message kept); a step
 switched off is held back, its work deferred as the cleanup defers it, and the message kept
 (``held-back``). ``--ignore-feature-flags`` replays regardless, and says so on stderr.
 
-**No cleanup target, no run.** Without any of :data:`CLEANUP_TARGET_SETTINGS` (WebSocket
+**No cleanup target, no run.** Without any of `CLEANUP_TARGET_SETTINGS` (WebSocket
 endpoint, grant key, scratch bucket, AgentCore runtime, code interpreter, browser, custom steps)
 every record would be skipped as ``MissingAttributes``; replay refuses to start
-(:class:`NoCleanupTarget`) and touches no message.
+(`NoCleanupTarget`) and touches no message.
 
 The range of a failed batch covers every record of the batch: records that did succeed are
 cleaned again (every step is idempotent), and records the event source mapping's filter had
@@ -96,25 +96,25 @@ own permissions)::
 ``--kinesis-stream-arn`` (the Kinesis change source): clean again every session of the table
 (``--stream-arn``, else ``SESSION_EXPIRY_TABLE_NAME``; required) removed between ``--from``
 and ``--to`` (ISO 8601 with a zone), read back from the change stream with ``AT_TIMESTAMP``
-(:mod:`.kinesis_replay`); one JSON line per shard that holds such a removal. The table must
+(`kinesis_replay`); one JSON line per shard that holds such a removal. The table must
 have ``--kinesis-stream-arn`` among its Kinesis streaming destinations
 (``DescribeKinesisStreamingDestination``), else replay refuses to start (exit 2): another
 stream, or another table, holds none of the table's removals.
 
 ``--stream-arn`` must name the settings' table when the settings name one
-(:mod:`.replay_trust`): another deployment's stream is refused before anything is read (exit
+(`replay_trust`): another deployment's stream is refused before anything is read (exit
 2). When they name none (the deployed cleanup function's environment has no table name), its
 table must be one replay reaches (``DescribeTable`` in the Region and account replay runs
 with answers that ARN), else it is refused the same way.
 
 Custom steps (``SESSION_EXPIRY_CUSTOM_STEPS``) import as in the deployed function
-(:mod:`.replay_steps`): ``--steps-path DIR``, by default from the app's directory.
+(`replay_steps`): ``--steps-path DIR``, by default from the app's directory.
 
 Stdout: exactly one JSON object per line, one line per message or object, written as each is
 done. Metrics (embedded metric format) and logs go to stderr, and a last summary line (where
 the run read, how many messages, objects or shards became what, the exit status), also when
 there was nothing to replay. Exit status
-(:data:`EXIT_ALL_REPLAYED`, :data:`EXIT_SOME_KEPT`, :data:`EXIT_COULD_NOT_RUN`): 0 every message
+(`EXIT_ALL_REPLAYED`, `EXIT_SOME_KEPT`, `EXIT_COULD_NOT_RUN`): 0 every message
 was replayed (with ``--dry-run``: could be) or the queue was empty; 1 at least one message was
 kept (its line says why, e.g. ``foreign-stream``; a record that failed again is in
 ``failures`` with its cause; every message of a dry run not asked for with ``--dry-run``); 2

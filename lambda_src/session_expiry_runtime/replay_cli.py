@@ -1,5 +1,5 @@
-"""The replay CLI (``python -m session_expiry_runtime.replay``, documented in :mod:`.replay`):
-its argument parser and ``--help`` text, :func:`main` and its exit statuses, reading the
+"""The replay CLI (``python -m session_expiry_runtime.replay``, documented in `replay`):
+its argument parser and ``--help`` text, `main` and its exit statuses, reading the
 cleanup function's settings, choosing the streams to trust and building the cleaner, one JSON
 line per outcome on stdout, metrics and the last summary line on stderr.
 """
@@ -162,22 +162,9 @@ def _parser() -> argparse.ArgumentParser:
         "every session removed between --from and --to. It must be a Kinesis streaming "
         "destination of the table (DescribeKinesisStreamingDestination), else exit 2",
     )
-    parser.add_argument("--from", dest="start", metavar="TIME", help="ISO 8601, with a zone")
-    parser.add_argument(
-        "--to", dest="end", metavar="TIME", help="ISO 8601, with a zone; at or before now"
-    )
-    parser.add_argument("--key", type=_text, help="object key in --bucket")
-    parser.add_argument(
-        "--delete", action="store_true", help="delete the S3 object once it is replayed"
-    )
+    # The common case first (the queue: --dry-run, then the same command without it), then
+    # the S3 object's and the Kinesis time range's own options.
     parser.add_argument("--dry-run", action="store_true", help="read and report; change nothing")
-    parser.add_argument(
-        OVERRIDE,
-        dest="ignore_feature_flags",
-        action="store_true",
-        help="replay regardless of the cleanup's feature flags (enabled, dryRun, one per step) "
-        "and of a failed read of them; said on stderr. Default: obey them (see below)",
-    )
     parser.add_argument(
         "--max-messages",
         type=_positive_int,
@@ -215,12 +202,27 @@ def _parser() -> argparse.ArgumentParser:
         "current directory, else where Python finds it, else the cleanup function's code "
         "staged in ./cdk.out by the latest synth: run replay from the app's directory",
     )
+    parser.add_argument(
+        OVERRIDE,
+        dest="ignore_feature_flags",
+        action="store_true",
+        help="replay regardless of the cleanup's feature flags (enabled, dryRun, one per step) "
+        "and of a failed read of them; said on stderr. Default: obey them (see below)",
+    )
+    parser.add_argument("--key", type=_text, help="object key in --bucket")
+    parser.add_argument(
+        "--delete", action="store_true", help="delete the S3 object once it is replayed"
+    )
+    parser.add_argument("--from", dest="start", metavar="TIME", help="ISO 8601, with a zone")
+    parser.add_argument(
+        "--to", dest="end", metavar="TIME", help="ISO 8601, with a zone; at or before now"
+    )
     return parser
 
 
 def main(argv: Iterable[str] | None = None, session: boto3.session.Session | None = None) -> int:
-    """The CLI; returns the exit status (:data:`EXIT_ALL_REPLAYED`, :data:`EXIT_SOME_KEPT`,
-    :data:`EXIT_COULD_NOT_RUN`)."""
+    """The CLI; returns the exit status (`EXIT_ALL_REPLAYED`, `EXIT_SOME_KEPT`,
+    `EXIT_COULD_NOT_RUN`)."""
     parser = _parser()
     args = parser.parse_args(list(argv) if argv is not None else None)
     if args.bucket and not args.key:
@@ -292,7 +294,7 @@ def _dry_run_cause(
 def _trusted_streams(
     args: argparse.Namespace, config: RuntimeConfig, session: boto3.session.Session
 ) -> TrustedStreams:
-    """The streams this run may act on (:func:`.replay_trust.resolve_trusted_streams`); the
+    """The streams this run may act on (`replay_trust.resolve_trusted_streams`); the
     function is ``--env-from-function``, else Lambda's ``AWS_LAMBDA_FUNCTION_NAME`` when replay
     runs with the cleanup function's own environment."""
     function = args.env_from_function or os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
@@ -316,8 +318,8 @@ def _cleaner(
     levers: ReplayLevers,
 ) -> SessionCleaner:
     """The cleanup, its custom steps imported from where the deployed function imports them
-    (:mod:`.replay_steps`), the steps the feature flags switched off held back
-    (:mod:`.replay_levers`).
+    (`replay_steps`), the steps the feature flags switched off held back
+    (`replay_levers`).
 
     Raises:
         ValueError: a custom step does not import (the message says where replay looked).
@@ -403,11 +405,11 @@ def _kinesis_table(
     change stream may carry several tables' changes. ``--stream-arn`` (this deployment's table
     or stream ARN), else ``SESSION_EXPIRY_TABLE_NAME`` (the construct sets it on the cleanup
     function of a Kinesis change source); both must agree
-    (:func:`.replay_trust.resolve_trusted_streams`).
+    (`replay_trust.resolve_trusted_streams`).
 
     Raises:
         NoTrustedStream: neither names a table.
-        StreamArnNotOfSettingsTable, ValueError: see :func:`.replay_trust.resolve_trusted_streams`.
+        StreamArnNotOfSettingsTable, ValueError: see `replay_trust.resolve_trusted_streams`.
     """
     if not args.stream_arn and not config.table_name:
         raise NoTrustedStream(
@@ -451,8 +453,8 @@ def _replay_kinesis(
     span: tuple[datetime, datetime, datetime],
     levers: ReplayLevers,
 ) -> int:
-    """``--kinesis-stream-arn`` with ``--from``/``--to`` (:mod:`.kinesis_replay`), ``span``
-    from :func:`_kinesis_range`."""
+    """``--kinesis-stream-arn`` with ``--from``/``--to`` (`kinesis_replay`), ``span``
+    from `_kinesis_range`."""
     from . import kinesis_replay
 
     start, end, now = span

@@ -1,24 +1,24 @@
-"""Replay obeys the levers the cleanup function obeys: its feature flags (:mod:`.feature_flags`).
+"""Replay obeys the levers the cleanup function obeys: its feature flags (`feature_flags`).
 
 With feature flags configured (``SESSION_EXPIRY_FLAGS_*`` in the settings replay runs with: its
-environment, or the cleanup function's with ``--env-from-function``), :func:`replay_levers`
-reads them once, with the function's own reader (:meth:`.feature_flags.FlagReader.read_now`),
+environment, or the cleanup function's with ``--env-from-function``), `replay_levers`
+reads them once, with the function's own reader (`feature_flags.FlagReader.read_now`),
 before replay reads a message or changes anything, and:
 
-* ``enabled`` off — replay refuses to start (:class:`LeverRefusal`, exit 2): while it is off
+* ``enabled`` off — replay refuses to start (`LeverRefusal`, exit 2): while it is off
   the cleanup calls nothing, so replay calls nothing either (``--dry-run`` included: the
   cleanup's previews read the targets);
 * ``dryRun`` on — replay runs as a dry run: nothing is changed, every message is kept, its
   status is ``dry-run``, never ``replayed``;
 * a step's flag off — that step is **held back**, as the cleanup holds it back: the other steps
-  run, the step's work is deferred for the drain (:mod:`.deferred`), and a message with a record
+  run, the step's work is deferred for the drain (`deferred`), and a message with a record
   the step would have acted on is kept (``held-back``; ``held_back`` names each step and its
   flag). Held back rather than refused: the other steps (closing a connection, retiring a
   grant) are the security work an operator replays for, and a step switched off for a reason of
   its own (a throttled bucket, a migration) should not stop them — nor be run by an override;
 * a read that fails — replay refuses to start (exit 2): flags it could not read are not "all on"
   (a kill switch may be pulled), nor are they guessed;
-* ``--ignore-feature-flags`` (:data:`OVERRIDE`) — replay runs as without flags, and says so on
+* ``--ignore-feature-flags`` (`OVERRIDE`) — replay runs as without flags, and says so on
   stderr, with the levers it ignores when they could be read.
 
 Without flags configured nothing changes, and AppConfig is not called. The deploy-time dry run
@@ -71,12 +71,12 @@ def replay_levers(env: Mapping[str, str], session: Any, *, ignore: bool) -> Repl
     Args:
         env: the settings replay runs with (``SESSION_EXPIRY_FLAGS_*`` name the flags).
         session: the boto3 session replay runs with (its ``appconfigdata`` client).
-        ignore: :data:`OVERRIDE` was given: replay as without flags.
+        ignore: `OVERRIDE` was given: replay as without flags.
 
     Raises:
         LeverRefusal: ``enabled`` is off, or the flags could not be read (without ``ignore``).
         ValueError: the ``SESSION_EXPIRY_FLAGS_*`` settings are invalid
-            (:meth:`.feature_flags.FlagSource.from_env`).
+            (`feature_flags.FlagSource.from_env`).
     """
     source = FlagSource.from_env(env)
     if source is None:

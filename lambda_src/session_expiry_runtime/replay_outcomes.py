@@ -1,14 +1,14 @@
-"""What became of one replayed failure range: :class:`ReplayOutcome`, its :data:`STATUSES`,
-and :func:`replay_records`, which runs a whole range's records through the cleanup and judges
+"""What became of one replayed failure range: `ReplayOutcome`, its `STATUSES`,
+and `replay_records`, which runs a whole range's records through the cleanup and judges
 them.
 
 The judgement: ``replayed`` (``dry-run``) only when the range holds at least one ``REMOVE``
 record and every one was cleaned (would be); ``failed`` when a record failed again, with each
 record's cause; ``held-back`` when a feature flag held a step of a ``REMOVE`` record back
-(:mod:`.replay_levers`: ``held_back``); ``nothing-cleaned`` / ``partly-cleaned`` when
+(`replay_levers`: ``held_back``); ``nothing-cleaned`` / ``partly-cleaned`` when
 ``REMOVE`` records were skipped or had a step refuse what their image names (``refused``).
 Where the records come from (a queue message's range read back from the stream, an S3
-object's payload, a Kinesis time range) is :mod:`.replay_sources` and :mod:`.kinesis_replay`.
+object's payload, a Kinesis time range) is `replay_sources` and `kinesis_replay`.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class ReplayOutcome:
 
     Attributes:
         source: ``sqs:<message id>`` or ``s3://<bucket>/<key>``.
-        status: one of :data:`STATUSES`.
+        status: one of `STATUSES`.
         records: records read back (or in the payload).
         removes: ``REMOVE`` records among them.
         cleaned: ``REMOVE`` records cleaned (with ``--dry-run``: that would be).
@@ -92,7 +92,7 @@ class ReplayOutcome:
         refused: sequence number -> {step name (``config.ACTION_*``) -> why it refused} of each
             ``REMOVE`` record with a refused step (such a record is never counted as cleaned).
         held_back: sequence number -> {step name -> why} of each ``REMOVE`` record with a step
-            its feature flag switched off (:mod:`.replay_levers`; never counted as cleaned).
+            its feature flag switched off (`replay_levers`; never counted as cleaned).
         failures: sequence number -> {failed action (``CleanupFailures``' ``Action``) -> the
             error} of each record that failed again: the cause its log line gives.
         error: why the message was kept, in one sentence; never ``None`` for a kept message
@@ -120,7 +120,7 @@ class ReplayOutcome:
 
 class _RecordingCleaner(SessionCleaner):
     """The caller's cleaner (same clients, metrics and logger), keeping every record's result:
-    :func:`process_batch` answers only the failed ones, and replay must know which REMOVE
+    `process_batch` answers only the failed ones, and replay must know which REMOVE
     records were cleaned and which were skipped."""
 
     def __init__(self, base: SessionCleaner, *, dry_run: bool) -> None:
@@ -247,7 +247,7 @@ def _cause(result: RecordResult | None) -> str:
 
 def _refusals(result: RecordResult) -> dict[str, str]:
     """Each step that refused what ``result``'s image names -> why (its log field: the grant
-    step's ``grantRefusal``, :meth:`.steps.base.Plan.refused`'s ``refusal``; for the ownership
+    step's ``grantRefusal``, `steps.base.Plan.refused`'s ``refusal``; for the ownership
     check's alarmed refusals, ``ownership: <id> <Refusal>, ...``). The ownership check's
     refusals of normal operation (``Superseded``, ``Legacy``) are not."""
     fields = {ACTION_RETIRE_GRANT: GRANT_REFUSAL_FIELD}

@@ -1,11 +1,11 @@
 """Where replay reads failed ranges from, and what it deletes: one on-failure record
-(:func:`replay_message`: SQS metadata whose range is read back from the stream with
-:func:`read_range`, or an S3 object's ``payload``), every message of the on-failure queue
-(:func:`replay_queue`), one object of the S3 on-failure destination (:func:`replay_s3_object`).
+(`replay_message`: SQS metadata whose range is read back from the stream with
+`read_range`, or an S3 object's ``payload``), every message of the on-failure queue
+(`replay_queue`), one object of the S3 on-failure destination (`replay_s3_object`).
 
-Every record is checked against the trusted streams (:mod:`.replay_trust`,
-:mod:`.failure_records`, :mod:`.removed_items`) before anything is read or cleaned; the records
-are judged by :func:`.replay_outcomes.replay_records`; a message (object) is deleted only when
+Every record is checked against the trusted streams (`replay_trust`,
+`failure_records`, `removed_items`) before anything is read or cleaned; the records
+are judged by `replay_outcomes.replay_records`; a message (object) is deleted only when
 it was ``replayed``.
 """
 
@@ -162,8 +162,8 @@ def replay_message(
 
     Nothing is read from the stream and nothing is cleaned unless ``streamArn`` is one of the
     ``trusted`` streams and every payload record is a DynamoDB record of that stream
-    (:mod:`.failure_records`) whose ``REMOVE`` names an item gone from the table (``tables``,
-    a DynamoDB client, :mod:`.removed_items`; a payload without ``tables`` is kept as
+    (`failure_records`) whose ``REMOVE`` names an item gone from the table (``tables``,
+    a DynamoDB client, `removed_items`; a payload without ``tables`` is kept as
     ``invalid``).
 
     Never raises: every error of this message becomes its outcome (``foreign-stream`` for
@@ -269,7 +269,7 @@ def replay_queue(
 ) -> list[ReplayOutcome]:
     """Replay every message of the on-failure queue (up to ``max_messages``).
 
-    Only messages of the ``trusted`` streams are acted on (:func:`replay_message`). A message
+    Only messages of the ``trusted`` streams are acted on (`replay_message`). A message
     is deleted only when its status is ``replayed`` (never in a dry run); any other
     message is made visible again when the run ends (a rerun sees it at once, and so does the
     failure queue's alarm) and stays in the queue (its retention, 14 days for the construct's
@@ -329,7 +329,7 @@ def replay_s3_object(
     """Replay one object of the S3 on-failure destination (its ``payload`` holds the records).
 
     Only an object of the ``trusted`` streams whose ``REMOVE`` records name items gone from
-    the table (``tables``: a DynamoDB client) is acted on (:func:`replay_message`). With
+    the table (``tables``: a DynamoDB client) is acted on (`replay_message`). With
     ``delete``, the object is deleted only when its status is ``replayed``: a foreign or invalid
     object is never deleted.
 

@@ -1,11 +1,11 @@
 """Where replay imports custom steps from: where the deployed cleanup function imports them.
 
 The deployed function imports each custom step's ``handler`` and ``preview``
-(``SESSION_EXPIRY_CUSTOM_STEPS``, :mod:`.steps.custom`) from the root of its code, where the
+(``SESSION_EXPIRY_CUSTOM_STEPS``, `steps.custom`) from the root of its code, where the
 construct copied the *contents* of each ``CustomCleanupStep``'s ``code`` directory beside
 ``session_expiry_runtime/`` (``cdk_session_expiry.custom_steps``). Replay runs from an
 operator's shell with the runtime of the installed package; it puts the steps' code on
-``sys.path`` by this rule (:func:`steps_path`), before any handler is imported:
+``sys.path`` by this rule (`steps_path`), before any handler is imported:
 
 1. ``--steps-path DIR`` (repeatable): each ``DIR`` is what a step's ``code`` names — the
    directory *holding* ``my_steps/`` for a handler ``my_steps.secrets.delete_secret`` — put
@@ -18,7 +18,7 @@ operator's shell with the runtime of the installed package; it puts the steps' c
    That directory is the deployed function's code when ``cdk.out`` comes from the deployment
    (it is the asset CDK uploaded). Several such directories with that package — an app whose
    ``SessionExpiry`` constructs stage different steps, or several synths of changed step code —
-   are refused (:class:`StepsPathError`, naming them): pass ``--steps-path``.
+   are refused (`StepsPathError`, naming them): pass ``--steps-path``.
 
 A step found nowhere is left to the import, which fails with ``cannot import 'my_steps...'``;
 replay then exits 2 (could not run) with this rule in its message, before any message is read.
@@ -110,7 +110,7 @@ def steps_path(
 
     Raises:
         StepsPathError: a ``--steps-path`` that is not a directory; several staged copies.
-        ValueError: ``custom_steps`` is not valid (:func:`~.steps.custom.parse_custom_steps`).
+        ValueError: ``custom_steps`` is not valid (`parse_custom_steps`).
     """
     specs = parse_custom_steps(custom_steps)
     missing = [d for d in given if not Path(d).is_dir()]

@@ -1,5 +1,5 @@
 """No cleanup target, no run: the settings that name a cleanup target
-(:data:`CLEANUP_TARGET_SETTINGS`) and the check that refuses to replay without any of them
+(`CLEANUP_TARGET_SETTINGS`) and the check that refuses to replay without any of them
 (every record would be skipped as ``MissingAttributes`` and its failure lost).
 """
 
@@ -33,7 +33,7 @@ class NoCleanupTarget(ValueError):
 
 
 def configured_targets(config: RuntimeConfig) -> list[str]:
-    """The settings of ``config`` that name a cleanup target (:data:`CLEANUP_TARGET_SETTINGS`)."""
+    """The settings of ``config`` that name a cleanup target (`CLEANUP_TARGET_SETTINGS`)."""
     values = {
         ENV_WEBSOCKET_ENDPOINT: config.websocket_endpoint,
         ENV_GRANT_KEY_ARN: config.grant_key_arn,
@@ -50,7 +50,7 @@ def require_cleanup_target(config: RuntimeConfig) -> None:
     """Refuse to replay with a configuration that can clean nothing.
 
     Raises:
-        NoCleanupTarget: none of :data:`CLEANUP_TARGET_SETTINGS` is set.
+        NoCleanupTarget: none of `CLEANUP_TARGET_SETTINGS` is set.
     """
     if not configured_targets(config):
         raise NoCleanupTarget(

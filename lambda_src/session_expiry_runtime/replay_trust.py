@@ -8,7 +8,7 @@ the table a new stream with a new label, and the old stream stays readable for 2
 stream of the *same table* is legitimate. So replay trusts every stream of one table ARN — same
 partition, Region, account and table name — and nothing else.
 
-Where the table comes from (:func:`resolve_trusted_streams`):
+Where the table comes from (`resolve_trusted_streams`):
 
 * **the settings' table** — the table the cleanup settings replay runs with belong to, first
   match wins: the DynamoDB event source mappings of the cleanup function
@@ -20,15 +20,15 @@ Where the table comes from (:func:`resolve_trusted_streams`):
   cleanup acts with its settings (grant key, scratch bucket, WebSocket endpoint, ownership
   table), and another deployment's records cleaned with them would be reported cleaned while
   their own grants and objects stay, and their messages be deleted. Such a run is refused before
-  anything is read (:class:`StreamArnNotOfSettingsTable`, naming both tables). Settings that
+  anything is read (`StreamArnNotOfSettingsTable`, naming both tables). Settings that
   name no table (no function, no ``SESSION_EXPIRY_TABLE_NAME``) leave ``--stream-arn`` the only
   source: its table must then be one replay reaches (``DescribeTable`` by its name answers that
   very ARN, in the Region and account replay runs with), else replay refuses to start
-  (:class:`StreamArnTableNotFound`): a run trusting a table that is not there would keep every
+  (`StreamArnTableNotFound`): a run trusting a table that is not there would keep every
   message as ``foreign-stream``, or, with an empty queue or a Kinesis range, exit 0 having
   honoured nothing.
 
-Without any of them replay refuses to start (:class:`NoTrustedStream`).
+Without any of them replay refuses to start (`NoTrustedStream`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ TABLE_ARN_PATTERN = re.compile(_TABLE_ARN)
 #: A stream ARN: its table's ARN, ``/stream/`` and a non-empty label without ``/``.
 STREAM_ARN_PATTERN = re.compile(f"(?P<table>{_TABLE_ARN})/stream/[^/]+")
 
-#: Where :func:`resolve_trusted_streams` found the table (for the operator's stderr line).
+#: Where `resolve_trusted_streams` found the table (for the operator's stderr line).
 SOURCE_STREAM_ARN = "--stream-arn"
 SOURCE_MAPPINGS = "the event source mappings of function {}"
 SOURCE_TABLE_NAME = "SESSION_EXPIRY_TABLE_NAME {} (DescribeTable)"
@@ -80,7 +80,7 @@ class TrustedStreams:
 
     Attributes:
         table_arns: ``arn:<partition>:dynamodb:<region>:<account>:table/<name>``, each.
-        source: where they came from (:data:`SOURCE_STREAM_ARN` and friends), in words.
+        source: where they came from (`SOURCE_STREAM_ARN` and friends), in words.
     """
 
     table_arns: tuple[str, ...]
@@ -143,7 +143,7 @@ def resolve_trusted_streams(
         ValueError: ``stream_arn`` is not a DynamoDB stream or table ARN.
         StreamArnNotOfSettingsTable: ``stream_arn``'s table is not the settings' table.
         StreamArnTableNotFound: ``stream_arn`` is the only source and its table is not one
-            replay reaches (:func:`require_table`).
+            replay reaches (`require_table`).
         NoTrustedStream: no source names a table.
         botocore.exceptions.ClientError: ``ListEventSourceMappings`` or ``DescribeTable`` failed.
     """

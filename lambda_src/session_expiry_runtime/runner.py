@@ -1,18 +1,18 @@
 """The cleanup runner: what every cleanup step has in common, in one place.
 
-A batch goes through :func:`.batch.process_batch`; each record through :meth:`CleanupRunner.clean`:
+A batch goes through `batch.process_batch`; each record through `CleanupRunner.clean`:
 
 1. **Record checks** — no sequence number, not a ``REMOVE``, no old image: skipped and counted
    (``RecordsSkipped`` by ``Cause``); an old image that does not decode: failed (``Decode``).
-2. **Classification** — :func:`~session_expiry_runtime.classify.classify_removal` gives the
+2. **Classification** — `classify_removal` gives the
    reason (``ttl``, ``deleted-after-expiry``, ``explicit``) and the TTL lag.
 3. **Gate steps** (the archive), one after another: if one fails, nothing else is done for the
    record, which fails (the retry starts over).
 4. **Session steps** — every step plans from the old image
-   (:mod:`session_expiry_runtime.steps.base`); then the **ownership check**, once for all the
-   record's claims (:mod:`session_expiry_runtime.claims`, one batcher per invocation, shared by
+   (`session_expiry_runtime.steps.base`); then the **ownership check**, once for all the
+   record's claims (`session_expiry_runtime.claims`, one batcher per invocation, shared by
    its records, which marks the whole batch's ids up front in as few calls as it allows:
-   :meth:`~session_expiry_runtime.claims.ClaimBatcher.premark`): each step gets only the ids
+   `premark`): each step gets only the ids
    this record's ``Keys`` and incarnation own, the
    refused ones are counted and logged; the steps that run do so **side by side** on the
    batch's bounded step pool (at most ``config.max_workers`` calls in flight), so a session
@@ -31,27 +31,27 @@ A batch goes through :func:`.batch.process_batch`; each record through :meth:`Cl
 **User code** (a custom step, or any step's code): whatever it raises — any ``BaseException``,
 ``SystemExit`` from a library's ``sys.exit()``, ``KeyboardInterrupt``,
 ``asyncio.CancelledError`` and ``GeneratorExit`` included — fails only its record, caught once
-here (:meth:`CleanupRunner._attempt`; a step pool future that holds an exception is that step's
+here (`CleanupRunner._attempt`; a step pool future that holds an exception is that step's
 failure; a record whose cleanup raised outside its steps fails under ``Unexpected``); nothing is
-re-raised, and the metrics are always flushed (:func:`.batch.process_batch`). Never caught: what
+re-raised, and the metrics are always flushed (`batch.process_batch`). Never caught: what
 reaches the invocation's own thread outside any step — the steps run on record and pool
 threads, so a ``KeyboardInterrupt`` delivered by a signal (Ctrl-C in a local replay) lands
 there and stops the run, after the metrics are flushed; and what is no exception at all
 (``os._exit``, a crash of the interpreter, Lambda ending the invocation at its timeout). A step
 that never returns is not waited for past the hard stop (below).
 
-**Feature flags** (:mod:`.feature_flags`; applied by :mod:`.levers`): a runner copy per
-invocation (:meth:`CleanupRunner.with_levers`) reports a step switched off ``disabled`` — after
+**Feature flags** (`feature_flags`; applied by `levers`): a runner copy per
+invocation (`CleanupRunner.with_levers`) reports a step switched off ``disabled`` — after
 its plan, before the ownership check, so nothing of it is called — and writes its deferred work
-(:mod:`.deferred`) before the record is done; a failed write fails the record (``Deferral``).
+(`deferred`) before the record is done; a failed write fails the record (``Deferral``).
 The drain runs deferred work with a copy limited to that step (``only_steps``: no fan-out, and
 the session is not counted cleaned again).
 
 **No state crosses an invocation boundary** except the clients and the steps' configuration:
 the step pool, the ownership check's batcher and whatever a step shares between sessions (the
-``DeleteObjects`` batcher) are made for each invocation (:mod:`.invocation`).
+``DeleteObjects`` batcher) are made for each invocation (`invocation`).
 
-The **time guard** (:class:`.batch.Deadline`): the invocation returns before its deadline in every
+The **time guard** (`batch.Deadline`): the invocation returns before its deadline in every
 case.
 
 * Once ``context.get_remaining_time_in_millis()`` falls below ``config.time_guard_ms`` (the
@@ -59,8 +59,8 @@ case.
   that loops (the scratch deletion) stops between pages, and the fan-out does not start (its
   records are reported failed: cleaned again, idempotently, when redelivered).
 * Every SDK call ends within 90 % of the margin: the clients' connect and read timeouts and
-  their single retry are sized to it (:func:`session_expiry_runtime.clients.client_config`).
-* A hard stop :data:`.batch.RETURN_RESERVE_MS` before the deadline: records still running then (a
+  their single retry are sized to it (`session_expiry_runtime.clients.client_config`).
+* A hard stop `batch.RETURN_RESERVE_MS` before the deadline: records still running then (a
   response trickling in slower than any read timeout, a call waiting for another) are reported
   failed (``TimeGuard``, "unfinished") and the function returns without waiting for their
   threads, whose late side effects are idempotent and whose results are dropped.
@@ -224,19 +224,19 @@ class _Tally:
 class CleanupRunner:
     """Cleans up after one removed session per call; safe to share between threads.
 
-    Feature flags (:mod:`.feature_flags`) act through :meth:`with_levers`: a copy of the runner
+    Feature flags (`feature_flags`) act through `with_levers`: a copy of the runner
     for one invocation whose disabled steps are reported ``disabled`` and deferred
-    (:mod:`.deferred`, written to :attr:`deferrals`), or that runs only the given steps (the
+    (`deferred`, written to `deferrals`), or that runs only the given steps (the
     drain of deferred work).
 
     Args:
         config: the runtime configuration (attribute names, targets, scratch layout).
         clients: boto3 clients of the configured targets (see
-            :func:`~session_expiry_runtime.clients.build_clients`).
-        metrics: where counts go; flushed by :func:`.batch.process_batch`.
+            `build_clients`).
+        metrics: where counts go; flushed by `batch.process_batch`.
         logger: where the one structured line per record goes.
         steps: the steps to run; default: the built-ins whose targets are configured
-            (:func:`~session_expiry_runtime.steps.build_steps`).
+            (`build_steps`).
     """
 
     def __init__(
@@ -268,7 +268,7 @@ class CleanupRunner:
         self.after_success_steps = [
             s for s in built if isinstance(s, BatchStep) and s.phase == PHASE_AFTER_SUCCESS
         ]
-        #: Step names whose feature flag is off (:meth:`with_levers`).
+        #: Step names whose feature flag is off (`with_levers`).
         self.disabled_steps: frozenset[str] = frozenset()
         #: Only these steps run (the drain of deferred work); ``None``: every step.
         self.only_steps: frozenset[str] | None = None
@@ -309,7 +309,7 @@ class CleanupRunner:
         return [s for s in steps if s.name in self.only_steps]
 
     def claim_batcher(self) -> ClaimBatcher | None:
-        """A new ownership check (:mod:`.claims`) for one invocation; ``None`` without an
+        """A new ownership check (`claims`) for one invocation; ``None`` without an
         ownership table."""
         if self.clients.ownership is None or self.config.ownership_table_name is None:
             return None
@@ -318,7 +318,7 @@ class CleanupRunner:
         )
 
     def removal_check(self) -> RemovalCheck:
-        """A new read-back of Kinesis ``REMOVE`` records (:mod:`.kinesis_removals`) for one
+        """A new read-back of Kinesis ``REMOVE`` records (`kinesis_removals`) for one
         invocation."""
         config = self.config
         keys = [config.partition_key] + ([config.sort_key] if config.sort_key else [])
@@ -334,11 +334,11 @@ class CleanupRunner:
     def planned_claims(
         self, raw: object, removals: RemovalCheck | None = None
     ) -> tuple[Claimant, list[ClaimRef]] | None:
-        """What the record's ownership check will ask, computed as :meth:`clean` does before
+        """What the record's ownership check will ask, computed as `clean` does before
         any call: the claimant and the ids of the runnable plans of the steps that claim
         ownership (built-in steps: no user code runs here). ``None`` when there is nothing to
         ask or anything in the way (the record then asks for itself, and fails or skips there
-        as it would have). For :meth:`ClaimBatcher.premark`, on the invocation's own thread. A
+        as it would have). For `ClaimBatcher.premark`, on the invocation's own thread. A
         ``REMOVE`` that came through Kinesis is planned only once ``removals`` (the invocation's
         read-back) says its item is gone: a forged one's ids are never marked."""
         try:
@@ -375,12 +375,12 @@ class CleanupRunner:
     ) -> RecordResult:
         """Handle one Lambda DynamoDB stream record; never raises (errors become ``failed``).
 
-        ``account=False`` leaves metrics and the log line to the caller (:meth:`account`), which
-        :func:`.batch.process_batch` does on its own thread. With ``step_pool``, the record's
+        ``account=False`` leaves metrics and the log line to the caller (`account`), which
+        `batch.process_batch` does on its own thread. With ``step_pool``, the record's
         session steps run side by side on it; without, one after another. ``claims`` is the
         invocation's ownership check and ``scope`` what its records share
-        (:mod:`.invocation`); default: the record's own. With ``releases`` the ownership
-        releases are left there for the invocation to send (:mod:`.deferred_releases`);
+        (`invocation`); default: the record's own. With ``releases`` the ownership
+        releases are left there for the invocation to send (`deferred_releases`);
         without, the record sends them itself, in one request.
 
         Whatever is raised — any ``BaseException`` — fails only this record (module docstring,
@@ -509,7 +509,7 @@ class CleanupRunner:
     def _still_in_table(self, session: Session, scope: InvocationScope) -> RecordResult | None:
         """For a ``REMOVE`` that came through Kinesis, the result of a record whose item the
         table still holds (skipped, ``ItemStillInTable``) or could not be read back (failed,
-        ``Ownership``); ``None`` to go on (:mod:`.kinesis_removals`)."""
+        ``Ownership``); ``None`` to go on (`kinesis_removals`)."""
         record = session.record
         if not record.through_kinesis:
             return None
@@ -529,7 +529,7 @@ class CleanupRunner:
     def _claimant(self, session: Session) -> Claimant:
         """Who the ownership records must name: the record's ``Keys`` (never the image's) and
         the image's incarnation. Nothing else of the image or the record weighs in the verdict
-        (:func:`~.ownership.classify`)."""
+        (`classify`)."""
         try:
             owner: str | None = owner_token(session.keys)
         except ValueError:
@@ -565,7 +565,7 @@ class CleanupRunner:
     def session_of(self, record: StreamRecord) -> Session | RecordResult:
         """The decoded, classified session of ``record``; or the result (skipped, failed) of a
         record that has none. No call is made (the feature flag ``enabled`` off defers what
-        this gives: :mod:`.levers`)."""
+        this gives: `levers`)."""
         return self._session(record)
 
     def _session(self, record: StreamRecord) -> Session | RecordResult:
@@ -640,7 +640,7 @@ class CleanupRunner:
         releases: DeferredReleases | None,
     ) -> None:
         """Release the ownership records of the ids the record's steps acted on (``done`` or
-        ``already-done``): left in ``releases`` for the invocation (:mod:`.deferred_releases`),
+        ``already-done``): left in ``releases`` for the invocation (`deferred_releases`),
         or sent now in one request. A release that fails fails the steps that acted (action
         ``Ownership``): the record is retried."""
         done = [
@@ -809,7 +809,7 @@ def raised_text(exc: BaseException) -> str:
 
 def _attempt_of(step: CleanupStep, future: Future[Attempt]) -> Attempt:
     """The attempt a step pool future holds; an exception it holds (raised on the pool thread
-    outside :meth:`CleanupRunner._attempt`, e.g. by its call slots) is that step's failure.
+    outside `CleanupRunner._attempt`, e.g. by its call slots) is that step's failure.
     Waiting is not guarded: a signal's ``KeyboardInterrupt`` raised in this thread while it
     waits propagates."""
     try:

@@ -7,9 +7,9 @@ commands") and, from the names they give, everything an operator asks first on d
 * the event source mapping (``GetEventSourceMapping``): enabled or not, and since when;
 * the circuit breaker's record (``GetParameter``; with ``circuit_breaker``);
 * every feature flag as deployed (AppConfig ``ListEnvironments``/``ListDeployments``/
-  ``GetHostedConfigurationVersion``, :class:`.kill_switch_flags.FlagStore`; with ``feature_flags``);
+  ``GetHostedConfigurationVersion``, `kill_switch_flags.FlagStore`; with ``feature_flags``);
 * while paused, when the records written since the pause start to age out of the stream, and when
-  they would go to the on-failure destination at resume (:func:`.pause_watch.deadlines`, counted
+  they would go to the on-failure destination at resume (`pause_watch.deadlines`, counted
   from the breaker's first opening as the pause watch counts);
 * the construct's alarms in ``ALARM`` with their runbook links (``ListStackResources``, then
   ``DescribeAlarms``);
@@ -25,12 +25,12 @@ fails does not stop the others: its section is ``null`` and ``unreadable`` names
 found by its ``CleanupFunctionName`` output. A stack with several ``SessionExpiry`` needs
 ``--construct`` (the path without slashes, e.g. ``Sessions``; the keys' prefix).
 
-Exit status (:data:`EXIT_HEALTHY` ...): 0 running and healthy; 1 running, something needs
+Exit status (`EXIT_HEALTHY` ...): 0 running and healthy; 1 running, something needs
 attention (an alarm in ALARM, messages on the failure queue, deferred work, a step flag off, a
 section unreadable); 2 bad input, or the stack or its outputs cannot be read (nothing else is
 read); 3 the cleanup is paused or stopped (the mapping not enabled, the breaker open or
 probing, the flag ``enabled`` off, or ``dryRun`` on). With ``--json``, one JSON object
-(:data:`JSON_SCHEMA` documents its keys); otherwise a few lines for a person.
+(`JSON_SCHEMA` documents its keys); otherwise a few lines for a person.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ EXIT_HEALTHY = 0
 EXIT_ATTENTION = 1
 EXIT_BAD_INPUT = 2
 EXIT_PAUSED = 3
-#: Bumped when a key of :data:`JSON_SCHEMA` changes meaning or goes away.
+#: Bumped when a key of `JSON_SCHEMA` changes meaning or goes away.
 SCHEMA_VERSION = 1
 
 #: The construct's output ids this command reads (``cdk_session_expiry.outputs`` creates them;
@@ -344,7 +344,7 @@ def _attempt(unreadable: dict[str, str], section: str, read: Callable[[], Any]) 
 
 def collect(session: Any, stack: str, construct: str | None = None) -> dict[str, Any]:
     """The status of the ``SessionExpiry`` of ``stack``: the ``--json`` object
-    (:data:`JSON_SCHEMA`).
+    (`JSON_SCHEMA`).
 
     Raises:
         StatusInputError: a bad ``stack``/``construct`` (before any call), or the stack has no

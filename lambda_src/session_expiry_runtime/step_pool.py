@@ -1,7 +1,7 @@
 """The pool the steps of one invocation run on: at most ``max_workers`` calls in flight.
 
 A step thread waits for one of two things: the answer to its own AWS call (a call in flight), or
-another step's shared ``DeleteObjects`` call to carry its keys (:mod:`.steps.delete_objects`).
+another step's shared ``DeleteObjects`` call to carry its keys (`steps.delete_objects`).
 Only the first counts against ``max_workers``. A step therefore runs holding one of
 ``max_workers`` *call slots*, and lends its slot while it waits for a shared call, so a thread
 that waits costs a thread, not a call: the other sessions' calls go on. The pool has twice as
@@ -10,7 +10,7 @@ make calls.
 
 Steps that a record thread runs itself (a record with one step to run, the gate steps) hold a
 slot too: the runner takes one around every step attempt
-(:meth:`~.steps.base.StepContext.holding`), so record threads and pool threads together never
+(`holding`), so record threads and pool threads together never
 have more than ``max_workers`` calls in flight.
 """
 
@@ -90,7 +90,7 @@ class CallSlots:
 
 class StepPool:
     """Threads for the steps of one invocation's records, ``2 * max_calls`` of them, each
-    step holding one of ``max_calls`` :class:`CallSlots` while it runs.
+    step holding one of ``max_calls`` `CallSlots` while it runs.
 
     Args:
         max_calls: calls in flight at most (the construct's ``max_workers``), at least 1.
@@ -111,5 +111,5 @@ class StepPool:
             return fn(*args)
 
     def shutdown(self, *, wait: bool, cancel_futures: bool) -> None:
-        """As :meth:`concurrent.futures.Executor.shutdown`."""
+        """As `concurrent.futures.Executor.shutdown`."""
         self._executor.shutdown(wait=wait, cancel_futures=cancel_futures)

@@ -5,7 +5,7 @@ still returned by GetItem/Query and can still be updated (Amazon DynamoDB Develo
 "Working with time to live (TTL)"). Every call here therefore enforces expiry itself:
 reads return live sessions only, and every write that needs a live session carries a
 condition expression that requires it (Developer Guide, "Condition expressions"), so an
-expired session is never revived by a heartbeat. The liveness rules are in :mod:`.ttl`.
+expired session is never revived by a heartbeat. The liveness rules are in `ttl`.
 
 Usage (the construct's ``grant_session_access`` sets the environment read by ``from_env``)::
 
@@ -23,20 +23,21 @@ A session has an absolute lifetime (``max_session_lifetime_seconds``, default 8 
 ``create`` records its not-after time, no heartbeat sets the TTL past it, and from then on it
 is gone whatever its TTL says. It records every WebSocket connection and AgentCore session
 attached to it (String Sets), and its KMS grant is bound to its encryption context
-(:attr:`Session.encryption_context`).
+([`Session.encryption_context`][session_expiry_runtime.store.Session.encryption_context]).
 
 Ownership records (``SESSION_EXPIRY_OWNERSHIP_TABLE_NAME``, set by the construct when it has a
 connection, AgentCore or grant target): every connection id, AgentCore session id and grant id
 is claimed for the session incarnation that records it, before or atomically with the write
 that records it, and an id another live session owns is refused with
-:class:`ResourceOwnedError` (:mod:`.store_parts.claims`). The cleanup acts only on ids whose
-record names the removed item's key and incarnation (:mod:`.ownership`).
+[`ResourceOwnedError`][session_expiry_runtime.store.ResourceOwnedError] (`store_parts.claims`). The
+cleanup acts only on ids whose
+record names the removed item's key and incarnation (`ownership`).
 
 Every attribute name goes through ``ExpressionAttributeNames``, so a TTL attribute named
 ``ttl`` (a DynamoDB reserved word) works. Errors other than the ones documented per method
 (throttling, access denied, a missing table) propagate as ``botocore`` ``ClientError``.
 
-One class, its concerns in their own modules (:mod:`.store_parts`): keys and layout, lifetime
+One class, its concerns in their own modules (`store_parts`): keys and layout, lifetime
 (create/get/list/touch/end), connections, agent sessions, AgentCore Memory sessions, grants,
 grants kept only while connected, ownership records (claims).
 """
@@ -95,18 +96,23 @@ class SessionStore(
 
     Key schema: without a sort key the session id is the partition key value; with a sort
     key (``config.sort_key``), ``partition`` is the partition key value (a user or tenant,
-    say) and the session id is the sort key value, and :meth:`list` returns a partition's
+    say) and the session id is the sort key value, and
+    [`list`][session_expiry_runtime.store.SessionStore.list] returns a partition's
     sessions. Key values are stored as Strings.
 
     Args:
         table_name: the table; default ``config.table_name``.
         dynamodb_client: a boto3 DynamoDB client; default ``boto3.client("dynamodb")``.
-        kms_client: a boto3 KMS client for :meth:`create_grant`; default created on first use.
+        kms_client: a boto3 KMS client for
+            [`create_grant`][session_expiry_runtime.store.SessionStore.create_grant]; default
+            created on first use.
         connections_client: a boto3 ``apigatewaymanagementapi`` client with which
-            :meth:`attach_connection` closes earlier connections; default created on first
+            [`attach_connection`][session_expiry_runtime.store.SessionStore.attach_connection]
+            closes earlier connections; default created on first
             use for ``config.websocket_endpoint``.
         agentcore_client: a boto3 ``bedrock-agentcore`` client with which
-            :meth:`attach_agent_session` stops replaced AgentCore sessions; default created
+            [`attach_agent_session`][session_expiry_runtime.store.SessionStore.attach_agent_session]
+            stops replaced AgentCore sessions; default created
             on first use.
         clock: returns the current time as an **aware** ``datetime``; default
             ``datetime.now(timezone.utc)``. Every call reads it once.
@@ -116,17 +122,20 @@ class SessionStore(
             construct's defaults).
         max_ttl: the longest lifetime accepted on writes and the read-side plausibility
             horizon (plus a five-minute clock-skew allowance); default
-            :data:`~.ttl.MAX_SESSION_TTL` (365 days).
+            `MAX_SESSION_TTL` (365 days).
         default_ttl: lifetime used when a call gives neither ``ttl`` nor ``expires_at``;
-            default :data:`~.ttl.DEFAULT_SESSION_TTL` (1 hour).
+            default `DEFAULT_SESSION_TTL` (1 hour).
         sleep: waits the given seconds before asking again for an id whose previous owner's
             cleanup is releasing it (a few times, about 3 seconds in all); default
             ``time.sleep``.
-        connected_grant: a :class:`ConnectedGrant` (grantee principal and operations) keeps
+        connected_grant: a [`ConnectedGrant`][session_expiry_runtime.store.ConnectedGrant] (grantee
+            principal and operations) keeps
             a session's KMS grant only while a client is connected: retired when
-            :meth:`detach_connection` detaches its last connection (or a heartbeat finds it has
-            none), created again, bound to the same session, by :meth:`attach_connection` on a
-            resume (:mod:`.store_parts.connected_grants`); default off: the grant lives until
+            [`detach_connection`][session_expiry_runtime.store.SessionStore.detach_connection]
+            detaches its last connection (or a heartbeat finds it has
+            none), created again, bound to the same session, by
+            [`attach_connection`][session_expiry_runtime.store.SessionStore.attach_connection] on a
+            resume (`store_parts.connected_grants`); default off: the grant lives until
             the session ends and the cleanup retires it.
         claim_registrar: how ownership records are written: a callable that sends one request
             to the claim registrar and returns its answer (``session_expiry_runtime.registrar``;
@@ -160,7 +169,7 @@ class SessionStore(
         ``..._SCRATCH_ROOT``, ``..._TENANT_SCOPED_SCRATCH``, ``..._GRANT_KEY_ARN`` and
         ``..._RETIRING_PRINCIPAL``, and with the expiry sweeper ``..._SWEEP_SHARD_ATTRIBUTE`` and
         ``..._SWEEP_SHARDS`` (create and touch then write the session's shard, see
-        :mod:`.sweeper`) (see :mod:`.config`), ``..._WEBSOCKET_ENDPOINT`` and
+        `sweeper`) (see `config`), ``..._WEBSOCKET_ENDPOINT`` and
         ``..._MAX_SESSION_LIFETIME_SECONDS``, ``..._OWNERSHIP_TABLE_NAME`` (ownership records)
         and the AgentCore targets (``..._AGENT_RUNTIME_ARN``, ``..._AGENT_RUNTIME_QUALIFIER``,
         ``..._CODE_INTERPRETER_ID``, ``..._BROWSER_ID``). ``kwargs`` go to the constructor
@@ -173,5 +182,5 @@ class SessionStore(
         """
         return cls(config=RuntimeConfig.from_env(env), **kwargs)
 
-    #: Alias of :meth:`touch`.
+    #: Alias of [`touch`][session_expiry_runtime.store.SessionStore.touch].
     heartbeat = ConnectedGrantsPart.touch

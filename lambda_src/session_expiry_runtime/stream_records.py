@@ -71,7 +71,7 @@ def to_lambda_record(
         api_record: one element of ``GetRecords()["Records"]``.
         stream_arn: the stream's ARN, delivered as ``eventSourceARN``.
         region: ``awsRegion``. Default: the record's own ``awsRegion``.
-        user_identity: ``userIdentity`` to set (e.g. :data:`TTL_USER_IDENTITY` where an emulator
+        user_identity: ``userIdentity`` to set (e.g. `TTL_USER_IDENTITY` where an emulator
             cannot produce TTL deletes). Default: the record's own, if it has one.
 
     Returns:
@@ -133,7 +133,7 @@ def to_kinesis_change(
             Default: the record's own.
 
     Raises:
-        KeyError, TypeError: as :func:`to_lambda_record`.
+        KeyError, TypeError: as `to_lambda_record`.
     """
     shaped = to_lambda_record(api_record, stream_arn="", region=region, user_identity=user_identity)
     body = dict(shaped["dynamodb"])

@@ -10,7 +10,7 @@ How due sessions are found — a sparse global secondary index, never a Scan:
 
 * When the sweeper is configured (``SESSION_EXPIRY_SWEEP_SHARD_ATTRIBUTE`` is set), the session
   runtime writes a shard attribute on every ``create`` and ``touch``: a String ``"0"`` ..
-  ``"<shards - 1>"`` derived from the session's key (:func:`shard_of`), so one session always
+  ``"<shards - 1>"`` derived from the session's key (`shard_of`), so one session always
   lands in the same shard and concurrent writes spread over ``shards`` index partitions.
 * The index (``SESSION_EXPIRY_SWEEP_INDEX_NAME``) has that attribute as partition key and the
   table's TTL attribute (Number) as sort key, projection ``KEYS_ONLY``. Items without the shard
@@ -33,21 +33,21 @@ Query may still list a session that was just extended or ended; the condition de
 
 The REMOVE record of a swept session carries no ``userIdentity`` and an old image whose TTL is
 at or before the record's ``ApproximateCreationDateTime``: the cleanup classifies it as
-``deleted-after-expiry`` (:mod:`.classify`), exactly like any explicit delete of an expired
+``deleted-after-expiry`` (`classify`), exactly like any explicit delete of an expired
 item, and cleans it the same way.
 
 Sub-minute sweeps (``SESSION_EXPIRY_SWEEP_INTERVAL_SECONDS``, set by the construct for an
 interval below one minute): EventBridge rules run at most once a minute, so the function is
-started every minute and runs a pass every interval within its run (:func:`run_passes`): passes
-at 0, I, 2I, ... seconds after the start while that is under :data:`RUN_SECONDS`, each the same
+started every minute and runs a pass every interval within its run (`run_passes`): passes
+at 0, I, 2I, ... seconds after the start while that is under `RUN_SECONDS`, each the same
 sharded Query plus conditional delete, so a heartbeat still wins. The infrastructure keeps runs
 from overlapping (reserved concurrency 1, see ``cdk_session_expiry.sweeper``).
 
-Time guard (:class:`Deadline`): no Query or DeleteItem starts once fewer than
+Time guard (`Deadline`): no Query or DeleteItem starts once fewer than
 ``SESSION_EXPIRY_TIME_GUARD_MS`` remain before the invocation's deadline, no pass starts that
 the guard would cut before it begins, and the DynamoDB client's connect and read timeouts and
 retries are sized so that one call, retries included, ends within 90 % of that margin
-(:func:`sweeper_client_config`). So a run returns, and writes its metrics, before Lambda's
+(`sweeper_client_config`). So a run returns, and writes its metrics, before Lambda's
 timeout whatever the endpoint does; what it did not reach stays due for the next pass.
 
 Metrics (embedded metric format, namespace ``SESSION_EXPIRY_METRICS_NAMESPACE``):
@@ -383,7 +383,7 @@ def _error_text(exc: BaseException) -> str:
 def sweeper_client_config(time_guard_ms: int, max_workers: int) -> Config:
     """botocore settings of the sweeper's DynamoDB client, sized to its time guard.
 
-    ``standard`` retries with :data:`SDK_MAX_ATTEMPTS` attempts, and connect and read timeouts of
+    ``standard`` retries with `SDK_MAX_ATTEMPTS` attempts, and connect and read timeouts of
     ``(0.9 * margin - 1 s backoff) / (2 * attempts)`` each, so one call — both attempts, each
     with a connect and a read timeout, and the backoff between them — ends within 90 % of the
     margin: a call started just before the guard trips still ends before the deadline. A read
@@ -394,7 +394,7 @@ def sweeper_client_config(time_guard_ms: int, max_workers: int) -> Config:
         max_workers: concurrent deletes; the connection pool holds at least that many.
 
     Raises:
-        ValueError: a margin under :data:`MIN_TIME_GUARD_MS`, too short for any call.
+        ValueError: a margin under `MIN_TIME_GUARD_MS`, too short for any call.
     """
     if time_guard_ms < MIN_TIME_GUARD_MS:
         raise ValueError(
@@ -461,7 +461,7 @@ class RunClock:
 
 @dataclass
 class RunReport:
-    """What one run of the sweeper did: its passes (one :class:`SweepReport` each)."""
+    """What one run of the sweeper did: its passes (one `SweepReport` each)."""
 
     passes: list[SweepReport] = field(default_factory=list)
     interval_seconds: int | None = None
@@ -518,7 +518,7 @@ def run_passes(
     missed). A slot the guard would cut (the run started late) is moved forward to just before
     the guard trips and is the run's last pass; no pass starts once the guard has tripped.
     Once ``stop_requested()`` is true (checked after each pass and after each wait; the
-    handler's clock ends its wait at once, see :func:`stop_after_pass`), no further pass
+    handler's clock ends its wait at once, see `stop_after_pass`), no further pass
     starts: the first pass always runs.
 
     Raises:
@@ -562,7 +562,7 @@ def run_passes(
 
 _sweeper: ExpirySweeper | None = None
 _lock = threading.Lock()
-#: Set by :func:`stop_after_pass`; cleared when the run in progress (or the next) ends.
+#: Set by `stop_after_pass`; cleared when the run in progress (or the next) ends.
 _stop_passes = threading.Event()
 
 
@@ -571,7 +571,7 @@ def _sleep_unless_stopped(seconds: float) -> None:
 
 
 #: The clock of the handler's passes (tests replace it): its waits end at once on
-#: :func:`stop_after_pass`.
+#: `stop_after_pass`.
 _run_clock = RunClock(sleep=_sleep_unless_stopped)
 
 
@@ -594,7 +594,7 @@ def get_sweeper() -> ExpirySweeper:
     Raises:
         ValueError: ``SESSION_EXPIRY_TABLE_NAME`` or ``SESSION_EXPIRY_SWEEP_SHARD_ATTRIBUTE``
             is unset, a numeric variable is not a positive integer, or the time guard is under
-            :data:`MIN_TIME_GUARD_MS`.
+            `MIN_TIME_GUARD_MS`.
     """
     global _sweeper
     with _lock:
@@ -610,7 +610,7 @@ def get_sweeper() -> ExpirySweeper:
 
 def sweep_run(sweeper: ExpirySweeper, context: object) -> RunReport:
     """One invocation's passes: one pass, or with ``sweep_interval_seconds`` below
-    :data:`RUN_SECONDS` a pass every interval for the run's minute."""
+    `RUN_SECONDS` a pass every interval for the run's minute."""
     deadline = Deadline.of(context, sweeper.config.time_guard_ms)
     interval = sweeper.config.sweep_interval_seconds
     try:

@@ -5,7 +5,7 @@ which goes through ``dateutil``: S3's ``LastModified`` of each listed object, 1,
 a full ``ListObjectsV2`` page, is about two thirds of the CPU the cleanup spends on a listing.
 botocore lets a session replace that parser (botocore's documented parser setting:
 ``session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=...)``),
-which :func:`fast_timestamp_session` does with :func:`parse_timestamp`: ISO 8601 through
+which `fast_timestamp_session` does with `parse_timestamp`: ISO 8601 through
 ``datetime.fromisoformat``, everything else through botocore's own parser. No home-made parser
 of S3's XML: botocore still reads every element; only the text of a timestamp goes elsewhere.
 """
@@ -52,7 +52,7 @@ def parse_timestamp(value: Any) -> dt.datetime:
 
 
 def fast_timestamp_session(**kwargs: Any) -> boto3.session.Session:
-    """A new boto3 session whose clients parse response timestamps with :func:`parse_timestamp`.
+    """A new boto3 session whose clients parse response timestamps with `parse_timestamp`.
 
     Args:
         kwargs: passed to ``boto3.session.Session`` (``region_name``, ...). Default: none,
@@ -67,6 +67,6 @@ def fast_timestamp_session(**kwargs: Any) -> boto3.session.Session:
 
 def use_fast_timestamps(core: botocore.session.Session) -> None:
     """Make the clients created from ``core`` afterwards parse timestamps with
-    :func:`parse_timestamp` (botocore's documented parser setting)."""
+    `parse_timestamp` (botocore's documented parser setting)."""
     factory = core.get_component("response_parser_factory")
     factory.set_parser_defaults(timestamp_parser=parse_timestamp)

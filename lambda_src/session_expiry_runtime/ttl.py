@@ -6,12 +6,12 @@ expired item stays readable and writable until the best-effort deletion runs, ty
 within a few days (Amazon DynamoDB Developer Guide, "Working with time to live (TTL)").
 So the application decides liveness itself, and fails closed:
 
-* write side (:func:`expiry_from_ttl`, :func:`expiry_from_timestamp`): only a positive
+* write side (`expiry_from_ttl`, `expiry_from_timestamp`): only a positive
   ``datetime.timedelta`` of at least one second and at most ``max_ttl``, or an absolute
-  expiry in the same window, becomes a TTL; everything else is a :class:`ValueError` naming
+  expiry in the same window, becomes a TTL; everything else is a `ValueError` naming
   the value and the expected unit;
-* read side (:func:`is_live`): an item is live only when its TTL is a Number strictly after
-  *now* and no further ahead than ``max_ttl`` (plus :data:`CLOCK_SKEW_ALLOWANCE`); a TTL at
+* read side (`is_live`): an item is live only when its TTL is a Number strictly after
+  *now* and no further ahead than ``max_ttl`` (plus `CLOCK_SKEW_ALLOWANCE`); a TTL at
   or before now, a missing one, one of another type, or an implausible one (milliseconds,
   zero, negative, beyond the horizon) means expired.
 
@@ -85,8 +85,8 @@ def expiry_from_ttl(ttl: object, *, now: Decimal, max_ttl: timedelta = MAX_SESSI
     Args:
         ttl: the session lifetime from ``now``; a ``datetime.timedelta`` between 1 second
             and ``max_ttl``.
-        now: current time in epoch seconds (see :func:`now_seconds`).
-        max_ttl: the horizon; default :data:`MAX_SESSION_TTL` (one year).
+        now: current time in epoch seconds (see `now_seconds`).
+        max_ttl: the horizon; default `MAX_SESSION_TTL` (one year).
 
     Returns:
         Epoch seconds (``int``), rounded up to the next whole second.
@@ -142,8 +142,8 @@ def expiry_from_timestamp(
 
     Args:
         expires_at: an aware ``datetime`` or an ``int`` of epoch **seconds**.
-        now: current time in epoch seconds (see :func:`now_seconds`).
-        max_ttl: how far ahead of ``now`` it may lie; default :data:`MAX_SESSION_TTL`.
+        now: current time in epoch seconds (see `now_seconds`).
+        max_ttl: how far ahead of ``now`` it may lie; default `MAX_SESSION_TTL`.
 
     Returns:
         Epoch seconds (``int``), rounded up to the next whole second.
@@ -205,7 +205,7 @@ def ttl_epoch_seconds(value: object) -> Decimal | None:
     """Return a decoded TTL value as epoch seconds, or ``None`` if DynamoDB would ignore it.
 
     Accepted: a finite, non-negative ``int`` or ``Decimal`` (as a deserialised ``N`` comes
-    out) below :data:`MILLISECONDS_THRESHOLD`. Rejected: strings (even numeric ones),
+    out) below `MILLISECONDS_THRESHOLD`. Rejected: strings (even numeric ones),
     booleans, floats, sets, milliseconds, negatives, ``None``.
     """
     if isinstance(value, bool) or not isinstance(value, (int, Decimal)):

@@ -3,7 +3,7 @@
 DynamoDB only expires items whose TTL attribute is a top-level Number of epoch seconds; a String,
 a value in milliseconds, or a missing attribute never expires (Amazon DynamoDB Developer Guide,
 "Using time to live"). ``SessionStore`` treats such a session as expired — correct, but silent:
-the application sees sessions vanish and nothing says why. :class:`UnreadableTtlLog` writes one
+the application sees sessions vanish and nothing says why. `UnreadableTtlLog` writes one
 warning per item (its key and the bad value), naming the attribute, its type and its value.
 """
 

@@ -614,6 +614,18 @@ def test_cli_help_documents_the_exit_status(capsys: pytest.CaptureFixture[str]) 
         assert line in text
 
 
+def test_cli_help_gives_the_queue_case_first(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        replay.main(["--help"])
+
+    options = capsys.readouterr().out.split("options:", 1)[1]
+    flags = [line.split()[0] for line in options.splitlines() if line.startswith("  --")]
+    # The failure queue's run (--dry-run, then without it) before the S3 object's and the
+    # Kinesis time range's own options.
+    order = ["--queue-url", "--dry-run", "--env-from-function", "--key", "--from"]
+    assert [flags.index(flag) for flag in order] == sorted(flags.index(f) for f in order)
+
+
 def test_fails_cli_on_a_non_positive_max_messages(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:
         replay.main(["--queue-url", "u", "--max-messages", "0"])

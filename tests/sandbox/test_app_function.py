@@ -8,7 +8,9 @@ import pytest
 from cdk_session_expiry import _runtime_contract as contract
 from cdk_session_expiry.testing import AppFunctionError
 from cdk_session_expiry.testing.app_function import (
+    ARCHIVE_FOR_TESTS,
     StackFunction,
+    archive_environment,
     choose,
     derived_session_environment,
 )
@@ -98,3 +100,10 @@ def test_without_one_given_access_the_session_environment_is_rebuilt() -> None:
         contract.ENV_RETIRING_PRINCIPAL: CLEANUP.role_arn,
         contract.ENV_SWEEP_SHARD_ATTRIBUTE: "expiryShard",
     }
+
+
+def test_a_test_gets_where_the_cleanup_archives() -> None:
+    # Not a session variable (rule 3 leaves it out), but the cleanup's: a test reads the archive.
+    assert archive_environment(CLEANUP) == {contract.ENV_ARCHIVE_BUCKET: "archive"}
+    assert archive_environment(SWEEPER) == {}
+    assert ARCHIVE_FOR_TESTS == ("SESSION_EXPIRY_ARCHIVE_BUCKET", "SESSION_EXPIRY_ARCHIVE_PREFIX")

@@ -277,6 +277,15 @@ def test_the_chosen_function_gives_its_own_environment(
     assert "GREETING" not in session_expiry_pipeline.application_env("OptIns/Message")
 
 
+def test_the_app_env_names_the_archive_bucket(
+    session_expiry_pipeline: LocalPipeline, session_expiry_app_env: dict[str, str]
+) -> None:
+    buckets = session_expiry_pipeline.stack.physical_ids("AWS::S3::Bucket")
+    archive = next(v for k, v in buckets.items() if k.startswith("Archive"))
+    assert session_expiry_app_env[contract.ENV_ARCHIVE_BUCKET] == archive
+    assert session_expiry_app_env[contract.ENV_ARCHIVE_PREFIX] == contract.DEFAULT_ARCHIVE_PREFIX
+
+
 def test_without_a_function_given_access_the_session_environment_is_rebuilt(
     session_expiry_pipeline: LocalPipeline,
 ) -> None:

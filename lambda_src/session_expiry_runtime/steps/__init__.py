@@ -1,9 +1,9 @@
-"""Cleanup steps: the contract (:mod:`.base`) and the registry of built-in steps, in order.
+"""Cleanup steps: the contract (`base`) and the registry of built-in steps, in order.
 
-Adding a built-in step is one new module in this package (a :class:`~.base.CleanupStep`
+Adding a built-in step is one new module in this package (a `CleanupStep`
 subclass with ``name``, ``build``, ``plan``, ``run`` and, if it can look before it acts,
-``preview``) plus one line in :data:`BUILTIN_STEPS`. The runner
-(:mod:`session_expiry_runtime.runner`) orders steps by phase — the archive gate first, the
+``preview``) plus one line in `BUILTIN_STEPS`. The runner
+(`session_expiry_runtime.runner`) orders steps by phase — the archive gate first, the
 session steps side by side, the fan-out after success — so a step's place in this list only
 orders steps of the same phase (and their fields in the log line).
 """
@@ -40,7 +40,7 @@ BUILTIN_STEPS: tuple[type[CleanupStep] | type[BatchStep], ...] = (
 
 def build_steps(config: RuntimeConfig, clients: CleanupClients) -> list[CleanupStep | BatchStep]:
     """The configured steps in registry order (a step without its target is left out), then
-    the user-defined steps of ``SESSION_EXPIRY_CUSTOM_STEPS`` (:mod:`.custom`).
+    the user-defined steps of ``SESSION_EXPIRY_CUSTOM_STEPS`` (`custom`).
 
     Raises:
         ValueError: the custom steps' configuration is invalid or a handler does not import.

@@ -6,7 +6,7 @@ the String Set ``agentRuntimeSessionIds`` (``SESSION_EXPIRY_AGENT_RUNTIME_SESSIO
 and the latest one from ``agentRuntimeSessionId``
 (``SESSION_EXPIRY_AGENT_RUNTIME_SESSION_ATTRIBUTE``; items written before the set hold only
 it), and plans their union as claims (``agentRuntime#<id>``): the runner's ownership check
-(:mod:`.base`) hands the step only the ids this record's ``Keys`` and incarnation own. Calls
+(`base`) hands the step only the ids this record's ``Keys`` and incarnation own. Calls
 ``bedrock-agentcore`` ``StopRuntimeSession(runtimeSessionId, agentRuntimeArn, qualifier?)`` for
 each. ``ResourceNotFoundException`` means the session already ended: ``already-done``
 (idempotent). Anything else botocore's retries do not cure (``AccessDeniedException``,
@@ -15,7 +15,7 @@ id outside the API's 33-256 characters is an unusable attribute (logged, never s
 only fail on every retry). Without this step a runtime session keeps running until its idle
 timeout (15 minutes by default) or its maximum lifetime (8 hours).
 
-This module and one line in :data:`session_expiry_runtime.steps.BUILTIN_STEPS` are the whole
+This module and one line in `session_expiry_runtime.steps.BUILTIN_STEPS` are the whole
 step: the example of adding a built-in.
 """
 

@@ -5,9 +5,9 @@ Both tools take ``Stop…Session(<tool>Identifier, sessionId)`` and answer
 ``ResourceNotFoundException`` once the session has ended (``already-done``). The ids are the
 union of the tool's String Set (``codeInterpreterSessionIds`` / ``browserSessionIds``) and its
 single latest-id attribute (all that items written before the sets hold), planned as claims: the
-runner's ownership check (:mod:`.base`) hands the step only the ids this record's ``Keys`` and
+runner's ownership check (`base`) hands the step only the ids this record's ``Keys`` and
 incarnation own, and the step stops each. A subclass names its action, the
-:class:`~session_expiry_runtime.config.RuntimeConfig` fields of its tool identifier and session
+`RuntimeConfig` fields of its tool identifier and session
 attributes, the log key, the ownership kind, and the ``bedrock-agentcore`` operation with its
 identifier parameter; a session id that is not 1-40 letters and digits (the APIs' pattern) is an
 unusable attribute (logged, never sent).

@@ -4,10 +4,10 @@ Runs first; if the record is not durable the step fails, the record fails and no
 runs, so a session is never cleaned without its archive copy (the retry starts over).
 
 * **Per-object mode** (``archive_bucket``): one ``PutObject`` of the session's line under its
-  deterministic key (:mod:`session_expiry_runtime.archive`), so a redelivered record overwrites
+  deterministic key (`session_expiry_runtime.archive`), so a redelivered record overwrites
   its own object: idempotent. Durable: S3 answered the ``PutObject``.
 * **Firehose mode** (``archive_delivery_stream``): the line goes to the delivery stream through
-  the process's :class:`~session_expiry_runtime.archive_delivery.FirehoseBatcher`
+  the process's `FirehoseBatcher`
   (``PutRecordBatch`` shared with the invocation's other sessions). Durable: Firehose accepted
   the record (see that module for what this means and for how long). A redelivered record is
   put again (at least once: queries count ``DISTINCT sequence_number``). A line longer than a

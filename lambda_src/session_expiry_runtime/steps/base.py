@@ -7,16 +7,16 @@ A **cleanup step** is one small unit that removes one kind of resource an expire
   line's ``steps``; one of ``config.ACTION_*`` for built-ins.
 * ``attributes`` — the session attributes (old image) it reads.
 * ``claims_ownership`` — ``True`` for a step whose plans name resources by ownership record
-  (:class:`ClaimRef`); the runner then needs the ownership table
+  (`ClaimRef`); the runner then needs the ownership table
   (``SESSION_EXPIRY_OWNERSHIP_TABLE_NAME``) and refuses to start without it.
 * ``build(config, clients)`` — the step when its target is configured, else ``None`` (the step
   then never plans, runs or logs).
-* ``plan(session)`` — **pure**: reads only the decoded old image (:class:`Session`), makes no
-  call, and returns a :class:`Plan`:
+* ``plan(session)`` — **pure**: reads only the decoded old image (`Session`), makes no
+  call, and returns a `Plan`:
 
   ========================  ===================================================================
   ``Plan.run(...)``          the step will run; ``payload`` carries what ``run`` needs, and
-                             ``claims`` the resources (kind and id, :class:`ClaimRef`) it would
+                             ``claims`` the resources (kind and id, `ClaimRef`) it would
                              act on, when they are ids an ownership record must vouch for.
   ``Plan.nothing()``         nothing to do for this session; not logged, not counted.
   ``Plan.refused(...)``      the image names something the step will never touch (e.g. a prefix
@@ -31,7 +31,7 @@ A **cleanup step** is one small unit that removes one kind of resource an expire
   Every plan may carry ``invalid`` attribute names and ``log`` fields (JSON-ready values).
 * **The ownership check** is the runner's, once, for every step whose plan has ``claims``: a
   step never checks ownership itself. The runner asks the invocation's
-  :class:`~session_expiry_runtime.claims.ClaimBatcher` whether each id's ownership record names
+  `ClaimBatcher` whether each id's ownership record names
   the REMOVE record's own ``Keys`` and the image's incarnation (``Session.incarnation``), marking
   the owned ones ``releasing`` in the same conditional write (a dry run only reads), and hands
   the step the plan with its verdicts: ``plan.owned`` are the ids to act on. Then:
@@ -72,7 +72,7 @@ A **cleanup step** is one small unit that removes one kind of resource an expire
   ``ctx.note``. The default makes no call. ``plan.owned`` comes from a read of the ownership
   records then.
 
-**Exceptions.** ``run``/``preview`` raise :class:`~session_expiry_runtime.outcomes.StepFailed`
+**Exceptions.** ``run``/``preview`` raise `StepFailed`
 for an expected failure (the error after botocore's retries, an ``Errors`` entry, the time
 guard): the record fails, metered under ``StepFailed.action``. Anything else a step raises —
 any ``BaseException``: a bug, ``SystemExit`` from a library's ``sys.exit()``,
@@ -80,24 +80,24 @@ any ``BaseException``: a bug, ``SystemExit`` from a library's ``sys.exit()``,
 is classified the same way under the step's own ``name``. Either way only that record fails (it
 goes into the partial batch response by sequence number), the other steps of the session still
 run, and the runner writes the error into the log line's ``errors``. The runner catches it, once
-(:meth:`~session_expiry_runtime.runner.CleanupRunner.clean`): a step never catches an exception
+(`clean`): a step never catches an exception
 only to turn it into a failure, and re-raises nothing.
 
 **Per invocation.** A step object lives as long as the process (warm invocations reuse it): it
 keeps only its configuration and clients. What it shares between the sessions of one invocation
-(a batcher of calls) comes from :meth:`StepContext.shared`, which is dropped with the invocation
-(:mod:`session_expiry_runtime.invocation`): a call abandoned at one invocation's hard stop never
+(a batcher of calls) comes from `StepContext.shared`, which is dropped with the invocation
+(`session_expiry_runtime.invocation`): a call abandoned at one invocation's hard stop never
 delays the next.
 
 Steps never count metrics or write log lines themselves: the runner
-(:mod:`session_expiry_runtime.runner`) owns order, the step pool, the ownership check, the dry
+(`session_expiry_runtime.runner`) owns order, the step pool, the ownership check, the dry
 run, the time guard, error classification, metrics and the one log line per record. Steps of one
 session run side by side, so they must not depend on each other's effects; ``ctx.note`` keys
 must be distinct.
 
 **Phases.** ``PHASE_GATE`` steps (the archive) run first, one after another; if one fails,
 nothing else is done for the record. ``PHASE_SESSION`` steps run side by side on the bounded
-step pool. ``PHASE_AFTER_SUCCESS`` steps are batch-level (:class:`BatchStep`): they run once per
+step pool. ``PHASE_AFTER_SUCCESS`` steps are batch-level (`BatchStep`): they run once per
 batch on the records whose session steps all succeeded (the fan-out), never in a dry run.
 """
 
@@ -266,13 +266,13 @@ class StepContext:
     session: Session
     out_of_time: Callable[[], bool] = lambda: False
     log: dict[str, Any] = field(default_factory=dict)
-    #: The invocation's call slots (:mod:`..step_pool`); ``None`` outside the step pool.
+    #: The invocation's call slots (`step_pool`); ``None`` outside the step pool.
     slots: CallSlots | None = None
-    #: The invocation's ownership check (:mod:`..claims`); ``None`` without an ownership table.
+    #: The invocation's ownership check (`claims`); ``None`` without an ownership table.
     claim_batcher: ClaimBatcher | None = None
     #: Who the ownership records must name: the record's ``Keys`` and the image's incarnation.
     claimant: Claimant | None = None
-    #: What the records of the invocation share (:mod:`..invocation`); a record cleaned on its
+    #: What the records of the invocation share (`invocation`); a record cleaned on its
     #: own has its own.
     scope: InvocationScope = field(default_factory=InvocationScope)
     objects_deleted: int = 0
@@ -289,7 +289,7 @@ class StepContext:
 
     def shared(self, key: Hashable, factory: Callable[[], T]) -> T:
         """The invocation's one helper under ``key`` (e.g. the step object), made by
-        ``factory()`` on first use (:meth:`~..invocation.InvocationScope.shared`)."""
+        ``factory()`` on first use (`shared`)."""
         return self.scope.shared(key, factory)
 
     def claim(self, ref: ClaimRef) -> Claim | None:
@@ -424,7 +424,7 @@ def act_on_each(action: str, ids: Sequence[str], act: Callable[[str], str]) -> s
     ``"already-done"``; ``StepFailed(action, ...)`` naming each id that failed.
 
     ``act`` returns ``"done"``/``"already-done"`` or raises ``StepFailed`` (e.g. through
-    :func:`call_aws`).
+    `call_aws`).
     """
     outcomes: list[str] = []
     failures: list[str] = []

@@ -10,7 +10,7 @@ the session ids from the String Set ``codeInterpreterSessionIds``
 that is not 1-40 letters and digits (the API's pattern) is an unusable attribute.
 
 One module plus one registration line, like every built-in step; the shape it shares
-with the other tool step is :class:`.agentcore_tool.ToolSessionStep`.
+with the other tool step is `agentcore_tool.ToolSessionStep`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A session spans several connections (API Gateway closes a connection after 2 hou
 minutes idle), so the session runtime records each one in a String Set (``connectionIds``) and
 keeps the latest in ``connectionId``; items written before the set existed hold only the
 latter. The step plans the union of both as claims (``connection#<id>``): the runner's
-ownership check (:mod:`.base`) hands it only the ids whose ownership record names this
+ownership check (`base`) hands it only the ids whose ownership record names this
 record's ``Keys`` and incarnation, so a forged image naming another session's connection, or an
 old incarnation's REMOVE naming a connection its successor holds now, closes nothing.
 

@@ -12,16 +12,16 @@ function's code asset and sets ``SESSION_EXPIRY_CUSTOM_STEPS`` to a JSON list::
 **A step with its own resource kind** (``resourceAttribute``, recommended: the only form that
 acts on nothing the image alone names): the attribute (a String, or a String Set) holds the ids
 of the step's resources, each recorded by ``SessionStore.attach_resource(session_id, "<name>",
-id)`` with an ownership record of kind ``custom:<name>`` (:func:`..ownership.custom_kind`),
+id)`` with an ownership record of kind ``custom:<name>`` (`ownership.custom_kind`),
 exactly like a connection or an AgentCore session. The runner checks every id against its
-record before the step runs (:mod:`.base`), and the handler is called **once per owned id**:
+record before the step runs (`base`), and the handler is called **once per owned id**:
 ``handler(resource_id: str, session: CustomSession) -> None | "already-done"``, where
-:class:`CustomSession` carries the record's ``keys`` (never the image's), the ``incarnation``,
+`CustomSession` carries the record's ``keys`` (never the image's), the ``incarnation``,
 the ``reason`` and a copy of the ``image``. An id owned by another session, another tenant or a
 later incarnation is refused (``ResourcesRefused``, alarmed when only a forgery can produce it)
 and never reaches the handler. ``preview(resource_id, session)`` likewise, per owned id.
 
-**The contract** (the same as a built-in step's, :mod:`.base`):
+**The contract** (the same as a built-in step's, `base`):
 
 * ``handler(old_image: dict, reason: str) -> None`` is called **once per session**, side by
   side with the other steps, with a deep copy of the decoded old image (numbers are
@@ -38,7 +38,7 @@ and never reaches the handler. ``preview(resource_id, session)`` likewise, per o
   reported by sequence number in the partial batch response, metered as ``CleanupFailures``
   with ``Action`` = the step's name, and its error is in the log line; the session's other
   steps and the batch's other records still run, and the metrics are flushed. The runner
-  catches it, once (:mod:`session_expiry_runtime.runner`, *User code*, which also says what is
+  catches it, once (`session_expiry_runtime.runner`, *User code*, which also says what is
   never caught and why).
 * A session without one of the ``attributes`` gives the step nothing to do (the missing names
   are logged like a built-in's ``missingAttributes``); the handler is not called.
@@ -186,7 +186,7 @@ class CustomStep(CleanupStep):
 
     @classmethod
     def build(cls, config: RuntimeConfig, clients: Any) -> CustomStep | None:
-        """``None``: custom steps are many per configuration; see :func:`load_custom_steps`."""
+        """``None``: custom steps are many per configuration; see `load_custom_steps`."""
         return None
 
     def plan(self, session: Session) -> Plan:
@@ -293,7 +293,7 @@ def load_custom_steps(config: RuntimeConfig) -> list[CustomStep]:
     """The configured custom steps, their functions imported (once, at cold start).
 
     Raises:
-        ValueError: see :func:`parse_custom_steps` and :func:`import_function`.
+        ValueError: see `parse_custom_steps` and `import_function`.
     """
     return [
         OwnedCustomStep(spec) if spec.resource_attribute else CustomStep(spec)

@@ -1,8 +1,8 @@
 """``DeleteObjects`` across the sessions of one invocation: one call carries the keys of several.
 
 The scratch step of each session lists its own prefix and hands each page's keys to the one
-:class:`BatchingDeleter` of the invocation (one bucket: the scratch bucket; a new batcher per
-invocation, :mod:`session_expiry_runtime.invocation`, because a call abandoned at the hard stop
+`BatchingDeleter` of the invocation (one bucket: the scratch bucket; a new batcher per
+invocation, `session_expiry_runtime.invocation`, because a call abandoned at the hard stop
 stays "in flight" in its batcher for as long as it hangs, and keys waiting behind it would wait
 as long). Keys of sessions
 cleaned side by side share calls of at most 1,000 keys (Amazon S3 API Reference,
@@ -15,7 +15,7 @@ once by whichever step completes it; a smaller remainder is sent by a waiting st
 other remainder is in flight. So the first page goes out at once, and the keys that arrive while
 it is answered go out together in the next call: no added latency when a session is alone, and
 fewer calls the more sessions run side by side. A step waits only until the call that carries
-its keys has been answered, and lends its call slot meanwhile (:mod:`..step_pool`): waiting for
+its keys has been answered, and lends its call slot meanwhile (`step_pool`): waiting for
 another step's call is not a call in flight.
 
 Each step waits on its own condition (on the batcher's one lock), woken only when the call that
@@ -86,10 +86,10 @@ class BatchingDeleter:
         keys: Sequence[str],
         waiting: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> list[dict[str, Any]]:
-        """Delete ``keys`` (XML-safe keys of :attr:`bucket`), sharing calls with other sessions.
+        """Delete ``keys`` (XML-safe keys of `bucket`), sharing calls with other sessions.
 
         ``waiting()`` wraps each wait for another step's call (the step's
-        :attr:`~.base.StepContext.waiting`: its call slot serves other calls meanwhile); the
+        `waiting`: its call slot serves other calls meanwhile); the
         call this thread sends itself is made outside it. Default: no wrapping.
 
         Returns:

@@ -1,7 +1,7 @@
 """``PublishEvent``: the fan-out, one EventBridge event per cleaned session (after-success phase).
 
 Batch-level: the runner calls it once per batch with the results whose steps all succeeded; it
-puts their events 10 per ``PutEvents`` (:mod:`session_expiry_runtime.events` builds and sends
+puts their events 10 per ``PutEvents`` (`session_expiry_runtime.events` builds and sends
 them) and turns a record whose entry failed into a failed record (action ``PublishEvent``), so
 the event source mapping redelivers it: delivery is at least once. Skipped in a dry run
 (subscribers would act on sessions that were not cleaned).

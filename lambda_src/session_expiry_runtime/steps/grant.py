@@ -5,7 +5,7 @@ old image is whatever the last writer of the item wrote, so the image's grant id
 question. Two ways to answer it:
 
 **Items with an incarnation (written with ownership records).** The plan claims
-``grant#<grant id>``; the runner's ownership check (:mod:`.base`) hands the step the grant only
+``grant#<grant id>``; the runner's ownership check (`base`) hands the step the grant only
 when its ownership record (written by ``SessionStore.create_grant`` in the same transaction that
 stored the grant on the item) names this record's ``Keys`` and incarnation. Then
 ``RetireGrant(KeyId=<configured key ARN>, GrantId=...)``:
@@ -28,9 +28,9 @@ name, so an upgrade leaves no grant behind:
 1. ``ListGrants(KeyId=<configured key ARN>, GrantId=<image's grant id>)`` (read-only). No such
    grant on the key: ``already-done`` (a grant on another key is never touched, since every call
    names the configured key).
-2. The grant's ``Name`` must parse (:func:`~session_expiry_runtime.grant_names.parse_grant_name`,
+2. The grant's ``Name`` must parse (`parse_grant_name`,
    ``session-expiry:<incarnation>:<key>``) to the record's ``Keys`` exactly
-   (:func:`~session_expiry_runtime.grant_names.owner_key`), and its incarnation must be the last
+   (`owner_key`), and its incarnation must be the last
    segment of the image's scratch prefix (``SessionStore`` wrote both from one incarnation), so a
    grant of a later incarnation of the same key is never the earlier one's.
 3. ``RetireGrant``; ``NotFoundException`` is ``already-done``. Never by ``GrantToken``: a token

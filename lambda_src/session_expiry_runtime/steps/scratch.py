@@ -2,7 +2,7 @@
 
 Plan: the prefix is **derived, not trusted**. The step builds the one prefix this record may
 delete from the record's own ``Keys`` and the old image's ``incarnation``
-(:func:`~session_expiry_runtime.prefixes.build_scratch_prefix`:
+(`build_scratch_prefix`:
 ``<root>[<tenant>/]<key segments>/<incarnation>/``, the partition as well as the session id on a
 table with a sort key) and deletes the image's ``scratchPrefix`` only when it is exactly that.
 Any other prefix the image names — a neighbour's (``sessions/s-10/...`` for ``s-1``), the whole
@@ -29,8 +29,8 @@ unique table-wide, so it cannot reach another session's objects.
 
 Run: every key under the prefix is listed (``ListObjectsV2``, page after page; botocore requests
 ``EncodingType=url`` and decodes the keys, so control characters survive the XML) and handed to
-the :class:`ScratchDeleter`. It hands them to the invocation's one
-:class:`~.delete_objects.BatchingDeleter` (:meth:`~.base.StepContext.shared`: a new one per
+the `ScratchDeleter`. It hands them to the invocation's one
+`BatchingDeleter` (`shared`: a new one per
 invocation, so a call abandoned at one invocation's hard stop never holds up the next), which
 sends ``DeleteObjects`` (at most 1,000 keys, ``Quiet``) **shared by the sessions cleaned side by
 side** and gives each session back the
@@ -88,8 +88,8 @@ class _LegacyLayout(str):
 
 class ScratchDeleter:
     """Deletes sessions' keys of one bucket: ``DeleteObjects`` shared between the sessions
-    of one invocation (:class:`~.delete_objects.BatchingDeleter`), unsafe keys one by one.
-    One per invocation (:meth:`ScratchStep.deleter`)."""
+    of one invocation (`BatchingDeleter`), unsafe keys one by one.
+    One per invocation (`ScratchStep.deleter`)."""
 
     def __init__(self, s3: Any, bucket: str | None) -> None:
         self.s3 = s3
@@ -105,7 +105,7 @@ class ScratchDeleter:
         """Delete ``keys``; return one text per ``Errors`` entry that names one of them.
 
         ``waiting`` wraps the waits for other steps' shared calls
-        (:meth:`~.delete_objects.BatchingDeleter.delete`).
+        (`delete`).
 
         ``on_deleted(n)`` is called as soon as ``n`` keys are gone, so a failure half-way still
         counts what was deleted. Raises botocore errors unchanged (the step turns them into
@@ -283,7 +283,7 @@ class ScratchStep(CleanupStep):
 
         Raises:
             StepFailed: time ran out between pages (action ``TimeGuard``), or a page that does
-                not say how the listing goes on (:func:`_unlistable`): the rest of the prefix
+                not say how the listing goes on (`_unlistable`): the rest of the prefix
                 could not be listed, so the session is not reported clean.
         """
         request: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}

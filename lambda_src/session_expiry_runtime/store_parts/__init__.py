@@ -1,11 +1,12 @@
-"""The parts of :class:`~session_expiry_runtime.store.SessionStore`, one module a concern.
+"""The parts of [`SessionStore`][session_expiry_runtime.store.SessionStore], one module a concern.
 
-Import the store from :mod:`session_expiry_runtime.store`; these modules are its insides:
+Import the store from `session_expiry_runtime.store`; these modules are its insides:
 
 ======================  =======================================================================
 ``errors``              the errors it raises
-``session``             :class:`Session`, what it returns
-``keys``                keys and layout: item keys, attribute roles, item → :class:`Session`
+``session``             [`Session`][session_expiry_runtime.store.Session], what it returns
+``keys``                keys and layout: item keys, attribute roles, item →
+[`Session`][session_expiry_runtime.store.Session]
 ``core``                the table access every part shares: liveness conditions, conditional updates
 ``lifetime``            create, get, list, touch, end
 ``connections``         attach_connection (WebSocket connections)

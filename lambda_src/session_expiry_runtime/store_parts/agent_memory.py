@@ -3,7 +3,7 @@
 AgentCore Memory keeps a session's short-term events until they expire (the memory's
 ``eventExpiryDuration``, up to 365 days) or are deleted (``DeleteEvent``), whatever became of
 the agent's runtime session. The cleanup deletes them when the session ends
-(:mod:`..steps.agent_memory`) — only for memory sessions recorded here, and only while their
+(`steps.agent_memory`) — only for memory sessions recorded here, and only while their
 ownership record names the removed incarnation.
 """
 
@@ -20,7 +20,7 @@ from .session import Session
 
 
 class AgentMemoryPart(StoreCore):
-    """attach_memory_session (see :class:`SessionStore`)."""
+    """attach_memory_session (see [`SessionStore`][session_expiry_runtime.store.SessionStore])."""
 
     def attach_memory_session(
         self,
@@ -37,8 +37,10 @@ class AgentMemoryPart(StoreCore):
         ``agentMemorySessions`` (``SESSION_EXPIRY_AGENT_MEMORY_SESSIONS_ATTRIBUTE``). With
         ownership records (``SESSION_EXPIRY_OWNERSHIP_TABLE_NAME``) the memory session is first
         claimed for this incarnation (``agentMemory#<actorId>/<sessionId>``), as
-        :meth:`attach_connection` claims a connection: a memory session another live session
-        owns raises :class:`ResourceOwnedError` and nothing is written. Recording it again is
+        [`attach_connection`][session_expiry_runtime.store.SessionStore.attach_connection] claims a
+        connection: a memory session another live session
+        owns raises [`ResourceOwnedError`][session_expiry_runtime.store.ResourceOwnedError] and
+        nothing is written. Recording it again is
         harmless (same claim, set unchanged). The memory session id is the application's
         choice (often the AgentCore runtime session id): any id the Memory API accepts.
 

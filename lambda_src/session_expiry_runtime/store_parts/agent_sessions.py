@@ -145,7 +145,7 @@ def agent_session_values(
 
 
 class AgentSessionsPart(StoreCore):
-    """attach_agent_session (see :class:`SessionStore`)."""
+    """attach_agent_session (see [`SessionStore`][session_expiry_runtime.store.SessionStore])."""
 
     def attach_agent_session(
         self,
@@ -163,8 +163,10 @@ class AgentSessionsPart(StoreCore):
         ``codeInterpreterSessionId``, ``browserSessionId``) and ``ADD``ed to its String Set
         (``agentRuntimeSessionIds``, ...), in one conditional UpdateItem. With ownership records
         (``SESSION_EXPIRY_OWNERSHIP_TABLE_NAME``), each id is first claimed for this session
-        incarnation, as :meth:`attach_connection` does (an id another live session owns:
-        :class:`ResourceOwnedError`, nothing written).
+        incarnation, as
+        [`attach_connection`][session_expiry_runtime.store.SessionStore.attach_connection] does (an
+        id another live session owns:
+        [`ResourceOwnedError`][session_expiry_runtime.store.ResourceOwnedError], nothing written).
 
         With ``stop_previous`` (the default) every earlier session of each kind given (the set
         and the single attribute as they were before this write) is stopped with

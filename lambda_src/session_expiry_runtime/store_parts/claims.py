@@ -1,6 +1,6 @@
 """Ownership records, the writer side: the store claims every connection, AgentCore session and
 KMS grant id for the session incarnation that records it (format and states:
-:mod:`..ownership`).
+`ownership`).
 
 **The invariant the cleanup relies on**: every id a non-legacy session item names has an
 ownership record naming that item's key and incarnation, unless a later claimant took it
@@ -8,7 +8,7 @@ legitimately. So a claim is written *before* (or atomically with) the id being r
 item, and the claim condition refuses an id another live session holds. A claim is written in
 one of two ways:
 
-**Fresh** (:data:`CLAIM_CONDITION`, the common case, one write):
+**Fresh** (`CLAIM_CONDITION`, the common case, one write):
 
 ``attribute_not_exists(#resource)``
     no one ever claimed it (or its record expired);
@@ -18,19 +18,20 @@ one of two ways:
     claim (``attribute_not_exists`` in ``create``'s transaction, ``#incarnation = :incarnation``
     on the live item in an attach) proves this incarnation is the key's live one.
 
-**Taken over** (:meth:`ClaimWriter.take_over`), when the fresh write was refused by a record of
+**Taken over** (`ClaimWriter.take_over`), when the fresh write was refused by a record of
 another key (or a stale one of this key) that may be taken: released by its owner's cleanup,
 held past its owner's absolute end (``notAfter``), or left ``releasing`` longer than
-:data:`..ownership.RELEASING_STALE_SECONDS` by a cleanup that stopped half-way. The new record
+`ownership.RELEASING_STALE_SECONDS` by a cleanup that stopped half-way. The new record
 is put with a condition pinning exactly the record that was judged (owner, incarnation, state,
 ``claimedAt``, ``stateSince``) and names its former holder in ``formerOwners``
-(:data:`..ownership.ATTR_FORMER_OWNERS`): a late ``REMOVE`` of that holder is then
+(`ownership.ATTR_FORMER_OWNERS`): a late ``REMOVE`` of that holder is then
 ``Superseded`` by the record's own word, while a forged image naming the id is ``NotOwned``
-(:func:`..ownership.classify` reads nothing of the image but its incarnation).
+(`ownership.classify` reads nothing of the image but its incarnation).
 
 A claim that is ``releasing`` (not stale) belongs to a session that ended and whose cleanup is
-acting on it right now: the store waits a little (:data:`RELEASING_RETRY_DELAYS`, an injectable
-sleep) and asks again, then gives up with :class:`~.errors.ResourceOwnedError`. Any other
+acting on it right now: the store waits a little (`RELEASING_RETRY_DELAYS`, an injectable
+sleep) and asks again, then gives up with
+[`ResourceOwnedError`][session_expiry_runtime.store.ResourceOwnedError]. Any other
 refusal raises it at once, naming the id, its kind, the requesting session and the owner (read
 from the refused record itself, ``ReturnValuesOnConditionCheckFailure=ALL_OLD``: Amazon DynamoDB
 API Reference, "PutItem" and "TransactWriteItems").
@@ -119,9 +120,9 @@ _PINNED = (
     " AND #claimedAt = :was_claimed_at"
     " AND (#stateSince = :was_state_since OR attribute_not_exists(#stateSince))"
 )
-#: What :meth:`ClaimWriter.take_over` answers when the record may not be taken.
+#: What `ClaimWriter.take_over` answers when the record may not be taken.
 NOT_TAKEABLE = object()
-#: What :meth:`ClaimWriter.take_over` answers when the record changed before the write.
+#: What `ClaimWriter.take_over` answers when the record changed before the write.
 RACED = object()
 _PLACEHOLDER = re.compile(r"[#:][A-Za-z]+")
 
@@ -141,8 +142,8 @@ class Holder:
 
 @dataclass(frozen=True)
 class ClaimRequest:
-    """One id a :class:`Holder` is about to record; ``former_owners`` is what a taken-over
-    record names as its earlier holders (:meth:`ClaimWriter.take_over`)."""
+    """One id a `Holder` is about to record; ``former_owners`` is what a taken-over
+    record names as its earlier holders (`ClaimWriter.take_over`)."""
 
     kind: str
     resource_id: str
@@ -156,7 +157,7 @@ class ClaimRequest:
 
 @dataclass(frozen=True)
 class Claimed:
-    """A claim written by :meth:`ClaimWriter.put`: when, and the record it replaced (to undo)."""
+    """A claim written by `ClaimWriter.put`: when, and the record it replaced (to undo)."""
 
     request: ClaimRequest
     claimed_at: Decimal
@@ -208,7 +209,7 @@ class ClaimWriter:
     # --- claiming ----------------------------------------------------------------------------
     def put(self, request: ClaimRequest) -> Claimed:
         """Claim one id (an attach: the item update follows): fresh with a conditional
-        PutItem, or taken over from a record that may be taken (:meth:`take_over`).
+        PutItem, or taken over from a record that may be taken (`take_over`).
 
         Raises:
             ResourceOwnedError: another session owns it (after a few waits while its previous
@@ -239,9 +240,9 @@ class ClaimWriter:
         in ``formerOwners``.
 
         Returns:
-            the :class:`Claimed` (its ``previous`` is ``held``, for :meth:`undo`);
-            :data:`NOT_TAKEABLE` when ``held`` may not be taken (or is not a claim);
-            :data:`RACED` when the record changed before the write (ask again).
+            the `Claimed` (its ``previous`` is ``held``, for `undo`);
+            `NOT_TAKEABLE` when ``held`` may not be taken (or is not a claim);
+            `RACED` when the record changed before the write (ask again).
         """
         claim = Claim.from_item(held)
         now = self.clock()
@@ -262,7 +263,7 @@ class ClaimWriter:
     @staticmethod
     def successor(request: ClaimRequest, claim: Claim) -> ClaimRequest:
         """``request`` as the successor of ``claim``: its former holders, plus ``claim``'s own
-        holder when that is another key (at most :data:`..ownership.MAX_FORMER_OWNERS`)."""
+        holder when that is another key (at most `ownership.MAX_FORMER_OWNERS`)."""
         former = list(claim.former_owners)
         if claim.owner != request.holder.owner:
             former.append(former_owner(claim.owner, claim.incarnation))
@@ -355,7 +356,7 @@ class ClaimWriter:
         """Put claims marked ``releasing`` back to ``held`` (the close or stop failed: the ids
         stay recorded for the cleanup); best effort, logged.
 
-        The same ``UpdateItem`` removes ``goneSince`` (:data:`..ownership.ATTR_GONE_SINCE`): a
+        The same ``UpdateItem`` removes ``goneSince`` (`ownership.ATTR_GONE_SINCE`): a
         grant sweep that ran while a detach had forgotten the grant saw its session "gone";
         held again, the grant is on its live session, and that sighting must not start the
         pending bound of the session's later end (a normal end would count as an orphan)."""
@@ -365,7 +366,7 @@ class ClaimWriter:
     def release(self, requests: Sequence[ClaimRequest]) -> None:
         """Mark the holder's claims on ids it closed or stopped itself ``released``; best
         effort, logged (a claim left ``releasing`` is taken over after
-        :data:`..ownership.RELEASING_STALE_SECONDS`)."""
+        `ownership.RELEASING_STALE_SECONDS`)."""
         for request in requests:
             self._set_state(request, STATE_RELEASED, None)
 
@@ -450,7 +451,7 @@ def refusal(request: ClaimRequest, held: Mapping[str, Any] | None) -> ResourceOw
 
 
 def decode_owner(token: str) -> dict[str, str] | None:
-    """The key an ``owner`` token encodes (:func:`..ownership.owner_token`), or ``None``."""
+    """The key an ``owner`` token encodes (`ownership.owner_token`), or ``None``."""
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         key = json.loads(raw.decode("utf-8"))

@@ -3,13 +3,16 @@ with a session's last connection and created again on resume.
 
 A KMS grant never expires (KMS Developer Guide, "Grants in AWS KMS"): kept for a resumable
 session, a decrypt grant stays usable for the session's whole lifetime with no client connected.
-With :class:`ConnectedGrant` on the store:
+With [`ConnectedGrant`][session_expiry_runtime.store.ConnectedGrant] on the store:
 
-* :meth:`ConnectedGrantsPart.detach_connection` (``$disconnect``) forgets the connection, and
+* [`SessionStore.detach_connection`][session_expiry_runtime.store.SessionStore.detach_connection]
+  (``$disconnect``) forgets the connection, and
   when it was the session's last one retires the session's grant;
-* :meth:`ConnectedGrantsPart.attach_connection` (a resume) creates a new grant bound to the same
+* [`SessionStore.attach_connection`][session_expiry_runtime.store.SessionStore.attach_connection]
+  (a resume) creates a new grant bound to the same
   session when it has none;
-* :meth:`ConnectedGrantsPart.touch` (a heartbeat) of a session with no connection retires its
+* [`SessionStore.touch`][session_expiry_runtime.store.SessionStore.touch] (a heartbeat) of a
+  session with no connection retires its
   grant: ``$disconnect`` is best effort (API Gateway Developer Guide, "Working with routes for
   WebSocket APIs": the ``$disconnect`` route is executed after the connection is closed, on a
   best-effort basis), so a heartbeat never keeps a grant alive on its own.
@@ -81,12 +84,14 @@ class ConnectedGrant:
 
 
 class ConnectedGrantsPart(LifetimePart, ConnectionsPart, GrantsPart):
-    """detach_connection, and the grant kept only while connected (see :class:`SessionStore`)."""
+    """detach_connection, and the grant kept only while connected (see
+    [`SessionStore`][session_expiry_runtime.store.SessionStore])."""
 
     def detach_connection(
         self, session_id: str, connection_id: str, *, partition: str | None = None
     ) -> Session | None:
-        """Forget a connection the client closed (``$disconnect``); with :class:`ConnectedGrant`
+        """Forget a connection the client closed (``$disconnect``); with
+        [`ConnectedGrant`][session_expiry_runtime.store.ConnectedGrant]
         retire the session's grant when it was the last connection.
 
         The id leaves the ``connectionIds`` String Set (and ``connectionId`` when it is that
@@ -132,12 +137,31 @@ class ConnectedGrantsPart(LifetimePart, ConnectionsPart, GrantsPart):
         partition: str | None = None,
         close_previous: bool = True,
     ) -> Session:
-        """As :meth:`ConnectionsPart.attach_connection`; with :class:`ConnectedGrant` a session
+        """Record a WebSocket connection on a live session; by default close its earlier ones.
+
+        One conditional UpdateItem adds the id to the ``connectionIds`` String Set and sets
+        ``connectionId``; with ownership records the id is claimed for the live incarnation
+        first; with ``close_previous`` every earlier connection this incarnation holds is
+        closed (``DeleteConnection``) and removed from the set (`ConnectionsPart.attach_connection`
+        in ``store_parts/connections.py`` says how and why). With
+        [`ConnectedGrant`][session_expiry_runtime.store.ConnectedGrant] a session
         without a grant (its last connection was detached) gets a new one, bound to the same
         session (``create_grant``), so a resume restores the client's key access.
 
+        Args:
+            connection_id: the new connection id (``requestContext.connectionId``).
+            close_previous: close the earlier connections (default); ``False`` keeps them open
+                and recorded.
+
+        Returns:
+            The session after the write; ``connection_ids`` holds no connection closed here.
+
         Raises:
-            As :meth:`ConnectionsPart.attach_connection`, and as ``create_grant``.
+            SessionGoneError: the session is missing or not live; the item is unchanged.
+            ResourceOwnedError: another session owns ``connection_id``; nothing was written.
+            ValueError: a bad id, partition or connection id, or ``close_previous`` without
+                a WebSocket endpoint or ``connections_client``; nothing was written. With
+                `ConnectedGrant`, also what ``create_grant`` raises.
         """
         session = super().attach_connection(
             session_id, connection_id, partition=partition, close_previous=close_previous
@@ -163,7 +187,8 @@ class ConnectedGrantsPart(LifetimePart, ConnectionsPart, GrantsPart):
         expires_at: datetime | int | None = None,
         partition: str | None = None,
     ) -> Session:
-        """As :meth:`LifetimePart.touch`; with :class:`ConnectedGrant` the grant of a session
+        """As `LifetimePart.touch`; with
+        [`ConnectedGrant`][session_expiry_runtime.store.ConnectedGrant] the grant of a session
         that has no connection is retired (a heartbeat never keeps a grant alive on its own)."""
         session = super().touch(session_id, ttl=ttl, expires_at=expires_at, partition=partition)
         if self._connected_grant is None or not session.grant_id or session.connection_ids:

@@ -24,7 +24,7 @@ _GONE = "GoneException"
 
 
 class ConnectionsPart(StoreCore):
-    """attach_connection (see :class:`SessionStore`)."""
+    """attach_connection (see [`SessionStore`][session_expiry_runtime.store.SessionStore])."""
 
     def attach_connection(
         self,
@@ -44,7 +44,7 @@ class ConnectionsPart(StoreCore):
         no id (DynamoDB Developer Guide, "Update expressions").
 
         Ownership records (``SESSION_EXPIRY_OWNERSHIP_TABLE_NAME``): a consistent GetItem reads
-        the live incarnation, the id is claimed for it (:mod:`.claims`), then the UpdateItem
+        the live incarnation, the id is claimed for it (`claims`), then the UpdateItem
         also requires the item to still be that incarnation; if it is refused, the claim is
         undone. The update's condition proves the claimant was the key's live incarnation when
         the id was recorded, and the claim existed from before: the cleanup's invariant holds

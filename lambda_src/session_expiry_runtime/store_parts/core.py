@@ -5,7 +5,7 @@ DynamoDB deletes expired items lazily, typically within a few days, and until th
 still returned by GetItem/Query and can still be updated (Amazon DynamoDB Developer Guide,
 "Working with time to live (TTL)"). So every read here judges liveness itself and every write
 that needs a live session carries a condition expression that requires it (Developer Guide,
-"Condition expressions"). The liveness rules are in :mod:`..ttl`.
+"Condition expressions"). The liveness rules are in `ttl`.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ T = TypeVar("T")
 
 
 class ConnectedGrantOption(Protocol):
-    """What the store reads of :class:`.connected_grants.ConnectedGrant`."""
+    """What the store reads of
+    [`connected_grants.ConnectedGrant`][session_expiry_runtime.store.ConnectedGrant]."""
 
     @property
     def grantee_principal(self) -> str: ...
@@ -87,7 +88,8 @@ FROM_CONFIG: object = object()
 
 
 class StoreCore:
-    """Settings, clients and the shared table access of :class:`SessionStore` (its arguments
+    """Settings, clients and the shared table access of
+    [`SessionStore`][session_expiry_runtime.store.SessionStore] (its arguments
     and errors are documented there)."""
 
     def __init__(
@@ -134,13 +136,13 @@ class StoreCore:
         self._connections = connections_client
         self._agentcore = agentcore_client
         self._clock: Clock = clock or utc_now
-        #: Grants kept only while a client is connected (:mod:`.connected_grants`); ``None``: off.
+        #: Grants kept only while a client is connected (`connected_grants`); ``None``: off.
         self._connected_grant = _connected_grant(self._config, connected_grant)
         c = self._config
         key_names = [c.partition_key] + ([c.sort_key] if c.sort_key else [])
         self._unreadable_ttl = UnreadableTtlLog(LOGGER, c.ttl_attribute, key_names)
-        #: Ownership records: through the claim registrar (:mod:`.registrar_client`) when one
-        #: is configured, else written directly (:mod:`.claims`: tests and the registrar itself);
+        #: Ownership records: through the claim registrar (`registrar_client`) when one
+        #: is configured, else written directly (`claims`: tests and the registrar itself);
         #: ``None``: none are written (no ownership table configured).
         self._claims: ClaimWriter | RegistrarClaims | None = None
         invoke = _registrar_transport(c, claim_registrar, lambda_client)
@@ -346,7 +348,7 @@ class StoreCore:
         extra_condition: str | None = None,
         grant_conflict: bool = False,
     ) -> Session:
-        """:meth:`_try_update`; the session after it, or the error saying why not
+        """`_try_update`; the session after it, or the error saying why not
         (``grant_conflict``: a live session that carries a grant refused it)."""
         new, old = self._try_update(key, now, update, names, values, extra_condition)
         if new is not None:

@@ -2,7 +2,7 @@
 
 A custom cleanup step that declares a resource kind acts only on ids recorded with an
 ownership record of kind ``custom:<step name>``, exactly like a connection or an AgentCore
-session (``session_expiry_runtime.steps.custom``): :meth:`CustomResourcesPart.attach_resource`
+session (``session_expiry_runtime.steps.custom``): `CustomResourcesPart.attach_resource`
 records one on a live session — the id added to the step's String Set attribute and claimed for
 the session's incarnation (through the claim registrar when one is configured) — so a writer
 that names another session's resource in its own item gets it refused by the cleanup.

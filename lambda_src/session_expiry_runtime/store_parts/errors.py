@@ -1,4 +1,5 @@
-"""The errors :class:`~session_expiry_runtime.store.SessionStore` raises (and the DynamoDB error
+"""The errors [`SessionStore`][session_expiry_runtime.store.SessionStore] raises (and the DynamoDB
+error
 it reads most: a failed condition)."""
 
 from __future__ import annotations

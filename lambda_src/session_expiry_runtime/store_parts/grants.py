@@ -3,7 +3,7 @@
 A KMS grant never expires: it lives until it is retired or revoked, and only a principal the
 grant names can retire it (KMS Developer Guide, "Grants in AWS KMS" and "Retiring and revoking
 grants"). So every grant created here names the cleanup role as its retiring principal, carries
-a name that identifies its session (:mod:`..grant_names`), and is retired at once when it cannot
+a name that identifies its session (`grant_names`), and is retired at once when it cannot
 be stored on its session.
 """
 
@@ -35,7 +35,8 @@ _MAX_CONTEXT_VALUE = 384
 
 
 class GrantsPart(StoreCore):
-    """attach_grant, create_grant (see :class:`SessionStore`)."""
+    """attach_grant, create_grant (see
+    [`SessionStore`][session_expiry_runtime.store.SessionStore])."""
 
     def attach_grant(
         self,
@@ -48,7 +49,8 @@ class GrantsPart(StoreCore):
         """Store a KMS grant id and token on a live session, for the cleanup to retire.
 
         The grant must name the cleanup role as its retiring principal (KMS Developer
-        Guide, "Retiring and revoking grants"); :meth:`create_grant` does this for you.
+        Guide, "Retiring and revoking grants");
+        [`create_grant`][session_expiry_runtime.store.SessionStore.create_grant] does this for you.
         A session carries at most one grant: attaching a different grant id to a session
         that already has one is refused, since the replaced grant would never be retired.
         Re-attaching the same grant id is allowed (idempotent retries). With ownership records
@@ -87,11 +89,12 @@ class GrantsPart(StoreCore):
         and "Retiring and revoking grants").
 
         Binding: with ``bind_to_session`` (the default) the grant carries the grant constraint
-        ``EncryptionContextSubset`` = :attr:`Session.encryption_context` (the session id, and
-        the partition on a table with a sort key), so its cryptographic operations work only
-        on requests that carry this session's encryption context: the grantee can decrypt
-        data encrypted for this session and no other (KMS Developer Guide, "Using grant
-        constraints"; DescribeKey and RetireGrant are not constrained). Encrypt the
+        ``EncryptionContextSubset`` =
+        [`Session.encryption_context`][session_expiry_runtime.store.Session.encryption_context]
+        (the session id, and the partition on a table with a sort key), so its cryptographic
+        operations work only on requests that carry this session's encryption context: the
+        grantee can decrypt data encrypted for this session and no other (KMS Developer Guide,
+        "Using grant constraints"; DescribeKey and RetireGrant are not constrained). Encrypt the
         session's data with that context. ``bind_to_session=False`` creates an unbound grant
         (the grantee can use the key for any data while the grant lives); only then may
         ``constraints`` hold more than an ``EncryptionContextSubset`` to add to the binding.
@@ -101,7 +104,7 @@ class GrantsPart(StoreCore):
         longer than 256 characters (a session id beyond about 147 characters without a sort
         key) gets no grant: ``ValueError``.
 
-        Stored as :meth:`attach_grant` does. Any failure after ``CreateGrant`` retires the new
+        Stored as `attach_grant` (above) does; any failure after ``CreateGrant`` retires the new
         grant at once by its token and re-raises (a failed retire is logged).
 
         Args:
@@ -111,7 +114,7 @@ class GrantsPart(StoreCore):
             bind_to_session: bind the grant to this session's encryption context; default on.
 
         Returns:
-            The updated :class:`Session` (with ``grant_id`` and ``grant_token``).
+            The updated [`Session`][session_expiry_runtime.store.Session], grant id and token set.
 
         Raises:
             ValueError: no grant key or retiring principal configured, an empty grantee or

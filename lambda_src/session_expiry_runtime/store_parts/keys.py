@@ -1,5 +1,5 @@
 """Keys and layout: a session's item key, the attribute names the store reserves, and how an
-item reads back as a :class:`~.session.Session`.
+item reads back as a [`Session`][session_expiry_runtime.store.Session].
 
 Key schema: without a sort key the session id is the partition key value; with one, the
 partition key value is ``partition`` (a user or tenant, say) and the session id is the sort key
@@ -138,7 +138,8 @@ def tenant_from_partition(
 def item_to_session(
     config: RuntimeConfig, reserved: frozenset[str], item: Mapping[str, Any]
 ) -> Session:
-    """A :class:`Session` from a low-level item; ``reserved`` names stay out of ``attributes``."""
+    """A [`Session`][session_expiry_runtime.store.Session] from a low-level item; ``reserved``
+    names stay out of ``attributes``."""
     c = config
 
     def text(name: str) -> str | None:

@@ -47,7 +47,8 @@ _SERIALIZER = TypeSerializer()
 
 
 class LifetimePart(StoreCore):
-    """create, get, iter_sessions, list, touch/heartbeat, end (see :class:`SessionStore`)."""
+    """create, get, iter_sessions, list, touch/heartbeat, end (see
+    [`SessionStore`][session_expiry_runtime.store.SessionStore])."""
 
     def create(
         self,
@@ -69,12 +70,12 @@ class LifetimePart(StoreCore):
         records the absolute end, ``now +`` the maximum session lifetime (default 8 hours), and
         no TTL is ever set past it. The item's ``incarnation`` (32 random hex characters) is the
         last segment of its scratch prefix, which names the whole key
-        (:mod:`..prefixes`: ``{root}[{tenant}/][{partition}/]{id}/{incarnation}/``).
+        (`prefixes`: ``{root}[{tenant}/][{partition}/]{id}/{incarnation}/``).
 
         With ownership records (``SESSION_EXPIRY_OWNERSHIP_TABLE_NAME``) and ids given, one
-        ``TransactWriteItems`` puts the item and an ownership record per id
-        (:mod:`.claims`): an id another live session owns is refused with
-        :class:`ResourceOwnedError` and nothing is written.
+        ``TransactWriteItems`` puts the item and an ownership record per id (`claims`): an id
+        another live session owns is refused with
+        [`ResourceOwnedError`][session_expiry_runtime.store.ResourceOwnedError], nothing written.
 
         Reuse after expiry: an item that exists but is not live does not block the id. It is
         removed first with a DeleteItem conditioned on it still being not live (its REMOVE
@@ -99,11 +100,14 @@ class LifetimePart(StoreCore):
                 or runtime attribute names. A custom cleanup step without a resource kind reads
                 its attributes from here: for a step whose ``attributes`` are
                 ``["secretName"]``, ``attributes={"secretName": name}``; a step with a
-                ``resource_attribute`` acts only on ids recorded by :meth:`attach_resource`
+                ``resource_attribute`` acts only on ids recorded by `attach_resource`
                 (docs: Custom cleanup steps, "Recording what the step acts on"). Read back as
-                :attr:`Session.attributes`. Default: none.
-            runtime_session_id, code_interpreter_session_id, browser_session_id: Amazon
-                Bedrock AgentCore sessions the cleanup stops; see :meth:`attach_agent_session`.
+                `Session.attributes`. Default: none.
+            runtime_session_id: an Amazon Bedrock AgentCore Runtime session the cleanup stops;
+                default none; see
+                [`attach_agent_session`][session_expiry_runtime.store.SessionStore.attach_agent_session].
+            code_interpreter_session_id: an AgentCore Code Interpreter session, likewise.
+            browser_session_id: an AgentCore Browser session, likewise.
 
         Raises:
             SessionConflictError: a live session with this id exists.
@@ -207,7 +211,7 @@ class LifetimePart(StoreCore):
     def _transact_new(
         self, key: Key, item: dict[str, Any], requests: Sequence[ClaimRequest]
     ) -> Session:
-        """:meth:`_put_new` and the claims of ``requests`` in one ``TransactWriteItems``.
+        """`_put_new` and the claims of ``requests`` in one ``TransactWriteItems``.
 
         A claim refused by a record that may be taken (released, past its owner's absolute
         end, left ``releasing``) is taken over first, on its own and naming its former holder
@@ -367,10 +371,11 @@ class LifetimePart(StoreCore):
     def iter_sessions(
         self, partition: str, *, consistent: bool = False, page_size: int | None = None
     ) -> Iterator[Session]:
-        """Yield the live sessions of one partition, page by page (lazy :meth:`list`).
+        """Yield the live sessions of one partition, page by page (lazy
+        [`list`][session_expiry_runtime.store.SessionStore.list]).
 
         Arguments are checked at once; liveness is judged against the clock read once, here.
-        Arguments and errors as for :meth:`list`.
+        Arguments and errors as for [`list`][session_expiry_runtime.store.SessionStore.list].
         """
         if not self._config.sort_key:
             raise ValueError(
@@ -446,7 +451,8 @@ class LifetimePart(StoreCore):
         from now (it may shorten the session).
 
         Absolute lifetime: the TTL is never set past the session's not-after time (recorded
-        by :meth:`create`); a heartbeat asking for more gets exactly the not-after time (a
+        by [`create`][session_expiry_runtime.store.SessionStore.create]); a heartbeat asking for
+        more gets exactly the not-after time (a
         second conditional UpdateItem when the first finds the cap), and from the not-after
         time on the session is gone. An item written before the not-after attribute existed
         gets one at its first heartbeat (now plus the maximum session lifetime).
@@ -456,7 +462,7 @@ class LifetimePart(StoreCore):
             expires_at: absolute new expiry instead (aware ``datetime`` or epoch seconds).
 
         Returns:
-            The updated :class:`Session`.
+            The updated [`Session`][session_expiry_runtime.store.Session].
 
         Raises:
             SessionGoneError: the session is missing, not live, or past its not-after time;
@@ -534,7 +540,7 @@ def _lost_races(session_id: str, partition: str | None) -> SessionConflictError:
     )
 
 
-#: What :func:`_take_over_refused` answers when every refused claim was taken over.
+#: What `_take_over_refused` answers when every refused claim was taken over.
 TAKEN = object()
 
 
@@ -545,8 +551,8 @@ def _take_over_refused(
     taken: list[Claimed],
 ) -> object:
     """Take over each claim the transaction refused whose record may be taken, replacing its
-    request by the successor's (``formerOwners``) and noting it in ``taken``: :data:`TAKEN`
-    when all were, else :data:`..claims.NOT_TAKEABLE` or :data:`..claims.RACED` of the first
+    request by the successor's (``formerOwners``) and noting it in ``taken``: `TAKEN`
+    when all were, else `claims.NOT_TAKEABLE` or `claims.RACED` of the first
     that was not."""
     for index, request in enumerate(list(requests), start=1):
         reason = cancelled.failed(index)

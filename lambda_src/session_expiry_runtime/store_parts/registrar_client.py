@@ -1,7 +1,7 @@
-"""The store's side of the claim registrar (:mod:`..registrar`): the ownership records are
+"""The store's side of the claim registrar (`registrar`): the ownership records are
 written by that function, never by the application's role.
 
-:class:`RegistrarClaims` offers the operations the store uses of :class:`.claims.ClaimWriter`
+`RegistrarClaims` offers the operations the store uses of `claims.ClaimWriter`
 (``put_all``, ``undo``, ``mark_releasing``, ``release``, ``hold_again``), each one request to
 the registrar (a synchronous ``lambda:Invoke``; AWS Lambda API Reference, "Invoke",
 ``RequestResponse``), so the store's flows stay as they are. Two differ, because the registrar
@@ -62,7 +62,7 @@ class RegistrarClaims:
     """The ownership records of one store, through the registrar (module docstring).
 
     Args:
-        invoke: the transport (:func:`lambda_invoke`, or the registrar's ``handle`` in-process
+        invoke: the transport (`lambda_invoke`, or the registrar's ``handle`` in-process
             in a test).
         sleep: kept for the store's retry waits (the registrar waits for a ``releasing`` claim
             itself).
@@ -74,7 +74,7 @@ class RegistrarClaims:
 
     # --- claiming ----------------------------------------------------------------------------
     def put(self, request: ClaimRequest) -> Claimed:
-        """Claim one id (see :meth:`put_all`)."""
+        """Claim one id (see `put_all`)."""
         return self.put_all([request])[0]
 
     def put_all(self, requests: Sequence[ClaimRequest], *, grant: bool = False) -> list[Claimed]:

@@ -1,4 +1,5 @@
-"""What :class:`~session_expiry_runtime.store.SessionStore` returns: a live :class:`Session`."""
+"""What [`SessionStore`][session_expiry_runtime.store.SessionStore] returns: a live
+[`Session`][session_expiry_runtime.store.Session]."""
 
 from __future__ import annotations
 
@@ -22,14 +23,16 @@ def utc_now() -> datetime:
 
 @dataclass(frozen=True)
 class Session:
-    """A live session as read or written by :class:`SessionStore`.
+    """A live session as read or written by
+    [`SessionStore`][session_expiry_runtime.store.SessionStore].
 
     Attributes:
         session_id: the session id (partition key value, or sort key value with a sort key).
         partition: the partition key value when the table has a sort key, else ``None``.
         expires_at: the TTL attribute, epoch **seconds** (``int``).
         scratch_prefix: this incarnation's S3 scratch prefix (ends in ``/``), or ``None`` on
-            an item not written by :meth:`SessionStore.create`.
+            an item not written by
+            [`SessionStore.create`][session_expiry_runtime.store.SessionStore.create].
         connection_id: the latest API Gateway WebSocket connection id attached, or ``None``.
         grant_id: KMS grant id, or ``None``.
         grant_token: KMS grant token, or ``None`` (left out of ``repr``).
@@ -37,7 +40,8 @@ class Session:
         attributes: the other (application) attributes, deserialized by boto3's
             ``TypeDeserializer`` (numbers as ``Decimal``).
         connection_ids: every connection id recorded on the session and not yet closed by
-            :meth:`SessionStore.attach_connection` (the String Set plus ``connection_id``:
+            [`SessionStore.attach_connection`][session_expiry_runtime.store.SessionStore.attach_connection]
+            (the String Set plus ``connection_id``:
             items written before the set hold only the latter); the cleanup closes them all.
         not_after: the session's absolute end, epoch **seconds**, or ``None`` on an item
             written before the absolute lifetime existed (its first ``touch`` sets one).
@@ -51,7 +55,8 @@ class Session:
             written before ownership records existed (a *legacy* item).
         agent_runtime_session_ids, code_interpreter_session_ids, browser_session_ids: every
             AgentCore session of each kind recorded and not stopped by
-            :meth:`SessionStore.attach_agent_session` (the String Set plus the single
+            [`SessionStore.attach_agent_session`][session_expiry_runtime.store.SessionStore.attach_agent_session]
+            (the String Set plus the single
             attribute: items written before the sets hold only the latter); the cleanup stops
             them all.
     """
@@ -87,7 +92,8 @@ class Session:
 
         ``{"sessionId": <session id>}``, plus ``"sessionPartition"`` on a table with a sort key.
         Encrypt the session's data with it (``Encrypt``/``GenerateDataKey``
-        ``EncryptionContext=``): a grant made by :meth:`SessionStore.create_grant` with
+        ``EncryptionContext=``): a grant made by
+        [`SessionStore.create_grant`][session_expiry_runtime.store.SessionStore.create_grant] with
         ``bind_to_session`` (the default) allows its operations only on requests that carry
         these pairs (KMS Developer Guide, "Using grant constraints").
         """
