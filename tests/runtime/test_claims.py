@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from botocore.awsrequest import AWSPreparedRequest
+from botocore.exceptions import NoCredentialsError
 from ownership_support import OWNERSHIP_TABLE, calls_of, claim_state, put_claim, read_claim
 from runtime_faults import answer, json_error
 from runtime_support import SESSION, FakeContext, Sandbox, event
@@ -489,3 +491,102 @@ def test_keys_no_record_can_name_make_every_id_unclaimed(sandbox: Sandbox) -> No
 def test_fails_a_claim_ref_of_an_unknown_kind_or_empty_id(kind: str, resource_id: str) -> None:
     with pytest.raises(ValueError, match="resource"):
         ClaimRef(kind, resource_id)
+
+
+# --- the read (dry run, and a step's look-up): its failures and retries (issue 40) -------------
+def test_a_read_a_later_call_may_cure_is_sent_again_after_a_pause(
+    sandbox: Sandbox, no_backoff: None
+) -> None:
+    claim(sandbox, "a=")
+    claims, pauses = batcher(sandbox)
+    # Stub: a transaction in progress on the record (moto has none) through every attempt of
+    # the first call (botocore's own retries included), then moto answers.
+    first_call: list[bytes] = []
+
+    def in_progress_once(request: AWSPreparedRequest) -> Any:
+        invocation = request.headers["amz-sdk-invocation-id"]
+        first_call[:] = first_call or [invocation]
+        return (
+            json_error(400, "TransactionInProgressException")
+            if first_call == [invocation]
+            else None
+        )
+
+    stubbed = answer(sandbox.ddb, "BatchGetItem", in_progress_once)
+
+    read = claims.claims([ref("a=")])
+
+    assert read == {ref("a="): read_claim(sandbox.ddb, KIND_CONNECTION, "a=")}
+    assert len(stubbed) > 1 and pauses == [claims_module.RETRY_PAUSES[0]]
+
+
+def test_fails_a_read_refused_for_good_at_once_naming_the_error(sandbox: Sandbox) -> None:
+    claims, pauses = batcher(sandbox)
+    # Stub: moto enforces no IAM.
+    stubbed = answer(
+        sandbox.ddb, "BatchGetItem", lambda _: json_error(400, "AccessDeniedException", "denied")
+    )
+
+    with pytest.raises(RuntimeError) as failed:
+        claims.claims([ref("a=")])
+
+    assert str(failed.value) == (
+        "reading connection#a=: unsettled after retries: AccessDeniedException: denied"
+    )
+    assert len(stubbed) == 1 and pauses == []
+
+
+def test_fails_a_read_that_fails_before_reaching_the_service_at_once(sandbox: Sandbox) -> None:
+    claims, pauses = batcher(sandbox)
+    tried: list[str] = []
+
+    def no_credentials(**_: Any) -> None:
+        tried.append("BatchGetItem")
+        raise NoCredentialsError()
+
+    sandbox.ddb.meta.events.register("before-call.dynamodb.BatchGetItem", no_credentials)
+
+    with pytest.raises(RuntimeError) as failed:
+        claims.claims([ref("a=")])
+
+    assert str(failed.value) == (
+        "reading connection#a=: unsettled after retries: NoCredentialsError: "
+        "Unable to locate credentials"
+    )
+    assert tried == ["BatchGetItem"] and pauses == []
+
+
+def test_a_dry_run_whose_read_fails_answers_a_failure_for_each_id(sandbox: Sandbox) -> None:
+    claims, _ = batcher(sandbox, dry_run=True)
+    answer(sandbox.ddb, "BatchGetItem", lambda _: json_error(400, "AccessDeniedException", "no"))
+
+    verdicts = claims.check(MINE, [ref("a="), ref("b=")])
+
+    assert list(verdicts) == [ref("a="), ref("b=")]
+    failure = ClaimFailure(
+        "reading connection#a=: unsettled after retries: AccessDeniedException: no"
+    )
+    assert set(verdicts.values()) == {failure}
+
+
+def test_every_call_of_a_check_or_release_is_waited_for_through_the_callers_waiting(
+    sandbox: Sandbox,
+) -> None:
+    """``waiting`` lends the caller's call slot to others while it waits (the step context's
+    ``waiting``): the dry run's read, the mark and the release all go through it."""
+    claim(sandbox, "a=")
+    entered: list[str] = []
+
+    @contextmanager
+    def waiting() -> Iterator[None]:
+        entered.append("waiting")
+        yield
+
+    for dry_run in (True, False):
+        claims, _ = batcher(sandbox, dry_run=dry_run)
+        entered.clear()
+        claims.check(MINE, [ref("a=")], waiting)
+        assert entered, f"check, dry_run={dry_run}"
+    entered.clear()
+    claims.release(MINE, [ref("a=")], waiting)
+    assert entered
