@@ -272,3 +272,79 @@ def test_fails_to_retire_a_grant_named_for_another_incarnation_of_the_same_key(
     refusal = lines(session_logs)["s-1"]["grantRefusal"]
     assert "incarnation 'new'" in refusal and "not 'old'" in refusal
     assert grants_refused(capsys.readouterr().out) == 1
+
+
+# --- what the mutation run of steps/grant.py found unpinned (issue 40) -------------------------
+def legacy_remove(sandbox: Sandbox, **create: Any) -> tuple[Any, dict[str, Any]]:
+    """A legacy session (no incarnation) of s-1, removed: the session and its REMOVE record."""
+    session = sandbox.create_session("s-1", legacy=True, object_names=(), **create)
+    sandbox.read_stream()
+    sandbox.delete("s-1")
+    (record,) = sandbox.removes()
+    return session, record
+
+
+def test_fails_to_retire_a_legacy_grant_of_keys_no_grant_name_can_name(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session, record = legacy_remove(sandbox)
+    record["dynamodb"]["Keys"] = {"pk": {"N": "7"}}  # a Number key: no grant Name holds it
+    cleaner = sandbox.cleaner()
+    calls = record_calls(cleaner)
+
+    assert process_batch(event(record), FakeContext(), cleaner) == {"batchItemFailures": []}
+
+    assert calls == [] and session.grant_id in sandbox.grant_ids()
+    (line,) = [r.session for r in session_logs.records if hasattr(r, "session")]
+    assert line["steps"]["RetireGrant"] == "refused"
+    assert line["grantRefusal"] == (
+        "record Keys {'pk': 7} are not all non-empty Strings: no grant name can name this session"
+    )
+    assert line["grantId"] == session.grant_id
+    assert grants_refused(capsys.readouterr().out) == 1
+
+
+def test_a_legacy_grant_is_named_for_the_last_segment_of_any_scratch_prefix(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    # A prefix of one segment, ending in a capital X: the incarnation is all of it.
+    session, record = legacy_remove(sandbox, prefix="legacyX/")
+    cleaner = sandbox.cleaner()
+    calls = record_calls(cleaner)
+
+    assert process_batch(event(record), FakeContext(), cleaner) == {"batchItemFailures": []}
+
+    assert [name for name, _ in calls] == ["ListGrants", "RetireGrant"]
+    assert session.grant_id not in sandbox.grant_ids()
+    line = lines(session_logs)["s-1"]
+    assert (line["steps"]["RetireGrant"], line["grantId"]) == ("done", session.grant_id)
+
+
+def test_a_legacy_grant_with_an_empty_token_is_retired_and_the_token_named_invalid(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    session, record = legacy_remove(sandbox, extra={"grantToken": {"S": ""}})
+
+    process_batch(event(record), FakeContext(), sandbox.cleaner())
+
+    assert session.grant_id not in sandbox.grant_ids()
+    line = lines(session_logs)["s-1"]
+    assert line["steps"]["RetireGrant"] == "done"
+    assert "grantToken" in line["invalidAttributes"]
+
+
+def test_a_legacy_grant_whose_retire_fails_fails_the_record_under_retire_grant(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    session, record = legacy_remove(sandbox)
+    cleaner = sandbox.cleaner()
+    # Stub: moto enforces no key policy.
+    answer(cleaner.clients.kms, "RetireGrant", lambda _: json_error(400, "AccessDeniedException"))
+
+    response = process_batch(event(record), FakeContext(), cleaner)
+
+    assert len(response["batchItemFailures"]) == 1
+    line = lines(session_logs)["s-1"]
+    assert line["failedActions"] == ["RetireGrant"]
+    assert line["errors"]["RetireGrant"].startswith("AccessDeniedException")
+    assert session.grant_id in sandbox.grant_ids()
