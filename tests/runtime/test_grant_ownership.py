@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 import pytest
+from botocore.exceptions import NoCredentialsError
 from runtime_faults import answer, json_error
 from runtime_support import APP_ROLE, CLEANUP_ROLE, FakeContext, Sandbox, event
 from session_expiry_runtime.cleaner import process_batch
@@ -347,4 +348,24 @@ def test_a_legacy_grant_whose_retire_fails_fails_the_record_under_retire_grant(
     line = lines(session_logs)["s-1"]
     assert line["failedActions"] == ["RetireGrant"]
     assert line["errors"]["RetireGrant"].startswith("AccessDeniedException")
+    assert session.grant_id in sandbox.grant_ids()
+
+
+def test_a_legacy_grant_whose_name_check_fails_outside_kms_fails_under_retire_grant(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    session, record = legacy_remove(sandbox)
+    cleaner = sandbox.cleaner()
+
+    def no_credentials(**_: Any) -> None:
+        raise NoCredentialsError()
+
+    cleaner.clients.kms.meta.events.register("before-call.kms.ListGrants", no_credentials)
+
+    response = process_batch(event(record), FakeContext(), cleaner)
+
+    assert len(response["batchItemFailures"]) == 1
+    line = lines(session_logs)["s-1"]
+    assert line["failedActions"] == ["RetireGrant"]
+    assert line["errors"]["RetireGrant"] == "NoCredentialsError: Unable to locate credentials"
     assert session.grant_id in sandbox.grant_ids()
