@@ -369,3 +369,41 @@ def test_a_legacy_grant_whose_name_check_fails_outside_kms_fails_under_retire_gr
     assert line["failedActions"] == ["RetireGrant"]
     assert line["errors"]["RetireGrant"] == "NoCredentialsError: Unable to locate credentials"
     assert session.grant_id in sandbox.grant_ids()
+
+
+def test_a_legacy_grant_whose_name_check_is_refused_by_kms_fails_naming_the_error(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    _, record = legacy_remove(sandbox)
+    cleaner = sandbox.cleaner()
+    # Stub: moto enforces no key policy.
+    answer(
+        cleaner.clients.kms, "ListGrants", lambda _: json_error(400, "AccessDeniedException", "no")
+    )
+
+    assert len(process_batch(event(record), FakeContext(), cleaner)["batchItemFailures"]) == 1
+
+    line = lines(session_logs)["s-1"]
+    assert line["failedActions"] == ["RetireGrant"]
+    assert line["errors"]["RetireGrant"] == "AccessDeniedException: no"
+
+
+def test_a_legacy_grant_with_another_name_is_refused_naming_it(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    grant = sandbox.kms.create_grant(
+        KeyId=sandbox.key_arn,
+        GranteePrincipal=APP_ROLE,
+        RetiringPrincipal=CLEANUP_ROLE,
+        Operations=["Decrypt"],
+        Name="app-grant",
+    )
+    write_and_delete(sandbox, "s-1", grantId={"S": grant["GrantId"]})
+
+    process_batch(event(*sandbox.removes()), FakeContext(), sandbox.cleaner())
+
+    assert grant["GrantId"] in sandbox.grant_ids()
+    assert lines(session_logs)["s-1"]["grantRefusal"] == (
+        f"grant {grant['GrantId']} has no session-expiry name ('app-grant'): it cannot be "
+        "proven to be this session's"
+    )

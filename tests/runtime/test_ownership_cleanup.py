@@ -16,6 +16,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from botocore.exceptions import NoCredentialsError
 from botocore.stub import Stubber
 from ownership_support import calls_of, claim_state, emf_totals, put_claim, raw_claim
 from runtime_faults import answer, json_error, times
@@ -474,3 +475,36 @@ def test_a_step_acts_on_its_owned_ids_and_refuses_the_others(
     assert claim_state(sandbox.ddb, KIND_CONNECTION, own.connection_id) == STATE_RELEASED
     assert claim_state(sandbox.ddb, KIND_CONNECTION, victim) == "held"
     assert emf_totals(capsys.readouterr().out)["ResourcesRefused|Refusal=NotOwned"] == 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [
+        ("AccessDeniedException", "AccessDeniedException: no"),
+        ("connection", "NoCredentialsError: Unable to locate credentials"),
+    ],
+)
+def test_an_owned_grant_whose_retire_fails_fails_the_record_naming_the_error(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture, fault: str, error: str
+) -> None:
+    session = sandbox.create_session("s-1", object_names=())
+    sandbox.read_stream()
+    sandbox.delete("s-1")
+    cleaner = sandbox.cleaner()
+    if fault == "connection":  # a botocore error that is no answer of KMS
+
+        def no_credentials(**_: Any) -> None:
+            raise NoCredentialsError()
+
+        cleaner.clients.kms.meta.events.register("before-call.kms.RetireGrant", no_credentials)
+    else:  # Stub: moto enforces no key policy.
+        answer(cleaner.clients.kms, "RetireGrant", lambda _: json_error(400, fault, "no"))
+
+    response = process_batch(event(*sandbox.removes()), FakeContext(), cleaner)
+
+    assert len(response["batchItemFailures"]) == 1
+    line = lines(session_logs)[-1].session  # type: ignore[attr-defined]
+    assert line["failedActions"] == ["RetireGrant"]
+    assert line["errors"]["RetireGrant"] == error
+    assert session.grant_id in sandbox.grant_ids()
+    assert claim_state(sandbox.ddb, KIND_GRANT, session.grant_id) == STATE_RELEASING
