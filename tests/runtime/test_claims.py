@@ -590,3 +590,95 @@ def test_every_call_of_a_check_or_release_is_waited_for_through_the_callers_wait
     entered.clear()
     claims.release(MINE, [ref("a=")], waiting)
     assert entered
+
+
+def test_a_read_of_ids_without_a_record_answers_none_for_each(sandbox: Sandbox) -> None:
+    claim(sandbox, "a=")
+    claims, _ = batcher(sandbox, dry_run=True)
+
+    read = claims.claims([ref("a="), ref("none=")])
+    verdicts = claims.check(MINE, [ref("none=")])
+
+    assert read == {ref("a="): read_claim(sandbox.ddb, KIND_CONNECTION, "a="), ref("none="): None}
+    assert verdicts == {ref("none="): Verdict("Unclaimed")}
+
+
+def test_fails_a_read_whose_keys_stay_unprocessed_naming_them(sandbox: Sandbox) -> None:
+    claim(sandbox, "a=")
+    claims, pauses = batcher(sandbox)
+
+    def unprocessed(request: AWSPreparedRequest) -> tuple[int, dict[str, str], bytes]:
+        # Stub: DynamoDB's answer that read nothing (under throttling; moto never gives it).
+        asked = json.loads(request.body)["RequestItems"]  # type: ignore[arg-type]
+        body = {"Responses": {t: [] for t in asked}, "UnprocessedKeys": asked}
+        return 200, {"content-type": "application/x-amz-json-1.0"}, json.dumps(body).encode()
+
+    stubbed = answer(sandbox.ddb, "BatchGetItem", unprocessed)
+
+    with pytest.raises(RuntimeError) as failed:
+        claims.claims([ref("a=")])
+
+    assert str(failed.value) == "reading connection#a=: unsettled after retries: UnprocessedKeys"
+    assert len(stubbed) == claims_module.MAX_ROUNDS
+    assert pauses == list(claims_module.RETRY_PAUSES)
+
+
+# --- cancellation reasons that settle nothing or fail one action (issue 40) --------------------
+@pytest.mark.parametrize(
+    "reasons",
+    [None, [], [{}]],
+    ids=["no-reasons", "a-reason-per-action-missing", "a-reason-without-a-code"],
+)
+def test_a_cancellation_that_settles_nothing_is_sent_again(
+    sandbox: Sandbox, reasons: list[dict[str, Any]] | None
+) -> None:
+    """No ``CancellationReasons`` (an older SDK), fewer than the actions, or a reason without a
+    ``Code``: nothing is settled by it, every action goes again."""
+    claim(sandbox, "a=")
+    claims, pauses = batcher(sandbox)
+
+    def cancelled_once(_: AWSPreparedRequest) -> Any:
+        if pauses:
+            return None
+        body: dict[str, Any] = {
+            "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+            "Message": "Transaction cancelled",
+        }
+        if reasons is not None:
+            body["CancellationReasons"] = reasons
+        return 400, {"content-type": "application/x-amz-json-1.0"}, json.dumps(body).encode()
+
+    stubbed = answer(sandbox.ddb, "TransactWriteItems", cancelled_once)
+
+    assert claims.check(MINE, [ref("a=")]) == {ref("a="): Verdict(VERDICT_OWNED)}
+    assert len(stubbed) == 1 and pauses == [claims_module.RETRY_PAUSES[0]]
+
+
+@pytest.mark.parametrize(
+    ("reason", "detail"),
+    [
+        ({"Code": "ValidationError", "Message": "bad key X"}, "ValidationError: bad key X"),
+        ({"Code": "ValidationError"}, "ValidationError"),
+    ],
+)
+def test_a_reason_that_fails_one_action_answers_its_code_and_message(
+    sandbox: Sandbox, reason: dict[str, str], detail: str
+) -> None:
+    claim(sandbox, "a=")
+    claims, _ = batcher(sandbox)
+    # Stub: moto never answers a ValidationError reason.
+    answer(sandbox.ddb, "TransactWriteItems", lambda _: cancelled([reason]))
+
+    assert claims.check(MINE, [ref("a=")]) == {ref("a="): ClaimFailure(f"connection#a=: {detail}")}
+
+
+def test_a_dry_run_premarks_nothing(sandbox: Sandbox) -> None:
+    claim(sandbox, "a=")
+    dry, _ = batcher(sandbox, dry_run=True)
+    real, _ = batcher(sandbox)
+    calls = calls_of(sandbox.ddb)
+
+    assert dry.premark([(MINE, [ref("a=")])]) == 0 and calls == []
+    assert real.premark([(Claimant(owner_token(ME), None), [ref("a=")])]) == 0 and calls == []
+    assert real.premark([(MINE, [ref("a=")])]) == 1
+    assert claim_state(sandbox.ddb, KIND_CONNECTION, "a=") == STATE_RELEASING
