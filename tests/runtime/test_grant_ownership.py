@@ -407,3 +407,42 @@ def test_a_legacy_grant_with_another_name_is_refused_naming_it(
         f"grant {grant['GrantId']} has no session-expiry name ('app-grant'): it cannot be "
         "proven to be this session's"
     )
+
+
+@pytest.mark.parametrize(
+    ("attributes", "missing", "invalid"),
+    [
+        ({}, ["grantId", "grantToken"], []),
+        ({"grantId": {"S": ""}}, ["grantToken"], ["grantId"]),
+    ],
+    ids=["no-grant", "empty-grant-id"],
+)
+def test_an_item_without_a_usable_grant_names_what_is_missing_or_invalid(
+    sandbox: Sandbox,
+    session_logs: pytest.LogCaptureFixture,
+    attributes: dict[str, dict[str, str]],
+    missing: list[str],
+    invalid: list[str],
+) -> None:
+    write_and_delete(sandbox, "s-1", **attributes)
+    cleaner = sandbox.cleaner(dataclasses.replace(sandbox.config, websocket_endpoint=None))
+    calls = record_calls(cleaner)
+
+    process_batch(event(*sandbox.removes()), FakeContext(), cleaner)
+
+    line = lines(session_logs)["s-1"]
+    assert calls == [] and "RetireGrant" not in line.get("steps", {})
+    assert [a for a in line.get("missingAttributes", []) if a.startswith("grant")] == missing
+    assert [a for a in line.get("invalidAttributes", []) if a.startswith("grant")] == invalid
+
+
+def test_the_log_names_the_grant_id_and_never_its_token(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    session, record = legacy_remove(sandbox)
+
+    process_batch(event(record), FakeContext(), sandbox.cleaner())
+
+    line = lines(session_logs)["s-1"]
+    assert line["grantId"] == session.grant_id
+    assert session.grant_token not in json.dumps(line)
