@@ -129,7 +129,10 @@ def test_fails_to_retire_a_grant_by_a_token_alone(
 
     assert victim.grant_id in sandbox.grant_ids()
     assert calls == []  # a token alone cannot be checked: no call at all
-    assert "grantToken without grantId" in lines(session_logs)["s-1"]["grantRefusal"]
+    assert lines(session_logs)["s-1"]["grantRefusal"] == (
+        "grantToken without grantId: a grant token cannot be checked against the key's grants "
+        "(SessionStore always writes both)"
+    )
     assert grants_refused(capsys.readouterr().out) == 1
 
 
