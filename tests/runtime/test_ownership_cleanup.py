@@ -540,7 +540,8 @@ def test_an_owned_grant_retired_now_is_done_and_released(
 
     assert process_batch(event(record), FakeContext(), cleaner) == {"batchItemFailures": []}
 
-    assert lines(session_logs)[-1].session["steps"]["RetireGrant"] == "done"  # type: ignore[attr-defined]
+    line = lines(session_logs)[-1].session  # type: ignore[attr-defined]
+    assert (line["steps"]["RetireGrant"], line["grantId"]) == ("done", session.grant_id)
     assert session.grant_id not in sandbox.grant_ids()
     assert claim_state(sandbox.ddb, KIND_GRANT, session.grant_id) == STATE_RELEASED
 
@@ -595,3 +596,18 @@ def test_no_grant_step_without_a_kms_client(sandbox: Sandbox) -> None:
     clients = sandbox.cleaner().clients
     assert GrantStep.build(sandbox.config, dataclasses.replace(clients, kms=None)) is None
     assert isinstance(GrantStep.build(sandbox.config, clients), GrantStep)
+
+
+def test_an_owned_grant_with_an_empty_token_is_retired_and_the_token_named_invalid(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    session = sandbox.create_session("s-1", object_names=(), extra={"grantToken": {"S": ""}})
+    sandbox.read_stream()
+    sandbox.delete("s-1")
+
+    process_batch(event(*sandbox.removes()), FakeContext(), sandbox.cleaner())
+
+    line = lines(session_logs)[-1].session  # type: ignore[attr-defined]
+    assert line["steps"]["RetireGrant"] == "done"
+    assert "grantToken" in line["invalidAttributes"]
+    assert session.grant_id not in sandbox.grant_ids()
