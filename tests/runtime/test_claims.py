@@ -682,3 +682,42 @@ def test_a_dry_run_premarks_nothing(sandbox: Sandbox) -> None:
     assert real.premark([(Claimant(owner_token(ME), None), [ref("a=")])]) == 0 and calls == []
     assert real.premark([(MINE, [ref("a=")])]) == 1
     assert claim_state(sandbox.ddb, KIND_CONNECTION, "a=") == STATE_RELEASING
+
+
+def test_the_release_is_conditioned_on_owner_and_incarnation_only(sandbox: Sandbox) -> None:
+    claim(sandbox, "a=", state=STATE_RELEASING)
+    claims, _ = batcher(sandbox)
+    calls = calls_of(sandbox.ddb)
+
+    assert claims.release(MINE, [ref("a=")]) == []
+
+    ((name, params),) = calls
+    (action,) = params["TransactItems"]
+    update = action["Update"]
+    assert name == "TransactWriteItems"
+    assert update["ConditionExpression"] == "#owner = :owner AND #incarnation = :incarnation"
+    assert "ReturnValuesOnConditionCheckFailure" not in update
+    assert update["ExpressionAttributeValues"][":state"] == {"S": STATE_RELEASED}
+
+
+class Broken(Exception):
+    """Not a botocore error: what a bug under the client may raise."""
+
+
+def test_a_mark_or_release_that_fails_outside_botocore_is_answered_never_raised(
+    sandbox: Sandbox,
+) -> None:
+    claim(sandbox, "a=")
+    claims, _ = batcher(sandbox)
+
+    def broken(**_: Any) -> None:
+        raise Broken("under the client")
+
+    sandbox.ddb.meta.events.register("before-call.dynamodb.TransactWriteItems", broken)
+
+    assert claims.premark([(MINE, [ref("a=")])]) == 0
+    assert claims.release_all([(MINE, [ref("a=")]), (Claimant(owner_token(ME), None), [])]) == [
+        ["releasing the ownership records: under the client"],
+        [],
+    ]
+    assert claim_state(sandbox.ddb, KIND_CONNECTION, "a=") == STATE_HELD
