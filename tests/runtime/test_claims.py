@@ -721,3 +721,42 @@ def test_a_mark_or_release_that_fails_outside_botocore_is_answered_never_raised(
         [],
     ]
     assert claim_state(sandbox.ddb, KIND_CONNECTION, "a=") == STATE_HELD
+
+
+def first_call_fails(code: str) -> Callable[[AWSPreparedRequest], Any]:
+    """A responder: ``code`` to every attempt of the first call (botocore's retries included),
+    then moto answers."""
+    first: list[str] = []
+
+    def respond(request: AWSPreparedRequest) -> Any:
+        invocation = request.headers["amz-sdk-invocation-id"]
+        first[:] = first or [invocation]
+        return json_error(400, code, "stubbed") if first == [invocation] else None
+
+    return respond
+
+
+def test_a_mark_a_later_call_may_cure_is_sent_again_after_a_pause(
+    sandbox: Sandbox, no_backoff: None
+) -> None:
+    claim(sandbox, "a=")
+    claims, pauses = batcher(sandbox)
+    # Stub: another transaction in progress on the record (moto has none).
+    answer(sandbox.ddb, "TransactWriteItems", first_call_fails("TransactionInProgressException"))
+
+    assert claims.check(MINE, [ref("a=")]) == {ref("a="): Verdict(VERDICT_OWNED)}
+    assert pauses == [claims_module.RETRY_PAUSES[0]]
+
+
+def test_fails_a_mark_refused_for_good_at_once(sandbox: Sandbox) -> None:
+    claim(sandbox, "a=")
+    claims, pauses = batcher(sandbox)
+    # Stub: moto enforces no IAM.
+    stubbed = answer(sandbox.ddb, "TransactWriteItems", first_call_fails("AccessDeniedException"))
+
+    assert claims.check(MINE, [ref("a=")]) == {
+        ref("a="): ClaimFailure(
+            "connection#a=: unsettled after retries: AccessDeniedException: stubbed"
+        )
+    }
+    assert len(stubbed) == 1 and pauses == []
