@@ -760,3 +760,21 @@ def test_fails_a_mark_refused_for_good_at_once(sandbox: Sandbox) -> None:
         )
     }
     assert len(stubbed) == 1 and pauses == []
+
+
+def test_fails_a_mark_that_fails_before_reaching_the_service_at_once(sandbox: Sandbox) -> None:
+    claim(sandbox, "a=")
+    claims, pauses = batcher(sandbox)
+
+    def no_credentials(**_: Any) -> None:
+        raise NoCredentialsError()
+
+    sandbox.ddb.meta.events.register("before-call.dynamodb.TransactWriteItems", no_credentials)
+
+    assert claims.check(MINE, [ref("a=")]) == {
+        ref("a="): ClaimFailure(
+            "connection#a=: unsettled after retries: NoCredentialsError: "
+            "Unable to locate credentials"
+        )
+    }
+    assert pauses == []
