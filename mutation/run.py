@@ -8,7 +8,7 @@ mutant, the module's tests that reach the mutated function. Then one table: modu
 killed, equivalent (equivalent.toml), survived, kill rate of the non-equivalent mutants, goal;
 and every surviving mutant that equivalent.toml does not explain, with its diff.
 
-Usage: ``python mutation/run.py [--jobs N] [--keep] [MODULE ...]`` (MODULE as in
+Usage: ``python mutation/run.py [--jobs N] [--keep | --report] [MODULE ...]`` (MODULE as in
 modules.toml, e.g. ``claims.py steps/grant.py``). Exit status 1 when a module is below its
 goal or a mutant was not checked.
 """
@@ -61,7 +61,7 @@ class Outcome:
         return [
             m
             for m, c in self.statuses.items()
-            if c not in KILLED and c not in TIMEOUT and m not in self.equivalent
+            if c is not None and c not in KILLED and c not in TIMEOUT and m not in self.equivalent
         ]
 
     @property
@@ -92,19 +92,24 @@ def work_dir(module: str, tests: list[str], keep: bool) -> Path:
     return work
 
 
-def run_module(module: str, tests: list[str], jobs: int, keep: bool) -> dict[str, int | None]:
-    work = work_dir(module, tests, keep)
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    # mutmut draws a progress line per mutant: keep only its summary lines in the log.
-    with (work / "mutmut.log").open("w") as log:
-        subprocess.run(  # noqa: S603 - our own venv's mutmut, fixed arguments
-            [str(MUTMUT), "run", "--max-children", str(jobs)],
-            cwd=work,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            check=False,
-        )
+def run_module(
+    module: str, tests: list[str], jobs: int, keep: bool, *, run: bool = True
+) -> dict[str, int | None]:
+    """mutmut on ``module`` (unless ``run`` is false: the results of the last run as kept);
+    each mutant's exit code (``None``: not checked)."""
+    work = WORK / module.replace("/", "__").removesuffix(".py")
+    if run:
+        work = work_dir(module, tests, keep)
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+        with (work / "mutmut.log").open("w") as log:
+            subprocess.run(  # noqa: S603 - our own venv's mutmut, fixed arguments
+                [str(MUTMUT), "run", "--max-children", str(jobs)],
+                cwd=work,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                check=False,
+            )
     meta = work / "mutants" / PACKAGE / f"{module}.meta"
     if not meta.exists():
         sys.exit(f"mutmut wrote no results for {module}; see {work / 'mutmut.log'}")
@@ -129,7 +134,11 @@ def report(outcomes: list[Outcome]) -> bool:
             f"{o.rate:>10.1%}{o.goal:>6.0%}{'' if met else '  BELOW GOAL'}"
         )
         if unchecked:
-            print(f"    {len(unchecked)} mutants not checked (the run stopped early)")
+            checked = len(o.statuses) - len(unchecked) - len(o.equivalent & set(o.statuses))
+            print(
+                f"    {len(unchecked)} mutants not checked (the run stopped early); of the "
+                f"{checked} non-equivalent checked, {len(o.killed) / max(checked, 1):.1%} killed"
+            )
     for o in outcomes:
         codes = Counter(o.statuses[m] for m in o.surviving)
         if not o.surviving:
@@ -148,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("modules", nargs="*", help="modules of modules.toml (default: all)")
     parser.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1)")
     parser.add_argument("--keep", action="store_true", help="reuse an earlier run's results")
+    parser.add_argument(
+        "--report", action="store_true", help="run nothing: the table of the last run as kept"
+    )
     args = parser.parse_args(argv)
     table = modules()
     unknown = [m for m in args.modules if m not in table]
@@ -158,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     for module in args.modules or list(table):
         spec = table[module]
         tests = [str(t) for t in spec["tests"]]  # type: ignore[attr-defined]
-        statuses = run_module(module, tests, args.jobs, args.keep)
+        statuses = run_module(module, tests, args.jobs, args.keep, run=not args.report)
         listed = {e.mutant for e in known if e.module == module}
         outcomes.append(Outcome(module, float(spec["goal"]), statuses, listed))  # type: ignore[arg-type]
     return 0 if report(outcomes) else 1
