@@ -778,3 +778,45 @@ def test_fails_a_mark_that_fails_before_reaching_the_service_at_once(sandbox: Sa
         )
     }
     assert pauses == []
+
+
+def test_a_full_call_goes_at_once_while_another_is_answered(sandbox: Sandbox) -> None:
+    """Natural batching never holds a full call back: with ``max_items`` requests waiting, they
+    go while the first call is still being answered (the first call waits to see them)."""
+    for i in range(3):
+        put_claim(sandbox.ddb, KIND_CONNECTION, f"c{i}=", key={"pk": f"s-{i}"}, incarnation="inc1")
+    claims = ClaimBatcher(sandbox.ddb, OWNERSHIP_TABLE, clock=lambda: NOW, max_items=2)
+    calls = calls_of(sandbox.ddb)
+    second_call_sent = threading.Event()
+    sent: list[int] = []
+    seen_in_time: list[bool] = []
+
+    def hold_the_first_call_until_a_second_one(params: dict[str, Any], **_: Any) -> None:
+        sent.append(len(params["TransactItems"]))
+        if len(sent) == 1:
+            seen_in_time.append(second_call_sent.wait(timeout=3))
+        else:
+            second_call_sent.set()
+
+    sandbox.ddb.meta.events.register(
+        "provide-client-params.dynamodb.TransactWriteItems", hold_the_first_call_until_a_second_one
+    )
+    results: dict[int, Any] = {}
+
+    def record(i: int) -> Callable[[], None]:
+        claimant = Claimant(owner_token({"pk": f"s-{i}"}), "inc1")
+        return lambda: results.update({i: claims.check(claimant, [ref(f"c{i}=")])})
+
+    threads = [threading.Thread(target=record(0))]
+    threads[0].start()
+    while not sent:
+        threading.Event().wait(0.001)
+    threads += [threading.Thread(target=record(i)) for i in (1, 2)]
+    for thread in threads[1:]:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+
+    assert seen_in_time == [True]  # the full call did not wait for the first
+    assert sorted(len(p["TransactItems"]) for _, p in calls) == [1, 2]
+    assert all(v == {ref(f"c{i}="): Verdict(VERDICT_OWNED)} for i, v in results.items())
