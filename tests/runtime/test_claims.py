@@ -13,11 +13,14 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from botocore.awsrequest import AWSPreparedRequest
+from botocore.exceptions import NoCredentialsError
 from ownership_support import OWNERSHIP_TABLE, calls_of, claim_state, put_claim, read_claim
 from runtime_faults import answer, json_error
 from runtime_support import SESSION, FakeContext, Sandbox, event
@@ -499,3 +502,332 @@ def test_keys_no_record_can_name_make_every_id_unclaimed(sandbox: Sandbox) -> No
 def test_fails_a_claim_ref_of_an_unknown_kind_or_empty_id(kind: str, resource_id: str) -> None:
     with pytest.raises(ValueError, match="resource"):
         ClaimRef(kind, resource_id)
+
+
+# --- the read (dry run, and a step's look-up): its failures and retries (issue 40) -------------
+def test_a_read_a_later_call_may_cure_is_sent_again_after_a_pause(
+    sandbox: Sandbox, no_backoff: None
+) -> None:
+    claim(sandbox, "a=")
+    claims, pauses = batcher(sandbox)
+    # Stub: a transaction in progress on the record (moto has none) through every attempt of
+    # the first call (botocore's own retries included), then moto answers.
+    first_call: list[bytes] = []
+
+    def in_progress_once(request: AWSPreparedRequest) -> Any:
+        invocation = request.headers["amz-sdk-invocation-id"]
+        first_call[:] = first_call or [invocation]
+        return (
+            json_error(400, "TransactionInProgressException")
+            if first_call == [invocation]
+            else None
+        )
+
+    stubbed = answer(sandbox.ddb, "BatchGetItem", in_progress_once)
+
+    read = claims.claims([ref("a=")])
+
+    assert read == {ref("a="): read_claim(sandbox.ddb, KIND_CONNECTION, "a=")}
+    assert len(stubbed) > 1 and pauses == [claims_module.RETRY_PAUSES[0]]
+
+
+def test_fails_a_read_refused_for_good_at_once_naming_the_error(sandbox: Sandbox) -> None:
+    claims, pauses = batcher(sandbox)
+    # Stub: moto enforces no IAM.
+    stubbed = answer(
+        sandbox.ddb, "BatchGetItem", lambda _: json_error(400, "AccessDeniedException", "denied")
+    )
+
+    with pytest.raises(RuntimeError) as failed:
+        claims.claims([ref("a=")])
+
+    assert str(failed.value) == (
+        "reading connection#a=: unsettled after retries: AccessDeniedException: denied"
+    )
+    assert len(stubbed) == 1 and pauses == []
+
+
+def test_fails_a_read_that_fails_before_reaching_the_service_at_once(sandbox: Sandbox) -> None:
+    claims, pauses = batcher(sandbox)
+    tried: list[str] = []
+
+    def no_credentials(**_: Any) -> None:
+        tried.append("BatchGetItem")
+        raise NoCredentialsError()
+
+    sandbox.ddb.meta.events.register("before-call.dynamodb.BatchGetItem", no_credentials)
+
+    with pytest.raises(RuntimeError) as failed:
+        claims.claims([ref("a=")])
+
+    assert str(failed.value) == (
+        "reading connection#a=: unsettled after retries: NoCredentialsError: "
+        "Unable to locate credentials"
+    )
+    assert tried == ["BatchGetItem"] and pauses == []
+
+
+def test_a_dry_run_whose_read_fails_answers_a_failure_for_each_id(sandbox: Sandbox) -> None:
+    claims, _ = batcher(sandbox, dry_run=True)
+    answer(sandbox.ddb, "BatchGetItem", lambda _: json_error(400, "AccessDeniedException", "no"))
+
+    verdicts = claims.check(MINE, [ref("a="), ref("b=")])
+
+    assert list(verdicts) == [ref("a="), ref("b=")]
+    failure = ClaimFailure(
+        "reading connection#a=: unsettled after retries: AccessDeniedException: no"
+    )
+    assert set(verdicts.values()) == {failure}
+
+
+def test_every_call_of_a_check_or_release_is_waited_for_through_the_callers_waiting(
+    sandbox: Sandbox,
+) -> None:
+    """``waiting`` lends the caller's call slot to others while it waits (the step context's
+    ``waiting``): the dry run's read, the mark and the release all go through it."""
+    claim(sandbox, "a=")
+    entered: list[str] = []
+
+    @contextmanager
+    def waiting() -> Iterator[None]:
+        entered.append("waiting")
+        yield
+
+    for dry_run in (True, False):
+        claims, _ = batcher(sandbox, dry_run=dry_run)
+        entered.clear()
+        claims.check(MINE, [ref("a=")], waiting)
+        assert entered, f"check, dry_run={dry_run}"
+    entered.clear()
+    claims.release(MINE, [ref("a=")], waiting)
+    assert entered
+
+
+def test_a_read_of_ids_without_a_record_answers_none_for_each(sandbox: Sandbox) -> None:
+    claim(sandbox, "a=")
+    claims, _ = batcher(sandbox, dry_run=True)
+
+    read = claims.claims([ref("a="), ref("none=")])
+    verdicts = claims.check(MINE, [ref("none=")])
+
+    assert read == {ref("a="): read_claim(sandbox.ddb, KIND_CONNECTION, "a="), ref("none="): None}
+    assert verdicts == {ref("none="): Verdict("Unclaimed")}
+
+
+def test_fails_a_read_whose_keys_stay_unprocessed_naming_them(sandbox: Sandbox) -> None:
+    claim(sandbox, "a=")
+    claims, pauses = batcher(sandbox)
+
+    def unprocessed(request: AWSPreparedRequest) -> tuple[int, dict[str, str], bytes]:
+        # Stub: DynamoDB's answer that read nothing (under throttling; moto never gives it).
+        asked = json.loads(request.body)["RequestItems"]  # type: ignore[arg-type]
+        body = {"Responses": {t: [] for t in asked}, "UnprocessedKeys": asked}
+        return 200, {"content-type": "application/x-amz-json-1.0"}, json.dumps(body).encode()
+
+    stubbed = answer(sandbox.ddb, "BatchGetItem", unprocessed)
+
+    with pytest.raises(RuntimeError) as failed:
+        claims.claims([ref("a=")])
+
+    assert str(failed.value) == "reading connection#a=: unsettled after retries: UnprocessedKeys"
+    assert len(stubbed) == claims_module.MAX_ROUNDS
+    assert pauses == list(claims_module.RETRY_PAUSES)
+
+
+# --- cancellation reasons that settle nothing or fail one action (issue 40) --------------------
+@pytest.mark.parametrize(
+    "reasons",
+    [None, [], [{}]],
+    ids=["no-reasons", "a-reason-per-action-missing", "a-reason-without-a-code"],
+)
+def test_a_cancellation_that_settles_nothing_is_sent_again(
+    sandbox: Sandbox, reasons: list[dict[str, Any]] | None
+) -> None:
+    """No ``CancellationReasons`` (an older SDK), fewer than the actions, or a reason without a
+    ``Code``: nothing is settled by it, every action goes again."""
+    claim(sandbox, "a=")
+    claims, pauses = batcher(sandbox)
+
+    def cancelled_once(_: AWSPreparedRequest) -> Any:
+        if pauses:
+            return None
+        body: dict[str, Any] = {
+            "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+            "Message": "Transaction cancelled",
+        }
+        if reasons is not None:
+            body["CancellationReasons"] = reasons
+        return 400, {"content-type": "application/x-amz-json-1.0"}, json.dumps(body).encode()
+
+    stubbed = answer(sandbox.ddb, "TransactWriteItems", cancelled_once)
+
+    assert claims.check(MINE, [ref("a=")]) == {ref("a="): Verdict(VERDICT_OWNED)}
+    assert len(stubbed) == 1 and pauses == [claims_module.RETRY_PAUSES[0]]
+
+
+@pytest.mark.parametrize(
+    ("reason", "detail"),
+    [
+        ({"Code": "ValidationError", "Message": "bad key X"}, "ValidationError: bad key X"),
+        ({"Code": "ValidationError"}, "ValidationError"),
+    ],
+)
+def test_a_reason_that_fails_one_action_answers_its_code_and_message(
+    sandbox: Sandbox, reason: dict[str, str], detail: str
+) -> None:
+    claim(sandbox, "a=")
+    claims, _ = batcher(sandbox)
+    # Stub: moto never answers a ValidationError reason.
+    answer(sandbox.ddb, "TransactWriteItems", lambda _: cancelled([reason]))
+
+    assert claims.check(MINE, [ref("a=")]) == {ref("a="): ClaimFailure(f"connection#a=: {detail}")}
+
+
+def test_a_dry_run_premarks_nothing(sandbox: Sandbox) -> None:
+    claim(sandbox, "a=")
+    dry, _ = batcher(sandbox, dry_run=True)
+    real, _ = batcher(sandbox)
+    calls = calls_of(sandbox.ddb)
+
+    assert dry.premark([(MINE, [ref("a=")])]) == 0 and calls == []
+    assert real.premark([(Claimant(owner_token(ME), None), [ref("a=")])]) == 0 and calls == []
+    assert real.premark([(MINE, [ref("a=")])]) == 1
+    assert claim_state(sandbox.ddb, KIND_CONNECTION, "a=") == STATE_RELEASING
+
+
+def test_the_release_is_conditioned_on_owner_and_incarnation_only(sandbox: Sandbox) -> None:
+    claim(sandbox, "a=", state=STATE_RELEASING)
+    claims, _ = batcher(sandbox)
+    calls = calls_of(sandbox.ddb)
+
+    assert claims.release(MINE, [ref("a=")]) == []
+
+    ((name, params),) = calls
+    (action,) = params["TransactItems"]
+    update = action["Update"]
+    assert name == "TransactWriteItems"
+    assert update["ConditionExpression"] == "#owner = :owner AND #incarnation = :incarnation"
+    assert "ReturnValuesOnConditionCheckFailure" not in update
+    assert update["ExpressionAttributeValues"][":state"] == {"S": STATE_RELEASED}
+
+
+class Broken(Exception):
+    """Not a botocore error: what a bug under the client may raise."""
+
+
+def test_a_mark_or_release_that_fails_outside_botocore_is_answered_never_raised(
+    sandbox: Sandbox,
+) -> None:
+    claim(sandbox, "a=")
+    claims, _ = batcher(sandbox)
+
+    def broken(**_: Any) -> None:
+        raise Broken("under the client")
+
+    sandbox.ddb.meta.events.register("before-call.dynamodb.TransactWriteItems", broken)
+
+    assert claims.premark([(MINE, [ref("a=")])]) == 0
+    assert claims.release_all([(MINE, [ref("a=")]), (Claimant(owner_token(ME), None), [])]) == [
+        ["releasing the ownership records: under the client"],
+        [],
+    ]
+    assert claim_state(sandbox.ddb, KIND_CONNECTION, "a=") == STATE_HELD
+
+
+def first_call_fails(code: str) -> Callable[[AWSPreparedRequest], Any]:
+    """A responder: ``code`` to every attempt of the first call (botocore's retries included),
+    then moto answers."""
+    first: list[str] = []
+
+    def respond(request: AWSPreparedRequest) -> Any:
+        invocation = request.headers["amz-sdk-invocation-id"]
+        first[:] = first or [invocation]
+        return json_error(400, code, "stubbed") if first == [invocation] else None
+
+    return respond
+
+
+def test_a_mark_a_later_call_may_cure_is_sent_again_after_a_pause(
+    sandbox: Sandbox, no_backoff: None
+) -> None:
+    claim(sandbox, "a=")
+    claims, pauses = batcher(sandbox)
+    # Stub: another transaction in progress on the record (moto has none).
+    answer(sandbox.ddb, "TransactWriteItems", first_call_fails("TransactionInProgressException"))
+
+    assert claims.check(MINE, [ref("a=")]) == {ref("a="): Verdict(VERDICT_OWNED)}
+    assert pauses == [claims_module.RETRY_PAUSES[0]]
+
+
+def test_fails_a_mark_refused_for_good_at_once(sandbox: Sandbox) -> None:
+    claim(sandbox, "a=")
+    claims, pauses = batcher(sandbox)
+    # Stub: moto enforces no IAM.
+    stubbed = answer(sandbox.ddb, "TransactWriteItems", first_call_fails("AccessDeniedException"))
+
+    assert claims.check(MINE, [ref("a=")]) == {
+        ref("a="): ClaimFailure(
+            "connection#a=: unsettled after retries: AccessDeniedException: stubbed"
+        )
+    }
+    assert len(stubbed) == 1 and pauses == []
+
+
+def test_fails_a_mark_that_fails_before_reaching_the_service_at_once(sandbox: Sandbox) -> None:
+    claim(sandbox, "a=")
+    claims, pauses = batcher(sandbox)
+
+    def no_credentials(**_: Any) -> None:
+        raise NoCredentialsError()
+
+    sandbox.ddb.meta.events.register("before-call.dynamodb.TransactWriteItems", no_credentials)
+
+    assert claims.check(MINE, [ref("a=")]) == {
+        ref("a="): ClaimFailure(
+            "connection#a=: unsettled after retries: NoCredentialsError: "
+            "Unable to locate credentials"
+        )
+    }
+    assert pauses == []
+
+
+def test_a_full_call_goes_at_once_while_another_is_answered(sandbox: Sandbox) -> None:
+    """Natural batching never holds a full call back: with ``max_items`` requests waiting, they
+    go while the first call is still being answered (the first call waits to see them)."""
+    for i in range(3):
+        put_claim(sandbox.ddb, KIND_CONNECTION, f"c{i}=", key={"pk": f"s-{i}"}, incarnation="inc1")
+    claims = ClaimBatcher(sandbox.ddb, OWNERSHIP_TABLE, clock=lambda: NOW, max_items=2)
+    calls = calls_of(sandbox.ddb)
+    second_call_sent = threading.Event()
+    sent: list[int] = []
+    seen_in_time: list[bool] = []
+
+    def hold_the_first_call_until_a_second_one(params: dict[str, Any], **_: Any) -> None:
+        sent.append(len(params["TransactItems"]))
+        if len(sent) == 1:
+            seen_in_time.append(second_call_sent.wait(timeout=3))
+        else:
+            second_call_sent.set()
+
+    sandbox.ddb.meta.events.register(
+        "provide-client-params.dynamodb.TransactWriteItems", hold_the_first_call_until_a_second_one
+    )
+    results: dict[int, Any] = {}
+
+    def record(i: int) -> Callable[[], None]:
+        claimant = Claimant(owner_token({"pk": f"s-{i}"}), "inc1")
+        return lambda: results.update({i: claims.check(claimant, [ref(f"c{i}=")])})
+
+    threads = [threading.Thread(target=record(0))]
+    threads[0].start()
+    while not sent:
+        threading.Event().wait(0.001)
+    threads += [threading.Thread(target=record(i)) for i in (1, 2)]
+    for thread in threads[1:]:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+
+    assert seen_in_time == [True]  # the full call did not wait for the first
+    assert sorted(len(p["TransactItems"]) for _, p in calls) == [1, 2]
+    assert all(v == {ref(f"c{i}="): Verdict(VERDICT_OWNED)} for i, v in results.items())

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 import pytest
+from botocore.exceptions import NoCredentialsError
 from runtime_faults import answer, json_error
 from runtime_support import APP_ROLE, CLEANUP_ROLE, FakeContext, Sandbox, event
 from session_expiry_runtime.cleaner import process_batch
@@ -128,7 +129,10 @@ def test_fails_to_retire_a_grant_by_a_token_alone(
 
     assert victim.grant_id in sandbox.grant_ids()
     assert calls == []  # a token alone cannot be checked: no call at all
-    assert "grantToken without grantId" in lines(session_logs)["s-1"]["grantRefusal"]
+    assert lines(session_logs)["s-1"]["grantRefusal"] == (
+        "grantToken without grantId: a grant token cannot be checked against the key's grants "
+        "(SessionStore always writes both)"
+    )
     assert grants_refused(capsys.readouterr().out) == 1
 
 
@@ -272,3 +276,176 @@ def test_fails_to_retire_a_grant_named_for_another_incarnation_of_the_same_key(
     refusal = lines(session_logs)["s-1"]["grantRefusal"]
     assert "incarnation 'new'" in refusal and "not 'old'" in refusal
     assert grants_refused(capsys.readouterr().out) == 1
+
+
+# --- what the mutation run of steps/grant.py found unpinned (issue 40) -------------------------
+def legacy_remove(sandbox: Sandbox, **create: Any) -> tuple[Any, dict[str, Any]]:
+    """A legacy session (no incarnation) of s-1, removed: the session and its REMOVE record."""
+    session = sandbox.create_session("s-1", legacy=True, object_names=(), **create)
+    sandbox.read_stream()
+    sandbox.delete("s-1")
+    (record,) = sandbox.removes()
+    return session, record
+
+
+def test_fails_to_retire_a_legacy_grant_of_keys_no_grant_name_can_name(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session, record = legacy_remove(sandbox)
+    record["dynamodb"]["Keys"] = {"pk": {"N": "7"}}  # a Number key: no grant Name holds it
+    cleaner = sandbox.cleaner()
+    calls = record_calls(cleaner)
+
+    assert process_batch(event(record), FakeContext(), cleaner) == {"batchItemFailures": []}
+
+    assert calls == [] and session.grant_id in sandbox.grant_ids()
+    (line,) = [r.session for r in session_logs.records if hasattr(r, "session")]
+    assert line["steps"]["RetireGrant"] == "refused"
+    assert line["grantRefusal"] == (
+        "record Keys {'pk': 7} are not all non-empty Strings: no grant name can name this session"
+    )
+    assert line["grantId"] == session.grant_id
+    assert grants_refused(capsys.readouterr().out) == 1
+
+
+def test_a_legacy_grant_is_named_for_the_last_segment_of_any_scratch_prefix(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    # A prefix of one segment, ending in a capital X: the incarnation is all of it.
+    session, record = legacy_remove(sandbox, prefix="legacyX/")
+    cleaner = sandbox.cleaner()
+    calls = record_calls(cleaner)
+
+    assert process_batch(event(record), FakeContext(), cleaner) == {"batchItemFailures": []}
+
+    assert [name for name, _ in calls] == ["ListGrants", "RetireGrant"]
+    assert session.grant_id not in sandbox.grant_ids()
+    line = lines(session_logs)["s-1"]
+    assert (line["steps"]["RetireGrant"], line["grantId"]) == ("done", session.grant_id)
+
+
+def test_a_legacy_grant_with_an_empty_token_is_retired_and_the_token_named_invalid(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    session, record = legacy_remove(sandbox, extra={"grantToken": {"S": ""}})
+
+    process_batch(event(record), FakeContext(), sandbox.cleaner())
+
+    assert session.grant_id not in sandbox.grant_ids()
+    line = lines(session_logs)["s-1"]
+    assert line["steps"]["RetireGrant"] == "done"
+    assert "grantToken" in line["invalidAttributes"]
+
+
+def test_a_legacy_grant_whose_retire_fails_fails_the_record_under_retire_grant(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    session, record = legacy_remove(sandbox)
+    cleaner = sandbox.cleaner()
+    # Stub: moto enforces no key policy.
+    answer(cleaner.clients.kms, "RetireGrant", lambda _: json_error(400, "AccessDeniedException"))
+
+    response = process_batch(event(record), FakeContext(), cleaner)
+
+    assert len(response["batchItemFailures"]) == 1
+    line = lines(session_logs)["s-1"]
+    assert line["failedActions"] == ["RetireGrant"]
+    assert line["errors"]["RetireGrant"].startswith("AccessDeniedException")
+    assert session.grant_id in sandbox.grant_ids()
+
+
+def test_a_legacy_grant_whose_name_check_fails_outside_kms_fails_under_retire_grant(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    session, record = legacy_remove(sandbox)
+    cleaner = sandbox.cleaner()
+
+    def no_credentials(**_: Any) -> None:
+        raise NoCredentialsError()
+
+    cleaner.clients.kms.meta.events.register("before-call.kms.ListGrants", no_credentials)
+
+    response = process_batch(event(record), FakeContext(), cleaner)
+
+    assert len(response["batchItemFailures"]) == 1
+    line = lines(session_logs)["s-1"]
+    assert line["failedActions"] == ["RetireGrant"]
+    assert line["errors"]["RetireGrant"] == "NoCredentialsError: Unable to locate credentials"
+    assert session.grant_id in sandbox.grant_ids()
+
+
+def test_a_legacy_grant_whose_name_check_is_refused_by_kms_fails_naming_the_error(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    _, record = legacy_remove(sandbox)
+    cleaner = sandbox.cleaner()
+    # Stub: moto enforces no key policy.
+    answer(
+        cleaner.clients.kms, "ListGrants", lambda _: json_error(400, "AccessDeniedException", "no")
+    )
+
+    assert len(process_batch(event(record), FakeContext(), cleaner)["batchItemFailures"]) == 1
+
+    line = lines(session_logs)["s-1"]
+    assert line["failedActions"] == ["RetireGrant"]
+    assert line["errors"]["RetireGrant"] == "AccessDeniedException: no"
+
+
+def test_a_legacy_grant_with_another_name_is_refused_naming_it(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    grant = sandbox.kms.create_grant(
+        KeyId=sandbox.key_arn,
+        GranteePrincipal=APP_ROLE,
+        RetiringPrincipal=CLEANUP_ROLE,
+        Operations=["Decrypt"],
+        Name="app-grant",
+    )
+    write_and_delete(sandbox, "s-1", grantId={"S": grant["GrantId"]})
+
+    process_batch(event(*sandbox.removes()), FakeContext(), sandbox.cleaner())
+
+    assert grant["GrantId"] in sandbox.grant_ids()
+    assert lines(session_logs)["s-1"]["grantRefusal"] == (
+        f"grant {grant['GrantId']} has no session-expiry name ('app-grant'): it cannot be "
+        "proven to be this session's"
+    )
+
+
+@pytest.mark.parametrize(
+    ("attributes", "missing", "invalid"),
+    [
+        ({}, ["grantId", "grantToken"], []),
+        ({"grantId": {"S": ""}}, ["grantToken"], ["grantId"]),
+    ],
+    ids=["no-grant", "empty-grant-id"],
+)
+def test_an_item_without_a_usable_grant_names_what_is_missing_or_invalid(
+    sandbox: Sandbox,
+    session_logs: pytest.LogCaptureFixture,
+    attributes: dict[str, dict[str, str]],
+    missing: list[str],
+    invalid: list[str],
+) -> None:
+    write_and_delete(sandbox, "s-1", **attributes)
+    cleaner = sandbox.cleaner(dataclasses.replace(sandbox.config, websocket_endpoint=None))
+    calls = record_calls(cleaner)
+
+    process_batch(event(*sandbox.removes()), FakeContext(), cleaner)
+
+    line = lines(session_logs)["s-1"]
+    assert calls == [] and "RetireGrant" not in line.get("steps", {})
+    assert [a for a in line.get("missingAttributes", []) if a.startswith("grant")] == missing
+    assert [a for a in line.get("invalidAttributes", []) if a.startswith("grant")] == invalid
+
+
+def test_the_log_names_the_grant_id_and_never_its_token(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    session, record = legacy_remove(sandbox)
+
+    process_batch(event(record), FakeContext(), sandbox.cleaner())
+
+    line = lines(session_logs)["s-1"]
+    assert line["grantId"] == session.grant_id
+    assert session.grant_token not in json.dumps(line)

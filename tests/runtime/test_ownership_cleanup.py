@@ -10,19 +10,22 @@ any call it was not told to expect) and KMS's ``NotFoundException`` (moto never 
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from botocore.exceptions import NoCredentialsError
 from botocore.stub import Stubber
 from ownership_support import calls_of, claim_state, emf_totals, put_claim, raw_claim
 from runtime_faults import answer, json_error, times
 from runtime_support import TABLE, FakeContext, Sandbox, event
 from session_expiry_runtime import handler as handler_module
 from session_expiry_runtime.cleaner import SessionCleaner, process_batch
-from session_expiry_runtime.config import RuntimeConfig
+from session_expiry_runtime.config import DEFAULT_GRANT_CONSISTENCY_SECONDS, RuntimeConfig
 from session_expiry_runtime.grant_sweeper import GrantSweeper
 from session_expiry_runtime.metrics import MetricsRecorder
 from session_expiry_runtime.ownership import (
@@ -34,6 +37,7 @@ from session_expiry_runtime.ownership import (
     STATE_RELEASED,
     STATE_RELEASING,
 )
+from session_expiry_runtime.steps.grant import GrantStep
 from test_grant_sweeper import FakeTime, GrantClock
 
 RUNTIME_ARN = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/coder-Ab12Cd34Ef"
@@ -481,3 +485,136 @@ def test_a_step_acts_on_its_owned_ids_and_refuses_the_others(
     assert claim_state(sandbox.ddb, KIND_CONNECTION, own.connection_id) == STATE_RELEASED
     assert claim_state(sandbox.ddb, KIND_CONNECTION, victim) == "held"
     assert emf_totals(capsys.readouterr().out)["ResourcesRefused|Refusal=NotOwned"] == 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [
+        ("AccessDeniedException", "AccessDeniedException: no"),
+        ("connection", "NoCredentialsError: Unable to locate credentials"),
+    ],
+)
+def test_an_owned_grant_whose_retire_fails_fails_the_record_naming_the_error(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture, fault: str, error: str
+) -> None:
+    session = sandbox.create_session("s-1", object_names=())
+    sandbox.read_stream()
+    sandbox.delete("s-1")
+    cleaner = sandbox.cleaner()
+    if fault == "connection":  # a botocore error that is no answer of KMS
+
+        def no_credentials(**_: Any) -> None:
+            raise NoCredentialsError()
+
+        cleaner.clients.kms.meta.events.register("before-call.kms.RetireGrant", no_credentials)
+    else:  # Stub: moto enforces no key policy.
+        answer(cleaner.clients.kms, "RetireGrant", lambda _: json_error(400, fault, "no"))
+
+    response = process_batch(event(*sandbox.removes()), FakeContext(), cleaner)
+
+    assert len(response["batchItemFailures"]) == 1
+    line = lines(session_logs)[-1].session  # type: ignore[attr-defined]
+    assert line["failedActions"] == ["RetireGrant"]
+    assert line["errors"]["RetireGrant"] == error
+    assert session.grant_id in sandbox.grant_ids()
+    assert claim_state(sandbox.ddb, KIND_GRANT, session.grant_id) == STATE_RELEASING
+
+
+# --- the owned grant's outcomes, at the edges (survivors of the mutation run, issue 40) ---------
+CLAIMED_AT = 1_900_000_000
+
+
+def owned_grant_removed(sandbox: Sandbox, now: float) -> tuple[Any, dict[str, Any], Any]:
+    """s-1 with a grant claimed at :data:`CLAIMED_AT`, removed; a cleaner whose grant step
+    reads ``now`` as the time."""
+    session = sandbox.create_session("s-1", object_names=())
+    sandbox.claim(
+        KIND_GRANT, session.grant_id, "s-1", str(session.incarnation), claimed_at=CLAIMED_AT
+    )
+    sandbox.read_stream()
+    sandbox.delete("s-1")
+    (record,) = sandbox.removes()
+    cleaner = sandbox.cleaner()
+    (grant_step,) = [s for s in cleaner.session_steps if isinstance(s, GrantStep)]
+    grant_step.clock = lambda: now
+    return session, record, cleaner
+
+
+def test_an_owned_grant_retired_now_is_done_and_released(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    session, record, cleaner = owned_grant_removed(sandbox, time.time())
+
+    assert process_batch(event(record), FakeContext(), cleaner) == {"batchItemFailures": []}
+
+    line = lines(session_logs)[-1].session  # type: ignore[attr-defined]
+    assert (line["steps"]["RetireGrant"], line["grantId"]) == ("done", session.grant_id)
+    assert session.grant_id not in sandbox.grant_ids()
+    assert claim_state(sandbox.ddb, KIND_GRANT, session.grant_id) == STATE_RELEASED
+
+
+@pytest.mark.parametrize(
+    ("age", "outcome"),
+    [
+        (DEFAULT_GRANT_CONSISTENCY_SECONDS - 1, "failed"),
+        (DEFAULT_GRANT_CONSISTENCY_SECONDS, "already-done"),
+    ],
+)
+def test_kms_consistency_window_ends_at_exactly_five_minutes(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture, age: int, outcome: str
+) -> None:
+    session, record, cleaner = owned_grant_removed(sandbox, CLAIMED_AT + age)
+    # Stub: KMS does not find the grant (moto would retire it).
+    answer(cleaner.clients.kms, "RetireGrant", lambda _: json_error(400, "NotFoundException"))
+
+    process_batch(event(record), FakeContext(), cleaner)
+
+    line = lines(session_logs)[-1].session  # type: ignore[attr-defined]
+    assert line["steps"]["RetireGrant"] == outcome
+    if outcome == "failed":
+        assert line["errors"]["RetireGrant"] == (
+            f"grant {session.grant_id}: NotFoundException {age} s after it was claimed; KMS "
+            "may not show a grant for up to 300 s after CreateGrant (eventual consistency), so "
+            "the record is retried"
+        )
+
+
+def test_an_owned_grant_not_found_whose_record_is_gone_is_already_done(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    """Between the mark and the look-up the record was deleted (its time to live): no age to
+    weigh, and a grant KMS does not find is retired before."""
+    _, record, cleaner = owned_grant_removed(sandbox, CLAIMED_AT + 1)
+    answer(cleaner.clients.kms, "RetireGrant", lambda _: json_error(400, "NotFoundException"))
+
+    def no_record(request: Any) -> tuple[int, dict[str, str], bytes]:
+        asked = json.loads(request.body)["RequestItems"]
+        body = json.dumps({"Responses": {table: [] for table in asked}}).encode()
+        return 200, {"content-type": "application/x-amz-json-1.0"}, body
+
+    answer(cleaner.clients.ownership, "BatchGetItem", no_record)
+
+    assert process_batch(event(record), FakeContext(), cleaner) == {"batchItemFailures": []}
+
+    assert lines(session_logs)[-1].session["steps"]["RetireGrant"] == "already-done"  # type: ignore[attr-defined]
+
+
+def test_no_grant_step_without_a_kms_client(sandbox: Sandbox) -> None:
+    clients = sandbox.cleaner().clients
+    assert GrantStep.build(sandbox.config, dataclasses.replace(clients, kms=None)) is None
+    assert isinstance(GrantStep.build(sandbox.config, clients), GrantStep)
+
+
+def test_an_owned_grant_with_an_empty_token_is_retired_and_the_token_named_invalid(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    session = sandbox.create_session("s-1", object_names=(), extra={"grantToken": {"S": ""}})
+    sandbox.read_stream()
+    sandbox.delete("s-1")
+
+    process_batch(event(*sandbox.removes()), FakeContext(), sandbox.cleaner())
+
+    line = lines(session_logs)[-1].session  # type: ignore[attr-defined]
+    assert line["steps"]["RetireGrant"] == "done"
+    assert "grantToken" in line["invalidAttributes"]
+    assert session.grant_id not in sandbox.grant_ids()
