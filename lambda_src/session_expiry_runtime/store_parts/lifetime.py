@@ -97,12 +97,9 @@ class LifetimePart(StoreCore):
                 too: the same rule as ``session_id``), else must be ``None``.
             attributes: extra application attributes, stored as top-level attributes of the
                 item (boto3 ``TypeSerializer`` types: ``Decimal`` not ``float``); not the key, TTL
-                or runtime attribute names. A custom cleanup step without a resource kind reads
-                its attributes from here: for a step whose ``attributes`` are
-                ``["secretName"]``, ``attributes={"secretName": name}``; a step with a
-                ``resource_attribute`` acts only on ids recorded by `attach_resource`
-                (docs: Custom cleanup steps, "Recording what the step acts on"). Read back as
-                `Session.attributes`. Default: none.
+                or runtime attribute names; a custom step's ``attributes={"secretName": name}``
+                (one with a ``resource_attribute`` acts on ids `attach_resource` records). Read
+                back as `Session.attributes`. Default: none.
             runtime_session_id: an Amazon Bedrock AgentCore Runtime session the cleanup stops;
                 default none; see
                 [`attach_agent_session`][session_expiry_runtime.store.SessionStore.attach_agent_session].
