@@ -15,7 +15,6 @@ import math
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from decimal import Decimal
 from typing import Any
 
 import pytest
