@@ -81,6 +81,38 @@ def test_two_invocations_on_threads_keep_their_records_and_failures(deployed: Sa
     assert deployed.connection_exists(failing)
 
 
+def test_each_invocation_on_threads_keeps_its_own_deadline(deployed: Sandbox) -> None:
+    # One invocation arrives with its deadline already inside the time guard: it starts no
+    # record and reports every one failed (retried later). The other, at the same time on
+    # another thread of the same process, has minutes left and cleans all of its own.
+    late = _removes(deployed, ["late-1", "late-2"])
+    timely = _removes(deployed, ["timely-1", "timely-2"])
+    responses: dict[str, Any] = {}
+    start = threading.Barrier(2)
+
+    def invoke(name: str, records: dict[str, Any], remaining_ms: int) -> None:
+        start.wait()
+        context = FakeContext(remaining_ms)
+        responses[name] = handler_module.handler(event(*records.values()), context)
+
+    threads = [
+        threading.Thread(target=invoke, args=("late", late["records"], 1)),
+        threading.Thread(target=invoke, args=("timely", timely["records"], 300_000)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(JOIN_BOUND_S)
+
+    late_sequences = sorted(r["dynamodb"]["SequenceNumber"] for r in late["records"].values())
+    assert sorted(f["itemIdentifier"] for f in responses["late"]["batchItemFailures"]) == (
+        late_sequences
+    )
+    assert responses["timely"] == {"batchItemFailures": []}
+    assert all(deployed.is_intact(s) for s in late["sessions"].values())
+    assert all(deployed.is_clean(s) for s in timely["sessions"].values())
+
+
 def test_an_invocation_writes_nothing_to_the_shared_temporary_directory(
     deployed: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
