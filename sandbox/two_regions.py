@@ -108,6 +108,15 @@ def stream_records_of(streams: Any, stream_arn: str, keys: set[str], pk: str) ->
     return out
 
 
+def _registrar(home: bool, region: Any) -> dict[str, Any]:
+    """How a Region's store writes ownership records: through the deployed claim registrar in
+    the home Region; itself in the other, whose table is the sandbox's copy with no stack (and
+    so no registrar) of its own — a real second Region has its own registrar."""
+    if home:
+        return {"lambda_client": region.client("lambda")}
+    return {"claim_registrar": None}
+
+
 def run(
     *,
     emulator: Any,
@@ -148,8 +157,8 @@ def run(
             },
             dynamodb_client=ddb[name],
             kms_client=r.client("kms"),
-            lambda_client=r.client("lambda"),  # the claim registrar's Invoke
             clock=past,
+            **_registrar(name == home, r),
         )
         for name, r in regions.items()
     }
