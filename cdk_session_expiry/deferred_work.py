@@ -49,6 +49,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from . import _runtime_contract as contract
+from . import table as table_unit
 
 #: Construct id of the table, a child of ``SessionExpiry``: a public contract (renaming it
 #: replaces the table and loses the deferred work).
@@ -80,24 +81,13 @@ class DeferredWorkTable:
         removal_policy: RemovalPolicy | None,
     ) -> None:
         #: The table.
-        self.table = dynamodb.Table(
+        self.table = table_unit.internal_table(
             scope,
             CONSTRUCT_ID,
-            partition_key=dynamodb.Attribute(
-                name=contract.DEFERRED_WORK_PARTITION_KEY, type=dynamodb.AttributeType.STRING
-            ),
+            partition_key=contract.DEFERRED_WORK_PARTITION_KEY,
             time_to_live_attribute=contract.DEFERRED_WORK_TTL_ATTRIBUTE,
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True
-            ),
-            encryption=(
-                dynamodb.TableEncryption.AWS_MANAGED
-                if encryption_key is None
-                else dynamodb.TableEncryption.CUSTOMER_MANAGED
-            ),
             encryption_key=encryption_key,
-            removal_policy=RemovalPolicy.RETAIN if removal_policy is None else removal_policy,
+            removal_policy=removal_policy,
         )
         # Sparse: only pending items carry its keys (a refused item drops deferredStep).
         self.table.add_global_secondary_index(

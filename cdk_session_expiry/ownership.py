@@ -49,6 +49,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from . import _runtime_contract as contract
+from . import table as table_unit
 
 #: Construct id of the table, a child of ``SessionExpiry``: a public contract (renaming it
 #: replaces the table and loses every claim).
@@ -107,24 +108,13 @@ class OwnershipTable:
         removal_policy: RemovalPolicy | None,
     ) -> None:
         #: The table.
-        self.table = dynamodb.Table(
+        self.table = table_unit.internal_table(
             scope,
             CONSTRUCT_ID,
-            partition_key=dynamodb.Attribute(
-                name=contract.OWNERSHIP_PARTITION_KEY, type=dynamodb.AttributeType.STRING
-            ),
+            partition_key=contract.OWNERSHIP_PARTITION_KEY,
             time_to_live_attribute=contract.OWNERSHIP_TTL_ATTRIBUTE,
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True
-            ),
-            encryption=(
-                dynamodb.TableEncryption.AWS_MANAGED
-                if encryption_key is None
-                else dynamodb.TableEncryption.CUSTOMER_MANAGED
-            ),
             encryption_key=encryption_key,
-            removal_policy=RemovalPolicy.RETAIN if removal_policy is None else removal_policy,
+            removal_policy=removal_policy,
         )
 
     def environment(self) -> dict[str, str]:

@@ -54,6 +54,38 @@ class SessionAttributes:
         return env
 
 
+def internal_table(
+    scope: Construct,
+    construct_id: str,
+    *,
+    partition_key: str,
+    time_to_live_attribute: str,
+    encryption_key: kms.IKey | None,
+    removal_policy: RemovalPolicy | None,
+) -> dynamodb.Table:
+    """A table the construct keeps for itself (the ownership and deferred-work tables): a String
+    partition key, time to live, on-demand, point-in-time recovery, no stream, the session
+    table's encryption (``encryption_key``, else the AWS managed key) and ``removal_policy``
+    (``None``: ``RETAIN``)."""
+    return dynamodb.Table(
+        scope,
+        construct_id,
+        partition_key=dynamodb.Attribute(name=partition_key, type=dynamodb.AttributeType.STRING),
+        time_to_live_attribute=time_to_live_attribute,
+        billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+        point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+            point_in_time_recovery_enabled=True
+        ),
+        encryption=(
+            dynamodb.TableEncryption.AWS_MANAGED
+            if encryption_key is None
+            else dynamodb.TableEncryption.CUSTOMER_MANAGED
+        ),
+        encryption_key=encryption_key,
+        removal_policy=RemovalPolicy.RETAIN if removal_policy is None else removal_policy,
+    )
+
+
 def settle_key_names(
     table: dynamodb.ITable | None,
     *,
