@@ -9,6 +9,7 @@ recovery, AWS managed or customer managed encryption, retained by default. A tab
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
@@ -72,18 +73,28 @@ def internal_table(
         construct_id,
         partition_key=dynamodb.Attribute(name=partition_key, type=dynamodb.AttributeType.STRING),
         time_to_live_attribute=time_to_live_attribute,
-        billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-        point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+        **_stored_safely(encryption_key, removal_policy),
+    )
+
+
+def _stored_safely(
+    encryption_key: kms.IKey | None, removal_policy: RemovalPolicy | None
+) -> dict[str, Any]:
+    """What every table of the construct shares: on-demand, point-in-time recovery, a customer
+    managed key when given (else the AWS managed key), ``RETAIN`` unless told otherwise."""
+    return {
+        "billing_mode": dynamodb.BillingMode.PAY_PER_REQUEST,
+        "point_in_time_recovery_specification": dynamodb.PointInTimeRecoverySpecification(
             point_in_time_recovery_enabled=True
         ),
-        encryption=(
+        "encryption": (
             dynamodb.TableEncryption.AWS_MANAGED
             if encryption_key is None
             else dynamodb.TableEncryption.CUSTOMER_MANAGED
         ),
-        encryption_key=encryption_key,
-        removal_policy=RemovalPolicy.RETAIN if removal_policy is None else removal_policy,
-    )
+        "encryption_key": encryption_key,
+        "removal_policy": RemovalPolicy.RETAIN if removal_policy is None else removal_policy,
+    }
 
 
 def settle_key_names(
@@ -145,18 +156,8 @@ def create_table(
         ),
         sort_key=sort_key,
         time_to_live_attribute=attributes.time_to_live_attribute,
-        billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
         stream=dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
-        point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-            point_in_time_recovery_enabled=True
-        ),
-        encryption=(
-            dynamodb.TableEncryption.AWS_MANAGED
-            if encryption_key is None
-            else dynamodb.TableEncryption.CUSTOMER_MANAGED
-        ),
-        encryption_key=encryption_key,
-        removal_policy=RemovalPolicy.RETAIN if removal_policy is None else removal_policy,
+        **_stored_safely(encryption_key, removal_policy),
         deletion_protection=bool(deletion_protection),
         kinesis_stream=kinesis_stream,
         kinesis_precision_timestamp=(
