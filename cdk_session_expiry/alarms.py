@@ -60,6 +60,7 @@ RUNBOOK_TTL_HEALTH = "alarm-ttl-health"
 RUNBOOK_EXPIRY_SWEEPER_ERRORS = "alarm-expiry-sweeper-errors"
 RUNBOOK_ORPHAN_GRANTS = "alarm-orphan-grants"
 RUNBOOK_GRANT_SWEEP_INCOMPLETE = "alarm-grant-sweep-incomplete"
+RUNBOOK_GRANT_CEILING = "alarm-grant-ceiling"
 RUNBOOK_GRANT_SWEEP_ERRORS = "alarm-grant-sweep-errors"
 RUNBOOK_CLEANUP_PAUSED = "alarm-cleanup-paused"
 RUNBOOK_PAUSE_WATCH_ERRORS = "alarm-pause-watch-errors"
@@ -560,6 +561,35 @@ def grant_sweep_incomplete_alarm(
             RUNBOOK_GRANT_SWEEP_INCOMPLETE,
         ),
         actions=actions,
+    )
+
+
+def grant_ceiling_alarm(
+    scope: Construct,
+    *,
+    metric: cloudwatch.IMetric,
+    threshold: int,
+    quota: int,
+    actions: Sequence[cloudwatch.IAlarmAction],
+) -> cloudwatch.Alarm:
+    """``GrantsOnKey`` above ``threshold`` (80 % of ``quota``) when a grant sweep pass
+    finished (construct id ``CeilingAlarm``); missing data (no pass finished in the period)
+    keeps the last state."""
+    return _alarm(
+        scope,
+        "CeilingAlarm",
+        metric=metric,
+        threshold=threshold,
+        description=described(
+            f"The grant key holds more than {threshold:,} grants, 80 % of its quota of "
+            f"{quota:,} (KMS 'Grants per KMS key'). Past the quota CreateGrant fails and new "
+            "sessions get no grant. Find who holds them (this store's grants are named "
+            "session-expiry:...), retire orphans, raise the quota (Service Quotas) and "
+            "grant_key_grant_quota with it, or give applications a grant_key each.",
+            RUNBOOK_GRANT_CEILING,
+        ),
+        actions=actions,
+        missing=cloudwatch.TreatMissingData.IGNORE,
     )
 
 

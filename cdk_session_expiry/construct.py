@@ -251,6 +251,12 @@ class SessionExpiry(Construct):
             grant older than 15 minutes (about one per live session), one ``RetireGrant`` per
             grant retired; hourly with 10,000 live sessions: 24 invocations, 2,400 ListGrants
             and 240,000 read request units a day. Default: 1 hour.
+        grant_key_grant_quota: the grants ``grant_key`` may hold, KMS's "Grants per KMS key"
+            quota (AWS KMS Developer Guide, "Resource quotas": 50,000, adjustable): the grant
+            sweep alarms (``GrantCeilingAlarm``) when a pass finds more than 80 % of it on the
+            key, before a ``CreateGrant`` fails. With a grant per live session it caps the live
+            sessions of one key. An integer, 1 or more; set it to your account's raised quota.
+            Only with ``grant_key``. Default: 50,000.
         scratch_bucket: bucket holding per-session scratch objects under ``scratch_root``.
             Set: the cleanup role gets ``s3:ListBucket`` with condition ``s3:prefix`` =
             ``sessions/*`` and ``s3:DeleteObject`` on ``bucket/sessions/*``, and a bucket of this
@@ -596,6 +602,7 @@ class SessionExpiry(Construct):
         websocket_stage: apigwv2.IWebSocketStage | None = None,
         grant_key: kms.IKey | None = None,
         grant_sweep_interval: Duration | None = None,
+        grant_key_grant_quota: int | None = None,
         scratch_bucket: s3.IBucket | None = None,
         scratch_root: str | None = None,
         tenant_scoped_scratch: bool = False,
@@ -729,6 +736,7 @@ class SessionExpiry(Construct):
             props.table, props.global_table, props.event_filter
         )
         grant_sweep.check_grant_sweep_props(props.grant_key, props.grant_sweep_interval)
+        grant_sweep.check_grant_quota(props.grant_key, props.grant_key_grant_quota)
         self._flag_options = feature_flags_unit.settle(props.feature_flags)
         #: Which REMOVE records reach the cleanup (``grant_session_access`` checks it).
         self.event_filter = props.event_filter
@@ -1194,6 +1202,7 @@ class SessionExpiry(Construct):
             key=props.grant_key,
             role=self.cleanup_role,
             interval=props.grant_sweep_interval or grant_sweep.DEFAULT_GRANT_SWEEP_INTERVAL,
+            grant_quota=props.grant_key_grant_quota or grant_sweep.DEFAULT_GRANT_QUOTA,
             environment={
                 contract.ENV_TABLE_NAME: self.table.table_name,
                 **self._shared_environment,
@@ -1211,6 +1220,7 @@ class SessionExpiry(Construct):
             self.grant_sweep.orphan_grants_alarm,
             self.grant_sweep.errors_alarm,
             self.grant_sweep.incomplete_alarm,
+            self.grant_sweep.ceiling_alarm,
         ]
 
     def _add_ttl_health_alarm(self, props: SessionExpiryProps) -> None:

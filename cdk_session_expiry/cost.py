@@ -2,8 +2,9 @@
 
 ``python -m cdk_session_expiry.cost`` prints the monthly bill for your own options — read from a
 synthesized template (``--template cdk.out/MyStack.template.json``) or given as flags — and the
-two things teams build instead, costed the same way: an EventBridge Scheduler one-time schedule
-per session and a Step Functions Standard execution waiting per session (``--help``). With a
+things teams build instead, costed the same way: an EventBridge Scheduler one-time schedule
+per session, a Step Functions Standard execution waiting per session and a Lambda durable
+execution waiting per session (``--help``). With a
 template, a last line ``not priced: ...`` names each resource type (and each function, by its
 handler) the bill leaves out (`unpriced_resources`), so nothing is free by omission.
 
@@ -115,6 +116,14 @@ PRICES: dict[str, Price] = {
     ),
     "scheduler_api": Price(0.0, "schedule API request", EVENTBRIDGE, "no request price listed"),
     "sfn_transition": Price(0.025 / 1000, "state transition (Standard)", STEP_FUNCTIONS),
+    "durable_operation": Price(
+        8.00 / 1e6,
+        "durable operation (a step, wait or callback of a durable execution)",
+        LAMBDA,
+        "Lambda durable functions, as the pricing page's durable functions rate reads (mirrored "
+        "2026-09-20); the data an execution writes and retains is billed per GB on top and not "
+        "priced here (a session's execution writes well under 1 KB)",
+    ),
     "cloudwatch_metric_month": Price(0.30, "custom metric a month", CLOUDWATCH),
     "cloudwatch_alarm_month": Price(0.10, "standard-resolution alarm metric a month", CLOUDWATCH),
     "logs_gb": Price(0.50, "GB of log data ingested", CLOUDWATCH),
@@ -413,14 +422,24 @@ def monthly_cost(o: Options) -> dict[str, Any]:
     }
 
 
+#: Durable operations of one session's durable execution (`alternatives`): the execution's
+#: start, its callback waiting for the heartbeats, and the cleanup step run when it times out.
+DURABLE_OPERATIONS_PER_SESSION = 3
+
+
 def alternatives(o: Options) -> dict[str, float]:
     """USD a month for the same sessions cleaned by what teams build instead, the same calls
     made (the connection, grant, scratch, archive and events as ``o``; no ownership records, no
     sweeper, one invocation per session): ``this library`` (``o``), ``EventBridge Scheduler``
     (a one-time schedule per session, ``UpdateSchedule`` per heartbeat, ``ActionAfterCompletion``
-    deleting it; 1 USD per million invocations past 14 million free: not deducted) and ``Step
+    deleting it; 1 USD per million invocations past 14 million free: not deducted), ``Step
     Functions`` (a Standard execution per session waiting until the expiry; each heartbeat stops
-    it and starts another: 1 transition per Wait entered and 1 for the cleanup task)."""
+    it and starts another: 1 transition per Wait entered and 1 for the cleanup task) and ``Lambda
+    durable functions`` (one durable execution per session waiting on a callback whose heartbeat
+    timeout is the idle timeout and whose timeout is the absolute lifetime; each heartbeat is a
+    ``SendDurableExecutionCallbackHeartbeat``, which adds no operation; the timeout resumes the
+    execution: one more invocation than the others, and `DURABLE_OPERATIONS_PER_SESSION`
+    operations)."""
     plain = replace(o, sweep_interval_s=None, grant_sweep=False, sessions_per_invocation=1.0)
     base = monthly_cost(plain)
     records = records_per_session(plain)
@@ -428,10 +447,15 @@ def alternatives(o: Options) -> dict[str, float]:
     common = base["total"] - ownership_wu * o.sessions * PRICES["dynamodb_write_unit"].usd
     schedule = o.sessions * PRICES["scheduler_invocation"].usd
     transitions = o.sessions * (o.heartbeats + 2) * PRICES["sfn_transition"].usd
+    durable = o.sessions * (
+        DURABLE_OPERATIONS_PER_SESSION * PRICES["durable_operation"].usd
+        + PRICES["lambda_request"].usd
+    )
     return {
         "this library": monthly_cost(o)["total"],
         "EventBridge Scheduler": common + schedule,
         "Step Functions (Standard)": common + transitions,
+        "Lambda durable functions": common + durable,
     }
 
 
@@ -598,7 +622,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m cdk_session_expiry.cost",
         description="What cleaning sessions costs a month with your options, by service, with "
-        "each price and its page; and an EventBridge Scheduler or Step Functions alternative.",
+        "each price and its page; and the same sessions cleaned by an EventBridge Scheduler "
+        "schedule, a Step Functions execution or a Lambda durable execution per session.",
         epilog="With --template, a last line 'not priced: ...' names each resource type of the "
         "template the bill leaves out (AppConfig, the dashboard, the pause watch, Glue and "
         "Athena, your application's own resources, ...). Sizing: docs/benchmarks.md.",

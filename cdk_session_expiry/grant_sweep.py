@@ -16,6 +16,8 @@ What it adds (assembled by `GrantSweep`):
   (KMS Developer Guide, "Retiring and revoking grants");
 * on the cleanup role: ``kms:ListGrants`` on the grant key and ``dynamodb:GetItem`` on the
   table (plus decrypt with the table's customer managed key, if any);
+* an alarm on ``GrantsOnKey`` above 80 % of KMS's grants-per-key quota
+  (``grant_key_grant_quota``, 50,000 unless raised; a ``CreateGrant`` past it fails);
 * an alarm on ``OrphanGrantsRetired`` above 0 (the stream path missed a session), one on
   ``GrantSweepIncomplete`` above 0 (a run stopped at its time guard before the key's last
   grant: the next run resumes where it stopped, from a marker in the ownership table, so a pass
@@ -61,6 +63,10 @@ MIN_GRANT_SWEEP_INTERVAL = Duration.minutes(5)
 MAX_GRANT_SWEEP_INTERVAL = Duration.days(1)
 GRANT_SWEEPER_MEMORY_SIZE = 256
 GRANT_SWEEPER_TIMEOUT = Duration.minutes(5)
+#: KMS's "Grants per KMS key" quota (AWS KMS Developer Guide, "Resource quotas"; adjustable).
+DEFAULT_GRANT_QUOTA = 50_000
+#: The share of the quota on the key above which ``GrantCeilingAlarm`` fires.
+GRANT_CEILING_SHARE = 0.8
 
 
 #: How long past the event source mapping's ``max_record_age`` a grant whose session is gone but
@@ -95,6 +101,26 @@ def check_grant_sweep_props(key: kms.IKey | None, interval: Duration | None) -> 
     check_grant_sweep_interval(interval)
 
 
+def check_grant_quota(key: kms.IKey | None, quota: int | None) -> None:
+    """Reject a ``grant_key_grant_quota`` without ``grant_key``, or below 1.
+
+    Raises:
+        ValueError: the message names the value and what is expected.
+    """
+    if quota is None:
+        return
+    if key is None:
+        raise ValueError(
+            f"grant_key_grant_quota={quota} is set without grant_key: expected a grant_key, "
+            "or no grant_key_grant_quota"
+        )
+    if quota < 1:
+        raise ValueError(
+            f"grant_key_grant_quota={quota}: expected 1 or more (the grants the key may hold; "
+            f"KMS's default quota is {DEFAULT_GRANT_QUOTA:,})"
+        )
+
+
 def check_grant_sweep_interval(interval: Duration) -> None:
     """Reject a ``grant_sweep_interval`` outside 5 minutes..1 day or not whole minutes.
 
@@ -126,7 +152,9 @@ class GrantSweep(Construct):
             principal, metrics namespace, dry run).
         log_retention: retention of the sweep's log group.
         metrics_namespace: namespace of the runtime's embedded metrics.
-        alarm_actions: actions of the three alarms.
+        alarm_actions: actions of the four alarms.
+        grant_quota: the grants the key may hold (KMS's quota, 50,000 unless raised): the
+            ceiling alarm fires above `GRANT_CEILING_SHARE` of it.
     """
 
     def __init__(
@@ -142,6 +170,7 @@ class GrantSweep(Construct):
         log_retention: logs.RetentionDays,
         metrics_namespace: str,
         alarm_actions: Sequence[cloudwatch.IAlarmAction],
+        grant_quota: int = DEFAULT_GRANT_QUOTA,
     ) -> None:
         super().__init__(scope, id)
         self.interval = interval
@@ -185,6 +214,14 @@ class GrantSweep(Construct):
         self.incomplete_alarm = alarm_defaults.grant_sweep_incomplete_alarm(
             self, metric=self.metric_grant_sweep_incomplete(), actions=alarm_actions
         )
+        #: ``GrantsOnKey`` above 80 % of ``grant_quota``: the key nears KMS's grant ceiling.
+        self.ceiling_alarm = alarm_defaults.grant_ceiling_alarm(
+            self,
+            metric=self.metric_grants_on_key(period=interval),
+            threshold=int(grant_quota * GRANT_CEILING_SHARE),
+            quota=grant_quota,
+            actions=alarm_actions,
+        )
         #: Any error of the sweep function (a grant could not be checked or retired).
         self.errors_alarm = alarm_defaults.errors_alarm(
             self,
@@ -220,6 +257,13 @@ class GrantSweep(Construct):
     def metric_grants_checked(self, **options: Any) -> cloudwatch.Metric:
         """``GrantsChecked`` (embedded metric): grants of the key the runs checked, Sum."""
         return self._metric(contract.METRIC_GRANTS_CHECKED, options)
+
+    def metric_grants_on_key(self, **options: Any) -> cloudwatch.Metric:
+        """``GrantsOnKey`` (embedded metric): every grant on the grant key — this store's and
+        any other's — when a pass over the key finished, Maximum."""
+        return self._metric(
+            contract.METRIC_GRANTS_ON_KEY, {"statistic": cloudwatch.Stats.MAXIMUM, **options}
+        )
 
     def _metric(self, name: str, options: Mapping[str, Any]) -> cloudwatch.Metric:
         props: dict[str, Any] = {

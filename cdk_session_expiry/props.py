@@ -75,6 +75,7 @@ class SessionExpiryProps:
     websocket_stage: apigwv2.IWebSocketStage | None
     grant_key: kms.IKey | None
     grant_sweep_interval: Duration | None
+    grant_key_grant_quota: int | None
     scratch_bucket: s3.IBucket | None
     scratch_root: str | None
     tenant_scoped_scratch: bool

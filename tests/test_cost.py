@@ -109,12 +109,19 @@ def test_cloudwatch_metrics_alarms_and_logs_hand_computed() -> None:
 
 def test_alternatives_hand_computed() -> None:
     # Nothing but the trigger differs from a bare session: Scheduler 1M invocations x $1/M;
-    # Step Functions (2 heartbeats + 2) transitions x 1M x $0.025/1,000 = $100.
+    # Step Functions (2 heartbeats + 2) transitions x 1M x $0.025/1,000 = $100; durable
+    # functions 3 operations x 1M x $8/M + 1M more invocations x $0.20/M = $24.20, whatever the
+    # heartbeats (a heartbeat adds no operation).
     o = Options(**{**BARE, "heartbeats": 2})
     alt = alternatives(o)
     common = monthly_cost(o)["total"]
     assert alt["EventBridge Scheduler"] - common == pytest.approx(1.0)
     assert alt["Step Functions (Standard)"] - common == pytest.approx(100.0)
+    assert alt["Lambda durable functions"] - common == pytest.approx(24.20)
+    many = Options(**{**BARE, "heartbeats": 50})
+    assert alternatives(many)["Lambda durable functions"] - monthly_cost(many)[
+        "total"
+    ] == pytest.approx(24.20)
 
 
 def test_options_from_the_sample_apps_template() -> None:
@@ -122,8 +129,9 @@ def test_options_from_the_sample_apps_template() -> None:
     assert (o.memory_mb, o.connection, o.grant, o.scratch) == (1769, True, True, True)
     assert (o.archive, o.event_bus, o.grant_sweep, o.sweep_interval_s) == (True, True, True, 300)
     # 12, plus feature_flags' read-failures, deferred-work-age and deferred-work-refused alarms,
-    # plus the claim registrar's refused-requests and errors alarms (issue 35)
-    assert o.alarms == 17 and o.sessions == 5 and o.sweeper_memory_mb == SWEEPER_MEMORY_SIZE
+    # plus the claim registrar's refused-requests and errors alarms (issue 35), plus the grant
+    # key's ceiling (issue 38)
+    assert o.alarms == 18 and o.sessions == 5 and o.sweeper_memory_mb == SWEEPER_MEMORY_SIZE
 
 
 def test_the_command_prints_the_bill_for_a_template(capsys: pytest.CaptureFixture[str]) -> None:

@@ -206,6 +206,8 @@ METRIC_GRANT_SWEEP_UNUSABLE_NAMES = "GrantSweepUnusableNames"
 METRIC_GRANT_SWEEP_INCOMPLETE = "GrantSweepIncomplete"
 #: Grants of the key one run checked (every grant ListGrants gave it, the store's or not).
 METRIC_GRANTS_CHECKED = "GrantsChecked"
+#: Grants on the grant key when a grant sweep pass finished (all of the key's grants).
+METRIC_GRANTS_ON_KEY = "GrantsOnKey"
 #: KMS requests (ListGrants pages and RetireGrant calls) the grant sweep makes per second at
 #: most: under the account's per-Region quotas, which every caller shares (AWS KMS Developer
 #: Guide, "Request quotas": ListGrants 100, RetireGrant 15 per second in the figures read).

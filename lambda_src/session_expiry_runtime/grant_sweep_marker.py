@@ -9,8 +9,12 @@ cleanup role the sweep runs as may already read and update it (``dynamodb:GetIte
 ``UpdateItem``); it has no time to live attribute, so it never expires:
 
 ``{"resource": "grantSweep#<key id>", "keyArn": <the grant key's ARN>,
-"nextMarker": <ListGrants Marker, while a pass is unfinished>, "savedAt": <epoch seconds of
-the last change>}``
+"nextMarker": <ListGrants Marker, while a pass is unfinished>, "passListed": <grants on the
+pages of the unfinished pass the earlier runs finished>, "savedAt": <epoch seconds of the last
+change>}``
+
+``passListed`` lets the run that finishes a pass report every grant of the key
+(``GrantsOnKey``, alarmed before KMS's 50,000 grants per key), however many runs the pass took.
 
 The ``resource`` value's kind, ``grantSweep``, is none of the ownership records' kinds
 (`KINDS`), so no claim can ever collide with it. ``ListGrants`` markers are
@@ -31,6 +35,7 @@ MARKER_KIND = "grantSweep"
 ATTR_NEXT_MARKER = "nextMarker"
 ATTR_KEY_ARN = "keyArn"
 ATTR_SAVED_AT = "savedAt"
+ATTR_LISTED = "passListed"
 
 
 def marker_resource(key_arn: str) -> str:
@@ -54,20 +59,26 @@ class GrantSweepMarker:
         self.key_arn = key_arn
         self._key = {ATTR_RESOURCE: {"S": marker_resource(key_arn)}}
 
-    def load(self) -> str | None:
-        """The ``Marker`` the last unfinished run stopped at (strongly consistent read), or
-        ``None``: start at page one.
+    def load(self) -> tuple[str | None, int]:
+        """Where the last unfinished run stopped (strongly consistent read): its ``Marker``
+        (``None``: start at page one) and the grants the pass's earlier runs listed on the
+        pages they finished (0 without a marker, or when the item has no count).
 
         Raises:
             botocore.exceptions.ClientError, BotoCoreError: the GetItem failed.
         """
-        item = self._ddb.get_item(TableName=self.table_name, Key=self._key, ConsistentRead=True)
-        value = (item.get("Item") or {}).get(ATTR_NEXT_MARKER)
+        got = self._ddb.get_item(TableName=self.table_name, Key=self._key, ConsistentRead=True)
+        item = got.get("Item") or {}
+        value = item.get(ATTR_NEXT_MARKER)
         marker = value.get("S") if isinstance(value, dict) else None
-        return marker if isinstance(marker, str) and marker else None
+        if not (isinstance(marker, str) and marker):
+            return None, 0
+        listed = (item.get(ATTR_LISTED) or {}).get("N")
+        return marker, int(listed) if isinstance(listed, str) and listed.isdigit() else 0
 
-    def save(self, marker: str, now: int) -> None:
-        """Record that the next run starts at ``marker`` (``now``: epoch seconds).
+    def save(self, marker: str, now: int, listed: int = 0) -> None:
+        """Record that the next run starts at ``marker`` (``now``: epoch seconds), the pass
+        having listed ``listed`` grants on the pages finished so far.
 
         Raises:
             botocore.exceptions.ClientError, BotoCoreError: the UpdateItem failed.
@@ -75,16 +86,18 @@ class GrantSweepMarker:
         self._ddb.update_item(
             TableName=self.table_name,
             Key=self._key,
-            UpdateExpression="SET #next = :marker, #saved = :now, #key = :key",
+            UpdateExpression="SET #next = :marker, #saved = :now, #key = :key, #listed = :listed",
             ExpressionAttributeNames={
                 "#next": ATTR_NEXT_MARKER,
                 "#saved": ATTR_SAVED_AT,
                 "#key": ATTR_KEY_ARN,
+                "#listed": ATTR_LISTED,
             },
             ExpressionAttributeValues={
                 ":marker": {"S": marker},
                 ":now": {"N": str(now)},
                 ":key": {"S": self.key_arn},
+                ":listed": {"N": str(listed)},
             },
         )
 
@@ -97,11 +110,12 @@ class GrantSweepMarker:
         self._ddb.update_item(
             TableName=self.table_name,
             Key=self._key,
-            UpdateExpression="SET #saved = :now, #key = :key REMOVE #next",
+            UpdateExpression="SET #saved = :now, #key = :key REMOVE #next, #listed",
             ExpressionAttributeNames={
                 "#saved": ATTR_SAVED_AT,
                 "#key": ATTR_KEY_ARN,
                 "#next": ATTR_NEXT_MARKER,
+                "#listed": ATTR_LISTED,
             },
             ExpressionAttributeValues={":now": {"N": str(now)}, ":key": {"S": self.key_arn}},
         )

@@ -90,6 +90,14 @@ for one run so takes several runs (``GrantSweepIncomplete`` 1 on all but the las
 KMS refuses (``InvalidMarkerException``) is dropped and the run starts at page one. In a dry
 run the marker is read, never written. ``GrantsChecked`` counts the grants each run checked.
 
+**The key's ceiling.** KMS allows 50,000 grants per KMS key (adjustable; AWS KMS Developer
+Guide, "Resource quotas", "Grants per KMS key"); with a grant per live session that caps the
+live sessions of one key, and a ``CreateGrant`` past it fails (``LimitExceededException``).
+The run that finishes a pass reports every grant the pass listed — all of the key's grants,
+not only this store's — as ``GrantsOnKey`` (the pages earlier runs finished are carried in the
+marker, so a pass of several runs still reports the whole key); the construct alarms above
+80 % of the quota (``grant_key_grant_quota``).
+
 **Pace.** KMS throttles requests above per-second quotas shared by every caller of the account
 and Region (AWS KMS Developer Guide, "Request quotas",
 https://docs.aws.amazon.com/kms/latest/developerguide/requests-per-second.html; the figures as
@@ -126,6 +134,7 @@ from .config import (
     METRIC_GRANT_SWEEP_INCOMPLETE,
     METRIC_GRANT_SWEEP_UNUSABLE_NAMES,
     METRIC_GRANTS_CHECKED,
+    METRIC_GRANTS_ON_KEY,
     METRIC_GRANTS_WOULD_BE_RETIRED,
     METRIC_ORPHAN_GRANTS_RETIRED,
     RuntimeConfig,
@@ -201,6 +210,10 @@ class GrantSweepReport:
     unusable_names: int = 0
     failures: int = 0
     incomplete: bool = False
+    #: grants on the pages of this pass finished so far, earlier runs' included (the marker)
+    pass_listed: int = 0
+    #: every grant of the key, once a run finished a pass (``GrantsOnKey``); ``None`` before
+    grants_on_key: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -285,6 +298,7 @@ class GrantSweeper:
                 raise
             self.logger.warning("KMS refused the stored marker (%s): starting at page one", exc)
             report.resumed = False
+            report.pass_listed = 0
             return self.page(None, report)
         report.pages += 1
         return page, marker
@@ -315,6 +329,7 @@ class GrantSweeper:
                     return
                 report.checked += 1
                 self._one(grant, now, report)
+            report.pass_listed += len(grants)
             marker = page.get("NextMarker")
             if not page.get("Truncated") or not marker:
                 report.next_marker = None
@@ -396,6 +411,8 @@ class GrantSweeper:
             report.failures += 1
             report.incomplete = True
             self.logger.error("ListGrants failed: %s", _error_text(exc))
+        if not report.incomplete:
+            report.grants_on_key = report.pass_listed
         self._save_marker(start, report, now)
         self._account(report)
         return report
@@ -406,7 +423,7 @@ class GrantSweeper:
         if self.marker is None:
             return None
         try:
-            start = self.marker.load()
+            start, report.pass_listed = self.marker.load()
         except (ClientError, BotoCoreError) as exc:
             report.failures += 1
             self.logger.error("grant sweep marker unreadable, starting at page one: %s", exc)
@@ -421,7 +438,7 @@ class GrantSweeper:
             return
         try:
             if report.next_marker is not None:
-                self.marker.save(report.next_marker, int(now_seconds(now)))
+                self.marker.save(report.next_marker, int(now_seconds(now)), report.pass_listed)
             elif start is not None:
                 self.marker.reset(int(now_seconds(now)))
         except (ClientError, BotoCoreError) as exc:
@@ -719,6 +736,8 @@ class GrantSweeper:
         m.count(METRIC_EXPIRED_GRANTS_RETIRED, report.expired_retired)
         m.count(METRIC_GRANT_SWEEP_INCOMPLETE, int(report.incomplete))
         m.count(METRIC_GRANTS_CHECKED, report.checked)
+        if report.grants_on_key is not None:
+            m.count(METRIC_GRANTS_ON_KEY, report.grants_on_key)
         if report.would_retire:
             m.count(METRIC_GRANTS_WOULD_BE_RETIRED, report.would_retire)
         if report.failures:

@@ -139,3 +139,49 @@ def test_incomplete_alarm_on_by_default_above_zero(synth: Synth) -> None:
     assert (props["Threshold"], props["ComparisonOperator"]) == (0, "GreaterThanThreshold")
     assert props["Statistic"] == "Sum" and props["TreatMissingData"] == "notBreaching"
     assert "Raise the grant sweep function's timeout" in props["AlarmDescription"]
+
+
+def test_the_ceiling_alarm_fires_above_80_percent_of_kms_grants_per_key(synth: Synth) -> None:
+    """KMS allows 50,000 grants per key unless raised (AWS KMS Developer Guide, "Resource
+    quotas"): the alarm fires on a finished pass's ``GrantsOnKey`` above 40,000, once per
+    sweep interval, and keeps its state between passes (missing data ignored)."""
+    sweep = synth.sessions.grant_sweep
+    assert sweep is not None and sweep.ceiling_alarm in synth.sessions.alarms
+    props = synth.props(sweep.ceiling_alarm)
+    assert props["MetricName"] == contract.METRIC_GRANTS_ON_KEY == "GrantsOnKey"
+    assert (props["Threshold"], props["ComparisonOperator"]) == (40_000, "GreaterThanThreshold")
+    assert (props["Statistic"], props["Period"]) == ("Maximum", 3600)
+    assert props["TreatMissingData"] == "ignore"
+    assert "50,000" in props["AlarmDescription"]
+    assert "docs/operating.md#alarm-grant-ceiling" in props["AlarmDescription"]
+
+
+def test_a_raised_quota_moves_the_ceiling_alarm() -> None:
+    synth = Synth(grant_key_grant_quota=200_000, grant_sweep_interval=Duration.minutes(30))
+    assert synth.sessions.grant_sweep is not None
+    props = synth.props(synth.sessions.grant_sweep.ceiling_alarm)
+    assert (props["Threshold"], props["Period"]) == (160_000, 1800)
+    assert "200,000" in props["AlarmDescription"]
+
+
+def test_fails_grant_key_grant_quota_without_grant_key() -> None:
+    with pytest.raises(ValueError, match="grant_key_grant_quota=100000 is set without grant_key"):
+        SessionExpiry(Stack(App(), "X"), "Sessions", grant_key_grant_quota=100_000)
+
+
+@pytest.mark.parametrize("quota", [0, -5])
+def test_fails_a_grant_key_grant_quota_below_one(quota: int) -> None:
+    stack = Stack(App(), "X")
+    with pytest.raises(ValueError, match=rf"grant_key_grant_quota={quota}: expected 1 or more"):
+        SessionExpiry(stack, "Sessions", grant_key=kms.Key(stack, "K"), grant_key_grant_quota=quota)
+
+
+def test_fails_a_grant_key_grant_quota_of_the_wrong_type() -> None:
+    stack = Stack(App(), "X")
+    with pytest.raises(TypeError, match="grant_key_grant_quota='50000': expected a whole number"):
+        SessionExpiry(
+            stack,
+            "Sessions",
+            grant_key=kms.Key(stack, "K"),
+            grant_key_grant_quota="50000",  # type: ignore[arg-type]
+        )

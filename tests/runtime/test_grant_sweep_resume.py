@@ -148,6 +148,24 @@ def test_pages_past_the_time_guard_are_reached_by_the_next_run(grants: Grants, k
     assert len(set(kms.markers())) == 3  # each run listed a page the one before had not
 
 
+def test_the_run_that_finishes_a_pass_reports_every_grant_of_the_key(
+    grants: Grants, key: Key
+) -> None:
+    """``GrantsOnKey`` (the ceiling alarm's metric): the pages earlier runs finished are carried
+    in the marker, so the third run of a three-run pass reports all 251 grants, and the runs
+    that stopped report none (a part of the key is not its size)."""
+    kms = PagedKms(grants, FakeTime())
+    runs, carried = [], []
+    for _ in range(3):
+        run = sweeper(grants, kms)
+        runs.append((run.sweep(out_of_time=one_page_a_run()), run.metrics.snapshot()))
+        carried.append((stored_marker(grants) or {}).get("passListed"))
+
+    assert [m.get("GrantsOnKey") for _, m in runs] == [None, None, 2 * PAGE + 48 + 1 + 2]
+    assert [r.grants_on_key for r, _ in runs] == [None, None, 251]
+    assert carried == [{"N": "100"}, {"N": "200"}, None]  # the finished pass removes it
+
+
 def test_a_complete_run_resets_the_marker_and_the_next_run_starts_at_page_one(
     grants: Grants, key: Key
 ) -> None:
@@ -195,6 +213,8 @@ def test_a_marker_kms_refuses_restarts_at_page_one(
     assert report.checked == 250  # every grant left, from page one
     assert kms.markers()[1:3] == [cut.next_marker, None]
     assert "KMS refused the stored marker" in caplog.text
+    # The first run's 100 grants are not carried into a pass that started again at page one.
+    assert report.grants_on_key == 250
     assert "nextMarker" not in (stored_marker(grants) or {})
 
 
@@ -205,6 +225,7 @@ def test_a_dry_run_reads_the_marker_and_writes_none(grants: Grants, key: Key) ->
 
     assert report.incomplete and report.next_marker is not None
     assert stored_marker(grants) is None
+    assert report.grants_on_key is None
 
 
 def test_the_kms_requests_keep_the_pace_under_the_quotas(grants: Grants, key: Key) -> None:
