@@ -174,6 +174,8 @@ class GrantSweep(Construct):
     ) -> None:
         super().__init__(scope, id)
         self.interval = interval
+        #: The grant key (``grant_key``) whose grants the sweep lists.
+        self.key = key
         self.metrics_namespace = metrics_namespace
         log_group = logs.LogGroup(self, "LogGroup", retention=log_retention)
         log_group.grant_write(role)

@@ -106,13 +106,14 @@ def test_each_optional_resource_brings_its_output(full: Built) -> None:
         outputs.ARCHIVE_DELIVERY_LOG_GROUP_NAME: full.ref(s.archive_delivery_stream.log_group),
         outputs.CLAIM_REGISTRAR_FUNCTION_NAME: full.ref(s.claim_registrar.function),
         outputs.DEFERRED_WORK_TABLE_NAME: full.ref(s.deferred_work_table),
+        outputs.GRANT_KEY_ARN: full.stack.resolve(s.grant_sweep.key.key_arn),
     }
     for construct_id, value in expected.items():
         assert full.output(construct_id)["Value"] == value, construct_id
     profile = full.output(outputs.FEATURE_FLAGS_PROFILE_ID)["Value"]
     assert profile == full.stack.resolve(flags.configuration.configuration_profile_id)
     assert full.output(outputs.ARCHIVE_BUCKET_NAME)["Value"]["Ref"].startswith("Archive")
-    assert len(s.outputs) == 20  # the most: a queue or a bucket, not both
+    assert len(s.outputs) == 21  # the most: a queue or a bucket, not both
 
 
 def test_the_dashboard_url_opens_the_dashboard_in_the_console(full: Built) -> None:
