@@ -11,6 +11,7 @@ DynamoDB (Amazon DynamoDB API Reference, each operation's page):
   ``session_expiry_runtime.claims`` read;
 * ``BatchGetItem`` (at most 100 keys; every key answered, no ``UnprocessedKeys``): the dry run's
   ownership reads;
+* ``UpdateItem`` (``SET``, with ``ConditionExpression``): the shared pace budget's counter;
 * ``GetItem``, ``PutItem``, ``DeleteItem`` (with ``ConditionExpression``:
   ``ConditionalCheckFailedException``), ``Query`` on a global secondary index
   (``KeyConditionExpression`` ``<hash> = :v AND <range> <= :w``, ``Limit``,
@@ -228,19 +229,41 @@ def condition(expression: str) -> Condition:
 
 _SET = re.compile(r"^\s*SET\s+(.*)$", re.IGNORECASE | re.DOTALL)
 _REMOVE = re.compile(r"^\s*REMOVE\s+(.*)$", re.IGNORECASE | re.DOTALL)
+#: ``if_not_exists(#n, :zero) + :one``: a counter (the shared pace budget's).
+_COUNTER = re.compile(r"^if_not_exists\(\s*([#\w]+)\s*,\s*(:\w+)\s*\)\s*\+\s*(:\w+)$")
+#: One update: (name token, None for REMOVE, or (value token,) or (name, default, addend)).
+_Step = tuple[str, tuple[str, ...] | None]
+
+
+def _set_step(expression: str, part: str) -> _Step:
+    left, eq, right = part.partition("=")
+    right = right.strip()
+    if eq and left.strip() and right.startswith(":"):
+        return left.strip(), (right,)
+    if eq and left.strip() and (counter := _COUNTER.match(right)):
+        return left.strip(), counter.groups()
+    raise validation(
+        f"update {expression!r}: only SET name = :value or "  # noqa: S608
+        "name = if_not_exists(name, :v) + :w is supported"
+    )
+
+
+def _top_level_parts(text: str) -> list[str]:
+    """``text`` split at the commas outside parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [*parts, text[start:]]
 
 
 @lru_cache(maxsize=256)
-def _update_plan(expression: str) -> tuple[tuple[str, str | None], ...]:
-    """``((name token, value token or None for REMOVE), ...)`` of ``SET``/``REMOVE`` updates."""
+def _update_plan(expression: str) -> tuple[_Step, ...]:
+    """The steps of ``SET``/``REMOVE`` updates (`_Step`)."""
     if match := _SET.match(expression):
-        pairs = []
-        for part in match.group(1).split(","):
-            left, eq, right = part.partition("=")
-            if not eq or not right.strip().startswith(":") or not left.strip():
-                raise validation(f"update {expression!r}: only SET name = :value is supported")  # noqa: S608
-            pairs.append((left.strip(), right.strip()))
-        return tuple(pairs)
+        return tuple(_set_step(expression, p) for p in _top_level_parts(match.group(1)))
     if match := _REMOVE.match(expression):
         return tuple((part.strip(), None) for part in match.group(1).split(","))
     raise validation(f"update {expression!r}: only SET and REMOVE are supported")  # noqa: S608
@@ -249,12 +272,16 @@ def _update_plan(expression: str) -> tuple[tuple[str, str | None], ...]:
 def apply_update(
     item: Item, expression: str, values: Mapping[str, Any], names: Mapping[str, str]
 ) -> None:
-    for name_token, value_token in _update_plan(expression):
+    for name_token, value in _update_plan(expression):
         name = _name(name_token, names)
-        if value_token is None:
+        if value is None:
             item.pop(name, None)
+        elif len(value) == 1:
+            item[name] = _value(value[0], values)
         else:
-            item[name] = _value(value_token, values)
+            current = item.get(_name(value[0], names)) or _value(value[1], values)
+            total = Decimal(current["N"]) + Decimal(_value(value[2], values)["N"])
+            item[name] = {"N": str(total)}
 
 
 # --- tables ------------------------------------------------------------------------------------
@@ -387,6 +414,21 @@ class Tables:
         old = table.items.get(table.key_of(doc["Item"]))
         _check(doc, old, "ConditionalCheckFailedException")
         table.put(dict(doc["Item"]))
+        return {}
+
+    def _op_UpdateItem(self, doc: Mapping[str, Any]) -> dict[str, Any]:
+        table = self.table(doc["TableName"])
+        key = table.key_of(doc["Key"])
+        old = table.items.get(key)
+        _check(doc, old, "ConditionalCheckFailedException")
+        item = dict(old or table.key_item(doc["Key"]))
+        apply_update(
+            item,
+            doc["UpdateExpression"],
+            doc.get("ExpressionAttributeValues") or {},
+            doc.get("ExpressionAttributeNames") or {},
+        )
+        table.put(item)
         return {}
 
     def _op_DeleteItem(self, doc: Mapping[str, Any]) -> dict[str, Any]:

@@ -205,6 +205,12 @@ METRIC_GRANTS_CHECKED = "GrantsChecked"
 METRIC_GRANTS_ON_KEY = "GrantsOnKey"
 ENV_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND = "SESSION_EXPIRY_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND"
 DEFAULT_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND = 5
+#: The cleanup's KMS ``RetireGrant`` requests a second, every invocation together
+#: (`shared_pace`): two thirds of KMS's default 15, the rest to the application and the sweep.
+ENV_KMS_RETIRE_GRANT_BUDGET = "SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET"
+DEFAULT_KMS_RETIRE_GRANT_BUDGET = 10
+#: Paced requests sent without the shared budget because its item could not be written.
+METRIC_SHARED_PACE_UNAVAILABLE = "SharedPaceUnavailable"
 
 # --- ownership records (issue 20; same values as session_expiry_runtime.config) ------------
 ENV_OWNERSHIP_TABLE_NAME = "SESSION_EXPIRY_OWNERSHIP_TABLE_NAME"

@@ -356,6 +356,8 @@ def _units(o: Options) -> dict[str, float]:
     # create: the item in a transaction with its records (2 units each) instead of a PutItem (1)
     u["dynamodb_write_unit"] = (2 * (records + 1) - 1 if records else 0) + 4 * records
     u["kms_request"] = 2 * int(o.grant)
+    # the RetireGrant's request of the budget every invocation shares (shared_pace)
+    u["dynamodb_write_unit"] += int(o.grant)
     if o.scratch:
         u["s3_put_list"] = max(1, math.ceil(o.objects / 1000))
         u["s3_delete"] = math.ceil(o.objects / 1000)

@@ -25,6 +25,7 @@ from session_expiry_runtime.cleaner import SessionCleaner, build_clients, proces
 from session_expiry_runtime.config import METRIC_CALLS_PACED, RuntimeConfig
 from session_expiry_runtime.metrics import MetricsRecorder
 from session_expiry_runtime.pacing import ClientPacer, PacingTimeout, budget_seconds, install
+from session_expiry_runtime.shared_pace import SharedBudget
 
 from bench import endpoint, harness, transport
 
@@ -213,3 +214,90 @@ def test_a_call_abandoned_at_the_hard_stop_keeps_its_own_invocations_deadline(
     assert len(during_next) <= 1, during_next
     # ...and the call is over within a second of N+1's start, not at N+1's time guard.
     assert clock.now() - started < 1.0
+
+
+# --- the budget every invocation shares (shared_pace, issue 38) --------------------------------
+FLEET_QUOTA = 15.0  # KMS's default RetireGrant quota (AWS KMS Developer Guide, "Request quotas")
+FLEET_BUDGET = 10  # SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET's default
+INVOCATIONS = 4
+
+
+def _fleet(clock: SimulatedClock, shared: bool) -> tuple[list[dict[str, Any]], harness.Fixture]:
+    """``INVOCATIONS`` concurrent invocations (threads, each its own execution environment:
+    clients, pacer, metrics) cleaning a quarter of a storm each against one KMS quota; with
+    ``shared``, their ``RetireGrant`` attempts take from one budget in the ownership table."""
+    fx = harness.synthetic_fixture(harness.Scenario("fleet", SESSIONS, 0))
+    _seed(fx)
+    endpoint.STATE.limits = {"RetireGrant": endpoint.RateLimit(FLEET_QUOTA, endpoint.STATE.clock)}
+    records = fx.event["Records"]
+    responses: list[dict[str, Any]] = [{} for _ in range(INVOCATIONS)]
+    environments = [_clients(clock, fx) for _ in range(INVOCATIONS)]  # os.environ: one thread
+
+    def invocation(i: int) -> None:
+        config, clients = environments[i]
+        metrics = MetricsRecorder("Test")
+        budget = (
+            SharedBudget(
+                clients.ownership,
+                fx.ownership_table,
+                "RetireGrant",
+                FLEET_BUDGET,
+                metrics,
+                wall_clock=clock.now,
+                sleep=clock.sleep,
+            )
+            if shared
+            else None
+        )
+        pacer = install(
+            clients,
+            metrics,
+            config.time_guard_ms,
+            clock=clock.now,
+            sleep=clock.sleep,
+            retire_grant_budget=budget,
+        )
+        pacer.start_invocation(300_000, config.time_guard_ms)
+        event = {"Records": records[i::INVOCATIONS]}
+        responses[i] = process_batch(event, None, SessionCleaner(config, clients, metrics))
+
+    threads = [threading.Thread(target=invocation, args=(i,)) for i in range(INVOCATIONS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return responses, fx
+
+
+def test_concurrent_invocations_together_stay_under_the_quota_and_no_record_fails(
+    clock: SimulatedClock,
+) -> None:
+    responses, fx = _fleet(clock, shared=True)
+
+    assert responses == [{"batchItemFailures": []}] * INVOCATIONS
+    left = {s.grant_id for s in fx.controls + fx.expired if s.session_id in ("w-1",)}
+    assert endpoint.STATE.grant_ids == left | {s.grant_id for s in fx.controls}  # all retired
+    per_second = _windows(endpoint.STATE.arrivals["RetireGrant"])
+    # Every second, the first included: the budget, not each invocation's own guess, bounds
+    # the fleet (a request taken at a second's end may arrive in the next: a few over 10).
+    assert max(per_second) <= FLEET_QUOTA, per_second
+    assert endpoint.STATE.throttled["RetireGrant"] == 0, per_second
+    used = [
+        int(item["used"]["N"])
+        for item in endpoint.STATE.tables.table(fx.ownership_table).items.values()
+        if item["resource"]["S"].startswith("pace#RetireGrant#")
+    ]
+    assert sum(used) == sum(per_second) and max(used) <= FLEET_BUDGET
+
+
+def test_without_the_shared_budget_the_same_invocations_overrun_the_quota(
+    clock: SimulatedClock,
+) -> None:
+    """What the budget fixes: each invocation's adaptive pacing learns the rate alone, so
+    together they ask for more than the quota and are throttled (no record fails either way)."""
+    responses, _ = _fleet(clock, shared=False)
+
+    assert responses == [{"batchItemFailures": []}] * INVOCATIONS
+    per_second = _windows(endpoint.STATE.arrivals["RetireGrant"])
+    assert max(per_second) > FLEET_QUOTA, per_second
+    assert endpoint.STATE.throttled["RetireGrant"] > 0

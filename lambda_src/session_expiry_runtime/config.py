@@ -213,6 +213,12 @@ METRIC_GRANTS_ON_KEY = "GrantsOnKey"
 #: Guide, "Request quotas": ListGrants 100, RetireGrant 15 per second in the figures read).
 ENV_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND = "SESSION_EXPIRY_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND"
 DEFAULT_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND = 5
+#: The cleanup's KMS ``RetireGrant`` requests a second, every invocation together
+#: (`shared_pace`): two thirds of KMS's default 15, the rest to the application and the sweep.
+ENV_KMS_RETIRE_GRANT_BUDGET = "SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET"
+DEFAULT_KMS_RETIRE_GRANT_BUDGET = 10
+#: Paced requests sent without the shared budget because its item could not be written.
+METRIC_SHARED_PACE_UNAVAILABLE = "SharedPaceUnavailable"
 
 # --- fan-out events (EventBridge PutEvents; the construct's rule patterns use the same) -----
 EVENT_SOURCE = "cdk-session-expiry"
@@ -586,6 +592,7 @@ _COUNT_SETTINGS: dict[str, tuple[str, int]] = {
         ENV_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND,
         DEFAULT_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND,
     ),
+    "kms_retire_grant_budget": (ENV_KMS_RETIRE_GRANT_BUDGET, DEFAULT_KMS_RETIRE_GRANT_BUDGET),
 }
 #: The on/off settings: field -> environment variable (on: ``true``, ``1`` or ``yes``).
 _FLAG_SETTINGS: dict[str, str] = {
@@ -676,6 +683,9 @@ class RuntimeConfig:
     agent_memory_record_namespaces: tuple[str, ...] = ()
     #: The grant sweep's KMS requests per second at most (``ListGrants`` + ``RetireGrant``).
     grant_sweep_kms_requests_per_second: int = DEFAULT_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND
+    #: The cleanup's ``RetireGrant`` requests a second, every invocation together (the shared
+    #: budget in the ownership table; `shared_pace`).
+    kms_retire_grant_budget: int = DEFAULT_KMS_RETIRE_GRANT_BUDGET
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeConfig:

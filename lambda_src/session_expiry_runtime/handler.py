@@ -37,6 +37,7 @@ with collection_paused():
     from .metrics import MetricsRecorder
     from .pacing import ClientPacer, start_invocation
     from .pacing import install as install_pacing
+    from .shared_pace import retire_grant_budget
 
 _cleaner: SessionCleaner | None = None
 _pacer: ClientPacer | None = None
@@ -66,7 +67,12 @@ def get_cleaner() -> SessionCleaner:
                 metrics = MetricsRecorder(
                     config.metrics_namespace, tenant_dimension=config.metrics_tenant_dimension
                 )
-                _pacer = install_pacing(clients, metrics, config.time_guard_ms)
+                _pacer = install_pacing(
+                    clients,
+                    metrics,
+                    config.time_guard_ms,
+                    retire_grant_budget=retire_grant_budget(config, clients, metrics),
+                )
                 _cleaner = SessionCleaner(config, clients, metrics)
                 _flags = _flag_reader(source, _cleaner)
             tune_for_cleanup()  # after the long-lived objects exist: see gc_settings

@@ -61,8 +61,10 @@ The result under a binding quota: the calls of one execution environment go out 
 quota (measured in ``make bench``'s pacing table against a target answering throttles above a
 rate), records succeed, and the invocation lasts longer — the stream's iterator age, not the
 failure queue, absorbs the storm. Several concurrent invocations (shards, the parallelization
-factor) each adapt on their own to the throttles they see, so together they settle near the
-quota too.
+factor) each adapt on their own to the throttles they see: together they ask for several times
+the quota before they settle. For KMS ``RetireGrant``, whose quota the application's own grant
+calls share, every attempt also takes a request of a **budget all invocations share**
+(`shared_pace`, a counter per second in the ownership table; `ClientPacer.share`).
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, CapacityNotAvailableError
@@ -78,6 +81,7 @@ from botocore.retries import adaptive, bucket, standard, throttling
 from .clients import SDK_SHARE_OF_MARGIN, CleanupClients, call_timeouts
 from .config import DIMENSION_ACTION, METRIC_CALLS_PACED
 from .metrics import MetricsRecorder
+from .shared_pace import SharedBudget
 
 __all__ = [
     "ClientPacer",
@@ -215,6 +219,25 @@ class ClientPacer:
         events.register("needs-retry", limiter.on_receiving_response)
         return limiter
 
+    def share(self, client: Any, operation: str, budget: SharedBudget) -> None:
+        """Make every attempt of ``operation`` on ``client`` take a request of ``budget`` (the
+        quota's budget every invocation shares, `shared_pace`) first, waiting until the
+        call's deadline; past it the attempt fails with `PacingTimeout`."""
+        service = client.meta.service_model.service_name.lower()
+        handler = partial(self._take_shared, budget)
+        client.meta.events.register(f"before-send.{service}.{operation}", handler)
+
+    def _take_shared(
+        self, budget: SharedBudget, request: Any = None, event_name: str = "", **_: Any
+    ) -> None:
+        context = getattr(request, "context", None) or {}
+        deadline = self.deadline(context)
+        taken = budget.take(
+            lambda: deadline - self.now(), on_wait=lambda: self.paced(context, event_name)
+        )
+        if not taken:
+            raise PacingTimeout(operation=_operation(event_name))
+
     def _start(self, context: dict[str, Any] | None = None, **_: Any) -> None:
         """``before-call`` (once per call, before its first attempt): the call's deadline is
         fixed now, from the invocation it starts in, for all its attempts and waits."""
@@ -268,13 +291,18 @@ def install(
     *,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    retire_grant_budget: SharedBudget | None = None,
 ) -> ClientPacer:
-    """Pace every configured client of ``clients`` (see the module docstring).
+    """Pace every configured client of ``clients`` (see the module docstring); with
+    ``retire_grant_budget``, KMS ``RetireGrant`` also takes each request from the budget every
+    invocation shares (`shared_pace`).
 
     Raises:
         ValueError: a time guard too small for any call.
     """
     pacer = ClientPacer(metrics, budget=budget_seconds(time_guard_ms), clock=clock, sleep=sleep)
+    if retire_grant_budget is not None and clients.kms is not None:
+        pacer.share(clients.kms, "RetireGrant", retire_grant_budget)
     for name in (
         "apigateway",
         "kms",

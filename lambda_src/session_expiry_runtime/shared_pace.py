@@ -1,0 +1,166 @@
+"""A request quota's budget shared by every invocation that spends it at once.
+
+KMS's ``RetireGrant`` quota (15 requests a second by default, per account and Region, every
+caller sharing it: AWS KMS Developer Guide, "Request quotas", the ``RetireGrant`` row of the
+"Request quotas for each AWS KMS API operation" table) is spent by every cleanup invocation that
+runs at once — a storm runs one per stream shard times the parallelization factor — and by the
+grant sweep. The adaptive pacing of `pacing` is per execution environment: each invocation
+learns the rate from its own throttles, so N of them together ask for about N times the quota
+before they settle (the bench's storm tables measured 29 to 32 ``RetireGrant`` a second against 15).
+No record fails, but the application's own grant calls, which share the quota, are throttled.
+
+`SharedBudget` makes the budget one: a **fixed-window counter in DynamoDB**, one item per quota
+and wall-clock second in the ownership table (which only the cleanup and the claim registrar
+may write; the cleanup role may already ``UpdateItem`` it):
+
+``{"resource": "pace#<operation>#<epoch second>", "used": <requests taken in that second>,
+"expiresAt": <the second + 1 hour, time to live>}``
+
+Before each attempt of a paced operation (a retry is a request too), the invocation takes one
+request of the current second with a conditional ``UpdateItem`` (``used`` below the budget,
+then add 1); when the second is spent it waits for the next one and asks again, until the
+call's deadline — the same deadline the adaptive pacing keeps (`pacing`), after which the call
+fails with `pacing.PacingTimeout` and its record is retried. So every invocation together
+sends at most ``per_second`` requests in any wall-clock second (Lambda's hosts keep their clocks
+by the Amazon Time Sync Service; a second's boundary can still let two seconds' budgets meet
+within a second's span, which is why the default budget leaves a third of KMS's 15 to the
+application and the grant sweep's 5: ``SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET``, default 10).
+
+A budget item that cannot be written (a throttle, a missing permission) does not stop the
+call: it goes out paced by the adaptive limiter alone, and the failure is counted
+(``SharedPaceUnavailable``) and logged — the budget is an economy, not a safety rule.
+
+Cost: one write request unit per paced request (``UpdateItem`` of an item under 1 KB), about
+$0.625 per million ``RetireGrant`` calls beside KMS's $30 per million requests.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from .clients import CleanupClients
+from .config import METRIC_SHARED_PACE_UNAVAILABLE, RuntimeConfig
+from .metrics import MetricsRecorder
+from .ownership import ATTR_EXPIRES_AT, ATTR_RESOURCE
+
+__all__ = ["PACE_KIND", "SharedBudget", "retire_grant_budget"]
+
+#: The ``resource`` prefix of budget items (not an ownership record kind).
+PACE_KIND = "pace"
+ATTR_USED = "used"
+#: How long a budget item is kept after its second (time to live).
+KEEP_SECONDS = 3600
+
+logger = logging.getLogger(__name__)
+
+
+class SharedBudget:
+    """At most ``per_second`` requests of ``operation`` in any wall-clock second, across every
+    invocation that uses the same table (see the module docstring).
+
+    Args:
+        dynamodb: a boto3 DynamoDB client (the cleanup's ownership client).
+        table_name: the ownership table.
+        operation: the quota's operation, e.g. ``"RetireGrant"``.
+        per_second: requests a second for every invocation together, 1 or more.
+        metrics: where ``SharedPaceUnavailable`` is counted.
+        wall_clock: epoch seconds now; default `time.time` (the window's second).
+        sleep: how to wait; default `time.sleep`.
+
+    Raises:
+        ValueError: ``per_second`` below 1.
+    """
+
+    def __init__(
+        self,
+        dynamodb: Any,
+        table_name: str,
+        operation: str,
+        per_second: int,
+        metrics: MetricsRecorder,
+        *,
+        wall_clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if per_second < 1:
+            raise ValueError(f"per_second={per_second}: expected at least 1 request a second")
+        self._ddb, self.table_name, self.operation = dynamodb, table_name, operation
+        self.per_second, self.metrics = per_second, metrics
+        self.now, self.sleep = wall_clock, sleep
+        self._lock = threading.Lock()
+        #: the second this environment last found spent (no call for it again)
+        self._spent: int | None = None
+
+    def take(
+        self, deadline: Callable[[], float], on_wait: Callable[[], None] = lambda: None
+    ) -> bool:
+        """Wait for one request of the budget; ``True`` once taken, ``False`` when
+        ``deadline()`` (seconds left) runs out first; ``on_wait`` is called before each wait.
+        A budget that cannot be read or written answers ``True`` at once (counted, logged).
+        """
+        while True:
+            second = math.floor(self.now())
+            if self._spent != second:
+                taken = self._try(second)
+                if taken is None or taken:
+                    return True
+                with self._lock:
+                    self._spent = second
+            left = deadline()
+            if left <= 0:
+                return False
+            on_wait()
+            self.sleep(min(left, second + 1 - self.now()) + 1e-3)
+
+    def _try(self, second: int) -> bool | None:
+        """Take one request of ``second``: ``True`` taken, ``False`` spent, ``None`` unknown
+        (the write failed)."""
+        try:
+            self._ddb.update_item(
+                TableName=self.table_name,
+                Key={ATTR_RESOURCE: {"S": f"{PACE_KIND}#{self.operation}#{second}"}},
+                UpdateExpression="SET #used = if_not_exists(#used, :zero) + :one, #ttl = :ttl",
+                ConditionExpression="attribute_not_exists(#used) OR #used < :budget",
+                ExpressionAttributeNames={"#used": ATTR_USED, "#ttl": ATTR_EXPIRES_AT},
+                ExpressionAttributeValues={
+                    ":zero": {"N": "0"},
+                    ":one": {"N": "1"},
+                    ":budget": {"N": str(self.per_second)},
+                    ":ttl": {"N": str(second + KEEP_SECONDS)},
+                },
+            )
+            return True
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            self._unavailable(exc)
+        except BotoCoreError as exc:
+            self._unavailable(exc)
+        return None
+
+    def _unavailable(self, exc: BaseException) -> None:
+        logger.warning("shared %s budget unavailable, pacing alone: %s", self.operation, exc)
+        self.metrics.count(METRIC_SHARED_PACE_UNAVAILABLE)
+
+
+def retire_grant_budget(
+    config: RuntimeConfig, clients: CleanupClients, metrics: MetricsRecorder
+) -> SharedBudget | None:
+    """The cleanup's shared ``RetireGrant`` budget (``kms_retire_grant_budget`` a second), or
+    ``None`` without grants or without the ownership table that holds it."""
+    if clients.kms is None or clients.ownership is None or not config.ownership_table_name:
+        return None
+    return SharedBudget(
+        clients.ownership,
+        config.ownership_table_name,
+        "RetireGrant",
+        config.kms_retire_grant_budget,
+        metrics,
+    )

@@ -1,0 +1,165 @@
+"""The budget every invocation shares (``session_expiry_runtime.shared_pace``, issue 38) on a real
+DynamoDB table (moto): its conditional counter, its waits, its deadline and its failing open.
+
+How the fleet stays under a quota with it is measured in ``tests/test_pacing.py`` (four
+invocations at once against a throttling target).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+import pytest
+from botocore.exceptions import ClientError
+from ownership_support import OWNERSHIP_TABLE, emf_totals
+from runtime_support import Sandbox
+from session_expiry_runtime.cleaner import build_clients
+from session_expiry_runtime.config import METRIC_SHARED_PACE_UNAVAILABLE, RuntimeConfig
+from session_expiry_runtime.metrics import MetricsRecorder
+from session_expiry_runtime.shared_pace import KEEP_SECONDS, SharedBudget, retire_grant_budget
+
+START = 1_800_000_000.25  # epoch seconds, a quarter into a second
+
+
+class WallClock:
+    """Epoch seconds now, moved only by the budget's own waits."""
+
+    def __init__(self) -> None:
+        self.t = START
+        self.slept: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.t += seconds
+
+
+def _budget(sandbox: Sandbox, clock: WallClock, per_second: int = 3, **kw: Any) -> SharedBudget:
+    return SharedBudget(
+        kw.get("ddb", sandbox.ddb),
+        OWNERSHIP_TABLE,
+        "RetireGrant",
+        per_second,
+        kw.get("metrics", MetricsRecorder("Test")),
+        wall_clock=clock.now,
+        sleep=clock.sleep,
+    )
+
+
+def _item(sandbox: Sandbox, second: int) -> dict[str, Any] | None:
+    key = {"resource": {"S": f"pace#RetireGrant#{second}"}}
+    got = sandbox.ddb.get_item(TableName=OWNERSHIP_TABLE, Key=key, ConsistentRead=True)
+    return got.get("Item")  # type: ignore[no-any-return]
+
+
+def test_requests_of_a_second_are_counted_up_to_the_budget(sandbox: Sandbox) -> None:
+    clock = WallClock()
+    budget = _budget(sandbox, clock)
+
+    assert [budget.take(lambda: 5.0) for _ in range(3)] == [True] * 3
+
+    item = _item(sandbox, int(START))
+    assert item is not None and item["used"] == {"N": "3"}
+    assert item["expiresAt"] == {"N": str(int(START) + KEEP_SECONDS)}  # time to live
+    assert clock.slept == []  # within the budget: no wait
+
+
+def test_a_spent_second_waits_for_the_next_one(sandbox: Sandbox) -> None:
+    clock = WallClock()
+    budget = _budget(sandbox, clock)
+    waits: list[str] = []
+    for _ in range(3):
+        budget.take(lambda: 5.0)
+
+    assert budget.take(lambda: 5.0, on_wait=lambda: waits.append("waited")) is True
+
+    assert waits == ["waited"] and int(clock.t) == int(START) + 1  # the next second
+    assert _item(sandbox, int(START) + 1)["used"] == {"N": "1"}  # type: ignore[index]
+    assert _item(sandbox, int(START))["used"] == {"N": "3"}  # type: ignore[index]
+
+
+def test_two_environments_share_one_budget(sandbox: Sandbox) -> None:
+    """Two invocations (each its own `SharedBudget`, as each execution environment builds its
+    own) take from the same counter: together no more than the budget in one second."""
+    clock = WallClock()
+    first, second = _budget(sandbox, clock), _budget(sandbox, clock)
+
+    taken = [first.take(lambda: 0.0), second.take(lambda: 0.0), first.take(lambda: 0.0)]
+    late = second.take(lambda: 0.0)  # the second is spent and no time is left
+
+    assert taken == [True, True, True] and late is False
+    assert _item(sandbox, int(START))["used"] == {"N": "3"}  # type: ignore[index]
+
+
+def test_a_spent_second_is_not_asked_again_by_the_same_environment(sandbox: Sandbox) -> None:
+    clock = WallClock()
+    budget = _budget(sandbox, clock, per_second=1)
+    budget.take(lambda: 5.0)
+    calls: list[str] = []
+    sandbox.ddb.meta.events.register(
+        "before-call.dynamodb.UpdateItem", lambda **_: calls.append("UpdateItem")
+    )
+    left = iter([0.5, 0.5, 0.0])  # two waits inside the spent second... then out of time
+
+    clock.t = START  # the clock does not move: every wait stays in the spent second
+    budget.sleep = lambda s: None
+    assert budget.take(lambda: next(left)) is False
+
+    assert calls == ["UpdateItem"]  # the spent second asked once, not once per wait
+
+
+def test_a_budget_that_cannot_be_written_lets_the_call_go_and_counts_it(
+    sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clock = WallClock()
+    metrics = MetricsRecorder("Test")
+    failing = mock.Mock()
+    failing.update_item.side_effect = ClientError(
+        {"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "UpdateItem"
+    )
+    budget = _budget(sandbox, clock, ddb=failing, metrics=metrics)
+
+    assert budget.take(lambda: 5.0) is True
+
+    metrics.flush()
+    assert emf_totals(capsys.readouterr().out)[METRIC_SHARED_PACE_UNAVAILABLE] == 1
+
+
+def test_the_cleanups_budget_is_built_only_with_grants_and_the_ownership_table(
+    sandbox: Sandbox,
+) -> None:
+    metrics = MetricsRecorder("Test")
+    with_both = RuntimeConfig(
+        grant_key_arn=sandbox.key_arn,
+        ownership_table_name=OWNERSHIP_TABLE,
+        kms_retire_grant_budget=7,
+    )
+    budget = retire_grant_budget(with_both, build_clients(with_both), metrics)
+    assert budget is not None and (budget.per_second, budget.table_name) == (7, OWNERSHIP_TABLE)
+    assert budget.operation == "RetireGrant"
+    without_grants = RuntimeConfig(ownership_table_name=OWNERSHIP_TABLE)
+    assert retire_grant_budget(without_grants, build_clients(without_grants), metrics) is None
+    no_table = RuntimeConfig(grant_key_arn=sandbox.key_arn)
+    assert retire_grant_budget(no_table, build_clients(no_table), metrics) is None
+
+
+def test_the_budget_is_a_setting() -> None:
+    assert RuntimeConfig.from_env({}).kms_retire_grant_budget == 10
+    env = {"SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET": "12"}
+    assert RuntimeConfig.from_env(env).kms_retire_grant_budget == 12
+
+
+@pytest.mark.parametrize("raw", ["0", "-3", "ten"])
+def test_fails_a_budget_that_is_not_a_positive_integer(raw: str) -> None:
+    with pytest.raises(
+        ValueError, match=rf"SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET='{raw}': expected a positive"
+    ):
+        RuntimeConfig.from_env({"SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET": raw})
+
+
+def test_fails_a_budget_of_no_requests_a_second(sandbox: Sandbox) -> None:
+    with pytest.raises(ValueError, match=r"per_second=0: expected at least 1 request a second"):
+        _budget(sandbox, WallClock(), per_second=0)
