@@ -174,7 +174,6 @@ class AgentCoreSessions:
             )
         return _respond(start_response, 200, *_success(request))
 
-
     def _answer_list(
         self, environ: Mapping[str, Any], start_response: Callable[..., Any]
     ) -> Iterable[bytes] | None:

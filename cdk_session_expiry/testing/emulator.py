@@ -459,9 +459,7 @@ class LocalEmulator:
         ``List...Sessions`` will list, created at ``created_at`` (default now; see
         [`AgentCoreSessions.start`][cdk_session_expiry.testing.agentcore.AgentCoreSessions.start]);
         unknown sessions answer ResourceNotFoundException."""
-        self.agentcore.start(
-            kind, target, session_id, qualifier=qualifier, created_at=created_at
-        )
+        self.agentcore.start(kind, target, session_id, qualifier=qualifier, created_at=created_at)
 
     def age_grants(self, seconds: float) -> int:
         """Make every KMS grant ``seconds`` older: its ``CreationDate`` (which the emulator

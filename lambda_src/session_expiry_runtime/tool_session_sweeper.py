@@ -239,22 +239,28 @@ class ToolSessionSweeper:
     def _sweep_tool(
         self, tool: Tool, now: datetime, out_of_time: Callable[[], bool], report: ToolSweepReport
     ) -> None:
+        """List every running session of ``tool`` first, then judge each: a session stopped
+        while the listing pages on could shift the sessions after it out of the next page
+        (AWS does not document what its ``nextToken`` points at)."""
         listing = Listing()
+        summaries: list[dict[str, Any]] = []
         try:
             for summary in running_sessions(
                 self._agentcore, tool, listing, before_call=self.pacer.wait
             ):
-                if out_of_time():
-                    report.incomplete = True
-                    break
-                report.checked += 1
-                self._one(tool, summary, now, report)
+                summaries.append(summary)
         except (ClientError, BotoCoreError, AllFiltersRefused) as exc:
             report.failures += 1
             report.incomplete = True
             self.logger.error("%s of %s failed: %s", tool.list_operation, tool.identifier, exc)
         report.pages += listing.pages
         report.listed += listing.listed
+        for summary in summaries:
+            if out_of_time():
+                report.incomplete = True
+                return
+            report.checked += 1
+            self._one(tool, summary, now, report)
 
     def _one(
         self, tool: Tool, summary: Mapping[str, Any], now: datetime, report: ToolSweepReport
@@ -265,7 +271,9 @@ class ToolSessionSweeper:
             self._act(tool, session_id, judged, now, report)
         except (ClientError, BotoCoreError) as exc:
             report.failures += 1
-            self.logger.error("%s session %s of %s: %s", tool.kind, session_id, tool.identifier, exc)
+            self.logger.error(
+                "%s session %s of %s: %s", tool.kind, session_id, tool.identifier, exc
+            )
             return
         if judged.verdict in (VERDICT_GONE, VERDICT_EXPIRED):
             done = "would be stopped (dry run)" if self.config.dry_run else "stopped"
@@ -446,7 +454,7 @@ class ToolSessionSweeper:
 
 
 def _condition_failed(exc: ClientError) -> bool:
-    return exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+    return bool(exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
 
 
 def _seconds(value: object) -> Decimal | None:
