@@ -107,6 +107,7 @@ PROP_TYPES: Mapping[str, tuple[str, Callable[[object], bool]]] = {
     "websocket_stage": ("an apigatewayv2.IWebSocketStage", _has("api", "stage_name")),
     "grant_key": _KEY,
     "grant_sweep_interval": _DURATION,
+    "tool_session_sweep_interval": _DURATION,
     "scratch_bucket": _BUCKET,
     "tenant_scoped_scratch": _BOOL,
     "scratch_retention": _DURATION,
