@@ -37,6 +37,7 @@ PAUSE_WATCH_FUNCTION_NAME = "PauseWatchFunctionName"  # PAUSE_WATCH_FN
 PAUSE_WATCH_RULE_NAME = "PauseWatchRuleName"  # PAUSE_WATCH_RULE
 EXPIRY_SWEEPER_FUNCTION_NAME = "ExpirySweeperFunctionName"  # SWEEPER_FN
 GRANT_SWEEP_FUNCTION_NAME = "GrantSweepFunctionName"  # GRANT_SWEEP_FN
+TOOL_SESSION_SWEEP_FUNCTION_NAME = "ToolSessionSweepFunctionName"  # TOOL_SWEEP_FN
 CIRCUIT_BREAKER_FUNCTION_NAME = "CircuitBreakerFunctionName"  # BREAKER_FN
 CIRCUIT_BREAKER_STATE_PARAMETER_NAME = "CircuitBreakerStateParameterName"  # PARAMETER
 CHANGE_STREAM_NAME = "ChangeStreamName"  # STREAM
@@ -152,6 +153,13 @@ def _add_optional_function_outputs(sessions: SessionExpiry) -> None:
             GRANT_SWEEP_FUNCTION_NAME,
             sessions.grant_sweep.function.function_name,
             "Grant sweep function (GRANT_SWEEP_FN).",
+        )
+    if sessions.tool_session_sweep is not None:
+        _output(
+            sessions,
+            TOOL_SESSION_SWEEP_FUNCTION_NAME,
+            sessions.tool_session_sweep.function.function_name,
+            "AgentCore tool-session sweep function (TOOL_SWEEP_FN).",
         )
     if sessions.circuit_breaker is not None:
         _output(
