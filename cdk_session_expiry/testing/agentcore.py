@@ -13,8 +13,8 @@ stopped, oldest first, ``maxResults`` a page (default 10, as AWS documents) with
 ``nextToken``, filtered by ``status``. AWS's documents disagree on the status values (the
 service model's enum: ``READY``/``TERMINATED``; its documentation text and the API Reference:
 ``ACTIVE``/``STOPPING``/``STOPPED``): the emulator speaks one of them at a time
-([`AgentCoreSessions.vocabulary`][cdk_session_expiry.testing.agentcore.AgentCoreSessions.vocabulary],
-`MODEL_VOCABULARY` by default), answers each summary's ``status`` in it and refuses a filter in
+(``emulator.agentcore.vocabulary``, `MODEL_VOCABULARY` by default, or
+`REFERENCE_VOCABULARY`), answers each summary's ``status`` in it and refuses a filter in
 the other with ``ValidationException`` (HTTP 400) — one plausible behaviour of AWS, which the
 documents do not settle; a sweep must cope with either.
 
