@@ -939,7 +939,8 @@ def _deployed_stack_names(emulator: LocalEmulator) -> list[str]:
 
 
 def _move_gone_since_back(ddb: Any, *, table: str, seconds: int) -> int:
-    """``SET goneSince = goneSince - seconds`` on every grant ownership record that has one."""
+    """``SET goneSince = goneSince - seconds`` on every ownership record that has one (grants'
+    and AgentCore tool sessions')."""
     moved, key = 0, contract.OWNERSHIP_PARTITION_KEY
     pages = ddb.get_paginator("scan").paginate(
         TableName=table,
