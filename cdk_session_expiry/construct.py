@@ -383,11 +383,13 @@ class SessionExpiry(Construct):
             then the only guard of the cleanup. Prefer a ``CodeInterpreterCustom`` /
             ``BrowserCustom`` of the app. ``ValueError`` when set without an AWS-managed tool.
             Default: ``False`` (AWS-managed tools are refused).
-        tool_session_sweep_interval: how often the tool-session sweep (on whenever
-            ``code_interpreter`` or ``browser`` is set) stops the tools' running sessions whose
+        tool_session_sweep_interval: how often the tool-session sweep (on whenever a custom
+            ``code_interpreter`` or ``browser`` is set; an AWS-managed one is never listed)
+            stops the tools' running sessions whose
             ownership record names a session gone past the stream path's bound or expired, the
             tool sessions' backstop (``tool_session_sweep``): whole minutes, 5 minutes..1 day.
-            Only with ``code_interpreter`` or ``browser``. IAM:
+            Only with a custom ``code_interpreter`` or ``browser`` (``ValueError`` otherwise).
+            IAM:
             ``bedrock-agentcore:ListCodeInterpreterSessions`` / ``ListBrowserSessions`` on
             those tools only. Cost per run: one invocation, two list calls per tool plus one per
             100 running sessions, two strongly consistent ``GetItem`` per recorded running
@@ -1232,11 +1234,14 @@ class SessionExpiry(Construct):
         ]
 
     def _add_tool_session_sweep(self, props: SessionExpiryProps) -> None:
-        #: The tool-session sweep (whenever ``code_interpreter`` or ``browser`` is set), or
-        #: ``None``.
+        #: The tool-session sweep (whenever a custom ``code_interpreter`` or ``browser`` is
+        #: set), or ``None``.
         self.tool_session_sweep: tool_session_sweep.ToolSessionSweep | None = None
-        tools = self._agentcore
-        if (tools.code_interpreter is None and tools.browser is None) or self._ownership is None:
+        tools = tool_session_sweep.swept_tools(self._agentcore)
+        if tools.code_interpreter is None and tools.browser is None:
+            tool_session_sweep.check_only_shared_tools(props.tool_session_sweep_interval)
+            return
+        if self._ownership is None:
             return
         self.tool_session_sweep = tool_session_sweep.ToolSessionSweep(
             self,

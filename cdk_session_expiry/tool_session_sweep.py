@@ -1,5 +1,6 @@
 """The tool-session sweep: a scheduled backstop for AgentCore code interpreter and browser
-sessions (on whenever ``code_interpreter`` or ``browser`` is set).
+sessions (on whenever a custom ``code_interpreter`` or ``browser`` is set; an AWS-managed tool,
+shared by every application of the account, is never listed: `swept_tools`).
 
 The cleanup stops a session's tool sessions when its REMOVE record is cleaned; a REMOVE never
 cleaned (a stream outage longer than its 24 hours, an on-failure message never replayed) leaves
@@ -40,6 +41,7 @@ read request units a day.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -106,6 +108,37 @@ def check_tool_session_sweep_props(has_tools: bool, interval: Duration | None) -
         )
 
 
+def swept_tools(targets: AgentCoreTargets) -> AgentCoreTargets:
+    """The targets the sweep may list: the custom code interpreter and browser given, never an
+    AWS-managed one (``aws.codeinterpreter.v1``/``aws.browser.v1``, accepted with
+    ``allow_stopping_shared_aws_managed_tool_sessions``): that tool is shared by every
+    application of the account and Region, and the construct does not own it. No runtime: AWS
+    lists no runtime sessions."""
+    ci, browser = targets.code_interpreter, targets.browser
+    return dataclasses.replace(
+        targets,
+        runtime_arn=None,
+        qualifier=None,
+        code_interpreter=None if ci is None or ci.aws_managed else ci,
+        browser=None if browser is None or browser.aws_managed else browser,
+    )
+
+
+def check_only_shared_tools(interval: Duration | None) -> None:
+    """Reject a ``tool_session_sweep_interval`` when every tool given is AWS-managed (no sweep).
+
+    Raises:
+        ValueError: the message names the value and what is expected.
+    """
+    if interval is not None:
+        raise ValueError(
+            f"tool_session_sweep_interval={validation.shown(interval)} is set, but the only "
+            "code_interpreter or browser given is AWS-managed, which the sweep never lists (it "
+            "is shared by every application of the account): expected a custom code_interpreter "
+            "or browser, or no tool_session_sweep_interval"
+        )
+
+
 def list_statements(tools: AgentCoreTargets) -> list[iam.PolicyStatement]:
     """One ``List…Sessions`` statement per tool given, on that tool only."""
     found = []
@@ -120,7 +153,7 @@ class ToolSessionSweep(Construct):
 
     Args:
         table: the session table.
-        tools: the construct's AgentCore targets (at least a code interpreter or a browser).
+        tools: the tools to sweep (`swept_tools`: a custom code interpreter, browser or both).
         role: the cleanup role (holds the Stop actions and the ownership table's access).
         interval: how often the sweep runs.
         environment: the runtime variables (table, attribute names, tool identifiers,

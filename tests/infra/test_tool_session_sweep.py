@@ -149,3 +149,40 @@ def test_fails_a_tool_session_sweep_interval_of_the_wrong_type() -> None:
             code_interpreter=INTERPRETER,
             tool_session_sweep_interval=3600,  # type: ignore[arg-type]
         )
+
+
+def test_an_aws_managed_tool_is_never_swept() -> None:
+    # Shared by every application of the account and Region: the construct does not own it.
+    synth = Synth(
+        code_interpreter="aws.codeinterpreter.v1",
+        browser=BROWSER_ARN,
+        allow_stopping_shared_aws_managed_tool_sessions=True,
+    )
+    sweep = synth.sessions.tool_session_sweep
+    assert sweep is not None
+    env = synth.props(sweep.function)["Environment"]["Variables"]
+    assert contract.ENV_CODE_INTERPRETER_ID not in env and contract.ENV_BROWSER_ID in env
+    policy = synth.sessions.cleanup_role.node.find_child("DefaultPolicy")
+    text = json.dumps(synth.props(policy)["PolicyDocument"])
+    assert "ListCodeInterpreterSessions" not in text and "ListBrowserSessions" in text
+
+    only_shared = Synth(
+        code_interpreter="aws.codeinterpreter.v1",
+        allow_stopping_shared_aws_managed_tool_sessions=True,
+    )
+    assert only_shared.sessions.tool_session_sweep is None
+
+
+def test_fails_a_tool_session_sweep_interval_with_only_an_aws_managed_tool() -> None:
+    with pytest.raises(
+        ValueError,
+        match="tool_session_sweep_interval=30 minutes is set, but the only code_interpreter or "
+        "browser given is AWS-managed",
+    ):
+        SessionExpiry(
+            Stack(App(), "X", env=ENV),
+            "Sessions",
+            code_interpreter="aws.codeinterpreter.v1",
+            allow_stopping_shared_aws_managed_tool_sessions=True,
+            tool_session_sweep_interval=Duration.minutes(30),
+        )
