@@ -212,6 +212,21 @@ DEFAULT_KMS_RETIRE_GRANT_BUDGET = 10
 #: Paced requests sent without the shared budget because its item could not be written.
 METRIC_SHARED_PACE_UNAVAILABLE = "SharedPaceUnavailable"
 
+# --- tool-session sweep (issue 36; same values as session_expiry_runtime.config) ------------
+TOOL_SESSION_SWEEPER_HANDLER = f"{RUNTIME_PACKAGE}.tool_session_sweeper.handler"
+ENV_TOOL_SESSION_SWEEP_GRACE_SECONDS = "SESSION_EXPIRY_TOOL_SESSION_SWEEP_GRACE_SECONDS"
+DEFAULT_TOOL_SESSION_SWEEP_GRACE_SECONDS = 900
+ENV_TOOL_SESSION_SWEEP_PENDING_SECONDS = "SESSION_EXPIRY_TOOL_SESSION_SWEEP_PENDING_SECONDS"
+DEFAULT_TOOL_SESSION_SWEEP_PENDING_SECONDS = 7 * 3600
+ENV_TOOL_SESSION_SWEEP_REQUESTS_PER_SECOND = "SESSION_EXPIRY_TOOL_SESSION_SWEEP_REQUESTS_PER_SECOND"
+DEFAULT_TOOL_SESSION_SWEEP_REQUESTS_PER_SECOND = 5
+METRIC_ORPHAN_TOOL_SESSIONS_STOPPED = "OrphanToolSessionsStopped"
+METRIC_EXPIRED_TOOL_SESSIONS_STOPPED = "ExpiredSessionToolSessionsStopped"
+METRIC_TOOL_SESSIONS_WOULD_BE_STOPPED = "ToolSessionsWouldBeStopped"
+METRIC_TOOL_SESSION_SWEEP_FAILURES = "ToolSessionSweepFailures"
+METRIC_TOOL_SESSION_SWEEP_INCOMPLETE = "ToolSessionSweepIncomplete"
+METRIC_TOOL_SESSIONS_CHECKED = "ToolSessionsChecked"
+
 # --- ownership records (issue 20; same values as session_expiry_runtime.config) ------------
 ENV_OWNERSHIP_TABLE_NAME = "SESSION_EXPIRY_OWNERSHIP_TABLE_NAME"
 #: The claim registrar (the one writer of ownership records besides the cleanup): the function

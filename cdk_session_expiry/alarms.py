@@ -62,6 +62,8 @@ RUNBOOK_ORPHAN_GRANTS = "alarm-orphan-grants"
 RUNBOOK_GRANT_SWEEP_INCOMPLETE = "alarm-grant-sweep-incomplete"
 RUNBOOK_GRANT_CEILING = "alarm-grant-ceiling"
 RUNBOOK_GRANT_SWEEP_ERRORS = "alarm-grant-sweep-errors"
+RUNBOOK_ORPHAN_TOOL_SESSIONS = "alarm-orphan-tool-sessions"
+RUNBOOK_TOOL_SESSION_SWEEP_ERRORS = "alarm-tool-session-sweep-errors"
 RUNBOOK_CLEANUP_PAUSED = "alarm-cleanup-paused"
 RUNBOOK_PAUSE_WATCH_ERRORS = "alarm-pause-watch-errors"
 RUNBOOK_CIRCUIT_BREAKER_ERRORS = "alarm-circuit-breaker-errors"
@@ -215,6 +217,11 @@ CLEANUP_ERRORS_DESCRIPTION = described(
     "The session cleanup function failed as a whole (not one record); failed batches are "
     "retried, bisected and finally sent to the on-failure destination.",
     RUNBOOK_CLEANUP_ERRORS,
+)
+TOOL_SESSION_SWEEPER_ERRORS_DESCRIPTION = described(
+    "The AgentCore tool-session sweep did not finish a run: a list, read or Stop call failed, "
+    "or the run reached its time guard; the next run retries.",
+    RUNBOOK_TOOL_SESSION_SWEEP_ERRORS,
 )
 GRANT_SWEEPER_ERRORS_DESCRIPTION = described(
     "The session grant sweep could not check or retire some KMS grants; the next run retries them.",
@@ -608,6 +615,28 @@ def orphan_grants_alarm(
             "creating a grant). Check the iterator age and failure queue alarms; the sessions' "
             "connections and scratch data may need the same attention.",
             RUNBOOK_ORPHAN_GRANTS,
+        ),
+        actions=actions,
+    )
+
+
+def orphan_tool_sessions_alarm(
+    scope: Construct, *, metric: cloudwatch.IMetric, actions: Sequence[cloudwatch.IAlarmAction]
+) -> cloudwatch.Alarm:
+    """``OrphanToolSessionsStopped`` above 0 in a period (construct id
+    ``OrphanToolSessionsAlarm``)."""
+    return _alarm(
+        scope,
+        "OrphanToolSessionsAlarm",
+        metric=metric,
+        threshold=0,
+        description=described(
+            "The tool-session sweep stopped AgentCore code interpreter or browser sessions whose "
+            "session had been gone longer than the stream path's bound: the stream path missed "
+            "those sessions (stream outage, unreplayed on-failure messages). Check the iterator "
+            "age and failure queue alarms; the sessions' other resources may need the same "
+            "attention.",
+            RUNBOOK_ORPHAN_TOOL_SESSIONS,
         ),
         actions=actions,
     )

@@ -96,6 +96,12 @@ GRANT_SWEEP_CONCURRENCY = (
     "The grant sweep runs once per grant_sweep_interval (hourly by default), one invocation at a "
     "time in practice; reserving concurrency would take it from the account's pool.",
 )
+TOOL_SESSION_SWEEP_CONCURRENCY = (
+    "CKV_AWS_115",
+    "The tool-session sweep runs once per tool_session_sweep_interval (hourly by default), one "
+    "invocation at a time in practice; reserving concurrency would take it from the account's "
+    "pool.",
+)
 PAUSE_WATCH_CONCURRENCY = (
     "CKV_AWS_115",
     "The pause watch runs once every 5 minutes for well under a second; reserving concurrency "
@@ -157,6 +163,10 @@ def explain_findings(sessions: SessionExpiry) -> None:
     grant_sweep = sessions.grant_sweep
     if grant_sweep is not None:
         functions.append((grant_sweep.function, SWEEPER_DLQ, GRANT_SWEEP_CONCURRENCY))
+    if sessions.tool_session_sweep is not None:
+        functions.append(
+            (sessions.tool_session_sweep.function, SWEEPER_DLQ, TOOL_SESSION_SWEEP_CONCURRENCY)
+        )
     functions.append((sessions.pause_watch.function, SWEEPER_DLQ, PAUSE_WATCH_CONCURRENCY))
     if sessions.claim_registrar is not None:
         functions.append((sessions.claim_registrar.function, REGISTRAR_DLQ, REGISTRAR_CONCURRENCY))

@@ -57,6 +57,7 @@ from . import (
     sweeper,
     targets,
     tenant_metrics,
+    tool_session_sweep,
     validation,
 )
 from . import alarms as alarm_defaults
@@ -388,6 +389,19 @@ class SessionExpiry(Construct):
             then the only guard of the cleanup. Prefer a ``CodeInterpreterCustom`` /
             ``BrowserCustom`` of the app. ``ValueError`` when set without an AWS-managed tool.
             Default: ``False`` (AWS-managed tools are refused).
+        tool_session_sweep_interval: how often the tool-session sweep (on whenever a custom
+            ``code_interpreter`` or ``browser`` is set; an AWS-managed one is never listed)
+            stops the tools' running sessions whose
+            ownership record names a session gone past the stream path's bound or expired, the
+            tool sessions' backstop (``tool_session_sweep``): whole minutes, 5 minutes..1 day.
+            Only with a custom ``code_interpreter`` or ``browser`` (``ValueError`` otherwise).
+            IAM:
+            ``bedrock-agentcore:ListCodeInterpreterSessions`` / ``ListBrowserSessions`` on
+            those tools only. Cost per run: one invocation, two list calls per tool plus one per
+            100 running sessions, two strongly consistent ``GetItem`` per recorded running
+            session older than 15 minutes, one ``Stop…Session`` per session stopped; hourly with
+            1,000 running tool sessions: 24 invocations, about 100 list calls and 48,000 read
+            request units a day. Default: 1 hour.
         agent_runtime_session_attribute: the session attribute holding the AgentCore runtime
             session id (written by ``SessionStore.create(..., runtime_session_id=...)`` or
             ``attach_agent_session``); distinct from every other attribute. Default:
@@ -626,6 +640,7 @@ class SessionExpiry(Construct):
         code_interpreter: agentcore.CodeInterpreterTarget | None = None,
         browser: agentcore.BrowserTarget | None = None,
         allow_stopping_shared_aws_managed_tool_sessions: bool = False,
+        tool_session_sweep_interval: Duration | None = None,
         agent_runtime_session_attribute: str = contract.DEFAULT_AGENT_RUNTIME_SESSION_ATTRIBUTE,
         code_interpreter_session_attribute: str = _DEFAULT_CODE_INTERPRETER_ATTRIBUTE,
         browser_session_attribute: str = contract.DEFAULT_BROWSER_SESSION_ATTRIBUTE,
@@ -669,6 +684,7 @@ class SessionExpiry(Construct):
         self._add_archive_extras(props)
         self._add_expiry_sweeper(props)
         self._add_grant_sweep(props)
+        self._add_tool_session_sweep(props)
         self._add_ttl_health_alarm(props)
         self._add_pause_watch(props)
         self._add_circuit_breaker(props)
@@ -737,6 +753,10 @@ class SessionExpiry(Construct):
         )
         grant_sweep.check_grant_sweep_props(props.grant_key, props.grant_sweep_interval)
         grant_sweep.check_grant_quota(props.grant_key, props.grant_key_grant_quota)
+        tool_session_sweep.check_tool_session_sweep_props(
+            props.code_interpreter is not None or props.browser is not None,
+            props.tool_session_sweep_interval,
+        )
         self._flag_options = feature_flags_unit.settle(props.feature_flags)
         #: Which REMOVE records reach the cleanup (``grant_session_access`` checks it).
         self.event_filter = props.event_filter
@@ -1221,6 +1241,40 @@ class SessionExpiry(Construct):
             self.grant_sweep.errors_alarm,
             self.grant_sweep.incomplete_alarm,
             self.grant_sweep.ceiling_alarm,
+        ]
+
+    def _add_tool_session_sweep(self, props: SessionExpiryProps) -> None:
+        #: The tool-session sweep (whenever a custom ``code_interpreter`` or ``browser`` is
+        #: set), or ``None``.
+        self.tool_session_sweep: tool_session_sweep.ToolSessionSweep | None = None
+        tools = tool_session_sweep.swept_tools(self._agentcore)
+        if tools.code_interpreter is None and tools.browser is None:
+            tool_session_sweep.check_only_shared_tools(props.tool_session_sweep_interval)
+            return
+        if self._ownership is None:
+            return
+        self.tool_session_sweep = tool_session_sweep.ToolSessionSweep(
+            self,
+            "ToolSessionSweep",
+            table=self.table,
+            tools=tools,
+            role=self.cleanup_role,
+            interval=props.tool_session_sweep_interval
+            or tool_session_sweep.DEFAULT_TOOL_SESSION_SWEEP_INTERVAL,
+            environment={
+                contract.ENV_TABLE_NAME: self.table.table_name,
+                **self._shared_environment,
+                **tools.environment(),
+                **self._ownership.environment(),
+                **tool_session_sweep.pending_environment(props.max_record_age),
+            },
+            log_retention=props.cleanup_log_retention,
+            metrics_namespace=props.metrics_namespace,
+            alarm_actions=props.actions,
+        )
+        self.alarms += [
+            self.tool_session_sweep.orphan_tool_sessions_alarm,
+            self.tool_session_sweep.errors_alarm,
         ]
 
     def _add_ttl_health_alarm(self, props: SessionExpiryProps) -> None:

@@ -136,7 +136,10 @@ PRICES: dict[str, Price] = {
         "WebSocket APIs bill messages and connection minutes; closing a connection is neither",
     ),
     "agentcore_stop": Price(
-        0.0, "Stop*Session request", AGENTCORE, "AgentCore bills consumption, not stop requests"
+        0.0,
+        "Stop*Session or List*Sessions request",
+        AGENTCORE,
+        "AgentCore bills consumption, not stop or list requests",
     ),
     "firehose_record": Price(
         0.029 * 5 / (1024 * 1024),
@@ -191,6 +194,16 @@ CALL_PRICES: dict[str, tuple[str, float, str]] = {
     "bedrock-agentcore:StopRuntimeSession": ("agentcore_stop", 1, "call"),
     "bedrock-agentcore:StopCodeInterpreterSession": ("agentcore_stop", 1, "call"),
     "bedrock-agentcore:StopBrowserSession": ("agentcore_stop", 1, "call"),
+    "bedrock-agentcore:ListCodeInterpreterSessions": (
+        "agentcore_stop",
+        1,
+        "call (tool-session sweep: a page of up to 100 sessions)",
+    ),
+    "bedrock-agentcore:ListBrowserSessions": (
+        "agentcore_stop",
+        1,
+        "call (tool-session sweep: a page of up to 100 sessions)",
+    ),
     "dynamodb:TransactWriteItems": ("dynamodb_write_unit", 2, "item up to 1 KB"),
     "dynamodb:BatchGetItem": ("dynamodb_read_unit", 0.5, "item up to 4 KB, eventually consistent"),
     "dynamodb:GetItem": ("dynamodb_read_unit", 1, "strongly consistent read up to 4 KB"),

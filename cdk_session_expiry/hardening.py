@@ -87,6 +87,8 @@ def apply(
     grant_sweep = sessions.grant_sweep
     if grant_sweep is not None:
         functions.append((grant_sweep.function, None))
+    if sessions.tool_session_sweep is not None:
+        functions.append((sessions.tool_session_sweep.function, None))
     functions.append((sessions.pause_watch.function, None))
     if sessions.claim_registrar is not None:
         functions.append((sessions.claim_registrar.function, None))

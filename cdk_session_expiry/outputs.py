@@ -38,6 +38,7 @@ PAUSE_WATCH_RULE_NAME = "PauseWatchRuleName"  # PAUSE_WATCH_RULE
 EXPIRY_SWEEPER_FUNCTION_NAME = "ExpirySweeperFunctionName"  # SWEEPER_FN
 GRANT_SWEEP_FUNCTION_NAME = "GrantSweepFunctionName"  # GRANT_SWEEP_FN
 GRANT_KEY_ARN = "GrantKeyArn"  # GRANT_KEY
+TOOL_SESSION_SWEEP_FUNCTION_NAME = "ToolSessionSweepFunctionName"  # TOOL_SWEEP_FN
 CIRCUIT_BREAKER_FUNCTION_NAME = "CircuitBreakerFunctionName"  # BREAKER_FN
 CIRCUIT_BREAKER_STATE_PARAMETER_NAME = "CircuitBreakerStateParameterName"  # PARAMETER
 CHANGE_STREAM_NAME = "ChangeStreamName"  # STREAM
@@ -159,6 +160,13 @@ def _add_optional_function_outputs(sessions: SessionExpiry) -> None:
             GRANT_KEY_ARN,
             sessions.grant_sweep.key.key_arn,
             "Grant key (GRANT_KEY): aws kms list-grants --key-id <this value>.",
+        )
+    if sessions.tool_session_sweep is not None:
+        _output(
+            sessions,
+            TOOL_SESSION_SWEEP_FUNCTION_NAME,
+            sessions.tool_session_sweep.function.function_name,
+            "AgentCore tool-session sweep function (TOOL_SWEEP_FN).",
         )
     if sessions.circuit_breaker is not None:
         _output(

@@ -102,6 +102,7 @@ class SessionExpiryProps:
     code_interpreter_session_attribute: str
     browser_session_attribute: str
     allow_stopping_shared_aws_managed_tool_sessions: bool
+    tool_session_sweep_interval: Duration | None
     custom_steps: Sequence[CustomCleanupStep] | None
     function_encryption_key: kms.IKey | None
     cleanup_reserved_concurrency: int | None

@@ -16,6 +16,11 @@ of the other phases, on sessions of its own).
    created seconds ago for a session still being created (the grace period). The connection and the
    scratch objects have their own backstops, which moto does not run: API Gateway's 2-hour
    connection limit and the S3 lifecycle rule are applied by hand.
+   The outage session also used an AgentCore code interpreter session, left running by the
+   lost REMOVE: the deployed tool-session sweep holds it pending on its first run, and stops it
+   as an orphan (``OrphanToolSessionsStopped``) on its run after the stream path's bound; the
+   live sessions' tool sessions are kept, and a session of a code interpreter the construct was
+   not given is never listed or stopped (issue 36).
 2. **A replay run over a queue holding a malformed message.** Session ``replay-2``'s
    DeleteConnection is refused (injected) until its batch reaches the on-failure queue; a
    malformed message (a shard id botocore refuses) is put beside it; ``python -m
@@ -34,15 +39,19 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from cdk_session_expiry import _runtime_contract as contract
+from cdk_session_expiry.testing.agentcore import CODE_INTERPRETER
 from cdk_session_expiry.testing.emulator import Fault
 
 from . import beyond_ttl
 
 OUTAGE = timedelta(hours=25)
+#: The outage session's code interpreter session, and one on a tool the construct was not given.
+OUTAGE_TOOL_SESSION = "outageTool1"
+FOREIGN_TOOL, FOREIGN_TOOL_SESSION = "theirTool-Zz98Yy76Xx", "theirs1"
 MALFORMED = {
     "DDBStreamBatchInfo": {
         "shardId": "shard-1",  # botocore requires at least 28 characters
@@ -138,6 +147,15 @@ def _drop_visible(emulator: Any, url: str | None) -> None:
 def _outage(b: Backstops, say: Callable[[str], None]) -> Any:
     lam, pipeline = b.emulator.client("lambda"), b.pipeline
     victim = b.session("outage-1")
+    interpreter = pipeline.function.environment.get(contract.ENV_CODE_INTERPRETER_ID)
+    if interpreter is not None:
+        started = datetime.now(timezone.utc) - OUTAGE
+        b.emulator.start_agent_session(
+            CODE_INTERPRETER, interpreter, OUTAGE_TOOL_SESSION, created_at=started
+        )
+        b.store.attach_agent_session(
+            victim.session_id, code_interpreter_session_id=OUTAGE_TOOL_SESSION
+        )
     lam.update_event_source_mapping(UUID=pipeline.mapping.uuid, Enabled=False)
     pipeline.refresh()
     b.store.end(victim.session_id)
@@ -267,6 +285,49 @@ def _gone_for_longer_than_the_stream_path(b: Backstops, function: Any, grants: s
         )
 
 
+def _tool_session_sweep(b: Backstops, say: Callable[[str], None]) -> dict[str, Any]:
+    """The deployed tool-session sweep: the outage session's code interpreter session pending,
+    then stopped as an orphan after the stream path's bound; a foreign tool's never listed."""
+    from session_expiry_runtime.ownership import (
+        ATTR_GONE_SINCE,
+        KIND_CODE_INTERPRETER,
+        resource_key,
+    )
+
+    function = b.pipeline.function_with_handler(contract.TOOL_SESSION_SWEEPER_HANDLER)
+    env = function.environment
+    b.emulator.start_agent_session(CODE_INTERPRETER, FOREIGN_TOOL, FOREIGN_TOOL_SESSION)
+    b.emulator.agentcore.list_calls.clear()
+    first = b.pipeline.run_tool_session_sweep()
+    pending = int(env[contract.ENV_TOOL_SESSION_SWEEP_PENDING_SECONDS])
+    b.emulator.client("dynamodb").update_item(
+        TableName=env[contract.ENV_OWNERSHIP_TABLE_NAME],
+        Key={"resource": {"S": resource_key(KIND_CODE_INTERPRETER, OUTAGE_TOOL_SESSION)}},
+        UpdateExpression="SET #gone = #gone - :bound",
+        ConditionExpression="attribute_exists(#gone)",
+        ExpressionAttributeNames={"#gone": ATTR_GONE_SINCE},
+        ExpressionAttributeValues={":bound": {"N": str(pending + 60)}},
+    )
+    result = b.pipeline.run_tool_session_sweep()
+    running = {session for _, session in b.emulator.agentcore.running(CODE_INTERPRETER)}
+    listed = {target for _, target, _ in b.emulator.agentcore.list_calls}
+    say(
+        f"tool-session sweep: first run {first['kept_pending']} pending, "
+        f"{first['orphans_stopped']} stopped; after the bound (simulated) "
+        f"{result['orphans_stopped']} orphan stopped (the outage session's code interpreter "
+        f"session: {'stopped' if OUTAGE_TOOL_SESSION not in running else 'STILL RUNNING'}), "
+        f"{result['kept_live']} of live sessions kept, tools listed {sorted(listed)}"
+    )
+    b.check(first["orphans_stopped"] == 0 and first["kept_pending"] >= 1, f"first {first}")
+    b.check(result["orphans_stopped"] == 1 and OUTAGE_TOOL_SESSION not in running, f"{result}")
+    b.check(result["failures"] == 0 and not result["incomplete"], f"tool sweep {result}")
+    b.check(
+        FOREIGN_TOOL not in listed and FOREIGN_TOOL_SESSION in running,
+        f"a foreign tool was listed or stopped: {sorted(listed)}",
+    )
+    return {"first": first, "result": result}
+
+
 def _replay(b: Backstops, say: Callable[[str], None]) -> dict[str, Any]:
     pipeline = b.pipeline
     victim = b.session("replay-2")
@@ -317,8 +378,9 @@ def run(
     b = Backstops(emulator=emulator, pipeline=pipeline, store=store, bucket=bucket, grantee=grantee)
     victim = _outage(b, say)
     sweep = _grant_sweep(b, victim, dry_grants, say)
+    tools = _tool_session_sweep(b, say)
     replay = _replay(b, say)
-    return {"grant_sweep": sweep, "replay": replay}, b.mismatches
+    return {"grant_sweep": sweep, "tool_session_sweep": tools, "replay": replay}, b.mismatches
 
 
 def report_line(summary: dict[str, Any]) -> str:
@@ -327,6 +389,7 @@ def report_line(summary: dict[str, Any]) -> str:
     return (
         f"backstops         grant sweep after a stream outage: {sweep['orphans_retired']} orphans "
         f"retired (the outage's + {summary['grant_sweep']['left_by_dry_run']} dry-run), "
-        f"{sweep['kept_live']} live kept, {sweep['kept_recent']} fresh kept; replay with a "
-        f"malformed message: exit {replay['exit']}, {replay['statuses']}"
+        f"{sweep['kept_live']} live kept, {sweep['kept_recent']} fresh kept; tool-session sweep: "
+        f"{summary['tool_session_sweep']['result']['orphans_stopped']} orphan stopped; replay "
+        f"with a malformed message: exit {replay['exit']}, {replay['statuses']}"
     )

@@ -38,7 +38,8 @@
    are gone, it has exactly one archive object and one event; every live (and dry-run)
    session's resources are intact and have neither. Print a report; exit 1 on any mismatch.
 11. Backstops (:mod:`sandbox.backstops`, after those checks, on sessions of its own): a grant
-    orphaned by a simulated stream outage is retired by the deployed grant sweep; a replay run
+    orphaned by a simulated stream outage is retired by the deployed grant sweep, and its code
+    interpreter session stopped by the deployed tool-session sweep; a replay run
     over a queue holding a malformed message replays the good one and keeps the other.
 12. Forgery (:mod:`sandbox.forgery`): an item written by another writer names a live session's
     grant and scratch prefix and ends; the deployed cleanup refuses both (``GrantsRefused``,

@@ -14,6 +14,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
@@ -446,12 +447,19 @@ class LocalEmulator:
         return _moto_internals.open_connection_ids(self.account_id, self.region)
 
     def start_agent_session(
-        self, kind: str, target: str, session_id: str, *, qualifier: str | None = None
+        self,
+        kind: str,
+        target: str,
+        session_id: str,
+        *,
+        qualifier: str | None = None,
+        created_at: datetime | None = None,
     ) -> None:
-        """Register a running AgentCore session that ``Stop...Session`` will stop (see
+        """Register a running AgentCore session that ``Stop...Session`` will stop and
+        ``List...Sessions`` will list, created at ``created_at`` (default now; see
         [`AgentCoreSessions.start`][cdk_session_expiry.testing.agentcore.AgentCoreSessions.start]);
         unknown sessions answer ResourceNotFoundException."""
-        self.agentcore.start(kind, target, session_id, qualifier=qualifier)
+        self.agentcore.start(kind, target, session_id, qualifier=qualifier, created_at=created_at)
 
     def age_grants(self, seconds: float) -> int:
         """Make every KMS grant ``seconds`` older: its ``CreationDate`` (which the emulator

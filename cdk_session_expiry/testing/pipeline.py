@@ -613,6 +613,25 @@ class LocalPipeline:
         local, schedule = self._sweeper(contract.GRANT_SWEEPER_HANDLER, "grant_key")
         return dict(local.invoke(schedule.scheduled_event()))
 
+    def run_tool_session_sweep(self) -> dict[str, Any]:
+        """Run the deployed AgentCore tool-session sweep once, now, from its code asset (what
+        its hourly rule does): stops the running code interpreter and browser sessions the
+        emulator lists whose ownership record names a session gone past the stream path's
+        bound, or expired (docs/agentcore.md, "The tool-session sweep").
+
+        Returns:
+            The sweep's report (the handler's response), e.g. ``orphans_stopped``,
+            ``kept_pending``, ``kept_live``.
+
+        Raises:
+            LookupError: the app's ``SessionExpiry`` has no ``code_interpreter`` or ``browser``.
+            FunctionError: the sweep raised, e.g. ``ToolSessionSweepFailed``.
+        """
+        local, schedule = self._sweeper(
+            contract.TOOL_SESSION_SWEEPER_HANDLER, "code_interpreter or browser"
+        )
+        return dict(local.invoke(schedule.scheduled_event()))
+
     def end_grant_pending_bounds(self) -> int:
         """Make every grant the grant sweep holds **pending** due now: its ended session's
         ``goneSince`` (written by the sweep that first saw the session gone) moves back by the
@@ -920,7 +939,8 @@ def _deployed_stack_names(emulator: LocalEmulator) -> list[str]:
 
 
 def _move_gone_since_back(ddb: Any, *, table: str, seconds: int) -> int:
-    """``SET goneSince = goneSince - seconds`` on every grant ownership record that has one."""
+    """``SET goneSince = goneSince - seconds`` on every ownership record that has one (grants'
+    and AgentCore tool sessions')."""
     moved, key = 0, contract.OWNERSHIP_PARTITION_KEY
     pages = ddb.get_paginator("scan").paginate(
         TableName=table,

@@ -220,6 +220,34 @@ DEFAULT_KMS_RETIRE_GRANT_BUDGET = 10
 #: Paced requests sent without the shared budget because its item could not be written.
 METRIC_SHARED_PACE_UNAVAILABLE = "SharedPaceUnavailable"
 
+# --- tool-session sweep (issue 36) ----------------------------------------------------------
+#: An AgentCore code interpreter or browser session created less than this many seconds ago is
+#: never stopped by the tool-session sweep (``SessionStore.attach_agent_session`` records a
+#: session after the application started it).
+ENV_TOOL_SESSION_SWEEP_GRACE_SECONDS = "SESSION_EXPIRY_TOOL_SESSION_SWEEP_GRACE_SECONDS"
+DEFAULT_TOOL_SESSION_SWEEP_GRACE_SECONDS = 900
+#: The stream path's bound: a tool session whose claim is unreleased and whose session is gone
+#: is pending on the stream path (not an orphan) until it has been seen gone this long (the
+#: event source mapping's maximum record age plus an hour). Set by the construct.
+ENV_TOOL_SESSION_SWEEP_PENDING_SECONDS = "SESSION_EXPIRY_TOOL_SESSION_SWEEP_PENDING_SECONDS"
+DEFAULT_TOOL_SESSION_SWEEP_PENDING_SECONDS = 7 * 3600
+#: AgentCore requests (list pages and Stop calls) the sweep makes per second at most.
+ENV_TOOL_SESSION_SWEEP_REQUESTS_PER_SECOND = "SESSION_EXPIRY_TOOL_SESSION_SWEEP_REQUESTS_PER_SECOND"
+DEFAULT_TOOL_SESSION_SWEEP_REQUESTS_PER_SECOND = 5
+#: Tool sessions stopped whose owning session was gone past the bound: the stream path missed
+#: them. Alarmed above 0.
+METRIC_ORPHAN_TOOL_SESSIONS_STOPPED = "OrphanToolSessionsStopped"
+#: Tool sessions stopped whose session item was still there but expired (TTL lags by design).
+METRIC_EXPIRED_TOOL_SESSIONS_STOPPED = "ExpiredSessionToolSessionsStopped"
+#: Dry run: tool sessions the sweep would have stopped.
+METRIC_TOOL_SESSIONS_WOULD_BE_STOPPED = "ToolSessionsWouldBeStopped"
+#: List, GetItem, Stop or UpdateItem calls that failed (the next run retries).
+METRIC_TOOL_SESSION_SWEEP_FAILURES = "ToolSessionSweepFailures"
+#: 1 when a run stopped at its time guard before a tool's last running session, else 0.
+METRIC_TOOL_SESSION_SWEEP_INCOMPLETE = "ToolSessionSweepIncomplete"
+#: Running tool sessions one run checked.
+METRIC_TOOL_SESSIONS_CHECKED = "ToolSessionsChecked"
+
 # --- fan-out events (EventBridge PutEvents; the construct's rule patterns use the same) -----
 EVENT_SOURCE = "cdk-session-expiry"
 EVENT_DETAIL_TYPE = "Session Cleaned"

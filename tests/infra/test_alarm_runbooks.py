@@ -79,8 +79,9 @@ def test_the_alarms_of_the_full_option_stack_are_all_checked(
     # errors, orphan grants, grant sweep incomplete and errors, cleanup paused, pause watch
     # errors, circuit breaker errors, archive delivery (Firehose freshness), the Kinesis change
     # stream's iterator age, feature-flag read failures, deferred work age, deferred work
-    # refused, the claim registrar's refused requests and errors, the grant key's ceiling.
-    assert len(everything) == 21
+    # refused, the claim registrar's refused requests and errors, the grant key's ceiling, the
+    # tool-session sweep's orphan tool sessions and errors (issue 36).
+    assert len(everything) == 23
 
 
 @pytest.mark.parametrize("anchor", sorted(ANCHORS))

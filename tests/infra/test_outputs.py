@@ -92,7 +92,7 @@ def test_each_optional_resource_brings_its_output(full: Built) -> None:
     assert s.ownership_table is not None and s.feature_flags is not None
     assert s.expiry_sweeper is not None and s.grant_sweep is not None
     assert s.circuit_breaker is not None and s.change_stream is not None
-    assert s.archive_delivery_stream is not None
+    assert s.archive_delivery_stream is not None and s.tool_session_sweep is not None
     flags = s.feature_flags
     expected = {
         outputs.OWNERSHIP_TABLE_NAME: full.ref(s.ownership_table),
@@ -100,6 +100,7 @@ def test_each_optional_resource_brings_its_output(full: Built) -> None:
         outputs.FEATURE_FLAGS_ENVIRONMENT_ID: full.ref(flags.environment),
         outputs.EXPIRY_SWEEPER_FUNCTION_NAME: full.ref(s.expiry_sweeper.function),
         outputs.GRANT_SWEEP_FUNCTION_NAME: full.ref(s.grant_sweep.function),
+        outputs.TOOL_SESSION_SWEEP_FUNCTION_NAME: full.ref(s.tool_session_sweep.function),
         outputs.CIRCUIT_BREAKER_FUNCTION_NAME: full.ref(s.circuit_breaker.function),
         outputs.CIRCUIT_BREAKER_STATE_PARAMETER_NAME: full.ref(s.circuit_breaker.state_parameter),
         outputs.CHANGE_STREAM_NAME: full.ref(s.change_stream),
@@ -113,7 +114,7 @@ def test_each_optional_resource_brings_its_output(full: Built) -> None:
     profile = full.output(outputs.FEATURE_FLAGS_PROFILE_ID)["Value"]
     assert profile == full.stack.resolve(flags.configuration.configuration_profile_id)
     assert full.output(outputs.ARCHIVE_BUCKET_NAME)["Value"]["Ref"].startswith("Archive")
-    assert len(s.outputs) == 21  # the most: a queue or a bucket, not both
+    assert len(s.outputs) == 22  # the most: a queue or a bucket, not both
 
 
 def test_the_dashboard_url_opens_the_dashboard_in_the_console(full: Built) -> None:

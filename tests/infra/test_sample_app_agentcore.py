@@ -71,10 +71,16 @@ def test_context_names_the_targets_and_the_cleanup_may_stop_only_their_sessions(
     ]
     by_action = {a: s["Resource"] for s in agentcore for a in _actions(s)}
     assert sorted(by_action) == [
+        # the tool-session sweep's, on the same tools (issue 36)
+        "bedrock-agentcore:ListBrowserSessions",
+        "bedrock-agentcore:ListCodeInterpreterSessions",
         "bedrock-agentcore:StopBrowserSession",
         "bedrock-agentcore:StopCodeInterpreterSession",
         "bedrock-agentcore:StopRuntimeSession",
     ]
+    for kind in ("Browser", "CodeInterpreter"):
+        listing = by_action[f"bedrock-agentcore:List{kind}Sessions"]
+        assert listing == by_action[f"bedrock-agentcore:Stop{kind}Session"]
     runtime_resources = by_action["bedrock-agentcore:StopRuntimeSession"]
     assert sorted(runtime_resources) == [RUNTIME_ARN, f"{RUNTIME_ARN}/runtime-endpoint/prod"]
     assert f":{ACCOUNT}:browser-custom/{BROWSER_ID}" in str(

@@ -120,3 +120,50 @@ def test_fails_on_an_unknown_kind_or_a_tool_qualifier(emulator: LocalEmulator) -
         emulator.start_agent_session("gateway", "x", "s")
     with pytest.raises(ValueError, match=r"qualifier='prod': only runtime sessions have one"):
         emulator.start_agent_session(BROWSER, "aws.browser.v1", "s", qualifier="prod")
+
+
+def test_tool_sessions_are_listed_page_by_page_in_the_emulators_vocabulary(
+    emulator: LocalEmulator, agentcore: object
+) -> None:
+    from datetime import datetime, timezone
+
+    from cdk_session_expiry.testing.agentcore import REFERENCE_VOCABULARY
+
+    created = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    for n in range(3):
+        emulator.start_agent_session(
+            CODE_INTERPRETER, "coder-Ab12Cd34Ef", f"ci{n}", created_at=created
+        )
+    emulator.start_agent_session(CODE_INTERPRETER, "other-Ab12Cd34Ef", "elsewhere")
+    agentcore.stop_code_interpreter_session(  # type: ignore[attr-defined]
+        codeInterpreterIdentifier="coder-Ab12Cd34Ef", sessionId="ci1"
+    )
+    list_page = agentcore.list_code_interpreter_sessions  # type: ignore[attr-defined]
+
+    first = list_page(codeInterpreterIdentifier="coder-Ab12Cd34Ef", status="READY", maxResults=1)
+    second = list_page(
+        codeInterpreterIdentifier="coder-Ab12Cd34Ef",
+        status="READY",
+        maxResults=1,
+        nextToken=first["nextToken"],
+    )
+    assert [s["sessionId"] for s in first["items"] + second["items"]] == ["ci0", "ci2"]
+    assert "nextToken" not in second and first["items"][0]["createdAt"] == created
+    everything = list_page(codeInterpreterIdentifier="coder-Ab12Cd34Ef")
+    assert {s["sessionId"]: s["status"] for s in everything["items"]} == {
+        "ci0": "READY",
+        "ci1": "TERMINATED",
+        "ci2": "READY",
+    }
+    with pytest.raises(ClientError) as other_vocabulary:
+        list_page(codeInterpreterIdentifier="coder-Ab12Cd34Ef", status="ACTIVE")
+    assert _error(other_vocabulary) == ("ValidationException", 400)
+
+    emulator.agentcore.vocabulary = REFERENCE_VOCABULARY
+    active = list_page(codeInterpreterIdentifier="coder-Ab12Cd34Ef", status="ACTIVE")
+    assert [(s["sessionId"], s["status"]) for s in active["items"]] == [
+        ("ci0", "ACTIVE"),
+        ("ci2", "ACTIVE"),
+    ]
+    browsers = agentcore.list_browser_sessions(browserIdentifier="coder-Ab12Cd34Ef")  # type: ignore[attr-defined]
+    assert browsers["items"] == []
