@@ -308,3 +308,60 @@ def test_fails_attach_resource_of_a_kind_no_step_declares(
     store.create("s-1", partition=A, ttl=HOUR)
     with pytest.raises(ValueError, match="expected the name of a custom step"):
         store.attach_resource("s-1", kind, "x", partition=A)
+
+
+class MidAttach:
+    """A registrar transport that lets tenant A ask right after B's ``claim`` of ``target``
+    was answered, before B's item names it: the window of every attach."""
+
+    def __init__(self, deployment: Deployment, target: str, attack: dict[str, Any]) -> None:
+        self.deployment, self.target, self.attack = deployment, target, attack
+        self.answers: list[Mapping[str, Any]] = []
+
+    def __call__(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+        answer = self.deployment.invoke(request)
+        if request["op"] == "claim" and ["connection", self.target] in request["resources"]:
+            self.answers.append(self.deployment.invoke(self.attack))
+        return answer
+
+
+@pytest.mark.parametrize("op", ["undo", "release"])
+def test_route_registrar_mid_attach_a_tenant_knowing_the_incarnation_cannot_free_a_claim(
+    deployment: Deployment, op: str
+) -> None:
+    """Issue 35, registrar route (found attacking it): the registrar cannot tell who invokes it,
+    so a request naming B's key and incarnation was B's. The incarnation is no secret (it is
+    the last segment of B's scratch prefix, part of its grant's name, a column of the
+    archive): between B's claim of a new connection and B's update naming it, A asked the
+    registrar to ``undo`` (deleted) or ``release`` it; A then claimed B's live connection for
+    its own session, and its end would have the cleanup close it. Now every request must
+    show the session's claim token, which only a reader of B's item has."""
+    store_b, _ = deployment.store()
+    b = store_b.create("s-b", partition=B, ttl=HOUR)
+    attack = {
+        "op": op,
+        "key": key(B, "s-b"),
+        "incarnation": b.incarnation,
+        "resources": [["connection", "b-live"]],
+    }
+    mid = MidAttach(deployment, "b-live", attack)
+    store_b_racing = SessionStore(
+        config=deployment.config,
+        dynamodb_client=boto3.client("dynamodb", region_name="us-east-1"),
+        connections_client=deployment.connections,
+        clock=deployment.clock,
+        sleep=lambda _: None,
+        claim_registrar=mid,
+    )
+    store_a, _ = deployment.store()
+    store_a.create("s-a", partition=A, ttl=HOUR)
+
+    store_b_racing.attach_connection("s-b", "b-live", partition=B, close_previous=False)
+
+    claim = claim_of(deployment.registrar_ddb, "connection#b-live")
+    assert claim is not None and claim["state"] == {"S": "held"}
+    assert claim["owner"] == {"S": owner_token(key(B, "s-b"))}
+    assert [a["ok"] for a in mid.answers] == [False]
+    assert deployment.metrics and deployment.metrics[-1]["ClaimRequestsRefused"] == 1
+    with pytest.raises(ResourceOwnedError):
+        store_a.attach_connection("s-a", "b-live", partition=A, close_previous=False)
