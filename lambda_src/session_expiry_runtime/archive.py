@@ -78,7 +78,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
 
-from .config import RuntimeConfig
+from .config import CLAIM_TOKEN_ATTRIBUTE, RuntimeConfig
 
 # Defined below this module (config) so that config need not import the archive; re-exported.
 from .config import validate_archive_prefix as validate_archive_prefix
@@ -191,8 +191,9 @@ def archive_document(
         "event_id": record.event_id,
         "partition_date": day_segment(record.approximate_creation_time),
         "partition_tenant": tenant_segment(tenant),
-        "old_image": _json_text(image),
-        "dynamodb_old_image": _json_text(record.old_image),
+        # The claim token is the session's secret to the claim registrar: never archived.
+        "old_image": _json_text(_without_token(image)),
+        "dynamodb_old_image": _json_text(_without_token(record.old_image)),
     }
 
 
@@ -214,6 +215,12 @@ def put_archive(s3: Any, config: RuntimeConfig, key: str, line: bytes) -> None:
         params["ServerSideEncryption"] = "aws:kms"
         params["SSEKMSKeyId"] = config.archive_kms_key_arn
     s3.put_object(**params)
+
+
+def _without_token(image: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if image is None:
+        return None
+    return {name: value for name, value in image.items() if name != CLAIM_TOKEN_ATTRIBUTE}
 
 
 def _session_id(config: RuntimeConfig, keys: Mapping[str, Any]) -> tuple[str | None, str | None]:

@@ -165,10 +165,13 @@ def test_a_tenant_cannot_rewrite_release_or_undo_another_tenants_claim(
     answers = [deployment.invoke({**ask, "resources": [["connection", "b-conn"]]}) for ask in asks]
 
     assert claim_of(deployment.registrar_ddb, "connection#b-conn") == before
-    assert answers[0] == {"ok": True, "released": [], "kept": [["connection", "b-conn"]]}
-    assert answers[1] == {"ok": True, "undone": []}
-    assert answers[2]["ok"] is False and answers[2]["error"] == "SessionNotLive"
-    assert [m["ClaimRequestsRefused"] for m in deployment.metrics] == [1]
+    # Without B's claim token (only a reader of B's item has it) every one is refused.
+    assert [(a["ok"], a["error"]) for a in answers] == [
+        (False, "WrongClaimToken"),
+        (False, "WrongClaimToken"),
+        (False, "SessionNotLive"),
+    ]
+    assert [m["ClaimRequestsRefused"] for m in deployment.metrics] == [1, 1, 1]
     # A learns nothing of B's key from the refusal (another partition).
     assert refused.value.owner_key is None and "tenant-b" not in str(refused.value)
     assert ownership_writes(calls_a) == []
@@ -249,6 +252,7 @@ def test_undo_only_takes_back_a_young_claim_of_a_write_that_did_not_happen(
     claim = {
         "key": key(A, "s-1"),
         "incarnation": incarnation,
+        "token": session.claim_token,
         "resources": [["connection", "c-x"]],
     }
     assert deployment.invoke({"op": "claim", **claim})["ok"] is True  # the item never names it
@@ -365,3 +369,23 @@ def test_route_registrar_mid_attach_a_tenant_knowing_the_incarnation_cannot_free
     assert deployment.metrics and deployment.metrics[-1]["ClaimRequestsRefused"] == 1
     with pytest.raises(ResourceOwnedError):
         store_a.attach_connection("s-a", "b-live", partition=A, close_previous=False)
+
+
+def test_route_registrar_undo_after_the_end_takes_the_claim_token_not_the_incarnation(
+    deployment: Deployment,
+) -> None:
+    """The undo of a claim whose session is gone (its item no longer there to show the token
+    against): the claim's hash of the token decides, so knowing the incarnation is not enough."""
+    store, _ = deployment.store()
+    session = store.create("s-1", partition=B, ttl=HOUR)
+    ask = {"key": key(B, "s-1"), "incarnation": session.incarnation}
+    resources = {"resources": [["connection", "c-young"]]}
+    claimed = deployment.invoke({"op": "claim", **ask, **resources, "token": session.claim_token})
+    assert claimed["ok"] is True
+    store.end("s-1", partition=B)
+
+    forged = deployment.invoke({"op": "undo", **ask, **resources, "token": "f" * 32})
+    assert forged == {"ok": True, "undone": []}
+    assert claim_of(deployment.registrar_ddb, "connection#c-young") is not None
+    own = deployment.invoke({"op": "undo", **ask, **resources, "token": session.claim_token})
+    assert own == {"ok": True, "undone": [["connection", "c-young"]]}
