@@ -173,7 +173,7 @@ def archive_document(
 ) -> dict[str, Any]:
     """The archived record of one removed session (format `FORMAT_VERSION`; every value
     a JSON scalar or ``None``)."""
-    tenant = image.get(config.tenant_attribute)
+    tenant = archived_tenant(config, keys=keys, image=image)
     session_id, partition = _session_id(config, keys)
     incarnation = image.get(config.incarnation_attribute)
     return {
@@ -195,6 +195,19 @@ def archive_document(
         "old_image": _json_text(_without_token(image)),
         "dynamodb_old_image": _json_text(_without_token(record.old_image)),
     }
+
+
+def archived_tenant(
+    config: RuntimeConfig, *, keys: Mapping[str, Any], image: Mapping[str, Any]
+) -> object:
+    """The tenant a removed session is archived under: the record's ``Keys`` value when the
+    tenant attribute is a key attribute (no writer of the item can change it; a record whose
+    image says otherwise was altered after DynamoDB wrote it), else the image's word (which
+    the item's writer chose: docs, Security, threat model)."""
+    name = config.tenant_attribute
+    if name in (config.partition_key, config.sort_key):
+        return keys.get(name)
+    return image.get(name)
 
 
 def archive_line(document: Mapping[str, Any]) -> bytes:
