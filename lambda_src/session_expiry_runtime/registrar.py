@@ -22,7 +22,7 @@ operation   what it requires (read by the registrar itself)                     
 ``undo``    the claim is that incarnation's, at most `UNDO_WINDOW_SECONDS`  deleted
             old, and the key's item is not that incarnation or no longer names
             the id (the write the claim was for did not happen)
-``owned``   nothing (read only): which of the ids the incarnation holds           nothing
+``owned``   the key's item is that incarnation (else: none), read only: its ids   nothing
 =========== ==================================================================== ============
 
 Lambda does not tell the function who invoked it, and the incarnation is no secret (the last
