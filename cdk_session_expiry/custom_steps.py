@@ -60,9 +60,15 @@ class CustomCleanupStep:
             (``docs/custom-steps.md``). The handler is then called once per owned id as
             ``function(resource_id: str, session: CustomSession)`` (the record's ``keys``,
             ``incarnation``, ``reason`` and a copy of the image): an id another session recorded
-            never reaches it. Creates the ownership table and the claim registrar. Default: none,
-            the handler gets the old image (``function(old_image, reason)``) and must not act on
-            a value the image alone names.
+            never reaches it. Creates the ownership table and the claim registrar. Default: none
+            (then ``allow_acting_on_image_values`` is required).
+        allow_acting_on_image_values: a step without ``resource_attribute`` gets the removed
+            item's old image (``function(old_image, reason)``), whatever the item's last
+            writer put there: a tenant can name another tenant's resource in its own item and
+            end its session, and no ownership record is checked. ``True`` accepts that, for a
+            step that acts on nothing the image names (deriving names from the key, writing a
+            record of the session). Default ``False``: a step without ``resource_attribute``
+            raises ``ValueError``; with ``resource_attribute`` it must stay ``False``.
 
     The step is validated when a ``SessionExpiry`` takes it (``custom_steps=``); each step
     belongs to one ``SessionExpiry``.
@@ -77,6 +83,7 @@ class CustomCleanupStep:
         preview: str | None = None,
         attributes: Sequence[str] = (),
         resource_attribute: str | None = None,
+        allow_acting_on_image_values: bool = False,
     ) -> None:
         self.name = name
         self.code = code
@@ -84,6 +91,7 @@ class CustomCleanupStep:
         self.preview = preview
         self.attributes = attributes
         self.resource_attribute = resource_attribute
+        self.allow_acting_on_image_values = allow_acting_on_image_values
         self._role: iam.IRole | None = None
 
     @property
@@ -147,7 +155,36 @@ def check_custom_steps(steps: Sequence[CustomCleanupStep], owner: str) -> tuple[
             validation.check_attribute_name(
                 f"custom step {step.name!r}: resource_attribute", step.resource_attribute
             )
+        _check_image_access(step)
     return validation.check_custom_step_set([(step.name, step.directory) for step in steps])
+
+
+def _check_image_access(step: CustomCleanupStep) -> None:
+    """Raises:
+    ValueError: a step without a resource kind that does not accept acting on image values,
+        or one with both."""
+    allowed = step.allow_acting_on_image_values
+    if not isinstance(allowed, bool):
+        raise ValueError(
+            f"custom step {step.name!r}: allow_acting_on_image_values={allowed!r}; expected "
+            "True or False"
+        )
+    if step.resource_attribute is None and not allowed:
+        raise ValueError(
+            f"custom step {step.name!r} has no resource_attribute, so its handler would get the "
+            "removed item's old image, which any writer of the item chooses (a tenant can name "
+            "another tenant's resource in its own item and end its session): expected "
+            "resource_attribute='<a String Set attribute>' (ids recorded by "
+            "SessionStore.attach_resource, each checked against its ownership record before the "
+            "step runs), or allow_acting_on_image_values=True for a step that acts on nothing "
+            "the image names (docs: Custom cleanup steps)"
+        )
+    if step.resource_attribute is not None and allowed:
+        raise ValueError(
+            f"custom step {step.name!r}: allow_acting_on_image_values=True with "
+            f"resource_attribute={step.resource_attribute!r}: a step with a resource kind gets "
+            "only owned ids; expected allow_acting_on_image_values=False"
+        )
 
 
 def kinds_environment(steps: Sequence[CustomCleanupStep]) -> dict[str, str]:

@@ -83,7 +83,10 @@ def reserved_attributes(ids_attributes: dict[str, str]) -> dict[str, str]:
     """The session attributes whose names are fixed (no prop), labelled for the error of
     ``validation.check_session_attributes``: the incarnation, and the String Sets of AgentCore
     session ids of the targets set (``ids_attributes``: environment variable → name)."""
-    reserved = {"the incarnation attribute": contract.DEFAULT_INCARNATION_ATTRIBUTE}
+    reserved = {
+        "the incarnation attribute": contract.DEFAULT_INCARNATION_ATTRIBUTE,
+        "the claim token attribute": contract.DEFAULT_CLAIM_TOKEN_ATTRIBUTE,
+    }
     for env, name in ids_attributes.items():
         kind = env.removeprefix("SESSION_EXPIRY_").removesuffix("_ATTRIBUTE").lower()
         reserved[f"the {kind.replace('_', ' ')} attribute"] = name

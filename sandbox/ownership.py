@@ -225,8 +225,9 @@ def _tenant_forgery(phase: Phase) -> dict[str, Any]:
 def _ask_the_registrar(phase: Phase, victims: list[Held]) -> int:
     """Tenant-a asks the deployed claim registrar (a real ``Invoke``, answered by its deployed
     code) to release, undo and re-claim each of tenant-b's ids, naming tenant-b's key and live
-    incarnation (or a made-up one): every request leaves tenant-b's ownership records as they
-    were. Returns how many requests were made."""
+    incarnation (or a made-up one) but not its claim token, which only a reader of tenant-b's
+    item has: every request is refused and leaves tenant-b's ownership records as they were.
+    Returns how many requests were made."""
     import json
 
     function = phase.store.config.claim_registrar_function

@@ -78,7 +78,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import quote
 
-from .config import RuntimeConfig
+from .config import CLAIM_TOKEN_ATTRIBUTE, RuntimeConfig
 
 # Defined below this module (config) so that config need not import the archive; re-exported.
 from .config import validate_archive_prefix as validate_archive_prefix
@@ -173,7 +173,7 @@ def archive_document(
 ) -> dict[str, Any]:
     """The archived record of one removed session (format `FORMAT_VERSION`; every value
     a JSON scalar or ``None``)."""
-    tenant = image.get(config.tenant_attribute)
+    tenant = archived_tenant(config, keys=keys, image=image)
     session_id, partition = _session_id(config, keys)
     incarnation = image.get(config.incarnation_attribute)
     return {
@@ -191,9 +191,23 @@ def archive_document(
         "event_id": record.event_id,
         "partition_date": day_segment(record.approximate_creation_time),
         "partition_tenant": tenant_segment(tenant),
-        "old_image": _json_text(image),
-        "dynamodb_old_image": _json_text(record.old_image),
+        # The claim token is the session's secret to the claim registrar: never archived.
+        "old_image": _json_text(_without_token(image)),
+        "dynamodb_old_image": _json_text(_without_token(record.old_image)),
     }
+
+
+def archived_tenant(
+    config: RuntimeConfig, *, keys: Mapping[str, Any], image: Mapping[str, Any]
+) -> object:
+    """The tenant a removed session is archived under: the record's ``Keys`` value when the
+    tenant attribute is a key attribute (no writer of the item can change it; a record whose
+    image says otherwise was altered after DynamoDB wrote it), else the image's word (which
+    the item's writer chose: docs, Security, threat model)."""
+    name = config.tenant_attribute
+    if name in (config.partition_key, config.sort_key):
+        return keys.get(name)
+    return image.get(name)
 
 
 def archive_line(document: Mapping[str, Any]) -> bytes:
@@ -214,6 +228,12 @@ def put_archive(s3: Any, config: RuntimeConfig, key: str, line: bytes) -> None:
         params["ServerSideEncryption"] = "aws:kms"
         params["SSEKMSKeyId"] = config.archive_kms_key_arn
     s3.put_object(**params)
+
+
+def _without_token(image: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if image is None:
+        return None
+    return {name: value for name, value in image.items() if name != CLAIM_TOKEN_ATTRIBUTE}
 
 
 def _session_id(config: RuntimeConfig, keys: Mapping[str, Any]) -> tuple[str | None, str | None]:

@@ -280,6 +280,12 @@ METRIC_CLAIM_REQUESTS_REFUSED = "ClaimRequestsRefused"
 #: String: the session incarnation (also the last segment of its scratch prefix).
 ENV_INCARNATION_ATTRIBUTE = "SESSION_EXPIRY_INCARNATION_ATTRIBUTE"
 DEFAULT_INCARNATION_ATTRIBUTE = "incarnation"
+#: String (fixed name): the secret a request to the claim registrar must show for its session
+#: (32 random hex characters written by ``SessionStore.create``). Unlike the incarnation, which
+#: the scratch prefix, the grant's name and the archive show, only a reader of the item has it.
+CLAIM_TOKEN_ATTRIBUTE = "claimToken"  # noqa: S105 (an attribute name)
+#: The same name as the construct's contract spells it (a prop naming it is refused at synth).
+DEFAULT_CLAIM_TOKEN_ATTRIBUTE = CLAIM_TOKEN_ATTRIBUTE
 #: String Sets of every AgentCore session id of each kind attached to a session (the single
 #: ``agentRuntimeSessionId``-style attributes keep the latest one, and are all that items
 #: written before the sets hold).

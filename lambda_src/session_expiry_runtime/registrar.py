@@ -22,8 +22,19 @@ operation   what it requires (read by the registrar itself)                     
 ``undo``    the claim is that incarnation's, at most `UNDO_WINDOW_SECONDS`  deleted
             old, and the key's item is not that incarnation or no longer names
             the id (the write the claim was for did not happen)
-``owned``   nothing (read only): which of the ids the incarnation holds           nothing
+``owned``   the key's item is that incarnation (else: none), read only: its ids   nothing
 =========== ==================================================================== ============
+
+Lambda does not tell the function who invoked it, and the incarnation is no secret (the last
+segment of the scratch prefix, part of the grant's name, a column of the archive). So every
+request must also show the session's **claim token** (``token``; `config.CLAIM_TOKEN_ATTRIBUTE`,
+32 random hex characters ``SessionStore.create`` writes on the item and nowhere else that
+another tenant may read): a request for a live incarnation whose item holds another token is
+refused (``WrongClaimToken``, counted ``ClaimRequestsRefused``); the claims keep its hash
+(``tokenHash``), which decides an ``undo`` once the item is gone. Without it, tenant A knowing
+B's incarnation could ``undo`` or ``release`` B's new claim between B's claim and B's item
+update, take the id for its own session, and have the cleanup close B's live connection. An
+item written before claim tokens existed has none: its incarnation is all it shows.
 
 So a writer confined to tenant A's partition can claim only for A's own live sessions, can
 release or undo only what A's own items gave up, and cannot rewrite, release or delete a claim
@@ -34,7 +45,8 @@ counted (``ClaimRequestsRefused``, alarmed): in normal operation only a session 
 while one of its own ids was being recorded produces it.
 
 The event (JSON): ``{"op": "claim"|"release"|"undo"|"owned", "key": {<name>: <String>},
-"incarnation": "<32 hex>", "resources": [["<kind>", "<id>"], ...], "grant": false}``;
+"incarnation": "<32 hex>", "token": "<claim token>", "resources": [["<kind>", "<id>"], ...],
+"grant": false}``;
 ``grant`` true claims a new KMS grant (fresh only: no takeover). The answer: ``{"ok": true,
 ...}`` or ``{"ok": false, "error": "<code>", "message": "..."}``; a refused claim answers
 ``"error": "ResourceOwned"`` with the refusing record (``held``: its owner shown only to a
@@ -43,12 +55,13 @@ caller of the same partition) and nothing written.
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -83,12 +96,14 @@ from .ownership import (
     resource_key,
 )
 from .store_parts.claims import (
+    ATTR_TOKEN_HASH,
     GRANT_CLAIM_CONDITION,
     Claimed,
     ClaimRequest,
     ClaimWriter,
     Holder,
     TransactionCancelled,
+    token_hash,
 )
 from .store_parts.errors import ResourceOwnedError, is_condition_failure
 from .store_parts.session import Session
@@ -113,6 +128,7 @@ MAX_RESOURCES = 100
 ERROR_NOT_LIVE = "SessionNotLive"
 ERROR_OWNED = "ResourceOwned"
 ERROR_BAD_REQUEST = "BadRequest"
+ERROR_WRONG_TOKEN = "WrongClaimToken"  # noqa: S105 (an error code)
 
 
 class BadRequest(ValueError):
@@ -128,6 +144,8 @@ class RegistrarRequest:
     incarnation: str
     resources: tuple[tuple[str, str], ...]
     grant: bool = False
+    #: The session's claim token (`config.CLAIM_TOKEN_ATTRIBUTE`), ``None`` when not shown.
+    token: str | None = field(default=None, repr=False)
 
     @classmethod
     def parse(cls, event: object, key_names: Sequence[str]) -> RegistrarRequest:
@@ -158,7 +176,14 @@ class RegistrarRequest:
             incarnation=incarnation,
             resources=_resources(event.get("resources")),
             grant=event.get("grant") is True,
+            token=_token(event.get("token")),
         )
+
+
+def _token(value: object) -> str | None:
+    if value is None or (isinstance(value, str) and 0 < len(value) <= 64):
+        return value
+    raise BadRequest(f"token {value!r}: expected the session's claim token (a String)")
 
 
 def _resources(value: object) -> tuple[tuple[str, str], ...]:
@@ -237,16 +262,18 @@ class Registrar:
             return _error(ERROR_BAD_REQUEST, str(exc))
         wire_key = {name: {"S": value} for name, value in request.key.items()}
         item, session = self._read(wire_key)
-        if request.op == OP_OWNED:
-            return {"ok": True, "owned": self._owned(request)}
         live_here = session is not None and session.incarnation == request.incarnation
+        if live_here and session is not None and not _shows(session.claim_token, request.token):
+            return self._refused(request, ERROR_WRONG_TOKEN, "shows not the session's claim token")
+        if request.op == OP_OWNED:
+            return {"ok": True, "owned": self._owned(request) if live_here else []}
         if request.op == OP_CLAIM:
             if not live_here or session is None:
-                return self._not_live(request, "claim")
+                return self._not_live(request)
             return self._claim(request, session)
         if request.op == OP_RELEASE:
             if not live_here or item is None:
-                return self._not_live(request, "release")
+                return self._not_live(request)
             return self._release(request, item)
         return self._undo(request, item if live_here else None)
 
@@ -274,6 +301,7 @@ class Registrar:
             session_id=session_id,
             partition=partition,
             label=f"session {session_id!r} (incarnation {request.incarnation!r})",
+            token=request.token,
         )
 
     # --- operations ---------------------------------------------------------------------------
@@ -355,7 +383,9 @@ class Registrar:
         for kind, resource_id in request.resources:
             if resource_id in named.get(kind, frozenset()):
                 continue  # the write happened: the id is the session's, the cleanup's to release
-            if self._delete_young(kind, resource_id, owner, request.incarnation, now):
+            # The item is gone (or another incarnation): the claim's hash of the token decides.
+            shown = None if live_item is not None else token_hash(request.token)
+            if self._delete_young(kind, resource_id, owner, request.incarnation, now, shown):
                 undone.append([kind, resource_id])
         return {"ok": True, "undone": undone}
 
@@ -379,27 +409,38 @@ class Registrar:
 
     # --- helpers ------------------------------------------------------------------------------
     def _delete_young(
-        self, kind: str, resource_id: str, owner: str, incarnation: str, now: Decimal
+        self,
+        kind: str,
+        resource_id: str,
+        owner: str,
+        incarnation: str,
+        now: Decimal,
+        token_hash_shown: str | None,
     ) -> bool:
+        hashed = " AND #tokenHash = :tokenHash" if token_hash_shown is not None else ""
+        names = {"#tokenHash": ATTR_TOKEN_HASH} if token_hash_shown is not None else {}
+        values = {":tokenHash": {"S": token_hash_shown}} if token_hash_shown is not None else {}
         try:
             self._ddb.delete_item(
                 TableName=self.config.ownership_table_name,
                 Key={ATTR_RESOURCE: {"S": resource_key(kind, resource_id)}},
                 ConditionExpression=(
                     "#owner = :owner AND #incarnation = :incarnation AND #claimedAt >= :young"
-                    " AND #state <> :released"
+                    " AND #state <> :released" + hashed
                 ),
                 ExpressionAttributeNames={
                     "#owner": ATTR_OWNER,
                     "#incarnation": ATTR_INCARNATION,
                     "#claimedAt": ATTR_CLAIMED_AT,
                     "#state": ATTR_STATE,
+                    **names,
                 },
                 ExpressionAttributeValues={
                     ":owner": {"S": owner},
                     ":incarnation": {"S": incarnation},
                     ":young": {"N": str(int(now) - UNDO_WINDOW_SECONDS)},
                     ":released": {"S": STATE_RELEASED},
+                    **values,
                 },
             )
         except ClientError as exc:
@@ -427,14 +468,19 @@ class Registrar:
             KIND_AGENT_MEMORY: frozenset(memory.get("SS") or []),
         }
 
-    def _not_live(self, request: RegistrarRequest, what: str) -> dict[str, Any]:
+    def _not_live(self, request: RegistrarRequest) -> dict[str, Any]:
+        return self._refused(request, ERROR_NOT_LIVE, "is not the key's live session")
+
+    def _refused(self, request: RegistrarRequest, code: str, why: str) -> dict[str, Any]:
+        """Refuse ``request`` (nothing written), log it and count ``ClaimRequestsRefused``."""
         LOGGER.warning(
-            "refused to %s %d id(s) for key %s incarnation %s: that incarnation is not the key's"
-            " live session",
-            what,
+            "refused to %s %d id(s) for key %s incarnation %s: the request %s (%s)",
+            request.op,
             len(request.resources),
             json.dumps(request.key, sort_keys=True),
             request.incarnation,
+            why,
+            code,
         )
         namespace = os.environ.get(ENV_METRICS_NAMESPACE) or DEFAULT_METRICS_NAMESPACE
         self._emit(
@@ -448,10 +494,18 @@ class Registrar:
             )
         )
         return _error(
-            ERROR_NOT_LIVE,
-            f"key {request.key!r} incarnation {request.incarnation!r}: not the key's live "
-            f"session; nothing was {what}ed",
+            code,
+            f"key {request.key!r} incarnation {request.incarnation!r}: the request {why}; "
+            f"nothing was written ({request.op})",
         )
+
+
+def _shows(expected: str | None, shown: str | None) -> bool:
+    """Whether a request showing ``shown`` may speak for an item whose claim token is
+    ``expected`` (an item written before claim tokens has none: its incarnation is all)."""
+    if expected is None:
+        return True
+    return shown is not None and hmac.compare_digest(expected, shown)
 
 
 def _error(code: str, message: str) -> dict[str, Any]:

@@ -388,6 +388,11 @@ def test_without_targets_the_application_role_gets_no_agentcore_action() -> None
             r"tenant_attribute='incarnation' is also the incarnation attribute: expected a "
             r"distinct attribute name",
         ),
+        (
+            {"tenant_attribute": "claimToken"},
+            r"tenant_attribute='claimToken' is also the claim token attribute: expected a "
+            r"distinct attribute name",
+        ),
     ],
     ids=[
         "runtime-not-an-arn",
@@ -400,6 +405,7 @@ def test_without_targets_the_application_role_gets_no_agentcore_action() -> None
         "attribute-clash",
         "attribute-is-the-session-id-set",
         "attribute-is-the-incarnation",
+        "attribute-is-the-claim-token",
     ],
 )
 def test_fails_on_bad_agentcore_props(props: dict[str, Any], message: str) -> None:

@@ -54,6 +54,8 @@ def _step(directory: Path, **overrides: Any) -> CustomCleanupStep:
         "attributes": ["secretName"],
         **overrides,
     }
+    if "resource_attribute" not in props:
+        props.setdefault("allow_acting_on_image_values", True)
     return CustomCleanupStep(**props)
 
 
@@ -403,3 +405,42 @@ def test_fails_a_resource_attribute_that_is_no_attribute_name(
 ) -> None:
     with pytest.raises(ValueError, match="resource_attribute"):
         _synth(tmp_path / "out", [_step(step_dir, resource_attribute=value)])
+
+
+def test_fails_on_a_step_without_a_resource_kind_that_does_not_accept_image_values(
+    step_dir: Path,
+) -> None:
+    """Issue 35, custom steps: a step without ``resource_attribute`` gets the old image, which
+    any writer of the item chooses; it is refused unless its author accepts that."""
+    step = _step(step_dir, allow_acting_on_image_values=False)
+    with pytest.raises(
+        ValueError,
+        match=r"custom step 'DeleteSessionSecret' has no resource_attribute, so its handler would"
+        r" get the removed item's old image.*expected resource_attribute=.*or "
+        r"allow_acting_on_image_values=True",
+    ):
+        SessionExpiry(Stack(App(), "Steps"), "Sessions", custom_steps=[step])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"resource_attribute": "secretArns", "allow_acting_on_image_values": True},
+            r"allow_acting_on_image_values=True with resource_attribute='secretArns'.*expected "
+            r"allow_acting_on_image_values=False",
+        ),
+        (
+            {"allow_acting_on_image_values": "yes"},
+            r"allow_acting_on_image_values='yes'; expected True or False",
+        ),
+    ],
+    ids=["both", "not-a-bool"],
+)
+def test_fails_on_a_bad_image_values_acknowledgement(
+    step_dir: Path, overrides: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        SessionExpiry(
+            Stack(App(), "Steps"), "Sessions", custom_steps=[_step(step_dir, **overrides)]
+        )

@@ -362,3 +362,34 @@ def test_archive_alone_counts_as_a_cleanup(sandbox: Sandbox) -> None:
 
     assert result.outcome == "cleaned" and result.archived
     assert result.log["steps"] == {"Archive": "done"}
+
+
+def test_the_claim_token_is_never_archived() -> None:
+    """The claim token is a live session's secret to the claim registrar (issue 35): the
+    archive, which readers of the bucket query, keeps neither image's copy of it."""
+    raw = {
+        "eventID": "e-1",
+        "eventName": "REMOVE",
+        "dynamodb": {
+            "Keys": {"pk": {"S": "s-1"}},
+            "OldImage": {
+                "pk": {"S": "s-1"},
+                "incarnation": {"S": "a" * 32},
+                "claimToken": {"S": "secret-token"},
+            },
+            "SequenceNumber": "100",
+            "ApproximateCreationDateTime": 1_700_000_000,
+        },
+    }
+    record = parse_record(raw)
+    document = archive.archive_document(
+        RuntimeConfig(table_name="t", partition_key="pk", archive_bucket="b"),
+        record,
+        keys={"pk": "s-1"},
+        image=decode_image(raw["dynamodb"]["OldImage"]),
+        reason="explicit",
+        lag_seconds=None,
+    )
+
+    assert "secret-token" not in json.dumps(document)
+    assert json.loads(document["old_image"]) == {"pk": "s-1", "incarnation": "a" * 32}

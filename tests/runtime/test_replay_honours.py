@@ -73,7 +73,10 @@ def synth(app_dir: Path) -> Path:
     app = App(outdir=str(app_dir / "cdk.out"))
     stack = Stack(app, "Replayed")
     step = CustomCleanupStep(
-        name="CountReplays", code=app_dir / "cleanup_steps", handler="my_steps.replayed.clean"
+        name="CountReplays",
+        code=app_dir / "cleanup_steps",
+        handler="my_steps.replayed.clean",
+        allow_acting_on_image_values=True,  # it counts calls; it acts on nothing
     )
     SessionExpiry(stack, "Sessions", custom_steps=[step])
     app.synth()

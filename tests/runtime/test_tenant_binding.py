@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -185,3 +186,24 @@ def test_a_grant_named_for_a_composite_key_is_retired_with_it(table: TenantTable
 
     left = {g["GrantId"] for g in kms.list_grants(KeyId=key_arn)["Grants"]}
     assert left == {theirs.grant_id} and mine.grant_id not in left
+
+
+def test_route_7_the_archive_files_a_record_under_its_key_tenant_never_the_image_one(
+    table: TenantTable,
+) -> None:
+    """Issue 35, route 7: with the tenant as the partition key, the archive's ``tenant=``
+    partition (and its ``tenant`` column) comes from the record's ``Keys``; a record whose image
+    names tenant t2 (altered after DynamoDB wrote it: a Kinesis writer, an edited failure) is
+    filed under t1, its own, never in t2's partition."""
+    forged = copy.deepcopy(table.ended_session_record())
+    forged["dynamodb"]["OldImage"]["tenantId"] = {"S": "t2"}
+    forged["dynamodb"]["OldImage"].pop("scratchPrefix")
+    config = dataclasses.replace(CONFIG, archive_bucket=BUCKET, scratch_bucket=None)
+    cleaner = SessionCleaner(config, build_clients(config, SESSION), MetricsRecorder("S"))
+
+    assert process_batch(event(forged), FakeContext(), cleaner) == {"batchItemFailures": []}
+
+    (key,) = table.keys_under("archive/")
+    assert "/tenant=t1/" in key
+    body = json.loads(table.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+    assert (body["tenant"], body["partition_tenant"]) == ("t1", "t1")

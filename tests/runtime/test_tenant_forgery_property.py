@@ -1,7 +1,9 @@
 """Property (hypothesis), issue 35: a writer confined to tenant A's partition writes arbitrary
 items there — any attributes, any shapes, another tenant's ids and prefix and incarnation,
-forged times, no incarnation at all — and ends them; the cleanup acts on nothing tenant B's live
-session owns, and every one of B's ids it saw is refused under an alarmed cause.
+forged times, no incarnation at all — asks the claim registrar anything while its item is there
+(any operation, B's key or its own, B's incarnation or another, any token but B's), and ends
+them; B's claims are as they were, the cleanup acts on nothing tenant B's live session owns, and
+every one of B's ids it saw is refused under an alarmed cause.
 
 Real stream records from moto, the real ``process_batch``, real boto3 calls against moto
 (DynamoDB, KMS, API Gateway Management API, S3). Stubbed: ``bedrock-agentcore`` (moto has none;
@@ -11,17 +13,20 @@ the property).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from botocore.stub import Stubber
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ownership_support import read_claim
 from runtime_support import TABLE, FakeContext, Sandbox, event
 from session_expiry_runtime.cleaner import process_batch
 from session_expiry_runtime.config import RuntimeConfig
 from session_expiry_runtime.ownership import ALARMED_REFUSALS, KIND_GRANT
-from test_ownership_cleanup import AGENT_ENV, tenant_b_session
+from session_expiry_runtime.registrar import Registrar
+from test_ownership_cleanup import AGENT_ENV, TENANT_A, TENANT_B, tenant_b_session
 
 #: What a forged item may say in each attribute the cleanup reads (B's value among them).
 ID_ATTRIBUTES = (
@@ -82,10 +87,45 @@ def world(aws: None, monkeypatch: pytest.MonkeyPatch) -> tuple[Sandbox, dict[str
     for name, value in {**sandbox.env(), **AGENT_ENV}.items():
         monkeypatch.setenv(name, value)
     b = tenant_b_session(sandbox)
+    # B's item as SessionStore.create writes it: with its claim token (A never reads it).
+    sandbox.ddb.update_item(
+        TableName=TABLE,
+        Key={name: {"S": value} for name, value in TENANT_B.items()},
+        UpdateExpression="SET claimToken = :t",
+        ExpressionAttributeValues={":t": {"S": B_TOKEN}},
+    )
     b["prefix"] = "sessions/tenant-b/s-b/incB/"
     sandbox.put_objects([b["prefix"] + "work.txt"])
     sandbox.read_stream()
     return sandbox, b
+
+
+B_TOKEN = "b0" * 16
+
+
+def registrar_requests(b: dict[str, Any]) -> Any:
+    """What tenant A may ask the claim registrar (``lambda:InvokeFunction`` is all it has): any
+    operation, for B's key or its own, under B's incarnation or another, with any token but
+    B's, naming B's ids or others."""
+    ids = sorted(set(b["ids"].items()))
+    pair = st.sampled_from(ids).map(lambda kv: [kv[0], kv[1]])
+    return st.lists(
+        st.fixed_dictionaries(
+            {
+                "op": st.sampled_from(["claim", "release", "undo", "owned"]),
+                "key": st.sampled_from([TENANT_B, TENANT_A]),
+                "incarnation": st.sampled_from(["incB", "0" * 32, "incA"]),
+                "resources": st.lists(
+                    st.one_of(pair, st.just(["connection", "a-own="])),
+                    min_size=1,
+                    max_size=3,
+                ),
+                "token": st.one_of(st.none(), st.just("f" * 32)),
+                "grant": st.booleans(),
+            }
+        ),
+        max_size=4,
+    )
 
 
 def b_is_intact(sandbox: Sandbox, b: dict[str, Any]) -> bool:
@@ -96,6 +136,10 @@ def b_is_intact(sandbox: Sandbox, b: dict[str, Any]) -> bool:
         and [g["GrantId"] for g in grants] == [ids[KIND_GRANT]]
         and sandbox.keys_under(b["prefix"]) == [b["prefix"] + "work.txt"]
     )
+
+
+def b_claims(sandbox: Sandbox, b: dict[str, Any]) -> list[Any]:
+    return [read_claim(sandbox.ddb, kind, resource_id) for kind, resource_id in b["ids"].items()]
 
 
 @settings(
@@ -117,6 +161,16 @@ def test_no_write_of_tenant_a_makes_any_path_touch_tenant_b(
     if forged["notAfter"] is not None:
         item["notAfter"] = {"N": forged["notAfter"]}
     sandbox.ddb.put_item(TableName=TABLE, Item=item)
+    # While A's item is there, A asks the registrar whatever it likes.
+    registrar = Registrar(
+        RuntimeConfig.from_env({**sandbox.env(), **AGENT_ENV}), sandbox.ddb, emit=lambda _: None
+    )
+    claims_before = b_claims(sandbox, b)
+    for request in data.draw(registrar_requests(b)):
+        answer = registrar.handle(json.loads(json.dumps(request)))
+        if request["key"] == TENANT_B and request["op"] != "owned":
+            assert answer["ok"] is False or not (answer.get("released") or answer.get("undone"))
+    assert b_claims(sandbox, b) == claims_before
     sandbox.ddb.delete_item(TableName=TABLE, Key=key)
     records = [r for r in sandbox.read_stream() if r["eventName"] == "REMOVE"]
     cleaner = sandbox.cleaner(RuntimeConfig.from_env({**sandbox.env(), **AGENT_ENV}))

@@ -165,10 +165,13 @@ def test_a_tenant_cannot_rewrite_release_or_undo_another_tenants_claim(
     answers = [deployment.invoke({**ask, "resources": [["connection", "b-conn"]]}) for ask in asks]
 
     assert claim_of(deployment.registrar_ddb, "connection#b-conn") == before
-    assert answers[0] == {"ok": True, "released": [], "kept": [["connection", "b-conn"]]}
-    assert answers[1] == {"ok": True, "undone": []}
-    assert answers[2]["ok"] is False and answers[2]["error"] == "SessionNotLive"
-    assert [m["ClaimRequestsRefused"] for m in deployment.metrics] == [1]
+    # Without B's claim token (only a reader of B's item has it) every one is refused.
+    assert [(a["ok"], a["error"]) for a in answers] == [
+        (False, "WrongClaimToken"),
+        (False, "WrongClaimToken"),
+        (False, "SessionNotLive"),
+    ]
+    assert [m["ClaimRequestsRefused"] for m in deployment.metrics] == [1, 1, 1]
     # A learns nothing of B's key from the refusal (another partition).
     assert refused.value.owner_key is None and "tenant-b" not in str(refused.value)
     assert ownership_writes(calls_a) == []
@@ -249,6 +252,7 @@ def test_undo_only_takes_back_a_young_claim_of_a_write_that_did_not_happen(
     claim = {
         "key": key(A, "s-1"),
         "incarnation": incarnation,
+        "token": session.claim_token,
         "resources": [["connection", "c-x"]],
     }
     assert deployment.invoke({"op": "claim", **claim})["ok"] is True  # the item never names it
@@ -308,3 +312,80 @@ def test_fails_attach_resource_of_a_kind_no_step_declares(
     store.create("s-1", partition=A, ttl=HOUR)
     with pytest.raises(ValueError, match="expected the name of a custom step"):
         store.attach_resource("s-1", kind, "x", partition=A)
+
+
+class MidAttach:
+    """A registrar transport that lets tenant A ask right after B's ``claim`` of ``target``
+    was answered, before B's item names it: the window of every attach."""
+
+    def __init__(self, deployment: Deployment, target: str, attack: dict[str, Any]) -> None:
+        self.deployment, self.target, self.attack = deployment, target, attack
+        self.answers: list[Mapping[str, Any]] = []
+
+    def __call__(self, request: Mapping[str, Any]) -> Mapping[str, Any]:
+        answer = self.deployment.invoke(request)
+        if request["op"] == "claim" and ["connection", self.target] in request["resources"]:
+            self.answers.append(self.deployment.invoke(self.attack))
+        return answer
+
+
+@pytest.mark.parametrize("op", ["undo", "release"])
+def test_route_registrar_mid_attach_a_tenant_knowing_the_incarnation_cannot_free_a_claim(
+    deployment: Deployment, op: str
+) -> None:
+    """Issue 35, registrar route (found attacking it): the registrar cannot tell who invokes it,
+    so a request naming B's key and incarnation was B's. The incarnation is no secret (it is
+    the last segment of B's scratch prefix, part of its grant's name, a column of the
+    archive): between B's claim of a new connection and B's update naming it, A asked the
+    registrar to ``undo`` (deleted) or ``release`` it; A then claimed B's live connection for
+    its own session, and its end would have the cleanup close it. Now every request must
+    show the session's claim token, which only a reader of B's item has."""
+    store_b, _ = deployment.store()
+    b = store_b.create("s-b", partition=B, ttl=HOUR)
+    attack = {
+        "op": op,
+        "key": key(B, "s-b"),
+        "incarnation": b.incarnation,
+        "resources": [["connection", "b-live"]],
+    }
+    mid = MidAttach(deployment, "b-live", attack)
+    store_b_racing = SessionStore(
+        config=deployment.config,
+        dynamodb_client=boto3.client("dynamodb", region_name="us-east-1"),
+        connections_client=deployment.connections,
+        clock=deployment.clock,
+        sleep=lambda _: None,
+        claim_registrar=mid,
+    )
+    store_a, _ = deployment.store()
+    store_a.create("s-a", partition=A, ttl=HOUR)
+
+    store_b_racing.attach_connection("s-b", "b-live", partition=B, close_previous=False)
+
+    claim = claim_of(deployment.registrar_ddb, "connection#b-live")
+    assert claim is not None and claim["state"] == {"S": "held"}
+    assert claim["owner"] == {"S": owner_token(key(B, "s-b"))}
+    assert [a["ok"] for a in mid.answers] == [False]
+    assert deployment.metrics and deployment.metrics[-1]["ClaimRequestsRefused"] == 1
+    with pytest.raises(ResourceOwnedError):
+        store_a.attach_connection("s-a", "b-live", partition=A, close_previous=False)
+
+
+def test_route_registrar_undo_after_the_end_takes_the_claim_token_not_the_incarnation(
+    deployment: Deployment,
+) -> None:
+    """The undo of a claim whose session is gone (its item no longer there to show the token
+    against): the claim's hash of the token decides, so knowing the incarnation is not enough."""
+    store, _ = deployment.store()
+    session = store.create("s-1", partition=B, ttl=HOUR)
+    ask = {"key": key(B, "s-1"), "incarnation": session.incarnation}
+    resources = {"resources": [["connection", "c-young"]]}
+    claimed = deployment.invoke({"op": "claim", **ask, **resources, "token": session.claim_token})
+    assert claimed["ok"] is True
+    store.end("s-1", partition=B)
+
+    forged = deployment.invoke({"op": "undo", **ask, **resources, "token": "f" * 32})
+    assert forged == {"ok": True, "undone": []}
+    assert claim_of(deployment.registrar_ddb, "connection#c-young") is not None
+    own = deployment.invoke({"op": "undo", **ask, **resources, "token": session.claim_token})
+    assert own == {"ok": True, "undone": [["connection", "c-young"]]}

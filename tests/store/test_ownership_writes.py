@@ -31,7 +31,7 @@ from session_expiry_runtime.store import (
     SessionGoneError,
     SessionStore,
 )
-from session_expiry_runtime.store_parts.claims import RELEASING_RETRY_DELAYS
+from session_expiry_runtime.store_parts.claims import RELEASING_RETRY_DELAYS, token_hash
 
 from ._support import (
     GRANTEE_ROLE,
@@ -89,6 +89,7 @@ def test_create_claims_every_id_for_its_incarnation(store: SessionStore, ddb: An
     for resource in ("connection#c-1", f"agentRuntime#{RUNTIME}", "codeInterpreter#ci01"):
         claim = claim_of(ddb, resource)
         assert claim is not None
+        assert claim.pop("tokenHash") == {"S": token_hash(s.claim_token)}
         assert {k: v for k, v in claim.items() if k not in ("claimedAt", "stateSince")} == {
             "resource": {"S": resource},
             "owner": {"S": OWNER_S1},

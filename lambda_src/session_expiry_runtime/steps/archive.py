@@ -66,7 +66,7 @@ class ArchiveStep(CleanupStep):
         key = archive.archive_key(
             cfg,
             keys=session.keys,
-            tenant=session.image.get(cfg.tenant_attribute),
+            tenant=archive.archived_tenant(cfg, keys=session.keys, image=session.image),
             sequence_number=str(session.record.sequence_number),
             approximate_creation_time=session.record.approximate_creation_time,
         )

@@ -42,6 +42,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -138,6 +139,18 @@ class Holder:
     session_id: str
     partition: str | None
     label: str
+    #: The session's claim token (`config.CLAIM_TOKEN_ATTRIBUTE`), shown to the registrar; its
+    #: hash is kept on each claim (`token_hash`) so that only the session may undo it.
+    token: str | None = dataclasses.field(default=None, repr=False)
+
+
+#: A claim's hash of its holder's claim token (String, hex SHA-256).
+ATTR_TOKEN_HASH = "tokenHash"  # noqa: S105 (an attribute name)
+
+
+def token_hash(token: str | None) -> str:
+    """The hex SHA-256 of ``token`` (``""`` for ``None``): what a claim keeps of it."""
+    return hashlib.sha256((token or "").encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -499,8 +512,10 @@ def _pinned_values(claim: Claim, held: Mapping[str, Any]) -> dict[str, Any]:
 def _claim_item(request: ClaimRequest, now: Decimal) -> dict[str, Any]:
     holder = request.holder
     former = {ATTR_FORMER_OWNERS: {"L": [{"S": f} for f in request.former_owners]}}
+    hashed = {ATTR_TOKEN_HASH: {"S": token_hash(holder.token)}}
     return {
         **(former if request.former_owners else {}),
+        **(hashed if holder.token else {}),
         ATTR_RESOURCE: {"S": request.resource},
         ATTR_OWNER: {"S": holder.owner},
         ATTR_INCARNATION: {"S": holder.incarnation},

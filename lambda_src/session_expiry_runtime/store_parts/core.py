@@ -219,8 +219,11 @@ class StoreCore:
         return item_to_session(self._config, self._reserved, item)
 
     # --- ownership records ----------------------------------------------------------------------
-    def _holder(self, key: Key, incarnation: str, not_after: int | None) -> Holder:
-        """The session incarnation ``incarnation`` of ``key`` as the claimant of ids."""
+    def _holder(
+        self, key: Key, incarnation: str, not_after: int | None, token: str | None = None
+    ) -> Holder:
+        """The session incarnation ``incarnation`` of ``key`` (its claim token ``token``) as
+        the claimant of ids."""
         c = self._config
         if c.sort_key:
             session_id, partition = key[c.sort_key]["S"], key[c.partition_key]["S"]
@@ -234,6 +237,7 @@ class StoreCore:
             session_id=session_id,
             partition=partition,
             label=f"{describe(session_id, partition)} (incarnation {incarnation!r})",
+            token=token,
         )
 
     def _recording(self, key: Key, session_id: str, partition: str | None) -> Recording:
@@ -256,7 +260,7 @@ class StoreCore:
         names = {"#inc": self._config.incarnation_attribute}
         if current.incarnation is None:  # legacy: no claims, and it must still be that item
             return Recording(None, "attribute_not_exists(#inc)", names, {}, current)
-        holder = self._holder(key, current.incarnation, current.not_after)
+        holder = self._holder(key, current.incarnation, current.not_after, current.claim_token)
         inc = {":inc": {"S": current.incarnation}}
         return Recording(holder, "#inc = :inc", names, inc, current)
 

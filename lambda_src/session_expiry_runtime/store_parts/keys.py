@@ -15,7 +15,7 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from ..config import RuntimeConfig
+from ..config import CLAIM_TOKEN_ATTRIBUTE, RuntimeConfig
 from ..prefixes import validate_segment
 from ..ttl import ttl_from_attribute
 from .session import Session
@@ -59,6 +59,7 @@ def reserved_attributes(config: RuntimeConfig) -> frozenset[str]:
         "code interpreter session attribute": c.code_interpreter_session_attribute,
         "browser session attribute": c.browser_session_attribute,
         "incarnation attribute": c.incarnation_attribute,
+        "claim token attribute": CLAIM_TOKEN_ATTRIBUTE,
         "agent runtime session ids attribute": c.agent_runtime_session_ids_attribute,
         "code interpreter session ids attribute": c.code_interpreter_session_ids_attribute,
         "browser session ids attribute": c.browser_session_ids_attribute,
@@ -172,6 +173,7 @@ def item_to_session(
         code_interpreter_session_id=text(c.code_interpreter_session_attribute),
         browser_session_id=text(c.browser_session_attribute),
         incarnation=text(c.incarnation_attribute),
+        claim_token=text(CLAIM_TOKEN_ATTRIBUTE),
         owner_region=text(c.owner_region_attribute) if c.owner_region_attribute else None,
         agent_runtime_session_ids=every(
             c.agent_runtime_session_attribute, c.agent_runtime_session_ids_attribute

@@ -8,6 +8,7 @@ is gone whatever its TTL says.
 from __future__ import annotations
 
 import builtins
+import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -16,6 +17,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import ClientError
 
+from ..config import CLAIM_TOKEN_ATTRIBUTE
 from ..ownership import KIND_CONNECTION
 from ..prefixes import build_scratch_prefix, new_incarnation
 from .agent_sessions import agent_session_ids, agent_session_values
@@ -127,7 +129,7 @@ class LifetimePart(StoreCore):
         if self._claims is None or not ids:
             return self._put_new(key, item, session_id, partition)
         not_after = whole_seconds(item[self._config.not_after_attribute])
-        holder = self._holder(key, incarnation, not_after)
+        holder = self._holder(key, incarnation, not_after, item[CLAIM_TOKEN_ATTRIBUTE]["S"])
         return self._transact_new(key, item, [ClaimRequest(k, i, holder) for k, i in ids])
 
     def _new_item(
@@ -164,6 +166,7 @@ class LifetimePart(StoreCore):
         item[c.not_after_attribute] = {"N": str(not_after)}
         item[c.scratch_prefix_attribute] = {"S": prefix}
         item[c.incarnation_attribute] = {"S": incarnation}
+        item[CLAIM_TOKEN_ATTRIBUTE] = {"S": secrets.token_hex(16)}  # the registrar's secret
         if c.sweep_shard_attribute:
             item[c.sweep_shard_attribute] = {"S": self._sweep_shard(key)}
         if c.owner_region_attribute:

@@ -135,6 +135,8 @@ class RegistrarClaims:
             "resources": [[r.kind, r.resource_id] for r in requests],
             "grant": grant,
         }
+        if holder.token is not None:
+            request["token"] = holder.token
         return self._invoke(request)
 
     @staticmethod

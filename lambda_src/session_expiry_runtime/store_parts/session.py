@@ -53,6 +53,9 @@ class Session:
         incarnation: this incarnation of the session (32 hex characters, also the last segment
             of its scratch prefix; its ownership records name it), or ``None`` on an item
             written before ownership records existed (a *legacy* item).
+        claim_token: the secret the claim registrar asks of every request for this
+            incarnation (32 hex characters, written by `create`; not shown by ``repr``), or
+            ``None`` on an item written before it existed. Keep it to the session's own code.
         agent_runtime_session_ids, code_interpreter_session_ids, browser_session_ids: every
             AgentCore session of each kind recorded and not stopped by
             [`SessionStore.attach_agent_session`][session_expiry_runtime.store.SessionStore.attach_agent_session]
@@ -76,6 +79,7 @@ class Session:
     code_interpreter_session_id: str | None = None
     browser_session_id: str | None = None
     incarnation: str | None = None
+    claim_token: str | None = field(default=None, repr=False)
     agent_runtime_session_ids: frozenset[str] = frozenset()
     code_interpreter_session_ids: frozenset[str] = frozenset()
     browser_session_ids: frozenset[str] = frozenset()

@@ -48,6 +48,9 @@ note = CustomCleanupStep(
     code=Path(__file__).parent / "steps",
     handler="optin_steps.note.delete_note",
     attributes=["noteBucket", "noteKey"],
+    # The opt-in under test: this step acts on what the image names (the sandbox's own bucket,
+    # one tenant). An application with untrusted writers uses resource_attribute instead.
+    allow_acting_on_image_values=True,
 )
 sessions = SessionExpiry(
     stack,
