@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from session_expiry_runtime.config import RuntimeConfig
+from session_expiry_runtime.config import CLAIM_TOKEN_ATTRIBUTE, RuntimeConfig
 from session_expiry_runtime.grant_names import grant_name
 from session_expiry_runtime.ownership import (
     ATTR_CLAIMED_AT,
@@ -33,6 +33,7 @@ from session_expiry_runtime.ownership import (
     resource_key,
 )
 from session_expiry_runtime.prefixes import build_scratch_prefix
+from session_expiry_runtime.store_parts.claims import ATTR_TOKEN_HASH, token_hash
 from session_expiry_runtime.sweeper import shard_of
 
 Item = dict[str, Any]
@@ -54,6 +55,8 @@ class SessionSpec:
     grant_id: str | None = None
     grant_token: str | None = None
     tenant_id: str | None = None
+    #: the claim registrar's secret ``create`` writes on the item (its hash on each claim)
+    claim_token: str | None = None
 
     def key(self, config: RuntimeConfig) -> dict[str, str]:
         return {config.partition_key: self.session_id}
@@ -80,6 +83,8 @@ def session_item(config: RuntimeConfig, spec: SessionSpec) -> Item:
         c.scratch_prefix_attribute: {"S": spec.scratch_prefix(c)},
         c.incarnation_attribute: {"S": spec.incarnation},
     }
+    if spec.claim_token is not None:
+        item[CLAIM_TOKEN_ATTRIBUTE] = {"S": spec.claim_token}
     if c.sweep_shard_attribute and c.sweep_shards:
         item[c.sweep_shard_attribute] = {"S": shard_of([spec.session_id], c.sweep_shards)}
     if spec.tenant_id is not None:
@@ -99,6 +104,11 @@ def claim_items(config: RuntimeConfig, spec: SessionSpec) -> list[Item]:
     owner = owner_token(spec.key(config))
     not_after = spec.not_after(config)
     ids = [(KIND_CONNECTION, spec.connection_id), (KIND_GRANT, spec.grant_id)]
+    hashed = (
+        {ATTR_TOKEN_HASH: {"S": token_hash(spec.claim_token)}}
+        if spec.claim_token is not None
+        else {}
+    )
     return [
         {
             ATTR_RESOURCE: {"S": resource_key(kind, resource_id)},
@@ -109,6 +119,7 @@ def claim_items(config: RuntimeConfig, spec: SessionSpec) -> list[Item]:
             ATTR_CLAIMED_AT: {"N": str(spec.created_at)},
             ATTR_NOT_AFTER: {"N": str(not_after)},
             ATTR_EXPIRES_AT: {"N": str(not_after + CLAIM_RETENTION_SECONDS)},
+            **hashed,
         }
         for kind, resource_id in ids
         if resource_id is not None

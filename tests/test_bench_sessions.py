@@ -83,6 +83,7 @@ def test_session_item_and_claims_equal_what_the_store_writes(
         grant_id=written.grant_id,
         grant_token=written.grant_token,
         tenant_id="t-1",
+        claim_token=written.claim_token,
     )
     stored = ddb.scan(TableName="sessions")["Items"]
     claims = sorted(ddb.scan(TableName="ownership")["Items"], key=lambda i: i["resource"]["S"])
