@@ -1,7 +1,7 @@
 """Several invocations in one process (issue 39, Lambda Managed Instances and the threaded
-Python runtime), for the expiry sweeper, the drain of deferred work and the cleanup's metrics
-and pacing: what one invocation records is written by that invocation only, and a paced call
-waits until the time guard of the invocation it works for.
+Python runtime), for the expiry sweeper, the grant sweep, the drain of deferred work and the
+cleanup's metrics and pacing: what one invocation records is written by that invocation only,
+and a paced call waits until the time guard of the invocation it works for.
 
 Real handlers, real boto3 calls against moto. The interleaving is forced, not raced for: the
 invocation on the worker thread is held (a wrapper around one of the runtime's own functions,
@@ -24,8 +24,8 @@ from flags_support import DRAIN, Flags
 from ownership_support import emf_totals
 from runtime_faults import answer, rest_json_error
 from runtime_support import ENDPOINT, SESSION, FakeContext, Sandbox, event
+from session_expiry_runtime import grant_sweeper, levers
 from session_expiry_runtime import handler as handler_module
-from session_expiry_runtime import levers
 from session_expiry_runtime import sweeper as sweeper_module
 from session_expiry_runtime.config import (
     DEFAULT_SWEEP_SHARD_ATTRIBUTE,
@@ -35,6 +35,7 @@ from session_expiry_runtime.config import (
 from session_expiry_runtime.metrics import MetricsRecorder
 from session_expiry_runtime.pacing import ClientPacer, PacingTimeout
 from session_expiry_runtime.store import SessionStore
+from test_grant_sweeper import Grants
 from test_sweeper import add_sweep_index
 
 from cdk_session_expiry.testing import _moto_appconfig
@@ -157,6 +158,31 @@ def test_two_sweeper_invocations_write_only_their_own_metrics(
     main = threading.current_thread().name
     assert stdout.emf(main).get("SessionsSwept", 0) == 0
     assert "SweepLagSeconds" not in stdout.emf(main)
+
+
+def test_two_grant_sweep_invocations_write_only_their_own_metrics(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The held run retires both orphans and has counted them when it is held, before it
+    # writes its metrics; the other run finds none left. Before, one process-wide recorder.
+    grants = Grants(sandbox)
+    orphans = [grants.grant(f"s-gone-{n}", "inc1") for n in range(2)]
+    monkeypatch.setattr(grant_sweeper, "_sweeper", grants.sweeper())
+    stdout = by_thread(monkeypatch)
+    released = threading.Event()
+    reached = held_until(monkeypatch, grant_sweeper.GrantSweeper, "sweep", released)
+
+    held, other = run_held_then_other(
+        lambda: grant_sweeper.handler({}, None),
+        lambda: grant_sweeper.handler({}, None),
+        reached,
+        released,
+    )
+
+    assert (held["orphans_retired"], other["orphans_retired"]) == (2, 0)
+    assert not set(orphans) & set(grants.alive())
+    assert stdout.emf(HELD)["OrphanGrantsRetired"] == 2
+    assert stdout.emf(threading.current_thread().name).get("OrphanGrantsRetired", 0) == 0
 
 
 # --- the drain of deferred work ---------------------------------------------------------------
