@@ -1480,14 +1480,17 @@ class SessionExpiry(Construct):
         Raises:
             ValueError: the table's partition key is not ``tenant_attribute`` (the tenant must
                 be the partition key, the session id the sort key); ``tenant_tag`` is not a tag
-                key; ``event_filter`` is ``TTL_DELETES_ONLY``; ``function`` has no role.
+                key (or starts with the reserved ``aws:``); ``event_filter`` is
+                ``TTL_DELETES_ONLY``; ``function`` has no role.
         """
         validation.check_filter_with_session_store(
             self.event_filter, f"grant_tenant_session_access({function.node.path})"
         )
         grant = self._session_access.grant_tenant_access(function, tenant_tag=tenant_tag)
         self.nag_acknowledgements.extend(nag.acknowledge_session_access(self, function))
-        self._session_access.configure(function, self.session_environment())
+        self._session_access.configure(
+            function, self.session_environment(), "grant_tenant_session_access"
+        )
         return grant
 
     def session_environment(self) -> dict[str, str]:

@@ -116,7 +116,7 @@ class SessionAccess:
             ValueError: ``function`` has no role to attach them to (imported by name or ARN),
                 or ``create_grants`` without ``grant_key`` or without ``grant_grantees``.
         """
-        _check_has_role(function)
+        _check_has_role(function, "grant_session_access")
         grant = iam.Grant.add_to_principal(
             grantee=function,
             actions=list(_SESSION_DATA_ACTIONS),
@@ -144,7 +144,7 @@ class SessionAccess:
             ValueError: ``function`` has no role; the table's partition key is not the tenant
                 attribute; ``tenant_tag`` is not a tag key.
         """
-        _check_has_role(function)
+        _check_has_role(function, "grant_tenant_session_access")
         _check_tag_key(tenant_tag, function.node.path)
         attributes = self._attributes
         if attributes.tenant_attribute != attributes.partition_key_name:
@@ -153,7 +153,9 @@ class SessionAccess:
                 f"partition key is {attributes.partition_key_name!r} and the tenant attribute "
                 f"{attributes.tenant_attribute!r}: expected the tenant as the partition "
                 "key (tenant_attribute = partition_key_name, with a sort key for the session "
-                "id), so that dynamodb:LeadingKeys confines a role to its tenant's items"
+                "id, e.g. SessionExpiry(..., partition_key_name='tenantId', "
+                "sort_key_name='sessionId', tenant_attribute='tenantId')), so that "
+                "dynamodb:LeadingKeys confines a role to its tenant's items"
             )
         grant = iam.Grant.add_to_principal(
             grantee=function,
@@ -211,8 +213,14 @@ class SessionAccess:
             )
         )
 
-    def configure(self, function: lambda_.IFunction, environment: Mapping[str, str]) -> None:
-        """Set ``environment`` and add the layer on a ``lambda_.Function``; warn otherwise."""
+    def configure(
+        self,
+        function: lambda_.IFunction,
+        environment: Mapping[str, str],
+        method: str = "grant_session_access",
+    ) -> None:
+        """Set ``environment`` and add the layer on a ``lambda_.Function``; warn otherwise,
+        naming ``method`` (the `SessionExpiry` method that was called)."""
         if isinstance(function, lambda_.Function):
             for name, value in environment.items():
                 function.add_environment(name, value)
@@ -220,27 +228,30 @@ class SessionAccess:
             return
         Annotations.of(self._scope).add_warning_v2(
             WARNING_IMPORTED_FUNCTION,
-            f"grant_session_access({function.node.path}): not a lambda_.Function, so its "
+            f"{method}({function.node.path}): not a lambda_.Function, so its "
             "environment and layers cannot be set; set the variables of "
             "SessionExpiry.session_environment() and add runtime_layer yourself.",
         )
 
 
 def _check_tag_key(tag: object, path: str) -> None:
-    if not isinstance(tag, str) or not _TAG_KEY.fullmatch(tag):
+    # IAM User Guide, "Tagging IAM resources": "You can't create tag keys or values that begin
+    # with the text aws:" (reserved for AWS), so no role or session could carry such a tag.
+    if not isinstance(tag, str) or not _TAG_KEY.fullmatch(tag) or tag.lower().startswith("aws:"):
         raise ValueError(
             f"grant_tenant_session_access({path}, tenant_tag={tag!r}): expected a tag key of "
-            "1-128 letters, digits, spaces or _ . : / = + - @ (IAM session tags), e.g. 'tenant'"
+            "1-128 letters, digits, spaces or _ . : / = + - @ (IAM session tags), not starting "
+            "with the reserved 'aws:', e.g. 'tenant'"
         )
 
 
 _TAG_KEY = re.compile(r"[\w .:/=+\-@]{1,128}")
 
 
-def _check_has_role(function: lambda_.IFunction) -> None:
+def _check_has_role(function: lambda_.IFunction, method: str) -> None:
     if function.role is None:
         raise ValueError(
-            f"grant_session_access({function.node.path}): the function was imported "
+            f"{method}({function.node.path}): the function was imported "
             "without its role (Function.from_function_name/from_function_arn), so no "
             "permission can be attached to it: expected a lambda_.Function, or an import "
             "that names its role, Function.from_function_attributes(function_arn=..., "

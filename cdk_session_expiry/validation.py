@@ -624,15 +624,22 @@ def check_session_attributes(
     runtime writes without a prop: no prop may name it.
 
     Raises:
-        ValueError: an empty, padded or over-long name, or two props (or a prop and a reserved
-            name) naming one attribute.
+        ValueError: an empty, padded or over-long name, two props (or a prop and a reserved
+            name) naming one attribute, or the tenant as the partition key of a table without
+            a sort key (the message names `sort_key_name`).
     """
     for prop, attribute in attribute_props.items():
         if attribute is not None:
             check_attribute_name(prop, attribute)
     names: dict[str, str | None] = {**(reserved or {}), **attribute_props}
     tenant = names.get("tenant_attribute")
-    if names.get("sort_key_name") is not None and tenant == names.get("partition_key_name"):
+    if tenant is not None and tenant == names.get("partition_key_name"):
+        if names.get("sort_key_name") is None:
+            raise ValueError(
+                f"tenant_attribute={tenant!r} is also partition_key_name, on a table without a "
+                "sort key: expected sort_key_name (the session id, e.g. 'sessionId') so that "
+                "the partition is the tenant, or a tenant_attribute of its own"
+            )
         del names["tenant_attribute"]  # the tenant is the partition: bound by the record's keys
     check_distinct_attribute_names(names)
 

@@ -17,6 +17,9 @@ been called:
 * ``AWS::Lambda::EventInvokeConfig`` — ``lambda.put_function_event_invoke_config`` (retry
   attempts, maximum event age, destinations of asynchronous invocations), readable with
   ``GetFunctionEventInvokeConfig``. Asynchronous invocation itself is not emulated.
+* ``AWS::SSM::Parameter`` without a ``Name`` (the circuit breaker's state parameter): moto's
+  model passed no name to ``put_parameter`` and failed the stack's resource listing; the name
+  is generated as CloudFormation generates one, then moto's own model creates the parameter.
 * the six ``AWS::AppConfig::*`` types of ``feature_flags`` (`_cloudformation_appconfig`);
 * ``Ref`` of an ``AWS::Events::EventBus`` — moto's model answers no physical id, so a ``Ref``
   to a bus (a rule on the fan-out bus, ``events.Rule(event_bus=bus)``) resolved to the model
@@ -45,6 +48,7 @@ from moto.cloudwatch.models import (
     cloudwatch_backends,
 )
 from moto.core.common_models import CloudFormationModel
+from moto.ssm.models import Parameter
 
 from cdk_session_expiry.testing import _moto_internals
 from cdk_session_expiry.testing._cloudformation_appconfig import (
@@ -57,6 +61,7 @@ from cdk_session_expiry.testing._cloudformation_appconfig import (
 TAUGHT_RESOURCE_TYPES = (
     "AWS::CloudWatch::Alarm",
     "AWS::Lambda::EventInvokeConfig",
+    "AWS::SSM::Parameter",
     *APPCONFIG_RESOURCE_TYPES,
 )
 
@@ -69,7 +74,12 @@ def install() -> None:
         MotoInternalsChanged: moto's CloudFormation model registry changed shape.
     """
     _moto_internals.register_cloudformation_models(
-        [CloudFormationAlarm, CloudFormationEventInvokeConfig, *APPCONFIG_MODELS],
+        [
+            CloudFormationAlarm,
+            CloudFormationEventInvokeConfig,
+            CloudFormationParameter,
+            *APPCONFIG_MODELS,
+        ],
         TAUGHT_RESOURCE_TYPES,
     )
     _moto_internals.name_event_buses()
@@ -309,3 +319,74 @@ class CloudFormationEventInvokeConfig(CloudFormationModel):
             )
         except Exception:  # noqa: S110 - already gone with its function, as in AWS
             pass
+
+
+class CloudFormationParameter(CloudFormationModel):
+    """``AWS::SSM::Parameter``: moto's own model (``moto.ssm.models.Parameter``), given the
+    name CloudFormation generates when the template names none (CloudFormation User Guide,
+    ``AWS::SSM::Parameter``, ``Name``: "If you don't specify a name, AWS CloudFormation
+    generates a unique physical ID")."""
+
+    @staticmethod
+    def cloudformation_name_type() -> str:
+        return "Name"
+
+    @staticmethod
+    def cloudformation_type() -> str:
+        return "AWS::SSM::Parameter"
+
+    @classmethod
+    def has_cfn_attr(cls, attr: str) -> bool:
+        return bool(Parameter.has_cfn_attr(attr))
+
+    @staticmethod
+    def _named(resource_name: str, cloudformation_json: dict[str, Any]) -> dict[str, Any]:
+        properties = dict(cloudformation_json.get("Properties") or {})
+        properties["Name"] = properties.get("Name") or resource_name
+        return {**cloudformation_json, "Properties": properties}
+
+    @classmethod
+    def create_from_cloudformation_json(
+        cls,
+        resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+        **kwargs: Any,
+    ) -> Any:
+        return Parameter.create_from_cloudformation_json(
+            resource_name,
+            cls._named(resource_name, cloudformation_json),
+            account_id,
+            region_name,
+            **kwargs,
+        )
+
+    @classmethod
+    def update_from_cloudformation_json(
+        cls,
+        original_resource: Any,
+        new_resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+    ) -> Any:
+        return Parameter.update_from_cloudformation_json(
+            original_resource,
+            new_resource_name,
+            cls._named(new_resource_name, cloudformation_json),
+            account_id,
+            region_name,
+        )
+
+    @classmethod
+    def delete_from_cloudformation_json(
+        cls,
+        resource_name: str,
+        cloudformation_json: dict[str, Any],
+        account_id: str,
+        region_name: str,
+    ) -> None:
+        Parameter.delete_from_cloudformation_json(
+            resource_name, cloudformation_json, account_id, region_name
+        )

@@ -9,7 +9,8 @@ Which function is never left to chance:
 1. **Chosen**: a construct path (``"MyStack/Connect"``, or its end ``"Connect"``), a logical id
    or a function name (the plugin's ``session_expiry_app_function`` fixture). That function's
    environment, exactly as deployed, whatever it holds.
-2. **Otherwise, the one function given** ``SessionExpiry.grant_session_access``: it has the
+2. **Otherwise, the one function given** ``SessionExpiry.grant_session_access`` (or
+   ``grant_tenant_session_access``): it has the
    session environment (``SESSION_EXPIRY_TABLE_NAME`` naming the session table, and the retiring
    principal), and is none of the construct's own functions (cleanup, expiry sweeper, grant
    sweep). Several such functions with the same environment count as one; several with

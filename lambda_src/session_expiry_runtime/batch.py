@@ -30,7 +30,7 @@ from .claims import ClaimBatcher
 from .config import ACTION_TIME_GUARD
 from .decode import parse_record
 from .deferred_releases import DeferredReleases
-from .invocation import InvocationScope
+from .invocation import InvocationScope, submit_in_context
 from .kinesis_removals import RemovalCheck
 from .outcomes import OUTCOME_CLEANED, OUTCOME_FAILED, RecordResult
 from .runner import LOGGER, CleanupRunner, _never, raised_text
@@ -170,7 +170,9 @@ def _clean_records(
     )
     pending: set[Future[RecordResult]] = set()
     try:
-        futures = [pool.submit(_record_work, raw, cleaner, invocation) for raw in records]
+        futures = [
+            submit_in_context(pool, _record_work, raw, cleaner, invocation) for raw in records
+        ]
         pending = set(futures)  # until they are waited for: an interrupt waits for none
         pending = _wait_until_done_or_hard_stop(futures, deadline, invocation)
         return _collect(records, futures, pending, cleaner, deferred, invocation)
@@ -189,7 +191,7 @@ def _read_ahead_in_time(
     then (every record then fails, unfinished)."""
     ahead = ThreadPoolExecutor(1, thread_name_prefix="cleanup-ahead")
     try:
-        future = ahead.submit(_read_ahead, records, cleaner, invocation)
+        future = submit_in_context(ahead, _read_ahead, records, cleaner, invocation)
         return not _wait_until_done_or_hard_stop([future], invocation.deadline)
     finally:
         ahead.shutdown(wait=False, cancel_futures=True)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from .claims import Claimant, ClaimBatcher, ClaimRef
 from .config import ACTION_OWNERSHIP, ACTION_TIME_GUARD
+from .invocation import submit_in_context
 from .outcomes import OUTCOME_FAILED, STEP_FAILED, RecordResult
 
 __all__ = ["FLUSH_HEADROOM_SECONDS", "LINGER_SECONDS", "DeferredReleases", "PendingRelease"]
@@ -114,7 +115,7 @@ class DeferredReleases:
             self._in_flight.update(batch)
             if self._sender is None:
                 self._sender = ThreadPoolExecutor(1, thread_name_prefix="cleanup-release")
-            self._jobs.append(self._sender.submit(self._send, claims, batch))
+            self._jobs.append(submit_in_context(self._sender, self._send, claims, batch))
 
     def finish(self, claims: ClaimBatcher, seconds_left: float | None) -> None:
         """Send what is left and wait for every send for at most ``seconds_left`` (``None``: as

@@ -113,6 +113,7 @@ orphans: at 5 a second, 1,500 in a 5-minute run.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -394,6 +395,14 @@ class GrantSweeper:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "NotFoundException":
                 raise
+
+    def for_invocation(self) -> GrantSweeper:
+        """This sweeper for one invocation: a shallow copy (clients, pacer and configuration
+        shared) with a metrics recorder of its own, so that two runs in one process never
+        write each other's counts."""
+        sweeper = copy.copy(self)
+        sweeper.metrics = self.metrics.fresh()
+        return sweeper
 
     def sweep(self, *, out_of_time: Callable[[], bool] = lambda: False) -> GrantSweepReport:
         """One run: from where the last run stopped (or page one) to the key's last grant, or
@@ -807,7 +816,7 @@ def handler(event: object, context: object) -> dict[str, Any]:
     Raises:
         GrantSweepFailed: after the metrics are written, when a call failed.
     """
-    sweeper = get_grant_sweeper()
+    sweeper = get_grant_sweeper().for_invocation()  # this run's own metrics
     report = sweeper.sweep(out_of_time=_out_of_time(context, sweeper.config.time_guard_ms))
     sweeper.metrics.flush()
     if report.failures:

@@ -109,8 +109,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     batch of the Kinesis change source: `kinesis_records`); return the partial batch
     response. The drain schedule's event runs the deferred work instead (`levers.drain`:
     its report)."""
-    cleaner = get_cleaner()
-    start_invocation(_pacer, context, cleaner.config.time_guard_ms)  # paced calls wait till then
+    # This invocation's own metrics: another one running meanwhile in this process (threads
+    # of one execution environment) never flushes them, nor they its.
+    cleaner = get_cleaner().for_invocation()
+    # Paced calls wait till this invocation's time guard and count in its metrics.
+    start_invocation(_pacer, context, cleaner.config.time_guard_ms, cleaner.metrics)
     flags = current_flags(cleaner)
     if is_drain_event(event):
         return drain(cleaner, flags or Flags(dry_run=cleaner.config.dry_run), context)

@@ -24,13 +24,24 @@ invocation's records share a new one.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable, Hashable
-from typing import TypeVar, cast
+from concurrent.futures import Executor, Future
+from typing import Any, TypeVar, cast
 
-__all__ = ["InvocationScope"]
+__all__ = ["InvocationScope", "submit_in_context"]
 
 T = TypeVar("T")
+
+
+def submit_in_context(executor: Executor, fn: Callable[..., T], *args: Any) -> Future[T]:
+    """``executor.submit(fn, *args)``, run in a copy of the calling thread's context
+    (`contextvars`): a pool thread then sees what the invocation set there — the pacing
+    deadline and metrics of the invocation it works for (`pacing`), not those of whichever
+    invocation of the process started last. A copy per call: one context may not be entered by
+    two threads at once."""
+    return executor.submit(contextvars.copy_context().run, fn, *args)
 
 
 class InvocationScope:

@@ -100,6 +100,12 @@ class MetricsRecorder:
             lambda: defaultdict(list)
         )
 
+    def fresh(self) -> MetricsRecorder:
+        """An empty recorder with this one's namespace and tenant dimension: one invocation's
+        own, so that what another invocation of the same process records is never flushed
+        with it (`handler`, `sweeper.handler`)."""
+        return MetricsRecorder(self.namespace, tenant_dimension=self.tenant_dimension)
+
     def for_tenant(self, tenant: object) -> MetricsRecorder:
         """A view of this recorder whose counts carry ``tenant`` (the old image's tenant
         attribute, decoded: text, a number or anything `tenant_text` turns into text);

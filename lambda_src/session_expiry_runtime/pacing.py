@@ -72,6 +72,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -97,6 +99,23 @@ MAX_WAIT_SECONDS = 0.25
 _STARTED = "session_expiry_pacing_started"
 _DEADLINE = "session_expiry_pacing_deadline"
 _PACED = "session_expiry_pacing_paced"
+_METRICS = "session_expiry_pacing_metrics"
+
+
+@dataclass(frozen=True)
+class _Invocation:
+    """What one invocation's paced calls take: its time guard (monotonic seconds; ``None``: no
+    deadline) and where ``CallsPaced`` is counted."""
+
+    until: float | None
+    metrics: MetricsRecorder
+
+
+#: The invocation the calling thread works for: set by `ClientPacer.start_invocation` on the
+#: invocation's thread and carried to its pool threads (`invocation.submit_in_context`), so
+#: that invocations running at the same time in one process keep their own deadlines and
+#: counts.
+_CURRENT: ContextVar[_Invocation | None] = ContextVar("session_expiry_pacing", default=None)
 
 
 class PacingTimeout(BotoCoreError):  # type: ignore[misc]  # botocore is untyped
@@ -188,14 +207,25 @@ class ClientPacer:
         self.counts: dict[str, int] = {}
         self._until: float | None = None
 
-    def start_invocation(self, remaining_ms: float | None, time_guard_ms: int) -> None:
-        """Let the calls started from now on wait until this invocation's time guard trips:
+    def start_invocation(
+        self,
+        remaining_ms: float | None,
+        time_guard_ms: int,
+        metrics: MetricsRecorder | None = None,
+    ) -> None:
+        """Let the calls this invocation starts from now on wait until its time guard trips:
         ``remaining_ms`` (Lambda's ``get_remaining_time_in_millis()``) less ``time_guard_ms``
         from now; ``None``: no invocation deadline (each call gets `budget` from its
-        first attempt). A call already running keeps the deadline it started with."""
-        self._until = (
-            None if remaining_ms is None else self.now() + (remaining_ms - time_guard_ms) / 1000
-        )
+        first attempt). ``CallsPaced`` of those calls goes to ``metrics`` (default: the
+        pacer's recorder). A call already running keeps the deadline it started with.
+
+        The invocation is the calling thread's (its `contextvars` context, which the runtime's
+        pools carry): another invocation started meanwhile on another thread of the process
+        changes neither. A thread outside any invocation's context (none started on it) gets
+        the latest invocation's deadline, as before threads shared a process."""
+        until = None if remaining_ms is None else self.now() + (remaining_ms - time_guard_ms) / 1000
+        self._until = until
+        _CURRENT.set(_Invocation(until, self.metrics if metrics is None else metrics))
 
     def deadline(self, context: dict[str, Any]) -> float:
         """When the call of ``context`` may start no further attempt (monotonic seconds): the
@@ -233,7 +263,9 @@ class ClientPacer:
         context = getattr(request, "context", None) or {}
         deadline = self.deadline(context)
         taken = budget.take(
-            lambda: deadline - self.now(), on_wait=lambda: self.paced(context, event_name)
+            lambda: deadline - self.now(),
+            on_wait=lambda: self.paced(context, event_name),
+            metrics=context.get(_METRICS, self.metrics),
         )
         if not taken:
             raise PacingTimeout(operation=_operation(event_name))
@@ -243,18 +275,23 @@ class ClientPacer:
         fixed now, from the invocation it starts in, for all its attempts and waits."""
         if context is not None:
             now = self.now()
+            current = _CURRENT.get()
+            until = self._until if current is None else current.until
             context[_STARTED] = now
-            context[_DEADLINE] = self._until if self._until is not None else now + self.budget
+            context[_DEADLINE] = until if until is not None else now + self.budget
+            context[_METRICS] = self.metrics if current is None else current.metrics
 
     def paced(self, context: dict[str, Any], event_name: str) -> None:
-        """Count a call that waits for its target's rate (once per call)."""
+        """Count a call that waits for its target's rate (once per call), in the metrics of
+        the invocation the call started in."""
         if context.get(_PACED):
             return
         context[_PACED] = True
         operation = _operation(event_name)
         with self._lock:
             self.counts[operation] = self.counts.get(operation, 0) + 1
-        self.metrics.count(METRIC_CALLS_PACED, dimension=(DIMENSION_ACTION, operation))
+        metrics = context.get(_METRICS, self.metrics)
+        metrics.count(METRIC_CALLS_PACED, dimension=(DIMENSION_ACTION, operation))
 
     def _retry_throttled(self, request_dict: Any = None, **kwargs: Any) -> float | None:
         """``needs-retry`` (first): a throttled call is sent again at once — its token paces it
@@ -272,8 +309,14 @@ def _operation(event_name: str) -> str:
     return event_name.rsplit(".", 1)[-1] or "Unknown"
 
 
-def start_invocation(pacer: ClientPacer | None, context: object, time_guard_ms: int) -> None:
-    """`ClientPacer.start_invocation` from a Lambda context (none: no invocation deadline)."""
+def start_invocation(
+    pacer: ClientPacer | None,
+    context: object,
+    time_guard_ms: int,
+    metrics: MetricsRecorder | None = None,
+) -> None:
+    """`ClientPacer.start_invocation` from a Lambda context (none: no invocation deadline),
+    counting in ``metrics`` (the invocation's recorder; default the pacer's)."""
     if pacer is None:
         return
     remaining = getattr(context, "get_remaining_time_in_millis", None)
@@ -281,7 +324,7 @@ def start_invocation(pacer: ClientPacer | None, context: object, time_guard_ms: 
         left = float(remaining()) if callable(remaining) else None
     except Exception:
         left = None
-    pacer.start_invocation(left, time_guard_ms)
+    pacer.start_invocation(left, time_guard_ms, metrics)
 
 
 def install(

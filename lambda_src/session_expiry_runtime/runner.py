@@ -74,7 +74,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from .claims import Claimant, ClaimBatcher, ClaimFailure, ClaimRef
 from .classify import classify_removal
@@ -139,6 +139,8 @@ from .steps.base import (
 )
 
 LOGGER = logging.getLogger("session_expiry_runtime.cleanup")
+#: A runner class or subclass (`CleanupRunner.for_invocation` keeps it).
+_Runner = TypeVar("_Runner", bound="CleanupRunner")
 
 #: (step name, step outcome, (failed action, error text) or None)
 Attempt = tuple[str, str, "tuple[str, str] | None"]
@@ -283,6 +285,15 @@ class CleanupRunner:
         """The metric ``Action`` names of the gate and session steps, in order: the steps a
         feature flag can switch off."""
         return [s.name for s in (*self.gate_steps, *self.session_steps)]
+
+    def for_invocation(self: _Runner) -> _Runner:
+        """This runner for one invocation: a shallow copy (clients, steps and configuration
+        shared) with a metrics recorder of its own, so that invocations running at the same
+        time in one process (threads of one execution environment) never flush each other's
+        counts."""
+        runner = copy.copy(self)
+        runner.metrics = self.metrics.fresh()
+        return runner
 
     def with_levers(
         self,

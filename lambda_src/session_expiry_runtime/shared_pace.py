@@ -99,16 +99,20 @@ class SharedBudget:
         self._spent: int | None = None
 
     def take(
-        self, deadline: Callable[[], float], on_wait: Callable[[], None] = lambda: None
+        self,
+        deadline: Callable[[], float],
+        on_wait: Callable[[], None] = lambda: None,
+        metrics: MetricsRecorder | None = None,
     ) -> bool:
         """Wait for one request of the budget; ``True`` once taken, ``False`` when
         ``deadline()`` (seconds left) runs out first; ``on_wait`` is called before each wait.
-        A budget that cannot be read or written answers ``True`` at once (counted, logged).
+        A budget that cannot be read or written answers ``True`` at once (counted in
+        ``metrics``, the calling invocation's, default the budget's own; logged).
         """
         while True:
             second = math.floor(self.now())
             if self._spent != second:
-                taken = self._try(second)
+                taken = self._try(second, metrics or self.metrics)
                 if taken is None or taken:
                     return True
                 with self._lock:
@@ -119,7 +123,7 @@ class SharedBudget:
             on_wait()
             self.sleep(min(left, second + 1 - self.now()) + 1e-3)
 
-    def _try(self, second: int) -> bool | None:
+    def _try(self, second: int, metrics: MetricsRecorder) -> bool | None:
         """Take one request of ``second``: ``True`` taken, ``False`` spent, ``None`` unknown
         (the write failed)."""
         try:
@@ -140,14 +144,14 @@ class SharedBudget:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                 return False
-            self._unavailable(exc)
+            self._unavailable(exc, metrics)
         except BotoCoreError as exc:
-            self._unavailable(exc)
+            self._unavailable(exc, metrics)
         return None
 
-    def _unavailable(self, exc: BaseException) -> None:
+    def _unavailable(self, exc: BaseException, metrics: MetricsRecorder) -> None:
         logger.warning("shared %s budget unavailable, pacing alone: %s", self.operation, exc)
-        self.metrics.count(METRIC_SHARED_PACE_UNAVAILABLE)
+        metrics.count(METRIC_SHARED_PACE_UNAVAILABLE)
 
 
 def retire_grant_budget(

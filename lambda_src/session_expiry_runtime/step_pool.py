@@ -22,6 +22,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from .invocation import submit_in_context
+
 __all__ = ["CallSlots", "StepPool"]
 
 T = TypeVar("T")
@@ -104,7 +106,7 @@ class StepPool:
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         """Run ``fn(*args)`` on a pool thread, holding a call slot."""
-        return self._executor.submit(self._holding, fn, *args)
+        return submit_in_context(self._executor, self._holding, fn, *args)
 
     def _holding(self, fn: Callable[..., T], *args: Any) -> T:
         with self.slots.held():

@@ -57,6 +57,7 @@ Metrics (embedded metric format, namespace ``SESSION_EXPIRY_METRICS_NAMESPACE``)
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import threading
@@ -210,6 +211,13 @@ class ExpirySweeper:
         self._clock = clock or (lambda: datetime.now(timezone.utc))
         self.logger = logger
         self._key_names = [config.partition_key] + ([config.sort_key] if config.sort_key else [])
+
+    def for_invocation(self) -> ExpirySweeper:
+        """This sweeper for one invocation: a shallow copy (client and configuration shared)
+        with a metrics recorder of its own."""
+        sweeper = copy.copy(self)
+        sweeper.metrics = self.metrics.fresh()
+        return sweeper
 
     def _shard(self, index: int) -> str:
         # A global table's shards carry the owner Region: each Region sweeps its own sessions.
@@ -639,7 +647,9 @@ def handler(event: object, context: object) -> dict[str, Any]:
         SweepIncompleteError: at least one due session could not be deleted, or a shard could
             not be queried (raised after the metrics are written).
     """
-    sweeper = get_sweeper()
+    # This invocation's own metrics (threads of one execution environment: another run's
+    # counts are never flushed with these).
+    sweeper = get_sweeper().for_invocation()
     started = time.monotonic()
     run = sweep_run(sweeper, context)
     try:

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 from aws_cdk import App, Environment, Stack
 from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk.assertions import Annotations, Match
 
 from cdk_session_expiry import SessionExpiry
 
@@ -128,11 +130,45 @@ def test_fails_if_an_application_role_can_write_claims_or_deferred_work(
 def test_fails_a_table_whose_partition_key_is_not_the_tenant() -> None:
     stack = Stack(App(), "NotTenant")
     sessions = SessionExpiry(stack, "Sessions")
-    with pytest.raises(ValueError, match="expected the tenant as the partition key"):
+    # The message names the props that make such a table, not only what is wrong.
+    with pytest.raises(ValueError, match="expected the tenant as the partition key") as raised:
         sessions.grant_tenant_session_access(_function(stack, "Fn"))
+    assert "partition_key_name='tenantId', sort_key_name='sessionId'" in str(raised.value)
 
 
-@pytest.mark.parametrize("tag", ["", "a" * 129, "bad*tag", 3])
+def _tenant_sessions(stack: Stack) -> SessionExpiry:
+    return SessionExpiry(
+        stack,
+        "Sessions",
+        partition_key_name="tenantId",
+        sort_key_name="sessionId",
+        tenant_attribute="tenantId",
+    )
+
+
+def test_fails_an_imported_function_without_its_role_naming_the_method_called() -> None:
+    stack = Stack(App(), "Imported", env=ENV)
+    imported = lambda_.Function.from_function_name(stack, "Imported", "tenant-app")
+    with pytest.raises(ValueError, match=r"^grant_tenant_session_access\(Imported/Imported\): "):
+        _tenant_sessions(stack).grant_tenant_session_access(imported)
+
+
+def test_an_imported_function_with_its_role_is_warned_about_by_the_method_called() -> None:
+    stack = Stack(App(), "ImportedWithRole", env=ENV)
+    imported = lambda_.Function.from_function_attributes(
+        stack,
+        "Imported",
+        function_arn="arn:aws:lambda:eu-west-1:123456789012:function:tenant-app",
+        role=iam.Role.from_role_arn(stack, "Role", "arn:aws:iam::123456789012:role/tenant-app"),
+    )
+    _tenant_sessions(stack).grant_tenant_session_access(imported)
+    warnings = Annotations.from_stack(stack).find_warning("*", Match.any_value())
+    texts = [str(w.entry.data) for w in warnings]
+    called = "grant_tenant_session_access(ImportedWithRole/Imported)"
+    assert any(text.startswith(called) for text in texts), texts
+
+
+@pytest.mark.parametrize("tag", ["", "a" * 129, "bad*tag", 3, "aws:tenant", "AWS:tenant"])
 def test_fails_a_tenant_tag_that_is_not_a_tag_key(tag: Any) -> None:
     stack = Stack(App(), "BadTag")
     sessions = SessionExpiry(
@@ -142,5 +178,6 @@ def test_fails_a_tenant_tag_that_is_not_a_tag_key(tag: Any) -> None:
         sort_key_name="sessionId",
         tenant_attribute="tenantId",
     )
-    with pytest.raises(ValueError, match="expected a tag key"):
+    with pytest.raises(ValueError, match="expected a tag key") as raised:
         sessions.grant_tenant_session_access(_function(stack, "Fn"), tenant_tag=tag)
+    assert f"tenant_tag={tag!r}" in str(raised.value)

@@ -254,7 +254,21 @@ def test_fails_attribute_name(stack: Stack, prop: str, value: str, expected: str
 def test_fails_two_roles_sharing_one_attribute(stack: Stack) -> None:
     _fails(
         stack,
-        "tenant_attribute='pk' is also partition_key_name: expected a distinct attribute name",
+        "grant_id_attribute='connectionId' is also connection_id_attribute: expected a "
+        "distinct attribute name",
+        grant_id_attribute="connectionId",
+    )
+
+
+def test_fails_the_tenant_as_the_partition_key_without_a_sort_key(stack: Stack) -> None:
+    # The tenant may be the partition key only with a sort key (the session id): the message
+    # names the prop that makes it valid, not only the clash.
+    _fails(
+        stack,
+        re.escape(
+            "tenant_attribute='pk' is also partition_key_name, on a table without a sort key: "
+            "expected sort_key_name (the session id, e.g. 'sessionId')"
+        ),
         tenant_attribute="pk",
     )
 

@@ -155,6 +155,22 @@ def test_fails_a_tenant_id_that_is_not_the_partition(table: TenantTable) -> None
         store.create("s-1", partition="t1", tenant_id="t2", ttl=timedelta(hours=1))
 
 
+@pytest.mark.parametrize("partition", [None, ""])
+def test_fails_a_call_without_the_partition_naming_the_argument(
+    table: TenantTable, partition: str | None
+) -> None:
+    # A newcomer's first call on a table with a sort key forgets partition=: the message names
+    # the argument, the key attribute it is the value of, and a call that works.
+    store = SessionStore(dynamodb_client=table.ddb, config=CONFIG)
+    with pytest.raises(ValueError) as raised:
+        store.create("s-1", partition=partition, ttl=timedelta(hours=1))
+    assert str(raised.value) == (
+        f"partition {partition!r}: the table has sort key 'sessionId'; expected a non-empty "
+        "value of its partition key 'tenantId' (e.g. a user or tenant id) as partition=, e.g. "
+        "store.create(session_id, partition='tenant-1')"
+    )
+
+
 def test_a_grant_named_for_a_composite_key_is_retired_with_it(table: TenantTable) -> None:
     # The grant name holds both key attributes; the record's Keys must match both.
     kms = SESSION.client("kms")

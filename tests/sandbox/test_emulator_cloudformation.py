@@ -1,6 +1,7 @@
 """What the emulator teaches moto's CloudFormation (raw templates, no CDK): alarms (single
-metric and metric math) answering Ref and Fn::GetAtt Arn, asynchronous invoke settings, the Ref
-of an event bus, the outputs of a stack created by a change set, and KMS grants' CreationDate."""
+metric and metric math) answering Ref and Fn::GetAtt Arn, asynchronous invoke settings, a
+parameter without a name, the Ref of an event bus, the outputs of a stack created by a change
+set, and KMS grants' CreationDate."""
 
 from __future__ import annotations
 
@@ -104,6 +105,28 @@ def test_a_change_set_stack_answers_its_outputs_and_the_ref_of_an_event_bus(
     assert set(outputs) == {"AlarmName", "AlarmArn", "MathAlarmArn"}
     rules = emulator.client("events").list_rules(EventBusName="sessions-bus")["Rules"]
     assert len(rules) == 1
+
+
+def test_a_parameter_without_a_name_is_named_as_cloudformation_names_it(
+    emulator: LocalEmulator,
+) -> None:
+    # The circuit breaker's state parameter has no Name: moto's own model passed none to
+    # PutParameter and the stack's resource listing answered HTTP 500.
+    cfn, ssm = emulator.client("cloudformation"), emulator.client("ssm")
+    parameter = {"Type": "AWS::SSM::Parameter", "Properties": {"Type": "String", "Value": "{}"}}
+    template = {
+        "Resources": {"State": parameter},
+        "Outputs": {"StateName": {"Value": {"Ref": "State"}}},
+    }
+    cfn.create_stack(StackName="params", TemplateBody=json.dumps(template))
+
+    name = _outputs(emulator, "params")["StateName"]
+    assert name.startswith("params-State-")
+    assert ssm.get_parameter(Name=name)["Parameter"]["Value"] == "{}"
+    (listed,) = cfn.list_stack_resources(StackName="params")["StackResourceSummaries"]
+    assert listed["PhysicalResourceId"] == name
+    cfn.delete_stack(StackName="params")
+    assert ssm.describe_parameters()["Parameters"] == []
 
 
 def test_kms_grants_answer_their_creation_date_and_age_on_request(

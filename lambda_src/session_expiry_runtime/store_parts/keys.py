@@ -86,7 +86,9 @@ def partition_value(config: RuntimeConfig, partition: object) -> str:
     if not isinstance(partition, str) or not partition:
         raise ValueError(
             f"partition {partition!r}: the table has sort key {config.sort_key!r}; "
-            "expected a non-empty partition key value (e.g. a user or tenant id)"
+            f"expected a non-empty value of its partition key {config.partition_key!r} "
+            "(e.g. a user or tenant id) as partition=, e.g. "
+            "store.create(session_id, partition='tenant-1')"
         )
     if len(partition.encode("utf-8")) > MAX_PARTITION_BYTES:
         raise ValueError(
