@@ -26,6 +26,7 @@ from cdk_session_expiry.testing import (
 )
 from cdk_session_expiry.testing._local_invoke import LocalInvokes
 from cdk_session_expiry.testing.agentcore import AgentCoreSessions
+from cdk_session_expiry.testing.bedrock_sessions import BedrockSessions
 
 #: Account and Region the emulator answers for (moto's default account).
 ACCOUNT_ID = "123456789012"
@@ -91,8 +92,8 @@ _DYNAMODB_LOCK = threading.Lock()
 
 class _FaultInjector:
     """WSGI middleware in front of moto's application: answers matching requests with an error,
-    and the AgentCore Stop operations moto lacks (`agentcore`, after the faults, so a
-    fault can refuse them too)."""
+    and the AgentCore Stop operations and Bedrock session management moto lacks (`agentcore`,
+    `bedrock_sessions`; after the faults, so a fault can refuse them too)."""
 
     def __init__(self, app: Callable[..., Iterable[bytes]], emulator: LocalEmulator) -> None:
         self.app = app
@@ -116,6 +117,8 @@ class _FaultInjector:
                 )
                 return [body]
         answered = self.emulator.agentcore.answer(environ, start_response)
+        if answered is None:
+            answered = self.emulator.bedrock_sessions.answer(environ, start_response)
         if answered is not None:
             return answered
         invoked = self.emulator.local_invokes.answer(self.emulator, environ, start_response)
@@ -198,6 +201,9 @@ class LocalEmulator:
         #: AgentCore sessions registered as running and the Stop calls answered (moto has no
         #: AgentCore data plane; see `cdk_session_expiry.testing.agentcore`).
         self.agentcore = AgentCoreSessions()
+        #: Bedrock session-management sessions (``bedrock-agent-runtime``: moto has none; see
+        #: `cdk_session_expiry.testing.bedrock_sessions`).
+        self.bedrock_sessions = BedrockSessions(ACCOUNT_ID)
         #: ``Invoke`` of the claim registrar, answered by its deployed code (moto would need
         #: Docker; see `_local_invoke`).
         self.local_invokes = LocalInvokes()
@@ -271,6 +277,7 @@ class LocalEmulator:
         with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - localhost
             response.read()
         self.agentcore.reset()
+        self.bedrock_sessions.reset()
         self.local_invokes.close()
 
     def _error_filter(self, record: logging.LogRecord) -> bool:
