@@ -53,7 +53,14 @@ _SESSION_REF = re.compile(
 )
 _PATH = re.compile(r"/sessions/(?:(?P<ref>arn:[^/]+/[^/]+|[^/]+)(?P<rest>/.*)?)?")
 _SIGNING_SERVICE = re.compile(r"Credential=[^/]+/[^/]+/(?P<region>[^/]+)/bedrock/aws4_request")
-_REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found", 409: "Conflict"}
+_REASONS = {
+    200: "OK",
+    201: "Created",
+    400: "Bad Request",
+    403: "Forbidden",
+    404: "Not Found",
+    409: "Conflict",
+}
 
 
 @dataclass(frozen=True)
@@ -107,6 +114,7 @@ class BedrockSessions:
         self.account_id = account_id
         self._lock = threading.Lock()
         self._sessions: dict[str, _Session] = {}
+        self._refused: dict[str, tuple[int, str]] = {}
         #: Every request answered, in order.
         self.calls: list[BedrockSessionCall] = []
 
@@ -138,10 +146,25 @@ class BedrockSessions:
         with self._lock:
             self._sessions[session_id].status = EXPIRED
 
+    def refuse(
+        self, session_id: str, *, status: int = 403, code: str = "AccessDeniedException"
+    ) -> None:
+        """Answer every request naming ``session_id`` with an error (default: HTTP 403
+        ``AccessDeniedException``) until `allow`; nothing changes. The in-process counterpart
+        of the emulator's `Fault` (which matches one method and path)."""
+        with self._lock:
+            self._refused[session_id] = (status, code)
+
+    def allow(self, session_id: str) -> None:
+        """Stop refusing ``session_id`` (`refuse`). Idempotent."""
+        with self._lock:
+            self._refused.pop(session_id, None)
+
     def reset(self) -> None:
-        """Forget every session and call."""
+        """Forget every session, refusal and call."""
         with self._lock:
             self._sessions.clear()
+            self._refused.clear()
             self.calls.clear()
 
     # -- the two ways in -----------------------------------------------------------------------
@@ -166,7 +189,8 @@ class BedrockSessions:
 
     def attach(self, client: Any) -> Any:
         """Answer ``client``'s requests (a boto3 ``bedrock-agent-runtime`` client) in-process,
-        e.g. under moto's ``mock_aws``, instead of sending them; returns ``client``."""
+        e.g. under moto's ``mock_aws``, instead of sending them; returns ``client``. A client
+        answers to the first `BedrockSessions` attached to it; attaching again changes nothing."""
         from botocore.awsrequest import AWSResponse
 
         def send(request: Any, **_: Any) -> Any:
@@ -184,7 +208,10 @@ class BedrockSessions:
             status, headers, data = self.handle(parsed)
             return AWSResponse(request.url, status, dict(headers), _Raw(data))
 
-        client.meta.events.register("before-send.bedrock-agent-runtime", send)
+        # botocore calls every before-send handler and takes the first answer: one per client.
+        client.meta.events.register(
+            "before-send.bedrock-agent-runtime", send, unique_id="cdk-session-expiry-bedrock"
+        )
         return client
 
     # -- the operations --------------------------------------------------------------------------
@@ -204,6 +231,9 @@ class BedrockSessions:
                     )
                 session_id = found["id"]
             with self._lock:
+                refused = self._refused.get(session_id or "")
+                if refused is not None:
+                    raise _Answer(*refused, f"refused by the emulator: session {session_id}")
                 status, body = getattr(self, f"_{operation}")(session_id, request)
         except _Answer as answer:
             status, body = answer.status, {"message": answer.message}
