@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _runtime_contract as c
+from ._kinds import DECLARED_KINDS
 
 # Nothing here imports aws_cdk at import time: that starts the jsii runtime (a Node.js process,
 # seconds), which ``--help`` and the arithmetic do not need. The one construct figure the model
@@ -230,6 +231,15 @@ CALL_PRICES: dict[str, tuple[str, float, str]] = {
     ),
     "appconfig:StartDeployment": ("control_plane", 1, "call (kill switch flags)"),
 }
+#: Each declared resource kind's release call, priced by its declaration
+#: (``session_expiry_runtime/kinds.py``, ``Release.price``).
+CALL_PRICES.update(
+    {
+        f"{kind.service}:{kind.release.operation}": tuple(kind.release.price)
+        for kind in DECLARED_KINDS
+        if kind.release is not None
+    }
+)
 
 #: CPU per session of the cleanup (ms at one vCPU) by scratch objects, as ``make bench``
 #: measured it (BENCHMARKS.md, "Cost per million sessions cleaned"; the bench passes its own).
