@@ -235,9 +235,10 @@ CALL_PRICES: dict[str, tuple[str, float, str]] = {
 #: (``session_expiry_runtime/kinds.py``, ``Release.price``).
 CALL_PRICES.update(
     {
-        f"{kind.service}:{kind.release.operation}": tuple(kind.release.price)
+        f"{kind.service}:{operation}": tuple(kind.release.price)
         for kind in DECLARED_KINDS
         if kind.release is not None
+        for operation in kind.release.operations
     }
 )
 

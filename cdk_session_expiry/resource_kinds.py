@@ -67,11 +67,11 @@ class ResourceTargets:
         return [t.kind.action for t in self.targets if t.kind.action]
 
     def statements(self) -> list[iam.PolicyStatement]:
-        """The release action of each kind on its target only."""
+        """The release actions of each kind (``Release.first`` too) on its target only."""
         return [
-            iam.PolicyStatement(actions=[t.kind.iam_action], resources=[t.arn])
+            iam.PolicyStatement(actions=list(t.kind.iam_actions), resources=[t.arn])
             for t in self.targets
-            if t.kind.iam_action
+            if t.kind.iam_actions
         ]
 
     def configure(self, function: lambda_.Function) -> None:

@@ -49,7 +49,8 @@ def test_every_release_is_priced_and_no_custom_step_may_take_its_name() -> None:
     for kind in runtime_kinds.DECLARED_KINDS:
         if kind.release is None:
             continue
-        assert f"{kind.service}:{kind.release.operation}" in cost.CALL_PRICES
+        for operation in kind.release.operations:
+            assert f"{kind.service}:{operation}" in cost.CALL_PRICES
         assert kind.release.price[0] in cost.PRICES
         assert kind.release.operation in RESERVED_NAMES
 
@@ -72,6 +73,14 @@ def test_every_release_call_exists_in_botocores_model() -> None:
         assert kind.release.method in {
             re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower() for name in model.operation_names
         }
+        if kind.release.first is not None:  # called first, with the same parameters
+            first = model.operation_model(kind.release.first)
+            assert set(first.input_shape.members) >= set(members) & {
+                kind.release.id_parameter,
+                kind.release.target_parameter,
+            }
+            first_errors = {shape.name for shape in first.error_shapes}
+            assert set(kind.release.gone) | set(kind.release.first_continues) <= first_errors
 
 
 def _table_rows() -> list[str]:

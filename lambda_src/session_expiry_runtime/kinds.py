@@ -49,6 +49,7 @@ __all__ = [
     "Target",
     "custom_resource_kind",
     "declared_kind",
+    "method_of",
 ]
 
 #: What a session already ended or deleted answers on the AgentCore data plane (Amazon Bedrock
@@ -118,7 +119,15 @@ class Release:
         gone: the error codes meaning the resource is already gone (``already-done``).
         after: names (``Action``) of the steps that must have finished for the session before
             this one starts (the runtime session is stopped before its workspace is deleted).
-        price: ``cdk_session_expiry.cost.CALL_PRICES``'s entry: (price key, units, what counts).
+        price: ``cdk_session_expiry.cost.CALL_PRICES``'s entry: (price key, units, what counts),
+            for ``first`` too.
+        first: an operation called before ``operation``, with the same parameters, for a
+            resource that must be ended before it can be deleted (``EndSession`` before
+            ``DeleteSession``); ``None``: one call. Its ``gone`` answers mean already done (the
+            second call is not made), its ``first_continues`` answers go on to the second call,
+            any other fails the step.
+        first_continues: the error codes of ``first`` that go on to ``operation`` (a resource
+            already ended, say).
     """
 
     operation: str
@@ -127,11 +136,23 @@ class Release:
     gone: tuple[str, ...] = NOT_FOUND
     after: tuple[str, ...] = ()
     price: tuple[str, float, str] = ("agentcore_stop", 1, "call")
+    first: str | None = None
+    first_continues: tuple[str, ...] = ()
+
+    @property
+    def operations(self) -> tuple[str, ...]:
+        """Every operation of one release, in call order (``first``, then ``operation``)."""
+        return (*((self.first,) if self.first else ()), self.operation)
 
     @property
     def method(self) -> str:
         """The boto3 method: ``DeletePaymentSession`` → ``delete_payment_session``."""
-        return re.sub(r"(?<!^)(?=[A-Z])", "_", self.operation).lower()
+        return method_of(self.operation)
+
+
+def method_of(operation: str) -> str:
+    """The boto3 method of an API operation: ``EndSession`` → ``end_session``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", operation).lower()
 
 
 @dataclass(frozen=True)
@@ -187,6 +208,13 @@ class ResourceKind:
         if self.release is None:
             return None
         return f"{self.iam_prefix or self.service}:{self.release.operation}"
+
+    @property
+    def iam_actions(self) -> tuple[str, ...]:
+        """``<service>:<operation>`` of every call of its release (``Release.first`` too)."""
+        if self.release is None:
+            return ()
+        return tuple(f"{self.iam_prefix or self.service}:{op}" for op in self.release.operations)
 
     @property
     def action(self) -> str | None:

@@ -445,16 +445,24 @@ def act_on_each(action: str, ids: Sequence[str], act: Callable[[str], str]) -> s
 
 
 def call_aws(
-    action: str, call: Callable[..., Any], *, already_done: Sequence[str], **params: Any
+    action: str,
+    call: Callable[..., Any],
+    *,
+    already_done: Sequence[str],
+    goes_on: Sequence[str] = (),
+    **params: Any,
 ) -> str:
     """One change-making AWS call: ``"done"``; ``"already-done"`` when it answers an error code
-    in ``already_done`` (the target is gone); ``StepFailed(action, ...)`` for any other botocore
-    error (after botocore's retries)."""
+    in ``already_done`` (the target is gone); ``"done"`` as well for a code in ``goes_on`` (the
+    caller carries on, e.g. to a delete after an end that found the resource ended);
+    ``StepFailed(action, ...)`` for any other botocore error (after botocore's retries)."""
     try:
         call(**params)
     except ClientError as exc:
         if error_code(exc) in already_done:
             return STEP_ALREADY_DONE
+        if error_code(exc) in goes_on:
+            return STEP_DONE
         raise StepFailed(action, error_text(exc)) from exc
     except BotoCoreError as exc:
         raise StepFailed(action, error_text(exc)) from exc

@@ -6,8 +6,10 @@ Built from the declaration alone, one per configured kind (`build_released_steps
 its latest-id attribute, for a built-in that has one), plans each usable id as a claim
 (``<kind>#<id>``) so that the runner's ownership check (`base`) hands it only the ids this
 record's ``Keys`` and incarnation own, and calls ``Release.operation(target_parameter=target,
-id_parameter=id)`` for each. An error code in ``Release.gone`` means the resource is already
-gone: ``already-done``. Anything else botocore's retries do not cure is a failure of this step
+id_parameter=id)`` for each — after ``Release.first`` with the same parameters when the kind
+declares one (ended before it is deleted: an answer in ``Release.first_continues`` goes on to the
+second call). An error code in ``Release.gone`` means the resource is already gone:
+``already-done``. Anything else botocore's retries do not cure is a failure of this step
 (the record is retried), after every other owned id was tried. An id the API would refuse is an
 unusable attribute (logged, never sent). A kind whose ``Release.after`` names other steps runs
 once they finished for the session (`CleanupStep.after`).
@@ -20,6 +22,8 @@ from typing import Any
 from ..clients import CleanupClients
 from ..config import RuntimeConfig
 from ..kind_settings import KindSettings, configured_kinds
+from ..kinds import method_of
+from ..outcomes import STEP_ALREADY_DONE
 from .base import ClaimRef, CleanupStep, Plan, Session, StepContext, act_on_each, call_aws, id_union
 
 
@@ -69,6 +73,16 @@ class ReleasedKindStep(CleanupStep):
         params = {self.release.id_parameter: resource_id}
         if self.release.target_parameter is not None:
             params[self.release.target_parameter] = str(self.settings.target)
+        if self.release.first is not None:
+            first = call_aws(
+                self.name,
+                getattr(self.client, method_of(self.release.first)),
+                already_done=self.release.gone,
+                goes_on=self.release.first_continues,
+                **params,
+            )
+            if first == STEP_ALREADY_DONE:
+                return first
         return call_aws(
             self.name,
             getattr(self.client, self.release.method),
