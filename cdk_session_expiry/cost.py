@@ -80,6 +80,7 @@ EVENTBRIDGE = "https://aws.amazon.com/eventbridge/pricing/"
 CLOUDWATCH = "https://aws.amazon.com/cloudwatch/pricing/"
 API_GATEWAY = "https://aws.amazon.com/api-gateway/pricing/"
 AGENTCORE = "https://aws.amazon.com/bedrock/agentcore/pricing/"
+BEDROCK = "https://aws.amazon.com/bedrock/pricing/"
 STEP_FUNCTIONS = "https://aws.amazon.com/step-functions/pricing/"
 SSM = "https://aws.amazon.com/systems-manager/pricing/"
 SQS = "https://aws.amazon.com/sqs/pricing/"
@@ -129,6 +130,13 @@ PRICES: dict[str, Price] = {
     ),
     "agentcore_stop": Price(
         0.0, "Stop*Session request", AGENTCORE, "AgentCore bills consumption, not stop requests"
+    ),
+    "bedrock_session_call": Price(
+        0.0,
+        "session-management request (EndSession, DeleteSession)",
+        BEDROCK,
+        "the session-management APIs are in preview; no price for their calls was found on "
+        "PRICES_CHECKED",
     ),
     "firehose_record": Price(
         0.029 * 5 / (1024 * 1024),

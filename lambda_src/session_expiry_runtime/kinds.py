@@ -365,6 +365,54 @@ DECLARED_KINDS: tuple[ResourceKind, ...] = (
             ),
         ),
     ),
+    ResourceKind(
+        kind="bedrockSession",
+        label="Bedrock session",
+        service="bedrock-agent-runtime",
+        iam_prefix="bedrock",
+        ids=Ids(
+            attribute="bedrockSessionIds",
+            env="SESSION_EXPIRY_BEDROCK_SESSION_IDS_ATTRIBUTE",
+            pattern=r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}",
+            lengths=(36, 36),
+            expected="a session id as CreateSession returns it (a lower-case UUID)",
+        ),
+        # Bedrock sessions belong to the account and Region, not to a resource: the target is
+        # the IAM scope of the sessions the cleanup may end and delete; the ownership records
+        # decide which ones it does. The calls take no target.
+        target=Target(
+            env="SESSION_EXPIRY_BEDROCK_SESSIONS",
+            prop="bedrock_sessions",
+            pattern=r"\*",
+            expected="'*' (every Bedrock session of the stack's account and Region)",
+            iam_resource="arn:{partition}:bedrock:{region}:{account}:session/{target}",
+        ),
+        # "Deletes a session that you ended. You can't delete a session with an ACTIVE status"
+        # (Amazon Bedrock API Reference, DeleteSession). Neither call pages: DeleteSession
+        # deletes the session's invocations and steps with it. EndSession lists
+        # ConflictException without saying when (a session already ended or expired can answer
+        # it): the delete's answer decides.
+        release=Release(
+            "DeleteSession",
+            "sessionIdentifier",
+            first="EndSession",
+            first_continues=("ConflictException",),
+            price=("bedrock_session_call", 1, "call"),
+        ),
+        docs=(
+            DocsRow(
+                "Bedrock session management (`bedrock_sessions`)",
+                "each Bedrock session the session recorded: `EndSession`, then `DeleteSession`, "
+                "which deletes its invocations and invocation steps (where LangGraph's "
+                "`BedrockSessionSaver` keeps its checkpoints, [Agent frameworks]"
+                "(agent-frameworks.md))",
+                "sessions the application did not record: the API has an `EXPIRED` status, but "
+                "AWS documents no expiry that deletes a session or its content (API Reference, "
+                "`SessionStatus`, `DeleteSession`), so an unrecorded session stays until "
+                "something deletes it",
+            ),
+        ),
+    ),
 )
 
 
