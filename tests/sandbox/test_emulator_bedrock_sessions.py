@@ -158,3 +158,37 @@ def _no_retries() -> Any:
     from botocore.config import Config
 
     return Config(retries={"mode": "standard", "max_attempts": 1})
+
+
+def test_langgraphs_checkpointer_keeps_and_resumes_a_thread_through_the_server(
+    emulator: LocalEmulator, runtime: Any
+) -> None:
+    """The calls ``BedrockSessionSaver`` makes (``langgraph-checkpoint-aws``, installed by the
+    dev extra) against the emulator's server: a thread resumes from its last checkpoint, and is
+    gone once the session is ended and deleted."""
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+    from langgraph_checkpoint_aws import BedrockSessionSaver
+
+    class Chat(TypedDict):
+        turns: list[str]
+
+    graph = StateGraph(Chat)
+    graph.add_node("reply", lambda state: {"turns": [*state["turns"], "pong"]})
+    graph.add_edge(START, "reply")
+    graph.add_edge("reply", END)
+    app = graph.compile(checkpointer=BedrockSessionSaver(client=runtime))
+    thread = {"configurable": {"thread_id": runtime.create_session()["sessionId"]}}
+
+    app.invoke({"turns": ["ping"]}, thread)
+    resumed = app.get_state(thread).values["turns"]
+    app.invoke({"turns": [*resumed, "again"]}, thread)
+    assert app.get_state(thread).values == {"turns": ["ping", "pong", "again", "pong"]}
+    operations = {c.operation for c in emulator.bedrock_sessions.calls}
+    assert {"CreateInvocation", "PutInvocationStep", "ListInvocationSteps"} <= operations
+
+    session_id = thread["configurable"]["thread_id"]
+    runtime.end_session(sessionIdentifier=session_id)
+    runtime.delete_session(sessionIdentifier=session_id)
+    assert app.get_state(thread).values == {}
