@@ -304,6 +304,52 @@ DECLARED_KINDS: tuple[ResourceKind, ...] = (
         ),
     ),
     ResourceKind(
+        kind="capacityProviderSession",
+        label="AgentCore capacity-provider session",
+        ids=Ids(
+            attribute="capacityProviderSessionIds",
+            env="SESSION_EXPIRY_CAPACITY_PROVIDER_SESSION_IDS_ATTRIBUTE",
+            pattern=r"[a-zA-Z0-9][a-zA-Z0-9-_]*",
+            lengths=(1, 100),
+            expected="1-100 letters, digits, '-' or '_', the first a letter or digit",
+        ),
+        target=Target(
+            env="SESSION_EXPIRY_CAPACITY_PROVIDER_ID",
+            prop="capacity_provider",
+            pattern=(
+                r"(?:arn:aws[a-z-]*:bedrock-agentcore:[a-z0-9-]+:\d{12}:capacity-provider/)?"
+                r"(?P<id>[a-zA-Z][a-zA-Z0-9_]{0,47}-[a-zA-Z0-9]{10})"
+            ),
+            expected=(
+                "a capacity provider's identifier '<name>-<10 letters or digits>' or its ARN "
+                "arn:<partition>:bedrock-agentcore:<region>:<account>:capacity-provider/<id>"
+            ),
+            iam_resource="arn:{partition}:bedrock-agentcore:{region}:{account}:"
+            "capacity-provider/{target}",
+        ),
+        # "After you delete a session, you cannot restart it" (API Reference,
+        # DeleteCapacityProviderSession): the runtime session is stopped first.
+        release=Release(
+            "DeleteCapacityProviderSession",
+            "sessionId",
+            target_parameter="capacityProviderId",
+            after=("StopRuntimeSession",),
+        ),
+        docs=(
+            DocsRow(
+                "AgentCore Runtime on a capacity provider (`resource_targets` "
+                '`"capacity_provider"`)',
+                "the session's workspace on the instances: `DeleteCapacityProviderSession` "
+                "once `StopRuntimeSession` has stopped the runtime session (ids recorded with "
+                '`attach_resource(session_id, "capacityProviderSession", id)`); the session '
+                "cannot be restarted",
+                "`StopRuntimeSession` alone leaves a stopped session's workspace on its EBS "
+                "volume in your account; the capacity provider and its instances, shared by "
+                "every session, stay until you scale them in",
+            ),
+        ),
+    ),
+    ResourceKind(
         kind="agentMemory",
         label="AgentCore Memory session",
         ids=Ids(

@@ -16,7 +16,14 @@ from cdk_session_expiry import SessionExpiry, _kinds
 ENV = Environment(account="123456789012", region="us-east-1")
 #: Per targeted kind: (a literal target the prop accepts, the target the API takes, the IAM
 #: resource ARN, a value the prop refuses).
-SAMPLES: dict[str, tuple[str, str, str, str]] = {}
+SAMPLES: dict[str, tuple[str, str, str, str]] = {
+    "capacityProviderSession": (
+        "arn:aws:bedrock-agentcore:us-east-1:123456789012:capacity-provider/agents_cp-a1B2c3D4e5",
+        "agents_cp-a1B2c3D4e5",
+        "arn:aws:bedrock-agentcore:us-east-1:123456789012:capacity-provider/agents_cp-a1B2c3D4e5",
+        "agents_cp",
+    ),
+}
 TARGETED = list(_kinds.TARGETED_KINDS)
 
 

@@ -23,7 +23,9 @@ from session_expiry_runtime.store import ResourceOwnedError, SessionStore
 from cdk_session_expiry.testing import _moto_resource_kinds as releases
 
 #: Per targeted kind: (target as the API takes it, an id, another id), each of the API's form.
-SAMPLES: dict[str, tuple[str, str, str]] = {}
+SAMPLES: dict[str, tuple[str, str, str]] = {
+    "capacityProviderSession": ("agents_cp-a1B2c3D4e5", "cp-session-1", "cp-session-2"),
+}
 
 TARGETED = [kind for kind in DECLARED_KINDS if kind.target is not None]
 
