@@ -350,6 +350,43 @@ DECLARED_KINDS: tuple[ResourceKind, ...] = (
         ),
     ),
     ResourceKind(
+        kind="paymentSession",
+        label="AgentCore payment session",
+        ids=Ids(
+            attribute="paymentSessionIds",
+            env="SESSION_EXPIRY_PAYMENT_SESSION_IDS_ATTRIBUTE",
+            pattern=r"payment-session-[0-9a-zA-Z-]{15}",
+            lengths=(31, 31),
+            expected="'payment-session-' and 15 letters, digits or '-' (31 characters)",
+        ),
+        target=Target(
+            env="SESSION_EXPIRY_PAYMENT_MANAGER_ARN",
+            prop="payment_manager",
+            pattern=PAYMENT_MANAGER_ARN,
+            expected=(
+                "a payment manager's ARN arn:<partition>:bedrock-agentcore:<region>:<account>:"
+                "payment-manager/<name>-<10 lowercase letters or digits>"
+            ),
+            iam_resource="{target}",
+        ),
+        # "Permanently removes the payment session record" (API Reference,
+        # DeletePaymentSession): an expired agent session can no longer spend.
+        release=Release(
+            "DeletePaymentSession", "paymentSessionId", target_parameter="paymentManagerArn"
+        ),
+        docs=(
+            DocsRow(
+                'AgentCore payments (`resource_targets` `"payment_manager"`)',
+                "the payment session: `DeletePaymentSession` removes it for good, so the expired "
+                "agent session can no longer spend (ids recorded with "
+                '`attach_resource(session_id, "paymentSession", id)`)',
+                "payments already made and the payment instruments stay (they are the user's); "
+                "without the key a payment session can spend until its own "
+                "`expiryTimeInMinutes` (15-480 minutes, API Reference, `CreatePaymentSession`)",
+            ),
+        ),
+    ),
+    ResourceKind(
         kind="agentMemory",
         label="AgentCore Memory session",
         ids=Ids(

@@ -23,6 +23,12 @@ SAMPLES: dict[str, tuple[str, str, str, str]] = {
         "arn:aws:bedrock-agentcore:us-east-1:123456789012:capacity-provider/agents_cp-a1B2c3D4e5",
         "agents_cp",
     ),
+    "paymentSession": (
+        "arn:aws:bedrock-agentcore:us-east-1:123456789012:payment-manager/shop-a1b2c3d4e5",
+        "arn:aws:bedrock-agentcore:us-east-1:123456789012:payment-manager/shop-a1b2c3d4e5",
+        "arn:aws:bedrock-agentcore:us-east-1:123456789012:payment-manager/shop-a1b2c3d4e5",
+        "shop-a1b2c3d4e5",  # an id: the API takes the ARN
+    ),
 }
 TARGETED = list(_kinds.TARGETED_KINDS)
 

@@ -11,6 +11,7 @@ release fails only its own record. A new kind adds its sample here (`SAMPLES`).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,11 @@ from cdk_session_expiry.testing import _moto_resource_kinds as releases
 #: Per targeted kind: (target as the API takes it, an id, another id), each of the API's form.
 SAMPLES: dict[str, tuple[str, str, str]] = {
     "capacityProviderSession": ("agents_cp-a1B2c3D4e5", "cp-session-1", "cp-session-2"),
+    "paymentSession": (
+        "arn:aws:bedrock-agentcore:us-east-1:123456789012:payment-manager/shop-a1b2c3d4e5",
+        "payment-session-0123456789abcde",
+        "payment-session-fedcba987654321",
+    ),
 }
 
 TARGETED = [kind for kind in DECLARED_KINDS if kind.target is not None]
@@ -191,7 +197,8 @@ def test_fails_attach_resource_of_an_id_the_api_would_refuse(
     store = _store(sandbox, kind)
     store.create("s-bad")
     bad = "x" * (kind.ids.lengths[1] + 1)
-    with pytest.raises(ValueError, match=f"{kind.label} id .*: expected {kind.ids.expected}"):
+    expected = re.escape(kind.ids.expected)
+    with pytest.raises(ValueError, match=f"{kind.label} id .*: expected {expected}"):
         store.attach_resource("s-bad", kind.kind, bad)
 
 
