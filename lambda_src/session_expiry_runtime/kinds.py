@@ -223,7 +223,9 @@ DECLARED_KINDS: tuple[ResourceKind, ...] = (
             lengths=(33, 256),
             expected="33-256 characters",
         ),
-        release=Release("StopRuntimeSession", "runtimeSessionId"),
+        release=Release(
+            "StopRuntimeSession", "runtimeSessionId", target_parameter="agentRuntimeArn"
+        ),
         step="agent_runtime.AgentRuntimeStep",
         config_fields=(
             "agent_runtime_arn",
