@@ -22,6 +22,7 @@ from cdk_session_expiry.testing import (
     _moto_appconfig,
     _moto_firehose,
     _moto_internals,
+    _moto_resource_kinds,
     _moto_transactions,
 )
 from cdk_session_expiry.testing._local_invoke import LocalInvokes
@@ -236,6 +237,7 @@ class LocalEmulator:
             _moto_transactions.install()
             # AgentCore Memory paging and records, Firehose's dynamic partitioning: moto lacks them.
             _moto_agentcore_memory.install()
+            _moto_resource_kinds.install()  # the declared kinds' release calls
             _moto_firehose.install()
             _moto_appconfig.install()  # environments, deployments, the AppConfig Data API
             try:
@@ -250,6 +252,7 @@ class LocalEmulator:
             except BaseException:
                 _moto_appconfig.uninstall()
                 _moto_firehose.uninstall()
+                _moto_resource_kinds.uninstall()
                 _moto_agentcore_memory.uninstall()
                 _moto_transactions.uninstall()
                 _moto_internals.restore_stream_delivery()
@@ -278,6 +281,7 @@ class LocalEmulator:
             response.read()
         self.agentcore.reset()
         self.bedrock_sessions.reset()
+        _moto_resource_kinds.reset()
         self.local_invokes.close()
 
     def _error_filter(self, record: logging.LogRecord) -> bool:
@@ -311,6 +315,7 @@ class LocalEmulator:
                     _ACTIVE.remove(self)
             _moto_appconfig.uninstall()
             _moto_firehose.uninstall()
+            _moto_resource_kinds.uninstall()
             _moto_agentcore_memory.uninstall()
             _moto_transactions.uninstall()
             _moto_internals.restore_stream_delivery()
@@ -459,6 +464,12 @@ class LocalEmulator:
         [`AgentCoreSessions.start`][cdk_session_expiry.testing.agentcore.AgentCoreSessions.start]);
         unknown sessions answer ResourceNotFoundException."""
         self.agentcore.start(kind, target, session_id, qualifier=qualifier)
+
+    def hold_resource(self, kind: str, target: str, resource_id: str) -> None:
+        """Register a resource of a declared kind (``session_expiry_runtime/kinds.py``, e.g.
+        ``"paymentSession"``) that its release call will release; unknown ones answer
+        ResourceNotFoundException (``cdk_session_expiry/testing/_moto_resource_kinds.py``)."""
+        _moto_resource_kinds.hold(kind, target, resource_id)
 
     def age_grants(self, seconds: float) -> int:
         """Make every KMS grant ``seconds`` older: its ``CreationDate`` (which the emulator

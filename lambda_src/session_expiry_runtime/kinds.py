@@ -251,7 +251,9 @@ DECLARED_KINDS: tuple[ResourceKind, ...] = (
             lengths=(33, 256),
             expected="33-256 characters",
         ),
-        release=Release("StopRuntimeSession", "runtimeSessionId"),
+        release=Release(
+            "StopRuntimeSession", "runtimeSessionId", target_parameter="agentRuntimeArn"
+        ),
         step="agent_runtime.AgentRuntimeStep",
         config_fields=(
             "agent_runtime_arn",
@@ -328,6 +330,89 @@ DECLARED_KINDS: tuple[ResourceKind, ...] = (
                 "the browser session: `StopBrowserSession` ends it",
                 "session recordings, if the browser records to your S3 bucket, stay there under "
                 "that bucket's lifecycle",
+            ),
+        ),
+    ),
+    ResourceKind(
+        kind="capacityProviderSession",
+        label="AgentCore capacity-provider session",
+        ids=Ids(
+            attribute="capacityProviderSessionIds",
+            env="SESSION_EXPIRY_CAPACITY_PROVIDER_SESSION_IDS_ATTRIBUTE",
+            pattern=r"[a-zA-Z0-9][a-zA-Z0-9-_]*",
+            lengths=(1, 100),
+            expected="1-100 letters, digits, '-' or '_', the first a letter or digit",
+        ),
+        target=Target(
+            env="SESSION_EXPIRY_CAPACITY_PROVIDER_ID",
+            prop="capacity_provider",
+            pattern=(
+                r"(?:arn:aws[a-z-]*:bedrock-agentcore:[a-z0-9-]+:\d{12}:capacity-provider/)?"
+                r"(?P<id>[a-zA-Z][a-zA-Z0-9_]{0,47}-[a-zA-Z0-9]{10})"
+            ),
+            expected=(
+                "a capacity provider's identifier '<name>-<10 letters or digits>' or its ARN "
+                "arn:<partition>:bedrock-agentcore:<region>:<account>:capacity-provider/<id>"
+            ),
+            iam_resource="arn:{partition}:bedrock-agentcore:{region}:{account}:"
+            "capacity-provider/{target}",
+        ),
+        # "After you delete a session, you cannot restart it" (API Reference,
+        # DeleteCapacityProviderSession): the runtime session is stopped first.
+        release=Release(
+            "DeleteCapacityProviderSession",
+            "sessionId",
+            target_parameter="capacityProviderId",
+            after=("StopRuntimeSession",),
+        ),
+        docs=(
+            DocsRow(
+                "AgentCore Runtime on a capacity provider (`resource_targets` "
+                '`"capacity_provider"`)',
+                "the session's workspace on the instances: `DeleteCapacityProviderSession` "
+                "once `StopRuntimeSession` has stopped the runtime session (ids recorded with "
+                '`attach_resource(session_id, "capacityProviderSession", id)`); the session '
+                "cannot be restarted",
+                "`StopRuntimeSession` alone leaves a stopped session's workspace on its EBS "
+                "volume in your account; the capacity provider and its instances, shared by "
+                "every session, stay until you scale them in",
+            ),
+        ),
+    ),
+    ResourceKind(
+        kind="paymentSession",
+        label="AgentCore payment session",
+        ids=Ids(
+            attribute="paymentSessionIds",
+            env="SESSION_EXPIRY_PAYMENT_SESSION_IDS_ATTRIBUTE",
+            pattern=r"payment-session-[0-9a-zA-Z-]{15}",
+            lengths=(31, 31),
+            expected="'payment-session-' and 15 letters, digits or '-' (31 characters)",
+        ),
+        target=Target(
+            env="SESSION_EXPIRY_PAYMENT_MANAGER_ARN",
+            prop="payment_manager",
+            pattern=PAYMENT_MANAGER_ARN,
+            expected=(
+                "a payment manager's ARN arn:<partition>:bedrock-agentcore:<region>:<account>:"
+                "payment-manager/<name>-<10 lowercase letters or digits>"
+            ),
+            iam_resource="{target}",
+        ),
+        # "Permanently removes the payment session record" (API Reference,
+        # DeletePaymentSession): an expired agent session can no longer spend.
+        release=Release(
+            "DeletePaymentSession", "paymentSessionId", target_parameter="paymentManagerArn"
+        ),
+        docs=(
+            DocsRow(
+                'AgentCore payments (`resource_targets` `"payment_manager"`)',
+                "the payment session: `DeletePaymentSession` removes it for good, so the expired "
+                "agent session can no longer spend (ids recorded with "
+                '`attach_resource(session_id, "paymentSession", id)`)',
+                "payments already made and the payment instruments stay (they are the user's); "
+                "without the key a payment session can spend until its own "
+                "`expiryTimeInMinutes` (15-480 minutes, API Reference, `CreatePaymentSession`)",
             ),
         ),
     ),
