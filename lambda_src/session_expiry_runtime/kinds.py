@@ -23,8 +23,9 @@ the price of the call          ``cdk_session_expiry.cost.CALL_PRICES``
 the docs row                   ``docs/agentcore.md``, checked by ``tests/test_resource_kinds.py``
 =============================  ================================================================
 
-Adding a kind is one `ResourceKind` in `DECLARED_KINDS` (plus its tests and docs); a kind
-whose release is more than one call per id names a step class of its own (``step``).
+Adding a kind is one `ResourceKind` in `DECLARED_KINDS` (plus its tests and docs); a resource
+ended before it is deleted declares both calls (``Release.first``: the Bedrock session kind); a
+kind whose release is more than that names a step class of its own (``step``).
 
 This module is **standard library only** and imports nothing of this package: the construct
 loads this very file by its path (``cdk_session_expiry/_kinds.py``; the construct never
