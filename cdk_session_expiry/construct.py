@@ -13,7 +13,7 @@ logical IDs are a public contract): ``table`` (the session table and attribute n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
@@ -54,6 +54,7 @@ from . import (
     outputs,
     ownership,
     pause_watch,
+    resource_kinds,
     sweeper,
     targets,
     tenant_metrics,
@@ -517,6 +518,13 @@ class SessionExpiry(Construct):
             session and are never deleted) and no placeholder but ``{actorId}`` and
             ``{sessionId}``, e.g. ``"/strategies/summary-a1b2c3/actors/{actorId}/sessions/
             {sessionId}/"``. Only with ``agent_memory``. Default: none, records stay.
+        resource_targets: switch on declared resource kinds (``session_expiry_runtime/
+            kinds.py``): each key is a kind's prop, each value its target (an identifier or
+            ARN, as the kind accepts). The cleanup then releases every id of that kind the
+            removed session recorded with ``SessionStore.attach_resource`` and owns (ownership
+            records: creates the ownership table), with the kind's one call per id; IAM: that
+            action on the target only. The keys, calls and what remains: docs: AgentCore,
+            "What the cleanup releases, and what remains". Default: none.
         global_table: the table is a DynamoDB global table (version 2019.11.21) and this
             construct is attached to one of its replicas, one stack per Region (docs:
             Multi-Region). Each session is then cleaned once, in its owner Region (the Region
@@ -657,6 +665,7 @@ class SessionExpiry(Construct):
         archive_delivery: ArchiveDelivery = ArchiveDelivery.PUT_OBJECT,
         agent_memory: agent_memory.AgentMemoryTarget | None = None,
         agent_memory_record_namespaces: Sequence[str] | None = None,
+        resource_targets: Mapping[str, str] | None = None,
         global_table: bool | None = None,
         change_source: ChangeSource | None = None,
         feature_flags: FeatureFlags | bool | None = None,
@@ -899,11 +908,13 @@ class SessionExpiry(Construct):
                 props.allow_stopping_shared_aws_managed_tool_sessions
             ),
         )
+        self._resource_targets = resource_kinds.resolve(self, props.resource_targets)
         validation.check_session_attributes(
             {**self._attributes.props(), **self._agentcore.attribute_props()},
             reserved=ownership.reserved_attributes(
                 {
                     **self._agentcore.ids_attribute_props(),
+                    **self._resource_targets.ids_attributes(),
                     **(
                         {
                             contract.ENV_AGENT_MEMORY_SESSIONS_ATTRIBUTE: (
@@ -959,7 +970,8 @@ class SessionExpiry(Construct):
             self,
             session_table=self.table,
             removal_policy=props.removal_policy,
-            custom_kinds=any(step.resource_attribute for step in self.custom_steps),
+            custom_kinds=any(step.resource_attribute for step in self.custom_steps)
+            or self._resource_targets.any,
             **{prop: getattr(props, prop) for prop in ownership.CLAIMED_TARGET_PROPS},
         )
         #: The ownership table (``Sessions/OwnershipTable``: which session incarnation holds
@@ -1042,6 +1054,7 @@ class SessionExpiry(Construct):
         if props.event_bus is not None:
             fanout.configure_event_bus(fn, props.event_bus)
         self._agentcore.configure(fn)
+        self._resource_targets.configure(fn)
         custom_steps.configure(fn, self.custom_steps)
 
     def _add_event_source(self, props: SessionExpiryProps) -> None:
@@ -1115,6 +1128,7 @@ class SessionExpiry(Construct):
                 contract.ENV_TABLE_NAME: self.table.table_name,
                 **self._ownership.environment(),
                 **self._agentcore.environment(),
+                **self._resource_targets.environment(),
                 **custom_steps.kinds_environment(self.custom_steps),
             },
             log_retention=props.cleanup_log_retention,
@@ -1135,7 +1149,11 @@ class SessionExpiry(Construct):
             ownership_table=self._ownership,
             agentcore=self._agentcore,
             claim_registrar=self.claim_registrar,
-            custom_kinds=custom_steps.kinds_environment(self.custom_steps),
+            # attach_resource's kinds: the custom steps' and the declared kinds switched on.
+            custom_kinds={
+                **custom_steps.kinds_environment(self.custom_steps),
+                **self._resource_targets.environment(),
+            },
         )
         #: Layer with the session runtime (``import session_expiry_runtime``) for application
         #: functions; ``grant_session_access`` adds it to a ``lambda_.Function``.
@@ -1367,7 +1385,8 @@ class SessionExpiry(Construct):
             (props.agent_memory, contract.ACTION_DELETE_MEMORY_EVENTS),
         ]
         names = [name for target, name in configured if target is not None]
-        return names + [step.name for step in self.custom_steps]
+        declared = self._resource_targets.step_names()
+        return names + declared + [step.name for step in self.custom_steps]
 
     def _add_tenant_metrics(self, props: SessionExpiryProps) -> None:
         #: The Contributor Insights rules of ``tenant_insights`` (top tenants), or ``None``.
@@ -1552,13 +1571,20 @@ class SessionExpiry(Construct):
         ``action`` is ``"DeleteConnection"``, ``"RetireGrant"``, ``"DeleteScratch"``,
         ``"Decode"``, ``"TimeGuard"``, ``"Archive"``, ``"PublishEvent"``,
         ``"StopRuntimeSession"``, ``"StopCodeInterpreterSession"``, ``"StopBrowserSession"``,
-        ``"Unexpected"``, or the name of one of ``custom_steps``.
+        ``"Unexpected"``, a declared resource kind's release operation
+        (``resource_targets``), or the name of one of ``custom_steps``.
 
         Raises:
             ValueError: another ``action`` (the runtime never emits it).
         """
         validation.check_choice(
-            "action", action, (*contract.ACTIONS, *(step.name for step in self.custom_steps))
+            "action",
+            action,
+            (
+                *contract.ACTIONS,
+                *resource_kinds.declared_actions(),
+                *(step.name for step in self.custom_steps),
+            ),
         )
         return self._runtime_metric(
             contract.METRIC_CLEANUP_FAILURES, {contract.DIMENSION_ACTION: action}, options

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _runtime_contract as c
+from ._kinds import DECLARED_KINDS
 
 # Nothing here imports aws_cdk at import time: that starts the jsii runtime (a Node.js process,
 # seconds), which ``--help`` and the arithmetic do not need. The one construct figure the model
@@ -80,6 +81,7 @@ EVENTBRIDGE = "https://aws.amazon.com/eventbridge/pricing/"
 CLOUDWATCH = "https://aws.amazon.com/cloudwatch/pricing/"
 API_GATEWAY = "https://aws.amazon.com/api-gateway/pricing/"
 AGENTCORE = "https://aws.amazon.com/bedrock/agentcore/pricing/"
+BEDROCK = "https://aws.amazon.com/bedrock/pricing/"
 STEP_FUNCTIONS = "https://aws.amazon.com/step-functions/pricing/"
 SSM = "https://aws.amazon.com/systems-manager/pricing/"
 SQS = "https://aws.amazon.com/sqs/pricing/"
@@ -140,6 +142,13 @@ PRICES: dict[str, Price] = {
         "Stop*Session or List*Sessions request",
         AGENTCORE,
         "AgentCore bills consumption, not stop or list requests",
+    ),
+    "bedrock_session_call": Price(
+        0.0,
+        "session-management request (EndSession, DeleteSession)",
+        BEDROCK,
+        "the session-management APIs are in preview; no price for their calls was found on "
+        "PRICES_CHECKED",
     ),
     "firehose_record": Price(
         0.029 * 5 / (1024 * 1024),
@@ -252,6 +261,16 @@ CALL_PRICES: dict[str, tuple[str, float, str]] = {
     ),
     "appconfig:StartDeployment": ("control_plane", 1, "call (kill switch flags)"),
 }
+#: Each declared resource kind's release call, priced by its declaration
+#: (``session_expiry_runtime/kinds.py``, ``Release.price``).
+CALL_PRICES.update(
+    {
+        f"{kind.service}:{operation}": tuple(kind.release.price)
+        for kind in DECLARED_KINDS
+        if kind.release is not None
+        for operation in kind.release.operations
+    }
+)
 
 #: CPU per session of the cleanup (ms at one vCPU) by scratch objects, as ``make bench``
 #: measured it (BENCHMARKS.md, "Cost per million sessions cleaned"; the bench passes its own).

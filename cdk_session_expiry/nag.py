@@ -16,7 +16,9 @@ On the cleanup role's default policy (``AwsSolutions-IAM5``, a wildcard resource
 * ``<bucket>/<archive_prefix>*``, with ``archive_bucket`` (``s3:PutObject``);
 * ``<bucket>/*``, with ``failure_destination_bucket`` (``s3:PutObject``);
 * ``…:application/<app>/environment/*/configuration/<profile>``, with ``feature_flags``
-  (``appconfig:StartConfigurationSession``, ``appconfig:GetLatestConfiguration``).
+  (``appconfig:StartConfigurationSession``, ``appconfig:GetLatestConfiguration``);
+* ``arn:…:bedrock:<region>:<account>:session/*``, with ``resource_targets={"bedrock_sessions":
+  "*"}`` (``bedrock:EndSession``, ``bedrock:DeleteSession``).
 
 On the archive's Firehose stream role (``archive_delivery=ArchiveDelivery.FIREHOSE``,
 ``AwsSolutions-IAM5``): ``<bucket>/<archive_prefix>*`` and
@@ -100,6 +102,12 @@ _FIREHOSE_ACTIONS = frozenset({"s3:PutObject", "s3:AbortMultipartUpload"})
 _FAILURE_BUCKET_REASON = (
     "Lambda writes each failed batch to the on-failure destination bucket under a key it "
     "chooses (aws/lambda/<mapping UUID>/<shard>/<date>/...); s3:PutObject only."
+)
+_BEDROCK_SESSIONS_REASON = (
+    "resource_targets['bedrock_sessions']: the cleanup ends and deletes the Bedrock sessions that "
+    "ended agent sessions recorded, in this account and Region only (bedrock:EndSession and "
+    "bedrock:DeleteSession on session/*); their ids are not known in advance, and each is "
+    "checked against its ownership record before the call."
 )
 _TABLE_KEY_REASON = (
     "grant_encrypt_decrypt on the session table's customer managed key (which also encrypts the "
@@ -292,4 +300,6 @@ _REASON_BY_ACTION = {
     "s3:DeleteObject": _SCRATCH_REASON,
     "appconfig:StartConfigurationSession": _FLAGS_REASON,
     "appconfig:GetLatestConfiguration": _FLAGS_REASON,
+    "bedrock:EndSession": _BEDROCK_SESSIONS_REASON,
+    "bedrock:DeleteSession": _BEDROCK_SESSIONS_REASON,
 }

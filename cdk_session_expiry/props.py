@@ -119,6 +119,7 @@ class SessionExpiryProps:
     archive_delivery: ArchiveDelivery
     agent_memory: agent_memory.AgentMemoryTarget | None
     agent_memory_record_namespaces: Sequence[str] | None
+    resource_targets: Mapping[str, str] | None
     global_table: bool | None
     change_source: ChangeSource | None
     feature_flags: object

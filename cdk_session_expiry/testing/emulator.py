@@ -23,10 +23,12 @@ from cdk_session_expiry.testing import (
     _moto_appconfig,
     _moto_firehose,
     _moto_internals,
+    _moto_resource_kinds,
     _moto_transactions,
 )
 from cdk_session_expiry.testing._local_invoke import LocalInvokes
 from cdk_session_expiry.testing.agentcore import AgentCoreSessions
+from cdk_session_expiry.testing.bedrock_sessions import BedrockSessions
 
 #: Account and Region the emulator answers for (moto's default account).
 ACCOUNT_ID = "123456789012"
@@ -92,8 +94,8 @@ _DYNAMODB_LOCK = threading.Lock()
 
 class _FaultInjector:
     """WSGI middleware in front of moto's application: answers matching requests with an error,
-    and the AgentCore Stop operations moto lacks (`agentcore`, after the faults, so a
-    fault can refuse them too)."""
+    and the AgentCore Stop operations and Bedrock session management moto lacks (`agentcore`,
+    `bedrock_sessions`; after the faults, so a fault can refuse them too)."""
 
     def __init__(self, app: Callable[..., Iterable[bytes]], emulator: LocalEmulator) -> None:
         self.app = app
@@ -117,6 +119,8 @@ class _FaultInjector:
                 )
                 return [body]
         answered = self.emulator.agentcore.answer(environ, start_response)
+        if answered is None:
+            answered = self.emulator.bedrock_sessions.answer(environ, start_response)
         if answered is not None:
             return answered
         invoked = self.emulator.local_invokes.answer(self.emulator, environ, start_response)
@@ -199,6 +203,9 @@ class LocalEmulator:
         #: AgentCore sessions registered as running and the Stop calls answered (moto has no
         #: AgentCore data plane; see `cdk_session_expiry.testing.agentcore`).
         self.agentcore = AgentCoreSessions()
+        #: Bedrock session-management sessions (``bedrock-agent-runtime``: moto has none; see
+        #: `cdk_session_expiry.testing.bedrock_sessions`).
+        self.bedrock_sessions = BedrockSessions(ACCOUNT_ID)
         #: ``Invoke`` of the claim registrar, answered by its deployed code (moto would need
         #: Docker; see `_local_invoke`).
         self.local_invokes = LocalInvokes()
@@ -231,6 +238,7 @@ class LocalEmulator:
             _moto_transactions.install()
             # AgentCore Memory paging and records, Firehose's dynamic partitioning: moto lacks them.
             _moto_agentcore_memory.install()
+            _moto_resource_kinds.install()  # the declared kinds' release calls
             _moto_firehose.install()
             _moto_appconfig.install()  # environments, deployments, the AppConfig Data API
             try:
@@ -245,6 +253,7 @@ class LocalEmulator:
             except BaseException:
                 _moto_appconfig.uninstall()
                 _moto_firehose.uninstall()
+                _moto_resource_kinds.uninstall()
                 _moto_agentcore_memory.uninstall()
                 _moto_transactions.uninstall()
                 _moto_internals.restore_stream_delivery()
@@ -272,6 +281,8 @@ class LocalEmulator:
         with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - localhost
             response.read()
         self.agentcore.reset()
+        self.bedrock_sessions.reset()
+        _moto_resource_kinds.reset()
         self.local_invokes.close()
 
     def _error_filter(self, record: logging.LogRecord) -> bool:
@@ -305,6 +316,7 @@ class LocalEmulator:
                     _ACTIVE.remove(self)
             _moto_appconfig.uninstall()
             _moto_firehose.uninstall()
+            _moto_resource_kinds.uninstall()
             _moto_agentcore_memory.uninstall()
             _moto_transactions.uninstall()
             _moto_internals.restore_stream_delivery()
@@ -460,6 +472,12 @@ class LocalEmulator:
         [`AgentCoreSessions.start`][cdk_session_expiry.testing.agentcore.AgentCoreSessions.start]);
         unknown sessions answer ResourceNotFoundException."""
         self.agentcore.start(kind, target, session_id, qualifier=qualifier, created_at=created_at)
+
+    def hold_resource(self, kind: str, target: str, resource_id: str) -> None:
+        """Register a resource of a declared kind (``session_expiry_runtime/kinds.py``, e.g.
+        ``"paymentSession"``) that its release call will release; unknown ones answer
+        ResourceNotFoundException (``cdk_session_expiry/testing/_moto_resource_kinds.py``)."""
+        _moto_resource_kinds.hold(kind, target, resource_id)
 
     def age_grants(self, seconds: float) -> int:
         """Make every KMS grant ``seconds`` older: its ``CreationDate`` (which the emulator

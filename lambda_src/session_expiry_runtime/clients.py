@@ -7,7 +7,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
@@ -15,6 +16,7 @@ import botocore.session
 from botocore.config import Config
 
 from .config import DEFAULT_TIME_GUARD_MS, RuntimeConfig
+from .kind_settings import configured_kinds
 from .listing_model import use_keys_only_listings
 from .timestamps import use_fast_timestamps
 
@@ -127,6 +129,15 @@ class CleanupClients:
     #: DynamoDB client of the deferred-work table (``deferred_work_table_name``:
     #: `deferred`); the session table's client (a DynamoDB client names its table per call).
     deferred: Any = None
+    #: The clients of the configured declared kinds' release calls, by boto3 service name
+    #: (`kinds`; ``bedrock-agentcore`` is ``agentcore``).
+    services: Mapping[str, Any] = field(default_factory=dict)
+
+    def service(self, name: str) -> Any:
+        """The client of the boto3 service ``name`` (``None``: no configured kind uses it)."""
+        if name == "bedrock-agentcore" and self.agentcore is not None:
+            return self.agentcore
+        return self.services.get(name)
 
 
 def cleanup_session() -> boto3.session.Session:
@@ -161,6 +172,12 @@ def build_clients(
     table = None
     if config.table_name:
         table = ownership or session.client("dynamodb", config=settings)
+    # One client per service the configured kinds' release calls use (AgentCore's four kinds
+    # with props of their own included: their targets are in ``configured_kinds`` too).
+    services = {
+        name: session.client(name, config=settings)
+        for name in dict.fromkeys(settings.kind.service for settings in configured_kinds(config))
+    }
     deferred = None
     if config.deferred_work_table_name:
         deferred = table or session.client("dynamodb", config=settings)
@@ -176,16 +193,12 @@ def build_clients(
         else None,
         archive=session.client("s3", config=settings) if config.archive_bucket else None,
         events=session.client("events", config=settings) if config.event_bus_arn else None,
-        agentcore=session.client("bedrock-agentcore", config=settings)
-        if config.agent_runtime_arn
-        or config.code_interpreter_id
-        or config.browser_id
-        or config.agent_memory_id
-        else None,
+        agentcore=services.get("bedrock-agentcore"),
         ownership=ownership,
         table=table,
         deferred=deferred,
         firehose=session.client("firehose", config=settings)
         if config.archive_delivery_stream and config.archive_bucket
         else None,
+        services=services,
     )

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .kinds import DECLARED_KINDS
 from .prefixes import ScratchPrefixError, validate_scratch_root
 
 #: An AgentCore runtime id: the runtime's name, a ``-`` and exactly 10 letters or digits (the
@@ -720,6 +721,12 @@ class RuntimeConfig:
     #: The cleanup's ``RetireGrant`` requests a second, every invocation together (the shared
     #: budget in the ownership table; `shared_pace`).
     kms_retire_grant_budget: int = DEFAULT_KMS_RETIRE_GRANT_BUDGET
+    #: The targets of the declared kinds configured through ``resource_targets`` (`kinds`):
+    #: (kind, target as the release call takes it) pairs, from each ``Target.env``.
+    kind_targets: tuple[tuple[str, str], ...] = ()
+    #: Their ids attributes when not the declared default: (kind, attribute) pairs, from each
+    #: ``Ids.env``.
+    kind_attributes: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeConfig:
@@ -741,4 +748,24 @@ class RuntimeConfig:
             agent_memory_record_namespaces=memory_record_namespaces(
                 e.get(ENV_AGENT_MEMORY_RECORD_NAMESPACES)
             ),
+            kind_targets=_kind_targets(e),
+            kind_attributes=_kind_attributes(e),
         )
+
+
+def _kind_targets(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """``kind_targets`` from the declared kinds' ``Target.env`` variables (`kinds`)."""
+    return tuple(
+        (kind.kind, env[kind.target.env])
+        for kind in DECLARED_KINDS
+        if kind.target is not None and env.get(kind.target.env)
+    )
+
+
+def _kind_attributes(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """``kind_attributes`` from the declared kinds' ``Ids.env`` variables (`kinds`)."""
+    return tuple(
+        (kind.kind, env[kind.ids.env])
+        for kind in DECLARED_KINDS
+        if kind.target is not None and env.get(kind.ids.env)
+    )

@@ -46,6 +46,7 @@ from .config import (
     REFUSAL_SUPERSEDED,
     REFUSAL_UNCLAIMED,
 )
+from .kinds import BUILTIN_KIND_NAMES
 
 __all__ = [
     "ALARMED_REFUSALS",
@@ -84,7 +85,7 @@ KIND_BROWSER = "browser"
 KIND_GRANT = "grant"
 #: An AgentCore Memory session: ``<actorId>/<sessionId>`` (`agent_sessions`).
 KIND_AGENT_MEMORY = "agentMemory"
-KINDS = (
+_STORE_KINDS = (
     KIND_CONNECTION,
     KIND_AGENT_RUNTIME,
     KIND_CODE_INTERPRETER,
@@ -92,6 +93,9 @@ KINDS = (
     KIND_GRANT,
     KIND_AGENT_MEMORY,
 )
+#: Every built-in kind: the store's own (connections, grants), then each declared kind
+#: (`session_expiry_runtime.kinds.DECLARED_KINDS`) in declaration order.
+KINDS = (*_STORE_KINDS, *(k for k in BUILTIN_KIND_NAMES if k not in _STORE_KINDS))
 
 # --- attributes of an ownership record -------------------------------------------------------
 ATTR_RESOURCE = "resource"

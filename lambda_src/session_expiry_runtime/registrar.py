@@ -73,6 +73,7 @@ from .config import (
     METRIC_CLAIM_REQUESTS_REFUSED,
     RuntimeConfig,
 )
+from .kind_settings import recorded_kinds
 from .metrics import gauge_document
 from .ownership import (
     ATTR_CLAIMED_AT,
@@ -80,17 +81,12 @@ from .ownership import (
     ATTR_OWNER,
     ATTR_RESOURCE,
     ATTR_STATE,
-    KIND_AGENT_MEMORY,
-    KIND_AGENT_RUNTIME,
-    KIND_BROWSER,
-    KIND_CODE_INTERPRETER,
     KIND_CONNECTION,
     KIND_GRANT,
     KINDS,
     STATE_HELD,
     STATE_RELEASED,
     Claim,
-    custom_kinds_of,
     is_kind,
     owner_token,
     resource_key,
@@ -450,22 +446,22 @@ class Registrar:
         return True
 
     def _named(self, item: Mapping[str, Any]) -> dict[str, frozenset[str]]:
-        """Every id the item names, by kind."""
+        """Every id the item names, by kind: connections and the grant (the store's own), then
+        every declared and custom kind's attributes (`kind_settings.recorded_kinds`)."""
         session = self._sessions._to_session(item)
-        memory = item.get(self.config.agent_memory_sessions_attribute) or {}
-        custom = {
-            kind: frozenset((item.get(attribute) or {}).get("SS") or [])
-            for kind, attribute in custom_kinds_of(self.config.custom_kinds).items()
+        named = {
+            name: frozenset(
+                value
+                for attribute in settings.attributes
+                for value in _strings(item.get(attribute))
+            )
+            for name, settings in recorded_kinds(self.config).items()
         }
         return {
-            **custom,
+            **named,
             KIND_CONNECTION: session.connection_ids
             | frozenset([session.connection_id] if session.connection_id else []),
             KIND_GRANT: frozenset([session.grant_id] if session.grant_id else []),
-            KIND_AGENT_RUNTIME: session.agent_runtime_session_ids,
-            KIND_CODE_INTERPRETER: session.code_interpreter_session_ids,
-            KIND_BROWSER: session.browser_session_ids,
-            KIND_AGENT_MEMORY: frozenset(memory.get("SS") or []),
         }
 
     def _not_live(self, request: RegistrarRequest) -> dict[str, Any]:
@@ -506,6 +502,13 @@ def _shows(expected: str | None, shown: str | None) -> bool:
     if expected is None:
         return True
     return shown is not None and hmac.compare_digest(expected, shown)
+def _strings(value: object) -> list[str]:
+    """A low-level String (``{"S": ...}``) or String Set's values; nothing for anything else."""
+    if not isinstance(value, Mapping):
+        return []
+    if isinstance(value.get("S"), str):
+        return [str(value["S"])]
+    return [str(v) for v in value.get("SS") or [] if isinstance(v, str)]
 
 
 def _error(code: str, message: str) -> dict[str, Any]:

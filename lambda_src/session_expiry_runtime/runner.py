@@ -493,7 +493,7 @@ class CleanupRunner:
                 elif plan.status == PLAN_RUN:
                     runnable.append((step, plan))
             acting = self._check_ownership(runnable, ctx, tally)
-            attempts = self._run_side_by_side(acting, ctx, step_pool)
+            attempts = self._run_in_order(acting, ctx, step_pool)
             for attempt in attempts:
                 tally.add_attempt(attempt)
             self._release_owned(acting, attempts, ctx, tally, releases)
@@ -694,6 +694,37 @@ class CleanupRunner:
             if attempt[1] in (STEP_DONE, STEP_ALREADY_DONE):
                 tally.ran_any = True
         return True
+
+    def _run_in_order(
+        self,
+        acting: Sequence[tuple[CleanupStep, Plan]],
+        ctx: StepContext,
+        step_pool: StepPool | None,
+    ) -> list[Attempt]:
+        """The attempts of ``acting``, in its order: side by side, except that a step whose
+        ``after`` names another acting step runs once the first ones finished, and is failed
+        unstarted (under its own name: the record is retried) when one it waits for failed."""
+        names = {step.name for step, _ in acting}
+        waits = [bool(set(step.after) & names) for step, _ in acting]
+        first = [pair for pair, wait in zip(acting, waits, strict=True) if not wait]
+        done = iter(self._run_side_by_side(first, ctx, step_pool))
+        attempts: list[Attempt | None] = [None if wait else next(done) for wait in waits]
+        failed = {a[0] for a in attempts if a is not None and a[1] == STEP_FAILED}
+        later = [
+            (i, step, plan)
+            for i, ((step, plan), wait) in enumerate(zip(acting, waits, strict=True))
+            if wait
+        ]
+        runnable = [(step, plan) for _, step, plan in later if not set(step.after) & failed]
+        ran = iter(self._run_side_by_side(runnable, ctx, step_pool))
+        for i, step, _ in later:
+            blocked = sorted(set(step.after) & failed)
+            attempts[i] = (
+                (step.name, STEP_FAILED, (step.name, f"not started: {', '.join(blocked)} failed"))
+                if blocked
+                else next(ran)
+            )
+        return [a for a in attempts if a is not None]
 
     def _run_side_by_side(
         self,

@@ -111,6 +111,8 @@ def everything(stack: Stack) -> SessionExpiry:
         agent_runtime="arn:aws:bedrock-agentcore:eu-west-1:123456789012:runtime/agent-a1B2c3D4e5",
         code_interpreter="team_ci-Z9y8X7w6V5",
         browser="web-Q1w2E3r4T5",
+        # Issue 36: the Bedrock sessions recorded by ended sessions (session/* of the account).
+        resource_targets={"bedrock_sessions": "*"},
         change_source=ChangeSource.kinesis(),
         circuit_breaker=True,
         circuit_breaker_alarms=[

@@ -177,6 +177,7 @@ def test_every_setting_is_read_from_its_own_variable() -> None:
     assert all(getattr(read, field) is True for field in config._FLAG_SETTINGS)
     assert (read.sweep_interval_seconds, read.region) == (7, "eu-west-3")
     by_hand = {"sweep_interval_seconds", "region", "agent_memory_record_namespaces"}
+    by_hand |= {"kind_targets", "kind_attributes"}  # from the declared kinds' variables
     tables = {*config._TEXT_SETTINGS, *config._COUNT_SETTINGS, *config._FLAG_SETTINGS}
     assert tables | by_hand == {f.name for f in dataclasses.fields(RuntimeConfig)}
     defaults = RuntimeConfig.from_env({})

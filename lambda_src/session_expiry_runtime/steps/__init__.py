@@ -1,8 +1,10 @@
 """Cleanup steps: the contract (`base`) and the registry of built-in steps, in order.
 
-Adding a built-in step is one new module in this package (a `CleanupStep`
-subclass with ``name``, ``build``, ``plan``, ``run`` and, if it can look before it acts,
-``preview``) plus one line in `BUILTIN_STEPS`. The runner
+A resource kind whose release is one call per id is one declaration in
+`session_expiry_runtime.kinds.DECLARED_KINDS`: its step (`released.ReleasedKindStep`) is built
+from it, after the built-in session steps. A step that does more is one new module in this
+package (a `CleanupStep` subclass with ``name``, ``build``, ``plan``, ``run`` and, if it can
+look before it acts, ``preview``) plus one line in `BUILTIN_STEPS`. The runner
 (`session_expiry_runtime.runner`) orders steps by phase — the archive gate first, the
 session steps side by side, the fan-out after success — so a step's place in this list only
 orders steps of the same phase (and their fields in the log line).
@@ -22,6 +24,7 @@ from .connection import ConnectionStep
 from .custom import load_custom_steps
 from .events import EventsStep
 from .grant import GrantStep
+from .released import build_released_steps
 from .scratch import ScratchStep
 
 #: The built-in steps in order; each is built only when its target is configured.
@@ -39,11 +42,12 @@ BUILTIN_STEPS: tuple[type[CleanupStep] | type[BatchStep], ...] = (
 
 
 def build_steps(config: RuntimeConfig, clients: CleanupClients) -> list[CleanupStep | BatchStep]:
-    """The configured steps in registry order (a step without its target is left out), then
-    the user-defined steps of ``SESSION_EXPIRY_CUSTOM_STEPS`` (`custom`).
+    """The configured steps in registry order (a step without its target is left out), the
+    declared kinds' steps (`released`), then the user-defined steps of
+    ``SESSION_EXPIRY_CUSTOM_STEPS`` (`custom`).
 
     Raises:
         ValueError: the custom steps' configuration is invalid or a handler does not import.
     """
-    built = (step_type.build(config, clients) for step_type in BUILTIN_STEPS)
-    return [*(step for step in built if step is not None), *load_custom_steps(config)]
+    built = [s for s in (t.build(config, clients) for t in BUILTIN_STEPS) if s is not None]
+    return [*built, *build_released_steps(config, clients), *load_custom_steps(config)]

@@ -26,6 +26,7 @@ from typing import Any
 from ..agent_sessions import is_runtime_session_id
 from ..clients import CleanupClients
 from ..config import ACTION_STOP_RUNTIME_SESSION, RuntimeConfig
+from ..kinds import declared_kind
 from ..ownership import KIND_AGENT_RUNTIME
 from .base import ClaimRef, CleanupStep, Plan, Session, StepContext, act_on_each, call_aws, id_union
 
@@ -65,15 +66,15 @@ class AgentRuntimeStep(CleanupStep):
         return act_on_each(self.name, [ref.resource_id for ref in plan.owned], self._stop)
 
     def _stop(self, session_id: str) -> str:
+        declared = declared_kind(KIND_AGENT_RUNTIME)
+        assert declared is not None and declared.release is not None
+        release = declared.release  # the operation and its parameters, declared once
         params: dict[str, Any] = {
-            "runtimeSessionId": session_id,
-            "agentRuntimeArn": self.runtime_arn,
+            release.id_parameter: session_id,
+            str(release.target_parameter): self.runtime_arn,
         }
         if self.qualifier:
             params["qualifier"] = self.qualifier
         return call_aws(
-            self.name,
-            self.agentcore.stop_runtime_session,
-            already_done=("ResourceNotFoundException",),
-            **params,
+            self.name, getattr(self.agentcore, release.method), already_done=release.gone, **params
         )

@@ -8,8 +8,9 @@ single latest-id attribute (all that items written before the sets hold), planne
 runner's ownership check (`base`) hands the step only the ids this record's ``Keys`` and
 incarnation own, and the step stops each. A subclass names its action, the
 `RuntimeConfig` fields of its tool identifier and session
-attributes, the log key, the ownership kind, and the ``bedrock-agentcore`` operation with its
-identifier parameter; a session id that is not 1-40 letters and digits (the APIs' pattern) is an
+attributes, the log key and the ownership kind; the ``bedrock-agentcore`` operation, its
+parameters and its "gone" answers are the kind's declaration's (`session_expiry_runtime.kinds`);
+a session id that is not 1-40 letters and digits (the APIs' pattern) is an
 unusable attribute (logged, never sent).
 """
 
@@ -20,6 +21,7 @@ from typing import Any, ClassVar
 from ..agent_sessions import is_tool_session_id
 from ..clients import CleanupClients
 from ..config import RuntimeConfig
+from ..kinds import declared_kind
 from .base import ClaimRef, CleanupStep, Plan, Session, StepContext, act_on_each, call_aws, id_union
 
 
@@ -32,11 +34,9 @@ class ToolSessionStep(CleanupStep):
     ids_attribute_field: ClassVar[str]
     #: Key of the session ids in the record's log line.
     log_key: ClassVar[str]
-    #: The ownership records' kind (``ownership.KIND_*``).
+    #: The ownership records' kind (``ownership.KIND_*``); its declaration
+    #: (`session_expiry_runtime.kinds`) names the operation and its parameters.
     kind: ClassVar[str]
-    #: boto3 ``bedrock-agentcore`` method and its tool identifier parameter.
-    operation: ClassVar[str]
-    identifier_parameter: ClassVar[str]
 
     def __init__(self, config: RuntimeConfig, agentcore: Any) -> None:
         self.agentcore = agentcore
@@ -68,9 +68,12 @@ class ToolSessionStep(CleanupStep):
         return act_on_each(self.name, [ref.resource_id for ref in plan.owned], self._stop)
 
     def _stop(self, session_id: str) -> str:
+        declared = declared_kind(self.kind)
+        assert declared is not None and declared.release is not None
+        release = declared.release
         return call_aws(
             self.name,
-            getattr(self.agentcore, self.operation),
-            already_done=("ResourceNotFoundException",),
-            **{self.identifier_parameter: self.identifier, "sessionId": session_id},
+            getattr(self.agentcore, release.method),
+            already_done=release.gone,
+            **{str(release.target_parameter): self.identifier, release.id_parameter: session_id},
         )

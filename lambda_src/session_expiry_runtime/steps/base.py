@@ -97,8 +97,10 @@ must be distinct.
 
 **Phases.** ``PHASE_GATE`` steps (the archive) run first, one after another; if one fails,
 nothing else is done for the record. ``PHASE_SESSION`` steps run side by side on the bounded
-step pool. ``PHASE_AFTER_SUCCESS`` steps are batch-level (`BatchStep`): they run once per
-batch on the records whose session steps all succeeded (the fan-out), never in a dry run.
+step pool; a step whose ``after`` names another step acting on the session runs once that one
+finished (and is failed, not run, when it failed). ``PHASE_AFTER_SUCCESS`` steps are
+batch-level (`BatchStep`): they run once per batch on the records whose session steps all
+succeeded (the fan-out), never in a dry run.
 """
 
 from __future__ import annotations
@@ -329,6 +331,10 @@ class CleanupStep(ABC):
     attributes: tuple[str, ...] = ()
     #: Its plans name resources by ownership record (``Plan.claims``): needs the ownership table.
     claims_ownership: ClassVar[bool] = False
+    #: Names of steps that must finish for the session before this one starts (a runtime
+    #: session stopped before its workspace is deleted): when one of them acts on the session,
+    #: this step runs after it, and not at all when it failed (the record is retried).
+    after: tuple[str, ...] = ()
 
     @classmethod
     @abstractmethod
@@ -439,16 +445,24 @@ def act_on_each(action: str, ids: Sequence[str], act: Callable[[str], str]) -> s
 
 
 def call_aws(
-    action: str, call: Callable[..., Any], *, already_done: Sequence[str], **params: Any
+    action: str,
+    call: Callable[..., Any],
+    *,
+    already_done: Sequence[str],
+    goes_on: Sequence[str] = (),
+    **params: Any,
 ) -> str:
     """One change-making AWS call: ``"done"``; ``"already-done"`` when it answers an error code
-    in ``already_done`` (the target is gone); ``StepFailed(action, ...)`` for any other botocore
-    error (after botocore's retries)."""
+    in ``already_done`` (the target is gone); ``"done"`` as well for a code in ``goes_on`` (the
+    caller carries on, e.g. to a delete after an end that found the resource ended);
+    ``StepFailed(action, ...)`` for any other botocore error (after botocore's retries)."""
     try:
         call(**params)
     except ClientError as exc:
         if error_code(exc) in already_done:
             return STEP_ALREADY_DONE
+        if error_code(exc) in goes_on:
+            return STEP_DONE
         raise StepFailed(action, error_text(exc)) from exc
     except BotoCoreError as exc:
         raise StepFailed(action, error_text(exc)) from exc

@@ -26,5 +26,3 @@ class BrowserStep(ToolSessionStep):
     ids_attribute_field = "browser_session_ids_attribute"
     log_key = "browserSessionIds"
     kind = KIND_BROWSER
-    operation = "stop_browser_session"
-    identifier_parameter = "browserIdentifier"

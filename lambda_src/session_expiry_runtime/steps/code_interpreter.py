@@ -27,5 +27,3 @@ class CodeInterpreterStep(ToolSessionStep):
     ids_attribute_field = "code_interpreter_session_ids_attribute"
     log_key = "codeInterpreterSessionIds"
     kind = KIND_CODE_INTERPRETER
-    operation = "stop_code_interpreter_session"
-    identifier_parameter = "codeInterpreterIdentifier"

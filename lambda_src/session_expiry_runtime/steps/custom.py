@@ -66,6 +66,7 @@ from .. import config as contract
 from ..claims import ClaimRef
 from ..config import ENV_CUSTOM_STEPS, RuntimeConfig
 from ..decode import to_json_value
+from ..kinds import DECLARED_KINDS
 from ..outcomes import STEP_ALREADY_DONE, STEP_DONE, STEP_DRY_RUN, StepFailed, error_text
 from ..ownership import custom_kind
 from .base import CleanupStep, Plan, Session, StepContext
@@ -74,7 +75,7 @@ NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 #: The built-in actions; a custom step may not take one of their names.
 RESERVED_NAMES = frozenset(
     value for key, value in vars(contract).items() if key.startswith("ACTION_")
-)
+) | frozenset(kind.action for kind in DECLARED_KINDS if kind.action)
 _KEYS = {"name", "handler", "preview", "attributes", "resourceAttribute"}
 
 

@@ -22,6 +22,7 @@ from ..config import (
     ENV_CODE_INTERPRETER_ID,
     RuntimeConfig,
 )
+from ..kinds import Release, declared_kind
 from ..ownership import KIND_AGENT_RUNTIME, KIND_BROWSER, KIND_CODE_INTERPRETER
 from .claims import ClaimRequest
 from .core import Recording, StoreCore
@@ -36,7 +37,8 @@ _NOT_FOUND = "ResourceNotFoundException"
 
 @dataclass(frozen=True)
 class AgentKind:
-    """One kind of AgentCore session: its argument, id rule, attributes and Stop operation."""
+    """One kind of AgentCore session: its argument, id rule, attributes and Stop operation (the
+    operation and its parameters are the kind's declaration's, `session_expiry_runtime.kinds`)."""
 
     kind: str  # ownership record kind (``ownership.KIND_*``)
     argument: str
@@ -47,9 +49,25 @@ class AgentKind:
     set_field: str  # RuntimeConfig field naming the String Set attribute
     target_field: str  # RuntimeConfig field naming the target to stop it on
     target_env: str
-    operation: str  # bedrock-agentcore client method
-    target_parameter: str
-    session_parameter: str
+
+    @property
+    def _release(self) -> Release:
+        declared = declared_kind(self.kind)
+        assert declared is not None and declared.release is not None
+        return declared.release
+
+    @property
+    def operation(self) -> str:
+        """The bedrock-agentcore client method."""
+        return self._release.method
+
+    @property
+    def target_parameter(self) -> str:
+        return str(self._release.target_parameter)
+
+    @property
+    def session_parameter(self) -> str:
+        return self._release.id_parameter
 
     def stop_params(self, config: RuntimeConfig, session_id: str) -> dict[str, str]:
         """The ``Stop…Session`` parameters for one session id (Amazon Bedrock AgentCore API
@@ -74,9 +92,6 @@ AGENT_KINDS = (
         "agent_runtime_session_ids_attribute",
         "agent_runtime_arn",
         ENV_AGENT_RUNTIME_ARN,
-        "stop_runtime_session",
-        "agentRuntimeArn",
-        "runtimeSessionId",
     ),
     AgentKind(
         KIND_CODE_INTERPRETER,
@@ -88,9 +103,6 @@ AGENT_KINDS = (
         "code_interpreter_session_ids_attribute",
         "code_interpreter_id",
         ENV_CODE_INTERPRETER_ID,
-        "stop_code_interpreter_session",
-        "codeInterpreterIdentifier",
-        "sessionId",
     ),
     AgentKind(
         KIND_BROWSER,
@@ -102,9 +114,6 @@ AGENT_KINDS = (
         "browser_session_ids_attribute",
         "browser_id",
         ENV_BROWSER_ID,
-        "stop_browser_session",
-        "browserIdentifier",
-        "sessionId",
     ),
 )
 

@@ -53,6 +53,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..kinds import DECLARED_KINDS
 from ..ownership import (
     ATTR_CLAIMED_AT,
     ATTR_EXPIRES_AT,
@@ -65,10 +66,6 @@ from ..ownership import (
     ATTR_STATE,
     ATTR_STATE_SINCE,
     CLAIM_RETENTION_SECONDS,
-    KIND_AGENT_MEMORY,
-    KIND_AGENT_RUNTIME,
-    KIND_BROWSER,
-    KIND_CODE_INTERPRETER,
     KIND_CONNECTION,
     KIND_GRANT,
     MAX_FORMER_OWNERS,
@@ -90,11 +87,8 @@ RELEASING_RETRY_DELAYS = (0.2, 0.4, 0.8, 1.6)
 #: How each kind reads in an error message.
 KIND_LABELS = {
     KIND_CONNECTION: "WebSocket connection",
-    KIND_AGENT_RUNTIME: "AgentCore runtime session",
-    KIND_CODE_INTERPRETER: "AgentCore code interpreter session",
-    KIND_BROWSER: "AgentCore browser session",
     KIND_GRANT: "KMS grant",
-    KIND_AGENT_MEMORY: "AgentCore Memory session",
+    **{kind.kind: kind.label for kind in DECLARED_KINDS},
 }
 
 _NAMES = {

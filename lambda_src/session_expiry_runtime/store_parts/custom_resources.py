@@ -1,18 +1,23 @@
-"""Ids of custom steps' own resource kinds (``CustomCleanupStep(resource_attribute=...)``).
+"""Ids of declared resource kinds (`session_expiry_runtime.kinds`) and of custom steps' own
+kinds (``CustomCleanupStep(resource_attribute=...)``): ``attach_resource``.
 
-A custom cleanup step that declares a resource kind acts only on ids recorded with an
-ownership record of kind ``custom:<step name>``, exactly like a connection or an AgentCore
-session (``session_expiry_runtime.steps.custom``): `CustomResourcesPart.attach_resource`
-records one on a live session — the id added to the step's String Set attribute and claimed for
-the session's incarnation (through the claim registrar when one is configured) — so a writer
-that names another session's resource in its own item gets it refused by the cleanup.
+Every declared kind (an AgentCore payment session, a capacity-provider session, ...) is recorded
+here, with its ownership record, from its declaration alone: the id checked against the kind's
+id rule, ``ADD``ed to its String Set attribute, claimed as ``<kind>#<id>``. A custom cleanup
+step that declares a resource kind acts only on ids recorded with an ownership record of kind
+``custom:<step name>``, exactly like a connection or an AgentCore session
+(``session_expiry_runtime.steps.custom``): `CustomResourcesPart.attach_resource` records one on
+a live session — the id added to the step's String Set attribute and claimed for the session's
+incarnation (through the claim registrar when one is configured) — so a writer that names
+another session's resource in its own item gets it refused by the cleanup.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..ownership import CUSTOM_KIND_PREFIX, custom_kind, custom_kinds_of
+from ..kind_settings import KindSettings, recorded_kinds
+from ..ownership import CUSTOM_KIND_PREFIX, custom_kind
 from .core import Recording, StoreCore
 from .errors import gone
 from .keys import Key, require_text
@@ -25,15 +30,16 @@ class CustomResourcesPart(StoreCore):
     def attach_resource(
         self, session_id: str, kind: str, resource_id: str, *, partition: str | None = None
     ) -> Session:
-        """Record ``resource_id`` of the custom step ``kind``'s own resource kind on the live
-        session, with its ownership record: the cleanup's step then acts on it when the
-        session ends, and on nothing another session recorded.
+        """Record ``resource_id`` of ``kind`` (a declared kind, or a custom step's own) on the
+        live session, with its ownership record: the cleanup's step then releases it when the
+        session ends, and nothing another session recorded.
 
         Args:
             session_id: the session.
-            kind: the custom step's name (``CustomCleanupStep(name=...)``), or
-                ``"custom:<name>"``.
-            resource_id: the resource's id (an ARN, a name: any non-empty string).
+            kind: a declared kind's name (``"paymentSession"``, `session_expiry_runtime.kinds`),
+                a custom step's name (``CustomCleanupStep(name=...)``), or ``"custom:<name>"``.
+            resource_id: the resource's id: one the kind's API accepts (a custom kind's: any
+                non-empty string).
             partition: the partition key value, with a sort key.
 
         Returns:
@@ -42,27 +48,57 @@ class CustomResourcesPart(StoreCore):
         Raises:
             SessionGoneError: the session is missing or not live; nothing was written.
             ResourceOwnedError: another live session owns that id.
-            ValueError: a kind no custom step declares (``SESSION_EXPIRY_CUSTOM_KINDS``, set by
-                ``grant_session_access``), or an empty id.
+            ValueError: a kind neither declared nor of a custom step
+                (``SESSION_EXPIRY_CUSTOM_KINDS``, set by ``grant_session_access``), a declared
+                kind whose target is not configured, or an id the kind's API would refuse.
         """
-        full = kind if kind.startswith(CUSTOM_KIND_PREFIX) else custom_kind(kind)
-        kinds = custom_kinds_of(self._config.custom_kinds)
-        if full not in kinds:
-            names = sorted(k.removeprefix(CUSTOM_KIND_PREFIX) for k in kinds)
-            raise ValueError(
-                f"resource kind {kind!r}: expected the name of a custom step with a "
-                f"resource_attribute, one of {names} (SESSION_EXPIRY_CUSTOM_KINDS)"
-            )
+        settings = self._attachable(kind)
         require_text(resource_id, "resource id")
+        if not settings.kind.ids.usable(resource_id):
+            raise ValueError(
+                f"{settings.kind.label} id {resource_id!r}: expected {settings.kind.ids.expected}"
+            )
         key = self._key(session_id, partition)
         recording = self._recording(key, session_id, partition)
         item = self._claimed(
-            recording.claims(full, [resource_id]),
+            recording.claims(settings.kind.kind, [resource_id]),
             lambda: self._record_resource(
-                key, session_id, partition, kinds[full], resource_id, recording
+                key, session_id, partition, settings.ids_attribute, resource_id, recording
             ),
         )
         return self._to_session(item)
+
+    def _attachable(self, kind: str) -> KindSettings:
+        """The settings of ``kind``: a declared kind's name, a custom step's name or
+        ``custom:<name>``.
+
+        Raises:
+            ValueError: no such kind, or a declared kind whose target is not configured.
+        """
+        kinds = recorded_kinds(self._config)
+        full = kind if kind in kinds or kind.startswith(CUSTOM_KIND_PREFIX) else None
+        if full is None and isinstance(kind, str):
+            try:
+                full = custom_kind(kind)
+            except ValueError:
+                full = None
+        settings = kinds.get(full) if full is not None else None
+        if settings is None:
+            customs = sorted(k.removeprefix(CUSTOM_KIND_PREFIX) for k in kinds if ":" in k)
+            declared = sorted(k for k in kinds if ":" not in k)
+            raise ValueError(
+                f"resource kind {kind!r}: expected the name of a custom step with a "
+                f"resource_attribute, one of {customs} (SESSION_EXPIRY_CUSTOM_KINDS), or a "
+                f"declared kind, one of {declared}"
+            )
+        declared_target = settings.kind.target
+        if declared_target is not None and settings.target is None:
+            raise ValueError(
+                f"resource kind {kind!r}: its target is not configured (${declared_target.env}, "
+                f"set by SessionExpiry(resource_targets={{{declared_target.prop!r}: ...}}) through "
+                "grant_session_access): the cleanup could never release it"
+            )
+        return settings
 
     def _record_resource(
         self,

@@ -1,0 +1,122 @@
+"""The step of a declared resource kind (`session_expiry_runtime.kinds`): release every id of
+the kind the session owned, one call each.
+
+Built from the declaration alone, one per configured kind (`build_released_steps`): its
+``name`` is the release operation (the metric's ``Action``); it reads the kind's String Set (and
+its latest-id attribute, for a built-in that has one), plans each usable id as a claim
+(``<kind>#<id>``) so that the runner's ownership check (`base`) hands it only the ids this
+record's ``Keys`` and incarnation own, and calls ``Release.operation(target_parameter=target,
+id_parameter=id)`` for each — after ``Release.first`` with the same parameters when the kind
+declares one (ended before it is deleted: an answer in ``Release.first_continues`` goes on to the
+second call). An error code in ``Release.gone`` means the resource is already gone:
+``already-done``. Anything else botocore's retries do not cure is a failure of this step
+(the record is retried), after every other owned id was tried. An id the API would refuse is an
+unusable attribute (logged, never sent). A kind whose ``Release.after`` names other steps runs
+once they finished for the session (`CleanupStep.after`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..clients import CleanupClients
+from ..config import RuntimeConfig
+from ..kind_settings import KindSettings, configured_kinds
+from ..kinds import method_of
+from ..outcomes import STEP_ALREADY_DONE
+from .base import ClaimRef, CleanupStep, Plan, Session, StepContext, act_on_each, call_aws, id_union
+
+
+class ReleasedKindStep(CleanupStep):
+    """Release each owned id of one declared kind (module docstring)."""
+
+    claims_ownership = True
+    name = "ReleasedKind"  # replaced per instance by the kind's release operation
+
+    def __init__(self, settings: KindSettings, client: Any) -> None:
+        release = settings.kind.release
+        if release is None:
+            raise ValueError(f"resource kind {settings.kind.kind!r} declares no release call")
+        self.settings = settings
+        self.release = release
+        self.name = release.operation
+        self.after = release.after
+        self.client = client
+        self.attributes = settings.attributes
+
+    @classmethod
+    def build(cls, config: RuntimeConfig, clients: CleanupClients) -> ReleasedKindStep | None:
+        """``None``: one step per kind; see `build_released_steps`."""
+        return None
+
+    def plan(self, session: Session) -> Plan:
+        settings = self.settings
+        usable = settings.kind.ids.usable
+        if settings.single_attribute is not None:
+            ids, unusable, invalid = id_union(
+                session, settings.single_attribute, settings.ids_attribute, usable
+            )
+        else:
+            ids, unusable, invalid = _id_set(session, settings.ids_attribute, usable)
+        if unusable is not None:
+            return unusable
+        return Plan.run(
+            log={settings.kind.ids.attribute: ids},
+            invalid=invalid,
+            claims=[ClaimRef(settings.kind.kind, resource_id) for resource_id in ids],
+        )
+
+    def run(self, plan: Plan, ctx: StepContext) -> str:
+        return act_on_each(self.name, [ref.resource_id for ref in plan.owned], self._release)
+
+    def _release(self, resource_id: str) -> str:
+        params = {self.release.id_parameter: resource_id}
+        if self.release.target_parameter is not None:
+            params[self.release.target_parameter] = str(self.settings.target)
+        if self.release.first is not None:
+            first = call_aws(
+                self.name,
+                getattr(self.client, method_of(self.release.first)),
+                already_done=self.release.gone,
+                goes_on=self.release.first_continues,
+                **params,
+            )
+            if first == STEP_ALREADY_DONE:
+                return first
+        return call_aws(
+            self.name,
+            getattr(self.client, self.release.method),
+            already_done=self.release.gone,
+            **params,
+        )
+
+
+def _id_set(
+    session: Session, attribute: str, usable: Any
+) -> tuple[list[str], Plan | None, list[str]]:
+    """The usable ids of the String Set ``attribute``: ``(sorted ids, None, invalid)``, or a
+    missing/invalid plan when it is absent or holds no usable id."""
+    if attribute not in session.image:
+        return [], Plan.missing_attributes(missing=(attribute,)), []
+    recorded = session.image[attribute]
+    members = set(recorded) if isinstance(recorded, (set, frozenset)) else set()
+    good = sorted(v for v in members if usable(v))
+    invalid = [attribute] if not good or len(good) != len(members) else []
+    if not good:
+        return [], Plan.missing_attributes(invalid=invalid), invalid
+    return good, None, invalid
+
+
+def build_released_steps(config: RuntimeConfig, clients: CleanupClients) -> list[ReleasedKindStep]:
+    """One step per configured declared kind released by its declared call (a kind with a step
+    of its own is in `session_expiry_runtime.steps.BUILTIN_STEPS`), in declaration order; a kind
+    whose client is missing is left out like any step without its target."""
+    steps = []
+    for settings in configured_kinds(config):
+        release = settings.kind.release
+        if release is None or settings.kind.step is not None:
+            continue
+        client = clients.service(settings.kind.service)
+        if client is not None:
+            steps.append(ReleasedKindStep(settings, client))
+    return steps
