@@ -502,6 +502,8 @@ def _shows(expected: str | None, shown: str | None) -> bool:
     if expected is None:
         return True
     return shown is not None and hmac.compare_digest(expected, shown)
+
+
 def _strings(value: object) -> list[str]:
     """A low-level String (``{"S": ...}``) or String Set's values; nothing for anything else."""
     if not isinstance(value, Mapping):
