@@ -163,6 +163,8 @@ class AgentResult:
     live_untouched: int
     failures: dict[str, float]
     mismatches: list[str]
+    #: Resources of the declared kinds released, by kind.
+    released: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -170,6 +172,7 @@ class AgentResult:
             "already_ended_not_found": self.not_found,
             "live_untouched": self.live_untouched,
             "failures": self.failures,
+            "released": self.released,
         }
 
     def summary_line(self) -> str:
@@ -177,7 +180,7 @@ class AgentResult:
         return (
             f"agent sessions    stopped: {stopped}; {self.not_found} already ended "
             f"(ResourceNotFoundException = done); {self.live_untouched} live sessions' "
-            "untouched"
+            "untouched; released: " + ", ".join(f"{kind} {n}" for kind, n in self.released.items())
         )
 
 
@@ -232,13 +235,13 @@ def check(
         stopped={
             op: sum(1 for c in calls if c.operation == op and c.stopped)
             for op in ("StopRuntimeSession", "StopCodeInterpreterSession", "StopBrowserSession")
-        }
-        | {
-            kind: sum(1 for c in releases.calls() if c.kind == kind and c.released)
-            for kind in DECLARED_TARGETS
         },
         not_found=len(not_found),
         live_untouched=untouched,
+        released={
+            kind: sum(1 for c in releases.calls() if c.kind == kind and c.released)
+            for kind in DECLARED_TARGETS
+        },
         failures=failures,
         mismatches=mismatches,
     )
