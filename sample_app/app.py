@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -37,6 +38,8 @@ CONTEXT_BROWSER = "sample:browser"
 #: the long-term record namespaces (comma-separated templates with {sessionId}) deleted with
 #: them; unset by default (``make sandbox`` sets them for the emulator).
 CONTEXT_AGENT_MEMORY = "sample:agentMemory"
+#: JSON object of ``SessionExpiry(resource_targets=...)``: declared kinds' props → targets.
+CONTEXT_RESOURCE_TARGETS = "sample:resourceTargets"
 CONTEXT_AGENT_MEMORY_RECORD_NAMESPACES = "sample:agentMemoryRecordNamespaces"
 DEFAULT_STACK_NAME = "SessionExpirySample"
 FALLBACK_REGION = "us-east-1"
@@ -78,6 +81,9 @@ def build_app(
             n for n in str(ctx(CONTEXT_AGENT_MEMORY_RECORD_NAMESPACES) or "").split(",") if n
         ]
         or None,
+        resource_targets=json.loads(str(ctx(CONTEXT_RESOURCE_TARGETS)))
+        if ctx(CONTEXT_RESOURCE_TARGETS)
+        else None,
         description="Sample app of cdk-session-expiry: WebSocket sessions that fail closed",
     )
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))

@@ -87,6 +87,8 @@ class SessionExpirySampleStack(Stack):
         agent_memory, agent_memory_record_namespaces: the AgentCore Memory whose events (and
             records in those namespaces) of each ended session the cleanup deletes. Default:
             none.
+        resource_targets: declared resource kinds switched on (``SessionExpiry``'s prop of the
+            same name: AgentCore capacity-provider and payment sessions). Default: none.
     """
 
     def __init__(
@@ -106,6 +108,7 @@ class SessionExpirySampleStack(Stack):
         browser: str | None = None,
         agent_memory: str | None = None,
         agent_memory_record_namespaces: list[str] | None = None,
+        resource_targets: dict[str, str] | None = None,
         **kwargs: object,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
@@ -319,6 +322,7 @@ class SessionExpirySampleStack(Stack):
             browser=browser,
             agent_memory=agent_memory,
             agent_memory_record_namespaces=agent_memory_record_namespaces,
+            resource_targets=resource_targets,
             # Session grants go to the message handler only, bound to their session.
             grant_grantees=[message_fn.role],  # type: ignore[list-item]
             # Kill switches in AWS AppConfig: one step off, a dry run, everything deferred.

@@ -12,10 +12,17 @@ cleanup's ``StopBrowserSession`` gets ``ResourceNotFoundException``, which is do
 :func:`check`, after the cleanup ran, compares the emulator's record with the plan: each ended
 session's three AgentCore sessions were stopped (runtime with the deployed ARN and no
 qualifier), none of a live session was touched, and no AgentCore step failed.
+
+The declared kinds switched on through ``resource_targets`` (a capacity provider and a payment
+manager, :data:`DECLARED_TARGETS`) likewise: each session gets one id of each, recorded with
+``SessionStore.attach_resource`` and held by the emulator
+(``cdk_session_expiry/testing/_moto_resource_kinds.py``); :func:`check` requires each ended
+session's ids released and each live session's still held.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +30,7 @@ from typing import Any
 
 from cdk_session_expiry import _runtime_contract as contract
 from cdk_session_expiry.testing import LocalEmulator
+from cdk_session_expiry.testing import _moto_resource_kinds as releases
 from cdk_session_expiry.testing.agentcore import BROWSER, CODE_INTERPRETER, RUNTIME
 
 #: How many ended / live sessions get AgentCore sessions, and how many of the ended ones'
@@ -36,6 +44,17 @@ CODE_INTERPRETER_ID = "sandboxInterpreter-AbCd123456"
 BROWSER_ID = "sandboxBrowser-AbCd123456"
 
 
+#: ``resource_targets`` of the sandbox: kind → (prop, target as the API takes it; the emulator
+#: answers any).
+DECLARED_TARGETS = {
+    "capacityProviderSession": ("capacity_provider", "sandbox_cp-AbCd123456"),
+    "paymentSession": (
+        "payment_manager",
+        "arn:aws:bedrock-agentcore:us-east-1:123456789012:payment-manager/sandbox-abcd123456",
+    ),
+}
+
+
 def deploy_context(emulator: LocalEmulator) -> dict[str, str]:
     """``cdk deploy --context`` values naming AgentCore targets the emulator answers for."""
     runtime_arn = (
@@ -46,6 +65,7 @@ def deploy_context(emulator: LocalEmulator) -> dict[str, str]:
         "sample:agentRuntimeArn": runtime_arn,
         "sample:codeInterpreter": CODE_INTERPRETER_ID,
         "sample:browser": BROWSER_ID,
+        "sample:resourceTargets": json.dumps(dict(DECLARED_TARGETS.values())),
     }
 
 
@@ -60,6 +80,9 @@ class AgentPlan:
     ended: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     live: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     already_ended_browsers: set[str] = field(default_factory=set)
+    #: (kind, target, id) of the declared kinds' resources of ended / live sessions.
+    declared_ended: set[tuple[str, str, str]] = field(default_factory=set)
+    declared_live: set[tuple[str, str, str]] = field(default_factory=set)
 
 
 def attach(
@@ -95,7 +118,24 @@ def attach(
         emulator.start_agent_session(CODE_INTERPRETER, plan.code_interpreter_id, interpreter)
         if browser not in plan.already_ended_browsers:
             emulator.start_agent_session(BROWSER, plan.browser_id, browser)
+    for held, ids in ((plan.declared_ended, plan.ended), (plan.declared_live, plan.live)):
+        for session_id in ids:
+            held |= _attach_declared(emulator, store, session_id)
     return plan
+
+
+def _attach_declared(emulator: LocalEmulator, store: Any, session_id: str) -> set[tuple[str, ...]]:
+    """One resource of each declared kind switched on, recorded and held by the emulator."""
+    ids = {
+        "capacityProviderSession": f"cp-{uuid.uuid4().hex}",
+        "paymentSession": f"payment-session-{uuid.uuid4().hex[:15]}",
+    }
+    attached = set()
+    for kind, (_, target) in DECLARED_TARGETS.items():
+        store.attach_resource(session_id, kind, ids[kind])
+        emulator.hold_resource(kind, target, ids[kind])
+        attached.add((kind, target, ids[kind]))
+    return attached
 
 
 def _attach_one(store: Any, session_id: str) -> tuple[str, str, str]:
@@ -123,6 +163,8 @@ class AgentResult:
     live_untouched: int
     failures: dict[str, float]
     mismatches: list[str]
+    #: Resources of the declared kinds released, by kind.
+    released: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -130,6 +172,7 @@ class AgentResult:
             "already_ended_not_found": self.not_found,
             "live_untouched": self.live_untouched,
             "failures": self.failures,
+            "released": self.released,
         }
 
     def summary_line(self) -> str:
@@ -137,7 +180,7 @@ class AgentResult:
         return (
             f"agent sessions    stopped: {stopped}; {self.not_found} already ended "
             f"(ResourceNotFoundException = done); {self.live_untouched} live sessions' "
-            "untouched"
+            "untouched; released: " + ", ".join(f"{kind} {n}" for kind, n in self.released.items())
         )
 
 
@@ -173,8 +216,11 @@ def check(
             f"agent sessions: not found for {sorted(c.session_id for c in not_found)}, "
             f"expected only the already ended browsers {sorted(plan.already_ended_browsers)}"
         )
+    mismatches += _declared_mismatches(plan)
     failures = {
-        action: n for action, n in failures_by_action.items() if action.startswith("Stop") and n
+        action: n
+        for action, n in failures_by_action.items()
+        if action.startswith(("Stop", "DeleteCapacityProvider", "DeletePayment")) and n
     }
     if failures:
         mismatches.append(f"agent sessions: AgentCore steps failed: {failures}")
@@ -192,8 +238,25 @@ def check(
         },
         not_found=len(not_found),
         live_untouched=untouched,
+        released={
+            kind: sum(1 for c in releases.calls() if c.kind == kind and c.released)
+            for kind in DECLARED_TARGETS
+        },
         failures=failures,
         mismatches=mismatches,
     )
     say(result.summary_line())
     return result
+
+
+def _declared_mismatches(plan: AgentPlan) -> list[str]:
+    """Each ended session's declared resources released, each live one's still held."""
+    held = {(kind, target, i) for kind in DECLARED_TARGETS for target, i in releases.held(kind)}
+    mismatches = []
+    left = sorted(plan.declared_ended & held)
+    if left:
+        mismatches.append(f"declared kinds: ended sessions' resources not released: {left}")
+    gone = sorted(plan.declared_live - held)
+    if gone:
+        mismatches.append(f"declared kinds: live sessions' resources released: {gone}")
+    return mismatches

@@ -507,7 +507,8 @@ def declared_kind(kind: str) -> ResourceKind | None:
     return next((k for k in DECLARED_KINDS if k.kind == kind), None)
 
 
-#: Every built-in kind's name, declared or not (connections and grants are the store's own).
+#: Every declared kind's name (connections and grants are the store's own, not declared here:
+#: `session_expiry_runtime.ownership.KINDS` has them all).
 BUILTIN_KIND_NAMES: tuple[str, ...] = tuple(k.kind for k in DECLARED_KINDS)
 
 
