@@ -307,7 +307,7 @@ class SessionExpiry(Construct):
             Reference, PutTargets) invokes them asynchronously at once and Lambda runs them
             side by side (below a minute with reserved concurrency of one per worker). A run
             starts no call after its schedule period ends, so two runs never overlap on one
-            shard. Each worker deletes about 420-530 due sessions a second at 1,024 MB
+            shard. Each worker deletes about 420-570 due sessions a second at 1,024 MB
             (BENCHMARKS.md, storm). Only with ``expiry_sweep_interval``. Default: 4.
         expiry_sweeper_memory_size: memory of the sweeper function, MB, 128..10,240. Its
             DeleteItems are CPU-bound and Lambda gives CPU in proportion to memory (one vCPU

@@ -99,7 +99,7 @@ MAX_SWEEPER_TIMEOUT = Duration.minutes(5)
 #: proportion to memory (one vCPU at 1,769 MB: Lambda Developer Guide, "Configuring Lambda
 #: function memory"), so one worker at 512 MB deleted about 220-260 sessions a second and a
 #: 100,000-session storm took 8-10 minutes. At 1,024 MB (0.58 vCPU) one worker deletes about
-#: 420-530 a second, and the default 4 workers about 1,700-2,100: more than the cleanup behind
+#: 420-570 a second, and the default 4 workers about 1,700-2,300: more than the cleanup behind
 #: them takes at its defaults, so the sweeper is no longer a storm's first limit.
 DEFAULT_SWEEPER_MEMORY_SIZE = 1024
 #: Lambda's memory range (MB): AWS Lambda Developer Guide, "Configuring Lambda function memory".
