@@ -285,16 +285,18 @@ class SessionExpiry(Construct):
             Cost: one metric-math alarm. Default: ``True``.
         expiry_sweep_interval: run the expiry sweeper this often (whole minutes from 1 minute
             to 1 day, or 5, 6, 10, 12, 15, 20 or 30 seconds: started every minute with reserved
-            concurrency 1, a pass every interval within the run): a scheduled function deletes
+            concurrency of one per worker, a pass every interval within the run): a scheduled
+            function, fanned out over ``expiry_sweep_workers``, deletes
             every session whose TTL has passed, so it is cleaned within the interval plus
             processing time instead of TTL's "within a few days". Adds a sparse index
             ``expirySweep`` (``expiryShard`` + TTL, keys only) on a new table (a ``table=`` of
             this app must already have it, and the error gives the
             ``add_global_secondary_index(...)`` call; an imported table gets a synth warning),
-            the function, an EventBridge rule and an errors alarm. Cost: one extra index write
-            per session create/touch, one Query per shard (4) and one Lambda invocation per
-            interval, one DeleteItem per swept session (docs: Benchmarks and costs). Default:
-            off, TTL alone.
+            the function, an EventBridge rule per five workers and an errors alarm. Cost: one
+            extra index write per session create/touch, one Query per shard (4) and one Lambda
+            invocation per worker (4) per interval, one DeleteItem per swept session; below a
+            minute each worker's run lasts the minute, about $127 a month with the defaults at
+            5 s (docs: Benchmarks and costs). Default: off, TTL alone.
         expiry_sweep_shards: shards of the sweep index (1..64): the session runtime writes
             each session's shard (its key's CRC-32 modulo this) on create and touch, each
             shard is one partition of the index (1,000 write units a second) and costs one
