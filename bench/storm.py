@@ -5,9 +5,11 @@
 1. **Every call, for real** (:func:`real_run`): N sessions written in the store's format
    (:mod:`bench.sessions`: item with its sweep shard, incarnation, connection, grant, ownership
    records) into the bench endpoint held in process (:mod:`bench.transport`), all due at the same
-   second. The real ``ExpirySweeper`` Queries the sweep index and deletes every one of them
-   (``DeleteItem`` with its condition); the endpoint keeps each delete's REMOVE record; the
-   records go to stream shards by key, in order, and the real cleanup handler
+   second. The real ``ExpirySweeper``, fanned out as the construct deploys it by default (one
+   sweeper and client per worker over its own shards, the workers at once on threads), Queries
+   the sweep index and deletes every one of them (``DeleteItem`` with its condition); the
+   endpoint keeps each delete's REMOVE record; the records go to stream shards by key, in
+   order, and the real cleanup handler
    (``session_expiry_runtime.handler.handler``, pacing included) is invoked on each batch of
    ``batch_size`` as the event source mapping would invoke it. Then every session is verified
    clean (connection closed, grant retired, ownership records released, item gone). The calls
@@ -167,8 +169,7 @@ def real_run(
     """Sweep and clean ``n`` due sessions with the real code, every call made (see module);
     with ``part`` only that share of them (:func:`run_calls`)."""
     from session_expiry_runtime import handler as handler_module
-    from session_expiry_runtime.metrics import MetricsRecorder
-    from session_expiry_runtime.sweeper import ExpirySweeper, sweeper_client_config
+    from session_expiry_runtime.sweeper import sweeper_client_config
 
     config = _config()
     due = int(time.time()) - 5
@@ -177,18 +178,14 @@ def real_run(
     with _in_process(_env(config)) as tr:
         import boto3
 
-        ddb = boto3.client(
-            "dynamodb",
-            endpoint_url=transport.ENDPOINT_URL,
-            config=sweeper_client_config(config.time_guard_ms, config.max_workers),
-        )
-        sweeper = ExpirySweeper(config, ddb, MetricsRecorder("Storm"))
-        passes = []
-        while True:  # passes until nothing is due (a pass stops at nothing due; one is enough)
-            report = sweeper.sweep(now=Decimal(due + 1))
-            passes.append(report.as_dict())
-            if not report.swept:
-                break
+        def ddb() -> Any:  # one client per worker: each is its own invocation
+            return boto3.client(
+                "dynamodb",
+                endpoint_url=transport.ENDPOINT_URL,
+                config=sweeper_client_config(config.time_guard_ms, config.max_workers),
+            )
+
+        passes = _fanned_out_sweep(config, ddb, Decimal(due + 1))
         sweep_calls = Counter(tr.calls)
         tr.calls.clear()
         removes = endpoint.STATE.tables.take_removes()
@@ -214,6 +211,29 @@ def real_run(
         "verification": verified,
         "elapsed_s": elapsed,
     }
+
+
+def _fanned_out_sweep(config: RuntimeConfig, new_client: Any, now: Decimal) -> list[dict[str, Any]]:
+    """The construct's default fan-out with the real sweeper: one ``ExpirySweeper`` (own
+    client) per worker over its shards (``sweeper.shard_groups``), the workers at once on
+    threads, passes until none swept anything; every worker pass's summary."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from session_expiry_runtime.metrics import MetricsRecorder
+    from session_expiry_runtime.sweeper import ExpirySweeper
+
+    from cdk_session_expiry.sweeper import shard_groups
+
+    settings = storm_model.Settings()
+    groups = shard_groups(config.sweep_shards, settings.sweep_workers)
+    workers = [ExpirySweeper(config, new_client(), MetricsRecorder("Storm")) for _ in groups]
+    passes: list[dict[str, Any]] = []
+    with ThreadPoolExecutor(len(groups), thread_name_prefix="worker") as pool:
+        while True:  # a pass stops at nothing due; one is enough
+            reports = list(pool.map(lambda w, g: w.sweep(now=now, shards=g), workers, groups))
+            passes += [r.as_dict() for r in reports]
+            if not any(r.swept for r in reports):
+                return passes
 
 
 def _invoke(

@@ -6,12 +6,15 @@ simulated clock, from what was measured — calls per session, CPU per session o
 per delete of the sweeper — and from the published quotas below. The pipeline:
 
 1. **Sweeper passes** (``expiry_sweep_interval``): the first pass after the sessions are due
-   starts one interval later (the worst case: they fell due just after a pass began); each pass
-   Queries the sweep index's shards one after another, 500 keys a page, and deletes a page's
-   sessions with ``max_workers`` threads. A page takes the longest of: its latency
-   (``ceil(n / max_workers)`` DeleteItem round trips), its CPU (``n`` times the measured CPU of
-   one DeleteItem ÷ the sweeper's vCPU share at its memory), and its share of DynamoDB's write
-   throughput (each delete writes the table and the index's partition of its shard). Below one
+   starts one interval later (the worst case: they fell due just after a pass began). The
+   sweep is fanned out over ``expiry_sweep_workers`` invocations at once, each owning its
+   shards (``sweeper.shard_groups``; sessions spread over the shards by key), each in its own
+   execution environment at ``expiry_sweeper_memory_size``. A worker Queries its shards a page
+   of 500 keys at a time and deletes a page's sessions with ``max_workers`` threads. A page
+   takes the longest of: its latency (``ceil(n / max_workers)`` DeleteItem round trips), its
+   CPU (``n`` times the measured CPU of one DeleteItem ÷ the worker's vCPU share at its
+   memory), and its share of DynamoDB's write throughput (each delete writes the table —
+   shared by the workers — and the index's partition of its shard — one per shard). Below one
    minute a run lasts the minute less its time guard; the next run continues the work.
 2. **The stream**: each REMOVE lands on a stream shard by its key; Lambda polls a shard four
    times a second and runs ``parallelization_factor`` batches of a shard at once (keys split
@@ -68,7 +71,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from cdk_session_expiry.sweeper import SWEEPER_MEMORY_SIZE
+from cdk_session_expiry.sweeper import (
+    DEFAULT_SWEEP_WORKERS,
+    DEFAULT_SWEEPER_MEMORY_SIZE,
+    SWEEP_SHARDS,
+    shard_groups,
+)
 
 #: Lambda gives one vCPU at 1,769 MB, in proportion below (Lambda Developer Guide,
 #: "Configuring Lambda function memory"); one Python process gains little above it.
@@ -146,9 +154,10 @@ class Settings:
     batch_size: int = 100
     cleanup_memory_mb: int = 1769
     max_workers: int = 32
-    sweeper_memory_mb: int = SWEEPER_MEMORY_SIZE
+    sweeper_memory_mb: int = DEFAULT_SWEEPER_MEMORY_SIZE
     sweep_interval_s: int = 5
-    sweep_shards: int = 4
+    sweep_shards: int = SWEEP_SHARDS
+    sweep_workers: int = DEFAULT_SWEEP_WORKERS
     #: seconds a sweeper run works before its time guard (below a minute: 59 s timeout less
     #: the 3.5 s guard); ``None`` for one pass a run (an interval of a minute and more)
     sweeper_run_s: float | None = 55.5
@@ -158,7 +167,8 @@ class Settings:
             f"{self.stream_shards} stream shards × parallelization factor "
             f"{self.parallelization_factor}, batch {self.batch_size}, cleanup "
             f"{self.cleanup_memory_mb:,} MiB, max_workers {self.max_workers}, sweeper "
-            f"{self.sweeper_memory_mb} MiB, sweep every {self.sweep_interval_s} s"
+            f"{self.sweep_workers} workers over {self.sweep_shards} shards at "
+            f"{self.sweeper_memory_mb:,} MiB, sweep every {self.sweep_interval_s} s"
         )
 
 
@@ -227,9 +237,11 @@ def stage_rates(
     """Sessions per second each stage can sustain, alone; the smallest binds."""
     s, m = settings, measured
     sweeper = {
-        "sweeper CPU (DeleteItem at its memory)": vcpu(s.sweeper_memory_mb)
+        "sweeper CPU (workers × DeleteItem at its memory)": s.sweep_workers
+        * vcpu(s.sweeper_memory_mb)
         / m.sweeper_cpu_per_delete_s,
-        "sweeper calls in flight (max_workers ÷ DeleteItem latency)": s.max_workers
+        "sweeper calls in flight (workers × max_workers ÷ DeleteItem latency)": s.sweep_workers
+        * s.max_workers
         / latency.dynamodb,
         "sweep index write units (1,000 per shard)": PARTITION_WRITE_UNITS * s.sweep_shards,
         "session table write units (warm throughput)": TABLE_WARM_WRITE_UNITS,
@@ -256,13 +268,27 @@ def stage_rates(
 
 
 def _sweep_times(n: int, settings: Settings, measured: Measured, latency: Latency) -> list[float]:
-    """When each of ``n`` due sessions is deleted (seconds after they fell due), in order."""
+    """When each of ``n`` due sessions is deleted (seconds after they fell due), in order: the
+    workers side by side, each over its own shards' share of the sessions."""
     s = settings
-    per_delete = max(
-        measured.sweeper_cpu_per_delete_s / vcpu(s.sweeper_memory_mb),
-        1 / (PARTITION_WRITE_UNITS * s.sweep_shards),
-        1 / TABLE_WARM_WRITE_UNITS,
-    )
+    groups = shard_groups(s.sweep_shards, s.sweep_workers)
+    times: list[float] = []
+    for group in groups:
+        # Keys spread evenly over the shards (CRC-32): shard i holds n // shards, plus one for
+        # the first n % shards.
+        owned = sum(n // s.sweep_shards + (i < n % s.sweep_shards) for i in group)
+        per_delete = max(
+            measured.sweeper_cpu_per_delete_s / vcpu(s.sweeper_memory_mb),
+            1 / (PARTITION_WRITE_UNITS * len(group)),
+            s.sweep_workers / TABLE_WARM_WRITE_UNITS,
+        )
+        times.extend(_worker_times(owned, per_delete, s, latency))
+    return sorted(times)
+
+
+def _worker_times(n: int, per_delete: float, s: Settings, latency: Latency) -> list[float]:
+    """When each of a worker's ``n`` due sessions is deleted, ``per_delete`` seconds apart at
+    best; below a minute its run stops at the time guard and the next minute's continues."""
     times: list[float] = []
     t = float(s.sweep_interval_s)  # the first pass after the storm fell due: worst case
     run_start = t

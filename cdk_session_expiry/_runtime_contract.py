@@ -134,6 +134,13 @@ DEFAULT_SWEEP_SHARD_ATTRIBUTE = "expiryShard"
 DEFAULT_SWEEP_SHARDS = 4
 DEFAULT_SWEEP_INDEX_NAME = "expirySweep"
 ENV_SWEEP_INTERVAL_SECONDS = "SESSION_EXPIRY_SWEEP_INTERVAL_SECONDS"
+#: Keys of the event each of the sweeper's schedule targets sends (its input transformer):
+#: the shard indices that run sweeps, the rule's scheduled time (the event's ``time``) and
+#: the rule's period in seconds. A run starts no call after ``scheduledAt + periodSeconds``
+#: less its time guard, so two runs of one shard never overlap.
+EVENT_SWEEP_SHARDS = "expiryShards"
+EVENT_SWEEP_SCHEDULED_AT = "scheduledAt"
+EVENT_SWEEP_PERIOD_SECONDS = "periodSeconds"
 METRIC_SESSIONS_SWEPT = "SessionsSwept"
 METRIC_SWEEP_LAG = "SweepLagSeconds"
 METRIC_SWEEP_SKIPPED = "SweepSkipped"

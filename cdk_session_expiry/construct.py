@@ -189,10 +189,10 @@ class SessionExpiry(Construct):
             1. The event source mapping runs at most one invocation per shard and
             ``parallelization_factor``: below that the cleanup is throttled and falls behind.
             Default: none reserved (the mapping bounds it).
-        expiry_sweep_reserved_concurrency: reserved concurrency of the sweeper, at least 1
-            (1 is enough); only with ``expiry_sweep_interval``, and 1 below a minute (a
-            sub-minute sweeper accepts only 1). Default: none reserved, except 1 for a
-            sub-minute sweeper.
+        expiry_sweep_reserved_concurrency: reserved concurrency of the sweeper, at least
+            ``expiry_sweep_workers`` (one per worker is enough); only with
+            ``expiry_sweep_interval``, and exactly one per worker below a minute. Default: none
+            reserved, except one per worker for a sub-minute sweeper.
         max_workers: cleanup calls in flight per invocation (the step pool), 1..64; one
             session's steps run side by side, and a session waiting for another's shared
             ``DeleteObjects`` does not count. Default: 32 (BENCHMARKS.md, at 20 ms a call: with
@@ -293,16 +293,39 @@ class SessionExpiry(Construct):
             Cost: one metric-math alarm. Default: ``True``.
         expiry_sweep_interval: run the expiry sweeper this often (whole minutes from 1 minute
             to 1 day, or 5, 6, 10, 12, 15, 20 or 30 seconds: started every minute with reserved
-            concurrency 1, a pass every interval within the run): a scheduled function deletes
+            concurrency of one per worker, a pass every interval within the run): a scheduled
+            function, fanned out over ``expiry_sweep_workers``, deletes
             every session whose TTL has passed, so it is cleaned within the interval plus
             processing time instead of TTL's "within a few days". Adds a sparse index
             ``expirySweep`` (``expiryShard`` + TTL, keys only) on a new table (a ``table=`` of
             this app must already have it, and the error gives the
             ``add_global_secondary_index(...)`` call; an imported table gets a synth warning),
-            the function, an EventBridge rule and an errors alarm. Cost: one extra index write
-            per session create/touch, one Query per shard (4) and one Lambda invocation per
-            interval, one DeleteItem per swept session (docs: Benchmarks and costs). Default:
-            off, TTL alone.
+            the function, an EventBridge rule per five workers and an errors alarm. Cost: one
+            extra index write per session create/touch, one Query per shard (4) and one Lambda
+            invocation per worker (4) per interval, one DeleteItem per swept session; below a
+            minute each worker's run lasts the minute, about $127 a month with the defaults at
+            5 s (docs: Benchmarks and costs). Default: off, TTL alone.
+        expiry_sweep_shards: shards of the sweep index (1..64): the session runtime writes
+            each session's shard (its key's CRC-32 modulo this) on create and touch, each
+            shard is one partition of the index (1,000 write units a second) and costs one
+            Query per pass. Lowering it on a live table leaves sessions written into the
+            shards above until their next touch to TTL alone. Only with
+            ``expiry_sweep_interval``. Default: 4.
+        expiry_sweep_workers: sweeper invocations per scheduled time, 1..20, at most one per
+            shard: worker ``k`` owns the shards ``i`` with ``i % workers == k``. One EventBridge
+            rule per 5 workers (each rule has up to five targets: Amazon EventBridge API
+            Reference, PutTargets) invokes them asynchronously at once and Lambda runs them
+            side by side (below a minute with reserved concurrency of one per worker). A run
+            starts no call after its schedule period ends, so two runs never overlap on one
+            shard. Each worker deletes about 420-570 due sessions a second at 1,024 MB
+            (BENCHMARKS.md, storm). Only with ``expiry_sweep_interval``. Default: 4.
+        expiry_sweeper_memory_size: memory of the sweeper function, MB, 128..10,240. Its
+            DeleteItems are CPU-bound and Lambda gives CPU in proportion to memory (one vCPU
+            at 1,769 MB: AWS Lambda Developer Guide, "Configuring Lambda function memory"):
+            the sweep's rate per worker grows with it, and so does a sub-minute sweeper's cost,
+            whose runs last their minute (docs: Benchmarks and costs). Only with
+            ``expiry_sweep_interval``. Default: 1,024 (with 4 workers, 100,000 sessions due at
+            once are deleted in about a minute).
         alarm_ttl_health_window: alarm when time to live deleted no session over this window
             (1 hour..1 day) while the table was written: the signature of TTL values in
             milliseconds or the wrong attribute name (``ttl_health_alarm``). Expected to fire
@@ -633,6 +656,9 @@ class SessionExpiry(Construct):
         alarm_actions: Sequence[cloudwatch.IAlarmAction] | None = None,
         alarm_skipped_records: bool = True,
         expiry_sweep_interval: Duration | None = None,
+        expiry_sweep_shards: int = sweeper.SWEEP_SHARDS,
+        expiry_sweep_workers: int = sweeper.DEFAULT_SWEEP_WORKERS,
+        expiry_sweeper_memory_size: int = sweeper.DEFAULT_SWEEPER_MEMORY_SIZE,
         alarm_ttl_health_window: Duration | None = None,
         cleanup_enabled: bool = True,
         cleanup_dry_run: bool = False,
@@ -754,6 +780,12 @@ class SessionExpiry(Construct):
         )
         if props.expiry_sweep_interval is not None:
             sweeper.check_sweep_interval(props.expiry_sweep_interval)
+        sweeper.check_sweeper_props(
+            shards=props.expiry_sweep_shards,
+            workers=props.expiry_sweep_workers,
+            memory_size=props.expiry_sweeper_memory_size,
+            sweeper_on=props.expiry_sweep_interval is not None,
+        )
         validation.check_filter_with_sweeper(props.event_filter, props.expiry_sweep_interval)
         #: Global-table mode (``global_table``, or derived from the table's replicas): this
         #: Region cleans and sweeps only the sessions it owns (``multi_region``).
@@ -1225,6 +1257,9 @@ class SessionExpiry(Construct):
             log_retention=props.cleanup_log_retention,
             metrics_namespace=props.metrics_namespace,
             alarm_actions=props.actions,
+            shards=props.expiry_sweep_shards,
+            workers=props.expiry_sweep_workers,
+            memory_size=props.expiry_sweeper_memory_size,
         )
         self.alarms.append(self.expiry_sweeper.errors_alarm)
 

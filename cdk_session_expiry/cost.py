@@ -305,7 +305,10 @@ class Options:
         agentcore_stops: AgentCore kinds stopped per session, 0 to 3 (default 0).
         sweep_interval_s: ``expiry_sweep_interval`` in seconds; ``None`` (default): no sweeper.
         sweeper_memory_mb: the sweeper's memory (MB); ``None`` (default): the construct's
-            (``sweeper.SWEEPER_MEMORY_SIZE``).
+            (``sweeper.DEFAULT_SWEEPER_MEMORY_SIZE``).
+        sweep_workers: sweeper invocations per scheduled time (``expiry_sweep_workers``);
+            ``None`` (default): the construct's (``sweeper.DEFAULT_SWEEP_WORKERS``).
+        sweep_shards: shards every pass Queries (``expiry_sweep_shards``, default 4).
         grant_sweep: the hourly grant sweep deployed (with ``grant_key``; default no).
         alarms: CloudWatch alarms of the stack (default 0).
         heartbeats: heartbeats (``touch``) per session (default 10).
@@ -330,6 +333,8 @@ class Options:
     agentcore_stops: int = 0
     sweep_interval_s: int | None = None
     sweeper_memory_mb: int | None = None
+    sweep_workers: int | None = None
+    sweep_shards: int = SWEEP_SHARDS
     grant_sweep: bool = False
     alarms: int = 0
     heartbeats: int = 10
@@ -340,8 +345,17 @@ class Options:
 
     def __post_init__(self) -> None:
         if self.sweeper_memory_mb is None:
-            object.__setattr__(self, "sweeper_memory_mb", _sweeper_memory_size())
-        for name, least in (("sessions", 0), ("objects", 0), ("heartbeats", 0), ("alarms", 0)):
+            object.__setattr__(self, "sweeper_memory_mb", _sweeper_defaults()[0])
+        if self.sweep_workers is None:
+            object.__setattr__(self, "sweep_workers", _sweeper_defaults()[1])
+        for name, least in (
+            ("sessions", 0),
+            ("objects", 0),
+            ("heartbeats", 0),
+            ("alarms", 0),
+            ("sweep_workers", 1),
+            ("sweep_shards", 1),
+        ):
             if getattr(self, name) < least:
                 raise ValueError(f"{name}={getattr(self, name)}: expected at least {least}")
         if self.memory_mb < 128:
@@ -354,11 +368,12 @@ class Options:
             raise ValueError(f"sweep_interval_s={self.sweep_interval_s}: expected seconds > 0")
 
 
-def _sweeper_memory_size() -> int:
-    """The construct's ``SWEEPER_MEMORY_SIZE`` (imports aws_cdk: only when an Options needs it)."""
-    from .sweeper import SWEEPER_MEMORY_SIZE
+def _sweeper_defaults() -> tuple[int, int]:
+    """The construct's sweeper memory (MB) and workers by default (imports aws_cdk: only when an
+    Options needs them)."""
+    from .sweeper import DEFAULT_SWEEP_WORKERS, DEFAULT_SWEEPER_MEMORY_SIZE
 
-    return SWEEPER_MEMORY_SIZE
+    return DEFAULT_SWEEPER_MEMORY_SIZE, DEFAULT_SWEEP_WORKERS
 
 
 def cpu_ms(objects: int) -> float:
@@ -405,18 +420,21 @@ def _units(o: Options) -> dict[str, float]:
     return u
 
 
-def sweeper_monthly(interval_s: int, memory_mb: int) -> float:
-    """USD a month of the expiry sweeper with nothing due: below a minute a run a minute, billed
-    while its passes span the minute (``60 - interval`` s plus a pass); from a minute one pass a
-    run (`SWEEPER_PASS_S`); each pass Queries every shard (0.5 read unit each, eventually
-    consistent, an empty page). Sessions swept cost their ``DeleteItem`` (per session)."""
+def sweeper_monthly(
+    interval_s: int, memory_mb: int, workers: int = 1, shards: int = SWEEP_SHARDS
+) -> float:
+    """USD a month of the expiry sweeper with nothing due: each of ``workers`` runs once per
+    scheduled time; below a minute a run a minute, billed while its passes span the minute
+    (``60 - interval`` s plus a pass); from a minute one pass a run (`SWEEPER_PASS_S`); each pass
+    Queries every shard once across the workers (0.5 read unit each, eventually consistent, an
+    empty page). Sessions swept cost their ``DeleteItem`` (per session)."""
     if interval_s < 60:
         runs, billed, passes = MONTH_S / 60, 60 - interval_s + SWEEPER_PASS_S / 2, 60 // interval_s
     else:
         runs, billed, passes = MONTH_S / interval_s, SWEEPER_PASS_S, 1
-    duration = runs * billed * memory_mb / 1024 * PRICES["lambda_gb_second"].usd
-    reads = runs * passes * SWEEP_SHARDS * 0.5 * PRICES["dynamodb_read_unit"].usd
-    return duration + reads + runs * PRICES["lambda_request"].usd
+    duration = workers * runs * billed * memory_mb / 1024 * PRICES["lambda_gb_second"].usd
+    reads = runs * passes * shards * 0.5 * PRICES["dynamodb_read_unit"].usd
+    return duration + reads + workers * runs * PRICES["lambda_request"].usd
 
 
 def _fixed(o: Options) -> dict[str, float]:
@@ -426,8 +444,12 @@ def _fixed(o: Options) -> dict[str, float]:
         "CloudWatch alarms": o.alarms * PRICES["cloudwatch_alarm_month"].usd,
     }
     if o.sweep_interval_s is not None:
+        memory, workers = _sweeper_defaults()
         lines[f"expiry sweeper (every {o.sweep_interval_s} s)"] = sweeper_monthly(
-            o.sweep_interval_s, o.sweeper_memory_mb or _sweeper_memory_size()
+            o.sweep_interval_s,
+            o.sweeper_memory_mb or memory,
+            o.sweep_workers or workers,
+            o.sweep_shards,
         )
     if o.grant_sweep:
         runs = 24 * 30  # hourly
@@ -525,6 +547,7 @@ def options_from_template(template: Mapping[str, Any], **traffic: Any) -> Option
         agentcore_stops=sum(1 for name in agent if name in env),
         sweep_interval_s=_sweep_interval(template, by_handler.get(c.SWEEPER_HANDLER)),
         sweeper_memory_mb=_memory_size(by_handler.get(c.SWEEPER_HANDLER)),
+        **_sweep_fan_out(template, by_handler.get(c.SWEEPER_HANDLER)),
         grant_sweep=f"{c.RUNTIME_PACKAGE}.grant_sweeper.handler" in by_handler,
         alarms=sum(
             1
@@ -604,6 +627,26 @@ def _sweep_interval(template: Mapping[str, Any], sweeper: tuple[str, Any] | None
         if r.get("Type") == "AWS::Events::Rule" and logical in targets:
             return _rate_seconds(str(p.get("ScheduleExpression", "")))
     return 60
+
+
+def _sweep_fan_out(template: Mapping[str, Any], sweeper: tuple[str, Any] | None) -> dict[str, int]:
+    """The expiry sweeper's workers (its rules' targets) and shards (its variable); empty
+    without a sweeper."""
+    if sweeper is None:
+        return {}
+    logical, props = sweeper
+    env = props.get("Environment", {}).get("Variables", {})
+    workers = sum(
+        1
+        for r in template.get("Resources", {}).values()
+        if r.get("Type") == "AWS::Events::Rule"
+        for target in r.get("Properties", {}).get("Targets", [])
+        if logical in json.dumps(target.get("Arn"))
+    )
+    return {
+        "sweep_workers": max(1, workers),
+        "sweep_shards": int(env.get(c.ENV_SWEEP_SHARDS, SWEEP_SHARDS)),
+    }
 
 
 def _rate_seconds(expression: str) -> int:

@@ -11,8 +11,9 @@
 * ``cleanup_reserved_concurrency``: reserved concurrency of the cleanup function. The event
   source mapping runs at most one invocation per shard and ``parallelization_factor``; a value
   below that throttles the cleanup (the iterator age alarm shows it). Closes ``CKV_AWS_115``.
-* ``expiry_sweep_reserved_concurrency``: reserved concurrency of the sweeper (1 is enough: one
-  run per interval). The sub-minute sweeper always reserves 1. Closes ``CKV_AWS_115``.
+* ``expiry_sweep_reserved_concurrency``: reserved concurrency of the sweeper (one per worker is
+  enough: each worker runs once per interval). The sub-minute sweeper always reserves one per
+  worker. Closes ``CKV_AWS_115``.
 
 The values are set on the functions' and log groups' CloudFormation resources once the
 construct built them, so the units that create the functions need not know about them.
@@ -32,6 +33,7 @@ from . import validation
 
 if TYPE_CHECKING:
     from .construct import SessionExpiry
+    from .sweeper import ExpirySweeper
 
 #: Reserved concurrency is at most the account's concurrency limit (1,000 by default, raised on
 #: request); a larger value would be refused at deploy time by most accounts, so it is refused
@@ -77,12 +79,7 @@ def apply(
     functions = [(sessions.cleanup_function, cleanup_reserved_concurrency)]
     sweeper = sessions.expiry_sweeper
     if sweeper is not None:
-        if sweeper.sub_minute and expiry_sweep_reserved_concurrency not in (None, 1):
-            raise ValueError(
-                f"expiry_sweep_reserved_concurrency={expiry_sweep_reserved_concurrency} with a "
-                "sub-minute expiry_sweep_interval: expected 1 (its passes must not overlap) "
-                "or no expiry_sweep_reserved_concurrency"
-            )
+        _check_sweeper_concurrency(sweeper, expiry_sweep_reserved_concurrency)
         functions.append((sweeper.function, expiry_sweep_reserved_concurrency))
     grant_sweep = sessions.grant_sweep
     if grant_sweep is not None:
@@ -109,6 +106,28 @@ def apply(
         _encrypt_log_group(delivery.log_group, function_encryption_key)
     if function_encryption_key is not None:
         _allow_cloudwatch_logs(sessions, function_encryption_key)
+
+
+def _check_sweeper_concurrency(sweeper: ExpirySweeper, concurrency: int | None) -> None:
+    """Below a minute exactly one per worker; otherwise at least one per worker.
+
+    Raises:
+        ValueError: the message names the value and what is expected.
+    """
+    if concurrency is None or validation.is_token(concurrency):
+        return
+    if sweeper.sub_minute and concurrency != sweeper.workers:
+        raise ValueError(
+            f"expiry_sweep_reserved_concurrency={concurrency} with a sub-minute "
+            f"expiry_sweep_interval and expiry_sweep_workers={sweeper.workers}: expected "
+            f"{sweeper.workers}, one per worker, or no expiry_sweep_reserved_concurrency"
+        )
+    if concurrency < sweeper.workers:
+        raise ValueError(
+            f"expiry_sweep_reserved_concurrency={concurrency} with "
+            f"expiry_sweep_workers={sweeper.workers}: expected at least {sweeper.workers}, "
+            "one per worker (fewer would throttle the workers' runs), or none reserved"
+        )
 
 
 def _encrypt_log_group(log_group: logs.ILogGroup, key: kms.IKey) -> None:

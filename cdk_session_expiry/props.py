@@ -84,6 +84,9 @@ class SessionExpiryProps:
     alarm_actions: Sequence[cloudwatch.IAlarmAction] | None
     alarm_skipped_records: bool
     expiry_sweep_interval: Duration | None
+    expiry_sweep_shards: int
+    expiry_sweep_workers: int
+    expiry_sweeper_memory_size: int
     alarm_ttl_health_window: Duration | None
     cleanup_enabled: bool
     cleanup_dry_run: bool

@@ -9,28 +9,37 @@ stream and event source mapping delay, usually under a second to seconds).
 What it adds (all in this module, assembled by `ExpirySweeper`):
 
 * a sparse global secondary index ``expirySweep`` on the session table: partition key
-  ``expiryShard`` (String, ``"0"`` .. ``"3"``), sort key the TTL attribute (Number), projection
-  ``KEYS_ONLY``. The session runtime writes ``expiryShard`` on create and touch only when
-  ``grant_session_access`` configured it for the sweeper (``SESSION_EXPIRY_SWEEP_*``); items
-  without it stay out of the index and are left to TTL. The sweeper Queries each shard for
-  ``TTL <= now`` (never a Scan) and deletes each due session with a condition that its TTL is
-  still in the past, so a heartbeat that just extended it wins;
+  ``expiryShard`` (String, ``"0"`` .. ``"<expiry_sweep_shards - 1>"``), sort key the TTL
+  attribute (Number), projection ``KEYS_ONLY``. The session runtime writes ``expiryShard`` on
+  create and touch only when ``grant_session_access`` configured it for the sweeper
+  (``SESSION_EXPIRY_SWEEP_*``); items without it stay out of the index and are left to TTL.
+  The sweeper Queries each shard for ``TTL <= now`` (never a Scan) and deletes each due session
+  with a condition that its TTL is still in the past, so a heartbeat that just extended it
+  wins;
 * a function (same code asset and runtime as the cleanup function, handler
-  ``session_expiry_runtime.sweeper.handler``), its log group and role, invoked by an EventBridge
-  rule every interval; asynchronous retries are off (the next run is the retry);
+  ``session_expiry_runtime.sweeper.handler``, ``expiry_sweeper_memory_size``), its log group
+  and role, invoked every interval once per worker (``expiry_sweep_workers``): an EventBridge
+  rule per `TARGETS_PER_RULE` workers, one target per worker, each target's input naming the
+  shards that worker owns (`shard_groups`: disjoint, together every shard), the scheduled
+  time and the period. EventBridge invokes the targets asynchronously and Lambda runs them side
+  by side — the fan-out is AWS's, no dispatcher of ours. It meets first EventBridge's five
+  targets per rule (API Reference, PutTargets; hence one rule per five workers, at most
+  `MAX_SWEEP_WORKERS`) and, at sizes no storm reaches, Lambda's 1,000 concurrent executions.
+  A run starts no call after its period's end less its time guard (the runtime's
+  ``period_end_of``) and EventBridge starts the next period's run no earlier, so two runs never
+  overlap on one shard. Asynchronous retries are off (the next run is the retry);
 * below one minute (5, 6, 10, 12, 15, 20 or 30 s): EventBridge ``rate()`` runs at most once a
   minute, so the rule is ``rate(1 minute)`` and each run makes a pass every interval for its
-  minute (``SESSION_EXPIRY_SWEEP_INTERVAL_SECONDS``). One run at a time is enforced by Lambda,
-  not by timing: reserved concurrency 1 ("sets both the maximum and minimum number of
-  concurrent instances allocated to your function", AWS Lambda Developer Guide, "Configuring
-  reserved concurrency"), so a second invocation is throttled, and a throttled asynchronous
-  event goes back to the queue and is retried ("Lambda returns the event to the queue",
-  "How Lambda handles errors and retries with asynchronous invocation") until its maximum
-  event age of 60 s (the API's minimum) — it never runs beside the first. The timeout (59 s)
-  ends each run before the next minute's; its time guard (3.5 s) lets the last slot start;
-  asynchronous retries of function errors are off (the next minute is the retry). Reserved
-  concurrency needs 100 unreserved concurrent executions left in the account (a new account
-  with a quota of 10 cannot deploy it);
+  minute (``SESSION_EXPIRY_SWEEP_INTERVAL_SECONDS``). Reserved concurrency of one per worker
+  ("sets both the maximum and minimum number of concurrent instances allocated to your
+  function", AWS Lambda Developer Guide, "Configuring reserved concurrency") keeps the runs at
+  most that many at once: a further invocation is throttled, and a throttled asynchronous event
+  goes back to the queue and is retried ("Lambda returns the event to the queue", "How Lambda
+  handles errors and retries with asynchronous invocation") until its maximum event age of
+  60 s (the API's minimum). The timeout (59 s) ends each run before the next minute's; its
+  time guard (3.5 s) lets the last slot start; asynchronous retries of function errors are off
+  (the next minute is the retry). Reserved concurrency needs 100 unreserved concurrent
+  executions left in the account (a new account with a quota of 10 cannot deploy it);
 * least-privilege IAM: ``dynamodb:Query`` on the index only, ``dynamodb:DeleteItem`` on the
   table (IAM cannot express "only expired items": the delete's condition expression does that),
   and use of the table's customer managed key if it has one;
@@ -40,10 +49,11 @@ What it adds (all in this module, assembled by `ExpirySweeper`):
 Cost: the index stores the keys of every session written by the runtime (a few dozen bytes
 each) and every write that sets or changes the TTL also writes the index (one more write
 request unit per create/touch in on-demand mode, or GSI write capacity in provisioned mode);
-each run costs one Query per shard (at least 0.5 read request unit each, plus the due keys read)
-and one DeleteItem per swept session; one Lambda invocation per interval (1,440 a day at one
-minute, 288 at five); below one minute a run lasts the minute (about 56 s billed per minute
-whatever the interval), one Query per shard per pass. A sweeper-on table also rejects a write
+each pass costs one Query per shard across the workers (at least 0.5 read request unit each,
+plus the due keys read) and one DeleteItem per swept session; one Lambda invocation per worker
+per interval (1,440 a day per worker at one minute, 288 at five); below one minute each
+worker's run lasts the minute (about 56 s billed per minute whatever the interval, times the
+workers and the memory), one Query per shard per pass. A sweeper-on table also rejects a write
 whose TTL attribute is not a Number (index key types are enforced), which surfaces the
 "String TTL" bug at write time.
 
@@ -74,8 +84,8 @@ from . import assets, validation
 SWEEP_INDEX_NAME = contract.DEFAULT_SWEEP_INDEX_NAME
 #: Partition key (String) of the index: the session's shard.
 SWEEP_SHARD_ATTRIBUTE = contract.DEFAULT_SWEEP_SHARD_ATTRIBUTE
-#: Number of shards: concurrent writes spread over this many index partitions, and each run
-#: makes this many Queries (at least).
+#: Shards by default (``expiry_sweep_shards``): concurrent writes spread over this many index
+#: partitions, and each pass makes this many Queries (at least) across its workers.
 SWEEP_SHARDS = contract.DEFAULT_SWEEP_SHARDS
 #: Whole seconds from 5 s (below, a pass's own Queries and the stream's delivery dominate the
 #: bound) to a day (beyond, the bound is no bound).
@@ -84,13 +94,31 @@ MAX_SWEEP_INTERVAL = Duration.days(1)
 #: The sweeper's timeout: the interval, at most 5 minutes (a run that stops at its time guard
 #: is continued by the next one, so a longer run buys nothing but overlap).
 MAX_SWEEPER_TIMEOUT = Duration.minutes(5)
-#: The sweeper's memory (MB). Its DeleteItems are CPU-bound (about 1 ms of CPU each, measured by
-#: ``make bench``'s storm): Lambda gives CPU in proportion to memory (one vCPU at 1,769 MB: Lambda
-#: Developer Guide, "Configuring Lambda function memory"), so at 256 MB it swept about 140
-#: sessions a second and a 10,000-session storm took 134-138 s to clean (p99); at 512 MB about
-#: 280 a second, p99 42 s. Twice the duration cost ($16 instead of $8 a month at a 5 s interval,
-#: docs/benchmarks.md).
-SWEEPER_MEMORY_SIZE = 512
+#: The sweeper's memory (MB) by default (``expiry_sweeper_memory_size``). Its DeleteItems are
+#: CPU-bound (1.1-1.4 ms of CPU each, measured by ``make bench``'s storm): Lambda gives CPU in
+#: proportion to memory (one vCPU at 1,769 MB: Lambda Developer Guide, "Configuring Lambda
+#: function memory"), so one worker at 512 MB deleted about 220-260 sessions a second and a
+#: 100,000-session storm took 8-10 minutes. At 1,024 MB (0.58 vCPU) one worker deletes about
+#: 420-570 a second, and the default 4 workers about 1,700-2,300: more than the cleanup behind
+#: them takes at its defaults, so the sweeper is no longer a storm's first limit.
+DEFAULT_SWEEPER_MEMORY_SIZE = 1024
+#: Lambda's memory range (MB): AWS Lambda Developer Guide, "Configuring Lambda function memory".
+MIN_SWEEPER_MEMORY_SIZE = 128
+MAX_SWEEPER_MEMORY_SIZE = 10_240
+#: Sweeper workers by default (``expiry_sweep_workers``): one per shard, so each run Queries
+#: one shard and the 4 shards' index partitions (1,000 write units a second each) are deleted
+#: from side by side.
+DEFAULT_SWEEP_WORKERS = 4
+#: "Each rule can have up to five (5) targets associated with it at one time" (Amazon
+#: EventBridge API Reference, PutTargets): one schedule rule per 5 workers.
+TARGETS_PER_RULE = 5
+#: At most 20 workers: 4 rules of the default event bus's 300 per account and Region (Amazon
+#: EventBridge User Guide, "Amazon EventBridge quotas", rules per event bus; 100 in af-south-1
+#: and eu-south-1), and as many concurrent executions of Lambda's 1,000.
+MAX_SWEEP_WORKERS = 20
+#: At most 64 shards: each pass makes one Query per shard (0.5 read unit each, even with nothing
+#: due), so shards cost reads on every pass; 64 index partitions take 64,000 writes a second.
+MAX_SWEEP_SHARDS = 64
 
 # --- below one minute -----------------------------------------------------------------------
 #: EventBridge ``rate()`` runs at most once a minute: a sub-minute sweeper is started every
@@ -106,10 +134,6 @@ SUB_MINUTE_TIME_GUARD_MS = 3_500
 #: Asynchronous invocation: an event that waited this long (the API's minimum, 60 s) is
 #: dropped; the next minute's event has arrived by then.
 SUB_MINUTE_MAX_EVENT_AGE = Duration.seconds(60)
-#: One run at a time, enforced by Lambda: a second invocation is throttled (and retried from
-#: the asynchronous queue until the event's maximum age), never run beside the first.
-SUB_MINUTE_RESERVED_CONCURRENCY = 1
-
 _WARNING_IMPORTED_TABLE = "cdk-session-expiry:sweepIndexUnchecked"
 
 
@@ -143,6 +167,52 @@ def check_sweep_interval(interval: Duration) -> None:
             f"expiry_sweep_interval={interval.to_human_string()}: from one minute up expected a "
             "whole number of minutes (EventBridge rate expressions)"
         )
+
+
+def check_sweeper_props(*, shards: int, workers: int, memory_size: int, sweeper_on: bool) -> None:
+    """Reject an ``expiry_sweep_shards``, ``expiry_sweep_workers`` or
+    ``expiry_sweeper_memory_size`` the sweeper cannot honour.
+
+    Accepted: 1 to `MAX_SWEEP_SHARDS` shards; 1 to `MAX_SWEEP_WORKERS` workers, at most one per
+    shard (a worker owns at least one shard); memory in Lambda's range, `MIN_SWEEPER_MEMORY_SIZE`
+    to `MAX_SWEEPER_MEMORY_SIZE` MB; a value other than the default only with the sweeper on.
+
+    Raises:
+        PropTypeError: a value is not an ``int``.
+        ValueError: the message names the prop, the value and what is expected.
+    """
+    validation.check_int_range("expiry_sweep_shards", shards, minimum=1, maximum=MAX_SWEEP_SHARDS)
+    validation.check_int_range(
+        "expiry_sweep_workers", workers, minimum=1, maximum=MAX_SWEEP_WORKERS
+    )
+    validation.check_int_range(
+        "expiry_sweeper_memory_size",
+        memory_size,
+        minimum=MIN_SWEEPER_MEMORY_SIZE,
+        maximum=MAX_SWEEPER_MEMORY_SIZE,
+    )
+    if not validation.is_token(shards) and not validation.is_token(workers) and workers > shards:
+        raise ValueError(
+            f"expiry_sweep_workers={workers} with expiry_sweep_shards={shards}: expected at most "
+            "one worker per shard (each worker owns at least one shard)"
+        )
+    defaults = (
+        ("expiry_sweep_shards", shards, SWEEP_SHARDS),
+        ("expiry_sweep_workers", workers, DEFAULT_SWEEP_WORKERS),
+        ("expiry_sweeper_memory_size", memory_size, DEFAULT_SWEEPER_MEMORY_SIZE),
+    )
+    for name, value, default in defaults:
+        if not sweeper_on and value != default:
+            raise ValueError(
+                f"{name}={value} is set without expiry_sweep_interval: expected an "
+                f"expiry_sweep_interval, or no {name}"
+            )
+
+
+def shard_groups(shards: int, workers: int) -> list[list[int]]:
+    """The shard indices each worker owns: worker ``k`` owns every shard ``i`` with
+    ``i % workers == k`` (disjoint, together every shard, as even as the counts allow)."""
+    return [list(range(k, shards, workers)) for k in range(workers)]
 
 
 def is_sub_minute(interval: Duration) -> bool:
@@ -258,6 +328,11 @@ class ExpirySweeper(Construct):
             a pass every interval).
         environment: the runtime variables the sweeper shares with the cleanup function (table
             name, key and TTL attribute names, metrics namespace, workers, dry run).
+        shards: shards of the sweep index (``expiry_sweep_shards``). Default: 4.
+        workers: invocations per scheduled time, each over its own shards
+            (``expiry_sweep_workers``). Default: 4.
+        memory_size: the function's memory, MB (``expiry_sweeper_memory_size``). Default:
+            1,024.
         log_retention: retention of the sweeper's log group.
         metrics_namespace: namespace of the runtime's embedded metrics.
         alarm_actions: actions of the errors alarm.
@@ -274,6 +349,9 @@ class ExpirySweeper(Construct):
         log_retention: logs.RetentionDays,
         metrics_namespace: str,
         alarm_actions: Sequence[cloudwatch.IAlarmAction],
+        shards: int = SWEEP_SHARDS,
+        workers: int = DEFAULT_SWEEP_WORKERS,
+        memory_size: int = DEFAULT_SWEEPER_MEMORY_SIZE,
     ) -> None:
         super().__init__(scope, id)
         self.interval = interval
@@ -281,7 +359,10 @@ class ExpirySweeper(Construct):
         #: The sweep index's name, shard attribute and shard count.
         self.index_name = SWEEP_INDEX_NAME
         self.shard_attribute = SWEEP_SHARD_ATTRIBUTE
-        self.shards = SWEEP_SHARDS
+        self.shards = shards
+        #: Invocations per scheduled time, and the shard indices each one owns.
+        self.workers = workers
+        self.shard_groups = shard_groups(shards, workers)
 
         log_group = logs.LogGroup(self, "LogGroup", retention=log_retention)
         #: Execution role of the sweeper function.
@@ -303,21 +384,17 @@ class ExpirySweeper(Construct):
             role=self.role,
             log_group=log_group,
             timeout=self._timeout(interval),
-            memory_size=SWEEPER_MEMORY_SIZE,
+            memory_size=memory_size,
             environment={**environment, **self.sweeper_environment(), **self._run_environment()},
             # The next scheduled run is the retry; asynchronous retries would only overlap it.
             retry_attempts=0,
             **self._single_run_settings(),
         )
         self._grant_table(table)
-        #: The EventBridge rule that invokes the sweeper every ``interval``.
-        self.schedule = events.Rule(
-            self,
-            "Schedule",
-            description="Runs the session expiry sweeper (cdk-session-expiry)",
-            schedule=events.Schedule.rate(SUB_MINUTE_RUN if self.sub_minute else interval),
-            targets=[targets.LambdaFunction(self.function, retry_attempts=2)],
-        )
+        #: The EventBridge rules that invoke the sweeper every ``interval`` (one per
+        #: `TARGETS_PER_RULE` workers), and the first of them.
+        self.schedules = self._add_schedules()
+        self.schedule = self.schedules[0]
         #: Any error of the sweeper function (a due session could not be deleted, or a Query
         #: failed); those sessions are retried by the next run and TTL remains the backstop.
         self.errors_alarm = alarm_defaults.errors_alarm(
@@ -326,6 +403,35 @@ class ExpirySweeper(Construct):
             actions=alarm_actions,
             description=alarm_defaults.SWEEPER_ERRORS_DESCRIPTION,
         )
+
+    def _add_schedules(self) -> list[events.Rule]:
+        """One target per worker, each sending its shards, the scheduled time and the period
+        (the runtime's ``shards_of_event`` and ``period_end_of``): EventBridge invokes the
+        workers asynchronously at the same time and Lambda runs them side by side."""
+        period = SUB_MINUTE_RUN if self.sub_minute else self.interval
+        rules = []
+        for first in range(0, self.workers, TARGETS_PER_RULE):
+            groups = self.shard_groups[first : first + TARGETS_PER_RULE]
+            rules.append(
+                events.Rule(
+                    self,
+                    "Schedule" if first == 0 else f"Schedule{first // TARGETS_PER_RULE + 1}",
+                    description="Runs the session expiry sweeper (cdk-session-expiry)",
+                    schedule=events.Schedule.rate(period),
+                    targets=[self._target(group, period) for group in groups],
+                )
+            )
+        return rules
+
+    def _target(self, shards: list[int], period: Duration) -> targets.LambdaFunction:
+        event = events.RuleTargetInput.from_object(
+            {
+                contract.EVENT_SWEEP_SHARDS: shards,
+                contract.EVENT_SWEEP_SCHEDULED_AT: events.EventField.time,
+                contract.EVENT_SWEEP_PERIOD_SECONDS: period.to_seconds(),
+            }
+        )
+        return targets.LambdaFunction(self.function, retry_attempts=2, event=event)
 
     def _timeout(self, interval: Duration) -> Duration:
         """The function's timeout: a sub-minute run's (checked to fit its passes), else the
@@ -379,12 +485,13 @@ class ExpirySweeper(Construct):
         }
 
     def _single_run_settings(self) -> dict[str, Any]:
-        """Below one minute: reserved concurrency 1 (one run at a time, whatever EventBridge
-        and the asynchronous queue deliver) and events dropped after a minute in the queue."""
+        """Below one minute: reserved concurrency of one per worker (at most that many runs at
+        once, whatever EventBridge and the asynchronous queue deliver) and events dropped after
+        a minute in the queue."""
         if not self.sub_minute:
             return {}
         return {
-            "reserved_concurrent_executions": SUB_MINUTE_RESERVED_CONCURRENCY,
+            "reserved_concurrent_executions": self.workers,
             "max_event_age": SUB_MINUTE_MAX_EVENT_AGE,
         }
 
@@ -455,6 +562,9 @@ def add_expiry_sweeper(
     log_retention: logs.RetentionDays,
     metrics_namespace: str,
     alarm_actions: Sequence[cloudwatch.IAlarmAction],
+    shards: int = SWEEP_SHARDS,
+    workers: int = DEFAULT_SWEEP_WORKERS,
+    memory_size: int = DEFAULT_SWEEPER_MEMORY_SIZE,
 ) -> ExpirySweeper:
     """The sweep index on a table ``scope`` created, and ``<scope>/ExpirySweeper``.
 
@@ -472,4 +582,7 @@ def add_expiry_sweeper(
         log_retention=log_retention,
         metrics_namespace=metrics_namespace,
         alarm_actions=alarm_actions,
+        shards=shards,
+        workers=workers,
+        memory_size=memory_size,
     )

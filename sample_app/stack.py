@@ -315,7 +315,7 @@ class SessionExpirySampleStack(Stack):
             event_bus=event_bus,
             # Closes checkov's CKV_AWS_158/173 on the construct's functions and log groups.
             function_encryption_key=self.logs_key,
-            expiry_sweep_reserved_concurrency=1,
+            expiry_sweep_reserved_concurrency=4,  # one per sweeper worker
             agent_runtime=agent_runtime_arn,
             agent_runtime_qualifier=agent_runtime_qualifier,
             code_interpreter=code_interpreter,

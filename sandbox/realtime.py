@@ -166,7 +166,7 @@ def configure_sub_minute_sweeper(pipeline: Any, interval_seconds: int) -> dict[s
     )
     lam.put_function_concurrency(
         FunctionName=function.name,
-        ReservedConcurrentExecutions=infra.SUB_MINUTE_RESERVED_CONCURRENCY,
+        ReservedConcurrentExecutions=infra.DEFAULT_SWEEP_WORKERS,
     )
     schedule = pipeline.schedule_of(function)
     rule_name = schedule.rule_arn.rsplit("/", 1)[-1]

@@ -26,6 +26,7 @@ SHARED_PREFIXES = (
     "CAUSE_",
     "REFUSAL_",
     "BREAKER_",
+    "EVENT_",
 )
 SHARED_NAMES = sorted(n for n in dir(infra) if n.startswith(SHARED_PREFIXES))
 PACKAGE = Path(infra.__file__).resolve().parent

@@ -16,7 +16,7 @@ from botocore import xform_name
 from cdk_session_expiry import cost
 from cdk_session_expiry._runtime_contract import CLEANUP_HANDLER
 from cdk_session_expiry.cost import Options, alternatives, monthly_cost, options_from_template
-from cdk_session_expiry.sweeper import SWEEPER_MEMORY_SIZE
+from cdk_session_expiry.sweeper import DEFAULT_SWEEP_WORKERS, DEFAULT_SWEEPER_MEMORY_SIZE
 
 REPO = Path(__file__).resolve().parents[1]
 RUNTIME = REPO / "lambda_src" / "session_expiry_runtime"
@@ -73,12 +73,24 @@ def test_sweeper_month_hand_computed() -> None:
     # 5 s: 43,200 runs (one a minute) billed 55.1 s at 0.5 GB: 1,190,160 GB-s x $0.0000133334
     # = $15.8690; 12 passes x 4 shards x 0.5 read unit x 43,200 = 1,036,800 units = $0.1296;
     # 43,200 requests = $0.00864. Total $16.0072. (At 256 MB: $8.07, docs/benchmarks.md.)
-    o = Options(**BARE, sweep_interval_s=5, sweeper_memory_mb=512)
+    o = Options(**BARE, sweep_interval_s=5, sweeper_memory_mb=512, sweep_workers=1)
     assert monthly_cost(o)["fixed"]["expiry sweeper (every 5 s)"] == pytest.approx(16.0072, 1e-4)
     assert cost.sweeper_monthly(5, 256) == pytest.approx(8.07, abs=0.01)
     # 5 min: 8,640 runs x 0.2 s x 0.5 GB = 864 GB-s = $0.01152; 8,640 x 4 x 0.5 units = $0.00216;
     # requests $0.001728.
     assert cost.sweeper_monthly(300, 512) == pytest.approx(0.015408, 1e-4)
+
+
+def test_fanned_out_sweeper_month_hand_computed() -> None:
+    # 4 workers at 1,024 MB, 5 s: 4 x 43,200 runs x 55.1 s x 1 GB = 9,521,280 GB-s x
+    # $0.0000133334 = $126.9510; reads as for one worker (every pass Queries the 4 shards once
+    # across the workers) $0.1296; 172,800 requests = $0.03456. Total $127.1152.
+    o = Options(**BARE, sweep_interval_s=5, sweeper_memory_mb=1024, sweep_workers=4)
+    assert monthly_cost(o)["fixed"]["expiry sweeper (every 5 s)"] == pytest.approx(127.1152, 1e-4)
+    # 8 shards double the reads: + $0.1296.
+    assert cost.sweeper_monthly(5, 1024, 4, 8) - cost.sweeper_monthly(5, 1024, 4, 4) == (
+        pytest.approx(0.1296, 1e-3)
+    )
 
 
 def test_kms_grant_hand_computed() -> None:
@@ -132,7 +144,9 @@ def test_options_from_the_sample_apps_template() -> None:
     # 12, plus feature_flags' read-failures, deferred-work-age and deferred-work-refused alarms,
     # plus the claim registrar's refused-requests and errors alarms (issue 35), plus the grant
     # key's ceiling (issue 38)
-    assert o.alarms == 18 and o.sessions == 5 and o.sweeper_memory_mb == SWEEPER_MEMORY_SIZE
+    assert o.alarms == 18 and o.sessions == 5
+    assert o.sweeper_memory_mb == DEFAULT_SWEEPER_MEMORY_SIZE
+    assert (o.sweep_workers, o.sweep_shards) == (DEFAULT_SWEEP_WORKERS, 4)
 
 
 def test_the_command_prints_the_bill_for_a_template(capsys: pytest.CaptureFixture[str]) -> None:

@@ -582,8 +582,9 @@ class LocalPipeline:
     def run_expiry_sweep(self) -> dict[str, Any]:
         """Run the deployed expiry sweeper once, now, from its code asset: one pass (also with
         a sub-minute ``expiry_sweep_interval``, whose scheduled runs make a pass every interval
-        for a minute), with the scheduled event its rule sends. Waits for a scheduled run in
-        progress (reserved concurrency 1). The sessions it deletes reach the cleanup with the
+        for a minute), with the scheduled event its rule sends, over every shard (the emulator
+        runs one worker, one run at a time: it waits for a scheduled run in progress). The
+        sessions it deletes reach the cleanup with the
         next [`run_cleanup`][cdk_session_expiry.testing.LocalPipeline.run_cleanup].
 
         Returns:

@@ -120,6 +120,13 @@ DEFAULT_SWEEP_INDEX_NAME = "expirySweep"
 #: Set (by the construct) only on a sub-minute sweeper: the sweeper function is started every
 #: minute and runs a pass every this many seconds (a divisor of 60, at least 5) within its run.
 ENV_SWEEP_INTERVAL_SECONDS = "SESSION_EXPIRY_SWEEP_INTERVAL_SECONDS"
+#: Keys of the event each of the sweeper's schedule targets sends (its input transformer):
+#: the shard indices that run sweeps, the rule's scheduled time (the event's ``time``) and
+#: the rule's period in seconds. A run starts no call after ``scheduledAt + periodSeconds``
+#: less its time guard, so two runs of one shard never overlap.
+EVENT_SWEEP_SHARDS = "expiryShards"
+EVENT_SWEEP_SCHEDULED_AT = "scheduledAt"
+EVENT_SWEEP_PERIOD_SECONDS = "periodSeconds"
 METRIC_SESSIONS_SWEPT = "SessionsSwept"  # no dimension
 METRIC_SWEEP_LAG = "SweepLagSeconds"  # no dimension; unit Seconds; now - TTL at the delete
 #: Due sessions the conditional delete left alone (a heartbeat extended them, or they ended).

@@ -40,8 +40,18 @@ Sub-minute sweeps (``SESSION_EXPIRY_SWEEP_INTERVAL_SECONDS``, set by the constru
 interval below one minute): EventBridge rules run at most once a minute, so the function is
 started every minute and runs a pass every interval within its run (`run_passes`): passes
 at 0, I, 2I, ... seconds after the start while that is under `RUN_SECONDS`, each the same
-sharded Query plus conditional delete, so a heartbeat still wins. The infrastructure keeps runs
-from overlapping (reserved concurrency 1, see ``cdk_session_expiry.sweeper``).
+sharded Query plus conditional delete, so a heartbeat still wins.
+
+Fan-out (``expiry_sweep_workers``): the construct's schedule has one target per worker, each
+sending the shard indices that worker owns (``expiryShards``, disjoint sets covering every
+shard), the rule's scheduled time and its period (``scheduledAt``, ``periodSeconds``); Lambda
+runs the workers' invocations side by side. A run sweeps only its own shards
+(`shards_of_event`), reads them a page of each in turn (a run cut by its time guard has
+progressed on every shard, and leaves the rest due for the next run), and starts no call after
+its period's end less the time guard (`period_end_of`): the next run of the same worker is
+started at that moment at the earliest, so two runs never overlap on one shard even when an
+event is delivered late. Should two deletes of one session still race, the condition lets only
+the first succeed.
 
 Time guard (`Deadline`): no Query or DeleteItem starts once fewer than
 ``SESSION_EXPIRY_TIME_GUARD_MS`` remain before the invocation's deadline, no pass starts that
@@ -63,7 +73,7 @@ import math
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -75,7 +85,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .config import (
     ENV_SWEEP_SHARD_ATTRIBUTE,
+    ENV_SWEEP_SHARDS,
     ENV_TABLE_NAME,
+    EVENT_SWEEP_PERIOD_SECONDS,
+    EVENT_SWEEP_SCHEDULED_AT,
+    EVENT_SWEEP_SHARDS,
     METRIC_SESSIONS_SWEPT,
     METRIC_SESSIONS_WOULD_BE_SWEPT,
     METRIC_SWEEP_FAILURES,
@@ -280,15 +294,26 @@ class ExpirySweeper:
 
     # --- one run ----------------------------------------------------------------------------
     def sweep(
-        self, *, now: Decimal | None = None, out_of_time: Callable[[], bool] = lambda: False
+        self,
+        *,
+        now: Decimal | None = None,
+        out_of_time: Callable[[], bool] = lambda: False,
+        shards: Sequence[int] | None = None,
     ) -> SweepReport:
-        """Sweep every shard once; never raises (failed deletes and Queries are counted).
+        """Sweep the given shards once; never raises (failed deletes and Queries are counted).
+
+        The shards are read page by page in turn (a page of shard 0, of shard 1, ..., then each
+        one's next page), so a run cut by its time guard has made progress on every shard it
+        owns and no shard waits behind another's backlog; what it did not reach is still due
+        and the next run finds it.
 
         Args:
             now: epoch seconds to sweep up to; default the clock. A session whose TTL passes
                 during the run is left for the next one.
             out_of_time: checked before each Query page and each DeleteItem; when true no new
                 call starts and the report says ``complete=False`` (the next pass continues).
+            shards: the shard indices (``0`` .. ``sweep_shards - 1``) this run owns; default
+                all of them (one worker). Several workers own disjoint sets (`shards_of_event`).
         """
         now = now_seconds(self._clock()) if now is None else now
         report = SweepReport(dry_run=self.config.dry_run)
@@ -303,25 +328,43 @@ class ExpirySweeper:
                 return
             self._sweep_one(item, now, report, lock)
 
+        indices = range(self.config.sweep_shards) if shards is None else shards
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sweep") as pool:
-            for index in range(self.config.sweep_shards):
+            for items in self._pages_in_turn(indices, now, out_of_time, report):
+                report.pages += 1
+                if self.config.dry_run:
+                    report.would_sweep += len(items)
+                else:
+                    list(pool.map(one, items))
+        # Conservative: a shard that ended exactly at the guard is counted incomplete.
+        if out_of_time():
+            report.complete = False
+        self._account(report)
+        return report
+
+    def _pages_in_turn(
+        self,
+        indices: Iterable[int],
+        now: Decimal,
+        out_of_time: Callable[[], bool],
+        report: SweepReport,
+    ) -> Iterator[list[dict[str, Any]]]:
+        """One page of each shard in turn until every shard is read or the guard trips; a shard
+        whose Query fails is counted (``query_failures``) and dropped from this run."""
+        pending = {index: self.due_pages(self._shard(index), now, out_of_time) for index in indices}
+        while pending and not out_of_time():
+            for index, pages in list(pending.items()):
                 try:
-                    for items in self.due_pages(self._shard(index), now, out_of_time):
-                        report.pages += 1
-                        if self.config.dry_run:
-                            report.would_sweep += len(items)
-                        else:
-                            list(pool.map(one, items))
+                    yield next(pages)
+                except StopIteration:
+                    del pending[index]
                 except (ClientError, BotoCoreError) as exc:
+                    del pending[index]
                     report.query_failures += 1
                     report.complete = False
                     report.errors.append(f"Query shard {index}: {_error_text(exc)}")
-                # Conservative: a shard that ended exactly at the guard is counted incomplete.
                 if out_of_time():
-                    report.complete = False
-                    break
-        self._account(report)
-        return report
+                    return
 
     def _sweep_one(
         self, item: Mapping[str, Any], now: Decimal, report: SweepReport, lock: threading.Lock
@@ -433,22 +476,38 @@ class Deadline:
     Args:
         remaining_ms: Lambda's ``context.get_remaining_time_in_millis``; ``None``: no deadline.
         margin_ms: the margin kept free before the deadline for calls already started.
+        not_after: epoch seconds the run must end by whatever Lambda's deadline is (the end of
+            its schedule period, `period_end_of`); ``None``: Lambda's deadline only.
+        wall: the epoch clock ``not_after`` is compared with (seconds); default ``time.time``.
     """
 
-    def __init__(self, remaining_ms: Callable[[], int] | None, margin_ms: int) -> None:
+    def __init__(
+        self,
+        remaining_ms: Callable[[], int] | None,
+        margin_ms: int,
+        *,
+        not_after: float | None = None,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self._remaining_ms = remaining_ms
         self.margin_ms = margin_ms
+        self.not_after = not_after
+        self._wall = wall
 
     @classmethod
-    def of(cls, context: object, margin_ms: int) -> Deadline:
+    def of(cls, context: object, margin_ms: int, *, not_after: float | None = None) -> Deadline:
         """The deadline of a Lambda ``context`` (one without ``get_remaining_time_in_millis``
-        has none)."""
+        has none), and of the run's period when ``not_after`` is given."""
         remaining = getattr(context, "get_remaining_time_in_millis", None)
-        return cls(remaining if callable(remaining) else None, margin_ms)
+        return cls(remaining if callable(remaining) else None, margin_ms, not_after=not_after)
 
     def remaining_ms(self) -> float:
-        """Milliseconds before the invocation's deadline (infinite without one)."""
-        return math.inf if self._remaining_ms is None else float(self._remaining_ms())
+        """Milliseconds before the earlier of the invocation's deadline and ``not_after``
+        (infinite without either)."""
+        lambda_ms = math.inf if self._remaining_ms is None else float(self._remaining_ms())
+        if self.not_after is None:
+            return lambda_ms
+        return min(lambda_ms, (self.not_after - self._wall()) * 1000)
 
     def seconds_left(self) -> float:
         """Seconds until the guard trips (negative once it has)."""
@@ -457,6 +516,65 @@ class Deadline:
     def passed(self) -> bool:
         """True once fewer than ``margin_ms`` remain: no new call may start."""
         return self.remaining_ms() < self.margin_ms
+
+
+def shards_of_event(event: object, shards: int) -> list[int]:
+    """The shard indices a scheduled run owns: the event's ``expiryShards`` (set by the
+    construct's schedule target of that worker), or every shard when the event has none (one
+    worker, or a run started by hand or by the local emulator).
+
+    Raises:
+        ValueError: ``expiryShards`` is not a non-empty list of distinct integers in
+            ``0 .. shards - 1`` (a rule target of another deployment's shard count).
+    """
+    given = event.get(EVENT_SWEEP_SHARDS) if isinstance(event, Mapping) else None
+    if given is None:
+        return list(range(shards))
+    valid = (
+        isinstance(given, list)
+        and given
+        and all(type(i) is int and 0 <= i < shards for i in given)
+        and len(set(given)) == len(given)
+    )
+    if not valid:
+        raise ValueError(
+            f"{EVENT_SWEEP_SHARDS}={given!r}: expected a non-empty list of distinct shard "
+            f"indices from 0 to {shards - 1} (${ENV_SWEEP_SHARDS}={shards})"
+        )
+    return list(given)
+
+
+def period_end_of(event: object) -> float | None:
+    """Epoch seconds at which the run's schedule period ends: the event's ``scheduledAt`` (the
+    rule's scheduled time, ISO 8601) plus ``periodSeconds``; ``None`` when the event lacks
+    either (a run started by hand, or by the emulator's plain scheduled event).
+
+    EventBridge sends one event per target per scheduled time, at or after that time, so the
+    next run of the same worker starts no earlier than this moment: a run that starts no call
+    after it (less the time guard) never overlaps the next one on its shards, even when its own
+    event was delivered late.
+
+    Raises:
+        ValueError: ``scheduledAt`` is not an ISO 8601 time or ``periodSeconds`` not a
+            positive integer.
+    """
+    if not isinstance(event, Mapping):
+        return None
+    at, period = event.get(EVENT_SWEEP_SCHEDULED_AT), event.get(EVENT_SWEEP_PERIOD_SECONDS)
+    if at is None or period is None:
+        return None
+    if type(period) is not int or period < 1:
+        raise ValueError(f"{EVENT_SWEEP_PERIOD_SECONDS}={period!r}: expected a positive integer")
+    try:
+        start = datetime.fromisoformat(str(at).replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"{EVENT_SWEEP_SCHEDULED_AT}={at!r}: expected an ISO 8601 time such as "
+            "2026-12-06T05:00:00Z (the scheduled event's time)"
+        ) from None
+    if start.tzinfo is None:
+        start = start.replace(tzinfo=timezone.utc)
+    return start.timestamp() + period
 
 
 @dataclass(frozen=True)
@@ -475,6 +593,8 @@ class RunReport:
     interval_seconds: int | None = None
     #: Seconds after the run's start at which each pass began.
     pass_offsets: list[float] = field(default_factory=list)
+    #: The shard indices the run owned (``None``: all of them).
+    shards: Sequence[int] | None = None
 
     def total(self, name: str) -> int:
         return sum(int(getattr(p, name)) for p in self.passes)
@@ -490,6 +610,7 @@ class RunReport:
         summary: dict[str, Any] = {_camel(n): self.total(n) for n in names}
         summary.update(
             passes=len(self.passes),
+            shards=None if self.shards is None else list(self.shards),
             intervalSeconds=self.interval_seconds,
             passOffsetsSeconds=[round(o, 3) for o in self.pass_offsets],
             pages=self.total("pages"),
@@ -518,6 +639,7 @@ def run_passes(
     clock: RunClock | None = None,
     run_seconds: int = RUN_SECONDS,
     stop_requested: Callable[[], bool] = _never,
+    shards: Sequence[int] | None = None,
 ) -> RunReport:
     """Run a pass every ``interval_seconds`` for ``run_seconds``, never past the time guard.
 
@@ -537,7 +659,7 @@ def run_passes(
     if interval_seconds < 1:
         raise ValueError(f"interval_seconds={interval_seconds!r}: expected a positive integer")
     clock = clock or RunClock()
-    run = RunReport(interval_seconds=interval_seconds)
+    run = RunReport(interval_seconds=interval_seconds, shards=shards)
     start = clock.monotonic()
     slot = 0
     while slot * interval_seconds < run_seconds:
@@ -558,7 +680,7 @@ def run_passes(
         if deadline.passed() or (run.passes and stop_requested()):
             break
         run.pass_offsets.append(clock.monotonic() - start)
-        run.passes.append(sweeper.sweep(out_of_time=deadline.passed))
+        run.passes.append(sweeper.sweep(out_of_time=deadline.passed, shards=shards))
         if last:
             break
         elapsed = clock.monotonic() - start
@@ -616,11 +738,18 @@ def get_sweeper() -> ExpirySweeper:
         return _sweeper
 
 
-def sweep_run(sweeper: ExpirySweeper, context: object) -> RunReport:
-    """One invocation's passes: one pass, or with ``sweep_interval_seconds`` below
-    `RUN_SECONDS` a pass every interval for the run's minute."""
-    deadline = Deadline.of(context, sweeper.config.time_guard_ms)
+def sweep_run(sweeper: ExpirySweeper, context: object, event: object = None) -> RunReport:
+    """One invocation's passes over the shards the ``event`` gives it (`shards_of_event`),
+    never past its period's end (`period_end_of`): one pass, or with
+    ``sweep_interval_seconds`` below `RUN_SECONDS` a pass every interval for the run's minute.
+
+    Raises:
+        ValueError: the event's shards or period are malformed.
+    """
+    shards = shards_of_event(event, sweeper.config.sweep_shards)
+    deadline = Deadline.of(context, sweeper.config.time_guard_ms, not_after=period_end_of(event))
     interval = sweeper.config.sweep_interval_seconds
+
     try:
         if interval is not None and interval < RUN_SECONDS:
             return run_passes(
@@ -629,9 +758,10 @@ def sweep_run(sweeper: ExpirySweeper, context: object) -> RunReport:
                 deadline=deadline,
                 clock=_run_clock,
                 stop_requested=_stop_passes.is_set,
+                shards=shards,
             )
-        run = RunReport(interval_seconds=interval, pass_offsets=[0.0])
-        run.passes.append(sweeper.sweep(out_of_time=deadline.passed))
+        run = RunReport(interval_seconds=interval, pass_offsets=[0.0], shards=shards)
+        run.passes.append(sweeper.sweep(out_of_time=deadline.passed, shards=shards))
         return run
     finally:
         _stop_passes.clear()
@@ -651,7 +781,7 @@ def handler(event: object, context: object) -> dict[str, Any]:
     # counts are never flushed with these).
     sweeper = get_sweeper().for_invocation()
     started = time.monotonic()
-    run = sweep_run(sweeper, context)
+    run = sweep_run(sweeper, context, event)
     try:
         sweeper.metrics.flush()
     except Exception:

@@ -42,7 +42,7 @@ class Hardened:
 @pytest.fixture(scope="module")
 def hardened(cdk_context: dict[str, Any]) -> Hardened:
     return Hardened(
-        cdk_context, cleanup_reserved_concurrency=20, expiry_sweep_reserved_concurrency=1
+        cdk_context, cleanup_reserved_concurrency=20, expiry_sweep_reserved_concurrency=4
     )
 
 
@@ -76,7 +76,7 @@ def test_key_policy_lets_cloudwatch_logs_use_the_key(hardened: Hardened) -> None
 def test_reserved_concurrency_is_set(hardened: Hardened) -> None:
     cleanup, sweeper = _functions(hardened)
     assert hardened.props(cleanup)["ReservedConcurrentExecutions"] == 20
-    assert hardened.props(sweeper)["ReservedConcurrentExecutions"] == 1
+    assert hardened.props(sweeper)["ReservedConcurrentExecutions"] == 4
 
 
 def test_closed_checks_are_not_skipped(hardened: Hardened) -> None:
@@ -104,7 +104,11 @@ def test_an_imported_key_gets_a_warning(cdk_context: dict[str, Any]) -> None:
         ({"expiry_sweep_reserved_concurrency": 1}, "without expiry_sweep_interval"),
         (
             {"expiry_sweep_interval": Duration.seconds(30), "expiry_sweep_reserved_concurrency": 2},
-            "sub-minute expiry_sweep_interval: expected 1",
+            "=2 with a sub-minute expiry_sweep_interval and expiry_sweep_workers=4: expected 4",
+        ),
+        (
+            {"expiry_sweep_interval": Duration.minutes(5), "expiry_sweep_reserved_concurrency": 3},
+            "=3 with expiry_sweep_workers=4: expected at least 4, one per worker",
         ),
     ],
 )

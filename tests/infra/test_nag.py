@@ -106,7 +106,7 @@ def everything(stack: Stack) -> SessionExpiry:
         event_bus=events.EventBus(stack, "Bus"),
         function_encryption_key=kms.Key(stack, "FunctionKey", enable_key_rotation=True),
         cleanup_reserved_concurrency=10,
-        expiry_sweep_reserved_concurrency=1,
+        expiry_sweep_reserved_concurrency=4,
         # AgentCore targets: the cleanup role and the application role may stop their sessions.
         agent_runtime="arn:aws:bedrock-agentcore:eu-west-1:123456789012:runtime/agent-a1B2c3D4e5",
         code_interpreter="team_ci-Z9y8X7w6V5",

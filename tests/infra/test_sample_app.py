@@ -194,11 +194,12 @@ def test_expiry_sweeper_runs_every_five_minutes_on_the_cleanup_asset(sample: Sam
         "AWS::Events::Rule",
         {
             "ScheduleExpression": "rate(5 minutes)",
-            "Targets": [
+            "Targets": [  # one per worker, the default 4, each over its own shard
                 assertions.Match.object_like(
                     {"Arn": {"Fn::GetAtt": [sample.id(sweeper.function), "Arn"]}}
                 )
-            ],
+            ]
+            * 4,
         },
     )
 

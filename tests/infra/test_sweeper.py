@@ -151,7 +151,7 @@ def test_sweeper_function(synth: Synth) -> None:
     assert props["Architectures"] == cleanup["Architectures"] == ["arm64"]
     assert props["Code"] == cleanup["Code"]  # the same code asset
     assert props["Timeout"] == 300
-    assert props["MemorySize"] == 512  # CPU-bound DeleteItems: see SWEEPER_MEMORY_SIZE
+    assert props["MemorySize"] == 1024  # CPU-bound DeleteItems: see DEFAULT_SWEEPER_MEMORY_SIZE
     assert props["LoggingConfig"]["LogFormat"] == "JSON"
     assert props["Environment"]["Variables"] == {
         contract.ENV_TABLE_NAME: {"Ref": synth.id(synth.on.table)},
@@ -187,9 +187,16 @@ def test_schedule_runs_every_interval(synth: Synth) -> None:
         "Targets": [
             {
                 "Arn": _arn(synth.id(sw.function)),
-                "Id": "Target0",
+                "Id": f"Target{k}",
+                "InputTransformer": {
+                    "InputPathsMap": {"time": "$.time"},
+                    "InputTemplate": (
+                        f'{{"expiryShards":[{k}],"scheduledAt":<time>,"periodSeconds":300}}'
+                    ),
+                },
                 "RetryPolicy": {"MaximumRetryAttempts": 2},
             }
+            for k in range(4)  # the default 4 workers, one shard each
         ],
     }
     synth.template.has_resource_properties(

@@ -55,11 +55,11 @@ def test_a_sub_minute_interval_runs_every_minute(synth: Synth) -> None:
         assert synth.props(sw.schedule)["ScheduleExpression"] == "rate(1 minute)"
 
 
-def test_one_run_at_a_time_is_enforced_by_lambda(synth: Synth) -> None:
+def test_one_run_per_worker_at_a_time_is_enforced_by_lambda(synth: Synth) -> None:
     sw = synth.five.expiry_sweeper
     assert sw is not None
     props = synth.props(sw.function)
-    assert props["ReservedConcurrentExecutions"] == 1
+    assert props["ReservedConcurrentExecutions"] == sw.workers == 4
     assert props["Timeout"] == 59  # ends before the next minute's run is started
     assert synth.invoke_config(sw.function) == {
         "FunctionName": {"Ref": synth.id(sw.function)},

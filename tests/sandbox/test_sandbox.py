@@ -75,7 +75,7 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
     # gone and the session is expected swept (fail closed): counted, never a traceback.
     assert realtime["heartbeat_race_survived"] == realtime["heartbeat_race"] > 0
     assert realtime["heartbeats_late"] < realtime["heartbeat_race"]
-    assert realtime["settings"]["reserved_concurrency"] == 1
+    assert realtime["settings"]["reserved_concurrency"] == 4  # one per sweeper worker
     assert realtime["settings"]["schedule"] == "rate(1 minute)"
     assert "goal p99 <= 10 s:" in done.stdout
     # Archive: one object per cleaned session; fan-out: at least one event per cleaned session
