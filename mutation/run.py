@@ -2,9 +2,10 @@
 
 For each module of modules.toml (or those named on the command line), in a work directory of
 its own (``mutation/.work/<module>/``, made afresh unless ``--keep``): links to the runtime
-package and to ``tests/``, and mutmut's settings (``mutation/pyproject.toml``) plus the
-module's ``only_mutate`` and its tests. ``mutmut run`` mutates the module and runs, for each
-mutant, the module's tests that reach the mutated function. Then one table: module, mutants,
+package and to ``tests/``, the hang guard (``hang_guard.py``), and mutmut's settings
+(``mutation/pyproject.toml``) plus the module's ``only_mutate`` and its tests. ``mutmut run``
+mutates the module and runs, for each mutant, the module's tests that reach the mutated
+function. Then one table: module, mutants,
 killed, equivalent (equivalent.toml), survived, kill rate of the non-equivalent mutants, goal;
 and every surviving mutant that equivalent.toml does not explain, with its diff.
 
@@ -80,6 +81,7 @@ def work_dir(module: str, tests: list[str], keep: bool) -> Path:
         link = work / name
         if not link.exists():
             link.symlink_to(target, target_is_directory=True)
+    shutil.copyfile(HERE / "hang_guard.py", work / "mutation_hang_guard.py")
     settings = (HERE / "pyproject.toml").read_text("utf-8")
     only = json.dumps([f"{PACKAGE}/{module}"])
     selection = json.dumps(tests)
