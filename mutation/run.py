@@ -9,9 +9,9 @@ function. Then one table: module, mutants,
 killed, equivalent (equivalent.toml), survived, kill rate of the non-equivalent mutants, goal;
 and every surviving mutant that equivalent.toml does not explain, with its diff.
 
-Usage: ``python mutation/run.py [--jobs N] [--keep | --report] [MODULE ...]`` (MODULE as in
-modules.toml, e.g. ``claims.py steps/grant.py``). Exit status 1 when a module is below its
-goal or a mutant was not checked.
+Usage: ``python mutation/run.py [--jobs N] [--keep | --report] [--mutants PATTERN] [MODULE ...]``
+(MODULE as in modules.toml, e.g. ``claims.py steps/grant.py``). Exit status 1 when a module is
+below its goal or a mutant was not checked.
 """
 
 from __future__ import annotations
@@ -95,17 +95,24 @@ def work_dir(module: str, tests: list[str], keep: bool) -> Path:
 
 
 def run_module(
-    module: str, tests: list[str], jobs: int, keep: bool, *, run: bool = True
+    module: str,
+    tests: list[str],
+    jobs: int,
+    keep: bool,
+    *,
+    run: bool = True,
+    only: tuple[str, ...] = (),
 ) -> dict[str, int | None]:
-    """mutmut on ``module`` (unless ``run`` is false: the results of the last run as kept);
-    each mutant's exit code (``None``: not checked)."""
+    """mutmut on ``module`` (unless ``run`` is false: the results of the last run as kept), on
+    the mutants whose names match a pattern of ``only`` (mutmut's own filter, ``fnmatch``) when
+    there are any; each mutant's exit code (``None``: not checked)."""
     work = WORK / module.replace("/", "__").removesuffix(".py")
     if run:
         work = work_dir(module, tests, keep)
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         with (work / "mutmut.log").open("w") as log:
             subprocess.run(  # noqa: S603 - our own venv's mutmut, fixed arguments
-                [str(MUTMUT), "run", "--max-children", str(jobs)],
+                [str(MUTMUT), "run", "--max-children", str(jobs), *only],
                 cwd=work,
                 env=env,
                 stdout=log,
@@ -162,6 +169,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--report", action="store_true", help="run nothing: the table of the last run as kept"
     )
+    parser.add_argument(
+        "--mutants",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="run only the mutants matching PATTERN (fnmatch; repeatable), e.g. '*_Coalescer*'",
+    )
     args = parser.parse_args(argv)
     table = modules()
     unknown = [m for m in args.modules if m not in table]
@@ -172,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     for module in args.modules or list(table):
         spec = table[module]
         tests = [str(t) for t in spec["tests"]]  # type: ignore[attr-defined]
-        statuses = run_module(module, tests, args.jobs, args.keep, run=not args.report)
+        statuses = run_module(
+            module, tests, args.jobs, args.keep, run=not args.report, only=tuple(args.mutants)
+        )
         listed = {e.mutant for e in known if e.module == module}
         outcomes.append(Outcome(module, float(spec["goal"]), statuses, listed))  # type: ignore[arg-type]
     return 0 if report(outcomes) else 1

@@ -1,0 +1,238 @@
+"""The batch's own rules (session_expiry_runtime.batch), pinned where mutation testing found
+them loose (issue 40): the deadline as Lambda's context tells it (a controlled monotonic clock,
+no sleeps), what a record the time guard or a failed after-success step stops becomes, and whole
+batches against moto: duplicates, events that are not batches, who publishes."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+from runtime_support import (
+    DEFAULT_ACCOUNT_ID,
+    REGION,
+    SESSION,
+    FakeContext,
+    Sandbox,
+    Session,
+    event,
+)
+from session_expiry_runtime import batch
+from session_expiry_runtime.batch import (
+    RETURN_RESERVE_MS,
+    Deadline,
+    out_of_time_check,
+    process_batch,
+)
+from session_expiry_runtime.cleaner import SessionCleaner
+from session_expiry_runtime.config import ACTION_DELETE_CONNECTION, ACTION_TIME_GUARD
+from session_expiry_runtime.outcomes import (
+    OUTCOME_CLEANED,
+    OUTCOME_FAILED,
+    OUTCOME_SKIPPED,
+    RecordResult,
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Context:
+    def __init__(self, remaining_ms: float) -> None:
+        self.remaining_ms = remaining_ms
+        self.reads = 0
+
+    def get_remaining_time_in_millis(self) -> float:
+        self.reads += 1
+        return self.remaining_ms
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    clock = Clock()
+    monkeypatch.setattr(batch.time, "monotonic", clock)
+    return clock
+
+
+def test_the_hard_stop_is_the_reserve_before_the_deadline_counted_down_from_the_last_reading(
+    clock: Clock,
+) -> None:
+    deadline = Deadline(Context(5_000), margin_ms=1_500)
+    assert deadline.seconds_to_hard_stop() is None  # nothing read yet
+
+    assert deadline.remaining_ms() == 5_000.0
+    assert RETURN_RESERVE_MS == 1_000
+    assert deadline.seconds_to_hard_stop() == 4.0  # (5000 - 1000) ms
+    clock.now += 1.5
+    assert deadline.seconds_to_hard_stop() == 2.5  # no new reading: the clock counts down
+
+
+def test_out_of_time_once_the_remaining_time_is_below_the_margin(clock: Clock) -> None:
+    context = Context(1_500)
+    deadline = Deadline(context, margin_ms=1_500)
+    assert not deadline.out_of_time()  # exactly the margin: a call may still start
+    context.remaining_ms = 1_499
+    assert deadline.out_of_time()
+    assert deadline.margin_ms == 1_500
+    assert context.reads == 2  # each check reads the context
+    assert deadline.seconds_to_hard_stop() == pytest.approx(0.499)
+
+
+class Unreadable:
+    def get_remaining_time_in_millis(self) -> float:
+        raise RuntimeError("no deadline here")
+
+
+@pytest.mark.parametrize("context", [None, object(), Unreadable(), type("C", (), {"x": 1})()])
+def test_without_a_readable_deadline_there_is_none(context: object, clock: Clock) -> None:
+    deadline = Deadline(context, margin_ms=1_000)
+    assert deadline.remaining_ms() is None
+    assert not deadline.out_of_time()
+    assert deadline.seconds_to_hard_stop() is None
+    assert out_of_time_check(context, 1_000)() is False
+
+
+def test_a_context_attribute_that_is_not_callable_is_no_deadline(clock: Clock) -> None:
+    context = type("C", (), {"get_remaining_time_in_millis": 5})()
+    assert Deadline(context, margin_ms=1_000).remaining_ms() is None
+
+
+def test_out_of_time_check_reads_the_context_each_time(clock: Clock) -> None:
+    context = Context(5_000)
+    check = out_of_time_check(context, 2_000)
+    assert check() is False
+    context.remaining_ms = 1_999
+    assert check() is True
+
+
+def result(outcome: str, **kw: Any) -> RecordResult:
+    return RecordResult(sequence_number=f"seq-{outcome}", outcome=outcome, **kw)
+
+
+def test_records_cleaned_before_the_time_guard_stopped_the_fan_out_fail_to_be_redelivered() -> None:
+    cleaned = result(OUTCOME_CLEANED, failed_actions=("Earlier",), log={"errors": {"x": "y"}})
+    skipped = result(OUTCOME_SKIPPED)
+
+    batch._fail_unpublished([cleaned, skipped])
+
+    assert cleaned.outcome == OUTCOME_FAILED
+    assert cleaned.failed_actions == ("Earlier", ACTION_TIME_GUARD)
+    assert cleaned.log["errors"] == {
+        "x": "y",
+        ACTION_TIME_GUARD: "cleaned, but the fan-out did not start: remaining time below the guard",
+    }
+    assert (skipped.outcome, skipped.failed_actions, skipped.log) == (OUTCOME_SKIPPED, (), {})
+
+
+class Raising:
+    name = "PublishEvents"
+
+    def after_success(self, results: list[RecordResult], metrics: object) -> None:
+        raise RuntimeError("bus down")
+
+
+def test_an_after_success_step_that_raises_fails_the_cleaned_records_under_its_name() -> None:
+    cleaned = result(OUTCOME_CLEANED)
+    failed = result(OUTCOME_FAILED, failed_actions=("DeleteConnection",))
+    cleaner: Any = type("Cleaner", (), {"metrics": None})()
+
+    batch._after_success(Raising(), [cleaned, failed], cleaner)  # type: ignore[arg-type]
+
+    assert cleaned.outcome == OUTCOME_FAILED
+    assert cleaned.failed_actions == ("PublishEvents",)
+    assert cleaned.log == {"errors": {"PublishEvents": "RuntimeError: bus down"}}
+    assert failed.failed_actions == ("DeleteConnection",) and failed.log == {}
+
+
+# --- whole batches (moto) --------------------------------------------------------------------
+
+BUS = "batch-bus"
+
+
+def _cleaner_with_bus(sandbox: Sandbox, **changes: Any) -> tuple[SessionCleaner, list[int]]:
+    """A cleaner whose fan-out publishes to a real (moto) bus; the sizes of its PutEvents."""
+    SESSION.client("events").create_event_bus(Name=BUS)
+    arn = f"arn:aws:events:{REGION}:{DEFAULT_ACCOUNT_ID}:event-bus/{BUS}"
+    cleaner = sandbox.cleaner(dataclasses.replace(sandbox.config, event_bus_arn=arn, **changes))
+    sizes: list[int] = []
+    cleaner.clients.events.meta.events.register(
+        "provide-client-params.events.PutEvents",
+        lambda params, **_: sizes.append(len(params["Entries"])),
+    )
+    return cleaner, sizes
+
+
+def _removed(sandbox: Sandbox, *ids: str) -> list[dict[str, Any]]:
+    return _removed_sessions(sandbox, *ids)[1]
+
+
+def _removed_sessions(sandbox: Sandbox, *ids: str) -> tuple[list[Session], list[dict[str, Any]]]:
+    sessions = [sandbox.create_session(sid) for sid in ids]
+    sandbox.read_stream()
+    for sid in ids:
+        sandbox.delete(sid)
+    return sessions, sandbox.removes()
+
+
+def _failed(response: dict[str, Any]) -> list[str]:
+    return [f["itemIdentifier"] for f in response["batchItemFailures"]]
+
+
+def test_a_record_delivered_twice_is_cleaned_once_and_the_records_after_it_too(
+    sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sessions, (a, b, c) = _removed_sessions(sandbox, "s-a", "s-b", "s-c")
+    capsys.readouterr()
+
+    response = process_batch(event(a, copy.deepcopy(a), b, c), FakeContext(), sandbox.cleaner())
+
+    assert _failed(response) == []
+    out = capsys.readouterr().out
+    docs = [json.loads(line) for line in out.splitlines() if '"_aws"' in line]
+    assert sum(d.get("SessionsCleaned", 0) for d in docs) == 3
+    assert [(d["Cause"], d["RecordsSkipped"]) for d in docs if "RecordsSkipped" in d] == [
+        ("DuplicateInBatch", 1)
+    ]
+    assert all(sandbox.is_clean(s) for s in sessions)
+
+
+@pytest.mark.parametrize(
+    "not_a_batch", [None, [], {}, {"Records": None}, {"Records": {"0": {}}}, {"records": []}]
+)
+def test_an_event_without_a_records_list_cleans_nothing_and_fails_nothing(
+    sandbox: Sandbox, not_a_batch: object
+) -> None:
+    assert process_batch(not_a_batch, FakeContext(), sandbox.cleaner()) == {"batchItemFailures": []}
+
+
+def test_the_fan_out_publishes_the_cleaned_records(sandbox: Sandbox) -> None:
+    records = _removed(sandbox, "s-1", "s-2")
+    cleaner, sizes = _cleaner_with_bus(sandbox)
+
+    assert _failed(process_batch(event(*records), FakeContext(), cleaner)) == []
+    assert sizes == [2]
+
+
+def test_a_dry_run_publishes_nothing(sandbox: Sandbox) -> None:
+    records = _removed(sandbox, "s-1", "s-2")
+    cleaner, sizes = _cleaner_with_bus(sandbox, dry_run=True)
+
+    assert _failed(process_batch(event(*records), FakeContext(), cleaner)) == []
+    assert sizes == []
+
+
+def test_the_drain_of_one_step_publishes_nothing(sandbox: Sandbox) -> None:
+    records = _removed(sandbox, "s-1", "s-2")
+    cleaner, sizes = _cleaner_with_bus(sandbox)
+    drain = cleaner.with_levers(only_steps=frozenset({ACTION_DELETE_CONNECTION}))
+
+    assert _failed(process_batch(event(*records), FakeContext(), drain)) == []
+    assert sizes == []
