@@ -55,7 +55,13 @@ class Outcome:
 
     @property
     def killed(self) -> list[str]:
-        return [m for m, c in self.statuses.items() if c in KILLED or c in TIMEOUT]
+        """Killed by a failing test or a timeout; never one equivalent.toml lists (a timeout of
+        a mutant that changes nothing is a starved run, not a kill)."""
+        return [
+            m
+            for m, c in self.statuses.items()
+            if (c in KILLED or c in TIMEOUT) and m not in self.equivalent
+        ]
 
     @property
     def surviving(self) -> list[str]:

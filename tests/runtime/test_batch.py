@@ -8,6 +8,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from concurrent.futures import Future
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -121,7 +123,7 @@ def test_records_cleaned_before_the_time_guard_stopped_the_fan_out_fail_to_be_re
     cleaned = result(OUTCOME_CLEANED, failed_actions=("Earlier",), log={"errors": {"x": "y"}})
     skipped = result(OUTCOME_SKIPPED)
 
-    batch._fail_unpublished([cleaned, skipped])
+    batch._fail_unpublished([skipped, cleaned])  # a record not cleaned ends nothing
 
     assert cleaned.outcome == OUTCOME_FAILED
     assert cleaned.failed_actions == ("Earlier", ACTION_TIME_GUARD)
@@ -144,7 +146,7 @@ def test_an_after_success_step_that_raises_fails_the_cleaned_records_under_its_n
     failed = result(OUTCOME_FAILED, failed_actions=("DeleteConnection",))
     cleaner: Any = type("Cleaner", (), {"metrics": None})()
 
-    batch._after_success(Raising(), [cleaned, failed], cleaner)  # type: ignore[arg-type]
+    batch._after_success(Raising(), [failed, cleaned], cleaner)  # type: ignore[arg-type]
 
     assert cleaned.outcome == OUTCOME_FAILED
     assert cleaned.failed_actions == ("PublishEvents",)
@@ -236,3 +238,118 @@ def test_the_drain_of_one_step_publishes_nothing(sandbox: Sandbox) -> None:
 
     assert _failed(process_batch(event(*records), FakeContext(), drain)) == []
     assert sizes == []
+
+
+# --- waiting for the records until the hard stop ---------------------------------------------
+
+
+class ScriptedDeadline:
+    """``seconds_to_hard_stop`` answers from a script (its last answer repeats)."""
+
+    margin_ms = 1_500
+
+    def __init__(self, *lefts: float | None) -> None:
+        self.lefts = list(lefts)
+
+    def seconds_to_hard_stop(self) -> float | None:
+        return self.lefts.pop(0) if len(self.lefts) > 1 else self.lefts[0]
+
+
+class Releases:
+    def __init__(self, due: bool) -> None:
+        self.is_due = due
+        self.asked: list[tuple[float | None, float]] = []
+        self.sent: list[object] = []
+
+    def due(self, left: float | None, margin: float) -> bool:
+        self.asked.append((left, margin))
+        return self.is_due
+
+    def send_soon(self, claims: object) -> None:
+        self.sent.append(claims)
+
+
+def _invocation(releases: Releases, claims: object = "claims") -> Any:
+    return SimpleNamespace(claims=claims, releases=releases)
+
+
+def test_records_are_waited_for_in_polls_no_longer_than_the_time_to_the_hard_stop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    running: Future[None] = Future()
+    timeouts: list[float] = []
+
+    def wait(pending: set[Future[None]], timeout: float) -> tuple[set[Any], set[Any]]:
+        timeouts.append(timeout)
+        if len(timeouts) == 3:
+            running.set_result(None)
+            return {running}, set()
+        return set(), set(pending)
+
+    monkeypatch.setattr(batch, "wait", wait)
+    releases = Releases(due=False)
+
+    left = batch._wait_until_done_or_hard_stop(
+        [running],
+        ScriptedDeadline(0.05, 0.3, None),  # type: ignore[arg-type]
+        _invocation(releases),
+    )
+
+    assert left == set()
+    assert (
+        timeouts
+        == [0.05, batch.HARD_STOP_POLL_SECONDS, batch.HARD_STOP_POLL_SECONDS]
+        == [
+            0.05,
+            0.1,
+            0.1,
+        ]
+    )
+    # While records still run, the kept releases are looked at after each poll, not after the last.
+    assert len(releases.asked) == 2
+
+
+def test_at_the_hard_stop_the_records_still_running_are_left_without_waiting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    running: Future[None] = Future()
+    monkeypatch.setattr(batch, "wait", lambda *a, **k: pytest.fail("waited past the hard stop"))
+
+    assert batch._wait_until_done_or_hard_stop([running], ScriptedDeadline(0.0)) == {running}  # type: ignore[arg-type]
+    assert batch._wait_until_done_or_hard_stop([running], ScriptedDeadline(-1.0)) == {running}  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("left", [None, 0.5, 2.0])
+def test_records_already_done_are_collected_whatever_the_time_left(left: float | None) -> None:
+    done: Future[None] = Future()
+    done.set_result(None)
+
+    assert batch._wait_until_done_or_hard_stop([done], ScriptedDeadline(left)) == set()  # type: ignore[arg-type]
+
+
+def test_kept_releases_go_out_when_due_judged_from_the_time_to_the_deadline() -> None:
+    releases = Releases(due=True)
+    deadline = ScriptedDeadline(2.0)
+
+    batch._send_due_releases(deadline, _invocation(releases))  # type: ignore[arg-type]
+
+    # Two seconds to the hard stop is three to the deadline (RETURN_RESERVE_MS); margin in s.
+    assert releases.asked == [(3.0, 1.5)]
+    assert releases.sent == ["claims"]
+
+
+def test_kept_releases_wait_while_not_due_and_without_a_deadline_are_asked_without_one() -> None:
+    releases = Releases(due=False)
+
+    batch._send_due_releases(ScriptedDeadline(None), _invocation(releases))  # type: ignore[arg-type]
+
+    assert releases.asked == [(None, 1.5)]
+    assert releases.sent == []
+
+
+def test_without_an_ownership_check_there_are_no_releases_to_send() -> None:
+    releases = Releases(due=True)
+
+    batch._send_due_releases(ScriptedDeadline(2.0), _invocation(releases, claims=None))  # type: ignore[arg-type]
+
+    assert (releases.asked, releases.sent) == ([], [])
