@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import threading
 from concurrent.futures import Future
 from types import SimpleNamespace
 from typing import Any
@@ -113,6 +114,26 @@ def test_out_of_time_check_reads_the_context_each_time(clock: Clock) -> None:
     assert check() is False
     context.remaining_ms = 1_999
     assert check() is True
+
+
+class FailsFirst(Context):
+    """A context whose first reading raises, and every later one says the time is up."""
+
+    def get_remaining_time_in_millis(self) -> float:
+        self.reads += 1
+        if self.reads == 1:
+            raise RuntimeError("not yet")
+        return 0
+
+
+def test_out_of_time_check_of_a_deadline_unreadable_at_first_never_reads_it_again(
+    clock: Clock,
+) -> None:
+    context = FailsFirst(0)
+    check = out_of_time_check(context, 2_000)
+
+    assert [check(), check()] == [False, False]
+    assert context.reads == 1
 
 
 def result(outcome: str, **kw: Any) -> RecordResult:
@@ -353,3 +374,41 @@ def test_without_an_ownership_check_there_are_no_releases_to_send() -> None:
     batch._send_due_releases(ScriptedDeadline(2.0), _invocation(releases, claims=None))  # type: ignore[arg-type]
 
     assert (releases.asked, releases.sent) == ([], [])
+
+
+def test_a_record_the_time_guard_keeps_from_starting_fails_and_is_accounted_once(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    sessions, records = _removed_sessions(sandbox, "s-late")
+    cleaner = sandbox.cleaner()
+    margin = cleaner.config.time_guard_ms
+
+    response = process_batch(event(*records), FakeContext(margin - 1), cleaner)
+
+    assert _failed(response) == [records[0]["dynamodb"]["SequenceNumber"]]
+    (line,) = [r.session for r in session_logs.records if hasattr(r, "session")]  # once
+    assert line["outcome"] == OUTCOME_FAILED
+    assert line["failedActions"] == [ACTION_TIME_GUARD]
+    assert line["errors"] == {ACTION_TIME_GUARD: "not started: remaining time below the guard"}
+    assert sandbox.is_intact(sessions[0])
+
+
+def test_the_batchs_threads_are_named_for_what_they_do(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A thread dump (a Lambda that timed out, faulthandler) tells the read-ahead from the
+    # record threads by these names.
+    _, records = _removed_sessions(sandbox, "s-1", "s-2")
+    cleaner = sandbox.cleaner()
+    names: dict[str, set[str]] = {"clean": set(), "planned_claims": set()}
+    for method in names:
+        original = getattr(cleaner, method)
+
+        def spy(*args: Any, _method: str = method, _original: Any = original, **kw: Any) -> Any:
+            names[_method].add(threading.current_thread().name.rsplit("_", 1)[0])
+            return _original(*args, **kw)
+
+        monkeypatch.setattr(cleaner, method, spy)
+
+    assert _failed(process_batch(event(*records), FakeContext(), cleaner)) == []
+    assert names == {"clean": {"cleanup"}, "planned_claims": {"cleanup-ahead"}}
