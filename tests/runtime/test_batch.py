@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from ownership_support import calls_of
 from runtime_support import (
     DEFAULT_ACCOUNT_ID,
     REGION,
@@ -412,3 +413,58 @@ def test_the_batchs_threads_are_named_for_what_they_do(
 
     assert _failed(process_batch(event(*records), FakeContext(), cleaner)) == []
     assert names == {"clean": {"cleanup"}, "planned_claims": {"cleanup-ahead"}}
+
+
+class ShrinkingContext(FakeContext):
+    """Plenty of time for the first ``calls`` readings, then less than any guard."""
+
+    def __init__(self, calls: int) -> None:
+        super().__init__()
+        self.calls = calls
+        self.lock = threading.Lock()
+
+    def get_remaining_time_in_millis(self) -> int:
+        with self.lock:
+            self.calls -= 1
+            return 300_000 if self.calls >= 0 else 500
+
+
+def test_a_started_records_steps_heed_the_time_guard(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+) -> None:
+    # One reading lets the record start; its scratch deletion reads the same deadline before
+    # each page. Stub: pages of one key (S3 may answer fewer keys than asked for; moto, with
+    # two objects, would answer one page).
+    sessions, records = _removed_sessions(sandbox, "s-started")
+    cleaner = sandbox.cleaner()
+    cleaner.clients.s3.meta.events.register(
+        "provide-client-params.s3.ListObjectsV2", lambda params, **_: params.update(MaxKeys=1)
+    )
+
+    response = process_batch(event(*records), ShrinkingContext(calls=1), cleaner)
+
+    assert _failed(response) == [records[0]["dynamodb"]["SequenceNumber"]]
+    assert len(sandbox.keys_under(sessions[0].prefix)) == 1  # the second page never listed
+    (line,) = [r.session for r in session_logs.records if hasattr(r, "session")]
+    assert line["failedActions"] == [ACTION_TIME_GUARD]
+    assert line["errors"][ACTION_TIME_GUARD].startswith("time guard reached while listing ")
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_the_records_use_the_invocations_ownership_check_marked_ahead_in_one_call(
+    sandbox: Sandbox, count: int
+) -> None:
+    # The read-ahead marks every record's claims in one call (ClaimBatcher.premark); each
+    # record then finds its marks there, and the releases go out together: two calls in all.
+    # Premarking starts at two records.
+    sessions, records = _removed_sessions(sandbox, *(f"s-{i}" for i in range(count)))
+    cleaner = sandbox.cleaner()
+    calls = calls_of(cleaner.clients.ownership)
+
+    assert _failed(process_batch(event(*records), FakeContext(), cleaner)) == []
+
+    assert all(sandbox.is_clean(s) for s in sessions)
+    assert [(name, len(p["TransactItems"])) for name, p in calls] == [
+        ("TransactWriteItems", 2 * count),  # the marks: a connection and a grant a session
+        ("TransactWriteItems", 2 * count),  # the releases
+    ]
