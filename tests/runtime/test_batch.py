@@ -32,7 +32,11 @@ from session_expiry_runtime.batch import (
     process_batch,
 )
 from session_expiry_runtime.cleaner import SessionCleaner
-from session_expiry_runtime.config import ACTION_DELETE_CONNECTION, ACTION_TIME_GUARD
+from session_expiry_runtime.config import (
+    ACTION_DELETE_CONNECTION,
+    ACTION_TIME_GUARD,
+    ACTION_UNEXPECTED,
+)
 from session_expiry_runtime.outcomes import (
     OUTCOME_CLEANED,
     OUTCOME_FAILED,
@@ -468,3 +472,33 @@ def test_the_records_use_the_invocations_ownership_check_marked_ahead_in_one_cal
         ("TransactWriteItems", 2 * count),  # the marks: a connection and a grant a session
         ("TransactWriteItems", 2 * count),  # the releases
     ]
+
+
+def test_a_record_thread_that_raises_fails_its_own_record_once_with_the_error(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, session_logs: pytest.LogCaptureFixture
+) -> None:
+    # CleanupRunner.clean never raises; should it (a bug), the record thread's own guard
+    # fails that record, and only it, naming what was raised.
+    sessions, (bad, good) = _removed_sessions(sandbox, "s-bad", "s-good")
+    cleaner = sandbox.cleaner()
+    clean = cleaner.clean
+
+    def clean_or_raise(raw: Any, **kw: Any) -> Any:
+        if raw is bad:
+            raise KeyboardInterrupt("a signal on the record's thread")
+        return clean(raw, **kw)
+
+    monkeypatch.setattr(cleaner, "clean", clean_or_raise)
+
+    response = process_batch(event(bad, good), FakeContext(), cleaner)
+
+    assert _failed(response) == [bad["dynamodb"]["SequenceNumber"]]
+    failed = [
+        r.session
+        for r in session_logs.records
+        if getattr(r, "session", {}).get("outcome") == OUTCOME_FAILED
+    ]
+    assert [line["errors"] for line in failed] == [
+        {ACTION_UNEXPECTED: "KeyboardInterrupt: a signal on the record's thread"}
+    ]
+    assert sandbox.is_clean(sessions[1])
