@@ -502,3 +502,29 @@ def test_a_record_thread_that_raises_fails_its_own_record_once_with_the_error(
         {ACTION_UNEXPECTED: "KeyboardInterrupt: a signal on the record's thread"}
     ]
     assert sandbox.is_clean(sessions[1])
+
+
+def test_a_record_thread_whose_own_guard_fails_still_fails_only_its_record(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, session_logs: pytest.LogCaptureFixture
+) -> None:
+    # The last line of defence: whatever escapes a record thread (here its whole work raises)
+    # is collected as that record's failure on the invocation's thread, never the batch's.
+    sessions, (bad, good) = _removed_sessions(sandbox, "s-bad", "s-good")
+    record_work = batch._record_work
+
+    def work_or_raise(raw: Any, *args: Any) -> Any:
+        if raw is bad:
+            raise MemoryError("no room for the record")
+        return record_work(raw, *args)
+
+    monkeypatch.setattr(batch, "_record_work", work_or_raise)
+
+    response = process_batch(event(bad, good), FakeContext(), sandbox.cleaner())
+
+    assert _failed(response) == [bad["dynamodb"]["SequenceNumber"]]
+    lines = [r.session for r in session_logs.records if hasattr(r, "session")]
+    failed = [line for line in lines if line["outcome"] == OUTCOME_FAILED]
+    assert [line["errors"] for line in failed] == [
+        {ACTION_UNEXPECTED: "MemoryError: no room for the record"}
+    ]
+    assert sandbox.is_clean(sessions[1])
