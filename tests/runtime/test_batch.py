@@ -215,7 +215,7 @@ def _failed(response: dict[str, Any]) -> list[str]:
 
 
 def test_a_record_delivered_twice_is_cleaned_once_and_the_records_after_it_too(
-    sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
+    sandbox: Sandbox, capsys: pytest.CaptureFixture[str], session_logs: pytest.LogCaptureFixture
 ) -> None:
     sessions, (a, b, c) = _removed_sessions(sandbox, "s-a", "s-b", "s-c")
     capsys.readouterr()
@@ -229,6 +229,9 @@ def test_a_record_delivered_twice_is_cleaned_once_and_the_records_after_it_too(
     assert [(d["Cause"], d["RecordsSkipped"]) for d in docs if "RecordsSkipped" in d] == [
         ("DuplicateInBatch", 1)
     ]
+    lines = [r.session for r in session_logs.records if hasattr(r, "session")]
+    (duplicate,) = [line for line in lines if line.get("cause") == "DuplicateInBatch"]
+    assert duplicate["sequenceNumber"] == a["dynamodb"]["SequenceNumber"]
     assert all(sandbox.is_clean(s) for s in sessions)
 
 
