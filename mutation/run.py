@@ -2,15 +2,16 @@
 
 For each module of modules.toml (or those named on the command line), in a work directory of
 its own (``mutation/.work/<module>/``, made afresh unless ``--keep``): links to the runtime
-package and to ``tests/``, and mutmut's settings (``mutation/pyproject.toml``) plus the
-module's ``only_mutate`` and its tests. ``mutmut run`` mutates the module and runs, for each
-mutant, the module's tests that reach the mutated function. Then one table: module, mutants,
+package and to ``tests/``, the hang guard (``hang_guard.py``), and mutmut's settings
+(``mutation/pyproject.toml``) plus the module's ``only_mutate`` and its tests. ``mutmut run``
+mutates the module and runs, for each mutant, the module's tests that reach the mutated
+function. Then one table: module, mutants,
 killed, equivalent (equivalent.toml), survived, kill rate of the non-equivalent mutants, goal;
 and every surviving mutant that equivalent.toml does not explain, with its diff.
 
-Usage: ``python mutation/run.py [--jobs N] [--keep | --report] [MODULE ...]`` (MODULE as in
-modules.toml, e.g. ``claims.py steps/grant.py``). Exit status 1 when a module is below its
-goal or a mutant was not checked.
+Usage: ``python mutation/run.py [--jobs N] [--keep | --report] [--mutants PATTERN] [MODULE ...]``
+(MODULE as in modules.toml, e.g. ``claims.py steps/grant.py``). Exit status 1 when a module is
+below its goal or a mutant was not checked.
 """
 
 from __future__ import annotations
@@ -54,7 +55,13 @@ class Outcome:
 
     @property
     def killed(self) -> list[str]:
-        return [m for m, c in self.statuses.items() if c in KILLED or c in TIMEOUT]
+        """Killed by a failing test or a timeout; never one equivalent.toml lists (a timeout of
+        a mutant that changes nothing is a starved run, not a kill)."""
+        return [
+            m
+            for m, c in self.statuses.items()
+            if (c in KILLED or c in TIMEOUT) and m not in self.equivalent
+        ]
 
     @property
     def surviving(self) -> list[str]:
@@ -80,6 +87,7 @@ def work_dir(module: str, tests: list[str], keep: bool) -> Path:
         link = work / name
         if not link.exists():
             link.symlink_to(target, target_is_directory=True)
+    shutil.copyfile(HERE / "hang_guard.py", work / "mutation_hang_guard.py")
     settings = (HERE / "pyproject.toml").read_text("utf-8")
     only = json.dumps([f"{PACKAGE}/{module}"])
     selection = json.dumps(tests)
@@ -93,17 +101,24 @@ def work_dir(module: str, tests: list[str], keep: bool) -> Path:
 
 
 def run_module(
-    module: str, tests: list[str], jobs: int, keep: bool, *, run: bool = True
+    module: str,
+    tests: list[str],
+    jobs: int,
+    keep: bool,
+    *,
+    run: bool = True,
+    only: tuple[str, ...] = (),
 ) -> dict[str, int | None]:
-    """mutmut on ``module`` (unless ``run`` is false: the results of the last run as kept);
-    each mutant's exit code (``None``: not checked)."""
+    """mutmut on ``module`` (unless ``run`` is false: the results of the last run as kept), on
+    the mutants whose names match a pattern of ``only`` (mutmut's own filter, ``fnmatch``) when
+    there are any; each mutant's exit code (``None``: not checked)."""
     work = WORK / module.replace("/", "__").removesuffix(".py")
     if run:
         work = work_dir(module, tests, keep)
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         with (work / "mutmut.log").open("w") as log:
             subprocess.run(  # noqa: S603 - our own venv's mutmut, fixed arguments
-                [str(MUTMUT), "run", "--max-children", str(jobs)],
+                [str(MUTMUT), "run", "--max-children", str(jobs), *only],
                 cwd=work,
                 env=env,
                 stdout=log,
@@ -160,6 +175,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--report", action="store_true", help="run nothing: the table of the last run as kept"
     )
+    parser.add_argument(
+        "--mutants",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="run only the mutants matching PATTERN (fnmatch; repeatable), e.g. '*_Coalescer*'",
+    )
     args = parser.parse_args(argv)
     table = modules()
     unknown = [m for m in args.modules if m not in table]
@@ -170,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     for module in args.modules or list(table):
         spec = table[module]
         tests = [str(t) for t in spec["tests"]]  # type: ignore[attr-defined]
-        statuses = run_module(module, tests, args.jobs, args.keep, run=not args.report)
+        statuses = run_module(
+            module, tests, args.jobs, args.keep, run=not args.report, only=tuple(args.mutants)
+        )
         listed = {e.mutant for e in known if e.module == module}
         outcomes.append(Outcome(module, float(spec["goal"]), statuses, listed))  # type: ignore[arg-type]
     return 0 if report(outcomes) else 1

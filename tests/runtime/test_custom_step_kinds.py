@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -129,7 +130,43 @@ def test_fails_a_resource_attribute_that_is_not_a_name(value: Any) -> None:
         parse_custom_steps(raw)
 
 
-@pytest.mark.parametrize("raw", ["not json", "[]", '{"Step": ""}', '{"bad name!": "attr"}'])
+def test_custom_kinds_name_each_steps_kind_and_its_attribute() -> None:
+    raw = json.dumps({"DeleteSessionSecret": "secretArns", "DropQueue": "queueUrls"})
+
+    assert custom_kinds_of(raw) == {
+        "custom:DeleteSessionSecret": "secretArns",
+        "custom:DropQueue": "queueUrls",
+    }
+    assert custom_kinds_of("") == custom_kinds_of(None) == {}
+
+
+def test_fails_custom_kinds_that_are_not_json() -> None:
+    expected = r"^SESSION_EXPIRY_CUSTOM_KINDS: 'not json' is not JSON \("
+    with pytest.raises(ValueError, match=expected):
+        custom_kinds_of("not json")
+
+
+@pytest.mark.parametrize("raw", ["[]", '{"Step": ""}', '{"Step": 3}'])
 def test_fails_custom_kinds_that_are_not_names_to_attributes(raw: str) -> None:
-    with pytest.raises(ValueError):
+    expected = (
+        f"SESSION_EXPIRY_CUSTOM_KINDS: {raw!r}; expected an object of custom step names to the "
+        'attribute holding their ids, e.g. {"DeleteSessionSecret": "secretArns"}'
+    )
+    with pytest.raises(ValueError) as raised:
         custom_kinds_of(raw)
+    assert str(raised.value) == expected
+
+
+def test_fails_custom_kinds_naming_a_step_that_is_not_a_name() -> None:
+    with pytest.raises(ValueError) as raised:
+        custom_kinds_of('{"bad name!": "attr"}')
+    assert str(raised.value) == (
+        "custom step name 'bad name!': expected a letter, then up to 63 letters, digits, '-' or '_'"
+    )
+
+
+@pytest.mark.parametrize("name", [3, None, "", "9lives", "x" * 65])
+def test_fails_a_custom_kind_of_what_is_not_a_step_name(name: object) -> None:
+    with pytest.raises(ValueError, match=rf"^custom step name {re.escape(repr(name))}: "):
+        custom_kind(name)  # type: ignore[arg-type]
+    assert custom_kind("x" * 64) == "custom:" + "x" * 64
