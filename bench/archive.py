@@ -93,9 +93,9 @@ def _records(start: int, count: int) -> list[dict[str, Any]]:
 
 def _run_mode(endpoint: str, *, firehose: bool) -> dict[str, Any]:
     import boto3
-    from session_expiry_runtime.cleaner import SessionCleaner, build_clients, process_batch
-    from session_expiry_runtime.config import RuntimeConfig
-    from session_expiry_runtime.metrics import MetricsRecorder
+    from session_expiry_runtime.cleanup.cleaner import SessionCleaner, build_clients, process_batch
+    from session_expiry_runtime.core.config import RuntimeConfig
+    from session_expiry_runtime.core.metrics import MetricsRecorder
 
     session = boto3.session.Session(region_name="us-east-1")
     bucket = "bench-archive-firehose" if firehose else "bench-archive-objects"
@@ -150,8 +150,8 @@ def _run_mode(endpoint: str, *, firehose: bool) -> dict[str, Any]:
 
 
 def _line_bytes(config: Any) -> int:
-    from session_expiry_runtime import archive
-    from session_expiry_runtime.decode import decode_image, parse_record
+    from session_expiry_runtime.core.decode import decode_image, parse_record
+    from session_expiry_runtime.sinks import archive
 
     raw = _records(0, 1)[0]
     record = parse_record(raw)

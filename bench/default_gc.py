@@ -1,7 +1,7 @@
 """The project's handler with CPython's default garbage-collector settings (bench only).
 
 ``session_expiry_runtime.handler.get_cleaner`` tunes the collector once per process
-(:mod:`session_expiry_runtime.gc_settings`). This module runs the same handler and, after that
+(:mod:`session_expiry_runtime.core.gc_settings`). This module runs the same handler and, after that
 first use, puts the collector back as CPython starts it (nothing frozen, young-generation
 threshold 700), so the bench can show in one run what the setting is worth.
 """

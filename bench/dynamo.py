@@ -8,7 +8,7 @@ DynamoDB (Amazon DynamoDB API Reference, each operation's page):
   ``TransactionCanceledException`` and one ``CancellationReasons`` entry per action in request
   order (``{"Code": "None"}`` for the others; ``"Item"`` with
   ``ReturnValuesOnConditionCheckFailure=ALL_OLD``) — what the ownership marks and releases of
-  ``session_expiry_runtime.claims`` read;
+  ``session_expiry_runtime.owners.claims`` read;
 * ``BatchGetItem`` (at most 100 keys; every key answered, no ``UnprocessedKeys``): the dry run's
   ownership reads;
 * ``UpdateItem`` (``SET``, with ``ConditionExpression``): the shared pace budget's counter;

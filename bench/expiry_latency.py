@@ -125,9 +125,9 @@ def _time_guard_log() -> logging.Logger:
 def time_guard(budget_s: float = TIME_GUARD_BUDGET_S) -> dict[str, Any]:
     """The sub-minute sweeper's time guard against an endpoint that never answers."""
     import boto3
-    from session_expiry_runtime.config import RuntimeConfig
-    from session_expiry_runtime.metrics import MetricsRecorder
-    from session_expiry_runtime.sweeper import (
+    from session_expiry_runtime.core.config import RuntimeConfig
+    from session_expiry_runtime.core.metrics import MetricsRecorder
+    from session_expiry_runtime.sweeps.sweeper import (
         ExpirySweeper,
         sweep_run,
         sweeper_client_config,

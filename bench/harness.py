@@ -7,7 +7,7 @@ Fixture of a run (one scenario, one implementation, its own table, bucket and KM
   ``create_grant(...)``) into moto: an item with its incarnation and per-incarnation scratch
   prefix, a WebSocket connection (registered in moto's API Gateway Management API backend), a
   KMS grant (``CreateGrant`` naming a retiring principal) and the ownership records of both in
-  the ownership table (:mod:`session_expiry_runtime.ownership`), plus ``objects`` scratch
+  the ownership table (:mod:`session_expiry_runtime.core.ownership`), plus ``objects`` scratch
   objects under its prefix;
 * ``controls`` live sessions whose session ids extend an expired one's (``b-1`` / ``b-1x``),
   so a prefix listed without its trailing ``/`` would reach them; they are never deleted and
@@ -35,8 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from session_expiry_runtime import stream_records
-from session_expiry_runtime.ownership import (
+from session_expiry_runtime.core.ownership import (
     ATTR_RESOURCE,
     ATTR_STATE,
     KIND_CONNECTION,
@@ -45,6 +44,7 @@ from session_expiry_runtime.ownership import (
     STATE_RELEASED,
     resource_key,
 )
+from session_expiry_runtime.records import stream_records
 
 REGION = "us-east-1"
 ACCOUNT_ID = "123456789012"  # moto's default account
@@ -208,7 +208,7 @@ class BenchEndpoint:
                 "tables": {
                     fx.ownership_table: {"hash": ATTR_RESOURCE, "items": fx.ownership_items},
                     # The session table, its expired sessions gone (the Kinesis source reads
-                    # their REMOVEs' items back: session_expiry_runtime.kinesis_removals).
+                    # their REMOVEs' items back: session_expiry_runtime.records.kinesis_removals).
                     fx.table: {"hash": "pk", "items": []},
                 },
             },
@@ -324,7 +324,8 @@ class Fixture:
 def to_lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
     """Turn a boto3 ``GetRecords`` record into the record Lambda's event source mapping delivers.
 
-    The reshaping is the runtime's own (:mod:`session_expiry_runtime.stream_records`). moto never
+    The reshaping is the runtime's own (:mod:`session_expiry_runtime.records.stream_records`). moto
+    never
     expires items, so the REMOVE came from ``DeleteItem``; the ``userIdentity`` that DynamoDB puts
     on a TTL delete (DynamoDB developer guide, "DynamoDB Streams and Time to Live") is added,
     making the records exactly what a TTL expiry delivers.
@@ -345,7 +346,7 @@ def _store(c: dict[str, Any], table: str, key_arn: str, at: int) -> Any:
     """The real ``SessionStore`` on moto, its clock fixed at epoch second ``at``."""
     import datetime as dt
 
-    from session_expiry_runtime.config import RuntimeConfig
+    from session_expiry_runtime.core.config import RuntimeConfig
     from session_expiry_runtime.store import SessionStore
 
     config = RuntimeConfig(
@@ -409,7 +410,7 @@ def build_fixture(server: MotoServer, scenario: Scenario, impl: str) -> Fixture:
         )
         if objects:
             server.seed_objects(bucket, made.scratch_prefix, objects)
-        from session_expiry_runtime.grant_names import grant_name
+        from session_expiry_runtime.core.grant_names import grant_name
 
         return Session(
             session_id,
@@ -570,7 +571,7 @@ def synthetic_fixture(scenario: Scenario) -> Fixture:
     import datetime as dt
     import secrets
 
-    from session_expiry_runtime.config import RuntimeConfig
+    from session_expiry_runtime.core.config import RuntimeConfig
 
     from . import sessions
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from session_expiry_runtime.kinesis_records import to_kinesis_data
+from session_expiry_runtime.records.kinesis_records import to_kinesis_data
 
 #: The run's name in the tables.
 KINESIS_IMPL = "handler (Kinesis source)"

@@ -1,11 +1,11 @@
 """CPU of parsing one full ``ListObjectsV2`` page (1,000 keys), by timestamp parser, with the
 cleanup's keys-only S3 model and with its keys-only parser
-(``session_expiry_runtime.listing_model``); CPU of validating and serialising one 1,000-key
+(``session_expiry_runtime.core.listing_model``); CPU of validating and serialising one 1,000-key
 ``DeleteObjects`` request; CPU of listing an empty scratch prefix through botocore's paginator
 and through the scratch step's own page loop (``ScratchStep._pages``).
 
 botocore's own parser (``dateutil`` through ``botocore.utils.parse_timestamp``) against the
-cleanup's setting (:func:`session_expiry_runtime.timestamps.parse_timestamp`), on the same
+cleanup's setting (:func:`session_expiry_runtime.core.timestamps.parse_timestamp`), on the same
 response body as the bench endpoint sends: the whole botocore ``rest-xml`` parse, every element,
 only the timestamp parser differs. ``time.process_time``, best of a few rounds.
 """
@@ -24,7 +24,7 @@ def _parse_ms(
     import botocore.session
     from botocore.model import ServiceModel
     from botocore.parsers import ResponseParserFactory
-    from session_expiry_runtime.listing_model import KeysOnlyParserFactory, keys_only_s3_model
+    from session_expiry_runtime.core.listing_model import KeysOnlyParserFactory, keys_only_s3_model
 
     from .endpoint import STATE, _list_xml
 
@@ -83,9 +83,9 @@ def _empty_listing_ms(rounds: int, calls: int = 200) -> dict[str, float]:
     client's serialisation, events and parse alike, so the difference is the paginator's own
     work — the class built per ``get_paginator``, JMESPath on every page."""
     from botocore.stub import Stubber
-    from session_expiry_runtime.clients import SCRATCH_S3_SETTINGS, cleanup_session
-    from session_expiry_runtime.config import RuntimeConfig
-    from session_expiry_runtime.decode import parse_record
+    from session_expiry_runtime.core.clients import SCRATCH_S3_SETTINGS, cleanup_session
+    from session_expiry_runtime.core.config import RuntimeConfig
+    from session_expiry_runtime.core.decode import parse_record
     from session_expiry_runtime.steps.base import Session, StepContext
     from session_expiry_runtime.steps.scratch import ScratchStep
 
@@ -122,7 +122,7 @@ def _empty_listing_ms(rounds: int, calls: int = 200) -> dict[str, float]:
 
 
 def run(rounds: int = 5) -> dict[str, float]:
-    from session_expiry_runtime.timestamps import parse_timestamp
+    from session_expiry_runtime.core.timestamps import parse_timestamp
 
     request = _delete_objects_request_ms(rounds)
     listing = _empty_listing_ms(rounds)

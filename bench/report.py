@@ -15,7 +15,7 @@ import subprocess
 from importlib import metadata
 from typing import Any
 
-from session_expiry_runtime.gc_settings import YOUNG_GENERATION_THRESHOLD
+from session_expiry_runtime.core.gc_settings import YOUNG_GENERATION_THRESHOLD
 
 from . import coldstart, harness
 from .kinesis_source import KINESIS_IMPL
@@ -768,7 +768,7 @@ def cpu_work_table(data: dict[str, Any]) -> str:
         rows.append(
             [
                 "Response timestamps through `datetime.fromisoformat` (botocore's "
-                "timestamp-parser setting on the cleanup's session; `session_expiry_runtime/timestamps.py`)",
+                "timestamp-parser setting on the cleanup's session; `session_expiry_runtime/core/timestamps.py`)",
                 "botocore's parse of one 1,000-key ListObjectsV2 page (`bench/parsing.py`, same body)",
                 f"{p['botocore_default_ms']:.1f} ms",
                 f"{p['fromisoformat_ms']:.1f} ms",
@@ -779,7 +779,7 @@ def cpu_work_table(data: dict[str, Any]) -> str:
             [
                 "Listed objects parsed for their keys only (botocore's own parser, the S3 "
                 "model's `Object` shape reduced to `Key` through the session's data loader; "
-                "`session_expiry_runtime/listing_model.py`)",
+                "`session_expiry_runtime/core/listing_model.py`)",
                 "botocore's parse of one 1,000-key ListObjectsV2 page (`bench/parsing.py`, same "
                 "body, both with the timestamp setting)",
                 f"{p['fromisoformat_ms']:.1f} ms",
@@ -792,7 +792,7 @@ def cpu_work_table(data: dict[str, Any]) -> str:
                 "A listed object read from its one `Key` element (botocore's `rest-xml` parser "
                 "with that shortcut for the reduced `Object` shape, made by the session's "
                 "`response_parser_factory`; property-tested equal; "
-                "`session_expiry_runtime/listing_model.py`)",
+                "`session_expiry_runtime/core/listing_model.py`)",
                 "botocore's parse of one 1,000-key ListObjectsV2 page (`bench/parsing.py`, same "
                 "body, both with the reduced model and the timestamp setting)",
                 f"{p['keys_only_ms']:.1f} ms",
@@ -856,7 +856,7 @@ def cpu_work_table(data: dict[str, Any]) -> str:
                 [
                     "Garbage collector tuned once per process: `gc.freeze()` after the clients "
                     "are built, young-generation threshold 700 → "
-                    f"{YOUNG_GENERATION_THRESHOLD:,} (`session_expiry_runtime/gc_settings.py`)",
+                    f"{YOUNG_GENERATION_THRESHOLD:,} (`session_expiry_runtime/core/gc_settings.py`)",
                     f"handler CPU per session, {run['scenario']['objects']:,} objects, this run "
                     f"(`{DEFAULT_GC[0]}` is the same handler with CPython's defaults)",
                     f"{_cpu_ms(untuned):.1f} ms",
@@ -1212,7 +1212,7 @@ the cost of that check. The extra row `handler (max_workers=16)` is the project'
 the construct's `max_workers` prop at its earlier default, 16 (`SESSION_EXPIRY_MAX_WORKERS`), to
 show what the default of 32 adds; the row
 `handler (default GC)` (`bench/default_gc.py`) is the same handler with CPython's default garbage
-collector settings, to show what `session_expiry_runtime/gc_settings.py` is worth.
+collector settings, to show what `session_expiry_runtime/core/gc_settings.py` is worth.
 
 **Cold start** (`bench/coldstart.py`): each sample is a new `python` process that times, from
 its first line, the import of the handler module plus the creation of its boto3 clients (the

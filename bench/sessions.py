@@ -5,7 +5,7 @@ SessionStore` into moto (:func:`bench.harness.build_fixture`). The scale runs an
 thousands to a hundred thousand sessions, which the store would write one ``TransactWriteItems``
 at a time; these functions build the same items directly — the session item after
 ``create(..., connection_id=...)`` and ``create_grant(...)``, and its ownership records
-(:mod:`session_expiry_runtime.ownership`). ``tests/test_bench_sessions.py`` proves them equal,
+(:mod:`session_expiry_runtime.core.ownership`). ``tests/test_bench_sessions.py`` proves them equal,
 attribute for attribute, to what the store writes.
 """
 
@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from session_expiry_runtime.config import CLAIM_TOKEN_ATTRIBUTE, RuntimeConfig
-from session_expiry_runtime.grant_names import grant_name
-from session_expiry_runtime.ownership import (
+from session_expiry_runtime.core.config import CLAIM_TOKEN_ATTRIBUTE, RuntimeConfig
+from session_expiry_runtime.core.grant_names import grant_name
+from session_expiry_runtime.core.ownership import (
     ATTR_CLAIMED_AT,
     ATTR_EXPIRES_AT,
     ATTR_INCARNATION,
@@ -32,9 +32,9 @@ from session_expiry_runtime.ownership import (
     owner_token,
     resource_key,
 )
-from session_expiry_runtime.prefixes import build_scratch_prefix
+from session_expiry_runtime.core.prefixes import build_scratch_prefix
 from session_expiry_runtime.store_parts.claims import ATTR_TOKEN_HASH, token_hash
-from session_expiry_runtime.sweeper import shard_of
+from session_expiry_runtime.sweeps.sweeper import shard_of
 
 Item = dict[str, Any]
 

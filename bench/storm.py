@@ -43,9 +43,9 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
-from session_expiry_runtime import stream_records
-from session_expiry_runtime.config import RuntimeConfig
-from session_expiry_runtime.ownership import ATTR_RESOURCE, ATTR_STATE, STATE_RELEASED
+from session_expiry_runtime.core.config import RuntimeConfig
+from session_expiry_runtime.core.ownership import ATTR_RESOURCE, ATTR_STATE, STATE_RELEASED
+from session_expiry_runtime.records import stream_records
 
 from . import endpoint, harness, sessions, storm_model, transport
 
@@ -169,7 +169,7 @@ def real_run(
     """Sweep and clean ``n`` due sessions with the real code, every call made (see module);
     with ``part`` only that share of them (:func:`run_calls`)."""
     from session_expiry_runtime import handler as handler_module
-    from session_expiry_runtime.sweeper import sweeper_client_config
+    from session_expiry_runtime.sweeps.sweeper import sweeper_client_config
 
     config = _config()
     due = int(time.time()) - 5
@@ -219,8 +219,8 @@ def _fanned_out_sweep(config: RuntimeConfig, new_client: Any, now: Decimal) -> l
     threads, passes until none swept anything; every worker pass's summary."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from session_expiry_runtime.metrics import MetricsRecorder
-    from session_expiry_runtime.sweeper import ExpirySweeper
+    from session_expiry_runtime.core.metrics import MetricsRecorder
+    from session_expiry_runtime.sweeps.sweeper import ExpirySweeper
 
     from cdk_session_expiry.sweeper import shard_groups
 
@@ -325,8 +325,8 @@ def calibrate_sweeper(rounds: int, workdir: Any, log: Any = sys.stderr) -> list[
     """CPU seconds per ``DeleteItem`` of the real sweeper against the HTTP bench endpoint (10 ms
     a call), one value per round: the process's CPU across ``sweep()`` ÷ sessions swept."""
     import boto3
-    from session_expiry_runtime.metrics import MetricsRecorder
-    from session_expiry_runtime.sweeper import ExpirySweeper, sweeper_client_config
+    from session_expiry_runtime.core.metrics import MetricsRecorder
+    from session_expiry_runtime.sweeps.sweeper import ExpirySweeper, sweeper_client_config
 
     config = _config()
     ep = harness.BenchEndpoint(workdir / "storm_calibration_endpoint.log")
@@ -431,7 +431,7 @@ PACING_SESSIONS = 75
 PACING_MODES = (
     ("standard retries (botocore standard mode, 2 attempts)", "bench.retry_modes:standard_handler"),
     ("botocore adaptive mode (its rate limiter)", "bench.retry_modes:adaptive_handler"),
-    ("pacing (session_expiry_runtime.pacing)", "bench.retry_modes:paced_handler"),
+    ("pacing (session_expiry_runtime.core.pacing)", "bench.retry_modes:paced_handler"),
 )
 
 

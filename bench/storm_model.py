@@ -23,7 +23,7 @@ per delete of the sweeper — and from the published quotas below. The pipeline:
    (records × CPU per session ÷ the vCPU share at ``cleanup_memory_size``), its latency
    (calls × round trip ÷ ``max_workers``), and the time its calls wait for each target's quota,
    shared with every other invocation (a first-come token schedule per quota: the pacing of
-   ``session_expiry_runtime.pacing``, measured in the pacing table). Its records count as
+   ``session_expiry_runtime.core.pacing``, measured in the pacing table). Its records count as
    cleaned evenly across it.
 
 Quotas (defaults, per account and Region unless said; each adjustable unless said):
@@ -35,7 +35,7 @@ Quotas (defaults, per account and Region unless said; each adjustable unless sai
   grant sweep takes at most 5 of them); ``CreateGrant`` 50, so sessions with grants are created
   at most 50 a second: AWS KMS Developer Guide, "Request quotas" — the figures of its table in
   the guide's source (``awsdocs/aws-kms-developer-guide``, ``requests-per-second.md``; the live
-  page renders its table in the browser), as ``session_expiry_runtime.grant_sweeper`` cites
+  page renders its table in the browser), as ``session_expiry_runtime.sweeps.grant_sweeper`` cites
   them; every KMS request quota is adjustable and Service Quotas shows an account's own.
 * DynamoDB: each partition serves at most 1,000 write units and 3,000 read units a second; a new
   on-demand table starts with a warm throughput of 4,000 write and 12,000 read units a second
@@ -81,7 +81,7 @@ from cdk_session_expiry.sweeper import (
 #: Lambda gives one vCPU at 1,769 MB, in proportion below (Lambda Developer Guide,
 #: "Configuring Lambda function memory"); one Python process gains little above it.
 MB_PER_VCPU = 1769
-#: Query page size of the sweeper (``session_expiry_runtime.sweeper.QUERY_PAGE_SIZE``).
+#: Query page size of the sweeper (``session_expiry_runtime.sweeps.sweeper.QUERY_PAGE_SIZE``).
 SWEEP_PAGE = 500
 #: Lambda polls each stream shard this often (seconds).
 POLL_INTERVAL_S = 0.25

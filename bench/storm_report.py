@@ -306,7 +306,7 @@ PACING_NOTE = (
     "retry them, bisecting, adding load, and after its retries send them to the on-failure "
     'destination). botocore\'s adaptive mode (its rate limiter, what `retries={"mode": '
     '"adaptive"}` adds) slows each process to what the target accepts, but still gives a '
-    "call two attempts. The project's pacing (`session_expiry_runtime/pacing.py`) is that "
+    "call two attempts. The project's pacing (`session_expiry_runtime/core/pacing.py`) is that "
     "limiter, its wait bounded by the invocation's time guard, plus throttled calls sent again "
     "while the time guard allows, and the `CallsPaced` metric: every record succeeds, the "
     "invocations last longer — the stream's iterator age, not the failure queue, absorbs the "

@@ -33,7 +33,7 @@ IMPLS: dict[str, tuple[str, dict[str, str]]] = {
     "handler": ("session_expiry_runtime.handler", {}),
 }
 #: (name, module): the handler with CPython's default garbage-collector settings, run beside
-#: the handler to measure what ``session_expiry_runtime.gc_settings`` is worth.
+#: the handler to measure what ``session_expiry_runtime.core.gc_settings`` is worth.
 DEFAULT_GC = ("handler (default GC)", "bench.default_gc")
 
 
@@ -96,7 +96,7 @@ def minimum_calls(objects: int, sessions: int = 1, *, kinesis: bool = False) -> 
     calls in all (0.04 a session in a batch of 100, 2 for one session alone). Items written
     before ownership records (none in the bench) would add a ``ListGrants`` instead. With the
     Kinesis change source (``kinesis``) every ``REMOVE`` is read back from the table first
-    (``session_expiry_runtime.kinesis_removals``): one ``BatchGetItem`` per 100 sessions.
+    (``session_expiry_runtime.records.kinesis_removals``): one ``BatchGetItem`` per 100 sessions.
     """
     pages = max(1, math.ceil(objects / 1000))
     transact = 2 * math.ceil(CLAIMS_PER_SESSION * sessions / TRANSACT_ITEMS)

@@ -8,7 +8,7 @@ three ``ListObjectsV2`` calls (an empty listing, 200) against the bench endpoint
 
 * ``sequential``: boto3, one thread, one call after another (the naive baseline's shape);
 * ``threads``: boto3, 32 record threads, each session's three calls side by side on a step pool
-  of 64 threads (the handler's shape, :mod:`session_expiry_runtime.batch`);
+  of 64 threads (the handler's shape, :mod:`session_expiry_runtime.cleanup.batch`);
 * ``event loop``: aiobotocore (botocore's serialisation, signing and parsing over aiohttp), one
   thread, 32 sessions at a time, each session's three calls side by side.
 

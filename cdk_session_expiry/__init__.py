@@ -15,25 +15,25 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .archive_delivery import ArchiveDelivery
+    from .archiving.archive_delivery import ArchiveDelivery
     from .assets import CLEANUP_RUNTIME
     from .change_source import ChangeSource
-    from .circuit_breaker import CircuitBreakerAlarm
     from .construct import SessionExpiry
     from .custom_steps import CustomCleanupStep
-    from .feature_flags import FeatureFlags
     from .filters import CleanupEventFilter
+    from .switches.circuit_breaker import CircuitBreakerAlarm
+    from .switches.feature_flags import FeatureFlags
     from .validation import PropTypeError
 
 #: Each public name and the module it comes from.
 _EXPORTS = {
-    "ArchiveDelivery": ".archive_delivery",
+    "ArchiveDelivery": ".archiving.archive_delivery",
     "CLEANUP_RUNTIME": ".assets",
     "ChangeSource": ".change_source",
-    "CircuitBreakerAlarm": ".circuit_breaker",
+    "CircuitBreakerAlarm": ".switches.circuit_breaker",
     "SessionExpiry": ".construct",
     "CustomCleanupStep": ".custom_steps",
-    "FeatureFlags": ".feature_flags",
+    "FeatureFlags": ".switches.feature_flags",
     "CleanupEventFilter": ".filters",
     "PropTypeError": ".validation",
 }

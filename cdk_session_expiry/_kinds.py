@@ -1,6 +1,6 @@
 """The declared resource kinds, read from the runtime's one declaration.
 
-``session_expiry_runtime/kinds.py`` declares every resource kind once (its attribute, release
+``session_expiry_runtime/core/kinds.py`` declares every resource kind once (its attribute, release
 call, "gone" answers, IAM, prop, docs row). It is standard library only, so the construct loads
 that very file by its path (`_runtime_contract.runtime_package_dir`) instead of importing the
 runtime package (which the construct never does: ``tests/test_contract.py``); the runtime,
@@ -35,7 +35,7 @@ def _load() -> ModuleType:
 
 
 _kinds = _load()
-#: Every declared kind (``session_expiry_runtime.kinds.DECLARED_KINDS``), in order.
+#: Every declared kind (``session_expiry_runtime.core.kinds.DECLARED_KINDS``), in order.
 DECLARED_KINDS: tuple[Any, ...] = _kinds.DECLARED_KINDS
 #: The kinds set through ``SessionExpiry(resource_targets=...)`` (those with a ``Target``).
 TARGETED_KINDS: tuple[Any, ...] = tuple(k for k in DECLARED_KINDS if k.target is not None)

@@ -2,7 +2,7 @@
 
 The construct and the runtime meet only through the code asset's location, environment
 variables and metric names. This module holds the construct's copy of those names; the
-runtime's copy is ``lambda_src/session_expiry_runtime/config.py``. ``tests/test_contract.py``
+runtime's copy is ``lambda_src/session_expiry_runtime/core/config.py``. ``tests/test_contract.py``
 checks that both agree. Nothing here imports the runtime code.
 """
 
@@ -15,9 +15,10 @@ RUNTIME_PACKAGE = "session_expiry_runtime"
 #: Lambda handler of the cleanup function, relative to the code asset's root.
 CLEANUP_HANDLER = f"{RUNTIME_PACKAGE}.handler.handler"
 #: Lambda handler of the expiry sweeper (same code asset as the cleanup function).
-SWEEPER_HANDLER = f"{RUNTIME_PACKAGE}.sweeper.handler"
+SWEEPER_HANDLER = f"{RUNTIME_PACKAGE}.sweeps.sweeper.handler"
 #: Function of the sweeper's handler module that ends its run in progress after the pass in
-#: progress (``session_expiry_runtime.sweeper.stop_after_pass``); the local emulator calls it in
+#: progress (``session_expiry_runtime.sweeps.sweeper.stop_after_pass``); the local emulator calls it
+#: in
 #: the process hosting the handler (``cdk_session_expiry.testing``), AWS never does.
 SWEEPER_STOP_HOOK = "stop_after_pass"
 
@@ -46,7 +47,7 @@ def runtime_package_dir() -> Path:
     )
 
 
-# --- environment variable names (same values as session_expiry_runtime.config.ENV_*) -------
+# --- environment variable names (same values as session_expiry_runtime.core.config.ENV_*) -------
 ENV_TABLE_NAME = "SESSION_EXPIRY_TABLE_NAME"
 ENV_PARTITION_KEY = "SESSION_EXPIRY_PARTITION_KEY"
 ENV_SORT_KEY = "SESSION_EXPIRY_SORT_KEY"
@@ -118,14 +119,14 @@ CAUSE_MISSING_ATTRIBUTES = "MissingAttributes"
 CAUSE_NO_SEQUENCE_NUMBER = "NoSequenceNumber"
 CAUSE_DUPLICATE = "DuplicateInBatch"
 
-# --- global tables: the owner Region (issue 23; same values as session_expiry_runtime.config)
+# --- global tables: the owner Region (issue 23; same values as session_expiry_runtime.core.config)
 ENV_OWNER_REGION_ATTRIBUTE = "SESSION_EXPIRY_OWNER_REGION_ATTRIBUTE"
 DEFAULT_OWNER_REGION_ATTRIBUTE = "ownerRegion"
 ENV_REGION = "SESSION_EXPIRY_REGION"
 CAUSE_OTHER_REGION = "OtherRegion"
 CAUSE_ITEM_STILL_IN_TABLE = "ItemStillInTable"
 
-# --- expiry sweeper and dry run (issue 6; same values as session_expiry_runtime.config) ------
+# --- expiry sweeper and dry run (issue 6; same values as session_expiry_runtime.core.config) ------
 ENV_SWEEP_SHARD_ATTRIBUTE = "SESSION_EXPIRY_SWEEP_SHARD_ATTRIBUTE"
 ENV_SWEEP_SHARDS = "SESSION_EXPIRY_SWEEP_SHARDS"
 ENV_SWEEP_INDEX_NAME = "SESSION_EXPIRY_SWEEP_INDEX_NAME"
@@ -148,7 +149,7 @@ METRIC_SWEEP_FAILURES = "SweepFailures"
 METRIC_SESSIONS_WOULD_BE_CLEANED = "SessionsWouldBeCleaned"
 METRIC_SESSIONS_WOULD_BE_SWEPT = "SessionsWouldBeSwept"
 
-# --- archive, fan-out (issue 6; same values as session_expiry_runtime.config) ---------------
+# --- archive, fan-out (issue 6; same values as session_expiry_runtime.core.config) ---------------
 ENV_ARCHIVE_BUCKET = "SESSION_EXPIRY_ARCHIVE_BUCKET"
 ENV_ARCHIVE_PREFIX = "SESSION_EXPIRY_ARCHIVE_PREFIX"
 ENV_ARCHIVE_KMS_KEY_ARN = "SESSION_EXPIRY_ARCHIVE_KMS_KEY_ARN"
@@ -197,8 +198,8 @@ ENV_CUSTOM_STEPS = "SESSION_EXPIRY_CUSTOM_STEPS"
 #: its ids (``CustomCleanupStep(resource_attribute=...)``), for ``SessionStore.attach_resource``
 #: and the claim registrar.
 ENV_CUSTOM_KINDS = "SESSION_EXPIRY_CUSTOM_KINDS"
-# --- grant sweep (issue 12; same values as session_expiry_runtime.config) -------------------
-GRANT_SWEEPER_HANDLER = f"{RUNTIME_PACKAGE}.grant_sweeper.handler"
+# --- grant sweep (issue 12; same values as session_expiry_runtime.core.config) -------------------
+GRANT_SWEEPER_HANDLER = f"{RUNTIME_PACKAGE}.sweeps.grant_sweeper.handler"
 ENV_GRANT_SWEEP_GRACE_SECONDS = "SESSION_EXPIRY_GRANT_SWEEP_GRACE_SECONDS"
 DEFAULT_GRANT_SWEEP_GRACE_SECONDS = 900
 METRIC_ORPHAN_GRANTS_RETIRED = "OrphanGrantsRetired"
@@ -219,8 +220,8 @@ DEFAULT_KMS_RETIRE_GRANT_BUDGET = 10
 #: Paced requests sent without the shared budget because its item could not be written.
 METRIC_SHARED_PACE_UNAVAILABLE = "SharedPaceUnavailable"
 
-# --- tool-session sweep (issue 36; same values as session_expiry_runtime.config) ------------
-TOOL_SESSION_SWEEPER_HANDLER = f"{RUNTIME_PACKAGE}.tool_session_sweeper.handler"
+# --- tool-session sweep (issue 36; same values as session_expiry_runtime.core.config) ------------
+TOOL_SESSION_SWEEPER_HANDLER = f"{RUNTIME_PACKAGE}.sweeps.tool_session_sweeper.handler"
 ENV_TOOL_SESSION_SWEEP_GRACE_SECONDS = "SESSION_EXPIRY_TOOL_SESSION_SWEEP_GRACE_SECONDS"
 DEFAULT_TOOL_SESSION_SWEEP_GRACE_SECONDS = 900
 ENV_TOOL_SESSION_SWEEP_PENDING_SECONDS = "SESSION_EXPIRY_TOOL_SESSION_SWEEP_PENDING_SECONDS"
@@ -234,7 +235,7 @@ METRIC_TOOL_SESSION_SWEEP_FAILURES = "ToolSessionSweepFailures"
 METRIC_TOOL_SESSION_SWEEP_INCOMPLETE = "ToolSessionSweepIncomplete"
 METRIC_TOOL_SESSIONS_CHECKED = "ToolSessionsChecked"
 
-# --- ownership records (issue 20; same values as session_expiry_runtime.config) ------------
+# --- ownership records (issue 20; same values as session_expiry_runtime.core.config) ------------
 ENV_OWNERSHIP_TABLE_NAME = "SESSION_EXPIRY_OWNERSHIP_TABLE_NAME"
 #: The claim registrar (the one writer of ownership records besides the cleanup): the function
 #: ``SessionStore`` invokes to claim and release ids. Set on every function given
@@ -270,7 +271,7 @@ ALARMED_REFUSALS: tuple[str, ...] = (REFUSAL_NOT_OWNED, REFUSAL_UNCLAIMED)
 ACTION_OWNERSHIP = "Ownership"
 #: The ownership table's partition key (String) and time to live attribute (Number): fixed
 #: names, the construct creates the table with them. The runtime's home for them is
-#: ``session_expiry_runtime.ownership`` (``ATTR_RESOURCE``, ``ATTR_EXPIRES_AT``);
+#: ``session_expiry_runtime.core.ownership`` (``ATTR_RESOURCE``, ``ATTR_EXPIRES_AT``);
 #: ``tests/infra/test_ownership_table.py`` checks both agree.
 OWNERSHIP_PARTITION_KEY = "resource"
 OWNERSHIP_TTL_ATTRIBUTE = "expiresAt"
@@ -294,10 +295,10 @@ ACTION_DELETE_MEMORY_EVENTS = "DeleteMemoryEvents"
 ACTION_DELETE_MEMORY_RECORDS = "DeleteMemoryRecords"
 
 # --- a paused cleanup is loud; the circuit breaker (issue 21; same values as the runtime's) ---
-PAUSE_WATCH_HANDLER = f"{RUNTIME_PACKAGE}.pause_watch.handler"
+PAUSE_WATCH_HANDLER = f"{RUNTIME_PACKAGE}.switches.pause_watch.handler"
 #: The claim registrar's entry point (same code asset as the cleanup).
 CLAIM_REGISTRAR_HANDLER = f"{RUNTIME_PACKAGE}.registrar.handler"
-CIRCUIT_BREAKER_HANDLER = f"{RUNTIME_PACKAGE}.circuit_breaker.handler"
+CIRCUIT_BREAKER_HANDLER = f"{RUNTIME_PACKAGE}.switches.circuit_breaker.handler"
 ENV_EVENT_SOURCE_MAPPING_UUID = "SESSION_EXPIRY_EVENT_SOURCE_MAPPING_UUID"
 #: Seconds the mapping has been Disabled/Disabling (0 while enabled), Maximum alarmed.
 METRIC_CLEANUP_PAUSED_SECONDS = "CleanupPausedSeconds"

@@ -38,8 +38,8 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kinesis as kinesis
 from constructs import Construct
 
-from . import alarms as alarm_defaults
 from . import validation
+from .monitoring import alarms as alarm_defaults
 
 #: A DynamoDB stream's retention (DynamoDB Developer Guide, "Change data capture for DynamoDB
 #: Streams").

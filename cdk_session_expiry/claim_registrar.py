@@ -37,8 +37,8 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from . import _runtime_contract as contract
-from . import alarms as alarm_defaults
 from . import assets
+from .monitoring import alarms as alarm_defaults
 
 CONSTRUCT_ID = "ClaimRegistrar"
 REGISTRAR_MEMORY_SIZE = 256

@@ -28,9 +28,9 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from . import _runtime_contract as contract
-from . import alarms as alarm_defaults
 from . import assets, failure_destination, ownership
 from .filters import CleanupEventFilter, filter_criteria
+from .monitoring import alarms as alarm_defaults
 from .table import SessionAttributes
 
 FAILURE_QUEUE_RETENTION = Duration.days(14)
@@ -142,7 +142,8 @@ class CleanupEventSource:
             kinesis_stream.grant_read(cleanup.function)
             source_arn = kinesis_stream.stream_arn
             # A REMOVE that came through Kinesis is read back from the table before it is
-            # cleaned (session_expiry_runtime.kinesis_removals): anyone with kinesis:PutRecord
+            # cleaned (session_expiry_runtime.records.kinesis_removals): anyone with
+            # kinesis:PutRecord
             # could have written it. BatchGetItem only; the table's key if it has its own.
             cleanup.function.add_to_role_policy(
                 iam.PolicyStatement(actions=["dynamodb:BatchGetItem"], resources=[table.table_arn])

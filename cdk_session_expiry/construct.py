@@ -31,29 +31,19 @@ from constructs import Construct
 
 from . import _runtime_contract as contract
 from . import (
-    agent_memory,
-    agentcore,
-    archive,
-    archive_delivery,
-    archive_query,
     assets,
     checkov,
-    circuit_breaker,
     claim_registrar,
     cleanup,
     custom_steps,
-    dashboard,
-    deferred_work,
     failure_destination,
     fanout,
     grant_sweep,
     hardening,
-    kill_switch,
     multi_region,
     nag,
     outputs,
     ownership,
-    pause_watch,
     resource_kinds,
     sweeper,
     targets,
@@ -61,24 +51,28 @@ from . import (
     tool_session_sweep,
     validation,
 )
-from . import alarms as alarm_defaults
-from . import feature_flags as feature_flags_unit
 from . import table as table_unit
-from .archive_delivery import ArchiveDelivery
+from .agents import agent_memory, agentcore
+from .archiving import archive, archive_delivery, archive_query
+from .archiving.archive_delivery import ArchiveDelivery
 from .change_source import (
     ChangeSource,
     check_table_destination,
     create_stream,
     stream_iterator_age_alarm,
 )
-from .circuit_breaker import CircuitBreakerAlarm
 from .claim_registrar import ClaimRegistrar
 from .custom_steps import CustomCleanupStep
-from .feature_flags import FeatureFlags
 from .filters import CleanupEventFilter
+from .monitoring import alarms as alarm_defaults
+from .monitoring import dashboard
 from .props import SessionExpiryProps
 from .session_access import SessionAccess
 from .session_limits import SessionLimits
+from .switches import circuit_breaker, deferred_work, kill_switch, pause_watch
+from .switches import feature_flags as feature_flags_unit
+from .switches.circuit_breaker import CircuitBreakerAlarm
+from .switches.feature_flags import FeatureFlags
 
 #: Lambda allocates CPU in proportion to memory (1,769 MB = one vCPU). The cleanup is CPU-bound
 #: once its calls overlap (botocore's per-call work), so below 1,769 MiB a session costs the same
@@ -1022,7 +1016,7 @@ class SessionExpiry(Construct):
         )
         #: The deferred-work table (``Sessions/DeferredWorkTable``, with ``feature_flags``: the
         #: work a flag held back, written by the cleanup role alone; see
-        #: ``cdk_session_expiry.deferred_work``), or ``None`` without feature flags.
+        #: ``cdk_session_expiry.switches.deferred_work``), or ``None`` without feature flags.
         self.deferred_work_table: dynamodb.ITable | None = (
             None if self._deferred_work is None else self._deferred_work.table
         )
@@ -1691,7 +1685,8 @@ class SessionExpiry(Construct):
         return self._runtime_metric(contract.METRIC_EVENTS_PUBLISHED, None, options)
 
     def widgets(self, *, period: Duration | None = None) -> list[cloudwatch.IWidget]:
-        """CloudWatch widgets for an application's own dashboard (``cdk_session_expiry.dashboard``):
+        """CloudWatch widgets for an application's own dashboard
+        (``cdk_session_expiry.monitoring.dashboard``):
         the alarms' status, sessions cleaned by reason, TTL lag (p50/p99/max), iterator age,
         failures by action, records skipped by cause, resources refused by reason, scratch
         objects deleted, the on-failure destination, TTL and sweeper deletions, with the

@@ -262,7 +262,7 @@ CALL_PRICES: dict[str, tuple[str, float, str]] = {
     "appconfig:StartDeployment": ("control_plane", 1, "call (kill switch flags)"),
 }
 #: Each declared resource kind's release call, priced by its declaration
-#: (``session_expiry_runtime/kinds.py``, ``Release.price``).
+#: (``session_expiry_runtime/core/kinds.py``, ``Release.price``).
 CALL_PRICES.update(
     {
         f"{kind.service}:{operation}": tuple(kind.release.price)
@@ -548,7 +548,7 @@ def options_from_template(template: Mapping[str, Any], **traffic: Any) -> Option
         sweep_interval_s=_sweep_interval(template, by_handler.get(c.SWEEPER_HANDLER)),
         sweeper_memory_mb=_memory_size(by_handler.get(c.SWEEPER_HANDLER)),
         **_sweep_fan_out(template, by_handler.get(c.SWEEPER_HANDLER)),
-        grant_sweep=f"{c.RUNTIME_PACKAGE}.grant_sweeper.handler" in by_handler,
+        grant_sweep=f"{c.RUNTIME_PACKAGE}.sweeps.grant_sweeper.handler" in by_handler,
         alarms=sum(
             1
             for r in template.get("Resources", {}).values()
@@ -600,7 +600,7 @@ def unpriced_resources(template: Mapping[str, Any]) -> list[str]:
     not in `PRICED_RESOURCE_TYPES` (AppConfig, the dashboard, Glue and Athena, a Kinesis
     or Firehose stream, the application's own resources, ...), and a function by its handler
     when `PRICED_HANDLERS` lacks it, e.g. ``AWS::Lambda::Function
-    (session_expiry_runtime.pause_watch.handler)``."""
+    (session_expiry_runtime.switches.pause_watch.handler)``."""
     found = set()
     for logical_id, resource in template.get("Resources", {}).items():
         kind = str(resource.get("Type", "?"))

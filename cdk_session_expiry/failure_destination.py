@@ -28,7 +28,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from . import alarms as alarm_defaults
+from .monitoring import alarms as alarm_defaults
 
 METRIC_DELIVERED = "OnFailureDestinationDeliveredEventCount"
 

@@ -3,7 +3,8 @@
 A DynamoDB stream supports about two concurrent readers per shard (Amazon DynamoDB Developer
 Guide, "DynamoDB Streams and AWS Lambda triggers"), and the cleanup is already one. Services that
 must react to ended sessions subscribe to the bus instead: one event per cleaned session, source
-``cdk-session-expiry``, detail type ``Session Cleaned`` (detail: ``session_expiry_runtime.events``).
+``cdk-session-expiry``, detail type ``Session Cleaned`` (detail:
+``session_expiry_runtime.sinks.events``).
 Events are delivered at least once: deduplicate on ``detail.sequenceNumber``.
 
 Cost: one ``PutEvents`` call per 10 cleaned sessions; EventBridge charges per event put on a

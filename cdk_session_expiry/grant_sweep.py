@@ -9,7 +9,7 @@ end within API Gateway's limits; this sweep is the grants' backstop.
 What it adds (assembled by `GrantSweep`):
 
 * a function (same code asset and runtime as the cleanup function, handler
-  ``session_expiry_runtime.grant_sweeper.handler``) and its log group, run every
+  ``session_expiry_runtime.sweeps.grant_sweeper.handler``) and its log group, run every
   ``grant_sweep_interval`` by an EventBridge rule; asynchronous retries are off (the next run
   is the retry). It runs **as the cleanup role**: KMS lets a grant's retiring principal retire
   it, and the session store names the cleanup role; an IAM permission alone would not do
@@ -29,7 +29,7 @@ and retires each grant the store created (its ``Name`` and retiring principal sa
 session is gone or expired, once the grant is older than the grace period (15 minutes), at
 most 5 KMS requests a second (``SESSION_EXPIRY_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND`` on
 ``function``; KMS's request quotas are in the runtime module's docstring). See the runtime
-module ``session_expiry_runtime.grant_sweeper``.
+module ``session_expiry_runtime.sweeps.grant_sweeper``.
 
 Cost per run: one invocation (256 MB, usually seconds), one ``ListGrants`` per 100 grants of the
 key, one strongly consistent ``GetItem`` (one read request unit for an item up to 4 KB) per
@@ -54,8 +54,8 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from . import _runtime_contract as contract
-from . import alarms as alarm_defaults
 from . import assets, validation
+from .monitoring import alarms as alarm_defaults
 
 #: How often the grant sweep runs unless ``grant_sweep_interval`` says otherwise.
 DEFAULT_GRANT_SWEEP_INTERVAL = Duration.hours(1)

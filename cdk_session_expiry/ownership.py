@@ -3,13 +3,14 @@
 The cleanup acts on a WebSocket connection, an Amazon Bedrock AgentCore session or a KMS grant
 only when its ownership record (a *claim*) names the REMOVE record's own key and the removed
 session's incarnation (see ``docs/ownership.md`` and the runtime's
-``session_expiry_runtime.ownership``). The claim registrar writes the claims for
+``session_expiry_runtime.core.ownership``). The claim registrar writes the claims for
 ``SessionStore``; the cleanup marks and releases them; the grant sweep reads them.
 
 The table (``<scope>/OwnershipTable``) exists only when a target that needs claims is set:
 ``websocket_stage``, ``grant_key``, ``agent_runtime``, ``code_interpreter`` or ``browser``
 (`needs_ownership_table`). It holds claims only: the work a feature flag deferred lives in
-its own table, which only the cleanup role may write (``cdk_session_expiry.deferred_work``),
+its own table, which only the cleanup role may write
+(``cdk_session_expiry.switches.deferred_work``),
 because the application's functions may write this one. It has:
 
 * partition key ``resource`` (String, ``<kind>#<id>``) and no sort key;

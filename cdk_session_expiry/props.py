@@ -23,13 +23,13 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 
-from . import agent_memory, agentcore
-from . import alarms as alarm_defaults
-from .archive_delivery import ArchiveDelivery
+from .agents import agent_memory, agentcore
+from .archiving.archive_delivery import ArchiveDelivery
 from .change_source import ChangeSource
-from .circuit_breaker import CircuitBreakerAlarm
 from .custom_steps import CustomCleanupStep
 from .filters import CleanupEventFilter
+from .monitoring import alarms as alarm_defaults
+from .switches.circuit_breaker import CircuitBreakerAlarm
 
 DEFAULT_CLEANUP_TIMEOUT = Duration.minutes(5)
 DEFAULT_MAX_RECORD_AGE = Duration.hours(6)

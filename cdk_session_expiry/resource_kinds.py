@@ -1,6 +1,6 @@
 """The targets of the declared resource kinds: ``SessionExpiry(resource_targets={...})``.
 
-Each kind declared in ``session_expiry_runtime/kinds.py`` with a ``Target`` (`_kinds`) is
+Each kind declared in ``session_expiry_runtime/core/kinds.py`` with a ``Target`` (`_kinds`) is
 switched on by one key of ``resource_targets``: its prop (``"capacity_provider"``,
 ``"payment_manager"``, ...) → the target (its identifier or ARN, as the kind's declaration
 accepts). From the declaration alone this unit checks the value, sets the target and the ids
@@ -110,7 +110,7 @@ def resolve(scope: Construct, resource_targets: Mapping[str, str] | None) -> Res
         if kind is None:
             raise ValueError(
                 f"resource_targets key {prop!r}: expected one of {list(PROPS)} (the declared "
-                "resource kinds, session_expiry_runtime/kinds.py)"
+                "resource kinds, session_expiry_runtime/core/kinds.py)"
             )
         found.append(_resolve_one(scope, kind, value))
     return ResourceTargets(tuple(sorted(found, key=lambda t: _kinds.DECLARED_KINDS.index(t.kind))))

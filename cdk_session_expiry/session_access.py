@@ -21,7 +21,7 @@ from constructs import Construct
 
 from . import _runtime_contract as contract
 from . import assets, ownership
-from .agentcore import AgentCoreTargets
+from .agents.agentcore import AgentCoreTargets
 from .claim_registrar import ClaimRegistrar
 from .ownership import OwnershipTable
 from .session_limits import SessionLimits

@@ -17,7 +17,7 @@ What it adds (all in this module, assembled by `ExpirySweeper`):
   with a condition that its TTL is still in the past, so a heartbeat that just extended it
   wins;
 * a function (same code asset and runtime as the cleanup function, handler
-  ``session_expiry_runtime.sweeper.handler``, ``expiry_sweeper_memory_size``), its log group
+  ``session_expiry_runtime.sweeps.sweeper.handler``, ``expiry_sweeper_memory_size``), its log group
   and role, invoked every interval once per worker (``expiry_sweep_workers``): an EventBridge
   rule per `TARGETS_PER_RULE` workers, one target per worker, each target's input naming the
   shards that worker owns (`shard_groups`: disjoint, together every shard), the scheduled
@@ -77,8 +77,8 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from . import _runtime_contract as contract
-from . import alarms as alarm_defaults
 from . import assets, validation
+from .monitoring import alarms as alarm_defaults
 
 #: Name of the sparse index the sweeper Queries.
 SWEEP_INDEX_NAME = contract.DEFAULT_SWEEP_INDEX_NAME

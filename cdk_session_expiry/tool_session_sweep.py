@@ -10,7 +10,7 @@ backstop, the grant sweep's counterpart (`grant_sweep`), checked by ownership th
 What it adds (assembled by `ToolSessionSweep`):
 
 * a function (same code asset and runtime as the cleanup function, handler
-  ``session_expiry_runtime.tool_session_sweeper.handler``) and its log group, run every
+  ``session_expiry_runtime.sweeps.tool_session_sweeper.handler``) and its log group, run every
   ``tool_session_sweep_interval`` by an EventBridge rule; asynchronous retries are off (the next
   run is the retry). It runs as the cleanup role, which already holds ``Stop…Session`` on the
   tools, ``dynamodb:GetItem`` and ``UpdateItem`` on the ownership table;
@@ -28,7 +28,7 @@ and stops each one whose ownership record names a session that is gone (past the
 bound: the event source mapping's ``max_record_age`` plus an hour) or expired, once the tool
 session is older than the grace period (15 minutes); a session with no ownership record is
 never touched (another application's, on a shared tool). See the runtime module
-``session_expiry_runtime.tool_session_sweeper``. No runtime sessions: AWS has no call that
+``session_expiry_runtime.sweeps.tool_session_sweeper``. No runtime sessions: AWS has no call that
 lists them.
 
 Cost per run: one invocation (256 MB, usually seconds), two list calls per tool (one per status
@@ -55,9 +55,9 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from . import _runtime_contract as contract
-from . import alarms as alarm_defaults
 from . import assets, grant_sweep, validation
-from .agentcore import AgentCoreTargets
+from .agents.agentcore import AgentCoreTargets
+from .monitoring import alarms as alarm_defaults
 
 #: How often the sweep runs unless ``tool_session_sweep_interval`` says otherwise.
 DEFAULT_TOOL_SESSION_SWEEP_INTERVAL = Duration.hours(1)

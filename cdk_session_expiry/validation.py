@@ -63,7 +63,7 @@ def _alarm_actions(value: object) -> bool:
 
 def _breaker_alarms(value: object) -> bool:
     # Imported here: circuit_breaker imports this module.
-    from .circuit_breaker import CircuitBreakerAlarm
+    from .switches.circuit_breaker import CircuitBreakerAlarm
 
     return (
         isinstance(value, Sequence)

@@ -19,7 +19,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk.integ_tests_alpha import ExpectedResult, IntegTest
-from session_expiry_runtime.grant_names import grant_name
+from session_expiry_runtime.core.grant_names import grant_name
 
 from cdk_session_expiry import SessionExpiry
 

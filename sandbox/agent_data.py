@@ -7,7 +7,7 @@ the long-term records under ``/summaries/{actorId}/{sessionId}/``. Before the cl
 * some sessions that will be ended record a memory session (``SessionStore.attach_memory_session``,
   claimed like every other resource) and get events through the emulator's AgentCore Memory
   (moto's events; its paging and the memory records are the emulator's,
-  ``cdk_session_expiry.testing._moto_agentcore_memory``) — one with more than two
+  ``cdk_session_expiry.testing.models._moto_agentcore_memory``) — one with more than two
   ``ListEvents`` pages — and a summary record in their own namespace;
 * the same actor has a neighbour memory session that no ended session owns, and an actor-wide
   record (``/facts/<actor>/``) no session namespace covers;

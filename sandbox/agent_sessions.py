@@ -16,7 +16,7 @@ qualifier), none of a live session was touched, and no AgentCore step failed.
 The declared kinds switched on through ``resource_targets`` (a capacity provider and a payment
 manager, :data:`DECLARED_TARGETS`) likewise: each session gets one id of each, recorded with
 ``SessionStore.attach_resource`` and held by the emulator
-(``cdk_session_expiry/testing/_moto_resource_kinds.py``); :func:`check` requires each ended
+(``cdk_session_expiry/testing/models/_moto_resource_kinds.py``); :func:`check` requires each ended
 session's ids released and each live session's still held.
 """
 
@@ -30,8 +30,8 @@ from typing import Any
 
 from cdk_session_expiry import _runtime_contract as contract
 from cdk_session_expiry.testing import LocalEmulator
-from cdk_session_expiry.testing import _moto_resource_kinds as releases
 from cdk_session_expiry.testing.agentcore import BROWSER, CODE_INTERPRETER, RUNTIME
+from cdk_session_expiry.testing.models import _moto_resource_kinds as releases
 
 #: How many ended / live sessions get AgentCore sessions, and how many of the ended ones'
 #: browser sessions already ended on their own.

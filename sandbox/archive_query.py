@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cdk_session_expiry import archive_query as catalog
+from cdk_session_expiry.archiving import archive_query as catalog
 from cdk_session_expiry.testing.athena import QUOTED_TABLE, connect, download, run
 
 
@@ -176,9 +176,9 @@ def expected_counts(
 ) -> dict[str, int]:
     """``{"<reason>/<tenant or ->": sessions}`` of every REMOVE record on the deployed stream,
     classified as the cleanup classifies it, less the excluded sessions' records."""
-    from session_expiry_runtime.classify import classify_removal
-    from session_expiry_runtime.decode import decode_image, parse_record
-    from session_expiry_runtime.stream_records import to_lambda_record
+    from session_expiry_runtime.core.decode import decode_image, parse_record
+    from session_expiry_runtime.records.classify import classify_removal
+    from session_expiry_runtime.records.stream_records import to_lambda_record
 
     excluded = set(excluded_session_ids)
     ttl_attribute = pipeline.ttl_attribute

@@ -182,7 +182,7 @@ def _outage(b: Backstops, say: Callable[[str], None]) -> Any:
 def _orphans(b: Backstops) -> set[str]:
     """The grants the sweep should retire, found independently: named by the store, with the
     cleanup role as retiring principal, and no item of that key holding that grant id."""
-    from session_expiry_runtime.grant_names import parse_grant_name
+    from session_expiry_runtime.core.grant_names import parse_grant_name
 
     ddb, config = b.emulator.client("dynamodb"), b.store.config
     found: set[str] = set()
@@ -203,7 +203,7 @@ def _grant_sweep(
     b: Backstops, victim: Any, dry_grants: set[str], say: Callable[[str], None]
 ) -> dict[str, Any]:
     key_name = b.store.config.partition_key
-    from session_expiry_runtime.grant_names import grant_name
+    from session_expiry_runtime.core.grant_names import grant_name
 
     fresh = b.kms.create_grant(
         KeyId=b.key_arn,
@@ -268,7 +268,7 @@ def _gone_for_longer_than_the_stream_path(b: Backstops, function: Any, grants: s
     """Move the ``goneSince`` the first sweep wrote on these grants' ownership records back by
     the stream path's bound (``SESSION_EXPIRY_GRANT_SWEEP_PENDING_SECONDS``, deployed on the
     grant sweep): the simulated time until the next run, as the outage's 25 hours are."""
-    from session_expiry_runtime.ownership import ATTR_GONE_SINCE, KIND_GRANT, resource_key
+    from session_expiry_runtime.core.ownership import ATTR_GONE_SINCE, KIND_GRANT, resource_key
 
     env = function.environment
     pending = int(env[contract.ENV_GRANT_SWEEP_PENDING_SECONDS])
@@ -288,7 +288,7 @@ def _gone_for_longer_than_the_stream_path(b: Backstops, function: Any, grants: s
 def _tool_session_sweep(b: Backstops, say: Callable[[str], None]) -> dict[str, Any]:
     """The deployed tool-session sweep: the outage session's code interpreter session pending,
     then stopped as an orphan after the stream path's bound; a foreign tool's never listed."""
-    from session_expiry_runtime.ownership import (
+    from session_expiry_runtime.core.ownership import (
         ATTR_GONE_SINCE,
         KIND_CODE_INTERPRETER,
         resource_key,
@@ -345,7 +345,7 @@ def _replay(b: Backstops, say: Callable[[str], None]) -> dict[str, Any]:
     b.emulator.clear_fault(fault)
     url = pipeline.on_failure_queue_url()
     b.emulator.client("sqs").send_message(QueueUrl=url, MessageBody=json.dumps(MALFORMED))
-    done = pipeline.run_module("session_expiry_runtime.replay", "--queue-url", url)
+    done = pipeline.run_module("session_expiry_runtime.recovery.replay", "--queue-url", url)
     for line in done.stderr.splitlines():
         pipeline.metrics.add_log_line(line)
     lines = [json.loads(line) for line in done.stdout.splitlines()]

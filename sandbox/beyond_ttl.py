@@ -286,8 +286,8 @@ def check_archive(
     ``cleaned``/``kept`` map session id to its plan (the incarnation that was cleaned / kept).
     Returns (counts, mismatches, {session id: sequence number of its archived record}).
     """
-    from session_expiry_runtime.archive import archive_key
-    from session_expiry_runtime.decode import decode_image
+    from session_expiry_runtime.core.decode import decode_image
+    from session_expiry_runtime.sinks.archive import archive_key
 
     objects = list_archive(s3, bucket, prefix)
     by_session: dict[str, list[ArchiveObject]] = {}
@@ -428,7 +428,7 @@ def replay_from_queue(pipeline: Any) -> tuple[list[dict[str, Any]], str]:
     """Run ``python -m session_expiry_runtime.replay --queue-url ...`` from the deployed code
     asset with the cleanup function's settings; return its outcome lines and its output."""
     url = pipeline.on_failure_queue_url()
-    done = pipeline.run_module("session_expiry_runtime.replay", "--queue-url", url)
+    done = pipeline.run_module("session_expiry_runtime.recovery.replay", "--queue-url", url)
     for line in (done.stdout + "\n" + done.stderr).splitlines():
         pipeline.metrics.add_log_line(line)  # the replay's own EMF metrics (SessionsCleaned)
     outcomes = []

@@ -76,7 +76,7 @@ _HANDLERS = ("ConnectHandler", "DisconnectHandler")
 def _store(emulator: Any, pipeline: Any, function: str) -> tuple[Any, str]:
     """A store as ``function`` deployed builds it (its environment, the grant kept only while
     connected when the stack set the grantee variable), and that grantee."""
-    from session_expiry_runtime.config import RuntimeConfig
+    from session_expiry_runtime.core.config import RuntimeConfig
     from session_expiry_runtime.store import ConnectedGrant, SessionStore
 
     env = pipeline.application_env(function)

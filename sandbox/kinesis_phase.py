@@ -26,7 +26,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from session_expiry_runtime import stream_records
+from session_expiry_runtime.records import stream_records
 
 from cdk_session_expiry import _runtime_contract as contract
 

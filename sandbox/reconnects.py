@@ -131,7 +131,7 @@ def prepare(
     workers: int,
 ) -> Storm:
     """Run both phases up to the cleanup (which the scenario runs for every session)."""
-    from session_expiry_runtime.config import RuntimeConfig
+    from session_expiry_runtime.core.config import RuntimeConfig
     from session_expiry_runtime.store import SessionStore
 
     ddb, kms, s3 = emulator.client("dynamodb"), emulator.client("kms"), emulator.client("s3")

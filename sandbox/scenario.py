@@ -291,7 +291,7 @@ def run(args: argparse.Namespace) -> int:
                 f"cleanup role {cleanup_role}"
             )
 
-        from session_expiry_runtime.config import RuntimeConfig
+        from session_expiry_runtime.core.config import RuntimeConfig
         from session_expiry_runtime.store import SessionStore
 
         ddb, kms, s3 = emulator.client("dynamodb"), emulator.client("kms"), emulator.client("s3")
@@ -789,7 +789,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 class _EmulatorSession:
-    """What :func:`session_expiry_runtime.status.collect` needs of a boto3 session, bound to the
+    """What :func:`session_expiry_runtime.ops.status.collect` needs of a boto3 session, bound to the
     emulator: ``client(service, **kwargs)``."""
 
     def __init__(self, emulator: Any) -> None:
@@ -803,7 +803,7 @@ def operator_status(emulator: Any, stack: str) -> dict[str, Any]:
     """What ``session-expiry status --stack STACK --json`` answers for the deployed stack at the
     end of the run (``{"error": ...}`` when it cannot read it: the report says so, the run's
     result does not depend on it)."""
-    from session_expiry_runtime import status
+    from session_expiry_runtime.ops import status
 
     try:
         return status.collect(_EmulatorSession(emulator), stack)
@@ -819,7 +819,7 @@ def _status_lines(view: dict[str, Any] | None) -> list[str]:
     lines = ["-" * 72, f"STATUS            {command} (the deployed stack, at the end)"]
     if "error" in view:
         return [*lines, f"  could not be read: {view['error']}"]
-    from session_expiry_runtime import status
+    from session_expiry_runtime.ops import status
 
     return [*lines, *("  " + line for line in status.render(view).splitlines())]
 

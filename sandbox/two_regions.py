@@ -26,7 +26,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import boto3
-from session_expiry_runtime import stream_records
+from session_expiry_runtime.records import stream_records
 from session_expiry_runtime.store import SessionStore
 
 from cdk_session_expiry import _runtime_contract as contract

@@ -39,7 +39,7 @@ pytest_plugins = ["cdk_session_expiry.testing.pytest_plugin"]
 @pytest.fixture(autouse=True)
 def _collector_as_found() -> Iterator[None]:
     """The cleanup handler tunes the process's garbage collector on its first invocation
-    (``session_expiry_runtime.gc_settings``); in this one test process, each test ends with the
+    (``session_expiry_runtime.core.gc_settings``); in this one test process, each test ends with the
     collector as it found it."""
     before = gc.get_threshold()
     yield

@@ -15,8 +15,8 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
-from session_expiry_runtime import prefixes
-from session_expiry_runtime.config import RuntimeConfig
+from session_expiry_runtime.core import prefixes
+from session_expiry_runtime.core.config import RuntimeConfig
 from session_expiry_runtime.store import SessionStore
 
 from bench import sessions

@@ -1,7 +1,7 @@
 """The construct and the runtime agree on every name they share.
 
 ``cdk_session_expiry/_runtime_contract.py`` (infrastructure) and
-``session_expiry_runtime.config`` (runtime) each hold a copy of the environment variable
+``session_expiry_runtime.core.config`` (runtime) each hold a copy of the environment variable
 names, defaults, metric names, dimension names and dimension values. Only this test imports
 both; the construct itself never imports the runtime.
 """
@@ -12,7 +12,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from session_expiry_runtime import config as runtime
+from session_expiry_runtime.core import config as runtime
 
 from cdk_session_expiry import _runtime_contract as infra
 
@@ -41,7 +41,7 @@ def test_the_contract_shares_names() -> None:
 
 @pytest.mark.parametrize("name", SHARED_NAMES)
 def test_runtime_has_the_same_value(name: str) -> None:
-    assert hasattr(runtime, name), f"session_expiry_runtime.config has no {name}"
+    assert hasattr(runtime, name), f"session_expiry_runtime.core.config has no {name}"
     assert getattr(runtime, name) == getattr(infra, name)
 
 
@@ -70,7 +70,7 @@ def test_cleanup_handler_exists_in_the_runtime_package(handler: str) -> None:
 
 
 def test_the_sweeper_has_the_stop_hook_the_emulator_calls() -> None:
-    from session_expiry_runtime import sweeper
+    from session_expiry_runtime.sweeps import sweeper
 
     module, _ = infra.SWEEPER_HANDLER.rsplit(".", 1)
     assert module == sweeper.__name__
@@ -106,7 +106,7 @@ def test_max_session_lifetime_reaches_the_runtime() -> None:
 
 
 def test_both_sides_check_agentcore_runtime_ids_against_the_same_pattern() -> None:
-    from cdk_session_expiry import agentcore
+    from cdk_session_expiry.agents import agentcore
 
     assert agentcore.RUNTIME_ID_PATTERN == runtime.AGENT_RUNTIME_ID_PATTERN
     assert runtime.AGENT_RUNTIME_ID_PATTERN == r"[a-zA-Z][a-zA-Z0-9_]{0,99}-[a-zA-Z0-9]{10}"

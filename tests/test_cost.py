@@ -290,8 +290,8 @@ def test_the_not_priced_line_names_each_type_the_bill_leaves_out(
         "AWS::Athena::WorkGroup",
         "AWS::Athena::NamedQuery",
         "AWS::S3::Bucket",
-        "AWS::Lambda::Function (session_expiry_runtime.pause_watch.handler)",
-        "AWS::Lambda::Function (session_expiry_runtime.circuit_breaker.handler)",
+        "AWS::Lambda::Function (session_expiry_runtime.switches.pause_watch.handler)",
+        "AWS::Lambda::Function (session_expiry_runtime.switches.circuit_breaker.handler)",
     ):
         assert unpriced in named, unpriced
     # Every type in the template is either priced or named, and nothing priced is named.

@@ -32,14 +32,14 @@ def test_fails_an_equivalent_mutant_the_tool_no_longer_generates() -> None:
     entries = [
         Equivalent("steps/connection.py", gone, change, "a reason"),
         Equivalent("steps/connection.py", name, ("-    a line", "+    another"), "a reason"),
-        Equivalent("claims.py", name, change, "a reason"),
+        Equivalent("owners/claims.py", name, change, "a reason"),
         Equivalent("steps/connection.py", name, change, " "),
     ]
 
     assert stale_equivalents(entries) == [
         f"{gone}: mutmut no longer generates it",
         f"{name}: its change is now {list(change)}, not ['-    a line', '+    another']",
-        f"{name}: not a mutant of claims.py",
+        f"{name}: not a mutant of owners/claims.py",
         f"{name}: no reason given",
     ]
 

@@ -1,4 +1,4 @@
-"""Pacing (``session_expiry_runtime.pacing``): under a target's quota the cleanup slows down.
+"""Pacing (``session_expiry_runtime.core.pacing``): under a target's quota the cleanup slows down.
 
 The target is the bench endpoint in process (``bench/transport.py``): KMS ``RetireGrant`` is
 answered through a token bucket of ``QUOTA`` requests a second and ``ThrottlingException`` above
@@ -21,11 +21,11 @@ from typing import Any
 import boto3
 import pytest
 from botocore.retries import standard
-from session_expiry_runtime.cleaner import SessionCleaner, build_clients, process_batch
-from session_expiry_runtime.config import METRIC_CALLS_PACED, RuntimeConfig
-from session_expiry_runtime.metrics import MetricsRecorder
-from session_expiry_runtime.pacing import ClientPacer, PacingTimeout, budget_seconds, install
-from session_expiry_runtime.shared_pace import SharedBudget
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner, build_clients, process_batch
+from session_expiry_runtime.core.config import METRIC_CALLS_PACED, RuntimeConfig
+from session_expiry_runtime.core.metrics import MetricsRecorder
+from session_expiry_runtime.core.pacing import ClientPacer, PacingTimeout, budget_seconds, install
+from session_expiry_runtime.core.shared_pace import SharedBudget
 
 from bench import endpoint, harness, transport
 

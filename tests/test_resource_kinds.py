@@ -1,4 +1,4 @@
-"""A resource kind is one declaration (``session_expiry_runtime/kinds.py``): everything else is
+"""A resource kind is one declaration (``session_expiry_runtime/core/kinds.py``): everything else is
 derived from it, on both sides, and the docs table says what each declared kind releases."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from aws_cdk import App, Stack
-from session_expiry_runtime import kinds as runtime_kinds
-from session_expiry_runtime import ownership
-from session_expiry_runtime.config import RuntimeConfig
-from session_expiry_runtime.kind_settings import configured_kinds, recorded_kinds
+from session_expiry_runtime.core import kinds as runtime_kinds
+from session_expiry_runtime.core import ownership
+from session_expiry_runtime.core.config import RuntimeConfig
+from session_expiry_runtime.core.kind_settings import configured_kinds, recorded_kinds
 from session_expiry_runtime.steps.custom import RESERVED_NAMES
 from session_expiry_runtime.store_parts.claims import KIND_LABELS
 

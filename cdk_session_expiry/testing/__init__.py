@@ -32,7 +32,6 @@ from cdk_session_expiry._node import NodeNotFoundError, require_node
 # plainly, with the versions that work, instead of jsii's traceback.
 require_node()
 
-from cdk_session_expiry.testing._moto_internals import MotoInternalsChanged, check_moto_internals
 from cdk_session_expiry.testing.agentcore import AgentCoreCall
 from cdk_session_expiry.testing.app_function import AppFunctionError
 from cdk_session_expiry.testing.cdk_cli import CdkAppNotFoundError, CdkCli, CdkCliError
@@ -45,6 +44,10 @@ from cdk_session_expiry.testing.deployment import (
 )
 from cdk_session_expiry.testing.emulator import Fault, LocalEmulator
 from cdk_session_expiry.testing.failure_replay import ReplayResult
+from cdk_session_expiry.testing.models._moto_internals import (
+    MotoInternalsChanged,
+    check_moto_internals,
+)
 from cdk_session_expiry.testing.pipeline import EmfMetrics, LocalPipeline
 from cdk_session_expiry.testing.poller import (
     EventSourceMappingConfig,

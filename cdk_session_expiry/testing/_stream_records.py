@@ -16,7 +16,7 @@ from __future__ import annotations
 # The local pipeline stands in for the event source mapping, so it must reshape records exactly
 # as the runtime's failure replay does: both use the runtime's one implementation. (Test
 # tooling, not infrastructure: the construct itself never imports the runtime.)
-from session_expiry_runtime.stream_records import (
+from session_expiry_runtime.records.stream_records import (
     TTL_USER_IDENTITY,
     sequence_number,
     to_lambda_record,

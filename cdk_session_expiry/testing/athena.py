@@ -6,7 +6,7 @@ module stands in for both over a copy of the archive:
 the archive prefix (from moto's S3, or any S3) to local files with their keys, and
 [`connect`][cdk_session_expiry.testing.athena.connect] opens a DuckDB connection with a view
 ``"archive"."sessions"`` that mirrors the
-Glue table ``cdk_session_expiry.archive_query`` defines:
+Glue table ``cdk_session_expiry.archiving.archive_query`` defines:
 
 * one column per Glue column, same name, DuckDB's type for the Glue type, read by DuckDB's JSON
   reader as newline-delimited JSON (``.gz`` objects decompressed by their name, as Athena does);
@@ -16,7 +16,8 @@ Glue table ``cdk_session_expiry.archive_query`` defines:
   table's ``storage.location.template`` makes Athena do, and only the days partition projection
   offers (``yyyy-MM-dd``, from its start): ``date=_unknown`` is never read.
 
-Run a named query's SQL (``cdk_session_expiry.archive_query.named_queries``, or the deployed
+Run a named query's SQL (``cdk_session_expiry.archiving.archive_query.named_queries``, or the
+deployed
 template's ``AWS::Athena::NamedQuery``) with [`run`][cdk_session_expiry.testing.athena.run] and the
 execution parameters. The SQL
 is the subset Athena (Trino) and DuckDB share; what differs from Athena: no partition pruning
@@ -30,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cdk_session_expiry import archive_query as catalog
+from cdk_session_expiry.archiving import archive_query as catalog
 
 #: DuckDB's name for each Glue column type of the table.
 DUCKDB_TYPES = {"int": "INTEGER", "bigint": "BIGINT", "double": "DOUBLE", "string": "VARCHAR"}

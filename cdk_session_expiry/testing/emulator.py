@@ -18,7 +18,10 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
-from cdk_session_expiry.testing import (
+from cdk_session_expiry.testing._local_invoke import LocalInvokes
+from cdk_session_expiry.testing.agentcore import AgentCoreSessions
+from cdk_session_expiry.testing.bedrock_sessions import BedrockSessions
+from cdk_session_expiry.testing.models import (
     _moto_agentcore_memory,
     _moto_appconfig,
     _moto_firehose,
@@ -26,9 +29,6 @@ from cdk_session_expiry.testing import (
     _moto_resource_kinds,
     _moto_transactions,
 )
-from cdk_session_expiry.testing._local_invoke import LocalInvokes
-from cdk_session_expiry.testing.agentcore import AgentCoreSessions
-from cdk_session_expiry.testing.bedrock_sessions import BedrockSessions
 
 #: Account and Region the emulator answers for (moto's default account).
 ACCOUNT_ID = "123456789012"
@@ -242,7 +242,7 @@ class LocalEmulator:
             _moto_firehose.install()
             _moto_appconfig.install()  # environments, deployments, the AppConfig Data API
             try:
-                from cdk_session_expiry.testing import _cloudformation_models
+                from cdk_session_expiry.testing.models import _cloudformation_models
 
                 _cloudformation_models.install()  # alarms, ...: every opt-in deploys
                 _moto_internals.date_grants()  # ListGrants answers CreationDate, as AWS does
@@ -474,9 +474,10 @@ class LocalEmulator:
         self.agentcore.start(kind, target, session_id, qualifier=qualifier, created_at=created_at)
 
     def hold_resource(self, kind: str, target: str, resource_id: str) -> None:
-        """Register a resource of a declared kind (``session_expiry_runtime/kinds.py``, e.g.
+        """Register a resource of a declared kind (``session_expiry_runtime/core/kinds.py``, e.g.
         ``"paymentSession"``) that its release call will release; unknown ones answer
-        ResourceNotFoundException (``cdk_session_expiry/testing/_moto_resource_kinds.py``)."""
+        ResourceNotFoundException
+        (``cdk_session_expiry/testing/models/_moto_resource_kinds.py``)."""
         _moto_resource_kinds.hold(kind, target, resource_id)
 
     def age_grants(self, seconds: float) -> int:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from cdk_session_expiry.testing.pipeline import LocalPipeline
 
 #: The replay CLI's module in the code asset.
-REPLAY_MODULE = "session_expiry_runtime.replay"
+REPLAY_MODULE = "session_expiry_runtime.recovery.replay"
 
 
 @dataclass

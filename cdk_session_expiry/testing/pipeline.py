@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from session_expiry_runtime.ownership import ATTR_GONE_SINCE
+from session_expiry_runtime.core.ownership import ATTR_GONE_SINCE
 
 from cdk_session_expiry import _runtime_contract as contract
 from cdk_session_expiry.testing import app_function
@@ -838,7 +838,7 @@ class LocalPipeline:
             )
         assignments = [f"{name}={'on' if on else 'off'}" for name, on in flags.items()]
         done = self.run_module(
-            "session_expiry_runtime.kill_switch",
+            "session_expiry_runtime.ops.kill_switch",
             "flags",
             "set",
             *assignments,

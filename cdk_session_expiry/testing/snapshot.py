@@ -29,9 +29,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdk_session_expiry.testing import _moto_internals
-from cdk_session_expiry.testing._moto_internals import SnapshotError as SnapshotError
 from cdk_session_expiry.testing.emulator import LocalEmulator
+from cdk_session_expiry.testing.models import _moto_internals
+from cdk_session_expiry.testing.models._moto_internals import SnapshotError as SnapshotError
 
 
 @dataclass

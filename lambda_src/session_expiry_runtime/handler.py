@@ -21,23 +21,23 @@ import os
 import threading
 from typing import Any
 
-from .gc_settings import collection_paused, tune_for_cleanup
+from .core.gc_settings import collection_paused, tune_for_cleanup
 
 # The execution environment's start: no cyclic collection while boto3 and the handler's modules
 # are imported (`gc_settings.collection_paused`).
 with collection_paused():
     import boto3
 
-    from .cleaner import SessionCleaner, build_clients, client_config, process_batch
-    from .config import RuntimeConfig, validate_cleanup_config
-    from .deferred import is_drain_event
-    from .feature_flags import FlagReader, Flags, FlagSource
-    from .kinesis_records import to_stream_event
-    from .levers import drain, run_batch
-    from .metrics import MetricsRecorder
-    from .pacing import ClientPacer, start_invocation
-    from .pacing import install as install_pacing
-    from .shared_pace import retire_grant_budget
+    from .cleanup.cleaner import SessionCleaner, build_clients, client_config, process_batch
+    from .cleanup.levers import drain, run_batch
+    from .core.config import RuntimeConfig, validate_cleanup_config
+    from .core.metrics import MetricsRecorder
+    from .core.pacing import ClientPacer, start_invocation
+    from .core.pacing import install as install_pacing
+    from .core.shared_pace import retire_grant_budget
+    from .records.kinesis_records import to_stream_event
+    from .switches.deferred import is_drain_event
+    from .switches.feature_flags import FlagReader, Flags, FlagSource
 
 _cleaner: SessionCleaner | None = None
 _pacer: ClientPacer | None = None

@@ -67,15 +67,15 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .config import (
+from .core.config import (
     DEFAULT_METRICS_NAMESPACE,
     ENV_METRICS_NAMESPACE,
     METRIC_CLAIM_REQUESTS_REFUSED,
     RuntimeConfig,
 )
-from .kind_settings import recorded_kinds
-from .metrics import gauge_document
-from .ownership import (
+from .core.kind_settings import recorded_kinds
+from .core.metrics import gauge_document
+from .core.ownership import (
     ATTR_CLAIMED_AT,
     ATTR_INCARNATION,
     ATTR_OWNER,

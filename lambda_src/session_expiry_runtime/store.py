@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .config import RuntimeConfig
+from .core.config import RuntimeConfig
 from .store_parts.agent_memory import AgentMemoryPart
 from .store_parts.agent_sessions import AgentSessionsPart
 from .store_parts.connected_grants import ConnectedGrant, ConnectedGrantsPart

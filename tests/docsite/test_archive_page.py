@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 
-from session_expiry_runtime.archive import FORMAT_VERSION
+from session_expiry_runtime.sinks.archive import FORMAT_VERSION
 
-from cdk_session_expiry import archive_query
+from cdk_session_expiry.archiving import archive_query
 
 from .doc_examples import DOCS
 

@@ -17,11 +17,11 @@ from .doc_examples import DOCS, REPO
 
 #: Each CLI (``python -m MODULE ARGS --help``) the documentation promises.
 CLIS: list[tuple[str, ...]] = [
-    ("session_expiry_runtime.kill_switch",),
-    ("session_expiry_runtime.kill_switch", "flags"),
-    ("session_expiry_runtime.replay",),
+    ("session_expiry_runtime.ops.kill_switch",),
+    ("session_expiry_runtime.ops.kill_switch", "flags"),
+    ("session_expiry_runtime.recovery.replay",),
     ("cdk_session_expiry.cost",),
-    ("session_expiry_runtime.status",),
+    ("session_expiry_runtime.ops.status",),
 ]
 _OPTION_LINE = re.compile(r"^  (?:-\w, )?(--[a-z][a-z0-9-]*)", re.MULTILINE)
 _SNIPPET = re.compile(r'--8<-- "([^":]+)(?::[^"]*)?"')

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from aws_cdk import App, Stack
 from aws_cdk import aws_s3 as s3
-from session_expiry_runtime.archive import validate_archive_prefix
-from session_expiry_runtime.prefixes import ScratchPrefixError, validate_scratch_root
+from session_expiry_runtime.core.prefixes import ScratchPrefixError, validate_scratch_root
+from session_expiry_runtime.sinks.archive import validate_archive_prefix
 
 from cdk_session_expiry import SessionExpiry
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from aws_cdk import App, Stack, assertions
 
-from cdk_session_expiry import alarms
+from cdk_session_expiry.monitoring import alarms
 
 from .helpers import REPO, resources_of
 from .test_nag import BUILDERS, ENV

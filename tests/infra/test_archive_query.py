@@ -17,12 +17,12 @@ import pytest
 from aws_cdk import App, Environment, Stack, assertions
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
-from session_expiry_runtime import archive as runtime_archive
-from session_expiry_runtime.config import RuntimeConfig
-from session_expiry_runtime.decode import StreamRecord
+from session_expiry_runtime.core.config import RuntimeConfig
+from session_expiry_runtime.core.decode import StreamRecord
+from session_expiry_runtime.sinks import archive as runtime_archive
 
 from cdk_session_expiry import ArchiveDelivery, SessionExpiry
-from cdk_session_expiry import archive_query as catalog
+from cdk_session_expiry.archiving import archive_query as catalog
 
 from .helpers import resources_of
 

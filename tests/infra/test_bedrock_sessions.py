@@ -1,6 +1,6 @@
 """The Bedrock session kind in the template (issue 36): ``resource_targets={"bedrock_sessions":
 "*"}`` gives the cleanup the kind's environment and exactly its two actions, on sessions only,
-derived from the one declaration (``session_expiry_runtime/kinds.py``)."""
+derived from the one declaration (``session_expiry_runtime/core/kinds.py``)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from aws_cdk import aws_kinesis as kinesis
 from aws_cdk.assertions import Annotations, Match, Template
 
 from cdk_session_expiry import ChangeSource, PropTypeError, SessionExpiry
-from cdk_session_expiry.kill_switch import WARNING_CLEANUP_PAUSED
+from cdk_session_expiry.switches.kill_switch import WARNING_CLEANUP_PAUSED
 
 ENV = Environment(account="111111111111", region="us-east-1")
 
@@ -115,7 +115,8 @@ def _statements_naming(template: Template, action: str) -> list[dict[str, Any]]:
 def test_the_cleanup_may_read_back_the_session_table_with_batch_get_item_only(
     default_kinesis: tuple[Stack, SessionExpiry, Template],
 ) -> None:
-    """session_expiry_runtime.kinesis_removals: a REMOVE that came through Kinesis is read back
+    """session_expiry_runtime.records.kinesis_removals: a REMOVE that came through Kinesis is read
+    back
     before it is cleaned (anyone with kinesis:PutRecord could have written it)."""
     stack, construct, template = default_kinesis
     table_id = stack.get_logical_id(construct.table.node.default_child)  # type: ignore[arg-type]

@@ -14,10 +14,11 @@ from aws_cdk import App, Duration, Environment, Stack, assertions
 from aws_cdk import aws_logs as logs
 from cfnlint.api import ManualArgs, lint
 from moto import mock_aws
-from session_expiry_runtime.circuit_breaker import Record
+from session_expiry_runtime.switches.circuit_breaker import Record
 
-from cdk_session_expiry import CircuitBreakerAlarm, PropTypeError, SessionExpiry, circuit_breaker
+from cdk_session_expiry import CircuitBreakerAlarm, PropTypeError, SessionExpiry
 from cdk_session_expiry import _runtime_contract as contract
+from cdk_session_expiry.switches import circuit_breaker
 
 from .helpers import StackTemplate, resources_of
 

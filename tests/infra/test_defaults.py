@@ -174,7 +174,7 @@ def test_cleanup_code_asset_has_the_handler_package_at_its_root(synth: Synth) ->
     function = synth.json["Resources"]["SessionsCleanupFunction40CF4160"]
     root = asset_dir(synth.outdir, function["Properties"]["Code"])
     assert (root / "session_expiry_runtime" / "handler.py").is_file()
-    assert (root / "session_expiry_runtime" / "config.py").is_file()
+    assert (root / "session_expiry_runtime" / "core" / "config.py").is_file()
     assert sorted(p.name for p in root.iterdir()) == ["session_expiry_runtime"]
     assert not list(root.rglob("__pycache__"))
 

@@ -232,7 +232,10 @@ def test_feature_flags_alone_create_no_ownership_table(cdk_context: dict[str, An
 
 
 def test_the_cleanup_role_may_put_update_delete_and_query_the_index_only(synth: Synth) -> None:
-    from cdk_session_expiry.deferred_work import CLEANUP_INDEX_ACTIONS, CLEANUP_TABLE_ACTIONS
+    from cdk_session_expiry.switches.deferred_work import (
+        CLEANUP_INDEX_ACTIONS,
+        CLEANUP_TABLE_ACTIONS,
+    )
 
     table = synth.sessions.deferred_work_table
     assert table is not None
@@ -255,7 +258,7 @@ def test_the_cleanup_role_may_put_update_delete_and_query_the_index_only(synth: 
 def test_the_cleanup_role_reads_the_session_table_back_with_batch_get_item_only(
     synth: Synth,
 ) -> None:
-    from cdk_session_expiry.deferred_work import SESSION_TABLE_ACTIONS
+    from cdk_session_expiry.switches.deferred_work import SESSION_TABLE_ACTIONS
 
     session_table = json.dumps(synth.arn(synth.sessions.table), sort_keys=True)
     found = _actions_naming(
@@ -309,7 +312,7 @@ def test_fails_if_the_ownership_table_keeps_the_deferred_work_index(synth: Synth
 
 def test_the_table_names_agree_with_the_runtime() -> None:
     # The runtime's home for the deferred-work attributes; only the names are compared.
-    from session_expiry_runtime import deferred
+    from session_expiry_runtime.switches import deferred
 
     assert contract.DEFERRED_WORK_PARTITION_KEY == deferred.ATTR_RESOURCE
     assert contract.DEFERRED_WORK_TTL_ATTRIBUTE == deferred.ATTR_EXPIRES_AT

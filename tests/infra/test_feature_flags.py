@@ -16,7 +16,7 @@ from aws_cdk import aws_appconfig as appconfig
 from aws_cdk import aws_s3 as s3
 
 from cdk_session_expiry import FeatureFlags, PropTypeError, SessionExpiry
-from cdk_session_expiry import feature_flags as unit
+from cdk_session_expiry.switches import feature_flags as unit
 
 from .helpers import resources_of
 

@@ -33,7 +33,7 @@ def test_on_with_grant_key_running_as_the_cleanup_role(synth: Synth) -> None:
     sweep = synth.sessions.grant_sweep
     assert sweep is not None
     props = synth.props(sweep.function)
-    assert props["Handler"] == "session_expiry_runtime.grant_sweeper.handler"
+    assert props["Handler"] == "session_expiry_runtime.sweeps.grant_sweeper.handler"
     assert props["Role"] == {"Fn::GetAtt": [synth.id(synth.sessions.cleanup_role), "Arn"]}
     env = props["Environment"]["Variables"]
     assert env[contract.ENV_GRANT_KEY_ARN] == {"Fn::GetAtt": [synth.id(synth.key), "Arn"]}

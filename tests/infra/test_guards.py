@@ -25,11 +25,11 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 from moto import mock_aws
-from session_expiry_runtime import stream_records
-from session_expiry_runtime.config import RuntimeConfig
-from session_expiry_runtime.metrics import MetricsRecorder
+from session_expiry_runtime.core.config import RuntimeConfig
+from session_expiry_runtime.core.metrics import MetricsRecorder
+from session_expiry_runtime.records import stream_records
 from session_expiry_runtime.store import SessionStore
-from session_expiry_runtime.sweeper import ExpirySweeper
+from session_expiry_runtime.sweeps.sweeper import ExpirySweeper
 
 from cdk_session_expiry import CleanupEventFilter, SessionExpiry
 from cdk_session_expiry.testing.poller import pattern_matcher

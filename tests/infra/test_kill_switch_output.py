@@ -38,7 +38,7 @@ def test_the_output_key_is_the_shape_the_docs_and_the_kill_switch_help_give() ->
 
     import jmespath
     from docsite.doc_examples import DOCS
-    from session_expiry_runtime import kill_switch as cli
+    from session_expiry_runtime.ops import kill_switch as cli
 
     stack = Stack(App(), "Sample")
     sessions = SessionExpiry(stack, "Sessions")

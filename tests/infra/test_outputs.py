@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from aws_cdk import App, Stack, assertions
 
-from cdk_session_expiry import SessionExpiry, kill_switch, outputs
+from cdk_session_expiry import SessionExpiry, outputs
+from cdk_session_expiry.switches import kill_switch
 
 from .helpers import REPO
 from .test_nag import ENV, everything, failure_bucket_and_own_table, minimal

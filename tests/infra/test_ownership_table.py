@@ -189,7 +189,7 @@ def test_with_a_given_table_it_takes_that_tables_key_and_is_retained(
 
 def test_the_table_names_agree_with_the_runtime() -> None:
     # The runtime's home for the claim attributes; only the names are compared.
-    from session_expiry_runtime import ownership as runtime_ownership
+    from session_expiry_runtime.core import ownership as runtime_ownership
 
     assert contract.OWNERSHIP_PARTITION_KEY == runtime_ownership.ATTR_RESOURCE
     assert contract.OWNERSHIP_TTL_ATTRIBUTE == runtime_ownership.ATTR_EXPIRES_AT

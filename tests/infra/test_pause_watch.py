@@ -16,11 +16,12 @@ import pytest
 from aws_cdk import App, Duration, Environment, Stack, assertions
 from aws_cdk.assertions import Annotations, Match
 from moto import mock_aws
-from session_expiry_runtime import pause_watch as watch_runtime
+from session_expiry_runtime.switches import pause_watch as watch_runtime
 
-from cdk_session_expiry import ChangeSource, PropTypeError, SessionExpiry, kill_switch
+from cdk_session_expiry import ChangeSource, PropTypeError, SessionExpiry
 from cdk_session_expiry import _runtime_contract as contract
-from cdk_session_expiry import alarms as alarm_defaults
+from cdk_session_expiry.monitoring import alarms as alarm_defaults
+from cdk_session_expiry.switches import kill_switch
 
 from .helpers import StackTemplate
 

@@ -21,7 +21,7 @@ import boto3
 import pytest
 from aws_cdk import App, Environment, Stack, assertions
 from moto import mock_aws
-from session_expiry_runtime import pause_watch as watch_runtime
+from session_expiry_runtime.switches import pause_watch as watch_runtime
 
 from cdk_session_expiry import SessionExpiry
 

@@ -22,7 +22,7 @@ import pytest
 from moto import mock_aws
 
 from cdk_session_expiry import _runtime_contract as contract
-from cdk_session_expiry.testing._moto_internals import open_connection_ids
+from cdk_session_expiry.testing.models._moto_internals import open_connection_ids
 from sample_app.stack import HANDLERS_DIR
 
 TABLE = "sessions"

@@ -12,7 +12,7 @@ from aws_cdk.assertions import Template
 
 from cdk_session_expiry import SessionExpiry
 from cdk_session_expiry import _runtime_contract as contract
-from cdk_session_expiry.alarms import LOST_CLEANUP_CAUSES
+from cdk_session_expiry.monitoring.alarms import LOST_CLEANUP_CAUSES
 
 
 def _alarms(template: Template) -> dict[str, dict[str, Any]]:

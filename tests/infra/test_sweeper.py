@@ -146,7 +146,11 @@ def test_sweeper_function(synth: Synth) -> None:
     assert sw is not None
     props = synth.props(sw.function)
     cleanup = synth.props(synth.on.cleanup_function)
-    assert props["Handler"] == contract.SWEEPER_HANDLER == "session_expiry_runtime.sweeper.handler"
+    assert (
+        props["Handler"]
+        == contract.SWEEPER_HANDLER
+        == "session_expiry_runtime.sweeps.sweeper.handler"
+    )
     assert props["Runtime"] == cleanup["Runtime"] == "python3.14"
     assert props["Architectures"] == cleanup["Architectures"] == ["arm64"]
     assert props["Code"] == cleanup["Code"]  # the same code asset

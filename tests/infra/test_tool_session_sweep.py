@@ -39,7 +39,7 @@ def test_on_with_a_tool_running_as_the_cleanup_role(synth: Synth) -> None:
     sweep = synth.sessions.tool_session_sweep
     assert sweep is not None
     props = synth.props(sweep.function)
-    assert props["Handler"] == "session_expiry_runtime.tool_session_sweeper.handler"
+    assert props["Handler"] == "session_expiry_runtime.sweeps.tool_session_sweeper.handler"
     assert props["Role"] == {"Fn::GetAtt": [synth.id(synth.sessions.cleanup_role), "Arn"]}
     env = props["Environment"]["Variables"]
     assert env[contract.ENV_CODE_INTERPRETER_ID] == INTERPRETER

@@ -8,9 +8,9 @@ import dataclasses
 from typing import Any
 
 from runtime_support import SESSION, Sandbox
-from session_expiry_runtime.cleaner import SessionCleaner
-from session_expiry_runtime.config import RuntimeConfig
-from session_expiry_runtime.kinds import declared_kind
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner
+from session_expiry_runtime.core.config import RuntimeConfig
+from session_expiry_runtime.core.kinds import declared_kind
 from session_expiry_runtime.steps.released import ReleasedKindStep
 
 from cdk_session_expiry.testing.bedrock_sessions import BedrockSessions

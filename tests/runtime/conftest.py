@@ -14,7 +14,7 @@ from moto.core.botocore_stubber import BotocoreStubber
 from runtime_support import Sandbox
 from session_expiry_runtime import handler as handler_module
 
-from cdk_session_expiry.testing import _moto_transactions
+from cdk_session_expiry.testing.models import _moto_transactions
 
 _MOTO_LOCK = threading.RLock()
 
@@ -32,7 +32,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     moto (5.2.5) backs a ``TransactWriteItems`` up by deep-copying the whole table once per
     *action* (100 copies of the ownership table for one 100-action call: seconds with a few
     thousand records, minutes over the fault-injection run); :func:`_item_level_backups` backs
-    up only the items the call names (``cdk_session_expiry.testing._moto_transactions``, as the
+    up only the items the call names (``cdk_session_expiry.testing.models._moto_transactions``, as
+    the
     local emulator does). The rollback leaves the same state, so the emulated behaviour does not
     change, only its cost.
     """

@@ -9,7 +9,7 @@ import boto3
 from ownership_support import DEFERRED_WORK_TABLE
 from runtime_support import REGION
 from session_expiry_runtime import handler as handler_module
-from session_expiry_runtime.deferred import DRAIN_EVENT_KEY
+from session_expiry_runtime.switches.deferred import DRAIN_EVENT_KEY
 
 STEPS = ("DeleteConnection", "RetireGrant", "DeleteScratch")
 DRAIN = {DRAIN_EVENT_KEY: True}

@@ -1,5 +1,5 @@
 """Ownership records for the cleanup tests: the table and claims in exactly the format
-``session_expiry_runtime.ownership`` defines (what ``SessionStore`` writes), seeded straight
+``session_expiry_runtime.core.ownership`` defines (what ``SessionStore`` writes), seeded straight
 into moto so the reader side can be tested on its own.
 
 Everything here is real boto3 against moto; nothing is stubbed. Reusable by any test that needs
@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from session_expiry_runtime import ownership as own
+from session_expiry_runtime.core import ownership as own
 
 #: The ownership table of the tests (the construct's ``Sessions/OwnershipTable``).
 OWNERSHIP_TABLE = "session-ownership"

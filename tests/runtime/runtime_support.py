@@ -34,12 +34,12 @@ import boto3
 from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.s3.models import s3_backends
-from session_expiry_runtime import stream_records
-from session_expiry_runtime.cleaner import SessionCleaner, build_clients
-from session_expiry_runtime.config import RuntimeConfig
-from session_expiry_runtime.grant_names import grant_name
-from session_expiry_runtime.metrics import MetricsRecorder
-from session_expiry_runtime.ownership import KIND_CONNECTION, KIND_GRANT
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner, build_clients
+from session_expiry_runtime.core.config import RuntimeConfig
+from session_expiry_runtime.core.grant_names import grant_name
+from session_expiry_runtime.core.metrics import MetricsRecorder
+from session_expiry_runtime.core.ownership import KIND_CONNECTION, KIND_GRANT
+from session_expiry_runtime.records import stream_records
 
 try:  # imported as ``runtime_support`` (tests/runtime on the path) ...
     from ownership_support import (
@@ -59,7 +59,7 @@ except ModuleNotFoundError:  # ... or as ``runtime.runtime_support`` (tests/stor
         create_ownership_table,
         put_claim,
     )
-from session_expiry_runtime.prefixes import build_scratch_prefix
+from session_expiry_runtime.core.prefixes import build_scratch_prefix
 
 REGION = "us-east-1"
 PARTITION = "aws"

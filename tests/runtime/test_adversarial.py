@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from runtime_support import DEFAULT_ACCOUNT_ID, REGION, SESSION, FakeContext, Sandbox, event
-from session_expiry_runtime import replay
-from session_expiry_runtime.cleaner import SessionCleaner, process_batch
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner, process_batch
+from session_expiry_runtime.recovery import replay
 from test_replay import FailedBatch
 
 BUS_ARN = f"arn:aws:events:{REGION}:{DEFAULT_ACCOUNT_ID}:event-bus/adversarial"
@@ -112,7 +112,7 @@ def _nested(depth: int) -> dict[str, Any]:
 # this one is edited into the record after it was read back) raised RecursionError, so the
 # record failed as "Unexpected" instead of "Decode". DynamoDB's own 32 levels still decode.
 def test_nesting_deeper_than_dynamodb_allows_is_a_decode_failure(sandbox: Sandbox) -> None:
-    from session_expiry_runtime.decode import DecodeError, decode_image
+    from session_expiry_runtime.core.decode import DecodeError, decode_image
 
     session = sandbox.create_session("s-deep", extra={"deep": _nested(31)})  # 32 levels
     sandbox.read_stream()
@@ -138,7 +138,7 @@ def test_nesting_deeper_than_dynamodb_allows_is_a_decode_failure(sandbox: Sandbo
 # "Unexpected" on every retry, so the session was never cleaned.
 @pytest.mark.parametrize("number", ["1E+1000000", "-1E+1000000", "1E-1000000", "9" * 200])
 def test_numbers_outside_the_decimal_context_still_clean(sandbox: Sandbox, number: str) -> None:
-    from session_expiry_runtime.decode import decode_number, to_json_value
+    from session_expiry_runtime.core.decode import decode_number, to_json_value
 
     assert to_json_value(decode_number(number)) == str(decode_number(number))
     session = sandbox.create_session("s-huge")
@@ -155,7 +155,7 @@ def test_numbers_outside_the_decimal_context_still_clean(sandbox: Sandbox, numbe
 @given(st.from_regex(r"\A-?[0-9]{1,40}(\.[0-9]{0,40})?([eE][+-]?[0-9]{1,18})?\Z", fullmatch=True))
 def test_every_number_the_decoder_accepts_serialises(text: str) -> None:
     # Same guard as above, over the whole number syntax the decoder accepts.
-    from session_expiry_runtime.decode import DecodeError, decode_number, to_json_value
+    from session_expiry_runtime.core.decode import DecodeError, decode_number, to_json_value
 
     try:
         number = decode_number(text)

@@ -3,7 +3,7 @@ its long-term records) are deleted — only its own, owned by the removed incarn
 
 Against moto's AgentCore Memory events (``CreateEvent``/``ListEvents``/``DeleteEvent``), real
 boto3 calls. moto's ``ListEvents`` never pages and moto has no memory records: the emulator's
-:mod:`cdk_session_expiry.testing._moto_agentcore_memory` adds both, in the API's shapes.
+:mod:`cdk_session_expiry.testing.models._moto_agentcore_memory` adds both, in the API's shapes.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 from runtime_support import SESSION, FakeContext, Sandbox, event
-from session_expiry_runtime.cleaner import SessionCleaner, process_batch
-from session_expiry_runtime.config import RuntimeConfig
-from session_expiry_runtime.outcomes import StepFailed
-from session_expiry_runtime.ownership import KIND_AGENT_MEMORY
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner, process_batch
+from session_expiry_runtime.core.config import RuntimeConfig
+from session_expiry_runtime.core.ownership import KIND_AGENT_MEMORY
+from session_expiry_runtime.owners.outcomes import StepFailed
 from session_expiry_runtime.steps.agent_memory import AgentMemoryStep
 from session_expiry_runtime.store import ResourceOwnedError, SessionStore
 
-from cdk_session_expiry.testing import _moto_agentcore_memory
+from cdk_session_expiry.testing.models import _moto_agentcore_memory
 
 MEMORY_ID = "chat_memory-a1B2c3D4e5"
 MEMORY_ARN = f"arn:aws:bedrock-agentcore:us-east-1:123456789012:memory/{MEMORY_ID}"

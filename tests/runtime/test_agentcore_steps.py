@@ -15,9 +15,13 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 from runtime_support import FakeContext, Sandbox, event
-from session_expiry_runtime.cleaner import SessionCleaner, process_batch
-from session_expiry_runtime.config import RuntimeConfig, validate_cleanup_config
-from session_expiry_runtime.ownership import KIND_AGENT_RUNTIME, KIND_BROWSER, KIND_CODE_INTERPRETER
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner, process_batch
+from session_expiry_runtime.core.config import RuntimeConfig, validate_cleanup_config
+from session_expiry_runtime.core.ownership import (
+    KIND_AGENT_RUNTIME,
+    KIND_BROWSER,
+    KIND_CODE_INTERPRETER,
+)
 
 RUNTIME_ARN = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/coder-Ab12Cd34Ef"
 RUNTIME_SESSION = "rs-" + "0123456789abcdef" * 2  # the API takes 33-256 characters
@@ -220,8 +224,8 @@ def test_a_cleaner_built_from_the_environment_has_the_agentcore_client(
     monkeypatch.setenv("SESSION_EXPIRY_CODE_INTERPRETER_ID", INTERPRETER_ID)
     monkeypatch.setenv("SESSION_EXPIRY_OWNERSHIP_TABLE_NAME", "ownership")
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://localhost:4566")
-    from session_expiry_runtime.cleaner import build_clients
-    from session_expiry_runtime.metrics import MetricsRecorder
+    from session_expiry_runtime.cleanup.cleaner import build_clients
+    from session_expiry_runtime.core.metrics import MetricsRecorder
 
     config = RuntimeConfig.from_env()
     cleaner = SessionCleaner(config, build_clients(config), MetricsRecorder("t"))
@@ -232,8 +236,8 @@ def test_a_cleaner_built_from_the_environment_has_the_agentcore_client(
 def test_fails_to_build_a_cleanup_with_agentcore_targets_and_no_ownership_table(
     aws: None,
 ) -> None:
-    from session_expiry_runtime.cleaner import build_clients
-    from session_expiry_runtime.metrics import MetricsRecorder
+    from session_expiry_runtime.cleanup.cleaner import build_clients
+    from session_expiry_runtime.core.metrics import MetricsRecorder
 
     config = RuntimeConfig(browser_id=BROWSER_ID)  # no SESSION_EXPIRY_OWNERSHIP_TABLE_NAME
     with pytest.raises(

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from runtime_faults import answer, s3_error
 from runtime_support import SESSION, FakeContext, Sandbox, event
-from session_expiry_runtime import archive
-from session_expiry_runtime.cleaner import SessionCleaner, process_batch
-from session_expiry_runtime.config import RuntimeConfig, validate_cleanup_config
-from session_expiry_runtime.decode import decode_image, parse_record, to_json_value
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner, process_batch
+from session_expiry_runtime.core.config import RuntimeConfig, validate_cleanup_config
+from session_expiry_runtime.core.decode import decode_image, parse_record, to_json_value
+from session_expiry_runtime.sinks import archive
 
 ARCHIVE_BUCKET = "archive-bucket"
 #: 2023-11-14T22:13:20Z
@@ -352,8 +352,8 @@ def test_archive_alone_counts_as_a_cleanup(sandbox: Sandbox) -> None:
     sandbox.create_session("s-only")
     sandbox.read_stream()
     sandbox.delete("s-only")
-    from session_expiry_runtime.cleaner import build_clients
-    from session_expiry_runtime.metrics import MetricsRecorder
+    from session_expiry_runtime.cleanup.cleaner import build_clients
+    from session_expiry_runtime.core.metrics import MetricsRecorder
 
     cleaner = SessionCleaner(config, build_clients(config, SESSION), MetricsRecorder("t"))
     (record,) = sandbox.removes()

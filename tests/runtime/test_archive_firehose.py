@@ -3,7 +3,7 @@ same partitions, readable by the same table; only the failed records fail the ga
 
 Against moto with real boto3 calls. moto's Firehose delivers each call at once and ignores
 dynamic partitioning and compression; the emulator's
-:mod:`cdk_session_expiry.testing._moto_firehose`
+:mod:`cdk_session_expiry.testing.models._moto_firehose`
 adds them (the partition query run by jq, as Firehose runs it). moto never fails a record of a
 ``PutRecordBatch`` (``FailedPutCount`` is always 0): the partial failure is stubbed, with the
 exact wire answer Firehose gives.
@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 from runtime_faults import answer
 from runtime_support import SESSION, FakeContext, Sandbox, event
-from session_expiry_runtime.archive_delivery import FirehoseBatcher, record_failures
-from session_expiry_runtime.cleaner import SessionCleaner, process_batch
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner, process_batch
+from session_expiry_runtime.sinks.archive_delivery import FirehoseBatcher, record_failures
 
-from cdk_session_expiry import archive_delivery as construct_delivery
-from cdk_session_expiry import archive_query as catalog
-from cdk_session_expiry.testing import _moto_firehose
+from cdk_session_expiry.archiving import archive_delivery as construct_delivery
+from cdk_session_expiry.archiving import archive_query as catalog
 from cdk_session_expiry.testing import athena as local_athena
+from cdk_session_expiry.testing.models import _moto_firehose
 
 OBJECT_BUCKET = "archive-objects"
 FIREHOSE_BUCKET = "archive-firehose"

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from runtime_support import Sandbox
-from session_expiry_runtime.archive_delivery import MAX_RECORD_BYTES
+from session_expiry_runtime.sinks.archive_delivery import MAX_RECORD_BYTES
 from test_archive_firehose import (
     FIREHOSE_BUCKET,
     PREFIX,
@@ -22,7 +22,7 @@ from test_archive_firehose import (
     firehose_partitions,  # noqa: F401 - the fixture
 )
 
-from cdk_session_expiry import archive_query as catalog
+from cdk_session_expiry.archiving import archive_query as catalog
 from cdk_session_expiry.testing import athena as local_athena
 
 

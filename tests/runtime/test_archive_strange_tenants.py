@@ -21,11 +21,11 @@ from aws_cdk import App, Environment, Stack
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 from runtime_support import FakeContext, Sandbox, event
-from session_expiry_runtime import archive
-from session_expiry_runtime.cleaner import process_batch
+from session_expiry_runtime.cleanup.cleaner import process_batch
+from session_expiry_runtime.sinks import archive
 
 from cdk_session_expiry import SessionExpiry
-from cdk_session_expiry import archive_query as catalog
+from cdk_session_expiry.archiving import archive_query as catalog
 from cdk_session_expiry.testing import athena as local_athena
 
 BUCKET = "archive-bucket"

@@ -1,4 +1,4 @@
-"""The batch's own rules (session_expiry_runtime.batch), pinned where mutation testing found
+"""The batch's own rules (session_expiry_runtime.cleanup.batch), pinned where mutation testing found
 them loose (issue 40): the deadline as Lambda's context tells it (a controlled monotonic clock,
 no sleeps), what a record the time guard or a failed after-success step stops becomes, and whole
 batches against moto: duplicates, events that are not batches, who publishes."""
@@ -24,20 +24,20 @@ from runtime_support import (
     Session,
     event,
 )
-from session_expiry_runtime import batch
-from session_expiry_runtime.batch import (
+from session_expiry_runtime.cleanup import batch
+from session_expiry_runtime.cleanup.batch import (
     RETURN_RESERVE_MS,
     Deadline,
     out_of_time_check,
     process_batch,
 )
-from session_expiry_runtime.cleaner import SessionCleaner
-from session_expiry_runtime.config import (
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner
+from session_expiry_runtime.core.config import (
     ACTION_DELETE_CONNECTION,
     ACTION_TIME_GUARD,
     ACTION_UNEXPECTED,
 )
-from session_expiry_runtime.outcomes import (
+from session_expiry_runtime.owners.outcomes import (
     OUTCOME_CLEANED,
     OUTCOME_FAILED,
     OUTCOME_SKIPPED,

@@ -23,7 +23,7 @@ from bedrock_support import (
     removed_naming,
 )
 from runtime_support import FakeContext, Sandbox, event
-from session_expiry_runtime.cleaner import process_batch
+from session_expiry_runtime.cleanup.cleaner import process_batch
 from session_expiry_runtime.store import ResourceOwnedError, SessionStore
 
 from cdk_session_expiry.testing.bedrock_sessions import ACTIVE, BedrockSessions

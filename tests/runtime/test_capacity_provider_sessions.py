@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from botocore.awsrequest import AWSResponse
 from runtime_support import FakeContext, Sandbox, event
-from session_expiry_runtime.cleaner import process_batch
+from session_expiry_runtime.cleanup.cleaner import process_batch
 from session_expiry_runtime.store import SessionStore
 
-from cdk_session_expiry.testing import _moto_resource_kinds as releases
+from cdk_session_expiry.testing.models import _moto_resource_kinds as releases
 
 RUNTIME_ARN = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/coder-Ab12Cd34Ef"
 RUNTIME_SESSION = "rs-" + "0123456789abcdef" * 2

@@ -15,9 +15,10 @@ from typing import Any
 import moto.awslambda.models as lambda_models
 import pytest
 from runtime_support import SESSION, Sandbox
-from session_expiry_runtime import circuit_breaker as breaker_module
-from session_expiry_runtime import config, kill_switch
-from session_expiry_runtime.circuit_breaker import (
+from session_expiry_runtime.core import config
+from session_expiry_runtime.ops import kill_switch
+from session_expiry_runtime.switches import circuit_breaker as breaker_module
+from session_expiry_runtime.switches.circuit_breaker import (
     CLOSED,
     HALF_OPEN,
     OPEN,

@@ -20,8 +20,10 @@ from typing import Any
 import moto.awslambda.models as lambda_models
 import pytest
 from runtime_support import SESSION, Sandbox
-from session_expiry_runtime import config, kill_switch, pause_watch
-from session_expiry_runtime.circuit_breaker import CLOSED, HALF_OPEN, OPEN
+from session_expiry_runtime.core import config
+from session_expiry_runtime.ops import kill_switch
+from session_expiry_runtime.switches import pause_watch
+from session_expiry_runtime.switches.circuit_breaker import CLOSED, HALF_OPEN, OPEN
 from test_circuit_breaker import COOL_DOWN, ERRORS, PARAMETER, PROBE, World, alarm_event, build
 
 #: ``alarm_cleanup_paused_after``'s default.

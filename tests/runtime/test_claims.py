@@ -1,4 +1,5 @@
-"""The ownership check's batcher (``session_expiry_runtime.claims``): marks, releases and reads
+"""The ownership check's batcher (``session_expiry_runtime.owners.claims``): marks, releases and
+reads
 coalesced across the records of an invocation.
 
 Real boto3 ``TransactWriteItems``/``BatchGetItem`` against moto's DynamoDB (which returns
@@ -23,10 +24,8 @@ from botocore.exceptions import NoCredentialsError
 from ownership_support import OWNERSHIP_TABLE, calls_of, claim_state, put_claim, read_claim
 from runtime_faults import answer, json_error
 from runtime_support import SESSION, FakeContext, Sandbox, event
-from session_expiry_runtime import claims as claims_module
-from session_expiry_runtime.claims import Claimant, ClaimBatcher, ClaimFailure, ClaimRef
-from session_expiry_runtime.cleaner import process_batch
-from session_expiry_runtime.ownership import (
+from session_expiry_runtime.cleanup.cleaner import process_batch
+from session_expiry_runtime.core.ownership import (
     KIND_CONNECTION,
     STATE_HELD,
     STATE_RELEASED,
@@ -36,6 +35,8 @@ from session_expiry_runtime.ownership import (
     Verdict,
     owner_token,
 )
+from session_expiry_runtime.owners import claims as claims_module
+from session_expiry_runtime.owners.claims import Claimant, ClaimBatcher, ClaimFailure, ClaimRef
 
 ME = {"pk": "s-1"}
 OTHER = {"pk": "s-2"}

@@ -6,8 +6,8 @@ import pytest
 from botocore.exceptions import ClientError, ParamValidationError
 from runtime_support import FakeContext, Sandbox, event
 from session_expiry_runtime import handler as handler_module
-from session_expiry_runtime.cleaner import build_clients
-from session_expiry_runtime.config import RuntimeConfig, validate_cleanup_config
+from session_expiry_runtime.cleanup.cleaner import build_clients
+from session_expiry_runtime.core.config import RuntimeConfig, validate_cleanup_config
 
 KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 ENDPOINT = "https://abc123defg.execute-api.us-east-1.amazonaws.com/prod"
@@ -161,7 +161,7 @@ def test_every_setting_is_read_from_its_own_variable() -> None:
     its field, and an empty environment gives the documented defaults."""
     import dataclasses
 
-    from session_expiry_runtime import config
+    from session_expiry_runtime.core import config
 
     text = {name: f"value-of-{field}" for field, (name, _) in config._TEXT_SETTINGS.items()}
     counts = {name: str(100 + i) for i, (name, _) in enumerate(config._COUNT_SETTINGS.values())}

@@ -28,9 +28,9 @@ from runtime_support import (
     event,
     to_lambda_record,
 )
-from session_expiry_runtime import cleaner as cleaner_module
-from session_expiry_runtime import runner as runner_module
-from session_expiry_runtime.cleaner import SessionCleaner, process_batch
+from session_expiry_runtime.cleanup import cleaner as cleaner_module
+from session_expiry_runtime.cleanup import runner as runner_module
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner, process_batch
 
 
 def session_lines(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:

@@ -24,21 +24,22 @@ from flags_support import DRAIN, Flags
 from ownership_support import emf_totals
 from runtime_faults import answer, rest_json_error
 from runtime_support import ENDPOINT, SESSION, FakeContext, Sandbox, event
-from session_expiry_runtime import grant_sweeper, levers
 from session_expiry_runtime import handler as handler_module
-from session_expiry_runtime import sweeper as sweeper_module
-from session_expiry_runtime.config import (
+from session_expiry_runtime.cleanup import levers
+from session_expiry_runtime.core.config import (
     DEFAULT_SWEEP_SHARD_ATTRIBUTE,
     ENV_SWEEP_SHARD_ATTRIBUTE,
     ENV_SWEEP_SHARDS,
 )
-from session_expiry_runtime.metrics import MetricsRecorder
-from session_expiry_runtime.pacing import ClientPacer, PacingTimeout
+from session_expiry_runtime.core.metrics import MetricsRecorder
+from session_expiry_runtime.core.pacing import ClientPacer, PacingTimeout
 from session_expiry_runtime.store import SessionStore
+from session_expiry_runtime.sweeps import grant_sweeper
+from session_expiry_runtime.sweeps import sweeper as sweeper_module
 from test_grant_sweeper import Grants
 from test_sweeper import add_sweep_index
 
-from cdk_session_expiry.testing import _moto_appconfig
+from cdk_session_expiry.testing.models import _moto_appconfig
 
 JOIN_BOUND_S = 60
 HELD = "held-invocation"
@@ -259,7 +260,7 @@ def test_two_cleanup_invocations_write_only_their_own_metrics(
     # Held once its records are accounted, before process_batch writes the metrics.
     stdout = by_thread(monkeypatch)
     released = threading.Event()
-    from session_expiry_runtime import batch
+    from session_expiry_runtime.cleanup import batch
 
     reached = held_until(monkeypatch, batch, "_clean_batch", released)
 

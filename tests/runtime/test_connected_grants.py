@@ -19,8 +19,8 @@ import pytest
 from botocore.stub import Stubber
 from ownership_support import claim_state, put_claim
 from runtime_support import APP_ROLE, FakeContext, Sandbox, event
-from session_expiry_runtime.cleaner import process_batch
-from session_expiry_runtime.ownership import KIND_CONNECTION, KIND_GRANT
+from session_expiry_runtime.cleanup.cleaner import process_batch
+from session_expiry_runtime.core.ownership import KIND_CONNECTION, KIND_GRANT
 from session_expiry_runtime.store import ConnectedGrant, SessionStore
 
 OPERATIONS = ["Decrypt", "Encrypt"]

@@ -19,8 +19,8 @@ from typing import Any
 import boto3
 import pytest
 from runtime_support import REGION, FakeContext, Sandbox, event
-from session_expiry_runtime.cleaner import SessionCleaner, process_batch
-from session_expiry_runtime.ownership import custom_kind, custom_kinds_of, resource_key
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner, process_batch
+from session_expiry_runtime.core.ownership import custom_kind, custom_kinds_of, resource_key
 from session_expiry_runtime.steps.custom import OwnedCustomStep, parse_custom_steps
 
 MODULE = "session_secret_kind_step"

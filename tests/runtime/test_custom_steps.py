@@ -19,8 +19,8 @@ import boto3
 import pytest
 from runtime_support import REGION, FakeContext, Sandbox, event
 from session_expiry_runtime import handler as handler_module
-from session_expiry_runtime.cleaner import SessionCleaner, process_batch
-from session_expiry_runtime.config import RuntimeConfig
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner, process_batch
+from session_expiry_runtime.core.config import RuntimeConfig
 from session_expiry_runtime.steps.custom import load_custom_steps, parse_custom_steps
 
 MODULE = "session_secrets_step"

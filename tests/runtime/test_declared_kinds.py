@@ -1,6 +1,6 @@
 """Every declared resource kind with a ``resource_targets`` key (``session_expiry_runtime/
 kinds.py``), through the real batch handler (``process_batch``) against moto and the emulator's
-release calls (``cdk_session_expiry/testing/_moto_resource_kinds.py``: moto lacks them).
+release calls (``cdk_session_expiry/testing/models/_moto_resource_kinds.py``: moto lacks them).
 
 The same five behaviours for each kind, from its declaration alone: released once (a second
 delivery makes no call), "already gone" is done, another session's id is refused (``NotOwned``,
@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 from runtime_support import TABLE, FakeContext, Sandbox, event
-from session_expiry_runtime.cleaner import SessionCleaner, process_batch
-from session_expiry_runtime.kinds import DECLARED_KINDS, ResourceKind
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner, process_batch
+from session_expiry_runtime.core.kinds import DECLARED_KINDS, ResourceKind
 from session_expiry_runtime.store import ResourceOwnedError, SessionStore
 
-from cdk_session_expiry.testing import _moto_resource_kinds as releases
+from cdk_session_expiry.testing.models import _moto_resource_kinds as releases
 
 #: Per targeted kind: (target as the API takes it, an id, another id), each of the API's form.
 SAMPLES: dict[str, tuple[str, str, str]] = {

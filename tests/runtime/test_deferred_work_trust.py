@@ -27,8 +27,8 @@ from ownership_support import claim_state, emf_totals
 from runtime_faults import answer, json_error
 from runtime_support import TABLE, FakeContext, Sandbox, Session, event
 from session_expiry_runtime import handler as handler_module
-from session_expiry_runtime.config import RuntimeConfig, validate_cleanup_config
-from session_expiry_runtime.ownership import KIND_CONNECTION, KIND_GRANT, STATE_HELD
+from session_expiry_runtime.core.config import RuntimeConfig, validate_cleanup_config
+from session_expiry_runtime.core.ownership import KIND_CONNECTION, KIND_GRANT, STATE_HELD
 from test_feature_flags import deferred_items, flags, remove, target_calls
 
 __all__ = ["flags"]  # the fixture, shared with test_feature_flags.py

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from runtime_support import BUCKET, FakeContext, Sandbox, event
-from session_expiry_runtime.cleaner import process_batch
+from session_expiry_runtime.cleanup.cleaner import process_batch
 from session_expiry_runtime.steps import scratch
 from session_expiry_runtime.steps.delete_objects import BatchingDeleter
 from session_expiry_runtime.steps.scratch import ScratchDeleter
@@ -237,7 +237,7 @@ def test_stress_every_delete_returns_and_every_key_is_sent_once(max_keys: int, s
     ``max_keys`` distinct keys), and each step gets exactly its own failures."""
     import random
 
-    from session_expiry_runtime.step_pool import CallSlots
+    from session_expiry_runtime.core.step_pool import CallSlots
 
     rnd = random.Random(seed)
     s3 = _FlakyS3(seed)

@@ -13,9 +13,9 @@ from ownership_support import claim_state
 from runtime_faults import answer, s3_error, times
 from runtime_support import FakeContext, Sandbox, event
 from session_expiry_runtime import handler as handler_module
-from session_expiry_runtime.cleaner import SessionCleaner, process_batch
-from session_expiry_runtime.config import ENV_DRY_RUN
-from session_expiry_runtime.ownership import KIND_CONNECTION, KIND_GRANT
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner, process_batch
+from session_expiry_runtime.core.config import ENV_DRY_RUN
+from session_expiry_runtime.core.ownership import KIND_CONNECTION, KIND_GRANT
 
 #: The calls that change something; none may be sent in a dry run.
 CHANGING = {

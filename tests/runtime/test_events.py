@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from runtime_faults import answer, json_error
 from runtime_support import DEFAULT_ACCOUNT_ID, REGION, SESSION, FakeContext, Sandbox, event
-from session_expiry_runtime import config as runtime_config
-from session_expiry_runtime import events as fan_out
-from session_expiry_runtime.cleaner import SessionCleaner, process_batch
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner, process_batch
+from session_expiry_runtime.core import config as runtime_config
+from session_expiry_runtime.sinks import events as fan_out
 
 from cdk_session_expiry import _runtime_contract as contract
 
@@ -246,7 +246,7 @@ def test_without_an_event_bus_nothing_is_published(sandbox: Sandbox) -> None:
 
 
 def test_event_entries_name_the_bus() -> None:
-    from session_expiry_runtime.cleaner import RecordResult
+    from session_expiry_runtime.cleanup.cleaner import RecordResult
 
     result = RecordResult("1", "cleaned", tenant="t")
     result.log.update(keys={"pk": "s"}, reason="explicit", sequenceNumber="1")

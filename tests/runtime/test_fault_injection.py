@@ -42,10 +42,10 @@ from runtime_support import (
     Sandbox,
     event,
 )
-from session_expiry_runtime.cleaner import process_batch
-from session_expiry_runtime.grant_names import grant_name
-from session_expiry_runtime.ownership import KIND_CONNECTION, KIND_GRANT
-from session_expiry_runtime.prefixes import build_scratch_prefix
+from session_expiry_runtime.cleanup.cleaner import process_batch
+from session_expiry_runtime.core.grant_names import grant_name
+from session_expiry_runtime.core.ownership import KIND_CONNECTION, KIND_GRANT
+from session_expiry_runtime.core.prefixes import build_scratch_prefix
 
 EXPIRED = 1_000
 LIVE = 200

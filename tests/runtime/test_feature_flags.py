@@ -1,7 +1,7 @@
 """Feature flags in AWS AppConfig (issue 26 part 1), through the real handler in moto.
 
 The flags are served by moto's AppConfig as the emulator teaches it
-(``cdk_session_expiry.testing._moto_appconfig``: environments, deployments and the AppConfig
+(``cdk_session_expiry.testing.models._moto_appconfig``: environments, deployments and the AppConfig
 Data API, which moto lacks); every call is a real boto3 call. The handler reads the flags at
 most every 15+ seconds per process: :func:`poll_now` tells the process's reader that the
 interval has passed (what a clock would do), nothing else of it is touched.
@@ -19,9 +19,9 @@ from flags_support import DRAIN, Flags, poll_now
 from ownership_support import emf_totals
 from runtime_support import REGION, FakeContext, Sandbox, Session, event
 from session_expiry_runtime import handler as handler_module
-from session_expiry_runtime.feature_flags import FlagSource, parse_flags
+from session_expiry_runtime.switches.feature_flags import FlagSource, parse_flags
 
-from cdk_session_expiry.testing import _moto_appconfig
+from cdk_session_expiry.testing.models import _moto_appconfig
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from flags_support import DRAIN, Flags
 from ownership_support import emf_totals
 from runtime_support import TABLE, FakeContext, Sandbox, event
 from session_expiry_runtime import handler as handler_module
-from session_expiry_runtime.deferred import DRAIN_STALE_SECONDS
-from session_expiry_runtime.ownership import KIND_CONNECTION, KIND_GRANT, resource_key
+from session_expiry_runtime.core.ownership import KIND_CONNECTION, KIND_GRANT, resource_key
+from session_expiry_runtime.switches.deferred import DRAIN_STALE_SECONDS
 from test_feature_flags import (
     deferred_items,
     flags,

@@ -15,7 +15,7 @@ from bedrock_support import bedrock_cleaner, bedrock_client, removed_naming
 from langgraph.graph import END, START, StateGraph
 from langgraph_checkpoint_aws import BedrockSessionSaver
 from runtime_support import FakeContext, Sandbox, event
-from session_expiry_runtime.cleaner import process_batch
+from session_expiry_runtime.cleanup.cleaner import process_batch
 
 from cdk_session_expiry.testing.bedrock_sessions import BedrockSessions
 

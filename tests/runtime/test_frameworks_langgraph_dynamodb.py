@@ -22,8 +22,8 @@ from docsite.doc_examples import REPO, examples
 from langgraph.graph import END, START, StateGraph
 from langgraph_checkpoint_aws import DynamoDBSaver
 from runtime_support import REGION, SESSION, FakeContext, Sandbox, event
-from session_expiry_runtime.cleaner import process_batch
-from session_expiry_runtime.ownership import custom_kind
+from session_expiry_runtime.cleanup.cleaner import process_batch
+from session_expiry_runtime.core.ownership import custom_kind
 
 NAME = "DeleteLangGraphThreads"
 TABLE = "langgraph-checkpoints"

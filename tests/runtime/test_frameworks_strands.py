@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from runtime_support import BUCKET, SESSION, FakeContext, Sandbox, event
-from session_expiry_runtime.cleaner import process_batch
+from session_expiry_runtime.cleanup.cleaner import process_batch
 from strands import Agent
 from strands.models import Model
 from strands.session import S3SessionManager

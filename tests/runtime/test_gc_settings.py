@@ -15,8 +15,8 @@ import sys
 
 import pytest
 from runtime_support import FakeContext, Sandbox
-from session_expiry_runtime import gc_settings
 from session_expiry_runtime import handler as handler_module
+from session_expiry_runtime.core import gc_settings
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from session_expiry_runtime.grant_names import (
+from session_expiry_runtime.core.grant_names import (
     GRANT_NAME_PREFIX,
     MAX_GRANT_NAME_LENGTH,
     GrantOwner,

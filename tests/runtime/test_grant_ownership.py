@@ -17,7 +17,7 @@ import pytest
 from botocore.exceptions import NoCredentialsError
 from runtime_faults import answer, json_error
 from runtime_support import APP_ROLE, CLEANUP_ROLE, FakeContext, Sandbox, event
-from session_expiry_runtime.cleaner import process_batch
+from session_expiry_runtime.cleanup.cleaner import process_batch
 
 from cdk_session_expiry import _runtime_contract as contract
 

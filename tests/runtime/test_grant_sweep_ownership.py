@@ -2,7 +2,7 @@
 retrying is pending, never an orphan; a released record means no call.
 
 Real boto3 calls against moto (KMS, the session table, the ownership table seeded in the format
-``session_expiry_runtime.ownership`` defines). moto's ListGrants answers no ``CreationDate``:
+``session_expiry_runtime.core.ownership`` defines). moto's ListGrants answers no ``CreationDate``:
 ``GrantClock`` adds it (see ``test_grant_sweeper``).
 """
 
@@ -15,8 +15,13 @@ from datetime import timedelta
 import pytest
 from ownership_support import calls_of, put_claim, raw_claim, read_claim
 from runtime_support import APP_ROLE, CLEANUP_ROLE, TABLE, Sandbox
-from session_expiry_runtime.grant_names import grant_name
-from session_expiry_runtime.ownership import ATTR_GONE_SINCE, KIND_GRANT, STATE_HELD, STATE_RELEASED
+from session_expiry_runtime.core.grant_names import grant_name
+from session_expiry_runtime.core.ownership import (
+    ATTR_GONE_SINCE,
+    KIND_GRANT,
+    STATE_HELD,
+    STATE_RELEASED,
+)
 from session_expiry_runtime.store import SessionStore
 from test_grant_sweeper import NOW, Grants
 
@@ -31,7 +36,7 @@ def grants(sandbox: Sandbox) -> Grants:
 @pytest.fixture(autouse=True)
 def _info_logs(caplog: pytest.LogCaptureFixture) -> None:
     """The sweep's INFO lines (a grant judged by its record) in ``caplog``."""
-    caplog.set_level(logging.INFO, logger="session_expiry_runtime.grant_sweeper")
+    caplog.set_level(logging.INFO, logger="session_expiry_runtime.sweeps.grant_sweeper")
 
 
 def ended_with_claim(grants: Grants, session_id: str = "s-1", **claim: object) -> str:

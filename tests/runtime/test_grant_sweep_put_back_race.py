@@ -32,8 +32,8 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from ownership_support import claim_state
 from runtime_support import SESSION, Sandbox
-from session_expiry_runtime.grant_sweeper import GrantSweeper, GrantSweepReport
-from session_expiry_runtime.ownership import ATTR_GONE_SINCE, KIND_GRANT
+from session_expiry_runtime.core.ownership import ATTR_GONE_SINCE, KIND_GRANT
+from session_expiry_runtime.sweeps.grant_sweeper import GrantSweeper, GrantSweepReport
 from test_grant_sweep_transient_gone import (
     _record,
     _store,

@@ -26,15 +26,15 @@ import pytest
 from botocore.exceptions import ClientError
 from ownership_support import OWNERSHIP_TABLE
 from runtime_support import Sandbox
-from session_expiry_runtime import grant_sweeper
-from session_expiry_runtime.config import (
+from session_expiry_runtime.core.config import (
     DEFAULT_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND,
     ENV_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND,
     RuntimeConfig,
 )
-from session_expiry_runtime.grant_sweep_marker import marker_resource
-from session_expiry_runtime.ownership import KIND_GRANT
-from session_expiry_runtime.pacing import Pacer
+from session_expiry_runtime.core.ownership import KIND_GRANT
+from session_expiry_runtime.core.pacing import Pacer
+from session_expiry_runtime.sweeps import grant_sweeper
+from session_expiry_runtime.sweeps.grant_sweep_marker import marker_resource
 from test_grant_sweeper import NOW, FakeTime, Grants
 
 #: AWS KMS Developer Guide, "Request quotas" (the figures the module docstring cites).
@@ -205,7 +205,7 @@ def test_a_marker_kms_refuses_restarts_at_page_one(
     # The grant this fake's marker names is retired meanwhile: the marker cannot be placed.
     named = base64.b64decode(cut.next_marker).decode()
     grants.kms.retire_grant(KeyId=grants.sandbox.key_arn, GrantId=named)
-    caplog.set_level(logging.WARNING, logger="session_expiry_runtime.grant_sweeper")
+    caplog.set_level(logging.WARNING, logger="session_expiry_runtime.sweeps.grant_sweeper")
 
     report = sweeper(grants, kms).sweep()
 

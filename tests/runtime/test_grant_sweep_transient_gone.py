@@ -26,9 +26,9 @@ import boto3
 from botocore.stub import Stubber
 from ownership_support import OWNERSHIP_TABLE, claim_state
 from runtime_support import APP_ROLE, Sandbox
-from session_expiry_runtime.grant_sweeper import GrantSweepReport
-from session_expiry_runtime.ownership import ATTR_GONE_SINCE, KIND_GRANT, resource_key
+from session_expiry_runtime.core.ownership import ATTR_GONE_SINCE, KIND_GRANT, resource_key
 from session_expiry_runtime.store import ConnectedGrant, SessionStore
+from session_expiry_runtime.sweeps.grant_sweeper import GrantSweepReport
 from test_grant_sweeper import NOW, OLD, Grants
 
 HOUR = timedelta(hours=1)

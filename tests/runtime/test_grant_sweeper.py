@@ -21,14 +21,14 @@ from botocore.exceptions import EndpointConnectionError
 from botocore.stub import Stubber
 from ownership_support import OWNERSHIP_TABLE
 from runtime_support import APP_ROLE, CLEANUP_ROLE, SESSION, TABLE, Sandbox
-from session_expiry_runtime import grant_sweeper
-from session_expiry_runtime.config import (
+from session_expiry_runtime.core.config import (
     DEFAULT_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND,
     RuntimeConfig,
 )
-from session_expiry_runtime.grant_names import grant_name
-from session_expiry_runtime.metrics import MetricsRecorder
-from session_expiry_runtime.pacing import Pacer
+from session_expiry_runtime.core.grant_names import grant_name
+from session_expiry_runtime.core.metrics import MetricsRecorder
+from session_expiry_runtime.core.pacing import Pacer
+from session_expiry_runtime.sweeps import grant_sweeper
 
 NOW = datetime.now(timezone.utc)
 OLD = NOW - timedelta(hours=2)

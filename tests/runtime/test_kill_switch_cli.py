@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from runtime_support import SESSION, Sandbox
-from session_expiry_runtime import kill_switch
+from session_expiry_runtime.ops import kill_switch
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from flags_support import Flags
 from runtime_support import SESSION, Sandbox
-from session_expiry_runtime import kill_switch
-from session_expiry_runtime.feature_flags import FlagReader, FlagSource
+from session_expiry_runtime.ops import kill_switch
+from session_expiry_runtime.switches.feature_flags import FlagReader, FlagSource
 
-from cdk_session_expiry.testing import _moto_appconfig
+from cdk_session_expiry.testing.models import _moto_appconfig
 
 
 @pytest.fixture

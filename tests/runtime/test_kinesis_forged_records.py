@@ -21,7 +21,7 @@ from session_expiry_runtime import handler as handler_module
 from test_kinesis_source import KinesisSource, change, run
 
 from cdk_session_expiry import _runtime_contract as contract
-from cdk_session_expiry.alarms import LOST_CLEANUP_CAUSES
+from cdk_session_expiry.monitoring.alarms import LOST_CLEANUP_CAUSES
 
 
 @pytest.fixture
@@ -170,7 +170,7 @@ def test_a_session_created_just_before_the_arrival_is_within_the_slack() -> None
     # Pure: the read-back's time rule at its edges (DynamoDB's delivery into Kinesis).
     from decimal import Decimal
 
-    from session_expiry_runtime.kinesis_removals import ARRIVAL_SLACK_SECONDS, RemovalCheck
+    from session_expiry_runtime.records.kinesis_removals import ARRIVAL_SLACK_SECONDS, RemovalCheck
 
     check = RemovalCheck(None, "t", ["pk"], "incarnation", max_lifetime_seconds=100)
     arrival = Decimal(10_000)

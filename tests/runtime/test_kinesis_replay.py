@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from moto.core import DEFAULT_ACCOUNT_ID
 from runtime_support import REGION, SESSION, TABLE, Sandbox, aws_calls
-from session_expiry_runtime import kinesis_replay, replay
+from session_expiry_runtime.recovery import kinesis_replay, replay
 from test_kinesis_source import STREAM, KinesisSource, change
 
 

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from runtime_support import SESSION, TABLE, FakeContext, Sandbox
 from session_expiry_runtime import handler as handler_module
-from session_expiry_runtime import kinesis_records, stream_records
-from session_expiry_runtime.decode import DecodeError
+from session_expiry_runtime.core.decode import DecodeError
+from session_expiry_runtime.records import kinesis_records, stream_records
 
 REGION = "us-east-1"
 STREAM = "session-changes"
@@ -169,7 +169,7 @@ def test_partial_batch_response_names_kinesis_sequence_numbers(
     good_change, bad_change = (change(r) for r in records)
     bad_change["dynamodb"]["OldImage"]["n"] = {"N": "not a number"}  # fails to decode
     with pytest.raises(DecodeError):
-        from session_expiry_runtime.decode import decode_image
+        from session_expiry_runtime.core.decode import decode_image
 
         decode_image(bad_change["dynamodb"]["OldImage"])
     source.put(good_change, partition_key="one-shard")
@@ -238,7 +238,7 @@ def test_the_kill_switch_gives_the_kinesis_streams_retention_deadline(
 ) -> None:
     from datetime import datetime, timezone
 
-    from session_expiry_runtime import kill_switch
+    from session_expiry_runtime.ops import kill_switch
 
     source.kinesis.increase_stream_retention_period(StreamName=STREAM, RetentionPeriodHours=168)
     since = datetime(2026, 1, 1, tzinfo=timezone.utc)

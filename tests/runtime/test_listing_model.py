@@ -1,4 +1,4 @@
-"""Listed objects parsed for their keys only (``session_expiry_runtime.listing_model``).
+"""Listed objects parsed for their keys only (``session_expiry_runtime.core.listing_model``).
 
 The cleanup's S3 clients come from a session whose data loader answers the S3 model with the
 ``Object`` shape reduced to ``Key``: botocore's own parser then converts one member of each
@@ -19,14 +19,14 @@ from botocore.parsers import ResponseParserFactory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from runtime_support import BUCKET, Sandbox
-from session_expiry_runtime.cleaner import build_clients
-from session_expiry_runtime.clients import cleanup_session
-from session_expiry_runtime.listing_model import (
+from session_expiry_runtime.cleanup.cleaner import build_clients
+from session_expiry_runtime.core.clients import cleanup_session
+from session_expiry_runtime.core.listing_model import (
     KeysOnlyListingLoader,
     KeysOnlyParserFactory,
     keys_only_s3_model,
 )
-from session_expiry_runtime.timestamps import parse_timestamp
+from session_expiry_runtime.core.timestamps import parse_timestamp
 
 #: S3 object key text: any Unicode but surrogates and control characters (S3 lists any key
 #: URL-encoded, which botocore asks for and decodes; a control character cannot be written in

@@ -1,6 +1,7 @@
 """Records skipped for good raise the metrics the construct's skipped-records alarm watches.
 
-The alarm (``cdk_session_expiry.alarms.skipped_records_alarm``) sums ``RecordsSkipped`` for the
+The alarm (``cdk_session_expiry.monitoring.alarms.skipped_records_alarm``) sums ``RecordsSkipped``
+for the
 causes in ``LOST_CLEANUP_CAUSES`` and ``ScratchPrefixesRefused``. Here real records go through
 the real cleanup and the embedded metric documents it writes are read back.
 """
@@ -12,10 +13,10 @@ from typing import Any
 
 import pytest
 from runtime_support import SESSION, FakeContext, Sandbox, event, to_lambda_record
-from session_expiry_runtime.cleaner import process_batch
+from session_expiry_runtime.cleanup.cleaner import process_batch
 
 from cdk_session_expiry import _runtime_contract as contract
-from cdk_session_expiry.alarms import LOST_CLEANUP_CAUSES
+from cdk_session_expiry.monitoring.alarms import LOST_CLEANUP_CAUSES
 
 
 def emitted(out: str) -> dict[tuple[str, str | None], float]:

@@ -3,7 +3,7 @@
 Real stream records from moto tables, the real handler (``session_expiry_runtime.handler``)
 or ``process_batch``, real boto3 calls against moto for DynamoDB (both tables), KMS and the
 API Gateway Management API. Ownership records are seeded in exactly the format
-``session_expiry_runtime.ownership`` defines (``ownership_support``). Stubbed, and said where:
+``session_expiry_runtime.core.ownership`` defines (``ownership_support``). Stubbed, and said where:
 the ``bedrock-agentcore`` operations (moto implements none: botocore's ``Stubber``, which fails
 any call it was not told to expect) and KMS's ``NotFoundException`` (moto never answers it).
 """
@@ -24,11 +24,10 @@ from ownership_support import calls_of, claim_state, emf_totals, put_claim, raw_
 from runtime_faults import answer, json_error, times
 from runtime_support import TABLE, FakeContext, Sandbox, event
 from session_expiry_runtime import handler as handler_module
-from session_expiry_runtime.cleaner import SessionCleaner, process_batch
-from session_expiry_runtime.config import DEFAULT_GRANT_CONSISTENCY_SECONDS, RuntimeConfig
-from session_expiry_runtime.grant_sweeper import GrantSweeper
-from session_expiry_runtime.metrics import MetricsRecorder
-from session_expiry_runtime.ownership import (
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner, process_batch
+from session_expiry_runtime.core.config import DEFAULT_GRANT_CONSISTENCY_SECONDS, RuntimeConfig
+from session_expiry_runtime.core.metrics import MetricsRecorder
+from session_expiry_runtime.core.ownership import (
     KIND_AGENT_RUNTIME,
     KIND_BROWSER,
     KIND_CODE_INTERPRETER,
@@ -38,6 +37,7 @@ from session_expiry_runtime.ownership import (
     STATE_RELEASING,
 )
 from session_expiry_runtime.steps.grant import GrantStep
+from session_expiry_runtime.sweeps.grant_sweeper import GrantSweeper
 from test_grant_sweeper import FakeTime, GrantClock
 
 RUNTIME_ARN = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/coder-Ab12Cd34Ef"

@@ -1,12 +1,12 @@
-"""The ownership rules (session_expiry_runtime.ownership): pure, no AWS."""
+"""The ownership rules (session_expiry_runtime.core.ownership): pure, no AWS."""
 
 from __future__ import annotations
 
 from decimal import Decimal
 
 import pytest
-from session_expiry_runtime import ownership as own
-from session_expiry_runtime.grant_names import grant_name
+from session_expiry_runtime.core import ownership as own
+from session_expiry_runtime.core.grant_names import grant_name
 
 ME = own.owner_token({"pk": "s-1"})
 OTHER = own.owner_token({"pk": "s-2"})

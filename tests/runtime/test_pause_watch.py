@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 from runtime_support import SESSION, Sandbox
-from session_expiry_runtime import config, kill_switch, pause_watch
+from session_expiry_runtime.core import config
+from session_expiry_runtime.ops import kill_switch
+from session_expiry_runtime.switches import pause_watch
 
 
 def make_mapping(stream_arn: str, **settings: Any) -> dict[str, Any]:

@@ -10,8 +10,13 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from session_expiry_runtime.decode import DecodeError, decode_attribute, decode_image, to_json_value
-from session_expiry_runtime.prefixes import (
+from session_expiry_runtime.core.decode import (
+    DecodeError,
+    decode_attribute,
+    decode_image,
+    to_json_value,
+)
+from session_expiry_runtime.core.prefixes import (
     ScratchPrefixError,
     build_scratch_prefix,
     validate_scratch_prefix,

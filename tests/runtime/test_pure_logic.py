@@ -7,21 +7,21 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from session_expiry_runtime.classify import (
-    classify_removal,
-    is_ttl_identity,
-    ttl_lag_seconds,
-)
-from session_expiry_runtime.cleaner import batch_response
-from session_expiry_runtime.decode import (
+from session_expiry_runtime.cleanup.cleaner import batch_response
+from session_expiry_runtime.core.decode import (
     DecodeError,
     decode_attribute,
     decode_image,
     parse_record,
     to_json_value,
 )
-from session_expiry_runtime.metrics import MetricsRecorder
-from session_expiry_runtime.ttl import ttl_epoch_seconds
+from session_expiry_runtime.core.metrics import MetricsRecorder
+from session_expiry_runtime.core.ttl import ttl_epoch_seconds
+from session_expiry_runtime.records.classify import (
+    classify_removal,
+    is_ttl_identity,
+    ttl_lag_seconds,
+)
 
 TTL = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 

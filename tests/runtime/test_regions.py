@@ -1,10 +1,10 @@
-"""The owner Region rules of a global table (``session_expiry_runtime.regions``), pure."""
+"""The owner Region rules of a global table (``session_expiry_runtime.core.regions``), pure."""
 
 from __future__ import annotations
 
 import pytest
-from session_expiry_runtime.config import RuntimeConfig
-from session_expiry_runtime.regions import owned_here, require_region, sweep_shard_value
+from session_expiry_runtime.core.config import RuntimeConfig
+from session_expiry_runtime.core.regions import owned_here, require_region, sweep_shard_value
 
 GLOBAL = RuntimeConfig(owner_region_attribute="ownerRegion", region="eu-west-1")
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from runtime_faults import answer, json_error, rest_json_error
 from runtime_support import SESSION, FakeContext, Sandbox, Session, event
-from session_expiry_runtime import replay
-from session_expiry_runtime.cleaner import SessionCleaner, process_batch
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner, process_batch
+from session_expiry_runtime.recovery import replay
 
 FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:cleanup"
 
@@ -374,7 +374,7 @@ def test_fails_cli_without_a_cleanup_target_and_keeps_the_message(
 def test_fails_library_replay_without_a_cleanup_target(
     sandbox: Sandbox, failed: FailedBatch
 ) -> None:
-    from session_expiry_runtime.config import RuntimeConfig
+    from session_expiry_runtime.core.config import RuntimeConfig
 
     with pytest.raises(replay.NoCleanupTarget, match="--env-from-function"):
         failed.replay(sandbox.cleaner(RuntimeConfig(table_name="sessions")))
@@ -635,7 +635,7 @@ def test_fails_cli_on_a_non_positive_max_messages(capsys: pytest.CaptureFixture[
 
 
 def test_an_agentcore_only_configuration_is_a_cleanup_target() -> None:
-    from session_expiry_runtime.config import RuntimeConfig
+    from session_expiry_runtime.core.config import RuntimeConfig
 
     arn = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/agent-1"
     assert replay.configured_targets(RuntimeConfig(agent_runtime_arn=arn)) == [

@@ -29,8 +29,8 @@ import boto3
 import pytest
 from runtime_faults import _response, rest_json_error
 from runtime_support import REGION, SESSION, Sandbox
-from session_expiry_runtime import replay
-from session_expiry_runtime.replay_steps import StepsPathError, steps_path
+from session_expiry_runtime.recovery import replay
+from session_expiry_runtime.recovery.replay_steps import StepsPathError, steps_path
 from test_replay import FailedBatch
 from test_replay_trust import _cleanup_function, _settings, other_table_failure
 

@@ -16,7 +16,7 @@ function's with ``--env-from-function``), before any message is read:
 
 Every call is a real boto3 call through the real CLI (``replay.main``) against moto. The
 stand-ins, for what moto does not reproduce: AppConfig environments, deployments and the
-AppConfig Data API (``cdk_session_expiry.testing._moto_appconfig``, as the feature-flag tests
+AppConfig Data API (``cdk_session_expiry.testing.models._moto_appconfig``, as the feature-flag tests
 use it), and the failed batch's ``DeleteConnection`` answering 403 (``FailedBatch``: moto never
 refuses it).
 """
@@ -32,13 +32,13 @@ import pytest
 from flags_support import Flags
 from moto.core import DEFAULT_ACCOUNT_ID
 from runtime_support import REGION, SESSION, TABLE, Sandbox
-from session_expiry_runtime import replay
+from session_expiry_runtime.recovery import replay
 from test_kinesis_replay import _iso, _removed
 from test_kinesis_source import STREAM, KinesisSource
 from test_replay import FailedBatch
 from test_replay_trust import _settings
 
-from cdk_session_expiry.testing import _moto_appconfig
+from cdk_session_expiry.testing.models import _moto_appconfig
 
 OVERRIDE = "--ignore-feature-flags"
 

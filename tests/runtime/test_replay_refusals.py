@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 from runtime_support import SESSION, Sandbox, Session, event
-from session_expiry_runtime import replay
-from session_expiry_runtime.ownership import KIND_CONNECTION, former_owner, owner_token
+from session_expiry_runtime.core.ownership import KIND_CONNECTION, former_owner, owner_token
+from session_expiry_runtime.recovery import replay
 from test_replay import failure_record, trusted
 
 BUCKET = "failures"

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from runtime_support import SESSION, Sandbox, Session
-from session_expiry_runtime import replay
+from session_expiry_runtime.recovery import replay
 from test_kinesis_source import KinesisSource, change
 from test_replay import FailedBatch
 from test_replay_trust import _settings, other_table_stream

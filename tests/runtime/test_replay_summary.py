@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 import pytest
 from runtime_support import SESSION, Sandbox
-from session_expiry_runtime import replay
+from session_expiry_runtime.recovery import replay
 from test_kinesis_source import KinesisSource
 from test_replay import FailedBatch
 from test_replay_stream_arn import (

@@ -24,9 +24,13 @@ from typing import Any
 import pytest
 from runtime_faults import answer, json_error
 from runtime_support import REGION, SESSION, Sandbox, Session, event, to_lambda_record
-from session_expiry_runtime import replay
-from session_expiry_runtime.failure_records import ForeignStream, check_stream, parse_failure_record
-from session_expiry_runtime.replay_trust import TrustedStreams
+from session_expiry_runtime.recovery import replay
+from session_expiry_runtime.recovery.failure_records import (
+    ForeignStream,
+    check_stream,
+    parse_failure_record,
+)
+from session_expiry_runtime.recovery.replay_trust import TrustedStreams
 from test_replay import FailedBatch, failure_record, trusted
 
 BUCKET = "failures"
@@ -237,7 +241,7 @@ def test_fails_on_a_payload_remove_whose_keys_cannot_be_looked_up(
 
 
 def test_binary_keys_are_looked_up_as_bytes() -> None:
-    from session_expiry_runtime.removed_items import _key_for_get_item
+    from session_expiry_runtime.recovery.removed_items import _key_for_get_item
 
     assert _key_for_get_item({"pk": {"B": "AQI="}, "sk": {"N": "7"}}, 0) == {
         "pk": {"B": b"\x01\x02"},

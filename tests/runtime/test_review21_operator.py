@@ -11,7 +11,7 @@ from typing import Any
 import moto.awslambda.models as lambda_models
 import pytest
 from runtime_support import SESSION, Sandbox
-from session_expiry_runtime import kill_switch
+from session_expiry_runtime.ops import kill_switch
 from test_grant_sweeper import Grants
 from test_kinesis_source import KinesisSource
 from test_pause_watch import make_mapping

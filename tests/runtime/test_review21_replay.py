@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from runtime_support import SESSION, Sandbox, aws_calls
-from session_expiry_runtime import replay
+from session_expiry_runtime.recovery import replay
 from test_kinesis_source import KinesisSource, change
 from test_replay import FailedBatch
 from test_replay_trust import _settings

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import pytest
 from runtime_support import SESSION, Sandbox, aws_calls
-from session_expiry_runtime import replay
+from session_expiry_runtime.recovery import replay
 from test_replay import FailedBatch
 from test_replay_trust import _settings
 

@@ -34,10 +34,10 @@ from runtime_support import (
     Session,
     event,
 )
-from session_expiry_runtime import batch
-from session_expiry_runtime.cleaner import SessionCleaner, process_batch
-from session_expiry_runtime.config import DEFAULT_GRANT_CONSISTENCY_SECONDS
-from session_expiry_runtime.ownership import (
+from session_expiry_runtime.cleanup import batch
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner, process_batch
+from session_expiry_runtime.core.config import DEFAULT_GRANT_CONSISTENCY_SECONDS
+from session_expiry_runtime.core.ownership import (
     KIND_CONNECTION,
     KIND_GRANT,
     STATE_HELD,

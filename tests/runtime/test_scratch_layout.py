@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 from runtime_support import BUCKET, SESSION, FakeContext, event, to_lambda_record
-from session_expiry_runtime.cleaner import SessionCleaner, build_clients, process_batch
-from session_expiry_runtime.config import RuntimeConfig
-from session_expiry_runtime.metrics import MetricsRecorder
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner, build_clients, process_batch
+from session_expiry_runtime.core.config import RuntimeConfig
+from session_expiry_runtime.core.metrics import MetricsRecorder
 from session_expiry_runtime.store import Session, SessionStore
 
 TABLE = "user-sessions"

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from ownership_support import OWNERSHIP_TABLE, adopt
 from runtime_support import ENDPOINT, SESSION, TABLE, FakeContext, Sandbox, event
-from session_expiry_runtime.config import RuntimeConfig
+from session_expiry_runtime.core.config import RuntimeConfig
+from session_expiry_runtime.core.ownership import KIND_CONNECTION
 from session_expiry_runtime.handler import handler
-from session_expiry_runtime.ownership import KIND_CONNECTION
 from session_expiry_runtime.store import SessionStore
 
 

@@ -1,4 +1,5 @@
-"""The budget every invocation shares (``session_expiry_runtime.shared_pace``, issue 38) on a real
+"""The budget every invocation shares (``session_expiry_runtime.core.shared_pace``, issue 38) on a
+real
 DynamoDB table (moto): its conditional counter, its waits, its deadline and its failing open.
 
 How the fleet stays under a quota with it is measured in ``tests/test_pacing.py`` (four
@@ -14,10 +15,10 @@ import pytest
 from botocore.exceptions import ClientError
 from ownership_support import OWNERSHIP_TABLE, emf_totals
 from runtime_support import Sandbox
-from session_expiry_runtime.cleaner import build_clients
-from session_expiry_runtime.config import METRIC_SHARED_PACE_UNAVAILABLE, RuntimeConfig
-from session_expiry_runtime.metrics import MetricsRecorder
-from session_expiry_runtime.shared_pace import KEEP_SECONDS, SharedBudget, retire_grant_budget
+from session_expiry_runtime.cleanup.cleaner import build_clients
+from session_expiry_runtime.core.config import METRIC_SHARED_PACE_UNAVAILABLE, RuntimeConfig
+from session_expiry_runtime.core.metrics import MetricsRecorder
+from session_expiry_runtime.core.shared_pace import KEEP_SECONDS, SharedBudget, retire_grant_budget
 
 START = 1_800_000_000.25  # epoch seconds, a quarter into a second
 

@@ -18,12 +18,12 @@ import pytest
 from flags_support import Flags
 from ownership_support import DEFERRED_WORK_TABLE
 from runtime_support import SESSION, Sandbox, aws_calls
-from session_expiry_runtime import status as status_cli
-from session_expiry_runtime.circuit_breaker import OPEN, Record
+from session_expiry_runtime.ops import status as status_cli
+from session_expiry_runtime.switches.circuit_breaker import OPEN, Record
 
-from cdk_session_expiry import kill_switch as construct_kill_switch
 from cdk_session_expiry import outputs as construct_outputs
-from cdk_session_expiry.testing import _cloudformation_models, _moto_appconfig
+from cdk_session_expiry.switches import kill_switch as construct_kill_switch
+from cdk_session_expiry.testing.models import _cloudformation_models, _moto_appconfig
 
 STACK = "Sessions"
 PARAMETER = "/sessions/breaker"

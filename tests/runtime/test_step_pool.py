@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 from runtime_support import FakeContext, Sandbox, event
-from session_expiry_runtime.cleaner import process_batch
-from session_expiry_runtime.step_pool import CallSlots, StepPool
+from session_expiry_runtime.cleanup.cleaner import process_batch
+from session_expiry_runtime.core.step_pool import CallSlots, StepPool
 from session_expiry_runtime.steps.delete_objects import BatchingDeleter
 
 WAIT_S = 30  # a bound for a broken test, never reached by a passing one
@@ -178,7 +178,7 @@ def test_every_call_is_made_holding_a_slot_also_on_record_threads(
     the archive gate runs there too: those calls hold a slot like the pool's, so record threads
     and pool threads together never exceed ``max_workers`` (an adversarial review measured 23
     calls in flight with 16 before they did)."""
-    from session_expiry_runtime import batch
+    from session_expiry_runtime.cleanup import batch
 
     pools: list[StepPool] = []
 

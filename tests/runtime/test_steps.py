@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 from runtime_support import FakeContext, Sandbox, event
-from session_expiry_runtime.batch import process_batch
-from session_expiry_runtime.cleaner import SessionCleaner
-from session_expiry_runtime.clients import CleanupClients
-from session_expiry_runtime.config import RuntimeConfig
-from session_expiry_runtime.decode import parse_record
-from session_expiry_runtime.metrics import MetricsRecorder
-from session_expiry_runtime.outcomes import STEP_DONE, STEP_DRY_RUN
-from session_expiry_runtime.ownership import KIND_GRANT
+from session_expiry_runtime.cleanup.batch import process_batch
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner
+from session_expiry_runtime.core.clients import CleanupClients
+from session_expiry_runtime.core.config import RuntimeConfig
+from session_expiry_runtime.core.decode import parse_record
+from session_expiry_runtime.core.metrics import MetricsRecorder
+from session_expiry_runtime.core.ownership import KIND_GRANT
+from session_expiry_runtime.owners.outcomes import STEP_DONE, STEP_DRY_RUN
 from session_expiry_runtime.steps import BUILTIN_STEPS, build_steps
 from session_expiry_runtime.steps.base import (
     PLAN_MISSING,

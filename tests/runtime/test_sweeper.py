@@ -22,9 +22,8 @@ import pytest
 from ownership_support import adopt
 from runtime_faults import answer, json_error, times
 from runtime_support import SESSION, TABLE, FakeContext, Sandbox, event
-from session_expiry_runtime import sweeper as sweeper_module
-from session_expiry_runtime.cleaner import process_batch
-from session_expiry_runtime.config import (
+from session_expiry_runtime.cleanup.cleaner import process_batch
+from session_expiry_runtime.core.config import (
     DEFAULT_SWEEP_INDEX_NAME,
     DEFAULT_SWEEP_SHARD_ATTRIBUTE,
     ENV_DRY_RUN,
@@ -33,9 +32,10 @@ from session_expiry_runtime.config import (
     ENV_TTL_ATTRIBUTE,
     RuntimeConfig,
 )
-from session_expiry_runtime.metrics import MetricsRecorder
+from session_expiry_runtime.core.metrics import MetricsRecorder
 from session_expiry_runtime.store import SessionStore
-from session_expiry_runtime.sweeper import (
+from session_expiry_runtime.sweeps import sweeper as sweeper_module
+from session_expiry_runtime.sweeps.sweeper import (
     ExpirySweeper,
     SweepIncompleteError,
     shard_of,

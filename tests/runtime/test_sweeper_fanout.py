@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 from runtime_support import SESSION, FakeContext, Sandbox
-from session_expiry_runtime import sweeper as sweeper_module
-from session_expiry_runtime.config import (
+from session_expiry_runtime.core.config import (
     ENV_SWEEP_SHARD_ATTRIBUTE,
     ENV_SWEEP_SHARDS,
     EVENT_SWEEP_PERIOD_SECONDS,
@@ -25,9 +24,10 @@ from session_expiry_runtime.config import (
     EVENT_SWEEP_SHARDS,
     RuntimeConfig,
 )
-from session_expiry_runtime.metrics import MetricsRecorder
+from session_expiry_runtime.core.metrics import MetricsRecorder
 from session_expiry_runtime.store import SessionStore
-from session_expiry_runtime.sweeper import (
+from session_expiry_runtime.sweeps import sweeper as sweeper_module
+from session_expiry_runtime.sweeps.sweeper import (
     Deadline,
     ExpirySweeper,
     period_end_of,

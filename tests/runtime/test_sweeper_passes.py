@@ -21,18 +21,18 @@ import boto3
 import pytest
 from runtime_faults import answer, json_error
 from runtime_support import SESSION, TABLE, Sandbox
-from session_expiry_runtime import cleaner as cleaner_module
-from session_expiry_runtime import sweeper as sweeper_module
-from session_expiry_runtime.config import (
+from session_expiry_runtime.cleanup import cleaner as cleaner_module
+from session_expiry_runtime.core.config import (
     DEFAULT_SWEEP_SHARD_ATTRIBUTE,
     ENV_SWEEP_INTERVAL_SECONDS,
     ENV_SWEEP_SHARD_ATTRIBUTE,
     ENV_TIME_GUARD_MS,
     RuntimeConfig,
 )
-from session_expiry_runtime.metrics import MetricsRecorder
+from session_expiry_runtime.core.metrics import MetricsRecorder
 from session_expiry_runtime.store import SessionStore
-from session_expiry_runtime.sweeper import (
+from session_expiry_runtime.sweeps import sweeper as sweeper_module
+from session_expiry_runtime.sweeps.sweeper import (
     Deadline,
     ExpirySweeper,
     RunClock,

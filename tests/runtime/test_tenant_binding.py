@@ -29,9 +29,9 @@ from runtime_support import (
     event,
     to_lambda_record,
 )
-from session_expiry_runtime.cleaner import SessionCleaner, build_clients, process_batch
-from session_expiry_runtime.config import RuntimeConfig
-from session_expiry_runtime.metrics import MetricsRecorder
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner, build_clients, process_batch
+from session_expiry_runtime.core.config import RuntimeConfig
+from session_expiry_runtime.core.metrics import MetricsRecorder
 from session_expiry_runtime.store import SessionStore
 
 TABLE = "tenant-sessions"

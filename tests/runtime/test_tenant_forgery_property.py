@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ownership_support import read_claim
 from runtime_support import TABLE, FakeContext, Sandbox, event
-from session_expiry_runtime.cleaner import process_batch
-from session_expiry_runtime.config import RuntimeConfig
-from session_expiry_runtime.ownership import ALARMED_REFUSALS, KIND_GRANT
+from session_expiry_runtime.cleanup.cleaner import process_batch
+from session_expiry_runtime.core.config import RuntimeConfig
+from session_expiry_runtime.core.ownership import ALARMED_REFUSALS, KIND_GRANT
 from session_expiry_runtime.registrar import Registrar
 from test_ownership_cleanup import AGENT_ENV, TENANT_A, TENANT_B, tenant_b_session
 

@@ -17,10 +17,10 @@ import pytest
 from ownership_support import put_claim
 from runtime_faults import answer, rest_json_error
 from runtime_support import FakeContext, Sandbox, event
-from session_expiry_runtime.cleaner import process_batch
-from session_expiry_runtime.config import DIMENSION_TENANT
-from session_expiry_runtime.metrics import MAX_TENANT_CHARACTERS, MetricsRecorder, tenant_text
-from session_expiry_runtime.ownership import KIND_GRANT
+from session_expiry_runtime.cleanup.cleaner import process_batch
+from session_expiry_runtime.core.config import DIMENSION_TENANT
+from session_expiry_runtime.core.metrics import MAX_TENANT_CHARACTERS, MetricsRecorder, tenant_text
+from session_expiry_runtime.core.ownership import KIND_GRANT
 
 from cdk_session_expiry import tenant_metrics
 

@@ -19,17 +19,17 @@ from typing import Any
 import pytest
 from moto import mock_aws
 from runtime_support import Sandbox, event
-from session_expiry_runtime.batch import RETURN_RESERVE_MS, process_batch
-from session_expiry_runtime.clients import (
+from session_expiry_runtime.cleanup.batch import RETURN_RESERVE_MS, process_batch
+from session_expiry_runtime.cleanup.runner import CleanupRunner
+from session_expiry_runtime.core.clients import (
     MAX_ATTEMPTS,
     build_clients,
     call_timeouts,
     client_config,
     worst_call_seconds,
 )
-from session_expiry_runtime.config import DEFAULT_TIME_GUARD_MS
-from session_expiry_runtime.metrics import MetricsRecorder
-from session_expiry_runtime.runner import CleanupRunner
+from session_expiry_runtime.core.config import DEFAULT_TIME_GUARD_MS
+from session_expiry_runtime.core.metrics import MetricsRecorder
 
 MARGIN_MS = 2_000
 DEADLINE_SECONDS = 4.0

@@ -1,7 +1,7 @@
-"""Response timestamps through the standard library (``session_expiry_runtime.timestamps``).
+"""Response timestamps through the standard library (``session_expiry_runtime.core.timestamps``).
 
 The cleanup's clients come from a botocore session whose timestamp parser is
-:func:`~session_expiry_runtime.timestamps.parse_timestamp` (botocore's documented parser
+:func:`~session_expiry_runtime.core.timestamps.parse_timestamp` (botocore's documented parser
 setting). It must give exactly what botocore's own parser gives, and the cleanup must still
 list and delete everything through it: moto answers here, real boto3 parses.
 """
@@ -13,9 +13,9 @@ import datetime as dt
 import pytest
 from botocore.utils import parse_timestamp as botocore_parse_timestamp
 from runtime_support import BUCKET, FakeContext, Sandbox, event
-from session_expiry_runtime.cleaner import build_clients
+from session_expiry_runtime.cleanup.cleaner import build_clients
+from session_expiry_runtime.core.timestamps import parse_timestamp
 from session_expiry_runtime.handler import handler
-from session_expiry_runtime.timestamps import parse_timestamp
 
 VALUES = [
     "2026-11-30T12:00:00.000Z",  # S3's LastModified

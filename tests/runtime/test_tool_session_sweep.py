@@ -18,16 +18,16 @@ import pytest
 from botocore.exceptions import ClientError
 from ownership_support import OWNERSHIP_TABLE, create_ownership_table, put_claim, raw_claim
 from runtime_support import TABLE
-from session_expiry_runtime import tool_session_listing, tool_session_sweeper
-from session_expiry_runtime.config import RuntimeConfig
-from session_expiry_runtime.metrics import MetricsRecorder
-from session_expiry_runtime.ownership import (
+from session_expiry_runtime.core.config import RuntimeConfig
+from session_expiry_runtime.core.metrics import MetricsRecorder
+from session_expiry_runtime.core.ownership import (
     ATTR_GONE_SINCE,
     KIND_BROWSER,
     KIND_CODE_INTERPRETER,
     STATE_RELEASED,
 )
-from session_expiry_runtime.tool_session_sweeper import (
+from session_expiry_runtime.sweeps import tool_session_listing, tool_session_sweeper
+from session_expiry_runtime.sweeps.tool_session_sweeper import (
     SweepSettings,
     ToolSessionSweeper,
     ToolSessionSweepFailed,

@@ -30,18 +30,18 @@ from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
 from moto.core import DEFAULT_ACCOUNT_ID
 from ownership_support import create_ownership_table
 from runtime_support import FakeContext
-from session_expiry_runtime import stream_records
-from session_expiry_runtime.cleaner import SessionCleaner, build_clients, process_batch
-from session_expiry_runtime.config import (
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner, build_clients, process_batch
+from session_expiry_runtime.core.config import (
     CAUSE_OTHER_REGION,
     REASON_DELETED_AFTER_EXPIRY,
     REASON_EXPLICIT,
     REASON_TTL,
     RuntimeConfig,
 )
-from session_expiry_runtime.metrics import MetricsRecorder
+from session_expiry_runtime.core.metrics import MetricsRecorder
+from session_expiry_runtime.records import stream_records
 from session_expiry_runtime.store import SessionStore
-from session_expiry_runtime.sweeper import ExpirySweeper
+from session_expiry_runtime.sweeps.sweeper import ExpirySweeper
 
 from cdk_session_expiry.testing.poller import pattern_matcher
 

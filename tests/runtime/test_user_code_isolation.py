@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 from runtime_support import FakeContext, Sandbox, event
-from session_expiry_runtime import batch
-from session_expiry_runtime.batch import process_batch
+from session_expiry_runtime.cleanup import batch
+from session_expiry_runtime.cleanup.batch import process_batch
+from session_expiry_runtime.cleanup.runner import CleanupRunner
 from session_expiry_runtime.handler import handler
-from session_expiry_runtime.runner import CleanupRunner
 
 MODULE = "raising_user_step"
 STEP = "RaiseOnDemand"

@@ -22,8 +22,8 @@ from cdk_session_expiry.testing import (
     Schedule,
     ScheduleRunner,
     ShardBlocked,
-    _moto_internals,
 )
+from cdk_session_expiry.testing.models import _moto_internals
 
 from .test_poller import REMOVE_FILTER, Recorder, Table
 

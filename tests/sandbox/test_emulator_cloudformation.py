@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from cdk_session_expiry.testing import LocalEmulator, MotoInternalsChanged, _moto_internals
+from cdk_session_expiry.testing import LocalEmulator, MotoInternalsChanged
+from cdk_session_expiry.testing.models import _moto_internals
 
 ALARM = {
     "Type": "AWS::CloudWatch::Alarm",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from cdk_session_expiry.testing import Fault, LocalEmulator, MotoInternalsChanged, _moto_internals
+from cdk_session_expiry.testing import Fault, LocalEmulator, MotoInternalsChanged
+from cdk_session_expiry.testing.models import _moto_internals
 
 
 def test_a_matching_request_fails_with_the_error_and_changes_nothing(

@@ -7,12 +7,8 @@ import threading
 
 import pytest
 
-from cdk_session_expiry.testing import (
-    EmulatorSnapshot,
-    LocalEmulator,
-    SnapshotError,
-    _moto_internals,
-)
+from cdk_session_expiry.testing import EmulatorSnapshot, LocalEmulator, SnapshotError
+from cdk_session_expiry.testing.models import _moto_internals
 
 
 def _table(emulator: LocalEmulator, name: str) -> None:

@@ -1,6 +1,7 @@
 """The moto internals the local pipeline patches or reads are still there (moto is pinned).
 
-If one of these fails after a moto upgrade, update cdk_session_expiry/testing/_moto_internals.py
+If one of these fails after a moto upgrade, update
+cdk_session_expiry/testing/models/_moto_internals.py
 for the new release (or keep moto inside the pinned range).
 """
 
@@ -13,12 +14,8 @@ import moto
 import pytest
 from moto.awslambda.models import LambdaBackend
 
-from cdk_session_expiry.testing import (
-    LocalEmulator,
-    MotoInternalsChanged,
-    _moto_internals,
-    check_moto_internals,
-)
+from cdk_session_expiry.testing import LocalEmulator, MotoInternalsChanged, check_moto_internals
+from cdk_session_expiry.testing.models import _moto_internals
 
 
 def test_moto_is_inside_the_pinned_range() -> None:

@@ -1,4 +1,5 @@
-"""Item-level backups of moto's TransactWriteItems (cdk_session_expiry.testing._moto_transactions):
+"""Item-level backups of moto's TransactWriteItems
+(cdk_session_expiry.testing.models._moto_transactions):
 the same state as moto's whole-table backup, items and stream records, without copying tables."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.dynamodb import models as dynamodb_models
 
-from cdk_session_expiry.testing import _moto_transactions
+from cdk_session_expiry.testing.models import _moto_transactions
 
 
 @pytest.fixture

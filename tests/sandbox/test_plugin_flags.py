@@ -126,7 +126,7 @@ def test_the_status_command_reads_the_deployed_stack(
 ) -> None:
     """``session-expiry status`` (issue 39) finds the construct by its outputs' keys in the
     deployed stack, and every section it reads answers."""
-    from session_expiry_runtime import status
+    from session_expiry_runtime.ops import status
 
     p = session_expiry_pipeline
     view = status.collect(_EmulatorSession(p), p.stack.name)

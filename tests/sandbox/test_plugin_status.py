@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from session_expiry_runtime import status
-from session_expiry_runtime.circuit_breaker import OPEN, Record
+from session_expiry_runtime.ops import status
+from session_expiry_runtime.switches.circuit_breaker import OPEN, Record
 
 from cdk_session_expiry import _runtime_contract as contract
 from cdk_session_expiry.testing import LocalPipeline

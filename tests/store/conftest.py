@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 from moto.core.botocore_stubber import BotocoreStubber
-from session_expiry_runtime.config import RuntimeConfig
+from session_expiry_runtime.core.config import RuntimeConfig
 from session_expiry_runtime.store import SessionStore
 
 from ._support import (

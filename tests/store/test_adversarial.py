@@ -13,8 +13,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from session_expiry_runtime.core.ttl import is_live, ttl_from_attribute
 from session_expiry_runtime.store import SessionGoneError, SessionStore
-from session_expiry_runtime.ttl import is_live, ttl_from_attribute
 
 from ._support import T0_EPOCH, TABLE, FakeClock, raw_item
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import boto3
 import pytest
-from session_expiry_runtime.config import RuntimeConfig
-from session_expiry_runtime.ownership import owner_token
+from session_expiry_runtime.core.config import RuntimeConfig
+from session_expiry_runtime.core.ownership import owner_token
 from session_expiry_runtime.registrar import UNDO_WINDOW_SECONDS, Registrar
 from session_expiry_runtime.store import ResourceOwnedError, SessionGoneError, SessionStore
 

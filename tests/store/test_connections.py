@@ -11,10 +11,10 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
-from session_expiry_runtime.config import RuntimeConfig
+from session_expiry_runtime.core.config import RuntimeConfig
 from session_expiry_runtime.store import SessionGoneError, SessionStore
 
-from cdk_session_expiry.testing._moto_internals import open_connection_ids
+from cdk_session_expiry.testing.models._moto_internals import open_connection_ids
 
 from ._support import T0_EPOCH, TABLE, WEBSOCKET_ENDPOINT, FakeClock, create_table, raw_item
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from runtime.runtime_support import APP_ROLE, FakeContext, Sandbox, event
 from session_expiry_runtime import handler as handler_module
-from session_expiry_runtime.config import ENV_TTL_ATTRIBUTE
+from session_expiry_runtime.core.config import ENV_TTL_ATTRIBUTE
 from session_expiry_runtime.store import SessionStore
 
 from ._support import FakeClock

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from session_expiry_runtime.grant_names import GrantOwner, grant_name, parse_grant_name
+from session_expiry_runtime.core.grant_names import GrantOwner, grant_name, parse_grant_name
 from session_expiry_runtime.store import SessionStore
 
 from ._support import GRANTEE_ROLE, RETIRING_ROLE

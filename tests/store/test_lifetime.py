@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from session_expiry_runtime.config import (
+from session_expiry_runtime.core.config import (
     DEFAULT_MAX_SESSION_LIFETIME_SECONDS,
     ENV_MAX_SESSION_LIFETIME_SECONDS,
     ENV_TABLE_NAME,

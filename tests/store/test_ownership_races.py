@@ -19,7 +19,7 @@ from functools import partial
 from typing import Any
 
 import pytest
-from session_expiry_runtime.ownership import owner_token
+from session_expiry_runtime.core.ownership import owner_token
 from session_expiry_runtime.store import ResourceOwnedError, Session, SessionStore
 
 from ._support import claim_of, raw_item

@@ -17,8 +17,8 @@ from typing import Any
 
 import boto3
 import pytest
-from session_expiry_runtime.config import RuntimeConfig
-from session_expiry_runtime.ownership import (
+from session_expiry_runtime.core.config import RuntimeConfig
+from session_expiry_runtime.core.ownership import (
     CLAIM_RETENTION_SECONDS,
     RELEASING_STALE_SECONDS,
     Claim,
@@ -447,7 +447,7 @@ def test_a_legacy_item_records_ids_without_claims_and_stays_legacy(
 def test_attach_connection_closes_only_the_earlier_connections_it_owns(
     store: SessionStore, ddb: Any, connections: Any
 ) -> None:
-    from cdk_session_expiry.testing._moto_internals import open_connection_ids
+    from cdk_session_expiry.testing.models._moto_internals import open_connection_ids
 
     for connection in ("c-1", "victim", "c-2"):
         connections.post_to_connection(ConnectionId=connection, Data=b"hi")  # moto opens it

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from session_expiry_runtime.config import (
+from session_expiry_runtime.core.config import (
     ENV_GRANT_KEY_ARN,
     ENV_RETIRING_PRINCIPAL,
     ENV_SORT_KEY,

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
 import pytest
-from session_expiry_runtime.ttl import (
+from session_expiry_runtime.core.ttl import (
     CLOCK_SKEW_ALLOWANCE,
     MAX_SESSION_TTL,
     expiry_from_timestamp,

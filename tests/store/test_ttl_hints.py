@@ -7,7 +7,7 @@ import re
 from decimal import Decimal
 
 import pytest
-from session_expiry_runtime.ttl import expiry_from_ttl
+from session_expiry_runtime.core.ttl import expiry_from_ttl
 
 NOW = Decimal(1_767_225_600)
 

@@ -1,19 +1,19 @@
 """Cleanup steps: the contract (`base`) and the registry of built-in steps, in order.
 
 A resource kind whose release is one call per id is one declaration in
-`session_expiry_runtime.kinds.DECLARED_KINDS`: its step (`released.ReleasedKindStep`) is built
+`session_expiry_runtime.core.kinds.DECLARED_KINDS`: its step (`released.ReleasedKindStep`) is built
 from it, after the built-in session steps. A step that does more is one new module in this
 package (a `CleanupStep` subclass with ``name``, ``build``, ``plan``, ``run`` and, if it can
 look before it acts, ``preview``) plus one line in `BUILTIN_STEPS`. The runner
-(`session_expiry_runtime.runner`) orders steps by phase — the archive gate first, the
+(`session_expiry_runtime.cleanup.runner`) orders steps by phase — the archive gate first, the
 session steps side by side, the fan-out after success — so a step's place in this list only
 orders steps of the same phase (and their fields in the log line).
 """
 
 from __future__ import annotations
 
-from ..clients import CleanupClients
-from ..config import RuntimeConfig
+from ..core.clients import CleanupClients
+from ..core.config import RuntimeConfig
 from .agent_memory import AgentMemoryStep
 from .agent_runtime import AgentRuntimeStep
 from .archive import ArchiveStep

@@ -42,16 +42,16 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..agent_sessions import is_memory_session, parse_memory_session
-from ..clients import CleanupClients
-from ..config import (
+from ..core.agent_sessions import is_memory_session, parse_memory_session
+from ..core.clients import CleanupClients
+from ..core.config import (
     ACTION_DELETE_MEMORY_EVENTS,
     ACTION_DELETE_MEMORY_RECORDS,
     ACTION_TIME_GUARD,
     RuntimeConfig,
 )
-from ..outcomes import STEP_ALREADY_DONE, STEP_DONE, StepFailed, error_code, error_text
-from ..ownership import KIND_AGENT_MEMORY
+from ..core.ownership import KIND_AGENT_MEMORY
+from ..owners.outcomes import STEP_ALREADY_DONE, STEP_DONE, StepFailed, error_code, error_text
 from .base import ClaimRef, CleanupStep, Plan, Session, StepContext
 
 #: Items per ``ListEvents``/``ListMemoryRecords`` page: the APIs' maximum.

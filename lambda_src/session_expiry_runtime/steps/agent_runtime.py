@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..agent_sessions import is_runtime_session_id
-from ..clients import CleanupClients
-from ..config import ACTION_STOP_RUNTIME_SESSION, RuntimeConfig
-from ..kinds import declared_kind
-from ..ownership import KIND_AGENT_RUNTIME
+from ..core.agent_sessions import is_runtime_session_id
+from ..core.clients import CleanupClients
+from ..core.config import ACTION_STOP_RUNTIME_SESSION, RuntimeConfig
+from ..core.kinds import declared_kind
+from ..core.ownership import KIND_AGENT_RUNTIME
 from .base import ClaimRef, CleanupStep, Plan, Session, StepContext, act_on_each, call_aws, id_union
 
 

@@ -9,7 +9,8 @@ runner's ownership check (`base`) hands the step only the ids this record's ``Ke
 incarnation own, and the step stops each. A subclass names its action, the
 `RuntimeConfig` fields of its tool identifier and session
 attributes, the log key and the ownership kind; the ``bedrock-agentcore`` operation, its
-parameters and its "gone" answers are the kind's declaration's (`session_expiry_runtime.kinds`);
+parameters and its "gone" answers are the kind's declaration's
+(`session_expiry_runtime.core.kinds`);
 a session id that is not 1-40 letters and digits (the APIs' pattern) is an
 unusable attribute (logged, never sent).
 """
@@ -18,10 +19,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ..agent_sessions import is_tool_session_id
-from ..clients import CleanupClients
-from ..config import RuntimeConfig
-from ..kinds import declared_kind
+from ..core.agent_sessions import is_tool_session_id
+from ..core.clients import CleanupClients
+from ..core.config import RuntimeConfig
+from ..core.kinds import declared_kind
 from .base import ClaimRef, CleanupStep, Plan, Session, StepContext, act_on_each, call_aws, id_union
 
 
@@ -35,7 +36,7 @@ class ToolSessionStep(CleanupStep):
     #: Key of the session ids in the record's log line.
     log_key: ClassVar[str]
     #: The ownership records' kind (``ownership.KIND_*``); its declaration
-    #: (`session_expiry_runtime.kinds`) names the operation and its parameters.
+    #: (`session_expiry_runtime.core.kinds`) names the operation and its parameters.
     kind: ClassVar[str]
 
     def __init__(self, config: RuntimeConfig, agentcore: Any) -> None:

@@ -4,7 +4,7 @@ Runs first; if the record is not durable the step fails, the record fails and no
 runs, so a session is never cleaned without its archive copy (the retry starts over).
 
 * **Per-object mode** (``archive_bucket``): one ``PutObject`` of the session's line under its
-  deterministic key (`session_expiry_runtime.archive`), so a redelivered record overwrites
+  deterministic key (`session_expiry_runtime.sinks.archive`), so a redelivered record overwrites
   its own object: idempotent. Durable: S3 answered the ``PutObject``.
 * **Firehose mode** (``archive_delivery_stream``): the line goes to the delivery stream through
   the process's `FirehoseBatcher`
@@ -23,11 +23,11 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .. import archive
-from ..archive_delivery import MAX_RECORD_BYTES, DeliveryRefused, FirehoseBatcher
-from ..clients import CleanupClients
-from ..config import ACTION_ARCHIVE, RuntimeConfig
-from ..outcomes import STEP_DONE, StepFailed, error_text
+from ..core.clients import CleanupClients
+from ..core.config import ACTION_ARCHIVE, RuntimeConfig
+from ..owners.outcomes import STEP_DONE, StepFailed, error_text
+from ..sinks import archive
+from ..sinks.archive_delivery import MAX_RECORD_BYTES, DeliveryRefused, FirehoseBatcher
 from .base import PHASE_GATE, CleanupStep, Plan, Session, StepContext
 
 

@@ -86,11 +86,11 @@ only to turn it into a failure, and re-raises nothing.
 **Per invocation.** A step object lives as long as the process (warm invocations reuse it): it
 keeps only its configuration and clients. What it shares between the sessions of one invocation
 (a batcher of calls) comes from `StepContext.shared`, which is dropped with the invocation
-(`session_expiry_runtime.invocation`): a call abandoned at one invocation's hard stop never
+(`session_expiry_runtime.core.invocation`): a call abandoned at one invocation's hard stop never
 delays the next.
 
 Steps never count metrics or write log lines themselves: the runner
-(`session_expiry_runtime.runner`) owns order, the step pool, the ownership check, the dry
+(`session_expiry_runtime.cleanup.runner`) owns order, the step pool, the ownership check, the dry
 run, the time guard, error classification, metrics and the one log line per record. Steps of one
 session run side by side, so they must not depend on each other's effects; ``ctx.note`` keys
 must be distinct.
@@ -115,13 +115,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..claims import Claimant, ClaimBatcher, ClaimFailure, ClaimRef
-from ..clients import CleanupClients
-from ..config import RuntimeConfig
-from ..decode import StreamRecord
-from ..invocation import InvocationScope
-from ..metrics import MetricsRecorder
-from ..outcomes import (
+from ..core.clients import CleanupClients
+from ..core.config import RuntimeConfig
+from ..core.decode import StreamRecord
+from ..core.invocation import InvocationScope
+from ..core.metrics import MetricsRecorder
+from ..core.ownership import VERDICT_OWNED, Claim, Verdict
+from ..owners.claims import Claimant, ClaimBatcher, ClaimFailure, ClaimRef
+from ..owners.outcomes import (
     STEP_ALREADY_DONE,
     STEP_DONE,
     STEP_DRY_RUN,
@@ -130,10 +131,9 @@ from ..outcomes import (
     error_code,
     error_text,
 )
-from ..ownership import VERDICT_OWNED, Claim, Verdict
 
 if TYPE_CHECKING:
-    from ..step_pool import CallSlots
+    from ..core.step_pool import CallSlots
 
 __all__ = [
     "PHASE_AFTER_SUCCESS",

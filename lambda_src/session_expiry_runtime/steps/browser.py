@@ -14,8 +14,8 @@ with the other tool step is `agentcore_tool.ToolSessionStep`.
 
 from __future__ import annotations
 
-from ..config import ACTION_STOP_BROWSER_SESSION
-from ..ownership import KIND_BROWSER
+from ..core.config import ACTION_STOP_BROWSER_SESSION
+from ..core.ownership import KIND_BROWSER
 from .agentcore_tool import ToolSessionStep
 
 

@@ -15,8 +15,8 @@ with the other tool step is `agentcore_tool.ToolSessionStep`.
 
 from __future__ import annotations
 
-from ..config import ACTION_STOP_CODE_INTERPRETER_SESSION
-from ..ownership import KIND_CODE_INTERPRETER
+from ..core.config import ACTION_STOP_CODE_INTERPRETER_SESSION
+from ..core.ownership import KIND_CODE_INTERPRETER
 from .agentcore_tool import ToolSessionStep
 
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..clients import CleanupClients
-from ..config import ACTION_DELETE_CONNECTION, RuntimeConfig
-from ..ownership import KIND_CONNECTION
+from ..core.clients import CleanupClients
+from ..core.config import ACTION_DELETE_CONNECTION, RuntimeConfig
+from ..core.ownership import KIND_CONNECTION
 from .base import (
     ClaimRef,
     CleanupStep,

@@ -38,7 +38,7 @@ and never reaches the handler. ``preview(resource_id, session)`` likewise, per o
   reported by sequence number in the partial batch response, metered as ``CleanupFailures``
   with ``Action`` = the step's name, and its error is in the log line; the session's other
   steps and the batch's other records still run, and the metrics are flushed. The runner
-  catches it, once (`session_expiry_runtime.runner`, *User code*, which also says what is
+  catches it, once (`session_expiry_runtime.cleanup.runner`, *User code*, which also says what is
   never caught and why).
 * A session without one of the ``attributes`` gives the step nothing to do (the missing names
   are logged like a built-in's ``missingAttributes``); the handler is not called.
@@ -62,13 +62,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import config as contract
-from ..claims import ClaimRef
-from ..config import ENV_CUSTOM_STEPS, RuntimeConfig
-from ..decode import to_json_value
-from ..kinds import DECLARED_KINDS
-from ..outcomes import STEP_ALREADY_DONE, STEP_DONE, STEP_DRY_RUN, StepFailed, error_text
-from ..ownership import custom_kind
+from ..core import config as contract
+from ..core.config import ENV_CUSTOM_STEPS, RuntimeConfig
+from ..core.decode import to_json_value
+from ..core.kinds import DECLARED_KINDS
+from ..core.ownership import custom_kind
+from ..owners.claims import ClaimRef
+from ..owners.outcomes import STEP_ALREADY_DONE, STEP_DONE, STEP_DRY_RUN, StepFailed, error_text
 from .base import CleanupStep, Plan, Session, StepContext
 
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")

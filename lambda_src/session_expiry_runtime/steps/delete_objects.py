@@ -2,7 +2,7 @@
 
 The scratch step of each session lists its own prefix and hands each page's keys to the one
 `BatchingDeleter` of the invocation (one bucket: the scratch bucket; a new batcher per
-invocation, `session_expiry_runtime.invocation`, because a call abandoned at the hard stop
+invocation, `session_expiry_runtime.core.invocation`, because a call abandoned at the hard stop
 stays "in flight" in its batcher for as long as it hangs, and keys waiting behind it would wait
 as long). Keys of sessions
 cleaned side by side share calls of at most 1,000 keys (Amazon S3 API Reference,

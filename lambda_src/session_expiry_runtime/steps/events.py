@@ -1,7 +1,7 @@
 """``PublishEvent``: the fan-out, one EventBridge event per cleaned session (after-success phase).
 
 Batch-level: the runner calls it once per batch with the results whose steps all succeeded; it
-puts their events 10 per ``PutEvents`` (`session_expiry_runtime.events` builds and sends
+puts their events 10 per ``PutEvents`` (`session_expiry_runtime.sinks.events` builds and sends
 them) and turns a record whose entry failed into a failed record (action ``PublishEvent``), so
 the event source mapping redelivers it: delivery is at least once. Skipped in a dry run
 (subscribers would act on sessions that were not cleaned).
@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .. import events
-from ..clients import CleanupClients
-from ..config import ACTION_PUBLISH_EVENT, METRIC_EVENTS_PUBLISHED, RuntimeConfig
-from ..metrics import MetricsRecorder
-from ..outcomes import RecordResult
+from ..core.clients import CleanupClients
+from ..core.config import ACTION_PUBLISH_EVENT, METRIC_EVENTS_PUBLISHED, RuntimeConfig
+from ..core.metrics import MetricsRecorder
+from ..owners.outcomes import RecordResult
+from ..sinks import events
 from .base import BatchStep
 
 

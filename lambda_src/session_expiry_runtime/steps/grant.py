@@ -61,16 +61,17 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..clients import CleanupClients
-from ..config import (
+from ..core.clients import CleanupClients
+from ..core.config import (
     ACTION_OWNERSHIP,
     ACTION_RETIRE_GRANT,
     DEFAULT_GRANT_CONSISTENCY_SECONDS,
     RuntimeConfig,
 )
-from ..decode import to_json_value
-from ..grant_names import owner_key, parse_grant_name
-from ..outcomes import (
+from ..core.decode import to_json_value
+from ..core.grant_names import owner_key, parse_grant_name
+from ..core.ownership import KIND_GRANT
+from ..owners.outcomes import (
     STEP_ALREADY_DONE,
     STEP_DONE,
     STEP_DRY_RUN,
@@ -79,7 +80,6 @@ from ..outcomes import (
     error_code,
     error_text,
 )
-from ..ownership import KIND_GRANT
 from .base import (
     PLAN_REFUSED,
     ClaimRef,

@@ -1,4 +1,4 @@
-"""The step of a declared resource kind (`session_expiry_runtime.kinds`): release every id of
+"""The step of a declared resource kind (`session_expiry_runtime.core.kinds`): release every id of
 the kind the session owned, one call each.
 
 Built from the declaration alone, one per configured kind (`build_released_steps`): its
@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..clients import CleanupClients
-from ..config import RuntimeConfig
-from ..kind_settings import KindSettings, configured_kinds
-from ..kinds import method_of
-from ..outcomes import STEP_ALREADY_DONE
+from ..core.clients import CleanupClients
+from ..core.config import RuntimeConfig
+from ..core.kind_settings import KindSettings, configured_kinds
+from ..core.kinds import method_of
+from ..owners.outcomes import STEP_ALREADY_DONE
 from .base import ClaimRef, CleanupStep, Plan, Session, StepContext, act_on_each, call_aws, id_union
 
 

@@ -52,16 +52,16 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..clients import CleanupClients
-from ..config import ACTION_DELETE_SCRATCH, ACTION_TIME_GUARD, REFUSAL_LEGACY, RuntimeConfig
-from ..decode import to_json_value
-from ..outcomes import STEP_DONE, STEP_DRY_RUN, StepFailed, error_text
-from ..prefixes import (
+from ..core.clients import CleanupClients
+from ..core.config import ACTION_DELETE_SCRATCH, ACTION_TIME_GUARD, REFUSAL_LEGACY, RuntimeConfig
+from ..core.decode import to_json_value
+from ..core.prefixes import (
     ScratchPrefixError,
     build_scratch_prefix,
     incarnation_of,
     legacy_scratch_prefix,
 )
+from ..owners.outcomes import STEP_DONE, STEP_DRY_RUN, StepFailed, error_text
 from .base import CleanupStep, Plan, Session, StepContext
 from .delete_objects import DELETE_OBJECTS_MAX_KEYS, BatchingDeleter
 

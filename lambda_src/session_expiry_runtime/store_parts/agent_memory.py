@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..agent_sessions import memory_session_ref
-from ..ownership import KIND_AGENT_MEMORY
+from ..core.agent_sessions import memory_session_ref
+from ..core.ownership import KIND_AGENT_MEMORY
 from .core import Recording, StoreCore
 from .errors import gone
 from .keys import Key

@@ -15,15 +15,15 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..agent_sessions import is_runtime_session_id, is_tool_session_id
-from ..config import (
+from ..core.agent_sessions import is_runtime_session_id, is_tool_session_id
+from ..core.config import (
     ENV_AGENT_RUNTIME_ARN,
     ENV_BROWSER_ID,
     ENV_CODE_INTERPRETER_ID,
     RuntimeConfig,
 )
-from ..kinds import Release, declared_kind
-from ..ownership import KIND_AGENT_RUNTIME, KIND_BROWSER, KIND_CODE_INTERPRETER
+from ..core.kinds import Release, declared_kind
+from ..core.ownership import KIND_AGENT_RUNTIME, KIND_BROWSER, KIND_CODE_INTERPRETER
 from .claims import ClaimRequest
 from .core import Recording, StoreCore
 from .errors import LOGGER, describe, gone, is_condition_failure
@@ -38,7 +38,8 @@ _NOT_FOUND = "ResourceNotFoundException"
 @dataclass(frozen=True)
 class AgentKind:
     """One kind of AgentCore session: its argument, id rule, attributes and Stop operation (the
-    operation and its parameters are the kind's declaration's, `session_expiry_runtime.kinds`)."""
+    operation and its parameters are the kind's declaration's,
+    `session_expiry_runtime.core.kinds`)."""
 
     kind: str  # ownership record kind (``ownership.KIND_*``)
     argument: str

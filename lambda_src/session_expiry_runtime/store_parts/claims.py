@@ -53,8 +53,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..kinds import DECLARED_KINDS
-from ..ownership import (
+from ..core.kinds import DECLARED_KINDS
+from ..core.ownership import (
     ATTR_CLAIMED_AT,
     ATTR_EXPIRES_AT,
     ATTR_FORMER_OWNERS,

@@ -41,7 +41,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..ownership import KIND_CONNECTION, KIND_GRANT
+from ..core.ownership import KIND_CONNECTION, KIND_GRANT
 from .connections import ConnectionsPart
 from .core import Recording
 from .errors import LOGGER, SessionConflictError, describe, is_condition_failure

@@ -12,8 +12,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..config import ENV_WEBSOCKET_ENDPOINT
-from ..ownership import KIND_CONNECTION
+from ..core.config import ENV_WEBSOCKET_ENDPOINT
+from ..core.ownership import KIND_CONNECTION
 from .core import Recording, StoreCore
 from .errors import LOGGER, describe, gone, is_condition_failure
 from .keys import Key, require_text

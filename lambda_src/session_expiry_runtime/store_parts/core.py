@@ -20,12 +20,11 @@ from typing import Any, Protocol, TypeVar
 
 from botocore.exceptions import ClientError
 
-from ..config import ENV_TABLE_NAME, RuntimeConfig
-from ..ownership import owner_token
-from ..prefixes import validate_scratch_root
-from ..regions import is_global, sweep_shard_value
-from ..sweeper import shard_of
-from ..ttl import (
+from ..core.config import ENV_TABLE_NAME, RuntimeConfig
+from ..core.ownership import owner_token
+from ..core.prefixes import validate_scratch_root
+from ..core.regions import is_global, sweep_shard_value
+from ..core.ttl import (
     DEFAULT_SESSION_TTL,
     MAX_SESSION_TTL,
     expiry_from_timestamp,
@@ -36,7 +35,8 @@ from ..ttl import (
     ttl_from_attribute,
     validate_max_ttl,
 )
-from ..ttl_log import UnreadableTtlLog
+from ..core.ttl_log import UnreadableTtlLog
+from ..sweeps.sweeper import shard_of
 from .claims import Claimed, ClaimRequest, ClaimWriter, Holder
 from .errors import LOGGER, describe, gone, is_condition_failure, one_grant
 from .keys import (

@@ -1,4 +1,4 @@
-"""Ids of declared resource kinds (`session_expiry_runtime.kinds`) and of custom steps' own
+"""Ids of declared resource kinds (`session_expiry_runtime.core.kinds`) and of custom steps' own
 kinds (``CustomCleanupStep(resource_attribute=...)``): ``attach_resource``.
 
 Every declared kind (an AgentCore payment session, a capacity-provider session, ...) is recorded
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..kind_settings import KindSettings, recorded_kinds
-from ..ownership import CUSTOM_KIND_PREFIX, custom_kind
+from ..core.kind_settings import KindSettings, recorded_kinds
+from ..core.ownership import CUSTOM_KIND_PREFIX, custom_kind
 from .core import Recording, StoreCore
 from .errors import gone
 from .keys import Key, require_text
@@ -36,7 +36,8 @@ class CustomResourcesPart(StoreCore):
 
         Args:
             session_id: the session.
-            kind: a declared kind's name (``"paymentSession"``, `session_expiry_runtime.kinds`),
+            kind: a declared kind's name (``"paymentSession"``,
+            `session_expiry_runtime.core.kinds`),
                 a custom step's name (``CustomCleanupStep(name=...)``), or ``"custom:<name>"``.
             resource_id: the resource's id: one the kind's API accepts (a custom kind's: any
                 non-empty string).

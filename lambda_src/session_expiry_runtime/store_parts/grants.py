@@ -16,10 +16,10 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..config import ENV_GRANT_KEY_ARN, ENV_RETIRING_PRINCIPAL
-from ..grant_names import grant_name
-from ..ownership import KIND_GRANT
-from ..prefixes import incarnation_of
+from ..core.config import ENV_GRANT_KEY_ARN, ENV_RETIRING_PRINCIPAL
+from ..core.grant_names import grant_name
+from ..core.ownership import KIND_GRANT
+from ..core.prefixes import incarnation_of
 from .claims import GRANT_CLAIM_CONDITION, ClaimRequest, TransactionCancelled, refusal
 from .core import LIVE, Recording, StoreCore
 from .errors import LOGGER, describe, gone, one_grant

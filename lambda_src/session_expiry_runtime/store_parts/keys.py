@@ -15,9 +15,9 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from ..config import CLAIM_TOKEN_ATTRIBUTE, RuntimeConfig
-from ..prefixes import validate_segment
-from ..ttl import ttl_from_attribute
+from ..core.config import CLAIM_TOKEN_ATTRIBUTE, RuntimeConfig
+from ..core.prefixes import validate_segment
+from ..core.ttl import ttl_from_attribute
 from .session import Session
 
 #: DynamoDB partition key values are at most 2048 bytes (sort key values at most 1024).

@@ -17,9 +17,9 @@ from typing import Any
 from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import ClientError
 
-from ..config import CLAIM_TOKEN_ATTRIBUTE
-from ..ownership import KIND_CONNECTION
-from ..prefixes import build_scratch_prefix, new_incarnation
+from ..core.config import CLAIM_TOKEN_ATTRIBUTE
+from ..core.ownership import KIND_CONNECTION
+from ..core.prefixes import build_scratch_prefix, new_incarnation
 from .agent_sessions import agent_session_ids, agent_session_values
 from .claims import (
     RACED,

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from ..ownership import owner_key_of_token
+from ..core.ownership import owner_key_of_token
 from .claims import Claimed, ClaimRequest, Holder
 from .errors import ResourceOwnedError, gone
 

@@ -48,7 +48,7 @@ class Session:
         agent_runtime_session_id, code_interpreter_session_id, browser_session_id: the
             latest Amazon Bedrock AgentCore session of each kind attached, or ``None``.
         owner_region: on a global table, the Region whose replica the session was created in
-            (the only Region that cleans it up, see ``session_expiry_runtime.regions``);
+            (the only Region that cleans it up, see ``session_expiry_runtime.core.regions``);
             ``None`` on a one-Region table.
         incarnation: this incarnation of the session (32 hex characters, also the last segment
             of its scratch prefix; its ownership records name it), or ``None`` on an item

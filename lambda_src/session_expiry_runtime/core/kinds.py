@@ -1,0 +1,523 @@
+"""Resource kinds: each kind of resource a session owns, declared once.
+
+A **resource kind** is everything the construct and the runtime need to know about one kind of
+resource a session holds and the cleanup releases: the session attribute that records its ids,
+the ownership records' kind (``<kind>#<id>``), the id rule, the call that releases one (client,
+operation, parameters, the answers that mean "already gone"), the IAM action and resource, the
+construct prop naming its target, the metric ``Action`` and the row of the docs' "what remains"
+table. Everything else derives from the declaration:
+
+=============================  ================================================================
+what                           derived by
+=============================  ================================================================
+the cleanup step               `session_expiry_runtime.steps.released.ReleasedKindStep` (one per
+                               configured kind, in `session_expiry_runtime.steps.build_steps`)
+recording an id (with claim)   ``SessionStore.attach_resource(session_id, kind, id)``
+the registrar's "named ids"    `session_expiry_runtime.registrar` reads every kind's attributes
+the ownership kinds, labels    `session_expiry_runtime.core.ownership.KINDS`, ``store_parts.claims``
+the runtime's settings         ``RuntimeConfig.kind_targets``/``kind_attributes`` (from_env)
+the boto3 client               ``CleanupClients.services`` (one per service)
+construct prop, env, IAM       ``SessionExpiry(resource_targets={prop: target})``
+                               (`cdk_session_expiry.resource_kinds`)
+the price of the call          ``cdk_session_expiry.cost.CALL_PRICES``
+the docs row                   ``docs/agentcore.md``, checked by ``tests/test_resource_kinds.py``
+=============================  ================================================================
+
+Adding a kind is one `ResourceKind` in `DECLARED_KINDS` (plus its tests and docs); a resource
+ended before it is deleted declares both calls (``Release.first``: the Bedrock session kind); a
+kind whose release is more than that names a step class of its own (``step``).
+
+This module is **standard library only** and imports nothing of this package: the construct
+loads this very file by its path (``cdk_session_expiry/_kinds.py``; the construct never
+imports the runtime package, and the runtime is deployed alone in the Lambda asset), so both
+sides read one declaration. Custom steps' own kinds (``CustomCleanupStep(resource_attribute=
+...)``, ``custom:<name>``) are `ResourceKind` values too (`custom_resource_kind`), built from
+``SESSION_EXPIRY_CUSTOM_KINDS`` at run time, released by the user's handler.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = [
+    "BUILTIN_KIND_NAMES",
+    "DECLARED_KINDS",
+    "DocsRow",
+    "Ids",
+    "Release",
+    "ResourceKind",
+    "Target",
+    "custom_resource_kind",
+    "declared_kind",
+    "method_of",
+]
+
+#: What a session already ended or deleted answers on the AgentCore data plane (Amazon Bedrock
+#: AgentCore API Reference: every Stop/Delete operation lists ``ResourceNotFoundException``).
+NOT_FOUND = ("ResourceNotFoundException",)
+
+
+@dataclass(frozen=True)
+class Ids:
+    """How a session records the ids of one kind.
+
+    Attributes:
+        attribute: the String Set attribute holding every id (its default name).
+        env: the environment variable that names the attribute (the construct sets it).
+        pattern: a regular expression every usable id matches in full (the API's pattern).
+        lengths: the API's (shortest, longest) id, in characters.
+        expected: the rule in words, for errors ("1-100 letters, digits, '-' or '_'").
+    """
+
+    attribute: str
+    env: str
+    pattern: str = r"(?s).+"
+    lengths: tuple[int, int] = (1, 400_000)
+    expected: str = "a non-empty string"
+
+    def usable(self, value: object) -> bool:
+        """``True`` for an id the API accepts (never raises)."""
+        low, high = self.lengths
+        return (
+            isinstance(value, str)
+            and low <= len(value) <= high
+            and re.fullmatch(self.pattern, value) is not None
+        )
+
+
+@dataclass(frozen=True)
+class Target:
+    """The resource the ids live on (a capacity provider, a payment manager), set once per
+    construct.
+
+    Attributes:
+        env: the environment variable holding it (the cleanup's and ``SessionStore``'s).
+        prop: the key of ``SessionExpiry(resource_targets={...})`` that sets it.
+        pattern: a regular expression a literal target matches in full; a group named ``id``,
+            if any, is what the API takes (an ARN given, an identifier sent).
+        expected: the accepted forms in words, for the construct's error.
+        iam_resource: the IAM resource ARN, with ``{partition}``, ``{region}``, ``{account}``
+            and ``{target}`` (the target as the API takes it).
+    """
+
+    env: str
+    prop: str
+    pattern: str
+    expected: str
+    iam_resource: str
+
+
+@dataclass(frozen=True)
+class Release:
+    """The call that releases one id.
+
+    Attributes:
+        operation: the API operation (``"DeleteCapacityProviderSession"``); also the metric's
+            ``Action`` and the step's name.
+        id_parameter: the operation's parameter taking the id.
+        target_parameter: the parameter taking the target (``None``: none).
+        gone: the error codes meaning the resource is already gone (``already-done``).
+        after: names (``Action``) of the steps that must have finished for the session before
+            this one starts (the runtime session is stopped before its workspace is deleted).
+        price: ``cdk_session_expiry.cost.CALL_PRICES``'s entry: (price key, units, what counts),
+            for ``first`` too.
+        first: an operation called before ``operation``, with the same parameters, for a
+            resource that must be ended before it can be deleted (``EndSession`` before
+            ``DeleteSession``); ``None``: one call. Its ``gone`` answers mean already done (the
+            second call is not made), its ``first_continues`` answers go on to the second call,
+            any other fails the step.
+        first_continues: the error codes of ``first`` that go on to ``operation`` (a resource
+            already ended, say).
+    """
+
+    operation: str
+    id_parameter: str
+    target_parameter: str | None = None
+    gone: tuple[str, ...] = NOT_FOUND
+    after: tuple[str, ...] = ()
+    price: tuple[str, float, str] = ("agentcore_stop", 1, "call")
+    first: str | None = None
+    first_continues: tuple[str, ...] = ()
+
+    @property
+    def operations(self) -> tuple[str, ...]:
+        """Every operation of one release, in call order (``first``, then ``operation``)."""
+        return (*((self.first,) if self.first else ()), self.operation)
+
+    @property
+    def method(self) -> str:
+        """The boto3 method: ``DeletePaymentSession`` → ``delete_payment_session``."""
+        return method_of(self.operation)
+
+
+def method_of(operation: str) -> str:
+    """The boto3 method of an API operation: ``EndSession`` → ``end_session``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", operation).lower()
+
+
+@dataclass(frozen=True)
+class DocsRow:
+    """The kind's row in ``docs/agentcore.md``'s "what the cleanup releases, and what remains"
+    table: ``| service | releases | remains |``."""
+
+    service: str
+    releases: str
+    remains: str
+
+    def markdown(self) -> str:
+        return f"| {self.service} | {self.releases} | {self.remains} |"
+
+
+@dataclass(frozen=True)
+class ResourceKind:
+    """One kind of resource a session owns (module docstring).
+
+    Attributes:
+        kind: the ownership records' kind, the first part of ``<kind>#<id>``.
+        service: the boto3 client of its release calls.
+        iam_prefix: the IAM service prefix of its actions; ``None``: ``service`` (AgentCore's
+            is; ``bedrock-agent-runtime``'s is ``bedrock``).
+        label: what an error calls one ("AgentCore payment session").
+        ids: how the session records the ids.
+        target: the target's environment, prop and IAM resource; ``None`` for a kind whose
+            target the construct sets through a prop of its own (a built-in's).
+        release: the call; ``None`` when a step of its own releases the kind (``step``), or for
+            a custom kind (the user's handler).
+        docs: the kind's rows of the docs table (none for a custom kind).
+        step: ``"package.module.Class"`` of a step of its own, relative to
+            ``session_expiry_runtime.steps``; ``None``: the generic step releases it.
+    """
+
+    kind: str
+    label: str
+    ids: Ids
+    service: str = "bedrock-agentcore"
+    iam_prefix: str | None = None
+    target: Target | None = None
+    release: Release | None = None
+    docs: tuple[DocsRow, ...] = ()
+    step: str | None = None
+    #: A built-in kind whose settings are named ``RuntimeConfig`` fields (its own props):
+    #: (target field, single latest-id attribute field or ``None``, ids attribute field).
+    #: ``None``: ``RuntimeConfig.kind_targets``/``kind_attributes`` hold them (``target``).
+    config_fields: tuple[str, str | None, str] | None = field(default=None, compare=False)
+
+    @property
+    def iam_action(self) -> str | None:
+        """``<service>:<operation>`` of its release (``None`` without a declared call)."""
+        if self.release is None:
+            return None
+        return f"{self.iam_prefix or self.service}:{self.release.operation}"
+
+    @property
+    def iam_actions(self) -> tuple[str, ...]:
+        """``<service>:<operation>`` of every call of its release (``Release.first`` too)."""
+        if self.release is None:
+            return ()
+        return tuple(f"{self.iam_prefix or self.service}:{op}" for op in self.release.operations)
+
+    @property
+    def action(self) -> str | None:
+        """The metric ``Action`` of its release (``None`` without a declared call)."""
+        return None if self.release is None else self.release.operation
+
+
+# --- the declared kinds ------------------------------------------------------------------------
+#: Payment manager ARNs (``paymentManagerArn`` of ``DeletePaymentSession``).
+PAYMENT_MANAGER_ARN = (
+    r"arn:(aws|aws-[a-z0-9-]+):bedrock-agentcore:[a-z0-9-]+:[0-9]{12}:"
+    r"payment-manager/[a-z0-9]([a-z0-9-]{0,47}[a-z0-9])?-[a-z0-9]{10}"
+)
+
+_TOOL_ID = Ids(
+    attribute="",
+    env="",
+    pattern=r"[0-9a-zA-Z]{1,40}",
+    lengths=(1, 40),
+    expected="1-40 letters and digits",
+)
+
+#: The built-in kinds with a prop of their own (``agent_runtime``, ``code_interpreter``,
+#: ``browser``, ``agent_memory``: typed props, ``cdk_session_expiry.agents.agentcore`` and
+#: ``agent_memory``), then the kinds whose target is a key of ``resource_targets``.
+DECLARED_KINDS: tuple[ResourceKind, ...] = (
+    ResourceKind(
+        kind="agentRuntime",
+        label="AgentCore runtime session",
+        ids=Ids(
+            attribute="agentRuntimeSessionIds",
+            env="SESSION_EXPIRY_AGENT_RUNTIME_SESSION_IDS_ATTRIBUTE",
+            pattern=r"(?s).+",
+            lengths=(33, 256),
+            expected="33-256 characters",
+        ),
+        release=Release(
+            "StopRuntimeSession", "runtimeSessionId", target_parameter="agentRuntimeArn"
+        ),
+        step="agent_runtime.AgentRuntimeStep",
+        config_fields=(
+            "agent_runtime_arn",
+            "agent_runtime_session_attribute",
+            "agent_runtime_session_ids_attribute",
+        ),
+        docs=(
+            DocsRow(
+                "AgentCore Runtime (`agent_runtime`)",
+                "the runtime session: `StopRuntimeSession` ends its microVM at once, and with it "
+                "the session's memory and local filesystem",
+                "managed session storage (a runtime with a `sessionStorage` filesystem "
+                "configuration, preview) survives a stop and is deleted after 14 days without "
+                'an invocation of that session ("Survives stop/resume; 14-day idle expiry", '
+                'AgentCore Developer Guide, "File system configurations for AgentCore Runtime"); '
+                "no API deletes it sooner. Files on your own S3 Files or EFS file systems stay "
+                "until you delete them",
+            ),
+        ),
+    ),
+    ResourceKind(
+        kind="codeInterpreter",
+        label="AgentCore code interpreter session",
+        ids=Ids(
+            attribute="codeInterpreterSessionIds",
+            env="SESSION_EXPIRY_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE",
+            pattern=_TOOL_ID.pattern,
+            lengths=_TOOL_ID.lengths,
+            expected=_TOOL_ID.expected,
+        ),
+        release=Release(
+            "StopCodeInterpreterSession",
+            "sessionId",
+            target_parameter="codeInterpreterIdentifier",
+        ),
+        step="code_interpreter.CodeInterpreterStep",
+        config_fields=(
+            "code_interpreter_id",
+            "code_interpreter_session_attribute",
+            "code_interpreter_session_ids_attribute",
+        ),
+        docs=(
+            DocsRow(
+                "AgentCore Code Interpreter (`code_interpreter`)",
+                "the code interpreter session: `StopCodeInterpreterSession` ends it; its files "
+                "are no longer reachable",
+                'the session data is kept under a 30-day time to live retention policy ("The '
+                'time to live (TTL) retention policy for the session data is 30 days", '
+                'Developer Guide, "Session management" of the Code Interpreter); no API deletes '
+                "it sooner",
+            ),
+        ),
+    ),
+    ResourceKind(
+        kind="browser",
+        label="AgentCore browser session",
+        ids=Ids(
+            attribute="browserSessionIds",
+            env="SESSION_EXPIRY_BROWSER_SESSION_IDS_ATTRIBUTE",
+            pattern=_TOOL_ID.pattern,
+            lengths=_TOOL_ID.lengths,
+            expected=_TOOL_ID.expected,
+        ),
+        release=Release(
+            "StopBrowserSession",
+            "sessionId",
+            target_parameter="browserIdentifier",
+        ),
+        step="browser.BrowserStep",
+        config_fields=("browser_id", "browser_session_attribute", "browser_session_ids_attribute"),
+        docs=(
+            DocsRow(
+                "AgentCore Browser (`browser`)",
+                "the browser session: `StopBrowserSession` ends it",
+                "session recordings, if the browser records to your S3 bucket, stay there under "
+                "that bucket's lifecycle",
+            ),
+        ),
+    ),
+    ResourceKind(
+        kind="capacityProviderSession",
+        label="AgentCore capacity-provider session",
+        ids=Ids(
+            attribute="capacityProviderSessionIds",
+            env="SESSION_EXPIRY_CAPACITY_PROVIDER_SESSION_IDS_ATTRIBUTE",
+            pattern=r"[a-zA-Z0-9][a-zA-Z0-9-_]*",
+            lengths=(1, 100),
+            expected="1-100 letters, digits, '-' or '_', the first a letter or digit",
+        ),
+        target=Target(
+            env="SESSION_EXPIRY_CAPACITY_PROVIDER_ID",
+            prop="capacity_provider",
+            pattern=(
+                r"(?:arn:aws[a-z-]*:bedrock-agentcore:[a-z0-9-]+:\d{12}:capacity-provider/)?"
+                r"(?P<id>[a-zA-Z][a-zA-Z0-9_]{0,47}-[a-zA-Z0-9]{10})"
+            ),
+            expected=(
+                "a capacity provider's identifier '<name>-<10 letters or digits>' or its ARN "
+                "arn:<partition>:bedrock-agentcore:<region>:<account>:capacity-provider/<id>"
+            ),
+            iam_resource="arn:{partition}:bedrock-agentcore:{region}:{account}:"
+            "capacity-provider/{target}",
+        ),
+        # "After you delete a session, you cannot restart it" (API Reference,
+        # DeleteCapacityProviderSession): the runtime session is stopped first.
+        release=Release(
+            "DeleteCapacityProviderSession",
+            "sessionId",
+            target_parameter="capacityProviderId",
+            after=("StopRuntimeSession",),
+        ),
+        docs=(
+            DocsRow(
+                "AgentCore Runtime on a capacity provider (`resource_targets` "
+                '`"capacity_provider"`)',
+                "the session's workspace on the instances: `DeleteCapacityProviderSession` "
+                "once `StopRuntimeSession` has stopped the runtime session (ids recorded with "
+                '`attach_resource(session_id, "capacityProviderSession", id)`); the session '
+                "cannot be restarted",
+                "`StopRuntimeSession` alone leaves a stopped session's workspace on its EBS "
+                "volume in your account; the capacity provider and its instances, shared by "
+                "every session, stay until you scale them in",
+            ),
+        ),
+    ),
+    ResourceKind(
+        kind="paymentSession",
+        label="AgentCore payment session",
+        ids=Ids(
+            attribute="paymentSessionIds",
+            env="SESSION_EXPIRY_PAYMENT_SESSION_IDS_ATTRIBUTE",
+            pattern=r"payment-session-[0-9a-zA-Z-]{15}",
+            lengths=(31, 31),
+            expected="'payment-session-' and 15 letters, digits or '-' (31 characters)",
+        ),
+        target=Target(
+            env="SESSION_EXPIRY_PAYMENT_MANAGER_ARN",
+            prop="payment_manager",
+            pattern=PAYMENT_MANAGER_ARN,
+            expected=(
+                "a payment manager's ARN arn:<partition>:bedrock-agentcore:<region>:<account>:"
+                "payment-manager/<name>-<10 lowercase letters or digits>"
+            ),
+            iam_resource="{target}",
+        ),
+        # "Permanently removes the payment session record" (API Reference,
+        # DeletePaymentSession): an expired agent session can no longer spend.
+        release=Release(
+            "DeletePaymentSession", "paymentSessionId", target_parameter="paymentManagerArn"
+        ),
+        docs=(
+            DocsRow(
+                'AgentCore payments (`resource_targets` `"payment_manager"`)',
+                "the payment session: `DeletePaymentSession` removes it for good, so the expired "
+                "agent session can no longer spend (ids recorded with "
+                '`attach_resource(session_id, "paymentSession", id)`)',
+                "payments already made and the payment instruments stay (they are the user's); "
+                "without the key a payment session can spend until its own "
+                "`expiryTimeInMinutes` (15-480 minutes, API Reference, `CreatePaymentSession`)",
+            ),
+        ),
+    ),
+    ResourceKind(
+        kind="agentMemory",
+        label="AgentCore Memory session",
+        ids=Ids(
+            attribute="agentMemorySessions",
+            env="SESSION_EXPIRY_AGENT_MEMORY_SESSIONS_ATTRIBUTE",
+            pattern=r"[^/]+(?:/[^/]+)*/[a-zA-Z0-9][a-zA-Z0-9-_]*",
+            lengths=(3, 356),
+            expected="<actorId>/<sessionId>",
+        ),
+        step="agent_memory.AgentMemoryStep",
+        config_fields=("agent_memory_id", None, "agent_memory_sessions_attribute"),
+        docs=(
+            DocsRow(
+                "AgentCore Memory (`agent_memory`)",
+                "the short-term **events** of each memory session the session recorded "
+                "(`ListEvents` by actor and session id, `DeleteEvent` each)",
+                "without `agent_memory` the events stay until the memory's "
+                "`eventExpiryDuration` (up to 365 days, fixed when each event was written; "
+                'Developer Guide, "Create an AgentCore Memory")',
+            ),
+            DocsRow(
+                "AgentCore Memory (`agent_memory_record_namespaces`)",
+                "the long-term **records** filed under the namespaces given, for that actor and "
+                "memory session (`ListMemoryRecords`, `DeleteMemoryRecord`)",
+                "records of actor-wide strategies (semantic facts, user preferences: namespaces "
+                "without `{sessionId}`) are never deleted: a record does not say which session "
+                "it came from, and \"deleting an event doesn't remove the structured information "
+                'derived out of it from the long term memory" (API Reference, `DeleteEvent`). '
+                "They stay until the strategy's record expiry (`recordExpiryDurationDays`, at "
+                "least 31 days; none by default: they never expire)",
+            ),
+        ),
+    ),
+    ResourceKind(
+        kind="bedrockSession",
+        label="Bedrock session",
+        service="bedrock-agent-runtime",
+        iam_prefix="bedrock",
+        ids=Ids(
+            attribute="bedrockSessionIds",
+            env="SESSION_EXPIRY_BEDROCK_SESSION_IDS_ATTRIBUTE",
+            pattern=r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}",
+            lengths=(36, 36),
+            expected="a session id as CreateSession returns it (a lower-case UUID)",
+        ),
+        # Bedrock sessions belong to the account and Region, not to a resource: the target is
+        # the IAM scope of the sessions the cleanup may end and delete; the ownership records
+        # decide which ones it does. The calls take no target.
+        target=Target(
+            env="SESSION_EXPIRY_BEDROCK_SESSIONS",
+            prop="bedrock_sessions",
+            pattern=r"\*",
+            expected="'*' (every Bedrock session of the stack's account and Region)",
+            iam_resource="arn:{partition}:bedrock:{region}:{account}:session/{target}",
+        ),
+        # "Deletes a session that you ended. You can't delete a session with an ACTIVE status"
+        # (Amazon Bedrock API Reference, DeleteSession). Neither call pages: DeleteSession
+        # deletes the session's invocations and steps with it. EndSession lists
+        # ConflictException without saying when (a session already ended or expired can answer
+        # it): the delete's answer decides.
+        release=Release(
+            "DeleteSession",
+            "sessionIdentifier",
+            first="EndSession",
+            first_continues=("ConflictException",),
+            price=("bedrock_session_call", 1, "call"),
+        ),
+        docs=(
+            DocsRow(
+                "Bedrock session management (`bedrock_sessions`)",
+                "each Bedrock session the session recorded: `EndSession`, then `DeleteSession`, "
+                "which deletes its invocations and invocation steps (where LangGraph's "
+                "`BedrockSessionSaver` keeps its checkpoints, [Agent frameworks]"
+                "(agent-frameworks.md))",
+                "sessions the application did not record: the API has an `EXPIRED` status, but "
+                "AWS documents no expiry that deletes a session or its content (API Reference, "
+                "`SessionStatus`, `DeleteSession`), so an unrecorded session stays until "
+                "something deletes it",
+            ),
+        ),
+    ),
+)
+
+
+def declared_kind(kind: str) -> ResourceKind | None:
+    """The declaration of ``kind`` (built-in), or ``None``."""
+    return next((k for k in DECLARED_KINDS if k.kind == kind), None)
+
+
+#: Every declared kind's name (connections and grants are the store's own, not declared here:
+#: `session_expiry_runtime.core.ownership.KINDS` has them all).
+BUILTIN_KIND_NAMES: tuple[str, ...] = tuple(k.kind for k in DECLARED_KINDS)
+
+
+def custom_resource_kind(step_name: str, attribute: str) -> ResourceKind:
+    """The kind of the custom step ``step_name`` (``custom:<name>``) whose ids are in the String
+    Set ``attribute``: recorded like any declared kind (``SessionStore.attach_resource``),
+    released by the step's own handler."""
+    return ResourceKind(
+        kind=f"custom:{step_name}",
+        label=f"{step_name} resource",
+        ids=Ids(attribute=attribute, env=""),
+    )
