@@ -24,7 +24,7 @@ def _load() -> ModuleType:
     loaded = sys.modules.get(_MODULE)
     if loaded is not None:
         return loaded
-    path = runtime_package_dir() / "kinds.py"
+    path = runtime_package_dir() / "core" / "kinds.py"
     spec = importlib.util.spec_from_file_location(_MODULE, path)
     if spec is None or spec.loader is None:  # pragma: no cover - a broken install
         raise FileNotFoundError(f"cannot load the resource kinds from {path}")
