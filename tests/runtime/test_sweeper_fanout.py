@@ -101,7 +101,8 @@ def test_two_runs_on_one_shard_never_both_delete(
     calls_a: list[tuple[str, dict[str, Any]]] = []
     calls_b: list[tuple[str, dict[str, Any]]] = []
     runs = [new_sweeper(config, calls_a), new_sweeper(config, calls_b)]
-    both_listed = threading.Barrier(2, timeout=30)
+    # generous: on a loaded machine a broken barrier would be the harness failing, not the sweep
+    both_listed = threading.Barrier(2, timeout=180)
     for run in runs:
         waited: list[bool] = []
 

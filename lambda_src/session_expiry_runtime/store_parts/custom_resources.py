@@ -37,8 +37,8 @@ class CustomResourcesPart(StoreCore):
         Args:
             session_id: the session.
             kind: a declared kind's name (``"paymentSession"``,
-            `session_expiry_runtime.core.kinds`),
-                a custom step's name (``CustomCleanupStep(name=...)``), or ``"custom:<name>"``.
+                `session_expiry_runtime.core.kinds`), a custom step's name
+                (``CustomCleanupStep(name=...)``), or ``"custom:<name>"``.
             resource_id: the resource's id: one the kind's API accepts (a custom kind's: any
                 non-empty string).
             partition: the partition key value, with a sort key.
