@@ -17,7 +17,9 @@ Guide, "CloudFormation quotas"): a ``SessionExpiry`` adds 6 with no optional pro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from aws_cdk import Aws, CfnOutput, Fn
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -60,179 +62,166 @@ def _output(sessions: SessionExpiry, construct_id: str, value: str, description:
     )
 
 
-def add_operator_outputs(sessions: SessionExpiry, *, archive_bucket: s3.IBucket | None) -> None:
-    """The outputs of every resource ``sessions`` has (see the module docstring), into
-    ``sessions.outputs`` by construct id; ``archive_bucket`` is the prop of that name."""
-    _output(
-        sessions,
+@dataclass(frozen=True)
+class _Output:
+    """One operator output: its construct id, its value read off the construct (``None`` when
+    the resource is absent: no output) and its description (naming the runbooks' placeholder)."""
+
+    construct_id: str
+    value: Callable[[SessionExpiry], str | None]
+    description: str
+
+
+def _attr(path: str) -> Callable[[SessionExpiry], str | None]:
+    """``sessions.<a>.<b>...`` along the dotted ``path``, or ``None`` where a step is absent."""
+
+    def read(sessions: SessionExpiry) -> str | None:
+        value: Any = sessions
+        for name in path.split("."):
+            value = getattr(value, name, None)
+            if value is None:
+                return None
+        return str(value)
+
+    return read
+
+
+def _archive_bucket_name(bucket: s3.IBucket | None) -> Callable[[SessionExpiry], str | None]:
+    return lambda _sessions: None if bucket is None else bucket.bucket_name
+
+
+#: Every operator output in template order, but the archive bucket's (a prop, not an attribute).
+_OUTPUTS_BEFORE_ARCHIVE = (
+    _Output(
         CLEANUP_FUNCTION_NAME,
-        sessions.cleanup_function.function_name,
+        _attr("cleanup_function.function_name"),
         "Session cleanup function (CLEANUP_FN in docs/operating.md): python -m "
         "session_expiry_runtime.kill_switch status|disable|enable --function <this value>.",
-    )
-    _output(
-        sessions,
+    ),
+    _Output(
         TABLE_NAME,
-        sessions.table.table_name,
+        _attr("table.table_name"),
         "Session table (TABLE): aws dynamodb describe-time-to-live --table-name <this value>.",
-    )
-    if sessions.failure_queue is not None:
-        _output(
-            sessions,
-            FAILURE_QUEUE_URL,
-            sessions.failure_queue.queue_url,
-            "On-failure queue of the session cleanup (URL): python -m "
-            "session_expiry_runtime.replay --queue-url <this value> --dry-run.",
-        )
-    if sessions.failure_destination_bucket is not None:
-        _output(
-            sessions,
-            FAILURE_DESTINATION_BUCKET_NAME,
-            sessions.failure_destination_bucket.bucket_name,
-            "On-failure bucket of the session cleanup (BUCKET): python -m "
-            "session_expiry_runtime.replay --bucket <this value> --key KEY --dry-run.",
-        )
-    if sessions.ownership_table is not None:
-        _output(
-            sessions,
-            OWNERSHIP_TABLE_NAME,
-            sessions.ownership_table.table_name,
-            "Ownership table of the session cleanup (OWNERSHIP_TABLE): who owns each "
-            "connection, grant and AgentCore session.",
-        )
-    if sessions.claim_registrar is not None:
-        _output(
-            sessions,
-            CLAIM_REGISTRAR_FUNCTION_NAME,
-            sessions.claim_registrar.function.function_name,
-            "Claim registrar function (REGISTRAR_FN): the one writer of ownership records "
-            "besides the cleanup; aws logs tail of its log group.",
-        )
-    deferred = getattr(sessions, "deferred_work_table", None)
-    if deferred is not None:
-        _output(
-            sessions,
-            DEFERRED_WORK_TABLE_NAME,
-            deferred.table_name,
-            "Deferred work of the feature flags (DEFERRED_WORK_TABLE): aws dynamodb scan "
-            "--table-name <this value>.",
-        )
-    _add_pause_watch_outputs(sessions)
-    _add_optional_function_outputs(sessions)
-    _add_archive_outputs(sessions, archive_bucket)
-    _add_feature_flag_outputs(sessions)
-
-
-def _add_pause_watch_outputs(sessions: SessionExpiry) -> None:
-    watch = sessions.pause_watch
-    _output(
-        sessions,
+    ),
+    _Output(
+        FAILURE_QUEUE_URL,
+        _attr("failure_queue.queue_url"),
+        "On-failure queue of the session cleanup (URL): python -m "
+        "session_expiry_runtime.replay --queue-url <this value> --dry-run.",
+    ),
+    _Output(
+        FAILURE_DESTINATION_BUCKET_NAME,
+        _attr("failure_destination_bucket.bucket_name"),
+        "On-failure bucket of the session cleanup (BUCKET): python -m "
+        "session_expiry_runtime.replay --bucket <this value> --key KEY --dry-run.",
+    ),
+    _Output(
+        OWNERSHIP_TABLE_NAME,
+        _attr("ownership_table.table_name"),
+        "Ownership table of the session cleanup (OWNERSHIP_TABLE): who owns each "
+        "connection, grant and AgentCore session.",
+    ),
+    _Output(
+        CLAIM_REGISTRAR_FUNCTION_NAME,
+        _attr("claim_registrar.function.function_name"),
+        "Claim registrar function (REGISTRAR_FN): the one writer of ownership records "
+        "besides the cleanup; aws logs tail of its log group.",
+    ),
+    _Output(
+        DEFERRED_WORK_TABLE_NAME,
+        _attr("deferred_work_table.table_name"),
+        "Deferred work of the feature flags (DEFERRED_WORK_TABLE): aws dynamodb scan "
+        "--table-name <this value>.",
+    ),
+    _Output(
         PAUSE_WATCH_FUNCTION_NAME,
-        watch.function.function_name,
+        _attr("pause_watch.function.function_name"),
         "Pause watch function (PAUSE_WATCH_FN): its errors and throttles when the "
         "paused-cleanup alarm has no data.",
-    )
-    _output(
-        sessions,
+    ),
+    _Output(
         PAUSE_WATCH_RULE_NAME,
-        watch.schedule.rule_name,
+        _attr("pause_watch.schedule.rule_name"),
         "Pause watch schedule (PAUSE_WATCH_RULE): aws events describe-rule --name <this value>.",
-    )
+    ),
+    _Output(
+        EXPIRY_SWEEPER_FUNCTION_NAME,
+        _attr("expiry_sweeper.function.function_name"),
+        "Expiry sweeper function (SWEEPER_FN).",
+    ),
+    _Output(
+        GRANT_SWEEP_FUNCTION_NAME,
+        _attr("grant_sweep.function.function_name"),
+        "Grant sweep function (GRANT_SWEEP_FN).",
+    ),
+    _Output(
+        GRANT_KEY_ARN,
+        _attr("grant_sweep.key.key_arn"),
+        "Grant key (GRANT_KEY): aws kms list-grants --key-id <this value>.",
+    ),
+    _Output(
+        TOOL_SESSION_SWEEP_FUNCTION_NAME,
+        _attr("tool_session_sweep.function.function_name"),
+        "AgentCore tool-session sweep function (TOOL_SWEEP_FN).",
+    ),
+    _Output(
+        CIRCUIT_BREAKER_FUNCTION_NAME,
+        _attr("circuit_breaker.function.function_name"),
+        "Circuit breaker function (BREAKER_FN).",
+    ),
+    _Output(
+        CIRCUIT_BREAKER_STATE_PARAMETER_NAME,
+        _attr("circuit_breaker.state_parameter.parameter_name"),
+        "Circuit breaker's state (PARAMETER): aws ssm get-parameter --name <this value>.",
+    ),
+    _Output(
+        CHANGE_STREAM_NAME,
+        _attr("change_stream.stream_name"),
+        "Kinesis change stream (STREAM): aws kinesis describe-stream-summary "
+        "--stream-name <this value>.",
+    ),
+)
 
-
-def _add_optional_function_outputs(sessions: SessionExpiry) -> None:
-    if sessions.expiry_sweeper is not None:
-        _output(
-            sessions,
-            EXPIRY_SWEEPER_FUNCTION_NAME,
-            sessions.expiry_sweeper.function.function_name,
-            "Expiry sweeper function (SWEEPER_FN).",
-        )
-    if sessions.grant_sweep is not None:
-        _output(
-            sessions,
-            GRANT_SWEEP_FUNCTION_NAME,
-            sessions.grant_sweep.function.function_name,
-            "Grant sweep function (GRANT_SWEEP_FN).",
-        )
-        _output(
-            sessions,
-            GRANT_KEY_ARN,
-            sessions.grant_sweep.key.key_arn,
-            "Grant key (GRANT_KEY): aws kms list-grants --key-id <this value>.",
-        )
-    if sessions.tool_session_sweep is not None:
-        _output(
-            sessions,
-            TOOL_SESSION_SWEEP_FUNCTION_NAME,
-            sessions.tool_session_sweep.function.function_name,
-            "AgentCore tool-session sweep function (TOOL_SWEEP_FN).",
-        )
-    if sessions.circuit_breaker is not None:
-        _output(
-            sessions,
-            CIRCUIT_BREAKER_FUNCTION_NAME,
-            sessions.circuit_breaker.function.function_name,
-            "Circuit breaker function (BREAKER_FN).",
-        )
-        _output(
-            sessions,
-            CIRCUIT_BREAKER_STATE_PARAMETER_NAME,
-            sessions.circuit_breaker.state_parameter.parameter_name,
-            "Circuit breaker's state (PARAMETER): aws ssm get-parameter --name <this value>.",
-        )
-    if sessions.change_stream is not None:
-        _output(
-            sessions,
-            CHANGE_STREAM_NAME,
-            sessions.change_stream.stream_name,
-            "Kinesis change stream (STREAM): aws kinesis describe-stream-summary "
-            "--stream-name <this value>.",
-        )
-
-
-def _add_archive_outputs(sessions: SessionExpiry, archive_bucket: s3.IBucket | None) -> None:
-    if archive_bucket is not None:
-        _output(
-            sessions,
-            ARCHIVE_BUCKET_NAME,
-            archive_bucket.bucket_name,
-            "Archive bucket of the cleaned sessions (ARCHIVE_BUCKET).",
-        )
-    if sessions.archive_delivery_stream is not None:
-        _output(
-            sessions,
-            ARCHIVE_DELIVERY_LOG_GROUP_NAME,
-            sessions.archive_delivery_stream.log_group.log_group_name,
-            "Delivery errors of the archive's Firehose stream (LOG_GROUP_OF_STREAM): aws logs "
-            "tail <this value> --since 1h.",
-        )
-
-
-def _add_feature_flag_outputs(sessions: SessionExpiry) -> None:
-    flags = sessions.feature_flags
-    if flags is None:
-        return
-    _output(
-        sessions,
+#: The outputs after the archive bucket's.
+_OUTPUTS_AFTER_ARCHIVE = (
+    _Output(
+        ARCHIVE_DELIVERY_LOG_GROUP_NAME,
+        _attr("archive_delivery_stream.log_group.log_group_name"),
+        "Delivery errors of the archive's Firehose stream (LOG_GROUP_OF_STREAM): aws logs "
+        "tail <this value> --since 1h.",
+    ),
+    _Output(
         FEATURE_FLAGS_APPLICATION_ID,
-        flags.application.application_id,
+        _attr("feature_flags.application.application_id"),
         "AppConfig application of the cleanup's feature flags (APPLICATION): python -m "
         "session_expiry_runtime.kill_switch flags show --application <this value> "
         "--environment ENVIRONMENT --profile PROFILE.",
-    )
-    _output(
-        sessions,
+    ),
+    _Output(
         FEATURE_FLAGS_ENVIRONMENT_ID,
-        flags.environment.environment_id,
+        _attr("feature_flags.environment.environment_id"),
         "AppConfig environment of the cleanup's feature flags (ENVIRONMENT).",
-    )
-    _output(
-        sessions,
+    ),
+    _Output(
         FEATURE_FLAGS_PROFILE_ID,
-        flags.configuration.configuration_profile_id,
+        _attr("feature_flags.configuration.configuration_profile_id"),
         "AppConfig configuration profile of the cleanup's feature flags (PROFILE).",
+    ),
+)
+
+
+def add_operator_outputs(sessions: SessionExpiry, *, archive_bucket: s3.IBucket | None) -> None:
+    """The outputs of every resource ``sessions`` has (see the module docstring), into
+    ``sessions.outputs`` by construct id; ``archive_bucket`` is the prop of that name."""
+    archive = _Output(
+        ARCHIVE_BUCKET_NAME,
+        _archive_bucket_name(archive_bucket),
+        "Archive bucket of the cleaned sessions (ARCHIVE_BUCKET).",
     )
+    for spec in (*_OUTPUTS_BEFORE_ARCHIVE, archive, *_OUTPUTS_AFTER_ARCHIVE):
+        value = spec.value(sessions)
+        if value is not None:
+            _output(sessions, spec.construct_id, value, spec.description)
 
 
 def dashboard_url(dashboard: cloudwatch.Dashboard) -> str:
