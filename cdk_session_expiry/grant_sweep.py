@@ -46,16 +46,15 @@ from typing import Any
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from . import _runtime_contract as contract
-from . import assets, validation
+from . import validation
 from .monitoring import alarms as alarm_defaults
+from .scheduled_sweep import SweepFunction, add_sweep_function, sum_metric
 
 #: How often the grant sweep runs unless ``grant_sweep_interval`` says otherwise.
 DEFAULT_GRANT_SWEEP_INTERVAL = Duration.hours(1)
@@ -140,6 +139,16 @@ def check_grant_sweep_interval(interval: Duration) -> None:
         )
 
 
+#: The grant sweep's function and schedule.
+_FUNCTION = SweepFunction(
+    handler=contract.GRANT_SWEEPER_HANDLER,
+    description="Retires KMS grants of gone or expired sessions (cdk-session-expiry)",
+    schedule_description="Runs the session grant sweep (cdk-session-expiry)",
+    timeout=GRANT_SWEEPER_TIMEOUT,
+    memory_size=GRANT_SWEEPER_MEMORY_SIZE,
+)
+
+
 class GrantSweep(Construct):
     """The scheduled grant sweep of one ``SessionExpiry`` (see the module docstring).
 
@@ -177,36 +186,17 @@ class GrantSweep(Construct):
         #: The grant key (``grant_key``) whose grants the sweep lists.
         self.key = key
         self.metrics_namespace = metrics_namespace
-        log_group = logs.LogGroup(self, "LogGroup", retention=log_retention)
-        log_group.grant_write(role)
-        #: The grant sweep function (runs as the cleanup role).
-        self.function = assets.runtime_function(
+        #: The grant sweep function (runs as the cleanup role) and the EventBridge rule that
+        #: runs it every ``interval``.
+        self.function, self.schedule = add_sweep_function(
             self,
-            "Function",
-            description="Retires KMS grants of gone or expired sessions (cdk-session-expiry)",
-            handler=contract.GRANT_SWEEPER_HANDLER,
+            _FUNCTION,
+            table=table,
             role=role,
-            log_group=log_group,
-            timeout=GRANT_SWEEPER_TIMEOUT,
-            memory_size=GRANT_SWEEPER_MEMORY_SIZE,
-            environment=dict(environment),
-            retry_attempts=0,
-        )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["kms:ListGrants"], resources=[key.key_arn])
-        )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[table.table_arn])
-        )
-        if table.encryption_key is not None:
-            table.encryption_key.grant_decrypt(role)
-        #: The EventBridge rule that runs the sweep every ``interval``.
-        self.schedule = events.Rule(
-            self,
-            "Schedule",
-            description="Runs the session grant sweep (cdk-session-expiry)",
-            schedule=events.Schedule.rate(interval),
-            targets=[targets.LambdaFunction(self.function, retry_attempts=2)],
+            interval=interval,
+            environment=environment,
+            log_retention=log_retention,
+            statements=[iam.PolicyStatement(actions=["kms:ListGrants"], resources=[key.key_arn])],
         )
         #: ``OrphanGrantsRetired`` above 0: the stream path missed a session.
         self.orphan_grants_alarm = alarm_defaults.orphan_grants_alarm(
@@ -268,9 +258,4 @@ class GrantSweep(Construct):
         )
 
     def _metric(self, name: str, options: Mapping[str, Any]) -> cloudwatch.Metric:
-        props: dict[str, Any] = {
-            "statistic": cloudwatch.Stats.SUM,
-            "period": alarm_defaults.ALARM_PERIOD,
-            **options,
-        }
-        return cloudwatch.Metric(namespace=self.metrics_namespace, metric_name=name, **props)
+        return sum_metric(self.metrics_namespace, name, options)

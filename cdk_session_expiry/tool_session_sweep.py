@@ -48,16 +48,15 @@ from typing import Any
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from . import _runtime_contract as contract
-from . import assets, grant_sweep, validation
+from . import grant_sweep, validation
 from .agents.agentcore import AgentCoreTargets
 from .monitoring import alarms as alarm_defaults
+from .scheduled_sweep import SweepFunction, add_sweep_function, sum_metric
 
 #: How often the sweep runs unless ``tool_session_sweep_interval`` says otherwise.
 DEFAULT_TOOL_SESSION_SWEEP_INTERVAL = Duration.hours(1)
@@ -148,6 +147,16 @@ def list_statements(tools: AgentCoreTargets) -> list[iam.PolicyStatement]:
     return found
 
 
+#: The tool-session sweep's function and schedule.
+_FUNCTION = SweepFunction(
+    handler=contract.TOOL_SESSION_SWEEPER_HANDLER,
+    description="Stops AgentCore tool sessions of gone or expired sessions (cdk-session-expiry)",
+    schedule_description="Runs the AgentCore tool-session sweep (cdk-session-expiry)",
+    timeout=TOOL_SESSION_SWEEPER_TIMEOUT,
+    memory_size=TOOL_SESSION_SWEEPER_MEMORY_SIZE,
+)
+
+
 class ToolSessionSweep(Construct):
     """The scheduled tool-session sweep of one ``SessionExpiry`` (see the module docstring).
 
@@ -180,36 +189,17 @@ class ToolSessionSweep(Construct):
         super().__init__(scope, id)
         self.interval = interval
         self.metrics_namespace = metrics_namespace
-        log_group = logs.LogGroup(self, "LogGroup", retention=log_retention)
-        log_group.grant_write(role)
-        #: The tool-session sweep function (runs as the cleanup role).
-        self.function = assets.runtime_function(
+        #: The tool-session sweep function (runs as the cleanup role) and the EventBridge rule
+        #: that runs it every ``interval``.
+        self.function, self.schedule = add_sweep_function(
             self,
-            "Function",
-            description="Stops AgentCore tool sessions of gone or expired sessions "
-            "(cdk-session-expiry)",
-            handler=contract.TOOL_SESSION_SWEEPER_HANDLER,
+            _FUNCTION,
+            table=table,
             role=role,
-            log_group=log_group,
-            timeout=TOOL_SESSION_SWEEPER_TIMEOUT,
-            memory_size=TOOL_SESSION_SWEEPER_MEMORY_SIZE,
-            environment=dict(environment),
-            retry_attempts=0,
-        )
-        for statement in list_statements(tools):
-            role.add_to_principal_policy(statement)
-        role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[table.table_arn])
-        )
-        if table.encryption_key is not None:
-            table.encryption_key.grant_decrypt(role)
-        #: The EventBridge rule that runs the sweep every ``interval``.
-        self.schedule = events.Rule(
-            self,
-            "Schedule",
-            description="Runs the AgentCore tool-session sweep (cdk-session-expiry)",
-            schedule=events.Schedule.rate(interval),
-            targets=[targets.LambdaFunction(self.function, retry_attempts=2)],
+            interval=interval,
+            environment=environment,
+            log_retention=log_retention,
+            statements=list_statements(tools),
         )
         #: ``OrphanToolSessionsStopped`` above 0: the stream path missed a session.
         self.orphan_tool_sessions_alarm = alarm_defaults.orphan_tool_sessions_alarm(
@@ -244,9 +234,4 @@ class ToolSessionSweep(Construct):
         return self._metric(contract.METRIC_TOOL_SESSIONS_CHECKED, options)
 
     def _metric(self, name: str, options: Mapping[str, Any]) -> cloudwatch.Metric:
-        props: dict[str, Any] = {
-            "statistic": cloudwatch.Stats.SUM,
-            "period": alarm_defaults.ALARM_PERIOD,
-            **options,
-        }
-        return cloudwatch.Metric(namespace=self.metrics_namespace, metric_name=name, **props)
+        return sum_metric(self.metrics_namespace, name, options)
