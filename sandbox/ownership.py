@@ -9,8 +9,12 @@
       every create is refused (``ResourceOwnedError``, naming both sessions) and writes nothing;
    b. writes items itself, as a writer that bypasses ``SessionStore`` would (raw ``PutItem``: an
       incarnation of its own, tenant-b's connection ids, AgentCore session ids, grant id and
-      token and scratch prefix), and deletes them. The deployed cleanup refuses every id
-      (``ResourcesRefused`` ``NotOwned``) and the prefix (``ScratchPrefixesRefused``).
+      token and scratch prefix; every other item with ``notAfter`` forged to 1, which must not
+      make the refusal a counted-only one), and deletes them. The deployed cleanup refuses every
+      id under the alarmed cause (``ResourcesRefused`` ``NotOwned``) and the prefix
+      (``ScratchPrefixesRefused``);
+   c. asks the deployed claim registrar to release, undo and re-claim tenant-b's ids, without a
+      claim token and with a made-up one: every request is refused and changes nothing.
 
    Tenant-b's connections must still be open, its AgentCore sessions running, its grants
    listed and its objects in place: **0 foreign resources touched**.
@@ -29,6 +33,7 @@ emulator's (see "What differs from AWS" in the docs).
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -149,10 +154,16 @@ def _agent_ids() -> tuple[str, str, str]:
     return (f"sandbox-runtime-{uuid.uuid4().hex}", uuid.uuid4().hex[:24], uuid.uuid4().hex[:24])
 
 
-def _forged_item(phase: Phase, session_id: str, victim: Held) -> dict[str, Any]:
-    """An item of tenant-a naming every resource of tenant-b's ``victim`` (raw ``PutItem``)."""
+def _forged_item(
+    phase: Phase, session_id: str, victim: Held, *, ended_long_ago: bool
+) -> dict[str, Any]:
+    """An item of tenant-a naming every resource of tenant-b's ``victim`` (raw ``PutItem``);
+    ``ended_long_ago`` forges ``notAfter`` to 1 (1970), the attribute that once turned an
+    alarmed refusal into a counted-only one (issue 35, route 3)."""
     c = phase.store.config
+    forged_end = {c.not_after_attribute: {"N": "1"}} if ended_long_ago else {}
     return {
+        **forged_end,
         c.partition_key: {"S": session_id},
         c.ttl_attribute: {"N": str(10**10)},
         c.incarnation_attribute: {"S": uuid.uuid4().hex},
@@ -193,7 +204,7 @@ def _tenant_forgery(phase: Phase) -> dict[str, Any]:
     sent_before = phase.pipeline.run_cleanup().records_sent_to_on_failure
     ddb, table = phase.emulator.client("dynamodb"), phase.store.table_name
     for i, victim in enumerate(victims, start=1):
-        item = _forged_item(phase, f"ta-forged-{i}", victim)
+        item = _forged_item(phase, f"ta-forged-{i}", victim, ended_long_ago=i % 2 == 0)
         ddb.put_item(TableName=table, Item=item)
         key = phase.store.config.partition_key
         ddb.delete_item(TableName=table, Key={key: item[key]})
@@ -226,8 +237,8 @@ def _ask_the_registrar(phase: Phase, victims: list[Held]) -> int:
     """Tenant-a asks the deployed claim registrar (a real ``Invoke``, answered by its deployed
     code) to release, undo and re-claim each of tenant-b's ids, naming tenant-b's key and live
     incarnation (or a made-up one) but not its claim token, which only a reader of tenant-b's
-    item has: every request is refused and leaves tenant-b's ownership records as they were.
-    Returns how many requests were made."""
+    item has — once without a token and once with a made-up one: every request is refused and
+    leaves tenant-b's ownership records as they were. Returns how many requests were made."""
     import json
 
     function = phase.store.config.claim_registrar_function
@@ -246,16 +257,15 @@ def _ask_the_registrar(phase: Phase, victims: list[Held]) -> int:
             ddb.get_item(TableName=table, Key={"resource": {"S": f"{k}#{i}"}}, ConsistentRead=True)
             for k, i in resources
         ]
-        for op, incarnation in (
-            ("release", live.incarnation),
-            ("undo", live.incarnation),
-            ("claim", uuid.uuid4().hex),
-        ):
+        made_up = uuid.uuid4().hex
+        asks = (("release", live.incarnation), ("undo", live.incarnation), ("claim", made_up))
+        for (op, incarnation), token in itertools.product(asks, (None, uuid.uuid4().hex)):
             request = {
                 "op": op,
                 "key": {key_name: victim.session_id},
                 "incarnation": incarnation,
                 "resources": resources,
+                **({} if token is None else {"token": token}),
             }
             answer = lam.invoke(FunctionName=function, Payload=json.dumps(request).encode())
             body = json.loads(answer["Payload"].read())

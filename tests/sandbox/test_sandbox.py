@@ -124,7 +124,8 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
     assert tenants["not_owned"] == 5 * tenants["victims"]  # connection, 3 AgentCore ids, grant
     # Issue 35: tenant-a's release, undo and claim requests to the deployed registrar for each
     # of tenant-b's sessions changed none of its ownership records (the phase's own check).
-    assert tenants["registrar_requests"] == 3 * tenants["victims"]
+    # release, undo and claim, each without a claim token and with a made-up one
+    assert tenants["registrar_requests"] == 6 * tenants["victims"]
     assert reuse["old_cleaned"] == reuse["new_intact"] == reuse["ids"] > 0
     assert reuse["superseded"] == 4 * reuse["after"]  # connection and 3 AgentCore ids each
     assert "foreign resources touched 0" in done.stdout
