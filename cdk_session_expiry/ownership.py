@@ -87,6 +87,7 @@ def reserved_attributes(ids_attributes: dict[str, str]) -> dict[str, str]:
     reserved = {
         "the incarnation attribute": contract.DEFAULT_INCARNATION_ATTRIBUTE,
         "the claim token attribute": contract.DEFAULT_CLAIM_TOKEN_ATTRIBUTE,
+        "the previous incarnation attribute": contract.DEFAULT_PREVIOUS_INCARNATION_ATTRIBUTE,
     }
     for env, name in ids_attributes.items():
         kind = env.removeprefix("SESSION_EXPIRY_").removesuffix("_ATTRIBUTE").lower()

@@ -251,7 +251,9 @@ def test_fails_to_start_with_a_deferred_work_table_but_no_session_table() -> Non
         validate_cleanup_config(config)
 
 
-@pytest.mark.parametrize("arrival", ["an-hour-after-b-was-created", "none"])
+@pytest.mark.parametrize(
+    "arrival", ["an-hour-after-b-was-created", "5-minutes-after-b-was-created", "none"]
+)
 def test_route_kinesis_deferred_a_forged_kinesis_remove_with_a_made_up_incarnation_is_refused(
     flags: Flags,
     sandbox: Sandbox,
@@ -263,17 +265,18 @@ def test_route_kinesis_deferred_a_forged_kinesis_remove_with_a_made_up_incarnati
     puts a REMOVE of B's live key under a made-up incarnation while ``enabled`` is off, so the
     cleanup defers it as it came (the record keeps its Kinesis ``eventSourceARN`` and arrival
     time). The drain reads the key back: another incarnation is held, and it was created before
-    the record arrived (beyond the arrival slack, `kinesis_removals.ARRIVAL_SLACK_SECONDS`), or
+    the record arrived (beyond the arrival slack, `kinesis_removals.ARRIVAL_SLACK_SECONDS`; or
+    within it, and neither B's item nor a claim names the made-up incarnation: unproven), or
     the record's arrival is unknown, so the removal did not happen: refused, nothing called,
-    not counted cleaned. (Within the slack it passes as real, as on the Kinesis path itself;
-    docs/security.md says so.)"""
+    not counted cleaned."""
     live = sandbox.create_session("tenant-b-1")
     sandbox.read_stream()
     forged = forged_remove(sandbox, live)
     forged["eventSourceARN"] = "arn:aws:kinesis:us-east-1:123456789012:stream/changes"
     forged["eventSource"] = "aws:kinesis"
     if arrival != "none":
-        forged["kinesisArrivalTime"] = int(time.time()) + 3600
+        after = 300 if arrival.startswith("5-minutes") else 3600
+        forged["kinesisArrivalTime"] = int(time.time()) + after
     made_up = "0" * 32
     forged["dynamodb"]["OldImage"] = {**live.item, "incarnation": {"S": made_up}}
     put_deferred(forged, "*", incarnation=made_up)
