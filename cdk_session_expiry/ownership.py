@@ -82,7 +82,8 @@ def attribute_environment() -> dict[str, str]:
 
 def reserved_attributes(ids_attributes: dict[str, str]) -> dict[str, str]:
     """The session attributes whose names are fixed (no prop), labelled for the error of
-    ``validation.check_session_attributes``: the incarnation, and the String Sets of AgentCore
+    ``validation.check_session_attributes``: the incarnation, the claim token, the incarnation a
+    session replaced (``previousIncarnation``), and the String Sets of AgentCore
     session ids of the targets set (``ids_attributes``: environment variable → name)."""
     reserved = {
         "the incarnation attribute": contract.DEFAULT_INCARNATION_ATTRIBUTE,

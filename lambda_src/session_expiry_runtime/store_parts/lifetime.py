@@ -83,7 +83,8 @@ class LifetimePart(StoreCore):
         removed first with a DeleteItem conditioned on it still being not live (its REMOVE
         record has the cleanup release the old incarnation's resources), then the new item is
         put with ``attribute_not_exists``; the new incarnation takes over the ids the old one
-        claimed, whose cleanup then leaves them alone.
+        claimed, whose cleanup then leaves them alone. The new item names the one it replaced
+        (``previousIncarnation``): the proof the Kinesis read-back takes that its REMOVE is real.
 
         Args:
             session_id: 1-255 characters ``A-Z a-z 0-9 . _ : @ = + -``, starting with a
