@@ -82,11 +82,13 @@ def attribute_environment() -> dict[str, str]:
 
 def reserved_attributes(ids_attributes: dict[str, str]) -> dict[str, str]:
     """The session attributes whose names are fixed (no prop), labelled for the error of
-    ``validation.check_session_attributes``: the incarnation, and the String Sets of AgentCore
+    ``validation.check_session_attributes``: the incarnation, the claim token, the incarnation a
+    session replaced (``previousIncarnation``), and the String Sets of AgentCore
     session ids of the targets set (``ids_attributes``: environment variable → name)."""
     reserved = {
         "the incarnation attribute": contract.DEFAULT_INCARNATION_ATTRIBUTE,
         "the claim token attribute": contract.DEFAULT_CLAIM_TOKEN_ATTRIBUTE,
+        "the previous incarnation attribute": contract.DEFAULT_PREVIOUS_INCARNATION_ATTRIBUTE,
     }
     for env, name in ids_attributes.items():
         kind = env.removeprefix("SESSION_EXPIRY_").removesuffix("_ATTRIBUTE").lower()

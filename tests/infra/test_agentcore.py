@@ -393,6 +393,11 @@ def test_without_targets_the_application_role_gets_no_agentcore_action() -> None
             r"tenant_attribute='claimToken' is also the claim token attribute: expected a "
             r"distinct attribute name",
         ),
+        (
+            {"tenant_attribute": "previousIncarnation"},
+            r"tenant_attribute='previousIncarnation' is also the previous incarnation "
+            r"attribute: expected a distinct attribute name",
+        ),
     ],
     ids=[
         "runtime-not-an-arn",
@@ -406,6 +411,7 @@ def test_without_targets_the_application_role_gets_no_agentcore_action() -> None
         "attribute-is-the-session-id-set",
         "attribute-is-the-incarnation",
         "attribute-is-the-claim-token",
+        "attribute-is-the-previous-incarnation",
     ],
 )
 def test_fails_on_bad_agentcore_props(props: dict[str, Any], message: str) -> None:

@@ -251,7 +251,9 @@ def test_fails_to_start_with_a_deferred_work_table_but_no_session_table() -> Non
         validate_cleanup_config(config)
 
 
-@pytest.mark.parametrize("arrival", ["an-hour-after-b-was-created", "none"])
+@pytest.mark.parametrize(
+    "arrival", ["an-hour-after-b-was-created", "5-minutes-after-b-was-created", "none"]
+)
 def test_route_kinesis_deferred_a_forged_kinesis_remove_with_a_made_up_incarnation_is_refused(
     flags: Flags,
     sandbox: Sandbox,
@@ -263,17 +265,18 @@ def test_route_kinesis_deferred_a_forged_kinesis_remove_with_a_made_up_incarnati
     puts a REMOVE of B's live key under a made-up incarnation while ``enabled`` is off, so the
     cleanup defers it as it came (the record keeps its Kinesis ``eventSourceARN`` and arrival
     time). The drain reads the key back: another incarnation is held, and it was created before
-    the record arrived (beyond the arrival slack, `kinesis_removals.ARRIVAL_SLACK_SECONDS`), or
+    the record arrived (beyond the arrival slack, `kinesis_removals.ARRIVAL_SLACK_SECONDS`; or
+    within it, and neither B's item nor a claim names the made-up incarnation: unproven), or
     the record's arrival is unknown, so the removal did not happen: refused, nothing called,
-    not counted cleaned. (Within the slack it passes as real, as on the Kinesis path itself;
-    docs/security.md says so.)"""
+    not counted cleaned."""
     live = sandbox.create_session("tenant-b-1")
     sandbox.read_stream()
     forged = forged_remove(sandbox, live)
     forged["eventSourceARN"] = "arn:aws:kinesis:us-east-1:123456789012:stream/changes"
     forged["eventSource"] = "aws:kinesis"
     if arrival != "none":
-        forged["kinesisArrivalTime"] = int(time.time()) + 3600
+        after = 300 if arrival.startswith("5-minutes") else 3600
+        forged["kinesisArrivalTime"] = int(time.time()) + after
     made_up = "0" * 32
     forged["dynamodb"]["OldImage"] = {**live.item, "incarnation": {"S": made_up}}
     put_deferred(forged, "*", incarnation=made_up)
@@ -289,3 +292,41 @@ def test_route_kinesis_deferred_a_forged_kinesis_remove_with_a_made_up_incarnati
     assert totals["DeferredWorkRefused"] == 1 and "SessionsCleaned" not in totals
     (line,) = [entry for entry in lines if entry.get("outcome") == "refused"]
     assert line["refusal"].startswith("ItemStillInTable")
+
+
+@pytest.mark.parametrize("claims", ["kept", "gone"])
+def test_route_kinesis_deferred_a_genuine_remove_of_an_earlier_incarnation_needs_its_proof(
+    flags: Flags, sandbox: Sandbox, caplog: pytest.LogCaptureFixture, claims: str
+) -> None:
+    """The drain judges a deferred Kinesis record by the Kinesis path's rule
+    (`kinesis_removals`): B's earlier incarnation X ended, the key was created again 5 minutes
+    before X's REMOVE arrived in Kinesis (within the arrival slack, not through the store's
+    reuse: no ``previousIncarnation``). X's claims name its key and incarnation: proven, the
+    work runs and X is cleaned, the live session untouched. Control: with X's claims gone,
+    nothing proves X existed: refused like a forgery, nothing called."""
+    old = sandbox.create_session("tenant-b-1", expires_at=1)
+    sandbox.delete("tenant-b-1")
+    new = sandbox.create_session("tenant-b-1", prefix="sessions/tenant-b-1/i2/")
+    sandbox.read_stream()
+    record = forged_remove(sandbox, old)  # X's REMOVE as DynamoDB wrote it: its own image
+    record["eventSourceARN"] = "arn:aws:kinesis:us-east-1:123456789012:stream/changes"
+    record["eventSource"] = "aws:kinesis"
+    record["kinesisArrivalTime"] = int(time.time()) + 300
+    if claims == "gone":
+        for kind, resource_id in ((KIND_CONNECTION, old.connection_id), (KIND_GRANT, old.grant_id)):
+            sandbox.ddb.delete_item(
+                TableName="session-ownership", Key={"resource": {"S": f"{kind}#{resource_id}"}}
+            )
+    put_deferred(record, "*", incarnation=old.incarnation)
+
+    report, lines = drain(caplog)
+
+    assert sandbox.is_intact(new) and claims_held(sandbox, new)
+    if claims == "kept":
+        assert report["done"] == {"*": 1} and report["refused"] == {"*": 0}
+        assert sandbox.is_clean(old)
+    else:
+        assert report["refused"] == {"*": 1} and report["done"] == {"*": 0}
+        assert sandbox.is_intact(old)
+        (line,) = [entry for entry in lines if entry.get("outcome") == "refused"]
+        assert "the removal is unproven" in line["refusal"]

@@ -491,6 +491,16 @@ def test_fails_an_application_attribute_named_like_the_incarnation(store: Sessio
         store.create("s-1", ttl=HOUR, attributes={"incarnation": "mine"})
 
 
+def test_fails_an_application_attribute_named_like_the_previous_incarnation(
+    store: SessionStore,
+) -> None:
+    # The Kinesis read-back's proof (kinesis_removals): only create writes it.
+    with pytest.raises(
+        ValueError, match="'previousIncarnation': reserved for the key or the runtime"
+    ):
+        store.create("s-1", ttl=HOUR, attributes={"previousIncarnation": "0" * 32})
+
+
 def test_an_attach_takes_over_a_released_claim_naming_its_former_holder(
     store: SessionStore, ddb: Any
 ) -> None:

@@ -18,7 +18,10 @@ the run's items together: `RemovalCheck`, as for a ``REMOVE`` that came
 through Kinesis):
 
 * no item, or an item of another incarnation (a later session under the same key): the removal
-  happened; the work runs, and the ownership checks keep the later session's resources;
+  happened; the work runs, and the ownership checks keep the later session's resources. A record
+  that came through Kinesis is judged by the Kinesis path's rule (`kinesis_removals`: another
+  incarnation created within the arrival slack before the record arrived must be proven by the
+  held item or a claim naming the record's incarnation; unproven, it is refused as below);
 * an item of the record's incarnation (or, for a record without one, any item), or a record that
   cannot be read back at all (no stream record, no session, Keys of another table): **refused**.
   Nothing is called; ``DeferredWorkRefused`` counts it (alarmed), a WARNING line names the item,
@@ -37,8 +40,9 @@ from typing import Any
 
 from ..core.config import ACTION_DEFERRAL, DIMENSION_ACTION, METRIC_DEFERRED_WORK_REFUSED
 from ..core.decode import parse_record, to_json_value
+from ..owners.claims import ClaimBatcher
 from ..owners.outcomes import OUTCOME_DEFERRED, OUTCOME_FAILED, RecordResult
-from ..records.kinesis_removals import ReadBackFailed, RemovalCheck
+from ..records.kinesis_removals import UNPROVEN, ReadBackFailed, RemovalCheck
 from ..switches.deferred import (
     METRIC_DEFERRED_WORK_AGE,
     METRIC_DEFERRED_WORK_DONE,
@@ -192,10 +196,11 @@ def _sort_out(
     raws = [_stored_record(i) for i in taken]
     check = cleaner.removal_check()
     check.prefetch([parse_record(r) for r in raws if r is not None], every_source=True)
+    claims = cleaner.claim_batcher()
     runnable: list[tuple[dict[str, Any], dict[str, Any]]] = []
     failed = refused = 0
     for item, raw in zip(taken, raws, strict=True):
-        verdict = _verify(cleaner, check, raw)
+        verdict = _verify(cleaner, check, claims, raw)
         if verdict is None and raw is not None:
             runnable.append((item, raw))
         elif isinstance(verdict, ReadBackFailed):
@@ -221,9 +226,13 @@ def _stored_record(item: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _verify(
-    cleaner: CleanupRunner, check: RemovalCheck, raw: dict[str, Any] | None
+    cleaner: CleanupRunner,
+    check: RemovalCheck,
+    claims: ClaimBatcher | None,
+    raw: dict[str, Any] | None,
 ) -> Exception | None:
-    """``None`` when the record's removal happened (its work may run); else why not: a
+    """``None`` when the record's removal happened (its work may run:
+    `CleanupRunner.removal_refusal`, the Kinesis path's rule); else why not: a
     `ReadBackFailed` (ask again next drain) or a ``ValueError`` whose text is the
     refusal (``<reason>: <detail>``)."""
     if raw is None:
@@ -233,15 +242,22 @@ def _verify(
         why = session.cause or ", ".join(session.failed_actions) or session.outcome
         return ValueError(f"{REFUSED_UNVERIFIABLE}: the record names no session ({why})")
     try:
-        held = check.still_held(session.record, session.incarnation)
+        refusal = cleaner.removal_refusal(session, check, claims)
     except ReadBackFailed as exc:
         return exc
     except RuntimeError as exc:
         return ValueError(f"{REFUSED_UNVERIFIABLE}: {exc}")
-    if held:
+    incarnation = session.incarnation or "(none)"
+    if refusal == UNPROVEN:
+        return ValueError(
+            f"{REFUSED_STILL_IN_TABLE}: the key holds another incarnation, created just before "
+            f"the record arrived in Kinesis, and neither it nor an ownership record names "
+            f"incarnation {incarnation}: the removal is unproven"
+        )
+    if refusal is not None:
         return ValueError(
             f"{REFUSED_STILL_IN_TABLE}: the session table still holds the item in incarnation "
-            f"{session.incarnation or '(none)'}: the removal did not happen"
+            f"{incarnation}: the removal did not happen"
         )
     return None
 

@@ -102,7 +102,13 @@ from ..core.config import (
 from ..core.decode import DecodeError, StreamRecord, decode_image, parse_record, to_json_value
 from ..core.invocation import InvocationScope
 from ..core.metrics import MetricsRecorder
-from ..core.ownership import ALARMED_REFUSALS, VERDICT_RELEASED, Verdict, owner_token
+from ..core.ownership import (
+    ALARMED_REFUSALS,
+    VERDICT_RELEASED,
+    Verdict,
+    names_incarnation,
+    owner_token,
+)
 from ..core.regions import owned_here
 from ..core.step_pool import StepPool
 from ..owners.claims import Claimant, ClaimBatcher, ClaimFailure, ClaimRef
@@ -123,7 +129,7 @@ from ..owners.outcomes import (
     error_text,
 )
 from ..records.classify import classify_removal
-from ..records.kinesis_removals import RemovalCheck
+from ..records.kinesis_removals import GONE, HELD, UNPROVEN, ReadBackFailed, RemovalCheck
 from ..steps import build_steps
 from ..steps.base import (
     PHASE_AFTER_SUCCESS,
@@ -357,9 +363,9 @@ class CleanupRunner:
             if isinstance(session, RecordResult):
                 return None
             if session.record.through_kinesis and (
-                removals is None or removals.still_held(session.record, session.incarnation)
+                removals is None or removals.removal(session.record, session.incarnation) != GONE
             ):
-                return None
+                return None  # an unproven one marks its ids in its own check, once proven
             refs = [
                 ref
                 for step in self._active(self.session_steps)
@@ -469,7 +475,7 @@ class CleanupRunner:
         if isinstance(session, RecordResult):
             return session
         scope = scope if scope is not None else InvocationScope()
-        not_removed = self._still_in_table(session, scope)
+        not_removed = self._still_in_table(session, scope, claims)
         if not_removed is not None:
             return not_removed
         ctx = StepContext(
@@ -517,25 +523,79 @@ class CleanupRunner:
         except Exception as exc:
             tally.add_error(ACTION_DEFERRAL, raised_text(exc))
 
-    def _still_in_table(self, session: Session, scope: InvocationScope) -> RecordResult | None:
-        """For a ``REMOVE`` that came through Kinesis, the result of a record whose item the
-        table still holds (skipped, ``ItemStillInTable``) or could not be read back (failed,
-        ``Ownership``); ``None`` to go on (`kinesis_removals`)."""
+    def _still_in_table(
+        self, session: Session, scope: InvocationScope, claims: ClaimBatcher | None
+    ) -> RecordResult | None:
+        """For a ``REMOVE`` that came through Kinesis, the result of a record whose removal
+        `removal_refusal` refuses (skipped, ``ItemStillInTable``) or that could not be read
+        back (failed, ``Ownership``); ``None`` to go on (`kinesis_removals`)."""
         record = session.record
         if not record.through_kinesis:
             return None
         check = scope.shared(RemovalCheck, self.removal_check)
         try:
-            held = check.still_held(record, session.incarnation)
+            refusal = self.removal_refusal(session, check, claims)
         except RuntimeError as exc:
             result = self._result(record, OUTCOME_FAILED, failed_actions=(ACTION_OWNERSHIP,))
             result.log["errors"] = {ACTION_OWNERSHIP: f"reading the item back: {exc}"}
             return result
-        if not held:
+        if refusal is None:
             return None
         result = self._result(record, OUTCOME_SKIPPED, cause=CAUSE_ITEM_STILL_IN_TABLE)
         result.log["keys"] = to_json_value(session.keys)
+        result.log["readBack"] = refusal
         return result
+
+    def removal_refusal(
+        self, session: Session, check: RemovalCheck, claims: ClaimBatcher | None
+    ) -> str | None:
+        """Whether the removal ``session``'s record reports happened, from the read-back
+        ``check`` and, when that leaves it `UNPROVEN`, the ownership records of the ids the
+        record's steps would act on (``claims``, read only: a claim naming the record's
+        ``Keys`` and incarnation proves it, `ownership.names_incarnation`). ``None``: it
+        happened, the work may run; else `HELD` or `UNPROVEN`: refuse it
+        (`kinesis_removals`).
+
+        Raises:
+            ReadBackFailed: the table or the ownership records could not be read (ask again
+                later).
+            RuntimeError: the record cannot be read back; the text says why.
+        """
+        verdict = check.removal(session.record, session.incarnation)
+        if verdict == GONE or (verdict == UNPROVEN and self._claims_name(session, claims)):
+            return None
+        return HELD if verdict == HELD else UNPROVEN
+
+    def _claims_name(self, session: Session, claims: ClaimBatcher | None) -> bool:
+        """Whether an ownership record of an id any claiming step's plan names (switched off
+        or not: reading changes nothing) names the record's ``Keys`` and incarnation.
+
+        Raises:
+            ReadBackFailed: the records could not be read.
+        """
+        claimant = self._claimant(session)
+        if claims is None or claimant.owner is None or claimant.incarnation is None:
+            return False
+        refs = list(
+            dict.fromkeys(
+                ref
+                for step in self.session_steps
+                if step.claims_ownership
+                for plan in (step.plan(session),)
+                if plan.status == PLAN_RUN
+                for ref in plan.claims
+            )
+        )
+        if not refs:
+            return False
+        try:
+            read = claims.claims(refs)
+        except Exception as exc:
+            raise ReadBackFailed(f"reading the ownership records: {error_text(exc)}") from None
+        return any(
+            names_incarnation(claim, owner=claimant.owner, incarnation=claimant.incarnation)
+            for claim in read.values()
+        )
 
     def _claimant(self, session: Session) -> Claimant:
         """Who the ownership records must name: the record's ``Keys`` (never the image's) and

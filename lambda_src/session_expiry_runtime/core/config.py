@@ -294,6 +294,13 @@ DEFAULT_INCARNATION_ATTRIBUTE = "incarnation"
 CLAIM_TOKEN_ATTRIBUTE = "claimToken"  # noqa: S105 (an attribute name)
 #: The same name as the construct's contract spells it (a prop naming it is refused at synth).
 DEFAULT_CLAIM_TOKEN_ATTRIBUTE = CLAIM_TOKEN_ATTRIBUTE
+#: String (fixed name): the incarnation a session replaced under its key, written by
+#: ``SessionStore.create`` when it removed the key's dead item first (its reuse after expiry). The
+#: Kinesis read-back takes it as proof that a ``REMOVE`` of that incarnation really happened
+#: (`kinesis_removals`); only a writer of the session's key writes it.
+PREVIOUS_INCARNATION_ATTRIBUTE = "previousIncarnation"
+#: The same name as the construct's contract spells it (a prop naming it is refused at synth).
+DEFAULT_PREVIOUS_INCARNATION_ATTRIBUTE = PREVIOUS_INCARNATION_ATTRIBUTE
 #: String Sets of every AgentCore session id of each kind attached to a session (the single
 #: ``agentRuntimeSessionId``-style attributes keep the latest one, and are all that items
 #: written before the sets hold).

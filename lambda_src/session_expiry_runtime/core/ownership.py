@@ -72,6 +72,7 @@ __all__ = [
     "custom_kinds_of",
     "former_owner",
     "is_kind",
+    "names_incarnation",
     "owner_key_of_token",
     "owner_token",
     "resource_key",
@@ -345,6 +346,20 @@ def classify(claim: Claim | None, *, owner: str, incarnation: str | None) -> Ver
     if incarnation is not None and former_owner(owner, incarnation) in claim.former_owners:
         return Verdict(REFUSAL_SUPERSEDED, claim)  # taken over from exactly this incarnation
     return Verdict(REFUSAL_NOT_OWNED, claim)
+
+
+def names_incarnation(claim: Claim | None, *, owner: str, incarnation: str) -> bool:
+    """Whether ``claim`` shows that ``owner``'s incarnation ``incarnation`` existed: it names
+    it as the id's holder, or in `Claim.former_owners` (a holder the id was taken over from).
+    Only ``SessionStore`` (through the claim registrar, or a writer of the whole ownership table)
+    and the cleanup write claims, and a claim names an incarnation only once it was created, so
+    a made-up incarnation is named by none (`kinesis_removals`, the proof a Kinesis ``REMOVE``
+    of a re-created key needs)."""
+    if claim is None:
+        return False
+    if claim.owner == owner and claim.incarnation == incarnation:
+        return True
+    return former_owner(owner, incarnation) in claim.former_owners
 
 
 def former_owner(owner: str, incarnation: str) -> str:

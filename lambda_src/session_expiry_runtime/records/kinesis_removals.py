@@ -7,32 +7,53 @@ ownership check (`claims`), so its connection, grant and objects would be releas
 it is live. So, before a ``REMOVE`` that came through Kinesis
 (`decode.StreamRecord.through_kinesis`: the Lambda record's ``eventSourceARN``, set by
 Lambda) is cleaned, the table is read back under the record's ``Keys`` (``BatchGetItem``,
-strongly consistent, the key attributes and the incarnation only):
+strongly consistent, the key attributes, the incarnation, ``notAfter`` and
+``previousIncarnation`` only), and `RemovalCheck.removal` answers:
 
-* the table holds an item with the old image's incarnation (or, for an image without one, any
-  item): the ``REMOVE`` did not happen. The record is skipped (``RecordsSkipped``, cause
-  ``ItemStillInTable``, watched by the skipped-records alarm) and nothing is called;
-* an item with another incarnation: a later session under the same key (Kinesis may deliver an
-  earlier one's ``REMOVE`` after the key was created again), or a forged ``REMOVE`` with a
-  made-up incarnation of a live key. Told apart by facts its writer does not write: the held
-  item's creation (its ``notAfter`` less the maximum session lifetime: ``SessionStore`` writes
-  ``notAfter`` once, at ``create``) against the record's arrival in Kinesis
-  (``approximateArrivalTimestamp``, set by Kinesis). A session created after the removal was
-  created after (or, allowing `ARRIVAL_SLACK_SECONDS` for DynamoDB's delivery into Kinesis,
-  just before) the arrival: the removal is real and the ownership check keeps the later
-  session's resources. A session created earlier was live when the removal is said to have
-  happened: skipped as ``ItemStillInTable``, nothing called, nothing counted cleaned, archived
-  or published. An item without ``notAfter`` (written around ``SessionStore``) or a record
-  without an arrival time cannot be placed in time: skipped the same way;
-* no item: the removal is real;
+* `HELD` — the table holds an item with the old image's incarnation (or, for an image without
+  one, any item): the ``REMOVE`` did not happen. The record is skipped (``RecordsSkipped``,
+  cause ``ItemStillInTable``, watched by the skipped-records alarm) and nothing is called;
+* `GONE` — no item: the removal is real;
+* an item Y with another incarnation: a later session under the same key (Kinesis may deliver an
+  earlier incarnation X's ``REMOVE`` after the key was created again), or a forged ``REMOVE``
+  with a made-up incarnation of a live key. Told apart only by facts the record's writer does
+  not write: Y's creation (its ``notAfter`` less the maximum session lifetime: ``SessionStore``
+  writes ``notAfter`` once, at ``create``, in whole seconds rounded down, so this is at most
+  one second early and never late), the record's arrival in Kinesis
+  (``approximateArrivalTimestamp``, set by Kinesis), Y's own item, and the ownership table:
+
+  * Y created at or after the arrival: `GONE`. The record was in Kinesis before Y existed, so
+    it cannot be a copy of Y; the ownership check keeps Y's resources;
+  * Y created before the arrival by more than `ARRIVAL_SLACK_SECONDS` (DynamoDB's delivery into
+    Kinesis): Y was live when the removal is said to have happened: `HELD`;
+  * Y created before the arrival, within the slack: the removal is real only with **proof that
+    X existed**. Y's item naming X as the incarnation it replaced (``previousIncarnation``:
+    ``SessionStore.create`` writes it when it removed the key's dead item X itself, and only a
+    writer of Y's key writes Y's item) is proof here: `GONE`. Otherwise `UNPROVEN`: the runner
+    (`runner.CleanupRunner.removal_refusal`) reads the ownership records of the ids the record's
+    steps would act on (only the claim registrar and the cleanup write them) and takes a claim
+    naming the record's ``Keys`` and X, as its owner or in its ``formerOwners``, as proof. With
+    neither, the record is skipped as ``ItemStillInTable`` (alarmed; the log line says
+    ``readBack: unproven``): nothing called, nothing counted cleaned, archived or published.
+    A made-up X is named by no claim (an id whose claim named X would be one X owned), so such a
+    record would have released nothing anyway; it is refused before any step, the archive
+    included, runs;
+  * Y without ``notAfter`` (written around ``SessionStore``) or a record without an arrival time
+    cannot be placed in time: `HELD`.
+
+  What this refuses of genuine records (docs/security.md): the ``REMOVE`` of a session X without
+  ids whose key was removed by something other than ``SessionStore.create`` (its time to live,
+  the expiry sweep, ``end``) and created again within DynamoDB's delivery delay into Kinesis (plus
+  the second ``notAfter`` rounds away), before X's ``REMOVE`` reached the stream: alarmed, and
+  X's scratch objects are left to the scratch lifecycle rule.
 * the read failed: the record fails (action ``Ownership``) and is retried.
 
 The records of one invocation are read together before any record starts (100 keys a call,
-DynamoDB's ``BatchGetItem`` limit; the key, the incarnation and ``notAfter`` only): 0.01 calls
-and one strongly consistent read (1 read request
-unit for an item up to 4 KB) per session. The cleanup function's role may read the table
-(``dynamodb:BatchGetItem``) only with the Kinesis change source. A DynamoDB stream record is
-never read back.
+DynamoDB's ``BatchGetItem`` limit): 0.01 calls and one strongly consistent read (1 read request
+unit for an item up to 4 KB) per session; an `UNPROVEN` record adds one read of its ids'
+ownership records. The cleanup function's role may read the table (``dynamodb:BatchGetItem``)
+only with the Kinesis change source. A DynamoDB stream record is never read back (the drain of
+deferred work reads it back as such: another incarnation in its place is a later session).
 """
 
 from __future__ import annotations
@@ -44,10 +65,11 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..core.config import PREVIOUS_INCARNATION_ATTRIBUTE
 from ..core.decode import DecodeError, StreamRecord, decode_binary
 from ..owners.outcomes import error_text
 
-__all__ = ["MAX_KEYS_PER_CALL", "ReadBackFailed", "RemovalCheck"]
+__all__ = ["GONE", "HELD", "MAX_KEYS_PER_CALL", "UNPROVEN", "ReadBackFailed", "RemovalCheck"]
 
 #: ``BatchGetItem`` takes at most 100 keys (Amazon DynamoDB API Reference).
 MAX_KEYS_PER_CALL = 100
@@ -55,9 +77,15 @@ MAX_KEYS_PER_CALL = 100
 MAX_ROUNDS = 3
 #: How long before a Kinesis record's arrival its removal may have happened: DynamoDB delivers
 #: a change into Kinesis "typically within seconds"; the replay's arrival slack (15 minutes)
-#: bounds it here too. A forged ``REMOVE`` of a key re-created within this window passes as
-#: real, and its made-up incarnation's ids and prefix are still checked by ownership.
+#: bounds it here too. A ``REMOVE`` of another incarnation than the one a key created within
+#: this window before the record's arrival holds must prove its incarnation existed.
 ARRIVAL_SLACK_SECONDS = 15 * 60
+#: `RemovalCheck.removal`: the removal happened (clean the record) ...
+GONE = "gone"
+#: ... the table holds the removed item: it did not (``ItemStillInTable``) ...
+HELD = "held"
+#: ... or only a claim naming the record's key and incarnation can tell (module docstring).
+UNPROVEN = "unproven"
 _ABSENT = object()
 
 
@@ -116,6 +144,11 @@ def _number(value: object) -> Decimal | None:
     return number if number is not None and number.is_finite() else None
 
 
+def _text(value: object) -> str | None:
+    text = value.get("S") if isinstance(value, Mapping) else None
+    return text if isinstance(text, str) else None
+
+
 class RemovalCheck:
     """The read-back of one invocation's Kinesis ``REMOVE`` records (module docstring).
 
@@ -148,14 +181,15 @@ class RemovalCheck:
         self.incarnation_attribute = incarnation_attribute
         self.not_after_attribute = not_after_attribute
         self.max_lifetime = Decimal(max_lifetime_seconds)
-        #: key identity -> the held item's (incarnation, notAfter) (None: absent) or _ABSENT
+        #: key identity -> the held item's (incarnation, notAfter, previousIncarnation) (None:
+        #: absent) or _ABSENT
         self._read: dict[str, object] = {}
         self._failed: dict[str, str] = {}
 
     def prefetch(self, records: Sequence[StreamRecord], *, every_source: bool = False) -> None:
         """Read back every Kinesis ``REMOVE`` of ``records`` (with ``every_source``, every
         ``REMOVE``: the drain of deferred work, `levers`) in as few calls as they allow;
-        never raises (what could not be read is read again, or fails, in `still_held`)."""
+        never raises (what could not be read is read again, or fails, in `removal`)."""
         self._read_keys(
             [
                 r.keys
@@ -164,8 +198,9 @@ class RemovalCheck:
             ]
         )
 
-    def still_held(self, record: StreamRecord, incarnation: str | None) -> bool:
-        """``True`` when the table holds the item ``record`` says was removed (module docstring).
+    def removal(self, record: StreamRecord, incarnation: str | None) -> str:
+        """Whether the item ``record`` says was removed is gone: `GONE`, `HELD` or `UNPROVEN`
+        (module docstring).
 
         Raises:
             ReadBackFailed: the table could not be read (no table name, a failed call, keys
@@ -173,6 +208,26 @@ class RemovalCheck:
             RuntimeError: the record cannot be read back (no ``Keys``, Keys that are not the
                 table's key or not S, N or B); the text says why.
         """
+        held = self._held(record)
+        if held is _ABSENT:
+            return GONE
+        assert isinstance(held, tuple)
+        held_incarnation, held_not_after, replaced = held
+        if incarnation is None or held_incarnation is None or held_incarnation == incarnation:
+            return HELD
+        if not record.through_kinesis:
+            # A DynamoDB stream record (deferred by the cleanup, read back by the drain):
+            # DynamoDB wrote it, so another incarnation in its place is a later session.
+            return GONE
+        created, arrival = self._created(held_not_after), record.arrival_time
+        if created is None or arrival is None or created < arrival - ARRIVAL_SLACK_SECONDS:
+            return HELD
+        if created >= arrival or replaced == incarnation:
+            return GONE
+        return UNPROVEN
+
+    def _held(self, record: StreamRecord) -> object:
+        """What the read-back found under ``record``'s ``Keys`` (`_ABSENT`: nothing)."""
         if record.keys is None:
             raise RuntimeError("a REMOVE record without Keys cannot be read back")
         if set(record.keys) != self.key_names:
@@ -188,26 +243,12 @@ class RemovalCheck:
             self._read_keys([record.keys])
         if identity not in self._read:
             raise ReadBackFailed(self._failed.get(identity, "the item could not be read back"))
-        held = self._read[identity]
-        if held is _ABSENT:
-            return False
-        assert isinstance(held, tuple)
-        held_incarnation: str | None = held[0]
-        held_not_after: Decimal | None = held[1]
-        if incarnation is None or held_incarnation is None or held_incarnation == incarnation:
-            return True
-        if not record.through_kinesis:
-            # A DynamoDB stream record (deferred by the cleanup, read back by the drain):
-            # DynamoDB wrote it, so another incarnation in its place is a later session.
-            return False
-        return not self._created_after(held_not_after, record.arrival_time)
+        return self._read[identity]
 
-    def _created_after(self, not_after: Decimal | None, arrival: Decimal | None) -> bool:
-        """Whether the held session was created after the removal ``arrival`` reports (within
-        `ARRIVAL_SLACK_SECONDS`); ``False`` when either time is unknown."""
-        if not_after is None or arrival is None:
-            return False
-        return not_after - self.max_lifetime >= arrival - ARRIVAL_SLACK_SECONDS
+    def _created(self, not_after: Decimal | None) -> Decimal | None:
+        """When the held session was created (at most one second early: ``notAfter`` is whole
+        seconds rounded down); ``None`` when it has no ``notAfter``."""
+        return None if not_after is None else not_after - self.max_lifetime
 
     def _read_keys(self, keys: list[Mapping[str, Any]]) -> None:
         for start in range(0, len(keys), MAX_KEYS_PER_CALL):
@@ -217,12 +258,12 @@ class RemovalCheck:
         todo: dict[str, dict[str, Any]] = {}
         for keys_of in keys:
             if set(keys_of) != self.key_names:
-                continue  # still_held says why
+                continue  # removal says why
             try:
                 request = _request_key(keys_of)
                 identity = _identity(request)
             except DecodeError:
-                continue  # still_held says why
+                continue  # removal says why
             if identity not in self._read:
                 todo[identity] = request
         if self.table_name is None:
@@ -246,6 +287,7 @@ class RemovalCheck:
         names = {f"#k{i}": n for i, n in enumerate(sorted(next(iter(todo.values()))))}
         names["#inc"] = self.incarnation_attribute
         names["#na"] = self.not_after_attribute
+        names["#prev"] = PREVIOUS_INCARNATION_ATTRIBUTE
         request = {
             "Keys": list(todo.values()),
             "ConsistentRead": True,
@@ -253,13 +295,13 @@ class RemovalCheck:
             "ExpressionAttributeNames": names,
         }
         page = self.dynamodb.batch_get_item(RequestItems={str(self.table_name): request})
-        key_names = [n for k, n in names.items() if k not in ("#inc", "#na")]
+        key_names = [n for k, n in names.items() if k not in ("#inc", "#na", "#prev")]
         for item in (page.get("Responses") or {}).get(self.table_name) or []:
             identity = _identity({name: item[name] for name in key_names})
-            incarnation = (item.get(self.incarnation_attribute) or {}).get("S")
             self._read[identity] = (
-                incarnation if isinstance(incarnation, str) else None,
+                _text(item.get(self.incarnation_attribute)),
                 _number((item.get(self.not_after_attribute) or {}).get("N")),
+                _text(item.get(PREVIOUS_INCARNATION_ATTRIBUTE)),
             )
         left = ((page.get("UnprocessedKeys") or {}).get(self.table_name) or {}).get("Keys") or []
         unprocessed = {_identity(k) for k in left}

@@ -15,7 +15,7 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
-from ..core.config import CLAIM_TOKEN_ATTRIBUTE, RuntimeConfig
+from ..core.config import CLAIM_TOKEN_ATTRIBUTE, PREVIOUS_INCARNATION_ATTRIBUTE, RuntimeConfig
 from ..core.prefixes import validate_segment
 from ..core.ttl import ttl_from_attribute
 from .session import Session
@@ -60,6 +60,7 @@ def reserved_attributes(config: RuntimeConfig) -> frozenset[str]:
         "browser session attribute": c.browser_session_attribute,
         "incarnation attribute": c.incarnation_attribute,
         "claim token attribute": CLAIM_TOKEN_ATTRIBUTE,
+        "previous incarnation attribute": PREVIOUS_INCARNATION_ATTRIBUTE,
         "agent runtime session ids attribute": c.agent_runtime_session_ids_attribute,
         "code interpreter session ids attribute": c.code_interpreter_session_ids_attribute,
         "browser session ids attribute": c.browser_session_ids_attribute,

@@ -17,7 +17,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeSerializer
 from botocore.exceptions import ClientError
 
-from ..core.config import CLAIM_TOKEN_ATTRIBUTE
+from ..core.config import CLAIM_TOKEN_ATTRIBUTE, PREVIOUS_INCARNATION_ATTRIBUTE
 from ..core.ownership import KIND_CONNECTION
 from ..core.prefixes import build_scratch_prefix, new_incarnation
 from .agent_sessions import agent_session_ids, agent_session_values
@@ -83,7 +83,8 @@ class LifetimePart(StoreCore):
         removed first with a DeleteItem conditioned on it still being not live (its REMOVE
         record has the cleanup release the old incarnation's resources), then the new item is
         put with ``attribute_not_exists``; the new incarnation takes over the ids the old one
-        claimed, whose cleanup then leaves them alone.
+        claimed, whose cleanup then leaves them alone. The new item names the one it replaced
+        (``previousIncarnation``): the proof the Kinesis read-back takes that its REMOVE is real.
 
         Args:
             session_id: 1-255 characters ``A-Z a-z 0-9 . _ : @ = + -``, starting with a
@@ -205,7 +206,7 @@ class LifetimePart(StoreCore):
             except ClientError as err:
                 if not is_condition_failure(err):
                     raise
-            self._remove_dead(key, session_id, partition)
+            self._replace_dead(key, item, session_id, partition)
         raise _lost_races(session_id, partition)
 
     def _transact_new(
@@ -321,7 +322,7 @@ class LifetimePart(StoreCore):
                     races += 1
                     if races >= _CREATE_ATTEMPTS:
                         raise _lost_races(holder.session_id, holder.partition) from None
-                    self._remove_dead(key, holder.session_id, holder.partition)
+                    self._replace_dead(key, item, holder.session_id, holder.partition)
                     continue
                 outcome = _take_over_refused(claims, cancelled, requests, taken)
                 if outcome is TAKEN:
@@ -332,16 +333,30 @@ class LifetimePart(StoreCore):
                 raise error
             claims.sleep(delay)
 
-    def _remove_dead(self, key: Key, session_id: str, partition: str | None) -> None:
+    def _replace_dead(
+        self, key: Key, item: dict[str, Any], session_id: str, partition: str | None
+    ) -> None:
+        """`_remove_dead`, and the new ``item`` names the incarnation it removed
+        (`config.PREVIOUS_INCARNATION_ATTRIBUTE`): the proof the Kinesis read-back takes that
+        the removed incarnation's ``REMOVE`` really happened, when it arrives after the new item
+        was put (`kinesis_removals`)."""
+        removed = self._remove_dead(key, session_id, partition)
+        if removed is not None:
+            item[PREVIOUS_INCARNATION_ATTRIBUTE] = {"S": removed}
+
+    def _remove_dead(self, key: Key, session_id: str, partition: str | None) -> str | None:
         """Delete the item holding the key while it is still not live (its REMOVE record
-        has the cleanup release the old incarnation); a live one is a conflict."""
+        has the cleanup release the old incarnation); a live one is a conflict. The removed
+        item's incarnation (``ReturnValues=ALL_OLD``, no extra capacity: a delete consumes the
+        deleted item's size either way), ``None`` when it had none or was already gone."""
         try:
-            self._ddb.delete_item(
+            answer = self._ddb.delete_item(
                 TableName=self.table_name,
                 Key=key,
                 ConditionExpression=NOT_LIVE,
                 ExpressionAttributeNames=self._names(),
                 ExpressionAttributeValues=self._time_values(self._now()),
+                ReturnValues="ALL_OLD",
             )
         except ClientError as err:
             if not is_condition_failure(err):
@@ -352,6 +367,8 @@ class LifetimePart(StoreCore):
                 session_id=session_id,
                 partition=partition,
             ) from None
+        removed = (answer.get("Attributes") or {}).get(self._config.incarnation_attribute) or {}
+        return removed.get("S") if isinstance(removed.get("S"), str) else None
 
     def get(
         self, session_id: str, *, partition: str | None = None, consistent: bool = False
