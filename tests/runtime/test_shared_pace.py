@@ -129,6 +129,28 @@ def test_a_budget_that_cannot_be_written_lets_the_call_go_and_counts_it(
     assert emf_totals(capsys.readouterr().out)[METRIC_SHARED_PACE_UNAVAILABLE] == 1
 
 
+def test_a_budget_write_that_fails_past_the_deadline_starts_no_attempt(sandbox: Sandbox) -> None:
+    # Failing open lets the call go without the budget, never past its deadline: a budget write
+    # that the ownership client kept retrying (a throttled table) until after the time guard
+    # answers "no request" (the call fails with PacingTimeout, its record is retried), as a
+    # spent second does then.
+    clock = WallClock()
+    failing = mock.Mock()
+
+    def throttled_until_past_the_deadline(**_: Any) -> None:
+        clock.t += 10  # the client's throttle retries, until after the time guard
+        raise ClientError(
+            {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}},
+            "UpdateItem",
+        )
+
+    failing.update_item.side_effect = throttled_until_past_the_deadline
+    budget = _budget(sandbox, clock, ddb=failing)
+
+    assert budget.take(lambda: START + 5 - clock.now()) is False
+    assert budget.take(lambda: START + 60 - clock.now()) is True  # time left: fails open
+
+
 def test_the_cleanups_budget_is_built_only_with_grants_and_the_ownership_table(
     sandbox: Sandbox,
 ) -> None:
