@@ -186,3 +186,16 @@ def test_fails_a_budget_that_is_not_a_positive_integer(raw: str) -> None:
 def test_fails_a_budget_of_no_requests_a_second(sandbox: Sandbox) -> None:
     with pytest.raises(ValueError, match=r"per_second=0: expected at least 1 request a second"):
         _budget(sandbox, WallClock(), per_second=0)
+
+
+def test_no_claim_can_name_a_budget_item() -> None:
+    # Only the cleanup role and the claim registrar may write the ownership table, and the
+    # registrar writes only ownership keys (resource_key of a known kind): no request of an
+    # application, whatever its kind and id, can set or spend a budget item (issue 38).
+    from session_expiry_runtime.core.ownership import KINDS, is_kind, resource_key
+    from session_expiry_runtime.core.shared_pace import PACE_KIND
+
+    assert not is_kind(PACE_KIND)
+    with pytest.raises(ValueError, match="resource kind 'pace'"):
+        resource_key(PACE_KIND, "RetireGrant#1800000000")
+    assert not [k for k in KINDS if f"{k}#".startswith(f"{PACE_KIND}#")]
