@@ -234,6 +234,7 @@ CALL_PRICES: dict[str, tuple[str, float, str]] = {
     "dynamodb:DescribeTable": ("control_plane", 1, "call"),
     "dynamodb:DescribeKinesisStreamingDestination": ("control_plane", 1, "call (replay)"),
     "lambda:GetFunctionConfiguration": ("control_plane", 1, "call"),
+    "lambda:GetFunctionConcurrency": ("control_plane", 1, "call (status command)"),
     "lambda:ListEventSourceMappings": ("control_plane", 1, "call"),
     "cloudwatch:DescribeAlarms": ("cloudwatch_api", 1, "call"),
     "cloudwatch:GetMetricStatistics": ("cloudwatch_api", 1, "call (status command)"),

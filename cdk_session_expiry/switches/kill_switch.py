@@ -61,8 +61,9 @@ def mapping_id_output(scope: Construct, mapping: lambda_.EventSourceMapping) -> 
         OUTPUT_ID,
         value=mapping.event_source_mapping_id,
         description=(
-            "Kill switch of the session cleanup without a deploy: aws lambda "
-            "update-event-source-mapping --uuid <this value> --no-enabled (resume: --enabled); "
+            "Kill switch of the session cleanup without a deploy (UUID in docs/operating.md): "
+            "aws lambda update-event-source-mapping --uuid <this value> --no-enabled (resume: "
+            "--enabled); "
             "then set cleanup_enabled to match before the next deploy."
         ),
     )

@@ -159,6 +159,24 @@ def _table() -> dict[str, tuple[str, str]]:
     return {m.group(2): (m.group(1).strip("`"), m.group(3)) for m in _ROW.finditer(text)}
 
 
+def test_every_output_description_names_the_placeholder_the_page_gives_it(
+    full: Built, s3_destination: Built
+) -> None:
+    # The kill switch's CleanupEventSourceMappingId (UUID) included: a paged engineer reading
+    # describe-stacks matches each output to the runbooks' capitals.
+    named = {
+        cid: built.stack.resolve(o.description)
+        for built in (full, s3_destination)
+        for cid, o in built.sessions.outputs.items()
+    }
+    missing = {
+        cid: placeholder
+        for cid, (placeholder, _) in _table().items()
+        if placeholder.isupper() and not re.search(rf"\b{placeholder}\b", named[cid])
+    }
+    assert missing == {}
+
+
 def test_the_page_lists_every_output_with_its_key(full: Built, s3_destination: Built) -> None:
     table = _table()
     keys = {

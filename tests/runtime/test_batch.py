@@ -477,6 +477,28 @@ def test_the_records_use_the_invocations_ownership_check_marked_ahead_in_one_cal
     ]
 
 
+def test_a_read_ahead_that_raises_is_logged_and_the_records_ask_for_themselves(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, session_logs: pytest.LogCaptureFixture
+) -> None:
+    # The read-ahead never raises by contract (premark, prefetch); should it (a bug), the
+    # records still run, each asking its own ownership check, and the error is logged rather
+    # than left unread on its thread's future.
+    from session_expiry_runtime.owners.claims import ClaimBatcher
+
+    sessions, records = _removed_sessions(sandbox, "s-1", "s-2")
+
+    def broken(self: Any, requests: Any) -> int:
+        raise RuntimeError("a bug in the read-ahead")
+
+    monkeypatch.setattr(ClaimBatcher, "premark", broken)
+
+    assert _failed(process_batch(event(*records), FakeContext(), sandbox.cleaner())) == []
+
+    assert all(sandbox.is_clean(s) for s in sessions)
+    (warning,) = [r for r in session_logs.records if "read-ahead" in r.getMessage()]
+    assert "RuntimeError: a bug in the read-ahead" in warning.getMessage()
+
+
 def test_a_record_thread_that_raises_fails_its_own_record_once_with_the_error(
     sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, session_logs: pytest.LogCaptureFixture
 ) -> None:

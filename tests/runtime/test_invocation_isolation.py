@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from botocore.awsrequest import AWSPreparedRequest
-from runtime_support import Sandbox, Session, event
+from runtime_support import SESSION, Sandbox, Session, event
 from session_expiry_runtime import handler as handler_module
 from test_time_guard import DEADLINE_SECONDS, MARGIN_MS, Context, SlowEndpoint
 
@@ -122,4 +122,64 @@ def test_a_record_abandoned_at_the_hard_stop_never_counts_in_a_later_invocation(
     emf = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith('{"_aws"')]
     assert [d["SessionsCleaned"] for d in emf if d.get("Reason") == "explicit"] == [3]
     assert [d for d in emf if "CleanupFailures" in d] == []
+    assert all(sandbox.is_clean(s) for s in second)
+
+
+def _hang_put_record_batch_while(
+    firehose: Any, hanging: threading.Event, endpoint: SlowEndpoint
+) -> None:
+    """Send the PutRecordBatch calls made while ``hanging`` is set to ``endpoint`` (which never
+    finishes answering) instead of moto; every other call goes to moto."""
+
+    def redirect(request: AWSPreparedRequest, **_: Any) -> None:
+        if hanging.is_set():
+            parts = urlsplit(request.url)
+            request.url = f"{endpoint.url}{parts.path}?{parts.query}"
+
+    firehose.meta.events.register_first("before-send.firehose.PutRecordBatch", redirect)
+
+
+def test_a_warm_invocation_after_an_abandoned_put_record_batch_archives_its_sessions(
+    sandbox: Sandbox,
+    fresh_handler: None,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
+    # The archive's Firehose batcher, as the DeleteObjects batcher above: a call abandoned at
+    # the hard stop, never answered, must not hold the next invocation's lines. Before, one
+    # batcher per process: its remainder call stayed "in flight" for good, and every later
+    # invocation's archive gate waited behind it until its own time guard failed the record.
+    sandbox.s3.create_bucket(Bucket="archive")
+    SESSION.client("firehose").create_delivery_stream(
+        DeliveryStreamName="archive-stream",
+        DeliveryStreamType="DirectPut",
+        ExtendedS3DestinationConfiguration={
+            "RoleARN": "arn:aws:iam::123456789012:role/archive-delivery",
+            "BucketARN": "arn:aws:s3:::archive",
+        },
+    )
+    for name, value in {
+        **sandbox.env(),
+        "SESSION_EXPIRY_TIME_GUARD_MS": str(MARGIN_MS),
+        "SESSION_EXPIRY_ARCHIVE_BUCKET": "archive",
+        "SESSION_EXPIRY_ARCHIVE_DELIVERY_STREAM": "archive-stream",
+    }.items():
+        monkeypatch.setenv(name, value)
+    endpoint = SlowEndpoint("trickle")
+    request.addfinalizer(endpoint.close)
+    first, first_records = _sessions(sandbox, "first", 2)
+    second, second_records = _sessions(sandbox, "second", 2)
+    cleaner = handler_module.get_cleaner()
+    assert cleaner.clients.firehose is not None
+    hanging = threading.Event()
+    hanging.set()
+    _hang_put_record_batch_while(cleaner.clients.firehose, hanging, endpoint)
+
+    response = handler_module.handler(event(*first_records), Context(DEADLINE_SECONDS))
+    assert len(response["batchItemFailures"]) == 2  # its archive gate never opened
+    assert all(sandbox.keys_under(s.prefix) for s in first)  # nothing acted on
+    hanging.clear()  # the call is still hanging; the next ones go to moto
+
+    warm = Context(DEADLINE_SECONDS)
+    assert handler_module.handler(event(*second_records), warm) == {"batchItemFailures": []}
     assert all(sandbox.is_clean(s) for s in second)

@@ -129,6 +129,28 @@ def test_a_budget_that_cannot_be_written_lets_the_call_go_and_counts_it(
     assert emf_totals(capsys.readouterr().out)[METRIC_SHARED_PACE_UNAVAILABLE] == 1
 
 
+def test_a_budget_write_that_fails_past_the_deadline_starts_no_attempt(sandbox: Sandbox) -> None:
+    # Failing open lets the call go without the budget, never past its deadline: a budget write
+    # that the ownership client kept retrying (a throttled table) until after the time guard
+    # answers "no request" (the call fails with PacingTimeout, its record is retried), as a
+    # spent second does then.
+    clock = WallClock()
+    failing = mock.Mock()
+
+    def throttled_until_past_the_deadline(**_: Any) -> None:
+        clock.t += 10  # the client's throttle retries, until after the time guard
+        raise ClientError(
+            {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}},
+            "UpdateItem",
+        )
+
+    failing.update_item.side_effect = throttled_until_past_the_deadline
+    budget = _budget(sandbox, clock, ddb=failing)
+
+    assert budget.take(lambda: START + 5 - clock.now()) is False
+    assert budget.take(lambda: START + 60 - clock.now()) is True  # time left: fails open
+
+
 def test_the_cleanups_budget_is_built_only_with_grants_and_the_ownership_table(
     sandbox: Sandbox,
 ) -> None:
@@ -164,3 +186,16 @@ def test_fails_a_budget_that_is_not_a_positive_integer(raw: str) -> None:
 def test_fails_a_budget_of_no_requests_a_second(sandbox: Sandbox) -> None:
     with pytest.raises(ValueError, match=r"per_second=0: expected at least 1 request a second"):
         _budget(sandbox, WallClock(), per_second=0)
+
+
+def test_no_claim_can_name_a_budget_item() -> None:
+    # Only the cleanup role and the claim registrar may write the ownership table, and the
+    # registrar writes only ownership keys (resource_key of a known kind): no request of an
+    # application, whatever its kind and id, can set or spend a budget item (issue 38).
+    from session_expiry_runtime.core.ownership import KINDS, is_kind, resource_key
+    from session_expiry_runtime.core.shared_pace import PACE_KIND
+
+    assert not is_kind(PACE_KIND)
+    with pytest.raises(ValueError, match="resource kind 'pace'"):
+        resource_key(PACE_KIND, "RetireGrant#1800000000")
+    assert not [k for k in KINDS if f"{k}#".startswith(f"{PACE_KIND}#")]

@@ -290,6 +290,44 @@ def test_a_step_flag_off_needs_attention_and_enabled_off_is_paused(
     assert answer["reasons"] == ["the feature flag enabled is off: every record is deferred"]
 
 
+def test_a_cleanup_deployed_as_a_dry_run_is_paused(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # cleanup_dry_run=True (SESSION_EXPIRY_DRY_RUN on the function): nothing is cleaned, as
+    # with the flag dryRun on, though the mapping, the breaker and every flag say "running".
+    deployed.functions.update_function_configuration(
+        FunctionName="cleanup", Environment={"Variables": {"SESSION_EXPIRY_DRY_RUN": "true"}}
+    )
+
+    code, answer = run(capsys, "--stack", STACK)
+
+    assert code == status_cli.EXIT_PAUSED
+    assert answer["function"] == {"dryRun": True, "reservedConcurrency": None}
+    assert "cleanup levers     dry run on, reserved concurrency none" in status_cli.render(answer)
+    assert answer["reasons"] == [
+        "the cleanup function is deployed as a dry run (cleanup_dry_run): nothing is cleaned"
+    ]
+
+
+def test_a_cleanup_function_throttled_to_no_concurrency_is_paused(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Reserved concurrency 0 (AWS's "stop a function" lever): the mapping stays Enabled, but
+    # no invocation runs and the records wait in the stream.
+    deployed.functions.put_function_concurrency(
+        FunctionName="cleanup", ReservedConcurrentExecutions=0
+    )
+
+    code, answer = run(capsys, "--stack", STACK)
+
+    assert code == status_cli.EXIT_PAUSED
+    assert answer["function"] == {"dryRun": False, "reservedConcurrency": 0}
+    assert answer["reasons"] == [
+        "the cleanup function's reserved concurrency is 0: no invocation runs, the records wait "
+        "in the stream"
+    ]
+
+
 def test_a_read_that_fails_is_named_and_the_others_still_answer(
     deployed: Deployed, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -239,3 +239,24 @@ def test_a_view_shares_the_recorders_totals_and_flush_resets_them() -> None:
     docs = recorder.flush(written.append)
     assert [d.get(DIMENSION_TENANT) for d in docs] == [None, "acme"]
     assert recorder.documents() == []
+
+
+def test_a_count_made_while_flush_writes_is_kept_for_the_next_flush() -> None:
+    # Another thread of the process (a record thread still running, a sweep sharing the
+    # recorder) counts between the documents being taken and the recorder being reset: that
+    # count must go out with the next flush, not be cleared unwritten.
+    recorder = MetricsRecorder("ns")
+    recorder.session_cleaned("ttl")
+    recorder.for_tenant("acme").ttl_lag(3)
+
+    written: list[str] = []
+
+    def write_while_another_thread_counts(line: str) -> None:
+        if not written:
+            recorder.session_cleaned("explicit")
+            recorder.for_tenant("acme").ttl_lag(5)
+        written.append(line)
+
+    recorder.flush(write_while_another_thread_counts)
+    assert '"Reason":"ttl"' in written[0] and '"TtlLagSeconds":[3.0]' in written[1]
+    assert recorder.snapshot() == {"SessionsCleaned|Reason=explicit": 1, "TtlLagSeconds": [5.0]}

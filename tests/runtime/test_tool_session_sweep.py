@@ -10,6 +10,7 @@ handler (the emulator's faults match a path, and every Stop of a tool shares one
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -360,3 +361,36 @@ def test_fails_without_an_ownership_table() -> None:
             dynamodb_client=None,
             metrics=MetricsRecorder("Test"),
         )
+
+
+def test_two_runs_in_one_process_write_only_their_own_metrics(
+    emulator: LocalEmulator, ddb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 39 (threads of one execution environment): the held run stops the orphan and has
+    # counted it when it is held, before it writes its metrics; the other run, start to end
+    # meanwhile, finds none left. Before, one process-wide recorder: the other run wrote the
+    # held run's OrphanToolSessionsStopped (alarmed) as its own.
+    from test_concurrent_sweeps_and_drains import (
+        HELD,
+        by_thread,
+        held_until,
+        run_held_then_other,
+    )
+
+    started(emulator, ddb, "orphan1", owner="s-orphan1")
+    gone_since(ddb, "orphan1", PENDING + 60)
+    monkeypatch.setattr(tool_session_sweeper, "_sweeper", sweeper(emulator, browser_id=None))
+    stdout = by_thread(monkeypatch)
+    released = threading.Event()
+    reached = held_until(monkeypatch, ToolSessionSweeper, "sweep", released)
+
+    held, other = run_held_then_other(
+        lambda: tool_session_sweeper.handler({}, None),
+        lambda: tool_session_sweeper.handler({}, None),
+        reached,
+        released,
+    )
+
+    assert (held["orphans_stopped"], other["orphans_stopped"]) == (1, 0)
+    assert stdout.emf(HELD)["OrphanToolSessionsStopped"] == 1
+    assert stdout.emf(threading.current_thread().name)["OrphanToolSessionsStopped"] == 0

@@ -188,11 +188,20 @@ def _read_ahead_in_time(
 ) -> bool:
     """`_read_ahead` on a thread of its own, waited for until the hard stop (an answer
     that trickles in must not hold the invocation past it); ``False`` when it was still running
-    then (every record then fails, unfinished)."""
+    then (every record then fails, unfinished). One that raised (it should not) is logged: the
+    records then ask for themselves, as without it."""
     ahead = ThreadPoolExecutor(1, thread_name_prefix="cleanup-ahead")
     try:
         future = submit_in_context(ahead, _read_ahead, records, cleaner, invocation)
-        return not _wait_until_done_or_hard_stop([future], invocation.deadline)
+        if _wait_until_done_or_hard_stop([future], invocation.deadline):
+            return False
+        raised = future.exception()
+        if raised is not None:
+            LOGGER.warning(
+                "the batch's read-ahead raised; each record asks for itself: %s",
+                raised_text(raised),
+            )
+        return True
     finally:
         ahead.shutdown(wait=False, cancel_futures=True)
 

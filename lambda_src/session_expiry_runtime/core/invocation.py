@@ -12,7 +12,8 @@ returns:
 * the ownership check's batcher (`claims`);
 * an `InvocationScope`: any helper a step shares between the sessions of the
   invocation, through `InvocationScope.shared` (``StepContext.shared``) — the scratch
-  step's ``DeleteObjects`` batcher (`steps.delete_objects`) is one.
+  step's ``DeleteObjects`` batcher (`steps.delete_objects`) and the archive's Firehose
+  batcher (`steps.archive`) are two.
 
 Why it matters: at the hard stop the runner returns without waiting for the calls still in
 flight (`runner`); such an abandoned call may never answer. A batcher that outlived the

@@ -182,11 +182,20 @@ class MetricsRecorder:
     def documents(self, timestamp_ms: int | None = None) -> list[dict[str, Any]]:
         """The EMF documents for everything recorded so far (empty list if nothing was): the
         documents without a tenant first, then each tenant's, tenants in sorted order."""
+        return self._documents(timestamp_ms, reset=False)
+
+    def _documents(self, timestamp_ms: int | None, *, reset: bool) -> list[dict[str, Any]]:
+        """`documents`; with ``reset``, what they hold is taken out of the recorder under the
+        same lock, so a count another thread makes meanwhile goes to the next documents."""
         stamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
         with self._lock:
             dimensioned = {k: dict(v) for k, v in self._dimensioned.items() if v}
             counts = {k: dict(v) for k, v in self._counts.items() if v}
             values = {t: {k: list(v) for k, v in vs.items() if v} for t, vs in self._values.items()}
+            if reset:
+                self._dimensioned.clear()
+                self._counts.clear()
+                self._values.clear()
         tenants = {t for t, _, _ in dimensioned} | set(counts) | {t for t, v in values.items() if v}
         docs: list[dict[str, Any]] = []
         for tenant in sorted(tenants, key=lambda t: (t is not None, t or "")):
@@ -197,17 +206,15 @@ class MetricsRecorder:
         return docs
 
     def flush(self, write: Callable[[str], Any] | None = None) -> list[dict[str, Any]]:
-        """Write every document as one JSON line (default: stdout), then reset the recorder."""
-        docs = self.documents()
+        """Take everything recorded so far out of the recorder (one step: what another thread
+        records meanwhile stays for the next flush) and write it, one JSON line per document
+        (default: stdout)."""
+        docs = self._documents(None, reset=True)
         out = write if write is not None else sys.stdout.write
         for doc in docs:
             out(json.dumps(doc, separators=(",", ":")) + "\n")
         if write is None:
             sys.stdout.flush()
-        with self._lock:
-            self._dimensioned.clear()
-            self._counts.clear()
-            self._values.clear()
         return docs
 
 

@@ -28,7 +28,9 @@ application and the grant sweep's 5: ``SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET``,
 
 A budget item that cannot be written (a throttle, a missing permission) does not stop the
 call: it goes out paced by the adaptive limiter alone, and the failure is counted
-(``SharedPaceUnavailable``) and logged — the budget is an economy, not a safety rule.
+(``SharedPaceUnavailable``) and logged — the budget is an economy, not a safety rule. Unless
+the call's deadline passed meanwhile (the ownership client retries a throttled write until
+then): then, as for a spent second, the call fails with `pacing.PacingTimeout`.
 
 Cost: one write request unit per paced request (``UpdateItem`` of an item under 1 KB), about
 $0.625 per million ``RetireGrant`` calls beside KMS's $30 per million requests.
@@ -107,14 +109,17 @@ class SharedBudget:
         """Wait for one request of the budget; ``True`` once taken, ``False`` when
         ``deadline()`` (seconds left) runs out first; ``on_wait`` is called before each wait.
         A budget that cannot be read or written answers ``True`` at once (counted in
-        ``metrics``, the calling invocation's, default the budget's own; logged).
+        ``metrics``, the calling invocation's, default the budget's own; logged) — ``False``
+        if ``deadline()`` ran out meanwhile (a throttled write retried until after it).
         """
         while True:
             second = math.floor(self.now())
             if self._spent != second:
                 taken = self._try(second, metrics or self.metrics)
-                if taken is None or taken:
+                if taken:
                     return True
+                if taken is None:  # fail open, but never past the call's deadline
+                    return deadline() > 0
                 with self._lock:
                     self._spent = second
             left = deadline()

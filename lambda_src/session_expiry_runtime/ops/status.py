@@ -5,6 +5,8 @@
 commands") and, from the names they give, everything an operator asks first on day one:
 
 * the event source mapping (``GetEventSourceMapping``): enabled or not, and since when;
+* the cleanup function's own levers (``GetFunctionConfiguration``, ``GetFunctionConcurrency``):
+  deployed as a dry run (``cleanup_dry_run``) or throttled to no reserved concurrency;
 * the circuit breaker's record (``GetParameter``; with ``circuit_breaker``);
 * every feature flag as deployed (AppConfig ``ListEnvironments``/``ListDeployments``/
   ``GetHostedConfigurationVersion``, `kill_switch_flags.FlagStore`; with ``feature_flags``);
@@ -29,7 +31,8 @@ Exit status (`EXIT_HEALTHY` ...): 0 running and healthy; 1 running, something ne
 attention (an alarm in ALARM, messages on the failure queue, deferred work, a step flag off, a
 section unreadable); 2 bad input, or the stack or its outputs cannot be read (nothing else is
 read); 3 the cleanup is paused or stopped (the mapping not enabled, the breaker open or
-probing, the flag ``enabled`` off, or ``dryRun`` on). With ``--json``, one JSON object
+probing, the flag ``enabled`` off, ``dryRun`` on, the function deployed as a dry run or its
+reserved concurrency 0). With ``--json``, one JSON object
 (`JSON_SCHEMA` documents its keys); otherwise a few lines for a person.
 """
 
@@ -47,6 +50,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..core.config import RuntimeConfig
 from ..switches.deferred import ATTR_DEFERRED_AT, ATTR_DEFERRED_STEP, DEFERRED_INDEX, WHOLE_RECORD
 from ..switches.feature_flags import FLAG_DRY_RUN, FLAG_ENABLED
 from ..switches.kill_switch_flags import FlagStore, Where, values_of
@@ -104,6 +108,8 @@ JSON_SCHEMA: dict[str, str] = {
     "verdict": 'str: "healthy", "attention" or "paused"',
     "reasons": "list[str]: why the verdict is not healthy (empty when healthy)",
     "cleanupFunction": "str: the cleanup function's name",
+    "function": "object|null: dryRun (bool: deployed with cleanup_dry_run), reservedConcurrency "
+    "(int|null: null when none is reserved); null when unreadable",
     "mapping": "object|null: uuid (str), state (str), enabled (bool), since (str: its "
     "LastModified), stateTransitionReason (str|null); null when unreadable",
     "pause": "object: pausedSince, streamRetentionDeadline (records start to age out of the "
@@ -225,6 +231,19 @@ class Reader:
     def mapping(self, uuid: str) -> dict[str, Any]:
         answer: dict[str, Any] = self.client("lambda").get_event_source_mapping(UUID=uuid)
         return answer
+
+    def function(self, name: str) -> dict[str, Any]:
+        """The cleanup function's own levers: its deploy-time dry run (the environment the
+        runtime reads, by the runtime's rule) and its reserved concurrency."""
+        functions = self.client("lambda")
+        variables = (
+            functions.get_function_configuration(FunctionName=name).get("Environment") or {}
+        ).get("Variables") or {}
+        reserved = functions.get_function_concurrency(FunctionName=name)
+        return {
+            "dryRun": RuntimeConfig.from_env(variables).dry_run,
+            "reservedConcurrency": reserved.get("ReservedConcurrentExecutions"),
+        }
 
     def breaker(self, parameter: str) -> Any:
         return read_breaker(self.client("ssm"), parameter)
@@ -367,6 +386,9 @@ def collect(session: Any, stack: str, construct: str | None = None) -> dict[str,
         "unreadable": unreadable,
     }
     _mapping_and_pause(reader, found, status)
+    status["function"] = _attempt(
+        unreadable, "function", lambda: reader.function(found[OUTPUT_CLEANUP_FUNCTION])
+    )
     flags = None
     if OUTPUT_FLAGS_PROFILE in found:
         flags = _attempt(unreadable, "featureFlags", lambda: reader.flags(found))
@@ -483,6 +505,16 @@ def judge(status: Mapping[str, Any]) -> dict[str, Any]:
         stopped.append(f"the event source mapping is {mapping['state']} since {mapping['since']}")
     elif mapping is not None and not mapping["enabled"]:  # Creating, Enabling, Updating: for now
         attention.append(f"the event source mapping is {mapping['state']}")
+    function = status.get("function") or {}
+    if function.get("dryRun"):
+        stopped.append(
+            "the cleanup function is deployed as a dry run (cleanup_dry_run): nothing is cleaned"
+        )
+    if function.get("reservedConcurrency") == 0:
+        stopped.append(
+            "the cleanup function's reserved concurrency is 0: no invocation runs, the records "
+            "wait in the stream"
+        )
     breaker = status.get("circuitBreaker")
     if breaker is not None and breaker["state"] != "CLOSED":
         stopped.append(f"the circuit breaker is {breaker['state']} since {breaker['since']}")
@@ -515,6 +547,13 @@ def _or(value: object, absent: str) -> str:
     return absent if value is None else str(value)
 
 
+def _levers(function: Mapping[str, Any] | None) -> str:
+    if function is None:
+        return "unreadable"
+    reserved = _or(function["reservedConcurrency"], "none")
+    return f"dry run {'on' if function['dryRun'] else 'off'}, reserved concurrency {reserved}"
+
+
 def render(status: Mapping[str, Any]) -> str:
     """The status in a few lines for a person (what ``--json`` holds, in words)."""
     mapping, pause = status.get("mapping"), status["pause"]
@@ -529,6 +568,7 @@ def render(status: Mapping[str, Any]) -> str:
             else f"{mapping['state']} since {mapping['since']} ({mapping['uuid']})"
         ),
     ]
+    lines.append(f"cleanup levers     {_levers(status.get('function'))}")
     breaker = status.get("circuitBreaker")
     lines.append(
         "circuit breaker    "
@@ -598,15 +638,17 @@ exit status: 0 running and healthy; 1 running, something needs attention (an ala
 ALARM, messages on the failure queue, deferred work waiting, a step flag off, a section
 that could not be read); 2 bad input, or the stack or its outputs cannot be read;
 3 the cleanup is paused or stopped (the event source mapping not enabled, the circuit
-breaker open or half-open, the feature flag enabled off, or dryRun on).
+breaker open or half-open, the feature flag enabled off or dryRun on, the function
+deployed as a dry run, or its reserved concurrency 0).
 
 read-only: only Describe, Get, List and Query calls (DescribeStacks, ListStackResources,
-GetEventSourceMapping, GetParameter, AppConfig ListEnvironments/ListDeployments/
-GetHostedConfigurationVersion, DescribeAlarms, GetQueueAttributes, Query,
-GetMetricStatistics; DescribeStreamSummary with a Kinesis change source).
+GetEventSourceMapping, GetFunctionConfiguration, GetFunctionConcurrency, GetParameter,
+AppConfig ListEnvironments/ListDeployments/GetHostedConfigurationVersion, DescribeAlarms,
+GetQueueAttributes, Query, GetMetricStatistics; DescribeStreamSummary with a Kinesis change
+source).
 
 --json prints one object; its keys (docs/operating.md, "Status"): schemaVersion, stack,
-construct, checkedAt, exitCode, verdict, reasons, cleanupFunction, mapping, pause,
+construct, checkedAt, exitCode, verdict, reasons, cleanupFunction, function, mapping, pause,
 circuitBreaker, featureFlags, alarmsInAlarm, failureQueue, failureBucket, deferredWork,
 iteratorAgeMilliseconds, unreadable (null where a resource is absent or unreadable).
 """

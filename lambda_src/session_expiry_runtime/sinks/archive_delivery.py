@@ -2,7 +2,7 @@
 Firehose with ``PutRecordBatch`` instead of one ``PutObject`` each.
 
 The archive step of each session (a gate: it runs on the record's own thread, before anything
-else of the record) submits its line to the process's one `FirehoseBatcher`. Lines of
+else of the record) submits its line to the invocation's one `FirehoseBatcher`. Lines of
 sessions archived side by side share calls of at most 500 records and 4 MiB (Amazon Data
 Firehose API Reference, ``PutRecordBatch``: "Each PutRecordBatch request supports up to 500
 records. Each record in the request can be as large as 1,000 KB (before base64 encoding), up to

@@ -7,8 +7,9 @@ runs, so a session is never cleaned without its archive copy (the retry starts o
   deterministic key (`session_expiry_runtime.sinks.archive`), so a redelivered record overwrites
   its own object: idempotent. Durable: S3 answered the ``PutObject``.
 * **Firehose mode** (``archive_delivery_stream``): the line goes to the delivery stream through
-  the process's `FirehoseBatcher`
-  (``PutRecordBatch`` shared with the invocation's other sessions). Durable: Firehose accepted
+  the invocation's `FirehoseBatcher` (``PutRecordBatch`` shared with the invocation's other
+  sessions, never with another invocation's: ``StepContext.shared``, as the scratch step's
+  ``DeleteObjects``; `session_expiry_runtime.core.invocation`). Durable: Firehose accepted
   the record (see that module for what this means and for how long). A redelivered record is
   put again (at least once: queries count ``DISTINCT sequence_number``). A line longer than a
   Firehose record may be (1,000 KiB: an old image near DynamoDB's 400 KB item limit) is
@@ -79,7 +80,7 @@ class ArchiveStep(CleanupStep):
             lag_seconds=session.lag_seconds,
         )
         line = archive.archive_line(document)
-        delivery = self.delivery
+        delivery = self._batcher(ctx)
         if delivery is not None and len(line) <= MAX_RECORD_BYTES:
             _deliver(delivery, line, ctx)
             ctx.note("archiveDelivery", delivery.stream_name)
@@ -87,6 +88,23 @@ class ArchiveStep(CleanupStep):
         archive.put_archive(self.s3, cfg, key, line)
         ctx.note("archiveKey", key)
         return STEP_DONE
+
+    def _batcher(self, ctx: StepContext) -> FirehoseBatcher | None:
+        """The invocation's batcher, made like ``delivery`` (``None`` in the per-object mode):
+        a call abandoned at a hard stop holds only its own invocation's lines (issue 21), and
+        invocations sharing a process never share a call, nor its deadline."""
+        made = self.delivery
+        if made is None:
+            return None
+        return ctx.shared(
+            self,
+            lambda: FirehoseBatcher(
+                made.firehose,
+                made.stream_name,
+                max_records=made.max_records,
+                max_bytes=made.max_bytes,
+            ),
+        )
 
 
 def _deliver(delivery: FirehoseBatcher, line: bytes, ctx: StepContext) -> None:

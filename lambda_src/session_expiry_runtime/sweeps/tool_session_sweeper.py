@@ -50,8 +50,10 @@ the application.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
@@ -224,6 +226,14 @@ class ToolSessionSweeper:
         self.logger = logger
         self._key_names = {config.partition_key} | ({config.sort_key} if config.sort_key else set())
         self.pacer = Pacer(self.settings.requests_per_second)
+
+    def for_invocation(self) -> ToolSessionSweeper:
+        """This sweeper for one invocation: a shallow copy (clients, pacer and configuration
+        shared) with a metrics recorder of its own, so that two runs in one process (threads of
+        one execution environment) never write each other's counts."""
+        sweeper = copy.copy(self)
+        sweeper.metrics = self.metrics.fresh()
+        return sweeper
 
     def sweep(self, *, out_of_time: Callable[[], bool] = lambda: False) -> ToolSweepReport:
         """One run over every tool; never raises (failures are counted)."""
@@ -480,22 +490,25 @@ class ToolSessionSweepFailed(RuntimeError):
 
 
 _sweeper: ToolSessionSweeper | None = None
+_lock = threading.Lock()
 
 
 def get_tool_session_sweeper() -> ToolSessionSweeper:
-    """The per-process sweeper, from the function's environment."""
+    """The per-process sweeper, from the function's environment (built once, whichever
+    thread of the process asks first)."""
     global _sweeper
-    if _sweeper is None:
-        config = RuntimeConfig.from_env()
-        session = boto3.session.Session()
-        _sweeper = ToolSessionSweeper(
-            config,
-            agentcore_client=session.client("bedrock-agentcore", config=client_config()),
-            dynamodb_client=session.client("dynamodb", config=client_config()),
-            metrics=MetricsRecorder(config.metrics_namespace),
-            settings=SweepSettings.from_env(),
-        )
-    return _sweeper
+    with _lock:
+        if _sweeper is None:
+            config = RuntimeConfig.from_env()
+            session = boto3.session.Session()
+            _sweeper = ToolSessionSweeper(
+                config,
+                agentcore_client=session.client("bedrock-agentcore", config=client_config()),
+                dynamodb_client=session.client("dynamodb", config=client_config()),
+                metrics=MetricsRecorder(config.metrics_namespace),
+                settings=SweepSettings.from_env(),
+            )
+        return _sweeper
 
 
 def handler(event: object, context: object) -> dict[str, Any]:
@@ -505,7 +518,7 @@ def handler(event: object, context: object) -> dict[str, Any]:
         ToolSessionSweepFailed: after the metrics are written, when a call failed or the run
             stopped at its time guard.
     """
-    sweeper = get_tool_session_sweeper()
+    sweeper = get_tool_session_sweeper().for_invocation()  # this run's own metrics
     report = sweeper.sweep(out_of_time=_out_of_time(context, sweeper.config.time_guard_ms))
     sweeper.metrics.flush()
     if report.failures or report.incomplete:
