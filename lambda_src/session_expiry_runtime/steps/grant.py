@@ -22,9 +22,9 @@ stored the grant on the item) names this record's ``Keys`` and incarnation. Then
   hold them back to back. It **hands the grant over to the grant sweep** (the claim, left
   ``releasing``, gets ``handedOverAt``: `ClaimBatcher.hand_over`) and is ``refused``
   (``grantRefusal`` logged, ``GrantsRefused``, which the skipped-records alarm watches; the
-  claim is not released). The sweep retires a real grant as soon as KMS lists it (its session
-  is gone); a made-up id is never listed, and its claim leaves with the ownership table's time
-  to live. A claim no longer this incarnation's is ``already-done``;
+  claim is not released). The first sweep that lists a real grant past its grace for new grants
+  retires it (its session is gone); a made-up id is never listed, and its claim leaves with
+  the ownership table's time to live. A claim no longer this incarnation's is ``already-done``;
 * a record already ``released`` (an earlier run retired the grant): ``already-done`` without a
   call (the runner's doing). No ``ListGrants``: one call per session.
 
