@@ -1541,6 +1541,50 @@ class SessionExpiry(Construct):
         )
         return grant
 
+    def add_tenant_session_role(
+        self, id: str, *, broker: lambda_.IFunction, tenant_tag: str = "tenant"
+    ) -> iam.Role:
+        """One function serving many tenants, each request confined to its own tenant: a role
+        with the permissions of `grant_tenant_session_access` (the session data actions only
+        on items whose partition key is the caller's principal tag ``tenant_tag``,
+        ``dynamodb:LeadingKeys`` = ``${aws:PrincipalTag/<tenant_tag>}``; the table's customer
+        managed key; ``lambda:InvokeFunction`` on the claim registrar), which ``broker``
+        assumes for one tenant with that tenant as a session tag.
+
+        A Lambda function cannot tag its own execution role's session, so ``broker`` calls
+        ``sts:AssumeRole`` on this role with ``Tags=[{"Key": tenant_tag, "Value": <tenant>}]``
+        and builds its `SessionStore` from those credentials (docs: Ownership, "One function,
+        many tenants"). The role's trust policy allows ``broker``'s role ``sts:AssumeRole``
+        and ``sts:TagSession`` only when the request carries a non-empty ``tenant_tag`` and no
+        other tag (``aws:RequestTag``, ``aws:TagKeys``; IAM User Guide, "Pass session tags in
+        AWS STS"); ``broker``'s role gets both actions on this role only, the layer and the
+        environment `SessionStore.from_env` reads, and no table permission of its own. Which
+        tenant it passes is ``broker``'s word: it must take it from the request's
+        authentication, never from the request's payload.
+
+        Args:
+            id: the role's construct id (under this construct).
+            broker: the function that assumes the role (a ``lambda_.Function``, or one imported
+                with its role).
+            tenant_tag: the session tag holding the tenant id. Default: ``"tenant"``.
+
+        Returns:
+            The role; pass its ARN to ``broker`` (e.g. ``broker.add_environment(...)``).
+
+        Raises:
+            ValueError: as `grant_tenant_session_access` (the tenant must be the table's
+                partition key; ``tenant_tag`` a tag key not starting with ``aws:``;
+                ``event_filter`` not ``TTL_DELETES_ONLY``); ``broker`` has no role.
+        """
+        method = f"add_tenant_session_role({broker.node.path})"
+        validation.check_filter_with_session_store(self.event_filter, method)
+        role = self._session_access.tenant_role(self, id, broker=broker, tenant_tag=tenant_tag)
+        self.nag_acknowledgements.extend(nag.acknowledge_table_key_grant(self, role))
+        self._session_access.configure(
+            broker, self.session_environment(), "add_tenant_session_role"
+        )
+        return role
+
     def session_environment(self) -> dict[str, str]:
         """The environment ``SessionStore.from_env()`` reads, as set by ``grant_session_access``.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import cast
 
 from aws_cdk import Annotations
 from aws_cdk import aws_apigatewayv2 as apigwv2
@@ -145,11 +146,52 @@ class SessionAccess:
                 attribute; ``tenant_tag`` is not a tag key.
         """
         _check_has_role(function, "grant_tenant_session_access")
-        _check_tag_key(tenant_tag, function.node.path)
+        return self._tenant_grant(
+            function, tenant_tag, f"grant_tenant_session_access({function.node.path})"
+        )
+
+    def tenant_role(
+        self, scope: Construct, id: str, *, broker: lambda_.IFunction, tenant_tag: str
+    ) -> iam.Role:
+        """The role of ``SessionExpiry.add_tenant_session_role``: the tenant-confined grant of
+        `grant_tenant_access` on a role of its own, which ``broker``'s role may assume only
+        with the session tag ``tenant_tag`` (``sts:AssumeRole`` and ``sts:TagSession`` in the
+        trust policy, with the tag required, non-empty, and the only one passed; IAM User Guide,
+        "Pass session tags in AWS STS", "Permissions required to add session tags"); ``broker``
+        gets ``sts:AssumeRole`` and ``sts:TagSession`` on that role only.
+
+        Raises:
+            ValueError: as `grant_tenant_access`, naming ``add_tenant_session_role``.
+        """
+        method = f"add_tenant_session_role({id!r}, broker={broker.node.path})"
+        _check_has_role(broker, "add_tenant_session_role")
+        self._check_tenant_schema(tenant_tag, method)  # before the role exists
+        broker_role = cast(iam.IRole, broker.role)
+        principal = iam.SessionTagsPrincipal(iam.ArnPrincipal(broker_role.role_arn))
+        role = iam.Role(
+            scope,
+            id,
+            assumed_by=principal.with_conditions(
+                {
+                    "StringLike": {f"aws:RequestTag/{tenant_tag}": "?*"},
+                    "ForAllValues:StringEquals": {"aws:TagKeys": [tenant_tag]},
+                }
+            ),
+            description=(
+                f"Session runtime confined to the tenant of its session tag {tenant_tag!r} "
+                "(dynamodb:LeadingKeys); assumed by the broker function"
+            ),
+        )
+        self._tenant_grant(role, tenant_tag, method)
+        role.grant(broker_role, "sts:AssumeRole", "sts:TagSession")
+        return role
+
+    def _check_tenant_schema(self, tenant_tag: str, method: str) -> None:
+        _check_tag_key(tenant_tag, method)
         attributes = self._attributes
         if attributes.tenant_attribute != attributes.partition_key_name:
             raise ValueError(
-                f"grant_tenant_session_access({function.node.path}): the session table's "
+                f"{method}: the session table's "
                 f"partition key is {attributes.partition_key_name!r} and the tenant attribute "
                 f"{attributes.tenant_attribute!r}: expected the tenant as the partition "
                 "key (tenant_attribute = partition_key_name, with a sort key for the session "
@@ -157,8 +199,11 @@ class SessionAccess:
                 "sort_key_name='sessionId', tenant_attribute='tenantId')), so that "
                 "dynamodb:LeadingKeys confines a role to its tenant's items"
             )
+
+    def _tenant_grant(self, grantee: iam.IGrantable, tenant_tag: str, method: str) -> iam.Grant:
+        self._check_tenant_schema(tenant_tag, method)
         grant = iam.Grant.add_to_principal(
-            grantee=function,
+            grantee=grantee,
             actions=list(_SESSION_DATA_ACTIONS),
             resource_arns=[self._table.table_arn],
             conditions={
@@ -168,9 +213,9 @@ class SessionAccess:
             },
         )
         if self._table.encryption_key is not None:
-            grant = grant.combine(self._table.encryption_key.grant_encrypt_decrypt(function))
+            grant = grant.combine(self._table.encryption_key.grant_encrypt_decrypt(grantee))
         if self._registrar is not None:
-            grant = grant.combine(self._registrar.grant_invoke(function))
+            grant = grant.combine(self._registrar.grant_invoke(grantee))
         return grant
 
     def _target_grants(self, function: lambda_.IFunction) -> list[iam.Grant]:
@@ -234,12 +279,12 @@ class SessionAccess:
         )
 
 
-def _check_tag_key(tag: object, path: str) -> None:
+def _check_tag_key(tag: object, method: str) -> None:
     # IAM User Guide, "Tagging IAM resources": "You can't create tag keys or values that begin
     # with the text aws:" (reserved for AWS), so no role or session could carry such a tag.
     if not isinstance(tag, str) or not _TAG_KEY.fullmatch(tag) or tag.lower().startswith("aws:"):
         raise ValueError(
-            f"grant_tenant_session_access({path}, tenant_tag={tag!r}): expected a tag key of "
+            f"{method}: tenant_tag={tag!r}: expected a tag key of "
             "1-128 letters, digits, spaces or _ . : / = + - @ (IAM session tags), not starting "
             "with the reserved 'aws:', e.g. 'tenant'"
         )

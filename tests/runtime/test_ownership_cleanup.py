@@ -368,9 +368,13 @@ def test_a_legacy_items_connection_and_agent_sessions_are_left_its_grant_goes_by
 
 
 # --- KMS eventual consistency: "not found yet" is not "retired" ---------------------------------
-def test_a_young_grant_kms_does_not_find_fails_the_record_and_its_retry_retires_it(
-    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
+def test_a_young_grant_kms_does_not_find_is_handed_over_and_the_grant_sweep_retires_it(
+    sandbox: Sandbox, session_logs: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A real grant KMS does not show yet: the record is not failed (a failed record holds its
+    shard's later ones, docs/security.md, "DynamoDB stream (delay)"); refused and alarmed
+    (``GrantsRefused``), its claim handed over; the next grant sweep retires it at once, no
+    pending bound."""
     session = sandbox.create_session("s-1", object_names=())
     sandbox.claim(
         KIND_GRANT, session.grant_id, "s-1", str(session.incarnation), claimed_at=time.time()
@@ -380,29 +384,41 @@ def test_a_young_grant_kms_does_not_find_fails_the_record_and_its_retry_retires_
     (record,) = sandbox.removes()
     cleaner = sandbox.cleaner()
     # Stub: KMS answers NotFoundException for a grant it does not show yet (eventual
-    # consistency); moto retires it at once. The first answer only.
+    # consistency); moto shows every grant at once. The first answer only.
     answer(cleaner.clients.kms, "RetireGrant", times(1, json_error(400, "NotFoundException")))
 
-    first = process_batch(event(record), FakeContext(), cleaner)
-
-    assert first == {
-        "batchItemFailures": [{"itemIdentifier": record["dynamodb"]["SequenceNumber"]}]
-    }
-    line = lines(session_logs)[-1].session  # type: ignore[attr-defined]
-    assert line["failedActions"] == ["RetireGrant"]
-    assert "eventual consistency" in line["errors"]["RetireGrant"]
-    assert session.grant_id in sandbox.grant_ids()
-    assert claim_state(sandbox.ddb, KIND_GRANT, session.grant_id) == STATE_RELEASING
-
-    # Meanwhile the grant sweep sees a gone session and an unreleased record: pending.
-    sweep = grant_sweep(sandbox)
-    report = sweep.sweep()
-    assert report.kept_pending == 1 and report.orphans_retired == 0
-
-    # The redelivery: KMS now finds the grant; retired, record released.
     assert process_batch(event(record), FakeContext(), cleaner) == {"batchItemFailures": []}
+
+    line = lines(session_logs)[-1].session  # type: ignore[attr-defined]
+    assert line["steps"]["RetireGrant"] == "refused"
+    assert "handed over to the grant sweep" in line["grantRefusal"]
+    assert emf_totals(capsys.readouterr().out)["GrantsRefused"] == 1
+    assert session.grant_id in sandbox.grant_ids()
+    claim = raw_claim(sandbox.ddb, KIND_GRANT, session.grant_id)
+    assert claim["state"]["S"] == STATE_RELEASING and "handedOverAt" in claim
+
+    # The grant sweep: the session is gone and the stream path gave the grant up: retired now.
+    report = grant_sweep(sandbox).sweep()
+    assert report.kept_pending == 0 and report.orphans_retired == 1
     assert session.grant_id not in sandbox.grant_ids()
     assert claim_state(sandbox.ddb, KIND_GRANT, session.grant_id) == STATE_RELEASED
+
+
+def test_an_unreleased_grant_not_handed_over_stays_pending_for_the_sweep(
+    sandbox: Sandbox,
+) -> None:
+    """Without the hand-over (a record still failing for another reason) the sweep keeps the
+    pending bound: the stream path may still retire it."""
+    session = sandbox.create_session("s-1", object_names=())
+    sandbox.claim(
+        KIND_GRANT, session.grant_id, "s-1", str(session.incarnation), state=STATE_RELEASING
+    )
+    sandbox.delete("s-1")
+
+    report = grant_sweep(sandbox).sweep()
+
+    assert report.kept_pending == 1 and report.orphans_retired == 0
+    assert session.grant_id in sandbox.grant_ids()
 
 
 def test_an_old_grant_kms_does_not_find_is_already_done(
@@ -556,7 +572,7 @@ def test_an_owned_grant_retired_now_is_done_and_released(
 @pytest.mark.parametrize(
     ("age", "outcome"),
     [
-        (DEFAULT_GRANT_CONSISTENCY_SECONDS - 1, "failed"),
+        (DEFAULT_GRANT_CONSISTENCY_SECONDS - 1, "refused"),
         (DEFAULT_GRANT_CONSISTENCY_SECONDS, "already-done"),
     ],
 )
@@ -571,11 +587,12 @@ def test_kms_consistency_window_ends_at_exactly_five_minutes(
 
     line = lines(session_logs)[-1].session  # type: ignore[attr-defined]
     assert line["steps"]["RetireGrant"] == outcome
-    if outcome == "failed":
-        assert line["errors"]["RetireGrant"] == (
-            f"grant {session.grant_id}: NotFoundException {age} s after it was claimed; KMS "
-            "may not show a grant for up to 300 s after CreateGrant (eventual consistency), so "
-            "the record is retried"
+    if outcome == "refused":
+        assert line["grantRefusal"] == (
+            f"grant {session.grant_id}: NotFoundException {age} s after it was claimed: an id "
+            "no grant has, or a grant KMS does not show yet (up to 300 s after CreateGrant, "
+            "eventual consistency); not retried, so it holds no other record: handed over to "
+            "the grant sweep, which retires it once KMS lists it"
         )
 
 

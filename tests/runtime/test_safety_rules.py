@@ -160,18 +160,18 @@ def test_rule_unprocessed_claim_reads_are_asked_again(
     sandbox: Sandbox, session_logs: pytest.LogCaptureFixture
 ) -> None:
     """The first read leaves the young grant's claim unprocessed, the retry reads it: the
-    claim is seconds old, so the ``NotFoundException`` fails the record (eventual
-    consistency) and the claim is kept, not released."""
+    claim is seconds old, so the ``NotFoundException`` hands the grant over to the grant sweep
+    (eventual consistency, or a made-up id) and the claim is kept, not released."""
     session, record, cleaner = young_grant_not_found(sandbox)
     reads = answer(cleaner.clients.ownership, "BatchGetItem", first_n(1, unprocessed))
     calls = calls_of(cleaner.clients.ownership)
 
     response = process_batch(event(record), FakeContext(), cleaner)
 
-    assert failed(response) == [record["dynamodb"]["SequenceNumber"]]
+    assert failed(response) == []
     assert len(reads) == 1 and [n for n, _ in calls].count("BatchGetItem") == 2
     line = session_lines(session_logs)["s-1"]
-    assert "eventual consistency" in line["errors"]["RetireGrant"]
+    assert "eventual consistency" in line["grantRefusal"]
     assert claim_state(sandbox.ddb, KIND_GRANT, session.grant_id) == STATE_RELEASING
 
 
@@ -220,21 +220,22 @@ def test_rule_mark_failure_outside_botocore_fails_the_record(
 
 # --- rule 5: KMS's consistency window is five minutes -----------------------------------------
 @pytest.mark.parametrize("age", [60, DEFAULT_GRANT_CONSISTENCY_SECONDS - 5])
-def test_rule_grant_not_found_within_five_minutes_of_its_claim_fails_the_record(
+def test_rule_grant_not_found_within_five_minutes_of_its_claim_is_handed_over(
     sandbox: Sandbox, session_logs: pytest.LogCaptureFixture, age: int
 ) -> None:
     """KMS: "usually less than five minutes" until a new grant is available everywhere. A
-    ``NotFoundException`` for a grant claimed ``age`` seconds ago (inside the window) fails the
-    record for a retry; the claim is kept."""
+    ``NotFoundException`` for a grant claimed ``age`` seconds ago (inside the window) is not
+    retired before, but the record is not failed either (it would hold its shard's later
+    records): refused, the claim kept ``releasing`` and handed over to the grant sweep."""
     session, record, cleaner = young_grant_not_found(sandbox, age)
 
     response = process_batch(event(record), FakeContext(), cleaner)
 
     assert DEFAULT_GRANT_CONSISTENCY_SECONDS == 300
-    assert failed(response) == [record["dynamodb"]["SequenceNumber"]]
+    assert failed(response) == []
     line = session_lines(session_logs)["s-1"]
-    assert line["failedActions"] == ["RetireGrant"]
-    assert "eventual consistency" in line["errors"]["RetireGrant"]
+    assert line["steps"]["RetireGrant"] == "refused" and "failedActions" not in line
+    assert "eventual consistency" in line["grantRefusal"]
     assert claim_state(sandbox.ddb, KIND_GRANT, session.grant_id) == STATE_RELEASING
 
 

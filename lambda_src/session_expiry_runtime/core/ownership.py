@@ -19,6 +19,8 @@ attribute          value
 ``expiresAt``      time to live: ``notAfter`` + `CLAIM_RETENTION_SECONDS`
 ``goneSince``      grants only: when the grant sweep first saw the session gone (epoch
                    seconds); removed when the grant is held again (`ATTR_GONE_SINCE`)
+``handedOverAt``   grants only: when the cleanup, finding no grant in KMS, left it to the
+                   grant sweep instead of retrying its record (`ATTR_HANDED_OVER_AT`)
 ``formerOwners``   the holders the record took the id over from (`ATTR_FORMER_OWNERS`)
 =================  ==================================================================
 
@@ -54,6 +56,7 @@ __all__ = [
     "ATTR_EXPIRES_AT",
     "ATTR_FORMER_OWNERS",
     "ATTR_GONE_SINCE",
+    "ATTR_HANDED_OVER_AT",
     "ATTR_INCARNATION",
     "ATTR_NOT_AFTER",
     "ATTR_OWNER",
@@ -115,6 +118,14 @@ ATTR_EXPIRES_AT = "expiresAt"
 #: that put-back takes it back), so a later, normal end of that session starts its pending
 #: time afresh.
 ATTR_GONE_SINCE = "goneSince"
+#: A grant's record only (Number, epoch seconds): when the cleanup handed the grant over to the
+#: grant sweep. ``RetireGrant`` answered ``NotFoundException`` within KMS's consistency window
+#: of the claim (a made-up id, or a real grant KMS does not show yet): the record was refused
+#: (``GrantsRefused``) instead of failed and retried, so that one tenant's grant never holds its
+#: shard's later records. Written only on a ``releasing`` record of the REMOVE's own owner and
+#: incarnation; a new claim is a whole new item. The sweep retires such a grant as soon as KMS
+#: lists it and its session is gone, without the pending bound (`ATTR_GONE_SINCE`).
+ATTR_HANDED_OVER_AT = "handedOverAt"
 #: List of Strings: the holders this record took the id over from, oldest first, each
 #: ``<owner token>#<incarnation>`` (`former_owner`), at most `MAX_FORMER_OWNERS`.
 #: Written by the claim that takes an id from another key's record (released, past its owner's

@@ -56,6 +56,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ..core.config import REFUSAL_UNCLAIMED
 from ..core.ownership import (
+    ATTR_HANDED_OVER_AT,
     ATTR_INCARNATION,
     ATTR_OWNER,
     ATTR_RESOURCE,
@@ -406,6 +407,45 @@ class ClaimBatcher:
             [f"{w.resource}: {answers[w].error}" for w in request if answers[w].error]
             for request in per_request
         ]
+
+    def hand_over(self, claimant: Claimant, ref: ClaimRef) -> bool:
+        """Leave ``ref``'s record to the grant sweep: ``SET handedOverAt = :now`` on the record
+        while it names ``claimant`` and is ``releasing`` (the mark of this run), one
+        ``UpdateItem`` (`ownership.ATTR_HANDED_OVER_AT`). ``False`` when the record is no longer
+        ``claimant``'s (taken over, released, deleted: nothing of ours to hand over), and in a
+        dry run (nothing written).
+
+        Raises:
+            ClientError, BotoCoreError: the UpdateItem failed (after botocore's retries).
+        """
+        if self.dry_run or claimant.owner is None or claimant.incarnation is None:
+            return False
+        try:
+            self.dynamodb.update_item(
+                TableName=self.table_name,
+                Key={ATTR_RESOURCE: {"S": ref.resource}},
+                UpdateExpression="SET #handedOver = :now",
+                ConditionExpression=(
+                    "#owner = :owner AND #incarnation = :incarnation AND #state = :releasing"
+                ),
+                ExpressionAttributeNames={
+                    "#handedOver": ATTR_HANDED_OVER_AT,
+                    "#owner": ATTR_OWNER,
+                    "#incarnation": ATTR_INCARNATION,
+                    "#state": ATTR_STATE,
+                },
+                ExpressionAttributeValues={
+                    ":now": {"N": str(int(self._clock()))},
+                    ":owner": {"S": claimant.owner},
+                    ":incarnation": {"S": claimant.incarnation},
+                    ":releasing": {"S": STATE_RELEASING},
+                },
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     def claims(
         self,

@@ -11,14 +11,20 @@ stored the grant on the item) names this record's ``Keys`` and incarnation. Then
 ``RetireGrant(KeyId=<configured key ARN>, GrantId=...)``:
 
 * success: ``done``; the runner releases the record;
-* ``NotFoundException``: KMS is eventually consistent ("there might be a brief delay, usually
-  less than five minutes, until the grant is available throughout AWS KMS", AWS KMS API
-  Reference, CreateGrant), so a grant its record claimed less than
-  ``DEFAULT_GRANT_CONSISTENCY_SECONDS`` (5 minutes) ago may simply not be visible yet: the step
-  **fails** (action ``RetireGrant``) and the event source mapping retries the record, until the
-  grant is visible (retired) or the claim is older, when ``NotFoundException`` means retired
-  before: ``already-done``. Bounded by the mapping's maximum record age, after which the failure
-  destination and the grant sweep hold it;
+* ``NotFoundException`` on a claim older than ``DEFAULT_GRANT_CONSISTENCY_SECONDS`` (5
+  minutes): retired before, ``already-done``;
+* ``NotFoundException`` on a younger claim: either a real grant KMS does not show yet (KMS is
+  eventually consistent: "there might be a brief delay, usually less than five minutes, until
+  the grant is available throughout AWS KMS", AWS KMS API Reference, CreateGrant) or an id no
+  grant ever had (the registrar records a grant id without asking KMS). The step does **not**
+  fail the record: a failed record holds its shard's later records, other tenants' too, while it
+  is retried (docs/security.md, the threat model), and a tenant could claim made-up ids to
+  hold them back to back. It **hands the grant over to the grant sweep** (the claim, left
+  ``releasing``, gets ``handedOverAt``: `ClaimBatcher.hand_over`) and is ``refused``
+  (``grantRefusal`` logged, ``GrantsRefused``, which the skipped-records alarm watches; the
+  claim is not released). The first sweep that lists a real grant past its grace for new grants
+  retires it (its session is gone); a made-up id is never listed, and its claim leaves with
+  the ownership table's time to live. A claim no longer this incarnation's is ``already-done``;
 * a record already ``released`` (an earlier run retired the grant): ``already-done`` without a
   call (the runner's doing). No ``ListGrants``: one call per session.
 
@@ -168,6 +174,8 @@ class GrantStep(CleanupStep):
                 return verdict
             return self._retire(target.grant_id)
         outcomes = [self._retire_claimed(ref, ctx) for ref in plan.owned]
+        if STEP_REFUSED in outcomes:
+            return STEP_REFUSED
         return STEP_DONE if STEP_DONE in outcomes else STEP_ALREADY_DONE
 
     def preview(self, plan: Plan, ctx: StepContext) -> str:
@@ -191,12 +199,13 @@ class GrantStep(CleanupStep):
         )
 
     def _retire_claimed(self, ref: ClaimRef, ctx: StepContext) -> str:
-        """RetireGrant of an owned grant; ``NotFoundException`` is ``already-done`` only once
-        its claim is older than KMS's consistency window.
+        """RetireGrant of an owned grant; ``NotFoundException`` is ``already-done`` once its
+        claim is older than KMS's consistency window, and within it the grant is handed over to
+        the grant sweep (`_hand_over`).
 
         Raises:
-            StepFailed: the call failed, or KMS does not find a grant claimed within the window
-                (``RetireGrant``), or its claim could not be read (``Ownership``).
+            StepFailed: the call failed (``RetireGrant``), or its claim could not be read or
+                handed over (``Ownership``).
         """
         try:
             self.kms.retire_grant(KeyId=self.key_arn, GrantId=ref.resource_id)
@@ -213,13 +222,35 @@ class GrantStep(CleanupStep):
             raise StepFailed(ACTION_OWNERSHIP, error_text(exc)) from exc
         age = Decimal(str(self.clock())) - claim.claimed_at if claim is not None else None
         if age is not None and age < DEFAULT_GRANT_CONSISTENCY_SECONDS:
-            raise StepFailed(
-                self.name,
-                f"grant {ref.resource_id}: NotFoundException {int(age)} s after it was claimed; "
-                f"KMS may not show a grant for up to {DEFAULT_GRANT_CONSISTENCY_SECONDS} s after "
-                "CreateGrant (eventual consistency), so the record is retried",
-            )
+            return self._hand_over(ref, ctx, int(age))
         return STEP_ALREADY_DONE
+
+    def _hand_over(self, ref: ClaimRef, ctx: StepContext, age: int) -> str:
+        """KMS does not find a grant claimed ``age`` seconds ago, within its consistency window:
+        ``refused``, the claim handed over to the grant sweep (module docstring); never a
+        failure, so the record holds no other record of its shard. ``already-done`` when the
+        claim is no longer this incarnation's.
+
+        Raises:
+            StepFailed: the hand-over's write failed (``Ownership``).
+        """
+        batcher, claimant = ctx.claim_batcher, ctx.claimant
+        if batcher is None or claimant is None:  # ctx.claim read the claim: never so
+            raise StepFailed(ACTION_OWNERSHIP, f"grant {ref.resource_id}: no claim to hand over")
+        try:
+            handed = batcher.hand_over(claimant, ref)
+        except Exception as exc:
+            raise StepFailed(ACTION_OWNERSHIP, error_text(exc)) from exc
+        if not handed:  # no longer this incarnation's claim
+            return STEP_ALREADY_DONE
+        return self._refuse(
+            ctx,
+            f"grant {ref.resource_id}: NotFoundException {age} s after it was claimed: an id no "
+            f"grant has, or a grant KMS does not show yet (up to "
+            f"{DEFAULT_GRANT_CONSISTENCY_SECONDS} s after CreateGrant, eventual consistency); "
+            "not retried, so it holds no other record: handed over to the grant sweep, which "
+            "retires it once KMS lists it",
+        )
 
     def check(self, target: GrantTarget, ctx: StepContext) -> str | None:
         """Legacy items: ``None`` when the grant is on the key and named for ``target.key`` and

@@ -61,6 +61,10 @@ with a strongly consistent ``GetItem`` only for those:
   writes to that item (a put-back, a heartbeat, a new incarnation's create) fail with a
   transaction conflict (Amazon DynamoDB Developer Guide, "Transaction conflict handling in
   DynamoDB"), and the sweep must never make the application's writes fail.
+* ``releasing`` with ``handedOverAt`` (`ATTR_HANDED_OVER_AT`) and the session *gone*: the
+  cleanup's ``RetireGrant`` did not find the grant within KMS's consistency window and handed
+  it over here instead of retrying its record (`steps.grant`): the stream path will not retire
+  it, so no pending bound — retired at once, counted as ``OrphanGrantsRetired``.
 * a record naming **another session** than the grant's name (a grant created elsewhere and
   ``attach_grant``-ed to a session other than the one its name gives): the record decides —
   the grant is judged by the record's session (live, gone, expired, as above), logged;
@@ -144,6 +148,7 @@ from ..core.grant_names import GRANT_NAME_PREFIX, GrantOwner, parse_grant_name
 from ..core.metrics import MetricsRecorder
 from ..core.ownership import (
     ATTR_GONE_SINCE,
+    ATTR_HANDED_OVER_AT,
     ATTR_INCARNATION,
     ATTR_OWNER,
     ATTR_RESOURCE,
@@ -151,6 +156,7 @@ from ..core.ownership import (
     ATTR_STATE_SINCE,
     KIND_GRANT,
     STATE_RELEASED,
+    STATE_RELEASING,
     Claim,
     owner_key_of_token,
     owner_token,
@@ -554,6 +560,8 @@ class GrantSweeper:
             if verdict not in (VERDICT_GONE, VERDICT_EXPIRED):
                 self._forget_sighting(key, item or {})
                 return claim, verdict, owner
+        if verdict == VERDICT_GONE and _handed_over(claim, item or {}):
+            return claim, verdict, owner  # the stream path gave it up: no pending bound
         back = partial(self._holds, owner, grant_id)
         if verdict == VERDICT_GONE and self._pending(key, item or {}, now, back):
             return claim, VERDICT_PENDING, owner
@@ -765,6 +773,12 @@ class GrantSweeper:
                 else "where this one stopped (grant sweep marker)",
             )
         self.logger.info("grant sweep %s", report.as_dict(), extra={"grantSweep": report.as_dict()})
+
+
+def _handed_over(claim: Claim, item: Mapping[str, Any]) -> bool:
+    """Whether the cleanup handed the grant over to the sweep (`ATTR_HANDED_OVER_AT` on a
+    record still ``releasing``: a put-back, ``held`` again, is live again)."""
+    return claim.state == STATE_RELEASING and _seconds(item.get(ATTR_HANDED_OVER_AT)) is not None
 
 
 def _code(exc: ClientError) -> str:
