@@ -89,6 +89,7 @@ def _env(config: RuntimeConfig) -> dict[str, str]:
         "SESSION_EXPIRY_SWEEP_SHARD_ATTRIBUTE": SWEEP_SHARD_ATTRIBUTE,
         "SESSION_EXPIRY_SWEEP_SHARDS": "4",
         "SESSION_EXPIRY_SWEEP_INDEX_NAME": SWEEP_INDEX,
+        **harness.UNPACED_ENV,  # the clock applies the budget: storm_model.Settings
     }
 
 
