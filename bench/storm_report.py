@@ -51,11 +51,11 @@ def measured(
     claims = 2.0
     total = sum(per.values())
     if not grants:
-        per["RetireGrant"] = 0.0
+        per["RetireGrant"] = per["UpdateItem"] = 0.0  # the budget's take goes with its grant
         per["TransactWriteItems"] = per.get("TransactWriteItems", 0.0) / 2
         claims = 1.0
     if disconnected:
-        for op in ("DeleteConnection", "RetireGrant", "TransactWriteItems"):
+        for op in ("DeleteConnection", "RetireGrant", "UpdateItem", "TransactWriteItems"):
             per[op] = per.get(op, 0.0) * (1 - disconnected)
         claims *= 1 - disconnected
     per = {op: c for op, c in per.items() if c}

@@ -16,7 +16,13 @@ OWNERSHIP = "Ownership table write units (TransactWriteItems, 2 per record) (4,0
 def _data(cpu_s: float = 0.004) -> dict:
     """A storm run of 1,000 sessions with a connection, a grant and a scratch prefix each."""
     n = 1_000
-    calls = {"DeleteConnection": n, "RetireGrant": n, "ListObjectsV2": n, "TransactWriteItems": 40}
+    calls = {
+        "DeleteConnection": n,
+        "RetireGrant": n,
+        "UpdateItem": n,  # the shared budget's take before each RetireGrant
+        "ListObjectsV2": n,
+        "TransactWriteItems": 40,
+    }
     return {
         "sizes": [n],
         "sweeper_cpu_per_delete_s": [0.001],
@@ -40,6 +46,7 @@ def test_retire_grant_rate_is_the_budget_never_above_kms_quota() -> None:
 def test_ownership_write_units_per_session() -> None:
     # A connection only: one record marked and released, 2 units each time.
     connection = sr.measured(_data(), 1_000, grants=False)
+    assert "UpdateItem" not in connection.calls_per_session  # went with the grant
     assert connection.ownership_units == pytest.approx(4.0)
     # A connection and a grant: two records (8) and the budget's UpdateItem (1).
     both = sr.measured(_data(), 1_000)
@@ -55,12 +62,13 @@ def test_ownership_write_units_per_session() -> None:
 def test_grants_retired_on_disconnect_come_off_the_cleanup() -> None:
     m = sr.measured(_data(), 1_000, disconnected=0.9)
     assert m.calls_per_session["RetireGrant"] == pytest.approx(0.1)
+    assert m.calls_per_session["UpdateItem"] == pytest.approx(0.1)
     assert m.calls_per_session["DeleteConnection"] == pytest.approx(0.1)
     assert m.calls_per_session["ListObjectsV2"] == pytest.approx(1.0)
     assert m.claims_per_session == pytest.approx(0.2)
     assert m.retired_on_disconnect == pytest.approx(0.9)
-    # 3.04 calls a session become 1.204: the CPU shrinks with them.
-    assert m.cleanup_cpu_s == pytest.approx(0.004 * 1.204 / 3.04)
+    # 4.04 calls a session become 1.304: the CPU shrinks with them.
+    assert m.cleanup_cpu_s == pytest.approx(0.004 * 1.304 / 4.04)
 
 
 def test_grants_drain_at_the_shared_budget() -> None:
@@ -73,9 +81,9 @@ def test_grants_drain_at_the_shared_budget() -> None:
 
 
 def test_two_batches_per_shard_let_the_ownership_table_bind() -> None:
-    """With a slow cleanup (8 ms a session) one batch per shard binds below the ownership
+    """With a slow cleanup (5 ms a session) one batch per shard binds below the ownership
     table's 1,000 sessions a second; two do not."""
-    data = _data(cpu_s=0.008)
+    data = _data(cpu_s=0.010)  # 5 ms for a session with a connection only
     m = sr.measured(data, 1_000, grants=False)
     one = sm.stage_rates(sm.Settings(parallelization_factor=1), m)
     two = sm.stage_rates(sm.Settings(parallelization_factor=2), m)
