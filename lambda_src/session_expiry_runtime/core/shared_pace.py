@@ -121,7 +121,9 @@ class SharedBudget:
             if left <= 0:
                 return False
             on_wait()
-            self.sleep(min(left, second + 1 - self.now()) + 1e-3)
+            # The next second may have begun already (a slow write, a busy host): no negative
+            # sleep (``time.sleep`` raises ValueError), just ask again.
+            self.sleep(max(0.0, min(left, second + 1 - self.now())) + 1e-3)
 
     def _try(self, second: int, metrics: MetricsRecorder) -> bool | None:
         """Take one request of ``second``: ``True`` taken, ``False`` spent, ``None`` unknown
