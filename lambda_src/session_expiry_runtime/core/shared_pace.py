@@ -1,13 +1,14 @@
 """A request quota's budget shared by every invocation that spends it at once.
 
-KMS's ``RetireGrant`` quota (50 requests a second by default, per account and Region, every
-caller sharing it: AWS KMS Developer Guide, "Request quotas", the ``RetireGrant`` row of the
-"Request quotas for each AWS KMS API operation" table; earlier revisions listed 15, then 30) is spent by every cleanup invocation that
-runs at once — a storm runs one per stream shard times the parallelization factor — and by the
-grant sweep. The adaptive pacing of `pacing` is per execution environment: each invocation
-learns the rate from its own throttles, so N of them together ask for about N times the quota
-before they settle (the bench's storm tables measured 29 to 32 ``RetireGrant`` a second against 15).
-No record fails, but the application's own grant calls, which share the quota, are throttled.
+KMS's ``RetireGrant`` quota (50 requests a second by default, per account and Region, every caller
+sharing it: AWS KMS Developer Guide, "Request quotas", the ``RetireGrant`` row of the "Request
+quotas for each AWS KMS API operation" table; earlier revisions listed 15, then 30) is spent by
+every cleanup invocation that runs at once — a storm runs one per stream shard times the
+parallelization factor — and by the grant sweep. The adaptive pacing of `pacing` is per execution
+environment: each invocation learns the rate from its own throttles, so N of them together ask for
+about N times the quota before they settle (the bench's storm tables measured 29 to 32
+``RetireGrant`` a second against 15). No record fails, but the application's own grant calls, which
+share the quota, are throttled.
 
 `SharedBudget` makes the budget one: a **fixed-window counter in DynamoDB**, one item per quota
 and wall-clock second in the ownership table (which only the cleanup and the claim registrar
