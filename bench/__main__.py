@@ -174,6 +174,10 @@ def _storm_only(p: dict[str, Any], quick: bool) -> int:
         data["storm"] = storm.run(p["storm_sizes"], rounds=p["storm_rounds"])
     data["load_after"] = os.getloadavg()
     data["elapsed_s"] = time.time() - started
+    results_dir = harness.REPO / "bench" / "results"
+    results_dir.mkdir(exist_ok=True)
+    # The raw numbers, so the tables can be rendered again without measuring (git-ignored).
+    (results_dir / "storm-latest.json").write_text(json.dumps(data, indent=2, default=str))
     print(report.storm_tables(data))
     return 0 if storm_ok(data["storm"]) else 1
 

@@ -65,6 +65,13 @@ AWS_ENV = {
     "AWS_EC2_METADATA_DISABLED": "true",
 }
 
+#: The shared ``RetireGrant`` budget (``session_expiry_runtime.core.shared_pace``) set beyond any
+#: run's rate: every attempt still takes its request of the budget (the ``UpdateItem`` is made
+#: and counted), but a run against the bench endpoint, which has no quota, is not paced to 10
+#: grants a second of wall time. Where the budget binds, the storm's clock applies it
+#: (``bench/storm_model.py``) and the pacing table shows it in real time (``bench/storm.py``).
+UNPACED_ENV = {"SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET": "1000000"}
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "lambda_src"))  # the runtime package, as the Lambda asset has it
 

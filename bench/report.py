@@ -1045,6 +1045,11 @@ def _extra_sections(data: dict[str, Any]) -> list[tuple[str, str, str]]:
             "storm",
             sr.storm_table(st),
         ),
+        (
+            f"What binds: each stage's capacity ({big:,} sessions due at once, the defaults)",
+            "storm",
+            sr.capacity_table(st),
+        ),
         ("The storms' real calls", "storm", sr.calls_table(st)),
         (
             f"What moves the first limit ({big:,} sessions due at once)",
@@ -1080,7 +1085,7 @@ def storm_tables(data: dict[str, Any]) -> str:
     from . import storm_report as sr
 
     rows = sr.goals_rows(data["storm"]) + cost_report.goals_rows(data)
-    goals = _md(["Goal (issue 25)", "Measured", "Goal", "Status"], rows)
+    goals = _md(["Goal (issues 25, 38)", "Measured", "Goal", "Status"], rows)
     return "\n\n".join(
         [f"### Goals\n\n{machine_line(data, 'storm')}\n\n{goals}"]
         + [
@@ -1245,7 +1250,7 @@ cleaned_at − ttl  =  TTL lag  +  stream and polling delay  +  batching window
 | **TTL lag** = `ApproximateCreationDateTime` of the REMOVE − the TTL value; the runtime's `TtlLagSeconds` metric measures exactly this for every TTL-classified session (`metric_ttl_lag()`, Maximum) | DynamoDB deletes expired items "on a best-effort basis", "typically within two days" (48 hours) (DynamoDB API Reference, UpdateTimeToLive; developer guide, "Time to Live"). No upper bound is guaranteed; the 48 h is a typical figure, not an SLA. | minutes to ~48 h; unbounded in principle |
 | Stream and polling delay | Stream records appear in near real time; Lambda polls each shard several times a second. | < 1 s typically |
 | Batching window | `MaximumBatchingWindowInSeconds` | {window} s (invoke as soon as records arrive) |
-| Queueing | One invocation per shard at a time (parallelization factor {esm["ParallelizationFactor"]}); seen as the function's `IteratorAge` (age of the last record of a batch when delivered), alarmed above the construct's iterator-age threshold | 0 while a batch of {esm["BatchSize"]} cleans faster than REMOVEs arrive; measured here a batch of {esm["BatchSize"]} takes ≈ {batch_s:.1f} s at {data["latency_ms"]:g} ms per call, i.e. a shard keeps up with ≈ {esm["BatchSize"] / batch_s if batch_s == batch_s and batch_s else float("nan"):.0f} expiring sessions a second |
+| Queueing | At most {esm["ParallelizationFactor"]} invocations per shard at a time (the parallelization factor); seen as the function's `IteratorAge` (age of the last record of a batch when delivered), alarmed above the construct's iterator-age threshold | 0 while a batch of {esm["BatchSize"]} cleans faster than REMOVEs arrive; measured here a batch of {esm["BatchSize"]} takes ≈ {batch_s:.1f} s at {data["latency_ms"]:g} ms per call, i.e. a shard keeps up with ≈ {esm["ParallelizationFactor"] * esm["BatchSize"] / batch_s if batch_s == batch_s and batch_s else float("nan"):.0f} expiring sessions a second |
 | Cleanup time | One batch (table above) | seconds |
 | Retries | Failed records are retried (bisecting, {esm["MaximumRetryAttempts"]} retries) until `MaximumRecordAgeInSeconds` | at most {esm["MaximumRecordAgeInSeconds"]} s = {esm["MaximumRecordAgeInSeconds"] / 3600:g} h; then the batch's **metadata** goes to the on-failure queue and must be replayed from the stream within its **24 h retention**, or the session is never cleaned by this path |
 

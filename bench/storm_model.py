@@ -31,19 +31,26 @@ Quotas (defaults, per account and Region unless said; each adjustable unless sai
 * API Gateway: 10,000 requests a second across HTTP, REST, WebSocket and WebSocket callback
   (``@connections``) APIs, burst 5,000 not adjustable (API Gateway Developer Guide, "Amazon API
   Gateway quotas"). Shared with the application's own traffic.
-* KMS ``RetireGrant``: 15 requests a second, counting every principal of the account (the
-  grant sweep takes at most 5 of them); ``CreateGrant`` 50, so sessions with grants are created
-  at most 50 a second: AWS KMS Developer Guide, "Request quotas" — the figures of its table in
-  the guide's source (``awsdocs/aws-kms-developer-guide``, ``requests-per-second.md``; the live
-  page renders its table in the browser), as ``session_expiry_runtime.sweeps.grant_sweeper`` cites
-  them; every KMS request quota is adjustable and Service Quotas shows an account's own.
+* KMS ``RetireGrant``: 50 requests a second, counting every principal of the account;
+  ``CreateGrant`` 50, so sessions with grants are created at most 50 a second: AWS KMS Developer
+  Guide, "Request quotas", table "Request quotas for each AWS KMS API operation", rows
+  "RetireGrant request rate" and "CreateGrant request rate" (the page as published in December
+  2026; earlier revisions of the guide's GitHub source, ``awsdocs/aws-kms-developer-guide``,
+  listed 15 and then 30). Every KMS request quota is adjustable and Service Quotas shows an
+  account's own. The cleanup does not spend it directly: every ``RetireGrant`` attempt first
+  takes a request of the **shared budget** (``session_expiry_runtime.core.shared_pace``,
+  ``SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET``, default 10 a second for every invocation
+  together), which therefore binds first; each take is one ``UpdateItem`` of the ownership
+  table (1 write unit).
 * DynamoDB: each partition serves at most 1,000 write units and 3,000 read units a second; a new
   on-demand table starts with a warm throughput of 4,000 write and 12,000 read units a second
   (DynamoDB Developer Guide, "Understanding DynamoDB warm throughput", warm-throughput
   scenarios). A ``TransactWriteItems`` action on an item up to 1 KB consumes 2 write units
   (Developer Guide, "Managing complex workflows with DynamoDB transactions", capacity
-  management). The sweep index's shards are its partition key values: each shard's index
-  writes are one partition's 1,000 units.
+  management). A table's warm throughput can be raised (``WarmThroughput``; Developer Guide,
+  "Understanding DynamoDB warm throughput"): the model's ``ownership_write_units``. The sweep
+  index's shards are its partition key values: each shard's index writes are one partition's
+  1,000 units.
 * S3: 3,500 PUT/COPY/POST/DELETE and 5,500 GET/HEAD requests a second per partitioned prefix
   (Amazon S3 User Guide, "Best practices design patterns: optimizing Amazon S3 performance").
 * Lambda event source mapping for DynamoDB Streams: polls each shard at a base rate of 4 times
@@ -71,6 +78,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from cdk_session_expiry._runtime_contract import DEFAULT_KMS_RETIRE_GRANT_BUDGET
+from cdk_session_expiry.construct import DEFAULT_PARALLELIZATION_FACTOR
 from cdk_session_expiry.sweeper import (
     DEFAULT_SWEEP_WORKERS,
     DEFAULT_SWEEPER_MEMORY_SIZE,
@@ -112,10 +121,12 @@ QUOTAS: dict[str, Quota] = {
         "and Region across HTTP, REST, WebSocket and WebSocket callback APIs",
     ),
     "RetireGrant": Quota(
-        "KMS RetireGrant request rate",
-        15,
-        "AWS KMS Developer Guide, Request quotas (the guide's source): RetireGrant 15 requests/s "
-        "per account and Region, adjustable",
+        "the shared RetireGrant budget",
+        DEFAULT_KMS_RETIRE_GRANT_BUDGET,
+        "SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET (session_expiry_runtime.core.shared_pace): "
+        f"{DEFAULT_KMS_RETIRE_GRANT_BUDGET} requests/s for every invocation together, under KMS's "
+        "RetireGrant request rate (AWS KMS Developer Guide, Request quotas, row 'RetireGrant "
+        "request rate': 50 requests/s per account and Region, adjustable)",
     ),
     "OwnershipWriteUnits": Quota(
         "Ownership table write units (TransactWriteItems, 2 per record)",
@@ -135,6 +146,11 @@ QUOTAS: dict[str, Quota] = {
         "per prefix",
     ),
 }
+#: KMS's ``RetireGrant`` request rate (AWS KMS Developer Guide, "Request quotas", table "Request
+#: quotas for each AWS KMS API operation", row "RetireGrant request rate"; adjustable).
+KMS_RETIRE_GRANT_QUOTA = 50
+#: A new on-demand table's warm write throughput (DynamoDB Developer Guide, warm throughput).
+NEW_TABLE_WRITE_UNITS = 4_000
 #: Quota units one call of an operation uses (default 1 of the quota of its own name).
 UNITS: dict[str, tuple[str, float]] = {
     "TransactWriteItems": ("OwnershipWriteUnits", 0.0),  # counted by records, below
@@ -150,7 +166,7 @@ class Settings:
     """What the simulated deployment is: the construct's props and the account's setup."""
 
     stream_shards: int = 4
-    parallelization_factor: int = 1
+    parallelization_factor: int = DEFAULT_PARALLELIZATION_FACTOR
     batch_size: int = 100
     cleanup_memory_mb: int = 1769
     max_workers: int = 32
@@ -161,6 +177,20 @@ class Settings:
     #: seconds a sweeper run works before its time guard (below a minute: 59 s timeout less
     #: the 3.5 s guard); ``None`` for one pass a run (an interval of a minute and more)
     sweeper_run_s: float | None = 55.5
+    #: the ownership table's write units a second (warm throughput; a new on-demand table's)
+    ownership_write_units: int = NEW_TABLE_WRITE_UNITS
+    #: the shared ``RetireGrant`` budget, requests a second
+    #: (``SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET``)
+    retire_grant_budget: int = DEFAULT_KMS_RETIRE_GRANT_BUDGET
+
+    def rate(self, quota: str) -> float:
+        """Units a second of ``quota`` for this deployment: the ownership table's warm write
+        throughput and the shared ``RetireGrant`` budget (never above KMS's quota) are settings."""
+        if quota == "OwnershipWriteUnits":
+            return float(self.ownership_write_units)
+        if quota == "RetireGrant":
+            return float(min(self.retire_grant_budget, KMS_RETIRE_GRANT_QUOTA))
+        return QUOTAS[quota].per_second
 
     def describe(self) -> str:
         return (
@@ -168,7 +198,9 @@ class Settings:
             f"{self.parallelization_factor}, batch {self.batch_size}, cleanup "
             f"{self.cleanup_memory_mb:,} MiB, max_workers {self.max_workers}, sweeper "
             f"{self.sweep_workers} workers over {self.sweep_shards} shards at "
-            f"{self.sweeper_memory_mb:,} MiB, sweep every {self.sweep_interval_s} s"
+            f"{self.sweeper_memory_mb:,} MiB, sweep every {self.sweep_interval_s} s, ownership "
+            f"table {self.ownership_write_units:,} write units/s, RetireGrant budget "
+            f"{self.retire_grant_budget}/s"
         )
 
 
@@ -195,6 +227,14 @@ class Measured:
     sweeper_cpu_per_delete_s: float
     #: sweeper Query pages per session (the real run's)
     queries_per_session: float = 1 / SWEEP_PAGE
+    #: grants retired on disconnect before the storm, per session (not retired by the cleanup)
+    retired_on_disconnect: float = 0.0
+
+    @property
+    def ownership_units(self) -> float:
+        """Ownership table write units per session: each record marked and released in a
+        transaction (2 units each time), and one budget ``UpdateItem`` per ``RetireGrant``."""
+        return 4 * self.claims_per_session + self.calls_per_session.get("RetireGrant", 0.0)
 
 
 @dataclass
@@ -257,14 +297,20 @@ def stage_rates(
         / (calls * latency.other),
     }
     quotas = {
-        f"{QUOTAS[op].name} ({QUOTAS[op].per_second:,.0f}/s)": QUOTAS[op].per_second / per
+        quota_label(op, s): s.rate(op) / per
         for op, per in m.calls_per_session.items()
         if op in QUOTAS and per > 0
     }
-    if m.claims_per_session:
-        q = QUOTAS["OwnershipWriteUnits"]
-        quotas[f"{q.name} ({q.per_second:,.0f}/s)"] = q.per_second / (4 * m.claims_per_session)
+    if m.ownership_units:
+        quotas[quota_label("OwnershipWriteUnits", s)] = (
+            s.rate("OwnershipWriteUnits") / m.ownership_units
+        )
     return {**sweeper, **cleanup, **quotas}
+
+
+def quota_label(op: str, settings: Settings) -> str:
+    """A quota's name with its rate in this deployment."""
+    return f"{QUOTAS[op].name} ({settings.rate(op):,.0f}/s)"
 
 
 def _sweep_times(n: int, settings: Settings, measured: Measured, latency: Latency) -> list[float]:
@@ -309,15 +355,19 @@ def _worker_times(n: int, per_delete: float, s: Settings, latency: Latency) -> l
 class _QuotaClock:
     """First-come token schedules, one per quota (the pacing, shared by all invocations)."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
         self.next_free: dict[str, float] = {}
+        #: the span the last request of each quota was granted over (its calls' times)
+        self.windows: dict[str, tuple[float, float]] = {}
 
     def finish(self, quota: str, start: float, units: float) -> float:
         """When ``units`` of ``quota`` asked for at ``start`` have all been granted."""
-        rate = QUOTAS[quota].per_second
+        rate = self.settings.rate(quota)
         begin = max(start, self.next_free.get(quota, 0.0))
         end = begin + units / rate
         self.next_free[quota] = end
+        self.windows[quota] = (begin, end)
         return end
 
 
@@ -340,10 +390,8 @@ def _invocation(
     for op, per in m.calls_per_session.items():
         if op in QUOTAS:
             end = max(end, quotas.finish(op, start, per * records))
-    if m.claims_per_session:
-        end = max(
-            end, quotas.finish("OwnershipWriteUnits", start, 4 * m.claims_per_session * records)
-        )
+    if m.ownership_units:
+        end = max(end, quotas.finish("OwnershipWriteUnits", start, m.ownership_units * records))
     return end
 
 
@@ -363,7 +411,7 @@ def simulate(
     queues: list[list[float]] = [[] for _ in range(lanes)]
     for i, t in enumerate(deleted):
         queues[(i * 2654435761) % lanes].append(t + STREAM_DELAY_S)
-    quotas = _QuotaClock()
+    quotas = _QuotaClock(s)
     cleaned: list[float] = []
     calls: dict[str, list[float]] = {op: [] for op in keep_calls}
     # One event per lane: (time the lane is free, lane, index of its next record)
@@ -383,7 +431,11 @@ def simulate(
         for op in keep_calls:
             per = measured.calls_per_session.get(op, 0.0)
             count = round(per * n)
-            calls[op].extend(poll + (end - poll) * (k + 0.5) / max(count, 1) for k in range(count))
+            # A paced call goes out when its quota grants it, not evenly across the invocation.
+            first, last = quotas.windows.get(op, (poll, end)) if op in QUOTAS else (poll, end)
+            calls[op].extend(
+                first + (last - first) * (k + 0.5) / max(count, 1) for k in range(count)
+            )
         if j < len(queue):
             heapq.heappush(events, (end, lane, j))
     return Outcome(

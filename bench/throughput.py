@@ -153,6 +153,7 @@ def run_case(
         "SESSION_EXPIRY_TABLE_NAME": fx.table,
         # A token in the template: the fixture's own ownership table.
         "SESSION_EXPIRY_OWNERSHIP_TABLE_NAME": fx.ownership_table,
+        **harness.UNPACED_ENV,
         **env_overrides,
     }
     spec = {

@@ -82,7 +82,16 @@ from .switches.feature_flags import FeatureFlags
 DEFAULT_CLEANUP_MEMORY_SIZE = 1769
 DEFAULT_CLEANUP_LOG_RETENTION = logs.RetentionDays.THREE_MONTHS
 DEFAULT_BATCH_SIZE = 100
-DEFAULT_PARALLELIZATION_FACTOR = 1
+#: Two concurrent batches per stream shard (issue 38): with one, the cleanup's CPU (4 shards of
+#: a new on-demand table, one vCPU each) and the ownership table's write units (4,000 a second of
+#: a new on-demand table: about 1,000 sessions a second) bind side by side, and 100,000 sessions
+#: due at once took 129 s (p99, the storm bench's clock); with two the write units alone bind and
+#: they take 104 s. It costs nothing per session (the same records, batches and duration); the
+#: mapping runs up to twice as many invocations at once (8 of the account's 1,000 concurrent
+#: executions for a new table), and Lambda keeps order per item, not per shard (AWS Lambda
+#: Developer Guide, "Using AWS Lambda with Amazon DynamoDB", parallelization factor), which the
+#: ownership records make safe (``docs/ownership.md``: either order of REMOVE and re-create).
+DEFAULT_PARALLELIZATION_FACTOR = 2
 DEFAULT_RETRY_ATTEMPTS = 10
 
 
@@ -218,7 +227,10 @@ class SessionExpiry(Construct):
         batch_size: records per invocation, 1..10,000. Default: 100.
         max_batching_window: how long to gather records before invoking, 0..300 seconds.
             Default: none, Lambda invokes as soon as records arrive.
-        parallelization_factor: concurrent batches per shard, 1..10. Default: 1.
+        parallelization_factor: concurrent batches per shard, 1..10; Lambda keeps order per
+            item above 1. Default: 2 (a storm of 100,000 sessions due at once then waits for
+            the ownership table's write units, not the cleanup's CPU: docs, Benchmarks,
+            "Sizing").
         retry_attempts: retries of a failing batch (after bisecting), 0..10,000; infinite
             (``-1``) is rejected. Default: 10.
         max_record_age: records older than this go to the on-failure destination, 60

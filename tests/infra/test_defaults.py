@@ -221,7 +221,7 @@ def test_event_source_mapping_defaults(synth: Synth) -> None:
             },
             "BatchSize": 100,
             "MaximumBatchingWindowInSeconds": Match.absent(),
-            "ParallelizationFactor": 1,
+            "ParallelizationFactor": 2,
             "BisectBatchOnFunctionError": True,
             "MaximumRetryAttempts": 10,
             "MaximumRecordAgeInSeconds": 21600,

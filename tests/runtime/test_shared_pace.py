@@ -82,6 +82,24 @@ def test_a_spent_second_waits_for_the_next_one(sandbox: Sandbox) -> None:
     assert _item(sandbox, int(START))["used"] == {"N": "3"}  # type: ignore[index]
 
 
+def test_a_second_that_ended_during_the_answer_waits_no_negative_time(sandbox: Sandbox) -> None:
+    """On a busy host the spent second's answer can come after the second ended: the wait is
+    never negative (``time.sleep`` raises ``ValueError`` for it, which failed the record's
+    ``RetireGrant`` in the storm bench's pacing run); the next second is asked at once."""
+    clock = WallClock()
+    budget = _budget(sandbox, clock)
+    for _ in range(3):
+        budget.take(lambda: 5.0)
+
+    def late_answer() -> None:
+        clock.t += 1.5  # the host stalled past the next second's start
+
+    assert budget.take(lambda: 5.0, on_wait=late_answer) is True
+
+    assert clock.slept and min(clock.slept) >= 0
+    assert _item(sandbox, int(START) + 1)["used"] == {"N": "1"}  # type: ignore[index]
+
+
 def test_two_environments_share_one_budget(sandbox: Sandbox) -> None:
     """Two invocations (each its own `SharedBudget`, as each execution environment builds its
     own) take from the same counter: together no more than the budget in one second."""

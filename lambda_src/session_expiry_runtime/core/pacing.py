@@ -13,8 +13,9 @@ kinds the project uses:
   share of a quota (`install`; below).
 
 **The cleanup's clients.** A storm of expiring sessions can ask a target for more than its quota:
-KMS's ``RetireGrant`` request rate (15 a second per account and Region by default, shared by every
-principal of the account: AWS KMS Developer Guide, "Request quotas"), API Gateway's account
+KMS's ``RetireGrant`` request rate (50 a second per account and Region by default, shared by every
+principal of the account: AWS KMS Developer Guide, "Request quotas", row "RetireGrant request
+rate"), API Gateway's account
 throttle that the ``@connections`` API shares with every API of the account (10,000 requests a
 second, burst 5,000: API Gateway Developer Guide, "Amazon API Gateway quotas"), a DynamoDB
 partition's 1,000 write units a second (DynamoDB Developer Guide, "Understanding DynamoDB warm

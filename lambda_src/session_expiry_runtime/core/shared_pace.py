@@ -1,13 +1,14 @@
 """A request quota's budget shared by every invocation that spends it at once.
 
-KMS's ``RetireGrant`` quota (15 requests a second by default, per account and Region, every
-caller sharing it: AWS KMS Developer Guide, "Request quotas", the ``RetireGrant`` row of the
-"Request quotas for each AWS KMS API operation" table) is spent by every cleanup invocation that
-runs at once — a storm runs one per stream shard times the parallelization factor — and by the
-grant sweep. The adaptive pacing of `pacing` is per execution environment: each invocation
-learns the rate from its own throttles, so N of them together ask for about N times the quota
-before they settle (the bench's storm tables measured 29 to 32 ``RetireGrant`` a second against 15).
-No record fails, but the application's own grant calls, which share the quota, are throttled.
+KMS's ``RetireGrant`` quota (50 requests a second by default, per account and Region, every caller
+sharing it: AWS KMS Developer Guide, "Request quotas", the ``RetireGrant`` row of the "Request
+quotas for each AWS KMS API operation" table; earlier revisions listed 15, then 30) is spent by
+every cleanup invocation that runs at once — a storm runs one per stream shard times the
+parallelization factor — and by the grant sweep. The adaptive pacing of `pacing` is per execution
+environment: each invocation learns the rate from its own throttles, so N of them together ask for
+about N times the quota before they settle (the bench's storm tables measured 29 to 32
+``RetireGrant`` a second against 15). No record fails, but the application's own grant calls, which
+share the quota, are throttled.
 
 `SharedBudget` makes the budget one: a **fixed-window counter in DynamoDB**, one item per quota
 and wall-clock second in the ownership table (which only the cleanup and the claim registrar
@@ -23,8 +24,9 @@ call's deadline — the same deadline the adaptive pacing keeps (`pacing`), afte
 fails with `pacing.PacingTimeout` and its record is retried. So every invocation together
 sends at most ``per_second`` requests in any wall-clock second (Lambda's hosts keep their clocks
 by the Amazon Time Sync Service; a second's boundary can still let two seconds' budgets meet
-within a second's span, which is why the default budget leaves a third of KMS's 15 to the
-application and the grant sweep's 5: ``SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET``, default 10).
+within a second's span, which is why the default budget stays well below KMS's 50 (two
+seconds meeting make 20) and leaves the rest to the application and the grant sweep's 5:
+``SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET``, default 10).
 
 A budget item that cannot be written (a throttle, a missing permission) does not stop the
 call: it goes out paced by the adaptive limiter alone, and the failure is counted
@@ -126,7 +128,9 @@ class SharedBudget:
             if left <= 0:
                 return False
             on_wait()
-            self.sleep(min(left, second + 1 - self.now()) + 1e-3)
+            # The next second may have begun already (a slow write, a busy host): no negative
+            # sleep (``time.sleep`` raises ValueError), just ask again.
+            self.sleep(max(0.0, min(left, second + 1 - self.now())) + 1e-3)
 
     def _try(self, second: int, metrics: MetricsRecorder) -> bool | None:
         """Take one request of ``second``: ``True`` taken, ``False`` spent, ``None`` unknown

@@ -28,8 +28,9 @@ account that owns the KMS key can delegate the kms:RetireGrant permission to IAM
 the account"). A grant that cannot be retired is put back on its session for the cleanup.
 
 Cost: one ``CreateGrant`` per resume and one ``RetireGrant`` per last disconnect, each against
-its own KMS request quota per account and Region (AWS KMS Developer Guide, "Request quotas":
-by default ``CreateGrant`` 50 and ``RetireGrant`` 30 requests per second, adjustable).
+its own KMS request quota per account and Region (AWS KMS Developer Guide, "Request quotas",
+rows "CreateGrant request rate" and "RetireGrant request rate": by default 50 requests per
+second each, adjustable).
 """
 
 from __future__ import annotations

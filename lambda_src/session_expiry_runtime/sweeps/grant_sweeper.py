@@ -102,17 +102,18 @@ not only this store's — as ``GrantsOnKey`` (the pages earlier runs finished ar
 marker, so a pass of several runs still reports the whole key); the construct alarms above
 80 % of the quota (``grant_key_grant_quota``).
 
-**Pace.** KMS throttles requests above per-second quotas shared by every caller of the account
-and Region (AWS KMS Developer Guide, "Request quotas",
-https://docs.aws.amazon.com/kms/latest/developerguide/requests-per-second.html; the figures as
-the guide's source gives them: ``ListGrants`` 100, ``RetireGrant`` 15 and ``CreateGrant`` 50
-requests per second; all adjustable per account, the Service Quotas console shows an account's
-own). The sweep makes at most ``SESSION_EXPIRY_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND`` KMS
-requests a second, ``ListGrants`` pages and ``RetireGrant`` calls together (default 5: a third
-of the lowest of those figures, leaving the rest of the ``RetireGrant`` quota to the cleanup's
-stream path and the ``ListGrants`` quota to everyone else; `pacing`). A page of 100 grants
-costs about 100 ``GetItem`` calls, so the pace holds a pass back only while it retires many
-orphans: at 5 a second, 1,500 in a 5-minute run.
+**Pace.** KMS throttles requests above per-second quotas shared by every caller of the account and
+Region (AWS KMS Developer Guide, "Request quotas",
+https://docs.aws.amazon.com/kms/latest/developerguide/requests-per-second.html, table "Request
+quotas for each AWS KMS API operation": ``ListGrants`` 100, ``RetireGrant`` 50 and ``CreateGrant``
+50 requests per second; earlier revisions listed ``RetireGrant`` 15, then 30; all adjustable per
+account, the Service Quotas console shows an account's own). The sweep makes at most
+``SESSION_EXPIRY_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND`` KMS requests a second, ``ListGrants`` pages
+and ``RetireGrant`` calls together (default 5: a tenth of ``RetireGrant``'s 50 and a third of the
+earliest revision's 15, leaving the rest of the ``RetireGrant`` quota to the cleanup's stream path
+and the ``ListGrants`` quota to everyone else; `pacing`). A page of 100 grants costs about 100
+``GetItem`` calls, so the pace holds a pass back only while it retires many orphans: at 5 a second,
+1,500 in a 5-minute run.
 """
 
 from __future__ import annotations
