@@ -45,6 +45,7 @@ __all__ = [
     "DECLARED_KINDS",
     "DocsRow",
     "Ids",
+    "OwnProps",
     "Release",
     "ResourceKind",
     "Target",
@@ -129,6 +130,9 @@ class Release:
             any other fails the step.
         first_continues: the error codes of ``first`` that go on to ``operation`` (a resource
             already ended, say).
+        options: optional parameters of both calls, each ``(parameter, setting)``: sent when
+            the configuration sets ``setting`` (a `RuntimeConfig` field, `OwnProps`): the
+            runtime's endpoint ``qualifier``.
     """
 
     operation: str
@@ -139,6 +143,7 @@ class Release:
     price: tuple[str, float, str] = ("agentcore_stop", 1, "call")
     first: str | None = None
     first_continues: tuple[str, ...] = ()
+    options: tuple[tuple[str, str], ...] = ()
 
     @property
     def operations(self) -> tuple[str, ...]:
@@ -154,6 +159,34 @@ class Release:
 def method_of(operation: str) -> str:
     """The boto3 method of an API operation: ``EndSession`` → ``end_session``."""
     return re.sub(r"(?<!^)(?=[A-Z])", "_", operation).lower()
+
+
+@dataclass(frozen=True)
+class OwnProps:
+    """Where a built-in kind switched on by a typed prop of its own (``agent_runtime``,
+    ``code_interpreter``, ``browser``, ``agent_memory``), not by a key of ``resource_targets``,
+    keeps its settings on each side.
+
+    Attributes:
+        prop: the ``SessionExpiry`` prop naming its target (the construct builds the step's
+            metric ``Action`` list from it).
+        target_field: the `RuntimeConfig` field holding the target (``None``: the kind is off).
+        target_env: the environment variable setting it (named by ``SessionStore``'s errors).
+        ids_field: the `RuntimeConfig` field naming the String Set of every id.
+        single_field: the field naming the attribute of the latest id (items written before
+            the sets hold only it); ``None``: none.
+        argument: the keyword of ``SessionStore.create`` and ``attach_agent_session`` recording
+            one id (``runtime_session_id``); ``None``: recorded otherwise.
+        what: what that argument's errors call one id (``"runtime session id"``).
+    """
+
+    prop: str
+    target_field: str
+    target_env: str
+    ids_field: str
+    single_field: str | None = None
+    argument: str | None = None
+    what: str = ""
 
 
 @dataclass(frozen=True)
@@ -185,8 +218,10 @@ class ResourceKind:
         release: the call; ``None`` when a step of its own releases the kind (``step``), or for
             a custom kind (the user's handler).
         docs: the kind's rows of the docs table (none for a custom kind).
-        step: ``"package.module.Class"`` of a step of its own, relative to
+        step: ``"module.Class"`` of a step of its own, relative to
             ``session_expiry_runtime.steps``; ``None``: the generic step releases it.
+        own: the settings of a built-in switched on by props of its own (`OwnProps`); ``None``:
+            `RuntimeConfig.kind_targets`/``kind_attributes`` hold them (``target``).
     """
 
     kind: str
@@ -198,10 +233,7 @@ class ResourceKind:
     release: Release | None = None
     docs: tuple[DocsRow, ...] = ()
     step: str | None = None
-    #: A built-in kind whose settings are named ``RuntimeConfig`` fields (its own props):
-    #: (target field, single latest-id attribute field or ``None``, ids attribute field).
-    #: ``None``: ``RuntimeConfig.kind_targets``/``kind_attributes`` hold them (``target``).
-    config_fields: tuple[str, str | None, str] | None = field(default=None, compare=False)
+    own: OwnProps | None = field(default=None, compare=False)
 
     @property
     def iam_action(self) -> str | None:
@@ -252,14 +284,22 @@ DECLARED_KINDS: tuple[ResourceKind, ...] = (
             lengths=(33, 256),
             expected="33-256 characters",
         ),
+        # Without it a runtime session keeps running until its idle timeout (15 minutes by
+        # default) or its maximum lifetime (8 hours).
         release=Release(
-            "StopRuntimeSession", "runtimeSessionId", target_parameter="agentRuntimeArn"
+            "StopRuntimeSession",
+            "runtimeSessionId",
+            target_parameter="agentRuntimeArn",
+            options=(("qualifier", "agent_runtime_qualifier"),),
         ),
-        step="agent_runtime.AgentRuntimeStep",
-        config_fields=(
-            "agent_runtime_arn",
-            "agent_runtime_session_attribute",
-            "agent_runtime_session_ids_attribute",
+        own=OwnProps(
+            prop="agent_runtime",
+            target_field="agent_runtime_arn",
+            target_env="SESSION_EXPIRY_AGENT_RUNTIME_ARN",
+            ids_field="agent_runtime_session_ids_attribute",
+            single_field="agent_runtime_session_attribute",
+            argument="runtime_session_id",
+            what="runtime session id",
         ),
         docs=(
             DocsRow(
@@ -290,11 +330,14 @@ DECLARED_KINDS: tuple[ResourceKind, ...] = (
             "sessionId",
             target_parameter="codeInterpreterIdentifier",
         ),
-        step="code_interpreter.CodeInterpreterStep",
-        config_fields=(
-            "code_interpreter_id",
-            "code_interpreter_session_attribute",
-            "code_interpreter_session_ids_attribute",
+        own=OwnProps(
+            prop="code_interpreter",
+            target_field="code_interpreter_id",
+            target_env="SESSION_EXPIRY_CODE_INTERPRETER_ID",
+            ids_field="code_interpreter_session_ids_attribute",
+            single_field="code_interpreter_session_attribute",
+            argument="code_interpreter_session_id",
+            what="code interpreter session id",
         ),
         docs=(
             DocsRow(
@@ -323,8 +366,15 @@ DECLARED_KINDS: tuple[ResourceKind, ...] = (
             "sessionId",
             target_parameter="browserIdentifier",
         ),
-        step="browser.BrowserStep",
-        config_fields=("browser_id", "browser_session_attribute", "browser_session_ids_attribute"),
+        own=OwnProps(
+            prop="browser",
+            target_field="browser_id",
+            target_env="SESSION_EXPIRY_BROWSER_ID",
+            ids_field="browser_session_ids_attribute",
+            single_field="browser_session_attribute",
+            argument="browser_session_id",
+            what="browser session id",
+        ),
         docs=(
             DocsRow(
                 "AgentCore Browser (`browser`)",
@@ -428,7 +478,12 @@ DECLARED_KINDS: tuple[ResourceKind, ...] = (
             expected="<actorId>/<sessionId>",
         ),
         step="agent_memory.AgentMemoryStep",
-        config_fields=("agent_memory_id", None, "agent_memory_sessions_attribute"),
+        own=OwnProps(
+            prop="agent_memory",
+            target_field="agent_memory_id",
+            target_env="SESSION_EXPIRY_AGENT_MEMORY_ID",
+            ids_field="agent_memory_sessions_attribute",
+        ),
         docs=(
             DocsRow(
                 "AgentCore Memory (`agent_memory`)",
