@@ -11,21 +11,48 @@ table. Everything else derives from the declaration:
 what                           derived by
 =============================  ================================================================
 the cleanup step               `session_expiry_runtime.steps.released.ReleasedKindStep` (one per
-                               configured kind, in `session_expiry_runtime.steps.build_steps`)
-recording an id (with claim)   ``SessionStore.attach_resource(session_id, kind, id)``
+                               configured kind, in `session_expiry_runtime.steps.build_steps`),
+                               or the kind's own (``step``)
+recording an id (with claim)   ``SessionStore.attach_resource(session_id, kind, id)``; the
+                               ``OwnProps.argument`` kinds also ``create``/``attach_agent_session``
+stopping replaced sessions     ``attach_agent_session(stop_previous=True)``: the declared call
 the registrar's "named ids"    `session_expiry_runtime.registrar` reads every kind's attributes
 the ownership kinds, labels    `session_expiry_runtime.core.ownership.KINDS`, ``store_parts.claims``
 the runtime's settings         ``RuntimeConfig.kind_targets``/``kind_attributes`` (from_env)
 the boto3 client               ``CleanupClients.services`` (one per service)
 construct prop, env, IAM       ``SessionExpiry(resource_targets={prop: target})``
-                               (`cdk_session_expiry.resource_kinds`)
+                               (`cdk_session_expiry.resource_kinds`); an ``OwnProps`` kind's
+                               IAM action and metric ``Action`` from its declaration, its typed
+                               prop's validation in ``cdk_session_expiry.agents``
 the price of the call          ``cdk_session_expiry.cost.CALL_PRICES``
 the docs row                   ``docs/agentcore.md``, checked by ``tests/test_resource_kinds.py``
 =============================  ================================================================
 
 Adding a kind is one `ResourceKind` in `DECLARED_KINDS` (plus its tests and docs); a resource
 ended before it is deleted declares both calls (``Release.first``: the Bedrock session kind); a
-kind whose release is more than that names a step class of its own (``step``).
+call with an optional parameter of the configuration declares it (``Release.options``: the
+runtime's endpoint ``qualifier``); a kind switched on by typed props of its own rather than a
+key of ``resource_targets`` says where its settings live (``OwnProps``: the AgentCore runtime,
+code interpreter, browser and Memory kinds; ``OwnProps.argument`` is the keyword of
+``SessionStore.create``/``attach_agent_session`` that records one id, and their replaced
+sessions are stopped with the same declared call); a kind whose release is more than calls per
+id names a step class of its own (``step``, ``step_action``: AgentCore Memory lists its events
+page by page under the time guard, deletes each, then the long-term records of the namespaces
+given, and counts both per memory session).
+
+**Connections and grants are not declared here**: owned and claimed like every kind, but their
+release and recording do what a declaration cannot say. A connection is deleted on the API
+Gateway Management API of one stage (a client built on the stage's callback URL, IAM
+``execute-api:ManageConnections`` on ``…/{stage}/DELETE/@connections/*``, ``GoneException``),
+and is recorded by the reconnect rules (``attach_connection`` closing the earlier ones,
+``detach_connection``, grants bound to the last connection). A grant is retired with
+``RetireGrant(KeyId, GrantId)`` paced by the KMS budget shared with the grant sweep
+(``shared_pace``), recorded with a token never logged, proven the session's by its ``Name`` on
+items written before ownership records (``grant_names``), and trusted gone on
+``NotFoundException`` only once older than KMS's consistency window. What of theirs derives from
+one place: their ownership kinds (``ownership.KINDS``) and labels (``store_parts.claims``), their
+metric ``Action`` and reserved step names (``config.ACTION_*``) and their prices
+(``cdk_session_expiry.cost.CALL_PRICES``); docs/development.md, "Resource kinds: declared once".
 
 This module is **standard library only** and imports nothing of this package: the construct
 loads this very file by its path (``cdk_session_expiry/_kinds.py``; the construct never
@@ -222,6 +249,8 @@ class ResourceKind:
             ``session_expiry_runtime.steps``; ``None``: the generic step releases it.
         own: the settings of a built-in switched on by props of its own (`OwnProps`); ``None``:
             `RuntimeConfig.kind_targets`/``kind_attributes`` hold them (``target``).
+        step_action: the metric ``Action`` of a step of its own (``step``); a declared
+            release's is its operation.
     """
 
     kind: str
@@ -234,6 +263,7 @@ class ResourceKind:
     docs: tuple[DocsRow, ...] = ()
     step: str | None = None
     own: OwnProps | None = field(default=None, compare=False)
+    step_action: str | None = None
 
     @property
     def iam_action(self) -> str | None:
@@ -251,8 +281,9 @@ class ResourceKind:
 
     @property
     def action(self) -> str | None:
-        """The metric ``Action`` of its release (``None`` without a declared call)."""
-        return None if self.release is None else self.release.operation
+        """The metric ``Action`` of its step: its release operation, or ``step_action``
+        (``None``: a custom kind, released by the user's step)."""
+        return self.step_action if self.release is None else self.release.operation
 
 
 # --- the declared kinds ------------------------------------------------------------------------
@@ -478,6 +509,7 @@ DECLARED_KINDS: tuple[ResourceKind, ...] = (
             expected="<actorId>/<sessionId>",
         ),
         step="agent_memory.AgentMemoryStep",
+        step_action="DeleteMemoryEvents",
         own=OwnProps(
             prop="agent_memory",
             target_field="agent_memory_id",
