@@ -203,3 +203,37 @@ def test_the_agentcore_iam_actions_are_the_declared_calls() -> None:
             "bedrock-agentcore:StopBrowserSession",
         ]
     )
+
+
+def test_a_kinds_own_step_calls_exist_and_are_what_the_construct_grants() -> None:
+    import botocore.session
+    from aws_cdk import aws_lambda as lambda_
+    from aws_cdk.assertions import Template
+
+    from cdk_session_expiry.agents import agent_memory
+
+    model = botocore.session.get_session().get_service_model("bedrock-agentcore")
+    memory = runtime_kinds.declared_kind(ownership.KIND_AGENT_MEMORY)
+    assert memory is not None
+    for call in memory.step_calls:
+        assert call.operation in model.operation_names
+    arn = "arn:aws:bedrock-agentcore:us-east-1:123456789012:memory/mem-AbCd123456"
+    for namespaces, expected in (
+        ((), ["ListEvents", "DeleteEvent"]),
+        (
+            ("/s/{sessionId}/",),
+            ["ListEvents", "DeleteEvent", "ListMemoryRecords", "DeleteMemoryRecord"],
+        ),
+    ):
+        stack = Stack(App(), "Kinds")
+        function = lambda_.Function(
+            stack,
+            "F",
+            runtime=lambda_.Runtime.PYTHON_3_13,
+            handler="x.handler",
+            code=lambda_.Code.from_inline("def handler(*_): pass"),
+        )
+        agent_memory.configure(function, memory=arn, namespaces=namespaces)
+        (policy,) = Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+        (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+        assert statement["Action"] == [f"bedrock-agentcore:{op}" for op in expected]

@@ -75,6 +75,7 @@ __all__ = [
     "OwnProps",
     "Release",
     "ResourceKind",
+    "StepCall",
     "Target",
     "custom_resource_kind",
     "declared_kind",
@@ -189,6 +190,22 @@ def method_of(operation: str) -> str:
 
 
 @dataclass(frozen=True)
+class StepCall:
+    """One operation a kind's own step calls (``ResourceKind.step_calls``), granted on the
+    kind's target.
+
+    Attributes:
+        operation: the API operation (``"ListEvents"``).
+        when: the setting that switches the call on — a `RuntimeConfig` field and the
+            construct prop of the same name (``"agent_memory_record_namespaces"``); ``None``:
+            always.
+    """
+
+    operation: str
+    when: str | None = None
+
+
+@dataclass(frozen=True)
 class OwnProps:
     """Where a built-in kind switched on by a typed prop of its own (``agent_runtime``,
     ``code_interpreter``, ``browser``, ``agent_memory``), not by a key of ``resource_targets``,
@@ -251,6 +268,7 @@ class ResourceKind:
             `RuntimeConfig.kind_targets`/``kind_attributes`` hold them (``target``).
         step_action: the metric ``Action`` of a step of its own (``step``); a declared
             release's is its operation.
+        step_calls: the operations a step of its own calls (`StepCall`): its IAM actions.
     """
 
     kind: str
@@ -264,6 +282,7 @@ class ResourceKind:
     step: str | None = None
     own: OwnProps | None = field(default=None, compare=False)
     step_action: str | None = None
+    step_calls: tuple[StepCall, ...] = ()
 
     @property
     def iam_action(self) -> str | None:
@@ -278,6 +297,15 @@ class ResourceKind:
         if self.release is None:
             return ()
         return tuple(f"{self.iam_prefix or self.service}:{op}" for op in self.release.operations)
+
+    def step_iam_actions(self, settings: frozenset[str] = frozenset()) -> tuple[str, ...]:
+        """``<service>:<operation>`` of each of ``step_calls`` that is always made or switched
+        on by one of ``settings`` (the names of the settings set)."""
+        return tuple(
+            f"{self.iam_prefix or self.service}:{call.operation}"
+            for call in self.step_calls
+            if call.when is None or call.when in settings
+        )
 
     @property
     def action(self) -> str | None:
@@ -510,6 +538,14 @@ DECLARED_KINDS: tuple[ResourceKind, ...] = (
         ),
         step="agent_memory.AgentMemoryStep",
         step_action="DeleteMemoryEvents",
+        # Events by actor and session, page by page, then each deleted; the long-term records
+        # of the namespaces given (agent_memory_record_namespaces) likewise.
+        step_calls=(
+            StepCall("ListEvents"),
+            StepCall("DeleteEvent"),
+            StepCall("ListMemoryRecords", when="agent_memory_record_namespaces"),
+            StepCall("DeleteMemoryRecord", when="agent_memory_record_namespaces"),
+        ),
         own=OwnProps(
             prop="agent_memory",
             target_field="agent_memory_id",
