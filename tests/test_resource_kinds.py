@@ -28,6 +28,9 @@ def test_the_construct_reads_the_runtimes_very_declarations() -> None:
 
 
 def test_every_declared_kind_is_an_ownership_kind_with_a_label() -> None:
+    named = (ownership.KIND_AGENT_RUNTIME, ownership.KIND_CODE_INTERPRETER, ownership.KIND_BROWSER)
+    assert set(named) | {ownership.KIND_AGENT_MEMORY} <= set(runtime_kinds.BUILTIN_KIND_NAMES)
+    assert ownership.KINDS == ("connection", "grant", *runtime_kinds.BUILTIN_KIND_NAMES)
     for kind in runtime_kinds.DECLARED_KINDS:
         assert kind.kind in ownership.KINDS
         assert KIND_LABELS[kind.kind] == kind.label
