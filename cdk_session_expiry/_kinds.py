@@ -39,3 +39,15 @@ _kinds = _load()
 DECLARED_KINDS: tuple[Any, ...] = _kinds.DECLARED_KINDS
 #: The kinds set through ``SessionExpiry(resource_targets=...)`` (those with a ``Target``).
 TARGETED_KINDS: tuple[Any, ...] = tuple(k for k in DECLARED_KINDS if k.target is not None)
+
+
+def declared(kind: str) -> Any:
+    """The declaration of the built-in ``kind`` (``"agentRuntime"``, ...).
+
+    Raises:
+        KeyError: no kind of that name is declared.
+    """
+    found = _kinds.declared_kind(kind)
+    if found is None:
+        raise KeyError(f"resource kind {kind!r} is not declared in core/kinds.py")
+    return found

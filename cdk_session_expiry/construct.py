@@ -29,8 +29,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from . import _runtime_contract as contract
 from . import (
+    _kinds,
     assets,
     checkov,
     claim_registrar,
@@ -51,6 +51,7 @@ from . import (
     tool_session_sweep,
     validation,
 )
+from . import _runtime_contract as contract
 from . import table as table_unit
 from .agents import agent_memory, agentcore
 from .archiving import archive, archive_delivery, archive_query
@@ -1414,19 +1415,25 @@ class SessionExpiry(Construct):
 
     def _step_names(self, props: SessionExpiryProps) -> list[str]:
         """The configured steps' metric ``Action`` names, in the runtime's order (its
-        ``steps.BUILTIN_STEPS``, then the custom steps): the steps a feature flag switches."""
+        ``steps.SESSION_STEPS``, the declared kinds' steps in declaration order, then the custom
+        steps): the steps a feature flag switches."""
         configured = [
             (props.archive_bucket, contract.ACTION_ARCHIVE),
             (props.websocket_stage, contract.ACTION_DELETE_CONNECTION),
             (props.grant_key, contract.ACTION_RETIRE_GRANT),
             (props.scratch_bucket, contract.ACTION_DELETE_SCRATCH),
-            (props.agent_runtime, contract.ACTION_STOP_RUNTIME_SESSION),
-            (props.code_interpreter, contract.ACTION_STOP_CODE_INTERPRETER_SESSION),
-            (props.browser, contract.ACTION_STOP_BROWSER_SESSION),
-            (props.agent_memory, contract.ACTION_DELETE_MEMORY_EVENTS),
         ]
         names = [name for target, name in configured if target is not None]
-        declared = self._resource_targets.step_names()
+        targeted = {t.kind.kind for t in self._resource_targets.targets}
+        declared = [
+            kind.action
+            for kind in _kinds.DECLARED_KINDS
+            if kind.action
+            and (
+                kind.kind in targeted
+                or (kind.own is not None and getattr(props, kind.own.prop) is not None)
+            )
+        ]
         return names + declared + [step.name for step in self.custom_steps]
 
     def _add_tenant_metrics(self, props: SessionExpiryProps) -> None:

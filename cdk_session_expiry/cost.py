@@ -200,9 +200,6 @@ CALL_PRICES: dict[str, tuple[str, float, str]] = {
     "s3:PutObject": ("s3_put_list", 1, "call"),
     "s3:GetObject": ("s3_get", 1, "call"),
     "events:PutEvents": ("events_custom", 1, "entry"),
-    "bedrock-agentcore:StopRuntimeSession": ("agentcore_stop", 1, "call"),
-    "bedrock-agentcore:StopCodeInterpreterSession": ("agentcore_stop", 1, "call"),
-    "bedrock-agentcore:StopBrowserSession": ("agentcore_stop", 1, "call"),
     "bedrock-agentcore:ListCodeInterpreterSessions": (
         "agentcore_stop",
         1,

@@ -13,11 +13,14 @@ cleanup's ``StopBrowserSession`` gets ``ResourceNotFoundException``, which is do
 session's three AgentCore sessions were stopped (runtime with the deployed ARN and no
 qualifier), none of a live session was touched, and no AgentCore step failed.
 
-The declared kinds switched on through ``resource_targets`` (a capacity provider and a payment
-manager, :data:`DECLARED_TARGETS`) likewise: each session gets one id of each, recorded with
-``SessionStore.attach_resource`` and held by the emulator
-(``cdk_session_expiry/testing/models/_moto_resource_kinds.py``); :func:`check` requires each ended
-session's ids released and each live session's still held.
+The declared kinds switched on through ``resource_targets`` (a capacity provider, a payment
+manager and Bedrock sessions, :data:`DECLARED_TARGETS`) likewise: each session gets one id of
+each, recorded with ``SessionStore.attach_resource`` and held by the emulator
+(``cdk_session_expiry/testing/models/_moto_resource_kinds.py``; a Bedrock session is created
+with ``CreateSession`` on the emulator's ``bedrock-agent-runtime``,
+``cdk_session_expiry/testing/bedrock_sessions.py``); :func:`check` requires each ended
+session's ids released (a Bedrock session ended, then deleted) and each live session's still
+held (a Bedrock session still ``ACTIVE``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any
 from cdk_session_expiry import _runtime_contract as contract
 from cdk_session_expiry.testing import LocalEmulator
 from cdk_session_expiry.testing.agentcore import BROWSER, CODE_INTERPRETER, RUNTIME
+from cdk_session_expiry.testing.bedrock_sessions import ACTIVE
 from cdk_session_expiry.testing.models import _moto_resource_kinds as releases
 
 #: How many ended / live sessions get AgentCore sessions, and how many of the ended ones'
@@ -44,6 +48,9 @@ CODE_INTERPRETER_ID = "sandboxInterpreter-AbCd123456"
 BROWSER_ID = "sandboxBrowser-AbCd123456"
 
 
+#: The Bedrock session-management kind (``bedrock-agent-runtime``), held by the emulator's
+#: `cdk_session_expiry.testing.bedrock_sessions.BedrockSessions`, not by the moto model.
+BEDROCK_SESSION = "bedrockSession"
 #: ``resource_targets`` of the sandbox: kind → (prop, target as the API takes it; the emulator
 #: answers any).
 DECLARED_TARGETS = {
@@ -52,6 +59,8 @@ DECLARED_TARGETS = {
         "payment_manager",
         "arn:aws:bedrock-agentcore:us-east-1:123456789012:payment-manager/sandbox-abcd123456",
     ),
+    # Bedrock sessions take no target: "*" is the IAM scope (the kind's declaration).
+    BEDROCK_SESSION: ("bedrock_sessions", "*"),
 }
 
 
@@ -129,11 +138,13 @@ def _attach_declared(emulator: LocalEmulator, store: Any, session_id: str) -> se
     ids = {
         "capacityProviderSession": f"cp-{uuid.uuid4().hex}",
         "paymentSession": f"payment-session-{uuid.uuid4().hex[:15]}",
+        BEDROCK_SESSION: emulator.client("bedrock-agent-runtime").create_session()["sessionId"],
     }
     attached = set()
     for kind, (_, target) in DECLARED_TARGETS.items():
         store.attach_resource(session_id, kind, ids[kind])
-        emulator.hold_resource(kind, target, ids[kind])
+        if kind != BEDROCK_SESSION:  # created above, held by the emulator's Bedrock sessions
+            emulator.hold_resource(kind, target, ids[kind])
         attached.add((kind, target, ids[kind]))
     return attached
 
@@ -216,11 +227,12 @@ def check(
             f"agent sessions: not found for {sorted(c.session_id for c in not_found)}, "
             f"expected only the already ended browsers {sorted(plan.already_ended_browsers)}"
         )
-    mismatches += _declared_mismatches(plan)
+    mismatches += _declared_mismatches(emulator, plan)
     failures = {
         action: n
         for action, n in failures_by_action.items()
-        if action.startswith(("Stop", "DeleteCapacityProvider", "DeletePayment")) and n
+        if action.startswith(("Stop", "DeleteCapacityProvider", "DeletePayment", "DeleteSession"))
+        and n
     }
     if failures:
         mismatches.append(f"agent sessions: AgentCore steps failed: {failures}")
@@ -238,10 +250,7 @@ def check(
         },
         not_found=len(not_found),
         live_untouched=untouched,
-        released={
-            kind: sum(1 for c in releases.calls() if c.kind == kind and c.released)
-            for kind in DECLARED_TARGETS
-        },
+        released=_released(emulator),
         failures=failures,
         mismatches=mismatches,
     )
@@ -249,9 +258,41 @@ def check(
     return result
 
 
-def _declared_mismatches(plan: AgentPlan) -> list[str]:
+def _released(emulator: LocalEmulator) -> dict[str, int]:
+    """Resources of each declared kind released (a Bedrock session: deleted)."""
+    released = {
+        kind: sum(1 for c in releases.calls() if c.kind == kind and c.released)
+        for kind in DECLARED_TARGETS
+        if kind != BEDROCK_SESSION
+    }
+    released[BEDROCK_SESSION] = sum(
+        1
+        for c in emulator.bedrock_sessions.calls
+        if c.operation == "DeleteSession" and c.status < 300
+    )
+    return released
+
+
+def _held(emulator: LocalEmulator) -> set[tuple[str, str, str]]:
+    """(kind, target, id) of every declared kind's resource the emulator holds (a Bedrock
+    session while ``ACTIVE``)."""
+    held = {
+        (kind, target, i)
+        for kind in DECLARED_TARGETS
+        if kind != BEDROCK_SESSION
+        for target, i in releases.held(kind)
+    }
+    sessions = emulator.bedrock_sessions
+    _, target = DECLARED_TARGETS[BEDROCK_SESSION]
+    held |= {
+        (BEDROCK_SESSION, target, i) for i in sessions.session_ids() if sessions.status(i) == ACTIVE
+    }
+    return held
+
+
+def _declared_mismatches(emulator: LocalEmulator, plan: AgentPlan) -> list[str]:
     """Each ended session's declared resources released, each live one's still held."""
-    held = {(kind, target, i) for kind in DECLARED_TARGETS for target, i in releases.held(kind)}
+    held = _held(emulator)
     mismatches = []
     left = sorted(plan.declared_ended & held)
     if left:

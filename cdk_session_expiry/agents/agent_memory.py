@@ -23,7 +23,8 @@ deleted.
 
 IAM (Service Authorization Reference, "Actions, resources, and condition keys for Amazon
 Bedrock AgentCore"): ``bedrock-agentcore:ListEvents`` and ``DeleteEvent`` on the memory's ARN
-only; with namespaces also ``ListMemoryRecords`` and ``DeleteMemoryRecord`` on it.
+only; with namespaces also ``ListMemoryRecords`` and ``DeleteMemoryRecord`` on it (the calls
+the kind's declaration lists, ``session_expiry_runtime/core/kinds.py``, ``step_calls``).
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk.interfaces import aws_bedrockagentcore as agentcore_refs
 from constructs import Construct
 
+from .. import _kinds, validation
 from .. import _runtime_contract as contract
-from .. import validation
 
 #: An AgentCore Memory: a ``Memory``/``CfnMemory`` of this app or an import (``IMemoryRef``),
 #: its ARN or its id.
@@ -150,10 +151,11 @@ def configure(function: lambda_.Function, *, memory: str, namespaces: Sequence[s
         contract.ENV_AGENT_MEMORY_SESSIONS_ATTRIBUTE,
         contract.DEFAULT_AGENT_MEMORY_SESSIONS_ATTRIBUTE,
     )
-    actions = ["bedrock-agentcore:ListEvents", "bedrock-agentcore:DeleteEvent"]
     if namespaces:
         function.add_environment(
             contract.ENV_AGENT_MEMORY_RECORD_NAMESPACES, json.dumps(list(namespaces))
         )
-        actions += ["bedrock-agentcore:ListMemoryRecords", "bedrock-agentcore:DeleteMemoryRecord"]
+    # The calls the kind's step makes, as its declaration lists them (core/kinds.py).
+    switched_on = frozenset({"agent_memory_record_namespaces"} if namespaces else ())
+    actions = list(_kinds.declared("agentMemory").step_iam_actions(switched_on))
     function.add_to_role_policy(iam.PolicyStatement(actions=actions, resources=[memory]))

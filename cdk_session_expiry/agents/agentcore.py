@@ -26,7 +26,8 @@ its ownership record shows the removed session owns (`ownership`).
 IAM (Service Authorization Reference, "Actions, resources, and condition keys for Amazon Bedrock
 AgentCore"): each action on the named resource only, for the cleanup role and for every function
 given ``grant_session_access`` (``SessionStore.attach_agent_session`` stops the sessions it
-replaces). ``StopRuntimeSession`` on the runtime (``runtime/<id>``) and its one endpoint used
+replaces); the actions are the kinds' declared release calls (``session_expiry_runtime/core/
+kinds.py``). ``StopRuntimeSession`` on the runtime (``runtime/<id>``) and its one endpoint used
 (``runtime/<id>/runtime-endpoint/<qualifier>``, ``DEFAULT`` without a qualifier, the endpoint
 AgentCore uses then); ``StopCodeInterpreterSession`` on ``code-interpreter-custom/<id>``;
 ``StopBrowserSession`` on ``browser-custom/<id>``.
@@ -58,8 +59,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk.interfaces import aws_bedrockagentcore as agentcore_refs
 from constructs import Construct
 
+from .. import _kinds, validation
 from .. import _runtime_contract as contract
-from .. import validation
 
 #: An AgentCore runtime: a ``Runtime``/``CfnRuntime`` (or import), or its ARN.
 AgentRuntimeTarget = agentcore_refs.IRuntimeRef | str
@@ -122,7 +123,7 @@ CODE_INTERPRETER = _Tool(
     env=contract.ENV_CODE_INTERPRETER_ID,
     ids_env=contract.ENV_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE,
     default_ids_attribute=contract.DEFAULT_CODE_INTERPRETER_SESSION_IDS_ATTRIBUTE,
-    action="bedrock-agentcore:StopCodeInterpreterSession",
+    action=_kinds.declared("codeInterpreter").iam_action,
     shared_sid="StopSharedAwsManagedCodeInterpreterSessions",
     custom_construct="aws_bedrockagentcore.CodeInterpreterCustom",
 )
@@ -134,7 +135,7 @@ BROWSER = _Tool(
     env=contract.ENV_BROWSER_ID,
     ids_env=contract.ENV_BROWSER_SESSION_IDS_ATTRIBUTE,
     default_ids_attribute=contract.DEFAULT_BROWSER_SESSION_IDS_ATTRIBUTE,
-    action="bedrock-agentcore:StopBrowserSession",
+    action=_kinds.declared("browser").iam_action,
     shared_sid="StopSharedAwsManagedBrowserSessions",
     custom_construct="aws_bedrockagentcore.BrowserCustom",
 )
@@ -225,7 +226,7 @@ class AgentCoreTargets:
             endpoint = self.qualifier or DEFAULT_ENDPOINT
             found.append(
                 iam.PolicyStatement(
-                    actions=["bedrock-agentcore:StopRuntimeSession"],
+                    actions=[_kinds.declared("agentRuntime").iam_action],
                     resources=[self.runtime_arn, f"{self.runtime_arn}/runtime-endpoint/{endpoint}"],
                 )
             )

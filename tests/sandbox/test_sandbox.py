@@ -101,7 +101,11 @@ def test_sandbox_scenario_leaks_nothing_and_deletes_nothing_live(tmp_path: Path)
     assert agents["live_untouched"] == 4
     assert agents["failures"] == {}
     # The declared kinds of resource_targets: every ended session's released, no live one's.
-    assert agents["released"] == {"capacityProviderSession": 12, "paymentSession": 12}
+    assert agents["released"] == {
+        "capacityProviderSession": 12,
+        "paymentSession": 12,
+        "bedrockSession": 12,
+    }
     assert "agent sessions    stopped: StopRuntimeSession 12" in done.stdout
     # Reconnects: every connection of an ended or expired session closed, a live session keeps
     # exactly its last, and no session was served past its absolute lifetime.

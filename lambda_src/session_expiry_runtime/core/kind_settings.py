@@ -1,9 +1,10 @@
 """The declared resource kinds (`kinds`) as one configuration has them: target and attributes.
 
 A built-in kind with props of its own reads its settings from named `RuntimeConfig` fields
-(``ResourceKind.config_fields``); every other declared kind from ``RuntimeConfig.kind_targets``
-and ``kind_attributes``, which `RuntimeConfig.from_env` fills from each declaration's
-environment variables; a custom step's kind from ``SESSION_EXPIRY_CUSTOM_KINDS``.
+(``ResourceKind.own``, `kinds.OwnProps`); every other declared kind from
+``RuntimeConfig.kind_targets`` and ``kind_attributes``, which `RuntimeConfig.from_env` fills
+from each declaration's environment variables; a custom step's kind from
+``SESSION_EXPIRY_CUSTOM_KINDS``.
 """
 
 from __future__ import annotations
@@ -30,28 +31,49 @@ class KindSettings:
         ids_attribute: the String Set attribute holding every id.
         single_attribute: the attribute holding the latest id (built-ins written before the
             sets existed), or ``None``.
+        options: the optional parameters of the release call this configuration sets
+            (``Release.options``), ``(parameter, value)``.
     """
 
     kind: ResourceKind
     target: str | None
     ids_attribute: str
     single_attribute: str | None = None
+    options: tuple[tuple[str, str], ...] = ()
 
     @property
     def attributes(self) -> tuple[str, ...]:
         """The attributes naming ids, the latest-id one first."""
         return (*((self.single_attribute,) if self.single_attribute else ()), self.ids_attribute)
 
+    def release_params(self, resource_id: str) -> dict[str, str]:
+        """The parameters of the kind's release call(s) for one id: the id, the target (when
+        the call takes one) and the options set.
+
+        Raises:
+            ValueError: the kind declares no release call.
+        """
+        release = self.kind.release
+        if release is None:
+            raise ValueError(f"resource kind {self.kind.kind!r} declares no release call")
+        params = {release.id_parameter: resource_id}
+        if release.target_parameter is not None:
+            params[release.target_parameter] = str(self.target)
+        params.update(self.options)
+        return params
+
 
 def settings_of(kind: ResourceKind, config: RuntimeConfig) -> KindSettings:
     """``kind``'s target and attribute names in ``config``."""
-    if kind.config_fields is not None:
-        target_field, single_field, ids_field = kind.config_fields
+    own = kind.own
+    if own is not None:
+        options = () if kind.release is None else kind.release.options
         return KindSettings(
             kind,
-            getattr(config, target_field),
-            getattr(config, ids_field),
-            getattr(config, single_field) if single_field else None,
+            getattr(config, own.target_field),
+            getattr(config, own.ids_field),
+            getattr(config, own.single_field) if own.single_field else None,
+            tuple((p, str(getattr(config, f))) for p, f in options if getattr(config, f)),
         )
     return KindSettings(
         kind,

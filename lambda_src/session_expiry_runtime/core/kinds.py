@@ -11,21 +11,48 @@ table. Everything else derives from the declaration:
 what                           derived by
 =============================  ================================================================
 the cleanup step               `session_expiry_runtime.steps.released.ReleasedKindStep` (one per
-                               configured kind, in `session_expiry_runtime.steps.build_steps`)
-recording an id (with claim)   ``SessionStore.attach_resource(session_id, kind, id)``
+                               configured kind, in `session_expiry_runtime.steps.build_steps`),
+                               or the kind's own (``step``)
+recording an id (with claim)   ``SessionStore.attach_resource(session_id, kind, id)``; the
+                               ``OwnProps.argument`` kinds also ``create``/``attach_agent_session``
+stopping replaced sessions     ``attach_agent_session(stop_previous=True)``: the declared call
 the registrar's "named ids"    `session_expiry_runtime.registrar` reads every kind's attributes
 the ownership kinds, labels    `session_expiry_runtime.core.ownership.KINDS`, ``store_parts.claims``
 the runtime's settings         ``RuntimeConfig.kind_targets``/``kind_attributes`` (from_env)
 the boto3 client               ``CleanupClients.services`` (one per service)
 construct prop, env, IAM       ``SessionExpiry(resource_targets={prop: target})``
-                               (`cdk_session_expiry.resource_kinds`)
+                               (`cdk_session_expiry.resource_kinds`); an ``OwnProps`` kind's
+                               IAM action and metric ``Action`` from its declaration, its typed
+                               prop's validation in ``cdk_session_expiry.agents``
 the price of the call          ``cdk_session_expiry.cost.CALL_PRICES``
 the docs row                   ``docs/agentcore.md``, checked by ``tests/test_resource_kinds.py``
 =============================  ================================================================
 
 Adding a kind is one `ResourceKind` in `DECLARED_KINDS` (plus its tests and docs); a resource
 ended before it is deleted declares both calls (``Release.first``: the Bedrock session kind); a
-kind whose release is more than that names a step class of its own (``step``).
+call with an optional parameter of the configuration declares it (``Release.options``: the
+runtime's endpoint ``qualifier``); a kind switched on by typed props of its own rather than a
+key of ``resource_targets`` says where its settings live (``OwnProps``: the AgentCore runtime,
+code interpreter, browser and Memory kinds; ``OwnProps.argument`` is the keyword of
+``SessionStore.create``/``attach_agent_session`` that records one id, and their replaced
+sessions are stopped with the same declared call); a kind whose release is more than calls per
+id names a step class of its own (``step``, ``step_action``: AgentCore Memory lists its events
+page by page under the time guard, deletes each, then the long-term records of the namespaces
+given, and counts both per memory session).
+
+**Connections and grants are not declared here**: owned and claimed like every kind, but their
+release and recording do what a declaration cannot say. A connection is deleted on the API
+Gateway Management API of one stage (a client built on the stage's callback URL, IAM
+``execute-api:ManageConnections`` on ``…/{stage}/DELETE/@connections/*``, ``GoneException``),
+and is recorded by the reconnect rules (``attach_connection`` closing the earlier ones,
+``detach_connection``, grants bound to the last connection). A grant is retired with
+``RetireGrant(KeyId, GrantId)`` paced by the KMS budget shared with the grant sweep
+(``shared_pace``), recorded with a token never logged, proven the session's by its ``Name`` on
+items written before ownership records (``grant_names``), and trusted gone on
+``NotFoundException`` only once older than KMS's consistency window. What of theirs derives from
+one place: their ownership kinds (``ownership.KINDS``) and labels (``store_parts.claims``), their
+metric ``Action`` and reserved step names (``config.ACTION_*``) and their prices
+(``cdk_session_expiry.cost.CALL_PRICES``); docs/development.md, "Resource kinds: declared once".
 
 This module is **standard library only** and imports nothing of this package: the construct
 loads this very file by its path (``cdk_session_expiry/_kinds.py``; the construct never
@@ -45,8 +72,10 @@ __all__ = [
     "DECLARED_KINDS",
     "DocsRow",
     "Ids",
+    "OwnProps",
     "Release",
     "ResourceKind",
+    "StepCall",
     "Target",
     "custom_resource_kind",
     "declared_kind",
@@ -129,6 +158,9 @@ class Release:
             any other fails the step.
         first_continues: the error codes of ``first`` that go on to ``operation`` (a resource
             already ended, say).
+        options: optional parameters of both calls, each ``(parameter, setting)``: sent when
+            the configuration sets ``setting`` (a `RuntimeConfig` field, `OwnProps`): the
+            runtime's endpoint ``qualifier``.
     """
 
     operation: str
@@ -139,6 +171,7 @@ class Release:
     price: tuple[str, float, str] = ("agentcore_stop", 1, "call")
     first: str | None = None
     first_continues: tuple[str, ...] = ()
+    options: tuple[tuple[str, str], ...] = ()
 
     @property
     def operations(self) -> tuple[str, ...]:
@@ -154,6 +187,50 @@ class Release:
 def method_of(operation: str) -> str:
     """The boto3 method of an API operation: ``EndSession`` → ``end_session``."""
     return re.sub(r"(?<!^)(?=[A-Z])", "_", operation).lower()
+
+
+@dataclass(frozen=True)
+class StepCall:
+    """One operation a kind's own step calls (``ResourceKind.step_calls``), granted on the
+    kind's target.
+
+    Attributes:
+        operation: the API operation (``"ListEvents"``).
+        when: the setting that switches the call on — a `RuntimeConfig` field and the
+            construct prop of the same name (``"agent_memory_record_namespaces"``); ``None``:
+            always.
+    """
+
+    operation: str
+    when: str | None = None
+
+
+@dataclass(frozen=True)
+class OwnProps:
+    """Where a built-in kind switched on by a typed prop of its own (``agent_runtime``,
+    ``code_interpreter``, ``browser``, ``agent_memory``), not by a key of ``resource_targets``,
+    keeps its settings on each side.
+
+    Attributes:
+        prop: the ``SessionExpiry`` prop naming its target (the construct builds the step's
+            metric ``Action`` list from it).
+        target_field: the `RuntimeConfig` field holding the target (``None``: the kind is off).
+        target_env: the environment variable setting it (named by ``SessionStore``'s errors).
+        ids_field: the `RuntimeConfig` field naming the String Set of every id.
+        single_field: the field naming the attribute of the latest id (items written before
+            the sets hold only it); ``None``: none.
+        argument: the keyword of ``SessionStore.create`` and ``attach_agent_session`` recording
+            one id (``runtime_session_id``); ``None``: recorded otherwise.
+        what: what that argument's errors call one id (``"runtime session id"``).
+    """
+
+    prop: str
+    target_field: str
+    target_env: str
+    ids_field: str
+    single_field: str | None = None
+    argument: str | None = None
+    what: str = ""
 
 
 @dataclass(frozen=True)
@@ -185,8 +262,13 @@ class ResourceKind:
         release: the call; ``None`` when a step of its own releases the kind (``step``), or for
             a custom kind (the user's handler).
         docs: the kind's rows of the docs table (none for a custom kind).
-        step: ``"package.module.Class"`` of a step of its own, relative to
+        step: ``"module.Class"`` of a step of its own, relative to
             ``session_expiry_runtime.steps``; ``None``: the generic step releases it.
+        own: the settings of a built-in switched on by props of its own (`OwnProps`); ``None``:
+            `RuntimeConfig.kind_targets`/``kind_attributes`` hold them (``target``).
+        step_action: the metric ``Action`` of a step of its own (``step``); a declared
+            release's is its operation.
+        step_calls: the operations a step of its own calls (`StepCall`): its IAM actions.
     """
 
     kind: str
@@ -198,10 +280,9 @@ class ResourceKind:
     release: Release | None = None
     docs: tuple[DocsRow, ...] = ()
     step: str | None = None
-    #: A built-in kind whose settings are named ``RuntimeConfig`` fields (its own props):
-    #: (target field, single latest-id attribute field or ``None``, ids attribute field).
-    #: ``None``: ``RuntimeConfig.kind_targets``/``kind_attributes`` hold them (``target``).
-    config_fields: tuple[str, str | None, str] | None = field(default=None, compare=False)
+    own: OwnProps | None = field(default=None, compare=False)
+    step_action: str | None = None
+    step_calls: tuple[StepCall, ...] = ()
 
     @property
     def iam_action(self) -> str | None:
@@ -217,10 +298,20 @@ class ResourceKind:
             return ()
         return tuple(f"{self.iam_prefix or self.service}:{op}" for op in self.release.operations)
 
+    def step_iam_actions(self, settings: frozenset[str] = frozenset()) -> tuple[str, ...]:
+        """``<service>:<operation>`` of each of ``step_calls`` that is always made or switched
+        on by one of ``settings`` (the names of the settings set)."""
+        return tuple(
+            f"{self.iam_prefix or self.service}:{call.operation}"
+            for call in self.step_calls
+            if call.when is None or call.when in settings
+        )
+
     @property
     def action(self) -> str | None:
-        """The metric ``Action`` of its release (``None`` without a declared call)."""
-        return None if self.release is None else self.release.operation
+        """The metric ``Action`` of its step: its release operation, or ``step_action``
+        (``None``: a custom kind, released by the user's step)."""
+        return self.step_action if self.release is None else self.release.operation
 
 
 # --- the declared kinds ------------------------------------------------------------------------
@@ -252,14 +343,22 @@ DECLARED_KINDS: tuple[ResourceKind, ...] = (
             lengths=(33, 256),
             expected="33-256 characters",
         ),
+        # Without it a runtime session keeps running until its idle timeout (15 minutes by
+        # default) or its maximum lifetime (8 hours).
         release=Release(
-            "StopRuntimeSession", "runtimeSessionId", target_parameter="agentRuntimeArn"
+            "StopRuntimeSession",
+            "runtimeSessionId",
+            target_parameter="agentRuntimeArn",
+            options=(("qualifier", "agent_runtime_qualifier"),),
         ),
-        step="agent_runtime.AgentRuntimeStep",
-        config_fields=(
-            "agent_runtime_arn",
-            "agent_runtime_session_attribute",
-            "agent_runtime_session_ids_attribute",
+        own=OwnProps(
+            prop="agent_runtime",
+            target_field="agent_runtime_arn",
+            target_env="SESSION_EXPIRY_AGENT_RUNTIME_ARN",
+            ids_field="agent_runtime_session_ids_attribute",
+            single_field="agent_runtime_session_attribute",
+            argument="runtime_session_id",
+            what="runtime session id",
         ),
         docs=(
             DocsRow(
@@ -290,11 +389,14 @@ DECLARED_KINDS: tuple[ResourceKind, ...] = (
             "sessionId",
             target_parameter="codeInterpreterIdentifier",
         ),
-        step="code_interpreter.CodeInterpreterStep",
-        config_fields=(
-            "code_interpreter_id",
-            "code_interpreter_session_attribute",
-            "code_interpreter_session_ids_attribute",
+        own=OwnProps(
+            prop="code_interpreter",
+            target_field="code_interpreter_id",
+            target_env="SESSION_EXPIRY_CODE_INTERPRETER_ID",
+            ids_field="code_interpreter_session_ids_attribute",
+            single_field="code_interpreter_session_attribute",
+            argument="code_interpreter_session_id",
+            what="code interpreter session id",
         ),
         docs=(
             DocsRow(
@@ -323,8 +425,15 @@ DECLARED_KINDS: tuple[ResourceKind, ...] = (
             "sessionId",
             target_parameter="browserIdentifier",
         ),
-        step="browser.BrowserStep",
-        config_fields=("browser_id", "browser_session_attribute", "browser_session_ids_attribute"),
+        own=OwnProps(
+            prop="browser",
+            target_field="browser_id",
+            target_env="SESSION_EXPIRY_BROWSER_ID",
+            ids_field="browser_session_ids_attribute",
+            single_field="browser_session_attribute",
+            argument="browser_session_id",
+            what="browser session id",
+        ),
         docs=(
             DocsRow(
                 "AgentCore Browser (`browser`)",
@@ -428,7 +537,21 @@ DECLARED_KINDS: tuple[ResourceKind, ...] = (
             expected="<actorId>/<sessionId>",
         ),
         step="agent_memory.AgentMemoryStep",
-        config_fields=("agent_memory_id", None, "agent_memory_sessions_attribute"),
+        step_action="DeleteMemoryEvents",
+        # Events by actor and session, page by page, then each deleted; the long-term records
+        # of the namespaces given (agent_memory_record_namespaces) likewise.
+        step_calls=(
+            StepCall("ListEvents"),
+            StepCall("DeleteEvent"),
+            StepCall("ListMemoryRecords", when="agent_memory_record_namespaces"),
+            StepCall("DeleteMemoryRecord", when="agent_memory_record_namespaces"),
+        ),
+        own=OwnProps(
+            prop="agent_memory",
+            target_field="agent_memory_id",
+            target_env="SESSION_EXPIRY_AGENT_MEMORY_ID",
+            ids_field="agent_memory_sessions_attribute",
+        ),
         docs=(
             DocsRow(
                 "AgentCore Memory (`agent_memory`)",

@@ -83,23 +83,19 @@ __all__ = [
 
 # --- resource kinds (the first part of the ``resource`` key) ---------------------------------
 KIND_CONNECTION = "connection"
+KIND_GRANT = "grant"
+#: The declared kinds' names (`session_expiry_runtime.core.kinds`), kept for their importers.
 KIND_AGENT_RUNTIME = "agentRuntime"
 KIND_CODE_INTERPRETER = "codeInterpreter"
 KIND_BROWSER = "browser"
-KIND_GRANT = "grant"
 #: An AgentCore Memory session: ``<actorId>/<sessionId>`` (`agent_sessions`).
 KIND_AGENT_MEMORY = "agentMemory"
-_STORE_KINDS = (
-    KIND_CONNECTION,
-    KIND_AGENT_RUNTIME,
-    KIND_CODE_INTERPRETER,
-    KIND_BROWSER,
-    KIND_GRANT,
-    KIND_AGENT_MEMORY,
-)
+#: The store's own kinds, not declarations (their release and recording are their own:
+#: `session_expiry_runtime.core.kinds`' docstring says why).
+_STORE_KINDS = (KIND_CONNECTION, KIND_GRANT)
 #: Every built-in kind: the store's own (connections, grants), then each declared kind
 #: (`session_expiry_runtime.core.kinds.DECLARED_KINDS`) in declaration order.
-KINDS = (*_STORE_KINDS, *(k for k in BUILTIN_KIND_NAMES if k not in _STORE_KINDS))
+KINDS = (*_STORE_KINDS, *BUILTIN_KIND_NAMES)
 
 # --- attributes of an ownership record -------------------------------------------------------
 ATTR_RESOURCE = "resource"

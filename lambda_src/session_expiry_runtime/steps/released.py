@@ -6,7 +6,8 @@ Built from the declaration alone, one per configured kind (`build_released_steps
 its latest-id attribute, for a built-in that has one), plans each usable id as a claim
 (``<kind>#<id>``) so that the runner's ownership check (`base`) hands it only the ids this
 record's ``Keys`` and incarnation own, and calls ``Release.operation(target_parameter=target,
-id_parameter=id)`` for each — after ``Release.first`` with the same parameters when the kind
+id_parameter=id, **options)`` for each (``Release.options`` the configuration sets: the
+runtime's endpoint ``qualifier``) — after ``Release.first`` with the same parameters when the kind
 declares one (ended before it is deleted: an answer in ``Release.first_continues`` goes on to the
 second call). An error code in ``Release.gone`` means the resource is already gone:
 ``already-done``. Anything else botocore's retries do not cure is a failure of this step
@@ -17,6 +18,7 @@ once they finished for the session (`CleanupStep.after`).
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from ..core.clients import CleanupClients
@@ -70,9 +72,7 @@ class ReleasedKindStep(CleanupStep):
         return act_on_each(self.name, [ref.resource_id for ref in plan.owned], self._release)
 
     def _release(self, resource_id: str) -> str:
-        params = {self.release.id_parameter: resource_id}
-        if self.release.target_parameter is not None:
-            params[self.release.target_parameter] = str(self.settings.target)
+        params = self.settings.release_params(resource_id)
         if self.release.first is not None:
             first = call_aws(
                 self.name,
@@ -107,16 +107,29 @@ def _id_set(
     return good, None, invalid
 
 
-def build_released_steps(config: RuntimeConfig, clients: CleanupClients) -> list[ReleasedKindStep]:
-    """One step per configured declared kind released by its declared call (a kind with a step
-    of its own is in `session_expiry_runtime.steps.BUILTIN_STEPS`), in declaration order; a kind
-    whose client is missing is left out like any step without its target."""
-    steps = []
+def build_released_steps(config: RuntimeConfig, clients: CleanupClients) -> list[CleanupStep]:
+    """One step per configured declared kind, in declaration order: a `ReleasedKindStep` for a
+    kind released by its declared call, the kind's own step class (``ResourceKind.step``, built
+    by its ``build``) for a kind whose release is more than that; a kind whose client is missing
+    is left out like any step without its target."""
+    steps: list[CleanupStep] = []
     for settings in configured_kinds(config):
-        release = settings.kind.release
-        if release is None or settings.kind.step is not None:
+        kind = settings.kind
+        if kind.step is not None:
+            own = _own_step(kind.step).build(config, clients)
+            if own is not None:
+                steps.append(own)
             continue
-        client = clients.service(settings.kind.service)
-        if client is not None:
+        client = clients.service(kind.service)
+        if kind.release is not None and client is not None:
             steps.append(ReleasedKindStep(settings, client))
     return steps
+
+
+def _own_step(path: str) -> type[CleanupStep]:
+    """The step class ``"module.Class"`` of this package (``ResourceKind.step``)."""
+    module, _, name = path.rpartition(".")
+    found = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+    if not (isinstance(found, type) and issubclass(found, CleanupStep)):  # pragma: no cover
+        raise TypeError(f"ResourceKind.step {path!r} is no CleanupStep")
+    return found

@@ -9,18 +9,18 @@ ownership record names the removed incarnation.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..core.agent_sessions import memory_session_ref
+from ..core.kind_settings import settings_of
+from ..core.kinds import declared_kind
 from ..core.ownership import KIND_AGENT_MEMORY
-from .core import Recording, StoreCore
-from .errors import gone
-from .keys import Key
+from .custom_resources import CustomResourcesPart
 from .session import Session
 
 
-class AgentMemoryPart(StoreCore):
-    """attach_memory_session (see [`SessionStore`][session_expiry_runtime.store.SessionStore])."""
+class AgentMemoryPart(CustomResourcesPart):
+    """attach_memory_session (see [`SessionStore`][session_expiry_runtime.store.SessionStore]):
+    the declared kind ``agentMemory`` (`session_expiry_runtime.core.kinds`), recorded like every
+    declared kind (`CustomResourcesPart`) under the id ``<actorId>/<sessionId>``."""
 
     def attach_memory_session(
         self,
@@ -56,26 +56,7 @@ class AgentMemoryPart(StoreCore):
             ResourceOwnedError: another live session owns that memory session.
             ValueError: an actor or session id the Memory API would refuse (named).
         """
-        key = self._key(session_id, partition)
         ref = memory_session_ref(actor_id, memory_session_id)
-        recording = self._recording(key, session_id, partition)
-        item = self._claimed(
-            recording.claims(KIND_AGENT_MEMORY, [ref]),
-            lambda: self._record_memory_session(key, session_id, partition, ref, recording),
-        )
-        return self._to_session(item)
-
-    def _record_memory_session(
-        self, key: Key, session_id: str, partition: str | None, ref: str, recording: Recording
-    ) -> dict[str, Any]:
-        written, _ = self._try_update(
-            key,
-            self._now(),
-            "ADD #mem :mem",
-            {**recording.names, "#mem": self._config.agent_memory_sessions_attribute},
-            {**recording.values, ":mem": {"SS": [ref]}},
-            recording.condition,
-        )
-        if written is None:
-            raise gone(session_id, partition)
-        return written
+        declared = declared_kind(KIND_AGENT_MEMORY)
+        assert declared is not None  # declared in core/kinds.py
+        return self._attach(settings_of(declared, self._config), session_id, ref, partition)

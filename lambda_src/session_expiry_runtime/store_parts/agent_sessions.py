@@ -9,113 +9,60 @@ cleanup stops every one the removed item names and owns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..core.agent_sessions import is_runtime_session_id, is_tool_session_id
-from ..core.config import (
-    ENV_AGENT_RUNTIME_ARN,
-    ENV_BROWSER_ID,
-    ENV_CODE_INTERPRETER_ID,
-    RuntimeConfig,
-)
-from ..core.kinds import Release, declared_kind
-from ..core.ownership import KIND_AGENT_RUNTIME, KIND_BROWSER, KIND_CODE_INTERPRETER
+from ..core.config import RuntimeConfig
+from ..core.kind_settings import KindSettings, settings_of
+from ..core.kinds import DECLARED_KINDS, OwnProps, ResourceKind
 from .claims import ClaimRequest
 from .core import Recording, StoreCore
 from .errors import LOGGER, describe, gone, is_condition_failure
 from .keys import Key, string_set
 from .session import Session
 
-#: A session that has already ended answers this (Amazon Bedrock AgentCore API Reference,
-#: ``StopRuntimeSession``, ``StopCodeInterpreterSession``, ``StopBrowserSession``): stopped.
-_NOT_FOUND = "ResourceNotFoundException"
-
 
 @dataclass(frozen=True)
 class AgentKind:
-    """One kind of AgentCore session: its argument, id rule, attributes and Stop operation (the
-    operation and its parameters are the kind's declaration's,
-    `session_expiry_runtime.core.kinds`)."""
+    """One kind of AgentCore session ``attach_agent_session`` records: a declared kind with an
+    argument of its own (`session_expiry_runtime.core.kinds.OwnProps.argument`); its id rule,
+    attributes, target and release call are the declaration's."""
 
-    kind: str  # ownership record kind (``ownership.KIND_*``)
-    argument: str
-    what: str
-    valid: Callable[[object], bool]
-    expected: str
-    single_field: str  # RuntimeConfig field naming the single attribute
-    set_field: str  # RuntimeConfig field naming the String Set attribute
-    target_field: str  # RuntimeConfig field naming the target to stop it on
-    target_env: str
+    declared: ResourceKind
 
     @property
-    def _release(self) -> Release:
-        declared = declared_kind(self.kind)
-        assert declared is not None and declared.release is not None
-        return declared.release
+    def own(self) -> OwnProps:
+        assert self.declared.own is not None
+        return self.declared.own
 
     @property
-    def operation(self) -> str:
-        """The bedrock-agentcore client method."""
-        return self._release.method
+    def kind(self) -> str:
+        """The ownership records' kind."""
+        return self.declared.kind
 
     @property
-    def target_parameter(self) -> str:
-        return str(self._release.target_parameter)
+    def argument(self) -> str:
+        return str(self.own.argument)
 
-    @property
-    def session_parameter(self) -> str:
-        return self._release.id_parameter
+    def settings(self, config: RuntimeConfig) -> KindSettings:
+        return settings_of(self.declared, config)
 
-    def stop_params(self, config: RuntimeConfig, session_id: str) -> dict[str, str]:
-        """The ``Stop…Session`` parameters for one session id (Amazon Bedrock AgentCore API
-        Reference; the runtime's endpoint ``qualifier`` when one is configured)."""
-        params = {
-            self.target_parameter: str(getattr(config, self.target_field)),
-            self.session_parameter: session_id,
-        }
-        if self.kind == KIND_AGENT_RUNTIME and config.agent_runtime_qualifier:
-            params["qualifier"] = config.agent_runtime_qualifier
-        return params
+    def check(self, value: str) -> None:
+        """Raises ValueError naming ``value`` when the AgentCore API would refuse it."""
+        if not self.declared.ids.usable(value):
+            raise ValueError(
+                f"{self.own.what} {value!r}: expected {self.declared.ids.expected} "
+                "(the AgentCore API's)"
+            )
 
 
-AGENT_KINDS = (
-    AgentKind(
-        KIND_AGENT_RUNTIME,
-        "runtime_session_id",
-        "runtime session id",
-        is_runtime_session_id,
-        "33-256 characters",
-        "agent_runtime_session_attribute",
-        "agent_runtime_session_ids_attribute",
-        "agent_runtime_arn",
-        ENV_AGENT_RUNTIME_ARN,
-    ),
-    AgentKind(
-        KIND_CODE_INTERPRETER,
-        "code_interpreter_session_id",
-        "code interpreter session id",
-        is_tool_session_id,
-        "1-40 letters and digits",
-        "code_interpreter_session_attribute",
-        "code_interpreter_session_ids_attribute",
-        "code_interpreter_id",
-        ENV_CODE_INTERPRETER_ID,
-    ),
-    AgentKind(
-        KIND_BROWSER,
-        "browser_session_id",
-        "browser session id",
-        is_tool_session_id,
-        "1-40 letters and digits",
-        "browser_session_attribute",
-        "browser_session_ids_attribute",
-        "browser_id",
-        ENV_BROWSER_ID,
-    ),
+#: The kinds ``SessionStore.create``/``attach_agent_session`` take an argument of, in
+#: declaration order (runtime, code interpreter, browser).
+AGENT_KINDS = tuple(
+    AgentKind(k) for k in DECLARED_KINDS if k.own is not None and k.own.argument is not None
 )
 
 
@@ -129,15 +76,17 @@ def agent_session_ids(
     Raises:
         ValueError: an id the AgentCore API would refuse; the message names it.
     """
-    given = (runtime_session_id, code_interpreter_session_id, browser_session_id)
+    given = {
+        "runtime_session_id": runtime_session_id,
+        "code_interpreter_session_id": code_interpreter_session_id,
+        "browser_session_id": browser_session_id,
+    }
     ids: list[tuple[AgentKind, str]] = []
-    for kind, value in zip(AGENT_KINDS, given, strict=True):
+    for kind in AGENT_KINDS:
+        value = given[kind.argument]
         if value is None:
             continue
-        if not kind.valid(value):
-            raise ValueError(
-                f"{kind.what} {value!r}: expected {kind.expected} (the AgentCore API's)"
-            )
+        kind.check(value)
         ids.append((kind, value))
     return ids
 
@@ -149,8 +98,9 @@ def agent_session_values(
     attribute and the String Set of each kind."""
     values: dict[str, dict[str, Any]] = {}
     for kind, session_id in ids:
-        values[getattr(config, kind.single_field)] = {"S": session_id}
-        values[getattr(config, kind.set_field)] = {"SS": [session_id]}
+        settings = kind.settings(config)
+        values[str(settings.single_attribute)] = {"S": session_id}
+        values[settings.ids_attribute] = {"SS": [session_id]}
     return values
 
 
@@ -247,8 +197,9 @@ class AgentSessionsPart(StoreCore):
         values: dict[str, Any] = dict(recording.values)
         sets, adds = [], []
         for i, (kind, agent_session_id) in enumerate(ids):
-            names[f"#one{i}"] = getattr(c, kind.single_field)
-            names[f"#all{i}"] = getattr(c, kind.set_field)
+            settings = kind.settings(c)
+            names[f"#one{i}"] = str(settings.single_attribute)
+            names[f"#all{i}"] = settings.ids_attribute
             values[f":one{i}"] = {"S": agent_session_id}
             values[f":all{i}"] = {"SS": [agent_session_id]}
             sets.append(f"#one{i} = :one{i}")
@@ -281,10 +232,11 @@ class AgentSessionsPart(StoreCore):
         stopped: dict[str, set[str]] = {}
         settle: list[tuple[list[ClaimRequest], set[str]]] = []
         for kind, agent_session_id in ids:
-            single, several = getattr(c, kind.single_field), getattr(c, kind.set_field)
+            settings = kind.settings(c)
+            single, several = str(settings.single_attribute), settings.ids_attribute
             earlier = (string_set(old.get(several)) | _single(old.get(single))) - {agent_session_id}
             mine, marked = self._may_act_on(recording, kind.kind, earlier)
-            done = self._stop_sessions(kind, mine, session)
+            done = self._stop_sessions(settings, mine, session)
             settle.append((marked, done))
             after[single] = {"S": agent_session_id}
             after[several] = {"SS": sorted(earlier - done | {agent_session_id})}
@@ -296,20 +248,24 @@ class AgentSessionsPart(StoreCore):
             self._settle(marked, done)
         return self._to_session(after)
 
-    def _stop_sessions(self, kind: AgentKind, session_ids: Iterable[str], session: str) -> set[str]:
-        """``Stop…Session`` each id; the ids now stopped (``ResourceNotFoundException``
-        counts as stopped)."""
+    def _stop_sessions(
+        self, settings: KindSettings, session_ids: Iterable[str], session: str
+    ) -> set[str]:
+        """The kind's declared release call (``Stop…Session``, with the options configured)
+        for each id; the ids now stopped (a declared "gone" answer counts as stopped)."""
+        release = settings.kind.release
+        assert release is not None  # every AgentKind declares its call
         stopped: set[str] = set()
         for agent_session_id in sorted(session_ids):
             client = self._agentcore_client()
             try:
-                getattr(client, kind.operation)(**kind.stop_params(self._config, agent_session_id))
+                getattr(client, release.method)(**settings.release_params(agent_session_id))
             except ClientError as err:
-                if err.response.get("Error", {}).get("Code") != _NOT_FOUND:
-                    _cannot_stop(kind, agent_session_id, session)
+                if err.response.get("Error", {}).get("Code") not in release.gone:
+                    _cannot_stop(settings.kind, agent_session_id, session)
                     continue
             except BotoCoreError:
-                _cannot_stop(kind, agent_session_id, session)
+                _cannot_stop(settings.kind, agent_session_id, session)
                 continue
             stopped.add(agent_session_id)
         return stopped
@@ -341,11 +297,12 @@ class AgentSessionsPart(StoreCore):
 
     def _check_stop_targets(self, kinds: Iterable[AgentKind]) -> None:
         for kind in kinds:
-            if not getattr(self._config, kind.target_field):
+            field = kind.own.target_field
+            if not getattr(self._config, field):
                 raise ValueError(
-                    f"{kind.target_field} {getattr(self._config, kind.target_field)!r}: "
-                    f"attach_agent_session stops the replaced {kind.what}s on it and needs "
-                    f"${kind.target_env} (RuntimeConfig.{kind.target_field}); pass "
+                    f"{field} {getattr(self._config, field)!r}: "
+                    f"attach_agent_session stops the replaced {kind.own.what}s on it and needs "
+                    f"${kind.own.target_env} (RuntimeConfig.{field}); pass "
                     "stop_previous=False to keep them running"
                 )
 
@@ -363,10 +320,10 @@ def _single(value: object) -> set[str]:
     return set()
 
 
-def _cannot_stop(kind: AgentKind, session_id: str, session: str) -> None:
+def _cannot_stop(kind: ResourceKind, session_id: str, session: str) -> None:
     LOGGER.warning(
         "could not stop %s %s of %s; it stays recorded for the cleanup",
-        kind.what,
+        kind.label,
         session_id,
         session,
         exc_info=True,

@@ -59,6 +59,19 @@ class CustomResourcesPart(StoreCore):
             raise ValueError(
                 f"{settings.kind.label} id {resource_id!r}: expected {settings.kind.ids.expected}"
             )
+        return self._attach(settings, session_id, resource_id, partition)
+
+    def _attach(
+        self, settings: KindSettings, session_id: str, resource_id: str, partition: str | None
+    ) -> Session:
+        """Claim ``resource_id`` of the kind for the session's incarnation, then ``ADD`` it to
+        the kind's String Set in one conditional UpdateItem (every kind recorded by one id in a
+        set: declared, custom, AgentCore Memory's ``<actorId>/<sessionId>``).
+
+        Raises:
+            SessionGoneError: the session is missing or not live; nothing was written.
+            ResourceOwnedError: another live session owns that id.
+        """
         key = self._key(session_id, partition)
         recording = self._recording(key, session_id, partition)
         item = self._claimed(
