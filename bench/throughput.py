@@ -131,8 +131,10 @@ def run_case(
     defaults: dict[str, Any],
     workdir: Path,
     profile: bool = False,
+    timeline: bool = False,
 ) -> RunResult:
-    """Run ``impl`` once over ``fx``'s batch against ``target`` and verify the result there."""
+    """Run ``impl`` once over ``fx``'s batch against ``target`` and verify the result there
+    (``timeline``: keep every call's start and end, for `bench.round_trips`)."""
     target.prepare(fx)
     slug = re.sub(r"[^a-z0-9]+", "-", f"{fx.run_id}-{impl}-{target.name}".lower()).strip("-")
     event_path = workdir / f"{slug}.event.json"
@@ -168,6 +170,7 @@ def run_case(
         "profile_path": str(harness.REPO / "bench" / "results" / f"{slug}.prof")
         if profile
         else None,
+        "timeline": timeline,
     }
     spec_path = workdir / f"{slug}.spec.json"
     result_path = workdir / f"{slug}.result.json"

@@ -48,6 +48,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -55,6 +56,7 @@ from typing import Any, Generic, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..core.config import REFUSAL_UNCLAIMED
+from ..core.invocation import submit_in_context
 from ..core.ownership import (
     ATTR_INCARNATION,
     ATTR_OWNER,
@@ -215,6 +217,33 @@ class _Coalescer(Generic[T]):
             raise ticket.failure
         return ticket.answers
 
+    def submit_all(
+        self, requests: Sequence[T], waiting: Callable[[], AbstractContextManager[None]]
+    ) -> dict[Any, _Answer]:
+        """`submit` for more requests than one call takes, their calls sent at once: each
+        further ``max_items`` items from a thread of their own (the calls are independent: no
+        item is in two of them). The answers of all; raises what a call raised, once every
+        call is answered."""
+        chunks = _chunks(list(dict.fromkeys(requests)), self._slot, self.max_items)
+        if len(chunks) <= 1:
+            return self.submit(requests, waiting)
+        answers: dict[Any, _Answer] = {}
+        failure: BaseException | None = None
+        with ThreadPoolExecutor(len(chunks) - 1, thread_name_prefix="cleanup-claims") as pool:
+            others = [submit_in_context(pool, self.submit, c, waiting) for c in chunks[1:]]
+            try:
+                answers.update(self.submit(chunks[0], waiting))
+            except BaseException as exc:
+                failure = exc
+            for other in others:
+                try:
+                    answers.update(other.result())
+                except BaseException as exc:
+                    failure = failure or exc
+        if failure is not None:
+            raise failure
+        return answers
+
     def _can_send(self) -> bool:
         return len(self._pending) >= self.max_items or (
             bool(self._pending) and not self._remainder_in_flight
@@ -260,6 +289,18 @@ class _Coalescer(Generic[T]):
             self._cond.notify_all()
 
 
+def _chunks(requests: list[T], slot: Callable[[T], Hashable], size: int) -> list[list[T]]:
+    """``requests`` in parts of at most ``size`` items, the requests for one item in one part."""
+    groups: dict[Hashable, list[T]] = {}
+    for request in requests:
+        groups.setdefault(slot(request), []).append(request)
+    items = list(groups.values())
+    return [
+        [request for group in items[at : at + size] for request in group]
+        for at in range(0, len(items), size)
+    ]
+
+
 class ClaimBatcher:
     """The ownership check of one invocation: marks, releases and reads coalesced across its
     records (module docstring); thread safe.
@@ -302,7 +343,8 @@ class ClaimBatcher:
     def premark(self, requests: Sequence[tuple[Claimant, Sequence[ClaimRef]]]) -> int:
         """Mark the ids of many claimants at once, before their records ask: one
         ``TransactWriteItems`` per 100 actions for the whole invocation instead of the calls
-        natural batching makes as records arrive one after another. A later `check` of
+        natural batching makes as records arrive one after another, all sent at once
+        (`_Coalescer.submit_all`: one round trip, not one per 100 ids). A later `check` of
         one of these ids answers from what these calls said; what they left unsettled (an
         error) is asked again by that check. A dry run, and claimants without an owner or an
         incarnation, mark nothing here.
@@ -326,7 +368,7 @@ class ClaimBatcher:
         if not writes:
             return 0
         try:
-            answers = self.marks.submit(writes, nullcontext)
+            answers = self.marks.submit_all(writes, nullcontext)
         except Exception:
             return 0
         settled = {w: a for w, a in answers.items() if a.error is None}
@@ -386,7 +428,8 @@ class ClaimBatcher:
         waiting: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> list[list[str]]:
         """`release` for many claimants in as few calls as they allow (one
-        ``TransactWriteItems`` per 100 ids): each request's failure texts, in request order.
+        ``TransactWriteItems`` per 100 ids, sent at once): each request's failure texts, in
+        request order.
         Never raises."""
         per_request = [
             [_Write(ref.resource, claimant.owner, claimant.incarnation) for ref in refs]
@@ -398,7 +441,7 @@ class ClaimBatcher:
         if not writes:
             return [[] for _ in per_request]
         try:
-            answers = self.releases.submit(writes, waiting)
+            answers = self.releases.submit_all(writes, waiting)
         except Exception as exc:
             text = f"releasing the ownership records: {exc}"
             return [[text] if request else [] for request in per_request]
