@@ -82,7 +82,7 @@ def test_the_critical_path_is_the_longest_chain_of_calls_one_after_another() -> 
 
     assert len(path) == 5
     assert round_trips.path_text(path) == (
-        "TransactWriteItems (mark x100) ×2 → DeleteConnection → ListObjectsV2 → "
+        "TransactWriteItems (mark x100) ×2 → DeleteConnection → ListObjectsV2 → "  # noqa: RUF001
         "TransactWriteItems (release x2)"
     )
     assert len(round_trips.critical_path(at_once + steps + release)) == 4
