@@ -27,6 +27,7 @@ releases. So the floor is one wave of marks (all batch chunks at once), the step
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -248,6 +249,32 @@ def table(data: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def throughput_zero(repeats: int, budget: int | None, log: Any = sys.stderr) -> dict[str, Any]:
+    """The throughput bench's 0-object scenario alone (`throughput.run_all`: 100 sessions,
+    handler and naive interleaved, ``repeats`` rounds, 20 ms a call, the bench endpoint):
+    the handler's ratio to naive per round, and its wall times. ``budget`` as in `run`."""
+    env = {"SESSION_EXPIRY_MAX_WORKERS": str(MAX_WORKERS)}
+    if budget is not None:
+        env["SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET"] = str(budget)
+    runs = throughput.run_all(
+        [harness.Scenario("0 objects", SESSIONS, 0)],
+        latency_ms=LATENCY_MS,
+        defaults={"environment": env, "timeout_s": 300, "memory_mb": 1769},
+        log=log,
+        reference=False,
+        repeats=repeats,
+    )
+    by = {r.impl: r for r in runs}
+    handler, naive = by["handler"].case["rounds"], by["naive"].case["rounds"]
+    return {
+        "budget": budget,
+        "ratios": [n["wall_s"] / h["wall_s"] for h, n in zip(handler, naive, strict=True)],
+        "handler_wall_s": [h["wall_s"] for h in handler],
+        "handler_cpu_ms": [h["cpu_s"] * 1000 / SESSIONS for h in handler],
+        "clean": all(r.verification.clean for r in runs),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.round_trips", description=__doc__)
     parser.add_argument("--rounds", type=int, default=3)
@@ -256,8 +283,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="keep the shared RetireGrant budget at the runtime's default (10 a second)",
     )
+    parser.add_argument(
+        "--throughput",
+        action="store_true",
+        help="instead: the throughput bench's 0-object scenario alone, handler vs naive",
+    )
     args = parser.parse_args(argv)
     machine = report.machine()
+    if args.throughput:
+        result = throughput_zero(args.rounds, None if args.default_budget else LIFTED_BUDGET)
+        print(json.dumps(result))
+        return 0 if result["clean"] else 1
     data = run(args.rounds, budget=None if args.default_budget else LIFTED_BUDGET)
     print(
         f"*{machine['cpu']}, {os.cpu_count()} cores; load average (1, 5, 15 min) "
