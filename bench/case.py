@@ -53,7 +53,8 @@ class CallRecorder:
         self.spans: list[tuple[float, float]] = []
         #: every call: (operation, label, start, end), perf_counter seconds (`bench.round_trips`)
         self.timeline: list[tuple[str, str, float, float]] = []
-        self._open: dict[int, tuple[str, str, float]] = {}
+        #: per thread, the calls not yet answered: [operation, label, start]
+        self._open: dict[int, list[list[Any]]] = {}
         self._labels = threading.local()
         self._lock = threading.Lock()
 
@@ -100,16 +101,23 @@ class CallRecorder:
         self._labels.value = ""
         with self._lock:
             self.calls[model.name] += 1
-            self._open[threading.get_ident()] = (model.name, label, time.perf_counter())
+            self._open.setdefault(threading.get_ident(), []).append(
+                [model.name, label, time.perf_counter()]
+            )
 
     def _after_call(self, **_: Any) -> None:
         end = time.perf_counter()
         with self._lock:
-            opened = self._open.pop(threading.get_ident(), None)
-            if opened is not None:
-                name, label, start = opened
-                self.spans.append((start, end))
-                self.timeline.append((name, label, start, end))
+            stack = self._open.get(threading.get_ident())
+            if not stack:
+                return
+            name, label, start = stack.pop()
+            self.spans.append((start, end))
+            self.timeline.append((name, label, start, end))
+            if stack:
+                # A call made inside another's hooks (the shared pace budget's UpdateItem
+                # before a RetireGrant): the outer call's own round trip starts after it.
+                stack[-1][2] = end
 
     def _before_send(self, event_name: str, **_: Any) -> None:
         with self._lock:  # event_name: before-send.<service>.<Operation>
