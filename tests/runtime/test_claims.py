@@ -864,3 +864,32 @@ def test_requests_for_one_item_share_a_part_of_the_calls_sent_at_once() -> None:
     parts = claims_module._chunks(["x1", "y1", "x2", "z1", "y2"], lambda r: r[0], 2)
 
     assert parts == [["x1", "x2", "y1", "y2"], ["z1"]]
+
+
+def test_the_calls_sent_at_once_are_bounded_by_calls_at_once(sandbox: Sandbox) -> None:
+    """400 ids, four 100-action calls, at most two in flight (the construct's ``max_workers``
+    bounds the calls in flight). The barrier passes calls in pairs; with a third allowed in
+    flight, it would be."""
+    ids = [f"b{i}=" for i in range(400)]
+    for connection_id in ids:
+        claim(sandbox, connection_id)
+    claims = ClaimBatcher(sandbox.ddb, OWNERSHIP_TABLE, clock=lambda: NOW, calls_at_once=2)
+    barrier = threading.Barrier(2, timeout=30)
+    lock = threading.Lock()
+    in_flight = [0, 0]  # now, most
+
+    def enter(**_: Any) -> None:
+        with lock:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight[1], in_flight[0])
+        barrier.wait()
+
+    def leave(**_: Any) -> None:
+        with lock:
+            in_flight[0] -= 1
+
+    sandbox.ddb.meta.events.register("before-call.dynamodb.TransactWriteItems", enter)
+    sandbox.ddb.meta.events.register("after-call.dynamodb.TransactWriteItems", leave)
+
+    assert claims.premark([(MINE, [ref(i) for i in ids])]) == 400
+    assert in_flight[1] == 2

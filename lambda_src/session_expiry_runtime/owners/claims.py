@@ -218,26 +218,26 @@ class _Coalescer(Generic[T]):
         return ticket.answers
 
     def submit_all(
-        self, requests: Sequence[T], waiting: Callable[[], AbstractContextManager[None]]
+        self,
+        requests: Sequence[T],
+        waiting: Callable[[], AbstractContextManager[None]],
+        at_once: int,
     ) -> dict[Any, _Answer]:
-        """`submit` for more requests than one call takes, their calls sent at once: each
-        further ``max_items`` items from a thread of their own (the calls are independent: no
-        item is in two of them). The answers of all; raises what a call raised, once every
-        call is answered."""
+        """`submit` for more requests than one call takes, up to ``at_once`` of their calls
+        in flight together, each ``max_items`` items submitted from a thread of their own (the
+        calls are independent: no item is in two of them). The answers of all; raises what a
+        call raised, once every call is answered."""
         chunks = _chunks(list(dict.fromkeys(requests)), self._slot, self.max_items)
-        if len(chunks) <= 1:
+        if len(chunks) <= 1 or at_once <= 1:
             return self.submit(requests, waiting)
         answers: dict[Any, _Answer] = {}
         failure: BaseException | None = None
-        with ThreadPoolExecutor(len(chunks) - 1, thread_name_prefix="cleanup-claims") as pool:
-            others = [submit_in_context(pool, self.submit, c, waiting) for c in chunks[1:]]
-            try:
-                answers.update(self.submit(chunks[0], waiting))
-            except BaseException as exc:
-                failure = exc
-            for other in others:
+        threads = min(len(chunks), at_once)
+        with ThreadPoolExecutor(threads, thread_name_prefix="cleanup-claims") as pool:
+            parts = [submit_in_context(pool, self.submit, c, waiting) for c in chunks]
+            for part in parts:
                 try:
-                    answers.update(other.result())
+                    answers.update(part.result())
                 except BaseException as exc:
                     failure = failure or exc
         if failure is not None:
@@ -312,6 +312,8 @@ class ClaimBatcher:
         clock: epoch seconds now; default `time.time`.
         sleep: the pause before a retry round; default `time.sleep`.
         max_items: actions or keys per call, 1..100. Default: 100.
+        calls_at_once: how many of `premark`'s or `release_all`'s calls may be in flight
+            together (the construct's ``max_workers``). Default: 32.
 
     Raises:
         ValueError: ``max_items`` outside 1..100.
@@ -326,11 +328,13 @@ class ClaimBatcher:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         max_items: int = MAX_ITEMS_PER_CALL,
+        calls_at_once: int = 32,
     ) -> None:
         if not 1 <= max_items <= MAX_ITEMS_PER_CALL:
             raise ValueError(f"max_items={max_items}: expected 1..{MAX_ITEMS_PER_CALL}")
         self.dynamodb, self.table_name, self.dry_run = dynamodb, table_name, dry_run
         self._clock, self._sleep = clock, sleep
+        self._at_once = calls_at_once
         by_item: Callable[[_Write], Hashable] = lambda write: write.resource  # noqa: E731
         self.marks = _Coalescer(self._mark, by_item, max_items)
         #: What `premark`'s calls answered, for `check` (settled answers only).
@@ -368,7 +372,7 @@ class ClaimBatcher:
         if not writes:
             return 0
         try:
-            answers = self.marks.submit_all(writes, nullcontext)
+            answers = self.marks.submit_all(writes, nullcontext, self._at_once)
         except Exception:
             return 0
         settled = {w: a for w, a in answers.items() if a.error is None}
@@ -441,7 +445,7 @@ class ClaimBatcher:
         if not writes:
             return [[] for _ in per_request]
         try:
-            answers = self.releases.submit_all(writes, waiting)
+            answers = self.releases.submit_all(writes, waiting, self._at_once)
         except Exception as exc:
             text = f"releasing the ownership records: {exc}"
             return [[text] if request else [] for request in per_request]
