@@ -34,6 +34,7 @@ from . import (
     consumer,
     expiry_latency,
     harness,
+    ownership_cost,
     parsing,
     report,
     storm,
@@ -253,6 +254,14 @@ def main(argv: list[str] | None = None) -> int:
     with measured_load(loads, "scale"):
         scale = throughput.run_scale(p["scale"], latency_ms=LATENCY_MS, defaults=defaults, log=log)
 
+    print(
+        "[+] ownership: recording at create and checking in the cleanup, beside the minimum ...",
+        file=log,
+        flush=True,
+    )
+    with measured_load(loads, "ownership"):
+        ownership = ownership_cost.run(log, creates=10 if args.quick else ownership_cost.CREATES)
+
     print("[4/4] cold start, and parsing one 1,000-key listing ...", file=log, flush=True)
     with measured_load(loads, "coldstart"):
         parse = parsing.run()
@@ -303,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         "consumer": consumed,
         "archive_modes": archive_modes,
         "storm": storm_data,
+        "ownership_cost": ownership,
     }
     results_dir = harness.REPO / "bench" / "results"
     results_dir.mkdir(exist_ok=True)
@@ -318,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = all(r.verification.clean and not r.case["failures"] for r in runs + scale)
     ok = ok and consumed["variants"]["restore per module"]["returncode"] == 0
     ok = ok and storm_ok(storm_data)
+    ok = ok and all(c["clean"] for c in ownership["checks"].values())
     print(f"bench finished in {elapsed:.0f} s", file=log)
     return 0 if ok else 1
 

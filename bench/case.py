@@ -51,7 +51,11 @@ class CallRecorder:
         #: attempts that failed, by "<Operation>: <HTTP status or exception>" (why retries ran)
         self.failed_attempts: Counter[str] = Counter()
         self.spans: list[tuple[float, float]] = []
-        self._open: dict[int, float] = {}
+        #: every call: (operation, label, start, end), perf_counter seconds (`bench.round_trips`)
+        self.timeline: list[tuple[str, str, float, float]] = []
+        #: per thread, the calls not yet answered: [operation, label, start]
+        self._open: dict[int, list[list[Any]]] = {}
+        self._labels = threading.local()
         self._lock = threading.Lock()
 
     def reset(self) -> None:
@@ -60,6 +64,7 @@ class CallRecorder:
             self.attempts.clear()
             self.failed_attempts.clear()
             self.spans.clear()
+            self.timeline.clear()
             self._open.clear()
 
     def install(self) -> None:
@@ -70,6 +75,7 @@ class CallRecorder:
 
         def create_client(self: Any, *args: Any, **kwargs: Any) -> Any:
             client = original(self, *args, **kwargs)
+            client.meta.events.register("provide-client-params", recorder._label)
             client.meta.events.register("before-call", recorder._before_call)
             client.meta.events.register("after-call", recorder._after_call)
             client.meta.events.register("before-send", recorder._before_send)
@@ -78,17 +84,40 @@ class CallRecorder:
 
         botocore.session.Session.create_client = create_client
 
+    def _label(self, params: Any = None, **_: Any) -> None:
+        """An ownership ``TransactWriteItems``: ``mark`` or ``release`` (its ``:state``) and
+        its action count; other calls: no label."""
+        label = ""
+        items = (params or {}).get("TransactItems") if isinstance(params, dict) else None
+        if items:
+            values = next(iter(items[0].values())).get("ExpressionAttributeValues") or {}
+            state = (values.get(":state") or {}).get("S")
+            kind = {"releasing": "mark", "released": "release"}.get(str(state), "write")
+            label = f"{kind} x{len(items)}"
+        self._labels.value = label
+
     def _before_call(self, model: Any, **_: Any) -> None:
+        label = getattr(self._labels, "value", "")
+        self._labels.value = ""
         with self._lock:
             self.calls[model.name] += 1
-            self._open[threading.get_ident()] = time.perf_counter()
+            self._open.setdefault(threading.get_ident(), []).append(
+                [model.name, label, time.perf_counter()]
+            )
 
     def _after_call(self, **_: Any) -> None:
         end = time.perf_counter()
         with self._lock:
-            start = self._open.pop(threading.get_ident(), None)
-            if start is not None:
-                self.spans.append((start, end))
+            stack = self._open.get(threading.get_ident())
+            if not stack:
+                return
+            name, label, start = stack.pop()
+            self.spans.append((start, end))
+            self.timeline.append((name, label, start, end))
+            if stack:
+                # A call made inside another's hooks (the shared pace budget's UpdateItem
+                # before a RetireGrant): the outer call's own round trip starts after it.
+                stack[-1][2] = end
 
     def _before_send(self, event_name: str, **_: Any) -> None:
         with self._lock:  # event_name: before-send.<service>.<Operation>
@@ -228,6 +257,12 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "rss_start_mb": rss_start / 1024,
         "rss_imported_mb": rss_imported / 1024,
         "rss_peak_mb": rss_peak / 1024,
+        # each call of the measured invocation, from its start (bench.round_trips)
+        "timeline": [
+            (op, label, s - wall_start, e - wall_start) for op, label, s, e in recorder.timeline
+        ]
+        if spec.get("timeline")
+        else None,
     }
 
 

@@ -527,8 +527,12 @@ def verify(server: MotoServer, fx: Fixture, claims: bool = True) -> Verification
     for page in c["kms"].get_paginator("list_grants").paginate(KeyId=fx.key_arn):
         grants.update(g["GrantId"] for g in page["Grants"])
     scan = c["dynamodb"].get_paginator("scan").paginate(TableName=fx.ownership_table)
+    # Only claims have a state: the shared pace budget's counters live in the same table.
     states = {
-        item[ATTR_RESOURCE]["S"]: item[ATTR_STATE]["S"] for page in scan for item in page["Items"]
+        item[ATTR_RESOURCE]["S"]: item[ATTR_STATE]["S"]
+        for page in scan
+        for item in page["Items"]
+        if ATTR_STATE in item
     }
     return _verification(fx, count, server.connections(), grants, states, claims)
 

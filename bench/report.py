@@ -583,6 +583,10 @@ def _goals_rows(data: dict[str, Any]) -> str:
         from . import cost_report, storm_report
 
         rows += storm_report.goals_rows(data["storm"]) + cost_report.goals_rows(data)
+    if data.get("ownership_cost"):
+        from . import ownership_cost
+
+        rows += ownership_cost.goal_rows(data["ownership_cost"])
     return _md(["Goal (issues 13, 20, 25)", "Measured", "Goal", "Status"], rows)
 
 
@@ -983,6 +987,16 @@ def tables(data: dict[str, Any]) -> str:
         sections.append(
             ("Scale: the largest batches in one invocation", "scale", scale_table(data))
         )
+    if data.get("ownership_cost"):
+        from . import ownership_cost
+
+        sections.append(
+            (
+                "Recording and checking ownership: cost per session beside its minimum (issue 35)",
+                "ownership",
+                ownership_cost.tables(data["ownership_cost"]),
+            )
+        )
     for extra in _extra_sections(data):
         sections.append(extra)
     sections += [
@@ -1132,6 +1146,8 @@ make bench                      # = make setup, then .venv/bin/python -m bench
 .venv/bin/python -m bench.synth out.json   # synth part alone
 .venv/bin/python -m bench --consumer-only  # the consumer project's test suite alone
 .venv/bin/python -m bench --storm          # the storms, pacing and cost alone (~6 min)
+.venv/bin/python -m bench.ownership_cost   # recording and checking ownership alone (~2 min)
+.venv/bin/python -m bench.round_trips      # one batch's critical path of round trips (~4 min)
 ```
 
 `make bench` needs nothing beyond `make setup` and PyPI: the Powertools reference for the cold
@@ -1174,7 +1190,9 @@ API Gateway does) builds every fixture — the table, its stream and the REMOVE 
 runs the handler once per scenario on the same records as the **correctness reference**,
 verified in moto, with 4 calls in flight (`SESSION_EXPIRY_MAX_WORKERS=4`): moto answers one
 request at a time, and with 16 in flight on a loaded machine a call waited longer than the
-client's 10 s read timeout behind the others' 1,000-key listings. Setup and verification run with the latency at 0.
+client's 10 s read timeout behind the others' 1,000-key listings; and with a 30 s time guard
+(`SESSION_EXPIRY_TIME_GUARD_MS=30000`, reads time out after 12 s instead of 3 s), since a
+batch's two 100-action ownership calls, sent at once, are answered one after the other. Setup and verification run with the latency at 0.
 
 **Records.** Each scenario gets its own table (stream `NEW_AND_OLD_IMAGES`), bucket and KMS key in moto.
 Sessions are written with `PutItem` and removed with `DeleteItem`; the REMOVE records are read

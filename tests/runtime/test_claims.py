@@ -831,3 +831,65 @@ def test_a_full_call_goes_at_once_while_another_is_answered(sandbox: Sandbox) ->
     assert seen_in_time == [True]  # the full call did not wait for the first
     assert sorted(len(p["TransactItems"]) for _, p in calls) == [1, 2]
     assert all(v == {ref(f"c{i}="): Verdict(VERDICT_OWNED)} for i, v in results.items())
+
+
+def test_the_marks_and_the_releases_of_a_large_batch_go_out_at_once(sandbox: Sandbox) -> None:
+    """250 ids take three calls each way (100 + 100 + 50 actions), sent side by side, not one
+    after another (issue 38: each call in turn was a round trip of its own). The barrier lets
+    no call through until all three are in flight: calls sent in turn would break it."""
+    ids = [f"a{i}=" for i in range(250)]
+    for connection_id in ids:
+        claim(sandbox, connection_id)
+    claims, _ = batcher(sandbox)
+    calls = calls_of(sandbox.ddb)
+    barrier = threading.Barrier(3, timeout=30)
+
+    def all_three_in_flight(**_: Any) -> None:
+        barrier.wait()
+
+    sandbox.ddb.meta.events.register("before-call.dynamodb.TransactWriteItems", all_three_in_flight)
+
+    assert claims.premark([(MINE, [ref(i) for i in ids])]) == 250
+    assert {claim_state(sandbox.ddb, KIND_CONNECTION, i) for i in ids} == {STATE_RELEASING}
+    assert claims.release_all([(MINE, [ref(i) for i in ids])]) == [[]]
+    assert {claim_state(sandbox.ddb, KIND_CONNECTION, i) for i in ids} == {STATE_RELEASED}
+    writes = [p for name, p in calls if name == "TransactWriteItems"]
+    assert sorted(len(p["TransactItems"]) for p in writes) == [50, 50, 100, 100, 100, 100]
+    assert not barrier.broken
+
+
+def test_requests_for_one_item_share_a_part_of_the_calls_sent_at_once() -> None:
+    """Two requests naming one item never go to two calls sent side by side (two
+    transactions on one item at once would conflict)."""
+    parts = claims_module._chunks(["x1", "y1", "x2", "z1", "y2"], lambda r: r[0], 2)
+
+    assert parts == [["x1", "x2", "y1", "y2"], ["z1"]]
+
+
+def test_the_calls_sent_at_once_are_bounded_by_calls_at_once(sandbox: Sandbox) -> None:
+    """400 ids, four 100-action calls, at most two in flight (the construct's ``max_workers``
+    bounds the calls in flight). The barrier passes calls in pairs; with a third allowed in
+    flight, it would be."""
+    ids = [f"b{i}=" for i in range(400)]
+    for connection_id in ids:
+        claim(sandbox, connection_id)
+    claims = ClaimBatcher(sandbox.ddb, OWNERSHIP_TABLE, clock=lambda: NOW, calls_at_once=2)
+    barrier = threading.Barrier(2, timeout=30)
+    lock = threading.Lock()
+    in_flight = [0, 0]  # now, most
+
+    def enter(**_: Any) -> None:
+        with lock:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight[1], in_flight[0])
+        barrier.wait()
+
+    def leave(**_: Any) -> None:
+        with lock:
+            in_flight[0] -= 1
+
+    sandbox.ddb.meta.events.register("before-call.dynamodb.TransactWriteItems", enter)
+    sandbox.ddb.meta.events.register("after-call.dynamodb.TransactWriteItems", leave)
+
+    assert claims.premark([(MINE, [ref(i) for i in ids])]) == 400
+    assert in_flight[1] == 2

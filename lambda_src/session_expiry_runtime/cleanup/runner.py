@@ -331,7 +331,10 @@ class CleanupRunner:
         if self.clients.ownership is None or self.config.ownership_table_name is None:
             return None
         return ClaimBatcher(
-            self.clients.ownership, self.config.ownership_table_name, dry_run=self.config.dry_run
+            self.clients.ownership,
+            self.config.ownership_table_name,
+            dry_run=self.config.dry_run,
+            calls_at_once=self.config.max_workers,
         )
 
     def removal_check(self) -> RemovalCheck:

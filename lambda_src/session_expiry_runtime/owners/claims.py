@@ -48,6 +48,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -55,6 +56,7 @@ from typing import Any, Generic, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..core.config import REFUSAL_UNCLAIMED
+from ..core.invocation import submit_in_context
 from ..core.ownership import (
     ATTR_HANDED_OVER_AT,
     ATTR_INCARNATION,
@@ -216,6 +218,33 @@ class _Coalescer(Generic[T]):
             raise ticket.failure
         return ticket.answers
 
+    def submit_all(
+        self,
+        requests: Sequence[T],
+        waiting: Callable[[], AbstractContextManager[None]],
+        at_once: int,
+    ) -> dict[Any, _Answer]:
+        """`submit` for more requests than one call takes, up to ``at_once`` of their calls
+        in flight together, each ``max_items`` items submitted from a thread of their own (the
+        calls are independent: no item is in two of them). The answers of all; raises what a
+        call raised, once every call is answered."""
+        chunks = _chunks(list(dict.fromkeys(requests)), self._slot, self.max_items)
+        if len(chunks) <= 1 or at_once <= 1:
+            return self.submit(requests, waiting)
+        answers: dict[Any, _Answer] = {}
+        failure: BaseException | None = None
+        threads = min(len(chunks), at_once)
+        with ThreadPoolExecutor(threads, thread_name_prefix="cleanup-claims") as pool:
+            parts = [submit_in_context(pool, self.submit, c, waiting) for c in chunks]
+            for part in parts:
+                try:
+                    answers.update(part.result())
+                except BaseException as exc:
+                    failure = failure or exc
+        if failure is not None:
+            raise failure
+        return answers
+
     def _can_send(self) -> bool:
         return len(self._pending) >= self.max_items or (
             bool(self._pending) and not self._remainder_in_flight
@@ -261,6 +290,18 @@ class _Coalescer(Generic[T]):
             self._cond.notify_all()
 
 
+def _chunks(requests: list[T], slot: Callable[[T], Hashable], size: int) -> list[list[T]]:
+    """``requests`` in parts of at most ``size`` items, the requests for one item in one part."""
+    groups: dict[Hashable, list[T]] = {}
+    for request in requests:
+        groups.setdefault(slot(request), []).append(request)
+    items = list(groups.values())
+    return [
+        [request for group in items[at : at + size] for request in group]
+        for at in range(0, len(items), size)
+    ]
+
+
 class ClaimBatcher:
     """The ownership check of one invocation: marks, releases and reads coalesced across its
     records (module docstring); thread safe.
@@ -272,6 +313,8 @@ class ClaimBatcher:
         clock: epoch seconds now; default `time.time`.
         sleep: the pause before a retry round; default `time.sleep`.
         max_items: actions or keys per call, 1..100. Default: 100.
+        calls_at_once: how many of `premark`'s or `release_all`'s calls may be in flight
+            together (the construct's ``max_workers``). Default: 32.
 
     Raises:
         ValueError: ``max_items`` outside 1..100.
@@ -286,11 +329,13 @@ class ClaimBatcher:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         max_items: int = MAX_ITEMS_PER_CALL,
+        calls_at_once: int = 32,
     ) -> None:
         if not 1 <= max_items <= MAX_ITEMS_PER_CALL:
             raise ValueError(f"max_items={max_items}: expected 1..{MAX_ITEMS_PER_CALL}")
         self.dynamodb, self.table_name, self.dry_run = dynamodb, table_name, dry_run
         self._clock, self._sleep = clock, sleep
+        self._at_once = calls_at_once
         by_item: Callable[[_Write], Hashable] = lambda write: write.resource  # noqa: E731
         self.marks = _Coalescer(self._mark, by_item, max_items)
         #: What `premark`'s calls answered, for `check` (settled answers only).
@@ -303,7 +348,8 @@ class ClaimBatcher:
     def premark(self, requests: Sequence[tuple[Claimant, Sequence[ClaimRef]]]) -> int:
         """Mark the ids of many claimants at once, before their records ask: one
         ``TransactWriteItems`` per 100 actions for the whole invocation instead of the calls
-        natural batching makes as records arrive one after another. A later `check` of
+        natural batching makes as records arrive one after another, all sent at once
+        (`_Coalescer.submit_all`: one round trip, not one per 100 ids). A later `check` of
         one of these ids answers from what these calls said; what they left unsettled (an
         error) is asked again by that check. A dry run, and claimants without an owner or an
         incarnation, mark nothing here.
@@ -327,7 +373,7 @@ class ClaimBatcher:
         if not writes:
             return 0
         try:
-            answers = self.marks.submit(writes, nullcontext)
+            answers = self.marks.submit_all(writes, nullcontext, self._at_once)
         except Exception:
             return 0
         settled = {w: a for w, a in answers.items() if a.error is None}
@@ -387,7 +433,8 @@ class ClaimBatcher:
         waiting: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> list[list[str]]:
         """`release` for many claimants in as few calls as they allow (one
-        ``TransactWriteItems`` per 100 ids): each request's failure texts, in request order.
+        ``TransactWriteItems`` per 100 ids, sent at once): each request's failure texts, in
+        request order.
         Never raises."""
         per_request = [
             [_Write(ref.resource, claimant.owner, claimant.incarnation) for ref in refs]
@@ -399,7 +446,7 @@ class ClaimBatcher:
         if not writes:
             return [[] for _ in per_request]
         try:
-            answers = self.releases.submit(writes, waiting)
+            answers = self.releases.submit_all(writes, waiting, self._at_once)
         except Exception as exc:
             text = f"releasing the ownership records: {exc}"
             return [[text] if request else [] for request in per_request]
