@@ -27,7 +27,10 @@ GOAL_RATIO = {0: 10.0, 50: 10.0, 2500: 3.5}
 GOAL_CPU_MS = {50: 9.0, 2500: 150.0}
 #: Issue 25's host-independent goals: the handler's CPU per session ÷ the naive handler's, in the
 #: same round (both processes on the same cores at the same moment).
-GOAL_CPU_RATIO = {0: 1.0, 50: 0.5, 2500: 0.35}
+GOAL_CPU_RATIO = {2500: 0.35}
+#: Issue 38 retired the CPU-ratio goals at 0 and 50 objects (threads stay: what is left is
+#: botocore's own per-call work); their figures are still reported, as "reported".
+REPORTED_CPU_RATIO = (0, 50)
 GOAL_COLDSTART = 1.1
 OPERATIONS = (
     "DeleteConnection",
@@ -501,16 +504,16 @@ def _goals_rows(data: dict[str, Any]) -> str:
     for runs in by.values():
         base, run = runs.get("naive"), runs.get("handler")
         n = (run or base or {"scenario": {"objects": -1}})["scenario"]["objects"]
-        if base and run and n in GOAL_CPU_RATIO:
+        if base and run and (n in GOAL_CPU_RATIO or n in REPORTED_CPU_RATIO):
             ratios = paired(run, base, "cpu_ms_per_session")
-            goal = GOAL_CPU_RATIO[n]
+            goal = GOAL_CPU_RATIO.get(n)
             rows.append(
                 [
                     f"CPU per session ÷ naive's, {n:,} objects (host-independent; each of "
                     f"{len(ratios)} rounds)",
                     span(ratios, "{:.2f}"),
-                    f"≤ {goal:g}",
-                    _met(bool(ratios) and max(ratios) <= goal),
+                    "reported (goal retired, issue 38)" if goal is None else f"≤ {goal:g}",
+                    "reported" if goal is None else _met(bool(ratios) and max(ratios) <= goal),
                 ]
             )
     for runs in by.values():
@@ -587,7 +590,7 @@ def _goals_rows(data: dict[str, Any]) -> str:
         from . import ownership_cost
 
         rows += ownership_cost.goal_rows(data["ownership_cost"])
-    return _md(["Goal (issues 13, 20, 25)", "Measured", "Goal", "Status"], rows)
+    return _md(["Goal (issues 13, 20, 25, 35, 38)", "Measured", "Goal", "Status"], rows)
 
 
 #: Lambda gives a function one vCPU's worth of CPU at 1,769 MB, in proportion below that
