@@ -327,7 +327,7 @@ def test_stop_after_pass_before_a_run_makes_it_one_pass(
 
     assert (summary["passes"], summary["swept"]) == (1, 1)
     assert fake.slept == []
-    assert not sweeper_module._stop_passes.is_set()  # the next run is a whole minute again
+    assert not sweeper_module._stop_passes.pending()  # the next run is a whole minute again
     assert sweeper_module.handler({}, Context(TIMEOUT_S, fake.monotonic))["passes"] == 12
 
 
@@ -488,3 +488,29 @@ def test_handler_raises_before_the_deadline_against_a_slow_endpoint(
         sweeper_module._sweeper = None
         slow.close()
     assert left_ms > 0
+
+
+def test_one_runs_end_keeps_a_stop_meant_for_another_run_of_the_process() -> None:
+    """Two runs in one process (threads of one execution environment): a stop reaches both,
+    and the first run's end does not take it back from the second (it once cleared one
+    process-wide flag)."""
+    stops = sweeper_module._StopRequests()
+    first_run, second_run = stops.run(), stops.run()
+    first, second = first_run.__enter__(), second_run.__enter__()
+
+    stops.request()
+    first_run.__exit__(None, None, None)
+
+    assert first.is_set() and second.is_set()
+    second_run.__exit__(None, None, None)
+    assert not stops.pending()  # taken by the runs in progress: the next run is whole
+
+
+def test_a_stop_with_no_run_in_progress_waits_for_the_next_run_only() -> None:
+    stops = sweeper_module._StopRequests()
+    stops.request()
+    assert stops.pending()
+    with stops.run() as taken:
+        assert taken.is_set()
+    with stops.run() as whole:
+        assert not whole.is_set()

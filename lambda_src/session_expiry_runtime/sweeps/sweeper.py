@@ -67,6 +67,7 @@ Metrics (embedded metric format, namespace ``SESSION_EXPIRY_METRICS_NAMESPACE``)
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import math
@@ -692,8 +693,58 @@ def run_passes(
 
 _sweeper: ExpirySweeper | None = None
 _lock = threading.Lock()
-#: Set by `stop_after_pass`; cleared when the run in progress (or the next) ends.
-_stop_passes = threading.Event()
+
+
+class _StopRequests:
+    """`stop_after_pass`'s requests, one per run in progress in this process: a request
+    reaches every run in progress (each ends after its pass in progress) or, with none, the
+    next run to start; one run's end never drops a request meant for another run sharing the
+    process (threads of one execution environment)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: set[threading.Event] = set()
+        self._pending = False
+        self._current = threading.local()
+
+    def request(self) -> None:
+        with self._lock:
+            for stop in self._runs:
+                stop.set()
+            self._pending = not self._runs
+
+    @contextlib.contextmanager
+    def run(self) -> Iterator[threading.Event]:
+        """This thread's run: its own stop, set at once by a request made before it began."""
+        stop = threading.Event()
+        with self._lock:
+            if self._pending:
+                stop.set()
+                self._pending = False
+            self._runs.add(stop)
+        self._current.stop = stop
+        try:
+            yield stop
+        finally:
+            self._current.stop = None
+            with self._lock:
+                self._runs.discard(stop)
+
+    def pending(self) -> bool:
+        """Whether a request waits for the next run (none in progress took it)."""
+        with self._lock:
+            return self._pending
+
+    def wait(self, seconds: float) -> None:
+        """Sleep ``seconds``, ended at once by a stop of this thread's run."""
+        stop: threading.Event | None = getattr(self._current, "stop", None)
+        if stop is None:
+            time.sleep(seconds)
+        else:
+            stop.wait(seconds)
+
+
+_stop_passes = _StopRequests()
 
 
 def _sleep_unless_stopped(seconds: float) -> None:
@@ -715,7 +766,7 @@ def stop_after_pass() -> None:
     one sweep now (``cdk_session_expiry.testing``). The name is the contract's
     ``SWEEPER_STOP_HOOK``.
     """
-    _stop_passes.set()
+    _stop_passes.request()
 
 
 def get_sweeper() -> ExpirySweeper:
@@ -750,21 +801,19 @@ def sweep_run(sweeper: ExpirySweeper, context: object, event: object = None) -> 
     deadline = Deadline.of(context, sweeper.config.time_guard_ms, not_after=period_end_of(event))
     interval = sweeper.config.sweep_interval_seconds
 
-    try:
+    with _stop_passes.run() as stop:
         if interval is not None and interval < RUN_SECONDS:
             return run_passes(
                 sweeper,
                 interval_seconds=interval,
                 deadline=deadline,
                 clock=_run_clock,
-                stop_requested=_stop_passes.is_set,
+                stop_requested=stop.is_set,
                 shards=shards,
             )
         run = RunReport(interval_seconds=interval, pass_offsets=[0.0], shards=shards)
         run.passes.append(sweeper.sweep(out_of_time=deadline.passed, shards=shards))
         return run
-    finally:
-        _stop_passes.clear()
 
 
 def handler(event: object, context: object) -> dict[str, Any]:
