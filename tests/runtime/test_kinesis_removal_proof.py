@@ -228,10 +228,13 @@ def test_a_session_created_after_the_record_arrived_needs_no_proof(
     sandbox.delete("s-1")  # as its time to live would
     (remove,) = sandbox.read_stream()
     store.create("s-1")
-    created_ago(sandbox, "s-1", -5)  # created 5 seconds after now, the record's arrival
+    created_ago(sandbox, "s-1", 5)  # created 5 seconds ago ...
     source.put(change(remove))
+    (batch,) = source.batches()
+    for delivered in batch:  # ... after the record arrived, 10 seconds ago
+        delivered["kinesis"]["approximateArrivalTimestamp"] = time.time() - 10
 
-    responses, lines = run(source.batches(), caplog)
+    responses, lines = run([batch], caplog)
 
     assert responses == [{"batchItemFailures": []}]
     ((line,),) = [[x for x in lines if "outcome" in x]]
@@ -271,3 +274,55 @@ def test_the_read_back_rule_at_its_edges(created: int, replaced: str | None, exp
     check._read[_identity({"pk": {"S": "k"}})] = ("y", Decimal(created + 100), replaced)
 
     assert check.removal(pure_record(10_000), "x") == expected
+
+
+def test_a_made_up_incarnation_of_a_key_dated_in_the_future_is_refused(
+    sandbox: Sandbox,
+    source: KinesisSource,
+    bus: Bus,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The store's maximum lifetime was larger than the cleanup's (24 hours then, 8 now:
+    ``max_session_lifetime`` lowered at a deploy, or a store configured on its own): the live
+    session, created 5 minutes ago, is dated 16 hours from now, so a forged REMOVE of its key
+    with a made-up incarnation looked as if it arrived before the session existed and passed
+    unproven: counted cleaned, archived and published, nothing alarmed. A creation date past
+    the read-back itself cannot be true: the session cannot be placed in time, held."""
+    live = sandbox.create_session("tenant-b-1")
+    (insert,) = sandbox.read_stream()
+    created_ago(sandbox, "tenant-b-1", 5 * 60 - 16 * 3600)  # 24-hour notAfter, 8-hour cleanup
+    forged = change(insert)
+    forged["eventName"] = "REMOVE"
+    image = forged["dynamodb"].pop("NewImage")
+    forged["dynamodb"]["OldImage"] = {**image, "incarnation": {"S": "0" * 32}}
+    source.put(forged)
+    capsys.readouterr()
+
+    responses, lines = run(source.batches(), caplog)
+
+    assert responses == [{"batchItemFailures": []}]
+    ((line,),) = [[x for x in lines if "outcome" in x]]
+    assert (line["outcome"], line["cause"], line["readBack"]) == (
+        "skipped",
+        "ItemStillInTable",
+        "held",
+    )
+    totals = emf_totals(capsys.readouterr().out)
+    assert "SessionsCleaned" not in totals and "SessionsArchived" not in totals
+    assert archived(sandbox) == [] and bus.received() == []
+    assert sandbox.is_intact(live)
+
+
+@pytest.mark.parametrize(("created", "expected"), [(10_000, "gone"), (10_001, "held")])
+def test_a_session_dated_after_the_read_back_cannot_be_placed(created: int, expected: str) -> None:
+    from decimal import Decimal
+
+    from session_expiry_runtime.records.kinesis_removals import RemovalCheck, _identity
+
+    check = RemovalCheck(
+        None, "t", ["pk"], "incarnation", max_lifetime_seconds=100, clock=lambda: 10_000.5
+    )
+    check._read[_identity({"pk": {"S": "k"}})] = ("y", Decimal(created + 100), None)
+
+    assert check.removal(pure_record(9_990), "x") == expected

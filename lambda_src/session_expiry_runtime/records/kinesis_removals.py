@@ -19,7 +19,8 @@ strongly consistent, the key attributes, the incarnation, ``notAfter`` and
   with a made-up incarnation of a live key. Told apart only by facts the record's writer does
   not write: Y's creation (its ``notAfter`` less the maximum session lifetime: ``SessionStore``
   writes ``notAfter`` once, at ``create``, in whole seconds rounded down, so this is at most
-  one second early and never late), the record's arrival in Kinesis
+  one second early and never late; an item written before ``notAfter`` existed gets one at
+  its first heartbeat, dated from then), the record's arrival in Kinesis
   (``approximateArrivalTimestamp``, set by Kinesis), Y's own item, and the ownership table:
 
   * Y created at or after the arrival: `GONE`. The record was in Kinesis before Y existed, so
@@ -39,7 +40,10 @@ strongly consistent, the key attributes, the incarnation, ``notAfter`` and
     record would have released nothing anyway; it is refused before any step, the archive
     included, runs;
   * Y without ``notAfter`` (written around ``SessionStore``) or a record without an arrival time
-    cannot be placed in time: `HELD`.
+    cannot be placed in time: `HELD`. Nor can Y dated after the read-back itself: its
+    ``notAfter`` was written with a larger maximum lifetime than the cleanup's (lowered at a
+    deploy: every session created before it, for up to the old lifetime; or a store configured
+    on its own), which would date it after any arrival and pass a made-up incarnation unproven.
 
   What this refuses of genuine records (docs/security.md): the ``REMOVE`` of a session X without
   ids whose key was removed by something other than ``SessionStore.create`` (its time to live,
@@ -59,7 +63,8 @@ deferred work reads it back as such: another incarnation in its place is a later
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -164,6 +169,8 @@ class RemovalCheck:
         max_lifetime_seconds: the maximum session lifetime
             (``SESSION_EXPIRY_MAX_SESSION_LIFETIME_SECONDS``): ``notAfter`` less it is when the
             held session was created.
+        clock: epoch seconds now (default ``time.time``): a held session dated after it cannot
+            be placed in time.
     """
 
     def __init__(
@@ -175,8 +182,10 @@ class RemovalCheck:
         *,
         not_after_attribute: str = "notAfter",
         max_lifetime_seconds: int = 8 * 3600,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.dynamodb, self.table_name = dynamodb, table_name
+        self.clock = clock
         self.key_names = frozenset(key_names)
         self.incarnation_attribute = incarnation_attribute
         self.not_after_attribute = not_after_attribute
@@ -220,7 +229,12 @@ class RemovalCheck:
             # DynamoDB wrote it, so another incarnation in its place is a later session.
             return GONE
         created, arrival = self._created(held_not_after), record.arrival_time
-        if created is None or arrival is None or created < arrival - ARRIVAL_SLACK_SECONDS:
+        if (
+            created is None
+            or arrival is None
+            or created < arrival - ARRIVAL_SLACK_SECONDS
+            or created > Decimal(str(self.clock()))  # dated in the future: cannot be placed
+        ):
             return HELD
         if created >= arrival or replaced == incarnation:
             return GONE
