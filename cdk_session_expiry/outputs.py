@@ -11,7 +11,7 @@ every placeholder of the runbooks names one of them (Operating it, "Filling in t
 
 An output exists only when its resource does (a failure queue, an ownership table, feature
 flags, a dashboard, ...). CloudFormation allows 200 outputs a template (AWS CloudFormation User
-Guide, "CloudFormation quotas"): a ``SessionExpiry`` adds 6 with no optional prop, at most 18
+Guide, "CloudFormation quotas"): a ``SessionExpiry`` adds 6 with no optional prop, at most 22
 (every optional resource and a dashboard).
 """
 
