@@ -46,7 +46,7 @@ def broker_module() -> dict[str, Any]:
     (block,) = [
         b
         for b in examples(DOCS / "ownership.md")
-        if b.kind == "file" and b.target == "tenant_broker.py"
+        if b.kind == "file" and b.target == "broker/tenant_broker.py"
     ]
     namespace: dict[str, Any] = {"__name__": "tenant_broker"}
     exec(compile(block.code, block.where, "exec"), namespace)
@@ -127,6 +127,28 @@ def test_the_broker_assumes_the_tenant_role_with_the_tenant_as_session_tag(
     )
     assert store.get("s-1", partition="acme:eu@1", consistent=True) is not None
     assert claim_of(ddb, "connection#conn-1=")  # recorded through the registrar
+
+
+def test_the_broker_handler_creates_the_verified_tenant_s_session(
+    deployed: dict[str, Any], ddb: Any
+) -> None:
+    """The page's ``handler`` ($connect): the tenant from the authorizer's context, the session
+    and connection recorded under that tenant's partition, through the registrar."""
+    event = {
+        "requestContext": {"connectionId": "conn-7=", "authorizer": {"tenantId": "globex"}},
+        "queryStringParameters": {"session": "s-7"},
+    }
+
+    assert broker_module()["handler"](event, None) == {"statusCode": 200}
+
+    item = ddb.get_item(
+        TableName=TABLE,
+        Key={"tenantId": {"S": "globex"}, "sessionId": {"S": "s-7"}},
+        ConsistentRead=True,
+    )["Item"]
+    assert item["connectionId"] == {"S": "conn-7="}
+    assert claim_of(ddb, "connection#conn-7=")  # recorded through the registrar
+    assert deployed["signed"]  # the registrar was invoked with the tenant role's credentials
 
 
 def test_the_store_s_dynamodb_client_runs_as_the_assumed_role(deployed: dict[str, Any]) -> None:
