@@ -571,3 +571,52 @@ def test_fails_a_registrar_without_its_tables(ddb: Any) -> None:
             Registrar(config, ddb)
         assert repr(config.table_name) in str(failed.value)
         assert repr(config.ownership_table_name) in str(failed.value)
+
+
+def test_rule_registrar_reads_the_item_and_the_claims_strongly_consistent(
+    deployment: Deployment,
+) -> None:
+    """A claim decided on an eventually consistent read could miss the write that ended the
+    session or took the id a moment ago."""
+    session = create(deployment, A, "s-1")
+    ask(deployment, "claim", session, A, "s-1", [[CONNECTION, "c-1"]])
+    reads: list[dict[str, Any]] = []
+    deployment.registrar_ddb.meta.events.register(
+        "provide-client-params.dynamodb.GetItem", lambda params, **_: reads.append(dict(params))
+    )
+
+    assert ask(deployment, "owned", session, A, "s-1", [[CONNECTION, "c-1"]])["owned"]
+
+    assert [(r["TableName"], r["ConsistentRead"]) for r in reads] == [
+        (TABLE, True),
+        (OWNERSHIP_TABLE, True),
+    ]
+    assert reads[0]["Key"] == {"tenant": {"S": A}, SORT: {"S": "s-1"}}
+    assert reads[1]["Key"] == {"resource": {"S": "connection#c-1"}}
+
+
+def test_rule_registrar_handler_answers_from_the_environments_configuration(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Lambda entry point builds one `Registrar` from the environment the construct sets
+    and keeps it for the next invocation."""
+    from session_expiry_runtime import registrar
+
+    for name, value in (
+        ("SESSION_EXPIRY_TABLE_NAME", TABLE),
+        ("SESSION_EXPIRY_OWNERSHIP_TABLE_NAME", OWNERSHIP_TABLE),
+        ("SESSION_EXPIRY_PARTITION_KEY", "tenant"),
+        ("SESSION_EXPIRY_SORT_KEY", SORT),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(registrar, "_registrar", None)
+
+    answer = registrar.handler({**GOOD, "op": "nope"}, None)
+    built = registrar._registrar
+    again = registrar.handler(GOOD | {"key": {"tenant": A}}, None)
+
+    assert answer["error"] == "BadRequest" and answer["message"].startswith("op 'nope'")
+    assert again["message"].endswith("expected String values of exactly ['tenant', 'sessionId']")
+    assert built is not None and registrar._registrar is built
+    assert built.config.ownership_table_name == OWNERSHIP_TABLE
