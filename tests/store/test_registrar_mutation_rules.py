@@ -620,3 +620,71 @@ def test_rule_registrar_handler_answers_from_the_environments_configuration(
     assert again["message"].endswith("expected String values of exactly ['tenant', 'sessionId']")
     assert built is not None and registrar._registrar is built
     assert built.config.ownership_table_name == OWNERSHIP_TABLE
+
+
+def test_rule_registrar_waits_with_its_own_sleep_for_an_id_being_released(
+    deployment: Deployment, ddb: Any
+) -> None:
+    """An id whose owner's cleanup is releasing it is asked for again after the waits, with
+    the sleep the registrar was given; then refused as ``releasing`` (retry soon)."""
+    from session_expiry_runtime.store_parts.claims import RELEASING_RETRY_DELAYS
+
+    owner = create(deployment, A, "s-owner", connection_id="c-1")
+    ddb.update_item(
+        TableName=OWNERSHIP_TABLE,
+        Key={"resource": {"S": "connection#c-1"}},
+        UpdateExpression="SET #s = :s",
+        ExpressionAttributeNames={"#s": "state"},
+        ExpressionAttributeValues={":s": {"S": "releasing"}},
+    )
+    sleeps: list[float] = []
+    registrar = Registrar(
+        deployment.config,
+        ddb,
+        clock=lambda: deployment.clock().timestamp(),
+        sleep=sleeps.append,
+        emit=deployment.metrics.append,
+    )
+    a = create(deployment, A, "s-a")
+
+    answer = registrar.handle(
+        {"op": "claim", "key": key(A, "s-a"), "incarnation": a.incarnation}
+        | {"token": a.claim_token, "resources": [[CONNECTION, "c-1"]]}
+    )
+
+    assert answer["error"] == "ResourceOwned" and answer["releasing"] is True
+    assert answer["ownerIncarnation"] == owner.incarnation
+    assert sleeps == list(RELEASING_RETRY_DELAYS)
+
+
+def test_rule_registrar_without_emit_prints_the_refusal_as_emf(
+    deployment: Deployment, ddb: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    registrar = Registrar(
+        deployment.config, ddb, clock=lambda: deployment.clock().timestamp(), sleep=lambda _: None
+    )
+    a = create(deployment, A, "s-a")
+    capsys.readouterr()
+
+    registrar.handle(
+        {"op": "claim", "key": key(A, "s-a"), "incarnation": a.incarnation}
+        | {"token": "f" * 32, "resources": [[CONNECTION, "c-1"]]}
+    )
+
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert printed == [refused_metric(deployment)]
+
+
+def test_fails_a_registrar_request_whose_key_is_not_the_tables_single_key(ddb: Any) -> None:
+    registrar = Registrar(
+        RuntimeConfig(table_name=TABLE, ownership_table_name=OWNERSHIP_TABLE), ddb
+    )
+    answer = registrar.handle({**GOOD, "key": key(A, "s")})
+    assert answer == {
+        "ok": False,
+        "error": "BadRequest",
+        "message": "key {'tenant': 'tenant-a', 'sessionId': 's'}: expected String values of "
+        "exactly ['pk']",
+    }
