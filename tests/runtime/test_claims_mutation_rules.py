@@ -72,3 +72,17 @@ def test_rule_coalescer_a_remainder_goes_while_a_full_call_is_answered(sandbox: 
         0: {ref("c0="): Verdict(VERDICT_OWNED), ref("c0b="): Verdict(VERDICT_OWNED)},
         1: {ref("c1="): Verdict(VERDICT_OWNED)},
     }
+
+
+def test_rule_batcher_takes_one_item_per_call_at_the_smallest_size(sandbox: Sandbox) -> None:
+    """``max_items`` 1 is a valid size (1..100): each id is its own call."""
+    key = {"pk": "s-0"}
+    for name in ("a=", "b="):
+        put_claim(sandbox.ddb, KIND_CONNECTION, name, key=key, incarnation="inc1")
+    claims = ClaimBatcher(sandbox.ddb, OWNERSHIP_TABLE, clock=lambda: NOW, max_items=1)
+    calls = calls_of(sandbox.ddb)
+
+    verdicts = claims.check(Claimant(owner_token(key), "inc1"), [ref("a="), ref("b=")])
+
+    assert verdicts == {ref("a="): Verdict(VERDICT_OWNED), ref("b="): Verdict(VERDICT_OWNED)}
+    assert [len(p["TransactItems"]) for n, p in calls if n == "TransactWriteItems"] == [1, 1]
