@@ -86,3 +86,46 @@ def test_rule_batcher_takes_one_item_per_call_at_the_smallest_size(sandbox: Sand
 
     assert verdicts == {ref("a="): Verdict(VERDICT_OWNED), ref("b="): Verdict(VERDICT_OWNED)}
     assert [len(p["TransactItems"]) for n, p in calls if n == "TransactWriteItems"] == [1, 1]
+
+
+def test_rule_coalescer_the_same_request_of_two_records_goes_in_one_call(
+    sandbox: Sandbox,
+) -> None:
+    """Two records asking the same mark at once (a record delivered twice) share one call and
+    one action: the duplicate is the same request for the same item, not a second request."""
+    for name, pk in (("x=", "s-x"), ("y=", "s-y")):
+        put_claim(sandbox.ddb, KIND_CONNECTION, name, key={"pk": pk}, incarnation="inc1")
+    claims = ClaimBatcher(sandbox.ddb, OWNERSHIP_TABLE, clock=lambda: NOW, max_items=2)
+    calls = calls_of(sandbox.ddb)
+    second_call_sent = threading.Event()
+    sent: list[int] = []
+
+    def hold_the_first_call_until_a_second_one(params: dict[str, Any], **_: Any) -> None:
+        sent.append(len(params["TransactItems"]))
+        if len(sent) == 1:
+            second_call_sent.wait(timeout=10)
+        else:
+            second_call_sent.set()
+
+    sandbox.ddb.meta.events.register(
+        "provide-client-params.dynamodb.TransactWriteItems", hold_the_first_call_until_a_second_one
+    )
+    results: list[Any] = []
+    x, y = (Claimant(owner_token({"pk": pk}), "inc1") for pk in ("s-x", "s-y"))
+    first = threading.Thread(target=lambda: results.append(claims.check(x, [ref("x=")])))
+    first.start()
+    while not sent:
+        threading.Event().wait(0.001)
+    twins = [
+        threading.Thread(target=lambda: results.append(claims.check(y, [ref("y=")])))
+        for _ in range(2)
+    ]
+    for thread in twins:
+        thread.start()
+    for thread in (first, *twins):
+        thread.join(timeout=20)
+
+    assert [len(p["TransactItems"]) for n, p in calls if n == "TransactWriteItems"] == [1, 1]
+    assert sorted(map(str, results)) == sorted(
+        map(str, [{ref("x="): Verdict(VERDICT_OWNED)}] + [{ref("y="): Verdict(VERDICT_OWNED)}] * 2)
+    )
