@@ -12,6 +12,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+import boto3
 import pytest
 from session_expiry_runtime.core.config import (
     DEFAULT_METRICS_NAMESPACE,
@@ -23,7 +24,7 @@ from session_expiry_runtime.core.ownership import KINDS
 from session_expiry_runtime.registrar import MAX_RESOURCES, UNDO_WINDOW_SECONDS, Registrar
 from session_expiry_runtime.store_parts.session import Session
 
-from ._support import OWNERSHIP_TABLE, TABLE, FakeClock, claim_of
+from ._support import OWNERSHIP_TABLE, TABLE, FakeClock, claim_of, create_table
 from .test_claim_registrar import HOUR, SORT, Deployment, key
 
 A, B = "tenant-a", "tenant-b"
@@ -620,6 +621,10 @@ def test_rule_registrar_handler_answers_from_the_environments_configuration(
     assert again["message"].endswith("expected String values of exactly ['tenant', 'sessionId']")
     assert built is not None and registrar._registrar is built
     assert built.config.ownership_table_name == OWNERSHIP_TABLE
+    # And it reads the tables with a DynamoDB client of its own.
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    create_table(ddb, partition_key="tenant", sort_key=SORT)
+    assert registrar.handler(GOOD, None) == {"ok": True, "owned": []}
 
 
 def test_rule_registrar_waits_with_its_own_sleep_for_an_id_being_released(
