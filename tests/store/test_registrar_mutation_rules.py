@@ -693,3 +693,40 @@ def test_fails_a_registrar_request_whose_key_is_not_the_tables_single_key(ddb: A
         "message": "key {'tenant': 'tenant-a', 'sessionId': 's'}: expected String values of "
         "exactly ['pk']",
     }
+
+
+def test_rule_registrar_release_of_a_kind_no_step_declares_frees_it(
+    deployment: Deployment,
+) -> None:
+    """The item cannot name an id of a custom kind the deployment does not declare, so its
+    claim is the session's to give up like any other (and the request is answered)."""
+    session = create(deployment, A, "s-1")
+    ids = [["custom:Undeclared", "x-1"]]
+    assert ask(deployment, "claim", session, A, "s-1", ids)["ok"] is True
+
+    assert ask(deployment, "release", session, A, "s-1", ids) == {
+        "ok": True,
+        "released": ids,
+        "kept": [],
+    }
+    assert state_of(deployment, "x-1", "custom:Undeclared") == "released"
+
+
+def test_rule_registrar_undo_for_a_live_item_does_not_ask_for_a_token_hash(
+    deployment: Deployment,
+) -> None:
+    """While the key's item is live, the request's token was checked against the item (an
+    item without a token shows none): the claim's hash is not asked, so a claim written without
+    one (an item from before claim tokens) is undone too."""
+    session = create(deployment, A, "s-1")
+    set_item(deployment, A, "s-1", "REMOVE claimToken")
+    bare = {"key": key(A, "s-1"), "incarnation": session.incarnation}
+    resources = {"resources": [[CONNECTION, "c-1"]]}
+    assert deployment.invoke({"op": "claim", **bare, **resources})["ok"] is True
+    claim = claim_of(deployment.registrar_ddb, "connection#c-1")
+    assert claim is not None and "tokenHash" not in claim
+
+    answer = deployment.invoke({"op": "undo", **bare, **resources})
+
+    assert answer == {"ok": True, "undone": [[CONNECTION, "c-1"]]}
+    assert state_of(deployment, "c-1") is None
