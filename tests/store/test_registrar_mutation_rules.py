@@ -730,3 +730,27 @@ def test_rule_registrar_undo_for_a_live_item_does_not_ask_for_a_token_hash(
 
     assert answer == {"ok": True, "undone": [[CONNECTION, "c-1"]]}
     assert state_of(deployment, "c-1") is None
+
+
+def test_rule_registrar_release_keeps_a_connection_named_only_by_the_single_attribute(
+    deployment: Deployment,
+) -> None:
+    """An item naming its connection in ``connectionId`` alone (written before the set of
+    connections, or around the store) still names it: its claim is kept."""
+    session = create(deployment, A, "s-1")
+    ids = [[CONNECTION, "c-single"]]
+    ask(deployment, "claim", session, A, "s-1", ids)
+    set_item(
+        deployment,
+        A,
+        "s-1",
+        "SET connectionId = :c REMOVE connectionIds",
+        **{":c": {"S": "c-single"}},
+    )
+
+    assert ask(deployment, "release", session, A, "s-1", ids) == {
+        "ok": True,
+        "released": [],
+        "kept": ids,
+    }
+    assert state_of(deployment, "c-single") == "held"
