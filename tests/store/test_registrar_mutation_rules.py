@@ -556,7 +556,7 @@ def test_rule_registrar_request_at_its_limits_is_one(deployment: Deployment) -> 
     """Exactly `MAX_RESOURCES` ids and a 64-character token are a request; the same id twice
     is asked once."""
     many = [[CONNECTION, f"c-{i}"] for i in range(MAX_RESOURCES)]
-    for event in ({**GOOD, "resources": many}, {**GOOD, "token": "t" * 64}):
+    for event in ({**GOOD, "resources": many}, {**GOOD, "token": "t" * 64}, {**GOOD, "token": "t"}):
         assert deployment.registrar.handle(event) == {"ok": True, "owned": []}
     session = create(deployment, A, "s-1")
     twice = ask(deployment, "claim", session, A, "s-1", [[CONNECTION, "c-1"], [CONNECTION, "c-1"]])
@@ -568,10 +568,13 @@ def test_fails_a_registrar_without_its_tables(ddb: Any) -> None:
         RuntimeConfig(table_name="", ownership_table_name=OWNERSHIP_TABLE),
         RuntimeConfig(table_name=TABLE, ownership_table_name=""),
     ):
-        with pytest.raises(ValueError, match="the registrar needs both") as failed:
+        with pytest.raises(ValueError) as failed:
             Registrar(config, ddb)
-        assert repr(config.table_name) in str(failed.value)
-        assert repr(config.ownership_table_name) in str(failed.value)
+        assert str(failed.value) == (
+            f"table {config.table_name!r}, ownership table {config.ownership_table_name!r}: the "
+            "registrar needs both (SESSION_EXPIRY_TABLE_NAME and "
+            "SESSION_EXPIRY_OWNERSHIP_TABLE_NAME, which the construct sets)"
+        )
 
 
 def test_rule_registrar_reads_the_item_and_the_claims_strongly_consistent(
@@ -754,3 +757,18 @@ def test_rule_registrar_release_keeps_a_connection_named_only_by_the_single_attr
         "kept": ids,
     }
     assert state_of(deployment, "c-single") == "held"
+
+
+def test_rule_registrar_grant_claim_answers_when_it_was_claimed(deployment: Deployment) -> None:
+    session = create(deployment, A, "s-1")
+    deployment.clock.advance(2.25)
+    now = Decimal(str(deployment.clock().timestamp()))
+
+    answer = ask(deployment, "claim", session, A, "s-1", [["grant", "g-1"]], grant=True)
+
+    assert answer == {
+        "ok": True,
+        "claimed": [{"kind": "grant", "id": "g-1", "claimedAt": str(now)}],
+    }
+    claim = claim_of(deployment.registrar_ddb, "grant#g-1")
+    assert claim is not None and claim["claimedAt"] == {"N": str(now)}
