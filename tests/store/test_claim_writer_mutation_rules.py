@@ -360,6 +360,7 @@ def test_rule_transact_condition_failure_is_not_asked_again(sleeps: list[float])
     assert (ddb.calls, sleeps) == (1, [])
     assert cancelled.value.failed(1) == {"Code": "ConditionalCheckFailed"}
     assert cancelled.value.failed(0) is None
+    assert cancelled.value.failed(2) is None  # no reason for an index past the last
     assert cancelled.value.error.response["Error"]["Code"] == "TransactionCanceledException"
     assert str(cancelled.value) == str(cancelled.value.error)
 
