@@ -502,3 +502,16 @@ def test_rule_release_keeps_gone_since_and_put_fails_on_other_errors(
     ddb.delete_table(TableName=OWNERSHIP_TABLE)
     with pytest.raises(ClientError, match="ResourceNotFoundException"):
         writer.put(claim(rid="c-2"))
+
+
+def test_rule_refusal_names_the_requesting_session_and_its_partition() -> None:
+    tenant = Holder(
+        owner=owner_token({"tenant": "t-1", "sessionId": "s-1"}),
+        incarnation="i-1",
+        not_after=T0_EPOCH,
+        session_id="s-1",
+        partition="t-1",
+        label="session 's-1' in partition 't-1' (incarnation 'i-1')",
+    )
+    err = refusal(ClaimRequest("connection", "c-1", tenant), None)
+    assert (err.session_id, err.partition) == ("s-1", "t-1")
