@@ -230,7 +230,7 @@ def test_rule_take_over_of_a_record_that_changed_is_raced(writer: ClaimWriter, d
 
 # --- refusals -----------------------------------------------------------------------------------
 def test_rule_refusal_names_the_owner_its_incarnation_and_absolute_end(
-    writer: ClaimWriter, ddb: Any
+    writer: ClaimWriter, ddb: Any, sleeps: list[float]
 ) -> None:
     writer.put(claim(h=holder(KEY_2, "i-2")))
     with pytest.raises(Exception) as refused:
@@ -250,6 +250,7 @@ def test_rule_refusal_names_the_owner_its_incarnation_and_absolute_end(
         False,
     )
     assert (err.session_id, err.partition) == ("s-1", None)  # type: ignore[attr-defined]
+    assert sleeps == []  # a live owner's id is refused at once, not asked for again
 
 
 def test_rule_refusal_of_a_releasing_record_says_retry_and_is_asked_again(
