@@ -149,7 +149,9 @@ def report(outcomes: list[Outcome]) -> bool:
             f"{o.rate:>10.1%}{o.goal:>6.0%}{'' if met else '  BELOW GOAL'}"
         )
         if unchecked:
-            checked = len(o.statuses) - len(unchecked) - len(o.equivalent & set(o.statuses))
+            # The equivalent mutants among those checked (an unchecked one is in neither count).
+            equivalent = {m for m in o.equivalent if o.statuses.get(m) is not None}
+            checked = len(o.statuses) - len(unchecked) - len(equivalent)
             print(
                 f"    {len(unchecked)} mutants not checked (the run stopped early); of the "
                 f"{checked} non-equivalent checked, {len(o.killed) / max(checked, 1):.1%} killed"

@@ -192,7 +192,10 @@ def _resources(value: object) -> tuple[tuple[str, str], ...]:
                 f"resource {pair!r}: expected [kind, id], kind one of {list(KINDS)} or "
                 "'custom:<step name>'"
             )
-        resource_key(pair[0], pair[1])  # a non-empty id
+        try:
+            resource_key(pair[0], pair[1])  # a non-empty id
+        except ValueError as exc:  # a bad request, answered as one: never a function error
+            raise BadRequest(f"resource {pair!r}: {exc}") from None
         out.append((str(pair[0]), str(pair[1])))
     return tuple(dict.fromkeys(out))
 
