@@ -17,10 +17,10 @@
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -176,10 +176,18 @@ def run(sizes: tuple[int, ...] = (1, 10, 50), repeats: int = 2) -> dict[str, Any
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """``python -m bench.synth OUT.json``: the synth measurement alone, written to OUT.json."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.synth",
+        description="Synth time of stacks with 1, 10 and 50 SessionExpiry constructs "
+        "(BENCH_SYNTH_SIZES, BENCH_SYNTH_REPEATS), written as JSON.",
+    )
+    parser.add_argument("out", type=Path, help="the JSON file to write")
+    out = parser.parse_args(argv).out
     sizes = tuple(int(x) for x in os.environ.get("BENCH_SYNTH_SIZES", "1,10,50").split(","))
     repeats = int(os.environ.get("BENCH_SYNTH_REPEATS", "2"))
-    Path(sys.argv[1]).write_text(json.dumps(run(sizes, repeats), indent=2))
+    out.write_text(json.dumps(run(sizes, repeats), indent=2))
 
 
 if __name__ == "__main__":

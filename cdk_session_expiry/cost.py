@@ -693,9 +693,17 @@ def render(o: Options, not_priced: Sequence[str] = ()) -> str:
     )
 
 
+def _prog() -> str:
+    """``session-expiry cost`` from the console script (``cli``), else the ``python -m`` form."""
+    script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    if script == "session-expiry":
+        return "session-expiry cost"
+    return "python -m cdk_session_expiry.cost"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m cdk_session_expiry.cost",
+        prog=_prog(),
         description="What cleaning sessions costs a month with your options, by service, with "
         "each price and its page; and the same sessions cleaned by an EventBridge Scheduler "
         "schedule, a Step Functions execution or a Lambda durable execution per session.",

@@ -1,4 +1,4 @@
 """``make sandbox``: deploy the sample app into a local AWS emulator and watch sessions get cleaned.
 
-Run ``python -m sandbox --help``. See :mod:`sandbox.scenario`.
+Run ``python -m sandbox --help``. See ``sandbox.scenario``.
 """

@@ -1,7 +1,7 @@
 """Sandbox phase: the AgentCore Memory data of ended sessions released, everyone else's kept.
 
 The sample app is deployed with an AgentCore Memory and a summary namespace from context
-(:func:`deploy_context`), so the deployed cleanup deletes each ended session's memory events and
+(``deploy_context``), so the deployed cleanup deletes each ended session's memory events and
 the long-term records under ``/summaries/{actorId}/{sessionId}/``. Before the cleanup runs:
 
 * some sessions that will be ended record a memory session (``SessionStore.attach_memory_session``,
@@ -13,7 +13,7 @@ the long-term records under ``/summaries/{actorId}/{sessionId}/``. Before the cl
   record (``/facts/<actor>/``) no session namespace covers;
 * some live sessions record memory sessions with events and records too.
 
-:func:`check` then counts what is left: the ended sessions' events and summaries are gone;
+``check`` then counts what is left: the ended sessions' events and summaries are gone;
 the neighbours', the actor-wide records and the live sessions' are all there.
 """
 

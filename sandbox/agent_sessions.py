@@ -1,15 +1,15 @@
 """Sandbox phase: Amazon Bedrock AgentCore sessions stopped with the sessions that used them.
 
-The sample app is deployed with AgentCore targets from context (:func:`deploy_context`: a
+The sample app is deployed with AgentCore targets from context (``deploy_context``: a
 runtime ARN in the emulator's account and Region, a custom code interpreter and browser),
 so the deployed cleanup function carries them in its environment and its role's policy. Some
 sessions that will be ended and some that stay live get AgentCore session ids through
 ``SessionStore.attach_agent_session``, and the emulator registers those AgentCore sessions as
-running (moto has none: :mod:`cdk_session_expiry.testing.agentcore` answers the Stop calls). A
+running (moto has none: ``cdk_session_expiry.testing.agentcore`` answers the Stop calls). A
 few browser sessions are left unregistered, as if they had already ended on their own: the
 cleanup's ``StopBrowserSession`` gets ``ResourceNotFoundException``, which is done.
 
-:func:`check`, after the cleanup ran, compares the emulator's record with the plan: each ended
+``check``, after the cleanup ran, compares the emulator's record with the plan: each ended
 session's three AgentCore sessions were stopped (runtime with the deployed ARN and no
 qualifier), none of a live session was touched, and no AgentCore step failed.
 
@@ -18,7 +18,7 @@ manager and Bedrock sessions, :data:`DECLARED_TARGETS`) likewise: each session g
 each, recorded with ``SessionStore.attach_resource`` and held by the emulator
 (``cdk_session_expiry/testing/models/_moto_resource_kinds.py``; a Bedrock session is created
 with ``CreateSession`` on the emulator's ``bedrock-agent-runtime``,
-``cdk_session_expiry/testing/bedrock_sessions.py``); :func:`check` requires each ended
+``cdk_session_expiry/testing/bedrock_sessions.py``); ``check`` requires each ended
 session's ids released (a Bedrock session ended, then deleted) and each live session's still
 held (a Bedrock session still ``ACTIVE``).
 """

@@ -10,7 +10,7 @@ types, as the Hive JSON SerDe maps fields to columns), ``date`` taken from the k
 ``date=`` level as Athena's ``storage.location.template`` does, and only days partition
 projection offers (``yyyy-MM-dd`` from the projection's start). A change of the record format,
 the key layout or the SQL that Athena would not read breaks this phase (and the tests that use
-:func:`connect`).
+``connect``).
 
 What it checks, before the backstop and forgery phases add records of their own:
 

@@ -1,7 +1,7 @@
 """The sandbox's issue-6 phases: expiry sweeper, archive, fan-out, kill switch, dry run, replay.
 
 Each phase drives the deployed sample app in the emulator and returns what it measured; the
-scenario (:mod:`sandbox.scenario`) verifies the resources of every session at the end.
+scenario (``sandbox.scenario``) verifies the resources of every session at the end.
 
 Time: the sweeper runs on an EventBridge schedule (``rate(5 minutes)`` in the sample), which
 moto creates but never fires. The phase simulates that schedule instead of waiting for it:

@@ -11,7 +11,7 @@
 
 The sessions join the scenario's plans (``SessionPlan``: their last connection, grant and
 scratch objects), so the scenario's own checks (resources gone or intact, archive, events)
-cover them too; :meth:`Storm.verify` adds the per-connection checks.
+cover them too; ``Storm.verify`` adds the per-connection checks.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class MovableClock:
 
 @dataclass
 class Storm:
-    """What the phase did, for :meth:`verify` and the report."""
+    """What the phase did, for ``verify`` and the report."""
 
     plans: list[Any] = field(default_factory=list)
     #: session id -> every connection id it had, in attach order (the first from ``create``).

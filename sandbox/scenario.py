@@ -14,7 +14,7 @@
    reuse some expired session ids for a new incarnation before the cleanup runs; run the
    cleanup: the deployed function's code, fed from the deployed stream with the deployed
    mapping's settings.
-5. Expiry sweeper (:mod:`sandbox.beyond_ttl`): sessions whose last heartbeat puts their expiry
+5. Expiry sweeper (``sandbox.beyond_ttl``): sessions whose last heartbeat puts their expiry
    in one of three simulated intervals of the deployed schedule; the deployed sweeper function
    runs at each simulated scheduled time, then the cleanup. A session given a heartbeat just
    before its sweep must survive. Reports the expiry-to-clean bound against the interval.
@@ -25,11 +25,11 @@
 7. Kill switch: the mapping is disabled (``UpdateEventSourceMapping``): nothing is delivered;
    enabled again: delivery resumes where it stopped. Dry run: ``SESSION_EXPIRY_DRY_RUN=true``
    on the deployed function: records are consumed, nothing changes.
-8. Real time (:mod:`sandbox.realtime`): the deployed sweeper given the construct's settings for
+8. Real time (``sandbox.realtime``): the deployed sweeper given the construct's settings for
    a 5 s interval, the mapping's poller on its own thread, sessions whose TTLs are spread over
    two minutes: expiry-to-clean p50/p99/max per session on the wall clock, against the goal
    (p99 <= 10 s; reported, not failed) and interval + processing. ``--no-realtime`` skips it.
-9. AgentCore (:mod:`sandbox.agent_sessions`): the sample app is deployed with AgentCore
+9. AgentCore (``sandbox.agent_sessions``): the sample app is deployed with AgentCore
    targets from context; some ended and some live sessions get AgentCore session ids
    (``attach_agent_session``) that the emulator registers as running. Each ended session's
    runtime, code interpreter and browser sessions must be stopped (an already ended browser
@@ -37,21 +37,21 @@
 10. Verify against the emulator: every cleaned session's connection, grant and scratch objects
    are gone, it has exactly one archive object and one event; every live (and dry-run)
    session's resources are intact and have neither. Print a report; exit 1 on any mismatch.
-11. Backstops (:mod:`sandbox.backstops`, after those checks, on sessions of its own): a grant
+11. Backstops (``sandbox.backstops``, after those checks, on sessions of its own): a grant
     orphaned by a simulated stream outage is retired by the deployed grant sweep, and its code
     interpreter session stopped by the deployed tool-session sweep; a replay run
     over a queue holding a malformed message replays the good one and keeps the other.
-12. Forgery (:mod:`sandbox.forgery`): an item written by another writer names a live session's
+12. Forgery (``sandbox.forgery``): an item written by another writer names a live session's
     grant and scratch prefix and ends; the deployed cleanup refuses both (``GrantsRefused``,
     ``ScratchPrefixesRefused``) and the live session's grant and objects stay.
-13. Ownership (:mod:`sandbox.ownership`): a tenant asks the store for another tenant's
+13. Ownership (``sandbox.ownership``): a tenant asks the store for another tenant's
     connection and AgentCore ids (refused at write) and ends forged items naming all of that
     tenant's resources (refused by the cleanup: 0 foreign resources touched); a reuse-after-
     expiry storm re-creates ids with the same connection and runtime session ids, before and
     after the old incarnation's cleanup: old incarnations cleaned, new ones untouched.
-14. Two Regions (:mod:`sandbox.two_regions`): a global table's replicas in two Regions, each
+14. Two Regions (``sandbox.two_regions``): a global table's replicas in two Regions, each
     Region's deployed cleanup code in global-table mode cleans exactly its own sessions.
-15. Kinesis source (:mod:`sandbox.kinesis_phase`, last): the deployed cleanup code fed by a
+15. Kinesis source (``sandbox.kinesis_phase``, last): the deployed cleanup code fed by a
     Kinesis change stream with duplicated, reordered REMOVEs 30 hours old: each cleaned once.
 """
 
@@ -789,7 +789,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 class _EmulatorSession:
-    """What :func:`session_expiry_runtime.ops.status.collect` needs of a boto3 session, bound to the
+    """What ``session_expiry_runtime.ops.status.collect`` needs of a boto3 session, bound to the
     emulator: ``client(service, **kwargs)``."""
 
     def __init__(self, emulator: Any) -> None:

@@ -84,3 +84,22 @@ def test_cost_help_does_not_start_the_jsii_runtime() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_help_names_the_form_the_operator_typed(
+    name: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From the console script the usage reads ``session-expiry <name>``; from ``python -m``
+    it reads the module form (a fresh user's trial: both once said ``python -m``)."""
+    module, before = EXPECTED[name]
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/session-expiry", name, "--help"])
+    assert cli.main([name, "--help"]) == 0
+    assert capsys.readouterr().out.startswith(f"usage: session-expiry {name}")
+
+    monkeypatch.setattr(sys, "argv", ["/repo/module.py", "--help"])
+    command, given = cli.dispatch(name)
+    with pytest.raises(SystemExit):
+        command([*given, "--help"])
+    typed = " ".join(("python -m", module, *before))
+    assert capsys.readouterr().out.startswith(f"usage: {typed}")

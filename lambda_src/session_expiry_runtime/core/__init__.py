@@ -5,6 +5,7 @@
 Regions (`regions`), AgentCore session names (`agent_sessions`), grant names (`grant_names`), the
 steps' thread pool (`step_pool`), the ownership records' format and kinds (`ownership`), the
 resource kinds, each declared once (`kinds`, `kind_settings`), and the request budget every
-invocation shares (`shared_pace`). Every other package may import it; it imports nothing of the
+invocation shares (`shared_pace`), and the name a command line tool gives itself
+(`commands`). Every other package may import it; it imports nothing of the
 runtime outside itself.
 """

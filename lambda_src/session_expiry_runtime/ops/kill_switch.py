@@ -56,6 +56,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..core.commands import prog
 from ..switches import kill_switch_flags
 from ..switches.pause_watch import PAUSED_STATES, STREAM_RETENTION, deadlines
 
@@ -236,7 +237,7 @@ def _seconds(text: str) -> float:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m session_expiry_runtime.kill_switch",
+        prog=prog("python -m session_expiry_runtime.kill_switch", "kill-switch"),
         usage=(
             "%(prog)s [-h] (--uuid UUID | --function FUNCTION) [--wait SECONDS]\n"
             "           {disable,enable,status}\n"

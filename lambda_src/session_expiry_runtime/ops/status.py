@@ -50,6 +50,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..core.commands import prog
 from ..core.config import RuntimeConfig
 from ..switches.deferred import ATTR_DEFERRED_AT, ATTR_DEFERRED_STEP, DEFERRED_INDEX, WHOLE_RECORD
 from ..switches.feature_flags import FLAG_DRY_RUN, FLAG_ENABLED
@@ -657,7 +658,7 @@ iteratorAgeMilliseconds, unreadable (null where a resource is absent or unreadab
 def parser() -> argparse.ArgumentParser:
     """The command's arguments."""
     p = argparse.ArgumentParser(
-        prog="python -m session_expiry_runtime.status",
+        prog=prog("python -m session_expiry_runtime.status", "status"),
         description="The session cleanup's whole state, read from the stack's outputs:\n"
         "the event source mapping, circuit breaker, feature flags, pause deadlines,\n"
         "alarms in ALARM with their runbooks, failure queue, deferred work, iterator age.",

@@ -19,6 +19,7 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..cleanup.cleaner import SessionCleaner, build_clients
+from ..core.commands import prog
 from ..core.config import RuntimeConfig, validate_cleanup_config
 from ..core.metrics import MetricsRecorder
 from .replay_levers import OVERRIDE, ReplayLevers, replay_levers
@@ -141,7 +142,7 @@ def _text(raw: str) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m session_expiry_runtime.replay",
+        prog=prog("python -m session_expiry_runtime.replay", "replay"),
         description="Replay failed cleanup batches from the on-failure destination; a message "
         "is deleted only when every REMOVE record of its range was cleaned.",
         epilog=EPILOG,

@@ -34,6 +34,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..core.commands import prog
 from ..core.config import (
     ENV_FLAGS_APPLICATION,
     ENV_FLAGS_DEPLOYMENT_STRATEGY,
@@ -235,7 +236,7 @@ def _summary(deployment: Mapping[str, Any]) -> dict[str, Any]:
 def parser() -> argparse.ArgumentParser:
     """The ``flags`` command's arguments."""
     p = argparse.ArgumentParser(
-        prog="python -m session_expiry_runtime.kill_switch flags",
+        prog=prog("python -m session_expiry_runtime.kill_switch flags", "flags"),
         description=(
             "Show or change the session cleanup's feature flags in AWS AppConfig (construct\n"
             "prop feature_flags): a new hosted configuration version, deployed with the\n"
