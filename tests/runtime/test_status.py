@@ -28,6 +28,18 @@ from cdk_session_expiry.testing.models import _cloudformation_models, _moto_appc
 STACK = "Sessions"
 PARAMETER = "/sessions/breaker"
 #: Output keys as CloudFormation keys ``SessionExpiry(stack, "Sessions")``'s outputs.
+#: The runbooks' placeholder of each output (docs/operating.md, "Filling in the commands").
+PLACEHOLDERS = {
+    "CleanupFunctionName": "CLEANUP_FN",
+    "CleanupEventSourceMappingId": "UUID",
+    "TableName": "TABLE",
+    "FailureQueueUrl": "URL",
+    "DeferredWorkTableName": "DEFERRED_WORK_TABLE",
+    "FeatureFlagsApplicationId": "APPLICATION",
+    "FeatureFlagsEnvironmentId": "ENVIRONMENT",
+    "FeatureFlagsProfileId": "PROFILE",
+    "CircuitBreakerStateParameterName": "PARAMETER",
+}
 KEYS = {
     "CleanupFunctionName": "SessionsCleanupFunctionName37B1685E",
     "CleanupEventSourceMappingId": "SessionsCleanupEventSourceMappingId54B6DE77",
@@ -129,9 +141,15 @@ def template(values: dict[str, str]) -> dict[str, Any]:
             "SessionsTwoErrorsAlarm9F8E7D6C": alarm("Sessions-SessionsTwoErrors-ABC", "Other."),
         },
         "Outputs": {
-            **{KEYS[k]: {"Value": v} for k, v in values.items()},
+            **{
+                KEYS[k]: {"Value": v, "Description": f"What it is ({PLACEHOLDERS[k]}): a command."}
+                for k, v in values.items()
+            },
             # A second SessionExpiry in the stack: --construct chooses.
-            "SessionsTwoCleanupFunctionName0A1B2C3D": {"Value": "another-cleanup"},
+            "SessionsTwoCleanupFunctionName0A1B2C3D": {
+                "Value": "another-cleanup",
+                "Description": "Session cleanup function (CLEANUP_FN in docs/operating.md).",
+            },
         },
     }
 
@@ -339,6 +357,36 @@ def test_a_read_that_fails_is_named_and_the_others_still_answer(
     assert answer["failureQueue"] is None and "failureQueue" in answer["unreadable"]
     assert answer["mapping"]["enabled"] is True and answer["featureFlags"] is not None
     assert answer["reasons"] == ["failureQueue could not be read"]
+
+
+def test_the_runbook_values_are_the_construct_s_outputs_by_placeholder(
+    deployed: Deployed, flags: Flags, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An operator with only the stack name gets every placeholder's value (a fresh user's
+    trial: the sandbox's report named only some); the other construct's are not mixed in."""
+    _, answer = run(capsys, "--stack", STACK)
+
+    assert answer["runbookValues"] == {
+        "CLEANUP_FN": "cleanup",
+        "UUID": deployed.uuid,
+        "TABLE": "sessions",
+        "URL": deployed.queue,
+        "PARAMETER": PARAMETER,
+        "DEFERRED_WORK_TABLE": DEFERRED_WORK_TABLE,
+        "APPLICATION": flags.app,
+        "ENVIRONMENT": flags.env,
+        "PROFILE": flags.profile,
+    }
+
+
+def test_the_person_s_view_lists_the_runbook_values(
+    deployed: Deployed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status_cli.main(["--stack", STACK, "--construct", "Sessions"], session=SESSION)
+    text = capsys.readouterr().out
+
+    assert f"  {'UUID':<20} {deployed.uuid}" in text.splitlines()
+    assert "another-cleanup" not in text
 
 
 def test_the_json_object_has_the_documented_keys(

@@ -127,8 +127,13 @@ JSON_SCHEMA: dict[str, str] = {
     "oldestAgeSeconds (int|null: null when none waits); null without feature_flags",
     "iteratorAgeMilliseconds": "float|null: Maximum IteratorAge of the last 5 minutes; null "
     "without a datapoint (no invocation in that time)",
+    "runbookValues": "{placeholder: str}: every output of the construct whose description "
+    'names a runbook placeholder (docs/operating.md, "Filling in the commands"), by that '
+    "placeholder, e.g. GRANT_SWEEP_FN",
     "unreadable": "{section: str}: the sections a read failed for, and the error",
 }
+#: A runbook placeholder in an output's description: the first ``(NAME`` of capitals.
+_PLACEHOLDER = re.compile(r"\(([A-Z][A-Z0-9_]*)\b")
 
 
 class StatusInputError(ValueError):
@@ -205,9 +210,40 @@ def read_outputs(cloudformation: Any, stack: str) -> tuple[str, dict[str, str]]:
     Raises:
         botocore.exceptions.ClientError: no such stack, no permission.
     """
+    name, described = describe_outputs(cloudformation, stack)
+    return name, {o["OutputKey"]: o["OutputValue"] for o in described}
+
+
+def describe_outputs(cloudformation: Any, stack: str) -> tuple[str, list[dict[str, Any]]]:
+    """The stack's name and its outputs as ``DescribeStacks`` answers them (key, value,
+    description).
+
+    Raises:
+        botocore.exceptions.ClientError: no such stack, no permission.
+    """
     (described,) = cloudformation.describe_stacks(StackName=stack)["Stacks"]
-    outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs") or []}
-    return str(described["StackName"]), outputs
+    return str(described["StackName"]), list(described.get("Outputs") or [])
+
+
+def runbook_values(described: Iterable[Mapping[str, Any]], construct: str) -> dict[str, str]:
+    """``{placeholder: value}`` of the construct's outputs (keys ``<construct><id><hash>``)
+    whose description names a runbook placeholder (``(NAME``, e.g. ``(GRANT_SWEEP_FN)``)."""
+    described = list(described)
+    longer = [  # another construct whose path starts with this one's: not its outputs
+        c
+        for c in constructs_in(str(o.get("OutputKey", "")) for o in described)
+        if c != construct and c.startswith(construct)
+    ]
+    values: dict[str, str] = {}
+    for output in described:
+        key = str(output.get("OutputKey", ""))
+        found = _PLACEHOLDER.search(str(output.get("Description") or ""))
+        mine = re.match(rf"^{re.escape(construct)}[A-Z][A-Za-z0-9]*{_HASH}$", key) and not any(
+            key.startswith(c) for c in longer
+        )
+        if found and mine and found.group(1) not in values:
+            values[found.group(1)] = str(output.get("OutputValue", ""))
+    return values
 
 
 def _iso(value: object) -> str | None:
@@ -373,7 +409,8 @@ def collect(session: Any, stack: str, construct: str | None = None) -> dict[str,
     """
     check_input(stack, construct)
     reader = Reader(session, datetime.now(timezone.utc))
-    name, outputs = read_outputs(reader.client("cloudformation"), stack)
+    name, described = describe_outputs(reader.client("cloudformation"), stack)
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in described}
     chosen = choose_construct(outputs, construct, name)
     found = outputs_of(outputs, chosen)
     unreadable: dict[str, str] = {}
@@ -411,6 +448,7 @@ def collect(session: Any, stack: str, construct: str | None = None) -> dict[str,
         "iteratorAgeMilliseconds",
         lambda: reader.iterator_age(found[OUTPUT_CLEANUP_FUNCTION]),
     )
+    status["runbookValues"] = runbook_values(described, chosen)
     status.update(judge(status))
     return status
 
@@ -555,6 +593,13 @@ def _levers(function: Mapping[str, Any] | None) -> str:
     return f"dry run {'on' if function['dryRun'] else 'off'}, reserved concurrency {reserved}"
 
 
+def _runbook_lines(values: Mapping[str, str]) -> list[str]:
+    if not values:
+        return []
+    head = "runbook values     (docs/operating.md's placeholders, from the outputs)"
+    return [head, *(f"  {name:<20} {value}" for name, value in sorted(values.items()))]
+
+
 def render(status: Mapping[str, Any]) -> str:
     """The status in a few lines for a person (what ``--json`` holds, in words)."""
     mapping, pause = status.get("mapping"), status["pause"]
@@ -627,6 +672,7 @@ def render(status: Mapping[str, Any]) -> str:
         "iterator age       "
         + ("no datapoint in the last 5 minutes" if age is None else f"{age:g} ms (max, 5 min)")
     )
+    lines += _runbook_lines(status.get("runbookValues") or {})
     for section, error in (status.get("unreadable") or {}).items():
         lines.append(f"unreadable         {section}: {error}")
     for reason in status["reasons"]:
@@ -651,7 +697,8 @@ source).
 --json prints one object; its keys (docs/operating.md, "Status"): schemaVersion, stack,
 construct, checkedAt, exitCode, verdict, reasons, cleanupFunction, function, mapping, pause,
 circuitBreaker, featureFlags, alarmsInAlarm, failureQueue, failureBucket, deferredWork,
-iteratorAgeMilliseconds, unreadable (null where a resource is absent or unreadable).
+iteratorAgeMilliseconds, runbookValues, unreadable (null where a resource is absent or
+unreadable).
 """
 
 
