@@ -821,7 +821,13 @@ def _status_lines(view: dict[str, Any] | None) -> list[str]:
         return [*lines, f"  could not be read: {view['error']}"]
     from session_expiry_runtime.ops import status
 
-    return [*lines, *("  " + line for line in status.render(view).splitlines())]
+    expected = (
+        "  (expected: the failure queue keeps the malformed message of the backstops phase's "
+        "replay run, which replay keeps for an operator; the status command flags it)"
+    )
+    queue = view.get("failureQueue") or {}
+    note = [expected] if queue.get("messages") else []
+    return [*lines, *("  " + line for line in status.render(view).splitlines()), *note]
 
 
 def _parallel(
