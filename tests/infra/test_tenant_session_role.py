@@ -115,15 +115,20 @@ def test_fails_if_the_role_or_the_broker_can_write_claims_or_deferred_work(synth
             assert not [r for r in _resources(statement) if r in protected], statement
 
 
-def test_a_custom_tag_reaches_the_condition_and_the_trust_policy() -> None:
-    stack = Stack(App(), "CustomTag", env=ENV)
-    sessions = SessionExpiry(
+def _tenant_sessions(stack: Stack) -> SessionExpiry:
+    """A ``SessionExpiry`` whose partition key is the tenant (what the role requires)."""
+    return SessionExpiry(
         stack,
         "Sessions",
         partition_key_name="tenantId",
         sort_key_name="sessionId",
         tenant_attribute="tenantId",
     )
+
+
+def test_a_custom_tag_reaches_the_condition_and_the_trust_policy() -> None:
+    stack = Stack(App(), "CustomTag", env=ENV)
+    sessions = _tenant_sessions(stack)
     role = sessions.add_tenant_session_role(
         "TenantRole", broker=_function(stack, "Broker"), tenant_tag="org"
     )
@@ -152,13 +157,7 @@ def test_fails_a_table_whose_partition_key_is_not_the_tenant_and_makes_no_role()
 @pytest.mark.parametrize("tag", ["", "bad*tag", "aws:tenant"])
 def test_fails_a_tenant_tag_that_is_not_a_tag_key(tag: str) -> None:
     stack = Stack(App(), "BadTag", env=ENV)
-    sessions = SessionExpiry(
-        stack,
-        "Sessions",
-        partition_key_name="tenantId",
-        sort_key_name="sessionId",
-        tenant_attribute="tenantId",
-    )
+    sessions = _tenant_sessions(stack)
     with pytest.raises(ValueError, match="expected a tag key") as raised:
         sessions.add_tenant_session_role(
             "TenantRole", broker=_function(stack, "Broker"), tenant_tag=tag
@@ -168,13 +167,7 @@ def test_fails_a_tenant_tag_that_is_not_a_tag_key(tag: str) -> None:
 
 def test_fails_a_broker_imported_without_its_role() -> None:
     stack = Stack(App(), "Imported", env=Environment(account="123456789012", region="eu-west-1"))
-    sessions = SessionExpiry(
-        stack,
-        "Sessions",
-        partition_key_name="tenantId",
-        sort_key_name="sessionId",
-        tenant_attribute="tenantId",
-    )
+    sessions = _tenant_sessions(stack)
     broker = lambda_.Function.from_function_name(stack, "Broker", "broker")
     with pytest.raises(ValueError, match=r"^add_tenant_session_role\(Imported/Broker\): "):
         sessions.add_tenant_session_role("TenantRole", broker=broker)
