@@ -53,6 +53,9 @@ class CallRecorder:
         self.spans: list[tuple[float, float]] = []
         #: every call: (operation, label, start, end), perf_counter seconds (`bench.round_trips`)
         self.timeline: list[tuple[str, str, float, float]] = []
+        #: the wall-clock seconds (epoch) in which a RetireGrant call started: the shared
+        #: budget's floor of writes (`shared_pace`: a request is spent in its own second)
+        self.grant_seconds: set[int] = set()
         #: per thread, the calls not yet answered: [operation, label, start]
         self._open: dict[int, list[list[Any]]] = {}
         self._labels = threading.local()
@@ -65,6 +68,7 @@ class CallRecorder:
             self.failed_attempts.clear()
             self.spans.clear()
             self.timeline.clear()
+            self.grant_seconds.clear()
             self._open.clear()
 
     def install(self) -> None:
@@ -101,6 +105,8 @@ class CallRecorder:
         self._labels.value = ""
         with self._lock:
             self.calls[model.name] += 1
+            if model.name == "RetireGrant":
+                self.grant_seconds.add(int(time.time()))
             self._open.setdefault(threading.get_ident(), []).append(
                 [model.name, label, time.perf_counter()]
             )
@@ -251,6 +257,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "failures": len(failures),
         "bad_identifiers": sum(1 for f in failures if not f.get("itemIdentifier")),
         "calls": dict(recorder.calls),
+        "retire_grant_seconds": len(recorder.grant_seconds),
         "attempts": dict(recorder.attempts),
         "failed_attempts": dict(recorder.failed_attempts),
         **recorder.concurrency(wall_start, wall_end),

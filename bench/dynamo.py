@@ -596,8 +596,13 @@ def _passes(body: Mapping[str, Any], old: Mapping[str, Any] | None) -> bool:
 
 
 def _check(doc: Mapping[str, Any], old: Mapping[str, Any] | None, code: str) -> None:
+    """Refuse a write whose condition fails; with ``ReturnValuesOnConditionCheckFailure`` of
+    ``ALL_OLD`` the refusal carries the item it saw, as DynamoDB's does."""
     if not _passes(doc, old):
-        raise DynamoError(code, "The conditional request failed")
+        extra = {}
+        if doc.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and old is not None:
+            extra["Item"] = dict(old)
+        raise DynamoError(code, "The conditional request failed", **extra)
 
 
 _KEY_CONDITION = re.compile(

@@ -66,7 +66,8 @@ AWS_ENV = {
 }
 
 #: The shared ``RetireGrant`` budget (``session_expiry_runtime.core.shared_pace``) set beyond any
-#: run's rate: every attempt still takes its request of the budget (the ``UpdateItem`` is made
+#: run's rate: every attempt still takes its request of the budget (the batch's reservation and
+#: any ``UpdateItem`` after it are made
 #: and counted), but a run against the bench endpoint, which has no quota, is not paced to 10
 #: grants a second of wall time. Where the budget binds, the storm's clock applies it
 #: (``bench/storm_model.py``) and the pacing table shows it in real time (``bench/storm.py``).

@@ -40,8 +40,9 @@ Quotas (defaults, per account and Region unless said; each adjustable unless sai
   account's own. The cleanup does not spend it directly: every ``RetireGrant`` attempt first
   takes a request of the **shared budget** (``session_expiry_runtime.core.shared_pace``,
   ``SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET``, default 10 a second for every invocation
-  together), which therefore binds first; each take is one ``UpdateItem`` of the ownership
-  table (1 write unit).
+  together), which therefore binds first; a batch reserves its grants' requests in one
+  ``UpdateItem`` of the ownership table (1 write unit) beside its ownership marks, and a
+  request not reserved is one ``UpdateItem`` of its own.
 * DynamoDB: each partition serves at most 1,000 write units and 3,000 read units a second; a new
   on-demand table starts with a warm throughput of 4,000 write and 12,000 read units a second
   (DynamoDB Developer Guide, "Understanding DynamoDB warm throughput", warm-throughput
@@ -233,8 +234,10 @@ class Measured:
     @property
     def ownership_units(self) -> float:
         """Ownership table write units per session: each record marked and released in a
-        transaction (2 units each time), and one budget ``UpdateItem`` per ``RetireGrant``."""
-        return 4 * self.claims_per_session + self.calls_per_session.get("RetireGrant", 0.0)
+        transaction (2 units each time), and the shared budget's ``UpdateItem`` calls as the
+        real run made them (a batch reserves its grants' requests at once: about one a batch
+        and second, not one a ``RetireGrant``)."""
+        return 4 * self.claims_per_session + self.calls_per_session.get("UpdateItem", 0.0)
 
 
 @dataclass

@@ -51,7 +51,7 @@ def measured(
     claims = 2.0
     total = sum(per.values())
     if not grants:
-        per["RetireGrant"] = per["UpdateItem"] = 0.0  # the budget's take goes with its grant
+        per["RetireGrant"] = per["UpdateItem"] = 0.0  # the budget's writes go with the grants
         per["TransactWriteItems"] = per.get("TransactWriteItems", 0.0) / 2
         claims = 1.0
     if disconnected:
@@ -188,9 +188,10 @@ def capacity_table(data: dict[str, Any]) -> str:
     ) + (
         "\n\nThe defaults at the median CPU measured; the first row of each kind binds. The "
         "ownership table's write units per session: each record marked and released in a "
-        "`TransactWriteItems` (2 units an item each time: 4 a record) and one budget "
-        "`UpdateItem` per `RetireGrant`; a session with one connection writes 4, with a "
-        "connection and a grant 9."
+        "`TransactWriteItems` (2 units an item each time: 4 a record) and the shared "
+        "`RetireGrant` budget's `UpdateItem` calls as the real run made them (a batch reserves "
+        "its grants' requests in one); a session with one connection writes 4, with a "
+        "connection and a grant 8 and that share of a budget write."
     )
 
 

@@ -88,7 +88,9 @@ CLAIMS_PER_SESSION = 2
 TRANSACT_ITEMS = 100
 
 
-def minimum_calls(objects: int, sessions: int = 1, *, kinesis: bool = False) -> dict[str, float]:
+def minimum_calls(
+    objects: int, sessions: int = 1, *, kinesis: bool = False, grant_seconds: int = 1
+) -> dict[str, float]:
     """The fewest calls per session that can clean ``sessions`` sessions with ``objects``
     scratch objects each, cleaned in one invocation.
 
@@ -100,6 +102,11 @@ def minimum_calls(objects: int, sessions: int = 1, *, kinesis: bool = False) -> 
     before ownership records (none in the bench) would add a ``ListGrants`` instead. With the
     Kinesis change source (``kinesis``) every ``REMOVE`` is read back from the table first
     (``session_expiry_runtime.records.kinesis_removals``): one ``BatchGetItem`` per 100 sessions.
+    The ``RetireGrant`` budget every invocation shares (issue 38,
+    ``session_expiry_runtime.core.shared_pace``) is a counter per wall-clock second, and a
+    request is spent in its own second or not at all: one ``UpdateItem`` per second in which
+    the invocation retires grants (``grant_seconds``, as the run measured them) is the least
+    any invocation sharing it can write.
     """
     pages = max(1, math.ceil(objects / 1000))
     transact = 2 * math.ceil(CLAIMS_PER_SESSION * sessions / TRANSACT_ITEMS)
@@ -110,6 +117,7 @@ def minimum_calls(objects: int, sessions: int = 1, *, kinesis: bool = False) -> 
         "DeleteObjects": math.ceil(objects / 1000),
         "TransactWriteItems": transact / sessions,
         "BatchGetItem": math.ceil(sessions / 100) / sessions if kinesis else 0,
+        "UpdateItem": max(1, grant_seconds) / sessions,
     }
 
 

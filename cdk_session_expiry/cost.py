@@ -401,8 +401,9 @@ def _units(o: Options) -> dict[str, float]:
     # create: the item in a transaction with its records (2 units each) instead of a PutItem (1)
     u["dynamodb_write_unit"] = (2 * (records + 1) - 1 if records else 0) + 4 * records
     u["kms_request"] = 2 * int(o.grant)
-    # the RetireGrant's request of the budget every invocation shares (shared_pace)
-    u["dynamodb_write_unit"] += int(o.grant)
+    # the batch's requests of the RetireGrant budget every invocation shares, reserved in one
+    # UpdateItem beside its marks (shared_pace): one a batch retiring its grants within a second
+    u["dynamodb_write_unit"] += int(o.grant) / o.sessions_per_invocation
     if o.scratch:
         u["s3_put_list"] = max(1, math.ceil(o.objects / 1000))
         u["s3_delete"] = math.ceil(o.objects / 1000)

@@ -146,3 +146,28 @@ def test_list_grants_by_id_answers_the_seeded_name_as_kms_does(server: str) -> N
     kms.retire_grant(KeyId=key, GrantId="g1")
     assert kms.list_grants(KeyId=key, GrantId="g1")["Grants"] == []
     assert _bench(server, "/_bench/stats")["requests"] == {"ListGrants": 2, "RetireGrant": 1}
+
+
+def test_a_refused_update_returns_the_item_it_saw_when_asked_as_dynamodb_does(
+    server: str,
+) -> None:
+    """The shared RetireGrant budget (``shared_pace``) learns what a refused second has left
+    from the item its refusal returns (``ReturnValuesOnConditionCheckFailure``)."""
+    _bench(server, "/_bench/seed", {"tables": {"t": {"hash": "pk", "items": []}}})
+    ddb = _client("dynamodb", server)
+    update = {
+        "TableName": "t",
+        "Key": {"pk": {"S": "pace#1"}},
+        "UpdateExpression": "SET used = if_not_exists(used, :zero) + :n",
+        "ConditionExpression": "attribute_not_exists(used) OR used <= :limit",
+        "ExpressionAttributeValues": {":zero": {"N": "0"}, ":n": {"N": "8"}, ":limit": {"N": "2"}},
+    }
+    ddb.update_item(**update)
+
+    with pytest.raises(ddb.exceptions.ConditionalCheckFailedException) as asked:
+        ddb.update_item(**update, ReturnValuesOnConditionCheckFailure="ALL_OLD")
+    with pytest.raises(ddb.exceptions.ConditionalCheckFailedException) as not_asked:
+        ddb.update_item(**update)
+
+    assert asked.value.response["Item"] == {"pk": {"S": "pace#1"}, "used": {"N": "8"}}
+    assert "Item" not in not_asked.value.response

@@ -13,13 +13,14 @@ from cdk_session_expiry.construct import DEFAULT_PARALLELIZATION_FACTOR
 OWNERSHIP = "Ownership table write units (TransactWriteItems, 2 per record) (4,000/s)"
 
 
-def _data(cpu_s: float = 0.004) -> dict:
-    """A storm run of 1,000 sessions with a connection, a grant and a scratch prefix each."""
+def _data(cpu_s: float = 0.004, budget_writes: int = 1_000) -> dict:
+    """A storm run of 1,000 sessions with a connection, a grant and a scratch prefix each;
+    ``budget_writes`` of the shared RetireGrant budget (one a grant without reservations)."""
     n = 1_000
     calls = {
         "DeleteConnection": n,
         "RetireGrant": n,
-        "UpdateItem": n,  # the shared budget's take before each RetireGrant
+        "UpdateItem": budget_writes,
         "ListObjectsV2": n,
         "TransactWriteItems": 40,
     }
@@ -51,6 +52,9 @@ def test_ownership_write_units_per_session() -> None:
     # A connection and a grant: two records (8) and the budget's UpdateItem (1).
     both = sr.measured(_data(), 1_000)
     assert both.ownership_units == pytest.approx(9.0)
+    # With each batch of 100 reserving its grants' requests in one write (issue 38): 8.01.
+    reserved = sr.measured(_data(budget_writes=10), 1_000)
+    assert reserved.ownership_units == pytest.approx(8.01)
     rates = sm.stage_rates(sm.Settings(), connection)
     assert rates[OWNERSHIP] == pytest.approx(1_000.0)
     warm = sm.stage_rates(sm.Settings(ownership_write_units=12_000), connection)

@@ -59,6 +59,10 @@ def test_dynamodb_ownership_writes_hand_computed() -> None:
     # of the pace counter) 1. 14 write units x 1M x $0.625/M = $8.75.
     o = Options(**{**BARE, "connection": True}, grant=True)
     assert _service(o, "dynamodb_write_unit") == pytest.approx(8.75)
+    # 100 sessions an invocation: the batch reserves its grants' requests in one UpdateItem
+    # (issue 38), 0.01 a session: 13.01 units x $0.625 = $8.13125.
+    batched = Options(**{**BARE, "connection": True}, grant=True, sessions_per_invocation=100)
+    assert _service(batched, "dynamodb_write_unit") == pytest.approx(8.13125)
 
 
 def test_dynamodb_sweeper_index_writes_hand_computed() -> None:

@@ -67,13 +67,11 @@ def get_cleaner() -> SessionCleaner:
                 metrics = MetricsRecorder(
                     config.metrics_namespace, tenant_dimension=config.metrics_tenant_dimension
                 )
+                budget = retire_grant_budget(config, clients, metrics)
                 _pacer = install_pacing(
-                    clients,
-                    metrics,
-                    config.time_guard_ms,
-                    retire_grant_budget=retire_grant_budget(config, clients, metrics),
+                    clients, metrics, config.time_guard_ms, retire_grant_budget=budget
                 )
-                _cleaner = SessionCleaner(config, clients, metrics)
+                _cleaner = SessionCleaner(config, clients, metrics, retire_grant_budget=budget)
                 _flags = _flag_reader(source, _cleaner)
             tune_for_cleanup()  # after the long-lived objects exist: see gc_settings
         return _cleaner

@@ -217,3 +217,94 @@ def test_no_claim_can_name_a_budget_item() -> None:
     with pytest.raises(ValueError, match="resource kind 'pace'"):
         resource_key(PACE_KIND, "RetireGrant#1800000000")
     assert not [k for k in KINDS if f"{k}#".startswith(f"{PACE_KIND}#")]
+
+
+# --- a batch's requests reserved at once (issue 38: no UpdateItem before each RetireGrant) -----
+def _update_items(sandbox: Sandbox) -> list[str]:
+    calls: list[str] = []
+    sandbox.ddb.meta.events.register(
+        "before-call.dynamodb.UpdateItem", lambda **_: calls.append("UpdateItem")
+    )
+    return calls
+
+
+def test_a_reservation_takes_a_batchs_requests_in_one_write(sandbox: Sandbox) -> None:
+    clock = WallClock()
+    budget = _budget(sandbox, clock, per_second=10)
+    calls = _update_items(sandbox)
+
+    assert budget.reserve(5) == 5
+    assert [budget.take(lambda: 5.0) for _ in range(5)] == [True] * 5
+
+    assert calls == ["UpdateItem"]  # one write for the five requests
+    assert _item(sandbox, int(START))["used"] == {"N": "5"}  # type: ignore[index]
+    assert budget.take(lambda: 5.0) is True  # the sixth is asked for on its own
+    assert len(calls) == 2 and _item(sandbox, int(START))["used"] == {"N": "6"}  # type: ignore[index]
+
+
+def test_a_reservation_takes_only_what_the_second_has_left(sandbox: Sandbox) -> None:
+    clock = WallClock()
+    other, budget = _budget(sandbox, clock, per_second=10), _budget(sandbox, clock, per_second=10)
+    assert other.reserve(8) == 8  # another environment's batch
+
+    assert budget.reserve(5) == 2
+
+    assert _item(sandbox, int(START))["used"] == {"N": "10"}  # type: ignore[index]
+    assert [budget.take(lambda: 0.0) for _ in range(3)] == [True, True, False]
+
+
+def test_a_reservation_never_takes_more_than_the_budget(sandbox: Sandbox) -> None:
+    budget = _budget(sandbox, WallClock(), per_second=3)
+
+    assert budget.reserve(50) == 3
+    assert _item(sandbox, int(START))["used"] == {"N": "3"}  # type: ignore[index]
+
+
+def test_a_reservation_of_a_spent_second_takes_none_and_asks_once(sandbox: Sandbox) -> None:
+    clock = WallClock()
+    budget = _budget(sandbox, clock, per_second=2)
+    assert budget.reserve(2) == 2
+    calls = _update_items(sandbox)
+    other = _budget(sandbox, clock, per_second=2)
+
+    assert other.reserve(4) == 0 and other.reserve(4) == 0
+
+    assert calls == ["UpdateItem"]  # the spent second is known after one refusal
+    assert _item(sandbox, int(START))["used"] == {"N": "2"}  # type: ignore[index]
+
+
+def test_requests_held_past_their_second_are_dropped_and_the_next_asks_for_as_many(
+    sandbox: Sandbox,
+) -> None:
+    """A request is spent within its own second or not at all; the calls a reservation still
+    had to come are asked for together in the next second (one write), not one by one."""
+    clock = WallClock()
+    budget = _budget(sandbox, clock, per_second=10)
+    budget.reserve(5)
+    budget.take(lambda: 5.0)
+    budget.take(lambda: 5.0)
+    calls = _update_items(sandbox)
+
+    clock.t = START + 1  # three held requests of the second before are left
+    assert [budget.take(lambda: 5.0) for _ in range(3)] == [True] * 3
+
+    assert calls == ["UpdateItem"]
+    assert _item(sandbox, int(START) + 1)["used"] == {"N": "3"}  # type: ignore[index]
+    assert _item(sandbox, int(START))["used"] == {"N": "5"}  # type: ignore[index]
+
+
+def test_a_reservation_that_cannot_be_written_takes_none_and_counts_it(
+    sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
+) -> None:
+    metrics = MetricsRecorder("Test")
+    failing = mock.Mock()
+    failing.update_item.side_effect = ClientError(
+        {"Error": {"Code": "ThrottlingException", "Message": "slow"}}, "UpdateItem"
+    )
+    budget = _budget(sandbox, WallClock(), ddb=failing, metrics=metrics)
+
+    assert budget.reserve(3) == 0 and budget.reserve(0) == 0
+
+    assert failing.update_item.call_count == 1  # none asked for nothing
+    metrics.flush()
+    assert emf_totals(capsys.readouterr().out)[METRIC_SHARED_PACE_UNAVAILABLE] == 1

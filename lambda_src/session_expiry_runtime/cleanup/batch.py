@@ -210,7 +210,9 @@ def _read_ahead(records: list[object], cleaner: CleanupRunner, invocation: _Invo
     """Before any record starts, on the invocation's own thread and while the time guard lets a
     call start: the items of the batch's Kinesis ``REMOVE`` records read back
     (`kinesis_removals`), then the batch's ownership marks (``ClaimBatcher.premark``; a
-    record whose item is still held is not marked), each in as few calls as the batch allows."""
+    record whose item is still held is not marked) with, beside them, the batch's requests of
+    the shared ``RetireGrant`` budget (``CleanupRunner.reserve_retire_grants``), each in as few
+    calls as the batch allows."""
     parsed = [parse_record(raw) for raw in records]
     kinesis = any(record.through_kinesis for record in parsed)
     premark = invocation.claims is not None and len(records) > 1
@@ -221,8 +223,16 @@ def _read_ahead(records: list[object], cleaner: CleanupRunner, invocation: _Invo
         removals = invocation.scope.shared(RemovalCheck, cleaner.removal_check)
         removals.prefetch(parsed)
     if invocation.claims is not None and premark:
-        planned = (cleaner.planned_claims(raw, removals) for raw in records)
-        invocation.claims.premark([claims for claims in planned if claims is not None])
+        planned = [
+            claims
+            for claims in (cleaner.planned_claims(raw, removals) for raw in records)
+            if claims is not None
+        ]
+        # The grants' requests of the shared RetireGrant budget, side by side with the marks:
+        # one round trip for both, not one more before each grant (issue 38).
+        reserving = invocation.step_pool.submit(cleaner.reserve_retire_grants, planned)
+        invocation.claims.premark(planned)
+        wait([reserving])
 
 
 def _record_work(raw: object, cleaner: CleanupRunner, invocation: _Invocation) -> RecordResult:

@@ -103,4 +103,7 @@ class SessionCleaner(CleanupRunner):
         clients: boto3 clients of the configured targets (see `build_clients`).
         metrics: where counts go; flushed by `process_batch`.
         logger: where the one structured line per record goes.
+        steps: the steps to run; default: the built-ins whose targets are configured.
+        retire_grant_budget: the ``RetireGrant`` budget every invocation shares
+            (`shared_pace.SharedBudget`); default none.
     """

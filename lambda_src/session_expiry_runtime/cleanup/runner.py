@@ -104,12 +104,14 @@ from ..core.invocation import InvocationScope
 from ..core.metrics import MetricsRecorder
 from ..core.ownership import (
     ALARMED_REFUSALS,
+    KIND_GRANT,
     VERDICT_RELEASED,
     Verdict,
     names_incarnation,
     owner_token,
 )
 from ..core.regions import owned_here
+from ..core.shared_pace import SharedBudget
 from ..core.step_pool import StepPool
 from ..owners.claims import Claimant, ClaimBatcher, ClaimFailure, ClaimRef
 from ..owners.deferred_releases import DeferredReleases, PendingRelease
@@ -245,6 +247,9 @@ class CleanupRunner:
         logger: where the one structured line per record goes.
         steps: the steps to run; default: the built-ins whose targets are configured
             (`build_steps`).
+        retire_grant_budget: the ``RetireGrant`` budget every invocation shares
+            (`shared_pace`), from which a batch reserves its grants' requests at once
+            (`reserve_retire_grants`); default none (each call takes its own, as paced).
     """
 
     def __init__(
@@ -255,8 +260,10 @@ class CleanupRunner:
         *,
         logger: logging.Logger = LOGGER,
         steps: Sequence[CleanupStep | BatchStep] | None = None,
+        retire_grant_budget: SharedBudget | None = None,
     ) -> None:
         self.config = config
+        self.retire_grant_budget = retire_grant_budget
         self.clients = clients
         self.metrics = metrics
         self.logger = logger
@@ -336,6 +343,18 @@ class CleanupRunner:
             dry_run=self.config.dry_run,
             calls_at_once=self.config.max_workers,
         )
+
+    def reserve_retire_grants(self, planned: Sequence[tuple[Claimant, Sequence[ClaimRef]]]) -> int:
+        """Reserve, in one write, the shared budget's requests (`shared_pace`) for the grants
+        of ``planned`` (`planned_claims` of a batch) that will be retired: one ``UpdateItem``
+        for the batch instead of one before each ``RetireGrant``. Returns how many were
+        reserved; none in a dry run, without the budget, or when the grant step is off. Never
+        raises (`SharedBudget.reserve`)."""
+        budget = self.retire_grant_budget
+        if budget is None or self.config.dry_run:
+            return 0
+        grants = sum(1 for _, refs in planned for ref in refs if ref.kind == KIND_GRANT)
+        return budget.reserve(grants, self.metrics)
 
     def removal_check(self) -> RemovalCheck:
         """A new read-back of Kinesis ``REMOVE`` records (`kinesis_removals`) for one

@@ -18,15 +18,21 @@ may write; the cleanup role may already ``UpdateItem`` it):
 "expiresAt": <the second + 1 hour, time to live>}``
 
 Before each attempt of a paced operation (a retry is a request too), the invocation takes one
-request of the current second with a conditional ``UpdateItem`` (``used`` below the budget,
-then add 1); when the second is spent it waits for the next one and asks again, until the
-call's deadline — the same deadline the adaptive pacing keeps (`pacing`), after which the call
-fails with `pacing.PacingTimeout` and its record is retried. So every invocation together
-sends at most ``per_second`` requests in any wall-clock second (Lambda's hosts keep their clocks
-by the Amazon Time Sync Service; a second's boundary can still let two seconds' budgets meet
-within a second's span, which is why the default budget stays well below KMS's 50 (two
-seconds meeting make 20) and leaves the rest to the application and the grant sweep's 5:
-``SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET``, default 10).
+request of the current second with a conditional ``UpdateItem`` (``used`` at most the budget
+less what it asks for, then add it); when the second is spent it waits for the next one and asks
+again, until the call's deadline — the same deadline the adaptive pacing keeps (`pacing`), after
+which the call fails with `pacing.PacingTimeout` and its record is retried. A batch asks once
+for all its grants: before its records start, beside its ownership marks, it **reserves** the
+requests of the grants it will retire (`SharedBudget.reserve`, one ``UpdateItem`` of ``k``, or
+of what the second has left: ``ReturnValuesOnConditionCheckFailure`` returns the item a refusal
+saw), and each ``RetireGrant`` of that second spends a held request with no call. A request is
+spent within its own second or not at all; the ones a second ended with are asked for together
+in the next (one write). So every invocation together sends at most ``per_second`` requests in
+any wall-clock second (Lambda's hosts keep their clocks by the Amazon Time Sync Service; a
+second's boundary can still let two seconds' budgets meet within a second's span, which is why
+the default budget stays well below KMS's 50 (two seconds meeting make 20) and leaves the rest
+to the application and the grant sweep's 5: ``SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET``,
+default 10), and a batch of grants costs one write a second it runs, not one a grant.
 
 A budget item that cannot be written (a throttle, a missing permission) does not stop the
 call: it goes out paced by the adaptive limiter alone, and the failure is counted
@@ -34,8 +40,9 @@ call: it goes out paced by the adaptive limiter alone, and the failure is counte
 the call's deadline passed meanwhile (the ownership client retries a throttled write until
 then): then, as for a spent second, the call fails with `pacing.PacingTimeout`.
 
-Cost: one write request unit per paced request (``UpdateItem`` of an item under 1 KB), about
-$0.625 per million ``RetireGrant`` calls beside KMS's $30 per million requests.
+Cost: one write request unit per ``UpdateItem`` of an item under 1 KB — one per batch and
+second for a batch's reserved grants, one per request otherwise — at most about $0.625 per
+million ``RetireGrant`` calls beside KMS's $30 per million requests.
 """
 
 from __future__ import annotations
@@ -101,6 +108,11 @@ class SharedBudget:
         self._lock = threading.Lock()
         #: the second this environment last found spent (no call for it again)
         self._spent: int | None = None
+        #: requests taken for ``_held_second`` and not yet spent (`reserve`)
+        self._held_second: int | None = None
+        self._held = 0
+        #: the second before's requests left unspent when it ended: (second, count)
+        self._carry: tuple[int | None, int] = (None, 0)
 
     def take(
         self,
@@ -110,15 +122,20 @@ class SharedBudget:
     ) -> bool:
         """Wait for one request of the budget; ``True`` once taken, ``False`` when
         ``deadline()`` (seconds left) runs out first; ``on_wait`` is called before each wait.
-        A budget that cannot be read or written answers ``True`` at once (counted in
-        ``metrics``, the calling invocation's, default the budget's own; logged) — ``False``
-        if ``deadline()`` ran out meanwhile (a throttled write retried until after it).
+        A request this environment holds for the current second (`reserve`) is spent first,
+        with no call. A budget that cannot be read or written answers ``True`` at once
+        (counted in ``metrics``, the calling invocation's, default the budget's own; logged) —
+        ``False`` if ``deadline()`` ran out meanwhile (a throttled write retried until after
+        it).
         """
         while True:
             second = math.floor(self.now())
+            if self._spend_held(second):
+                return True
             if self._spent != second:
-                taken = self._try(second, metrics or self.metrics)
+                taken = self._take(second, self._carried(second), metrics or self.metrics)
                 if taken:
+                    self._hold(second, taken - 1)
                     return True
                 if taken is None:  # fail open, but never past the call's deadline
                     return deadline() > 0
@@ -132,31 +149,101 @@ class SharedBudget:
             # sleep (``time.sleep`` raises ValueError), just ask again.
             self.sleep(max(0.0, min(left, second + 1 - self.now())) + 1e-3)
 
-    def _try(self, second: int, metrics: MetricsRecorder) -> bool | None:
-        """Take one request of ``second``: ``True`` taken, ``False`` spent, ``None`` unknown
-        (the write failed)."""
+    def reserve(self, requests: int, metrics: MetricsRecorder | None = None) -> int:
+        """Take up to ``requests`` requests of the current second in one ``UpdateItem`` and
+        hold them for this environment's next `take` calls of that second: a batch that will
+        retire ``requests`` grants asks once, not once a grant. Fewer when the second has
+        fewer left (none when it is spent: the calls then wait in `take`); never more than
+        `per_second`. Returns how many were taken. Never raises and never waits: a budget that
+        cannot be written takes none (counted in ``metrics``, default the budget's own)."""
+        if requests < 1:
+            return 0
+        second = math.floor(self.now())
+        if self._spent == second:
+            return 0
+        taken = self._take(second, min(requests, self.per_second), metrics or self.metrics)
+        if taken == 0:
+            with self._lock:
+                self._spent = second
+        self._hold(second, taken or 0)
+        return taken or 0
+
+    def _spend_held(self, second: int) -> bool:
+        with self._lock:
+            if self._held_second == second and self._held > 0:
+                self._held -= 1
+                return True
+            return False
+
+    def _hold(self, second: int, requests: int) -> None:
+        """Hold ``requests`` more of ``second``; what was held for an earlier second is
+        dropped (a request is spent within its own second or not at all), its count kept as
+        the demand the next second carries (`_carried`)."""
+        with self._lock:
+            if self._held_second != second:
+                self._carry = (self._held_second, self._held) if self._held else (None, 0)
+                self._held_second, self._held = second, 0
+            self._held += requests
+
+    def _carried(self, second: int) -> int:
+        """How many requests to ask for when none is held for ``second``: those held for the
+        second just before and not spent (the calls of a reservation that ran into the next
+        second are still to come), at most `per_second`; else one."""
+        with self._lock:
+            if self._held_second == second - 1 and self._held:
+                left = self._held
+            elif self._carry[0] == second - 1:
+                left = self._carry[1]
+            else:
+                left = 1
+        return max(1, min(left, self.per_second))
+
+    def _take(self, second: int, want: int, metrics: MetricsRecorder) -> int | None:
+        """Take ``want`` requests of ``second``, or what is left of it when that is fewer:
+        how many were taken (0: spent), ``None`` unknown (the write failed)."""
+        while want > 0:
+            answer = self._try(second, want, metrics)
+            if answer is None:
+                return None
+            taken, left = answer
+            if taken:
+                return want
+            want = min(want - 1, left)  # what the second had left when it refused
+        return 0
+
+    def _try(self, second: int, want: int, metrics: MetricsRecorder) -> tuple[bool, int] | None:
+        """Take ``want`` requests of ``second``: ``(True, want)`` taken; ``(False, left)``
+        refused, with the requests the second still had; ``None`` unknown (the write
+        failed)."""
         try:
             self._ddb.update_item(
                 TableName=self.table_name,
                 Key={ATTR_RESOURCE: {"S": f"{PACE_KIND}#{self.operation}#{second}"}},
-                UpdateExpression="SET #used = if_not_exists(#used, :zero) + :one, #ttl = :ttl",
-                ConditionExpression="attribute_not_exists(#used) OR #used < :budget",
+                UpdateExpression="SET #used = if_not_exists(#used, :zero) + :want, #ttl = :ttl",
+                ConditionExpression="attribute_not_exists(#used) OR #used <= :limit",
                 ExpressionAttributeNames={"#used": ATTR_USED, "#ttl": ATTR_EXPIRES_AT},
                 ExpressionAttributeValues={
                     ":zero": {"N": "0"},
-                    ":one": {"N": "1"},
-                    ":budget": {"N": str(self.per_second)},
+                    ":want": {"N": str(want)},
+                    ":limit": {"N": str(self.per_second - want)},
                     ":ttl": {"N": str(second + KEEP_SECONDS)},
                 },
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-            return True
+            return True, want
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return False
+                return False, self._left(exc)
             self._unavailable(exc, metrics)
         except BotoCoreError as exc:
             self._unavailable(exc, metrics)
         return None
+
+    def _left(self, refused: ClientError) -> int:
+        """The requests a refused second still had, from the item its refusal returned
+        (``ReturnValuesOnConditionCheckFailure``); 0 when it returned none."""
+        used = refused.response.get("Item", {}).get(ATTR_USED, {}).get("N")
+        return max(0, self.per_second - int(used)) if used is not None else 0
 
     def _unavailable(self, exc: BaseException, metrics: MetricsRecorder) -> None:
         logger.warning("shared %s budget unavailable, pacing alone: %s", self.operation, exc)
