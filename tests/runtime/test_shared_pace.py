@@ -18,7 +18,12 @@ from runtime_support import Sandbox
 from session_expiry_runtime.cleanup.cleaner import build_clients
 from session_expiry_runtime.core.config import METRIC_SHARED_PACE_UNAVAILABLE, RuntimeConfig
 from session_expiry_runtime.core.metrics import MetricsRecorder
-from session_expiry_runtime.core.shared_pace import KEEP_SECONDS, SharedBudget, retire_grant_budget
+from session_expiry_runtime.core.shared_pace import (
+    KEEP_SECONDS,
+    SharedBudget,
+    invocation_demand,
+    retire_grant_budget,
+)
 
 START = 1_800_000_000.25  # epoch seconds, a quarter into a second
 
@@ -273,26 +278,6 @@ def test_a_reservation_of_a_spent_second_takes_none_and_asks_once(sandbox: Sandb
     assert _item(sandbox, int(START))["used"] == {"N": "2"}  # type: ignore[index]
 
 
-def test_requests_held_past_their_second_are_dropped_and_the_next_asks_for_as_many(
-    sandbox: Sandbox,
-) -> None:
-    """A request is spent within its own second or not at all; the calls a reservation still
-    had to come are asked for together in the next second (one write), not one by one."""
-    clock = WallClock()
-    budget = _budget(sandbox, clock, per_second=10)
-    budget.reserve(5)
-    budget.take(lambda: 5.0)
-    budget.take(lambda: 5.0)
-    calls = _update_items(sandbox)
-
-    clock.t = START + 1  # three held requests of the second before are left
-    assert [budget.take(lambda: 5.0) for _ in range(3)] == [True] * 3
-
-    assert calls == ["UpdateItem"]
-    assert _item(sandbox, int(START) + 1)["used"] == {"N": "3"}  # type: ignore[index]
-    assert _item(sandbox, int(START))["used"] == {"N": "5"}  # type: ignore[index]
-
-
 def test_a_reservation_that_cannot_be_written_takes_none_and_counts_it(
     sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -308,3 +293,43 @@ def test_a_reservation_that_cannot_be_written_takes_none_and_counts_it(
     assert failing.update_item.call_count == 1  # none asked for nothing
     metrics.flush()
     assert emf_totals(capsys.readouterr().out)[METRIC_SHARED_PACE_UNAVAILABLE] == 1
+
+
+def test_an_invocations_demand_left_when_its_second_ends_is_asked_for_in_one_write(
+    sandbox: Sandbox,
+) -> None:
+    """A request is spent within its own second or not at all; the calls a reservation still
+    had to come — however many seconds later (a slow table, a slow batch) — ask for what is
+    left of the invocation's demand together, in one write, not one by one."""
+    clock = WallClock()
+    budget = _budget(sandbox, clock, per_second=10)
+    with invocation_demand() as demand:
+        budget.reserve(5)
+        budget.take(lambda: 5.0)
+        budget.take(lambda: 5.0)
+        calls = _update_items(sandbox)
+
+        clock.t = START + 3  # three of the five are still to come, seconds later
+        assert [budget.take(lambda: 5.0) for _ in range(3)] == [True] * 3
+
+        assert calls == ["UpdateItem"] and demand.left == 0
+    assert _item(sandbox, int(START) + 3)["used"] == {"N": "3"}  # type: ignore[index]
+    assert _item(sandbox, int(START))["used"] == {"N": "5"}  # type: ignore[index]
+
+
+def test_outside_an_invocations_demand_a_later_second_asks_one_at_a_time(
+    sandbox: Sandbox,
+) -> None:
+    """Nothing an invocation left unspent outlives it: with no demand in force the next
+    second's calls ask for one request each, never for what an ended batch had reserved."""
+    clock = WallClock()
+    budget = _budget(sandbox, clock, per_second=10)
+    with invocation_demand():
+        budget.reserve(5)
+    calls = _update_items(sandbox)
+
+    clock.t = START + 1
+    assert [budget.take(lambda: 5.0) for _ in range(2)] == [True] * 2
+
+    assert calls == ["UpdateItem"] * 2
+    assert _item(sandbox, int(START) + 1)["used"] == {"N": "2"}  # type: ignore[index]

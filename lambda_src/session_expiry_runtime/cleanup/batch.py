@@ -29,6 +29,7 @@ from typing import Any
 from ..core.config import ACTION_TIME_GUARD
 from ..core.decode import parse_record
 from ..core.invocation import InvocationScope, submit_in_context
+from ..core.shared_pace import invocation_demand
 from ..core.step_pool import StepPool
 from ..owners.claims import ClaimBatcher
 from ..owners.deferred_releases import DeferredReleases
@@ -347,7 +348,8 @@ def process_batch(event: object, context: object, cleaner: CleanupRunner) -> dic
         LOGGER.warning("event without a Records list; nothing to clean")
         return batch_response(())
     try:
-        results = _clean_batch(records, context, cleaner)
+        with invocation_demand():  # the batch's own share of the RetireGrant budget
+            results = _clean_batch(records, context, cleaner)
     finally:
         try:
             cleaner.metrics.flush()

@@ -51,7 +51,10 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -61,7 +64,7 @@ from .config import METRIC_SHARED_PACE_UNAVAILABLE, RuntimeConfig
 from .metrics import MetricsRecorder
 from .ownership import ATTR_EXPIRES_AT, ATTR_RESOURCE
 
-__all__ = ["PACE_KIND", "SharedBudget", "retire_grant_budget"]
+__all__ = ["PACE_KIND", "Demand", "SharedBudget", "invocation_demand", "retire_grant_budget"]
 
 #: The ``resource`` prefix of budget items (not an ownership record kind).
 PACE_KIND = "pace"
@@ -70,6 +73,35 @@ ATTR_USED = "used"
 KEEP_SECONDS = 3600
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Demand:
+    """The requests one invocation still expects to take: what it reserved (`SharedBudget.reserve`)
+    less what its calls have taken since. When a second ends before they are spent, its next
+    call asks for all of them in one write."""
+
+    left: int = 0
+
+    def took(self) -> None:
+        self.left = max(0, self.left - 1)
+
+
+#: The demand of the invocation a call works for (`contextvars`: copied into its threads).
+_DEMAND: ContextVar[Demand | None] = ContextVar("session_expiry_shared_pace", default=None)
+
+
+@contextmanager
+def invocation_demand() -> Iterator[Demand]:
+    """The block is one invocation's: `SharedBudget.reserve` records its demand here, and the
+    calls of threads started in the block (their context copied from it) take from it. Gone
+    with the block, so nothing an invocation left unspent outlives it."""
+    demand = Demand()
+    token = _DEMAND.set(demand)
+    try:
+        yield demand
+    finally:
+        _DEMAND.reset(token)
 
 
 class SharedBudget:
@@ -111,8 +143,6 @@ class SharedBudget:
         #: requests taken for ``_held_second`` and not yet spent (`reserve`)
         self._held_second: int | None = None
         self._held = 0
-        #: the second before's requests left unspent when it ended: (second, count)
-        self._carry: tuple[int | None, int] = (None, 0)
 
     def take(
         self,
@@ -128,14 +158,18 @@ class SharedBudget:
         ``False`` if ``deadline()`` ran out meanwhile (a throttled write retried until after
         it).
         """
+        demand = _DEMAND.get()
         while True:
             second = math.floor(self.now())
             if self._spend_held(second):
+                _took(demand)
                 return True
             if self._spent != second:
-                taken = self._take(second, self._carried(second), metrics or self.metrics)
+                want = max(1, min(demand.left if demand else 1, self.per_second))
+                taken = self._take(second, want, metrics or self.metrics)
                 if taken:
                     self._hold(second, taken - 1)
+                    _took(demand)
                     return True
                 if taken is None:  # fail open, but never past the call's deadline
                     return deadline() > 0
@@ -154,10 +188,15 @@ class SharedBudget:
         hold them for this environment's next `take` calls of that second: a batch that will
         retire ``requests`` grants asks once, not once a grant. Fewer when the second has
         fewer left (none when it is spent: the calls then wait in `take`); never more than
-        `per_second`. Returns how many were taken. Never raises and never waits: a budget that
+        `per_second`. Within `invocation_demand`, ``requests`` becomes the invocation's demand:
+        when a second ends before they are spent, its next `take` asks for all that are left
+        in one write. Returns how many were taken. Never raises and never waits: a budget that
         cannot be written takes none (counted in ``metrics``, default the budget's own)."""
         if requests < 1:
             return 0
+        demand = _DEMAND.get()
+        if demand is not None:
+            demand.left = requests
         second = math.floor(self.now())
         if self._spent == second:
             return 0
@@ -177,26 +216,11 @@ class SharedBudget:
 
     def _hold(self, second: int, requests: int) -> None:
         """Hold ``requests`` more of ``second``; what was held for an earlier second is
-        dropped (a request is spent within its own second or not at all), its count kept as
-        the demand the next second carries (`_carried`)."""
+        dropped (a request is spent within its own second or not at all)."""
         with self._lock:
             if self._held_second != second:
-                self._carry = (self._held_second, self._held) if self._held else (None, 0)
                 self._held_second, self._held = second, 0
             self._held += requests
-
-    def _carried(self, second: int) -> int:
-        """How many requests to ask for when none is held for ``second``: those held for the
-        second just before and not spent (the calls of a reservation that ran into the next
-        second are still to come), at most `per_second`; else one."""
-        with self._lock:
-            if self._held_second == second - 1 and self._held:
-                left = self._held
-            elif self._carry[0] == second - 1:
-                left = self._carry[1]
-            else:
-                left = 1
-        return max(1, min(left, self.per_second))
 
     def _take(self, second: int, want: int, metrics: MetricsRecorder) -> int | None:
         """Take ``want`` requests of ``second``, or what is left of it when that is fewer:
@@ -248,6 +272,11 @@ class SharedBudget:
     def _unavailable(self, exc: BaseException, metrics: MetricsRecorder) -> None:
         logger.warning("shared %s budget unavailable, pacing alone: %s", self.operation, exc)
         metrics.count(METRIC_SHARED_PACE_UNAVAILABLE)
+
+
+def _took(demand: Demand | None) -> None:
+    if demand is not None:
+        demand.took()
 
 
 def retire_grant_budget(
