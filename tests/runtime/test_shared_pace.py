@@ -8,6 +8,8 @@ invocations at once against a throttling target).
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 from unittest import mock
 
@@ -333,3 +335,42 @@ def test_outside_an_invocations_demand_a_later_second_asks_one_at_a_time(
 
     assert calls == ["UpdateItem"] * 2
     assert _item(sandbox, int(START) + 1)["used"] == {"N": "2"}  # type: ignore[index]
+
+
+def test_calls_waiting_while_one_asks_are_asked_for_in_that_threads_next_write(
+    sandbox: Sandbox,
+) -> None:
+    """One thread at a time asks the table; the calls that arrived meanwhile are taken together
+    by the next write instead of one write each (no reservation here: a record cleaned alone)."""
+    clock = WallClock()
+    budget = _budget(sandbox, clock, per_second=10)
+    calls = _update_items(sandbox)
+    first_asks, release = threading.Event(), threading.Event()
+    real = sandbox.ddb.update_item
+
+    def slow_first(**kw: Any) -> Any:
+        if not first_asks.is_set():
+            first_asks.set()
+            release.wait(5)
+        return real(**kw)
+
+    budget._ddb = mock.Mock(update_item=slow_first)
+    results: list[bool] = []
+    first = threading.Thread(target=lambda: results.append(budget.take(lambda: 5.0)))
+    first.start()
+    first_asks.wait(5)
+    others = [
+        threading.Thread(target=lambda: results.append(budget.take(lambda: 5.0))) for _ in range(3)
+    ]
+    for t in others:
+        t.start()
+    waited_until = time.monotonic() + 5
+    while budget._waiting < 3 and time.monotonic() < waited_until:
+        pass  # until all three wait for the thread asking
+    release.set()
+    for t in [first, *others]:
+        t.join(5)
+
+    assert results == [True] * 4
+    assert calls == ["UpdateItem", "UpdateItem"]  # the first's, then one for the three
+    assert _item(sandbox, int(START))["used"] == {"N": "4"}  # type: ignore[index]

@@ -143,6 +143,9 @@ class SharedBudget:
         #: requests taken for ``_held_second`` and not yet spent (`reserve`)
         self._held_second: int | None = None
         self._held = 0
+        #: one thread at a time asks for the requests of the calls waiting (`_fetch`)
+        self._asking = threading.Lock()
+        self._waiting = 0
 
     def take(
         self,
@@ -165,16 +168,12 @@ class SharedBudget:
                 _took(demand)
                 return True
             if self._spent != second:
-                want = max(1, min(demand.left if demand else 1, self.per_second))
-                taken = self._take(second, want, metrics or self.metrics)
+                taken = self._fetch(second, demand, deadline, metrics or self.metrics)
                 if taken:
-                    self._hold(second, taken - 1)
                     _took(demand)
                     return True
                 if taken is None:  # fail open, but never past the call's deadline
                     return deadline() > 0
-                with self._lock:
-                    self._spent = second
             left = deadline()
             if left <= 0:
                 return False
@@ -182,6 +181,44 @@ class SharedBudget:
             # The next second may have begun already (a slow write, a busy host): no negative
             # sleep (``time.sleep`` raises ValueError), just ask again.
             self.sleep(max(0.0, min(left, second + 1 - self.now())) + 1e-3)
+
+    def _fetch(
+        self,
+        second: int,
+        demand: Demand | None,
+        deadline: Callable[[], float],
+        metrics: MetricsRecorder,
+    ) -> bool | None:
+        """One request of ``second`` for the calling `take`, asked for by one thread at a time:
+        ``True`` taken (with what else the asking wanted, held), ``False`` spent or no time
+        left to wait for the thread asking, ``None`` unknown (the write failed). The threads
+        that wait meanwhile are asked for together: the write takes the invocation's demand
+        left or the number of waiting calls, whichever is larger, at most `per_second`."""
+        with self._lock:
+            self._waiting += 1
+        try:
+            if not self._asking.acquire(timeout=max(0.0, deadline())):
+                return False
+        finally:
+            with self._lock:
+                self._waiting -= 1
+                waiting = self._waiting
+        try:
+            if self._spend_held(second):  # the thread asking before took this one's too
+                return True
+            if self._spent == second:
+                return False
+            want = max(1, min(max(demand.left if demand else 1, waiting + 1), self.per_second))
+            taken = self._take(second, want, metrics)
+            if taken == 0:
+                with self._lock:
+                    self._spent = second
+            if not taken:
+                return taken if taken is None else False
+            self._hold(second, taken - 1)
+            return True
+        finally:
+            self._asking.release()
 
     def reserve(self, requests: int, metrics: MetricsRecorder | None = None) -> int:
         """Take up to ``requests`` requests of the current second in one ``UpdateItem`` and
