@@ -44,6 +44,9 @@ SESSIONS = 100
 MAX_WORKERS = 32
 #: The ownership table's calls; every other call of the cleanup is a step's.
 OWNERSHIP_CALLS = frozenset({"TransactWriteItems", "BatchGetItem"})
+#: The shared ``RetireGrant`` budget's write (``shared_pace``): the batch's reservation goes
+#: beside the marks (a mark-phase call); one after the steps began is the grant step's own.
+BUDGET_CALL = "UpdateItem"
 
 Call = tuple[str, str, float, float]  # operation, label, start s, end s
 
@@ -84,13 +87,16 @@ def path_text(path: Sequence[Call]) -> str:
 
 
 def phases(timeline: Sequence[Call]) -> dict[str, dict[str, Any]]:
-    """The ownership calls before the first step call (marks), the step calls, and the
-    ownership calls after the last step call (releases): calls by name, and the most in flight."""
-    steps = [c for c in timeline if c[0] not in OWNERSHIP_CALLS]
-    first = min((c[2] for c in steps), default=math.inf)
+    """The ownership calls before the first step call (marks, and the shared budget's
+    reservation beside them), the step calls (a budget write among them is a grant step's), and
+    the ownership calls after the last step call (releases): calls by name, and the most in
+    flight."""
+    own = OWNERSHIP_CALLS | {BUDGET_CALL}
+    first = min((c[2] for c in timeline if c[0] not in own), default=math.inf)
+    steps = [c for c in timeline if c[0] not in own or (c[0] == BUDGET_CALL and c[2] >= first)]
     last = max((c[3] for c in steps), default=-math.inf)
     groups = {
-        "marks": [c for c in timeline if c[0] in OWNERSHIP_CALLS and c[2] < first],
+        "marks": [c for c in timeline if c[0] in own and c[2] < first],
         "steps": steps,
         "releases": [c for c in timeline if c[0] in OWNERSHIP_CALLS and c[2] >= first],
     }

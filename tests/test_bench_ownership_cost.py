@@ -87,3 +87,18 @@ def test_the_critical_path_is_the_longest_chain_of_calls_one_after_another() -> 
     )
     assert len(round_trips.critical_path(at_once + steps + release)) == 4
     assert round_trips.floor_waves(in_turn + steps + release, max_workers=2) == 4
+
+
+def test_the_budgets_reservation_is_a_mark_phase_call_and_a_later_budget_write_a_steps() -> None:
+    """The shared RetireGrant budget's reservation goes beside the marks (issue 38); a budget
+    write after the steps began belongs to a grant step, never to the releases."""
+    marks = [("TransactWriteItems", "mark x100", 0.0, 1.0), ("UpdateItem", "", 0.0, 1.0)]
+    steps = [("RetireGrant", "", 1.0, 2.0), ("UpdateItem", "", 2.0, 2.5)]
+    release = [("TransactWriteItems", "release x100", 3.0, 4.0)]
+
+    phases = round_trips.phases(marks + steps + release)
+
+    assert phases["marks"]["calls"] == {"TransactWriteItems (mark x100)": 1, "UpdateItem": 1}
+    assert phases["marks"]["max_in_flight"] == 2
+    assert phases["steps"]["calls"] == {"RetireGrant": 1, "UpdateItem": 1}
+    assert phases["releases"]["calls"] == {"TransactWriteItems (release x100)": 1}
