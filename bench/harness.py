@@ -84,6 +84,19 @@ def aws_env() -> None:
         os.environ.pop(name, None)
 
 
+def in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` run in a fresh Python interpreter (``multiprocessing``'s ``spawn`` start
+    method), its result returned: nothing of this process comes along (its threads, its heap,
+    its garbage collector's state), so ``time.process_time`` there counts only what ``fn`` runs,
+    as in a function's own execution environment. ``fn`` must be a module-level function (it
+    is pickled by name); its exceptions are raised here."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(fn, *args).result()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

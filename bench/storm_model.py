@@ -15,7 +15,9 @@ per delete of the sweeper — and from the published quotas below. The pipeline:
    CPU (``n`` times the measured CPU of one DeleteItem ÷ the worker's vCPU share at its
    memory), and its share of DynamoDB's write throughput (each delete writes the table —
    shared by the workers — and the index's partition of its shard — one per shard). Below one
-   minute a run lasts the minute less its time guard; the next run continues the work.
+   minute a run lasts the minute less its time guard; the next run, started a minute after
+   it (``rate(1 minute)``: EventBridge User Guide, "Rate expressions reference", "triggers the
+   rule every minute"), continues the work.
 2. **The stream**: each REMOVE lands on a stream shard by its key; Lambda polls a shard four
    times a second and runs ``parallelization_factor`` batches of a shard at once (keys split
    among them, order kept per key), each of at most ``batch_size`` records.
@@ -95,6 +97,10 @@ MB_PER_VCPU = 1769
 SWEEP_PAGE = 500
 #: Lambda polls each stream shard this often (seconds).
 POLL_INTERVAL_S = 0.25
+#: Seconds between the starts of two sweeper runs below a minute: the rule is ``rate(1 minute)``
+#: (``cdk_session_expiry.sweeper``), which "triggers the rule every minute" (EventBridge User
+#: Guide, "Rate expressions reference"); each run ends within its 59 s timeout, before the next.
+RUN_PERIOD_S = 60.0
 #: Seconds from a delete to its record being readable on the stream (assumed; "near real time").
 STREAM_DELAY_S = 0.1
 
@@ -337,10 +343,14 @@ def _sweep_times(n: int, settings: Settings, measured: Measured, latency: Latenc
 
 def _worker_times(n: int, per_delete: float, s: Settings, latency: Latency) -> list[float]:
     """When each of a worker's ``n`` due sessions is deleted, ``per_delete`` seconds apart at
-    best; below a minute its run stops at the time guard and the next minute's continues."""
+    best; below a minute its run stops at the time guard and the next minute's continues.
+
+    Runs start a minute apart (``RUN_PERIOD_S``); the storm fell due just after the first pass
+    of one began (at 0), so its first pass comes a whole interval later and the run stops
+    ``sweeper_run_s`` after 0: the next starts at 60, not a minute after the guard tripped."""
     times: list[float] = []
     t = float(s.sweep_interval_s)  # the first pass after the storm fell due: worst case
-    run_start = t
+    run_start = 0.0
     left = n
     while left:
         page = min(SWEEP_PAGE, left)
@@ -350,8 +360,8 @@ def _worker_times(n: int, per_delete: float, s: Settings, latency: Latency) -> l
         t += span
         left -= page
         if s.sweeper_run_s is not None and t - run_start >= s.sweeper_run_s and left:
-            # The run's time guard: the next run starts at the next minute.
-            run_start = t = (math.floor(t / 60) + 1) * 60.0
+            # The run's time guard: the next run starts a minute after this one did.
+            run_start = t = max(run_start + RUN_PERIOD_S, t)
     return times
 
 

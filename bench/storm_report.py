@@ -231,7 +231,7 @@ def calls_table(data: dict[str, Any]) -> str:
         "\n\nMeasured for the clock, over HTTP on this machine: the cleanup's CPU per session "
         f"{_span([1000 * v for v in cpu], '{:.2f}')} ms (its own process, 20 ms a call), the "
         f"sweeper's CPU per DeleteItem {_span([1000 * v for v in sweep_cpu], '{:.2f}')} ms "
-        "(10 ms a call). The real run answers in process (`bench/transport.py`: no socket, "
+        "(its own process, 10 ms a call). The real run answers in process (`bench/transport.py`: no socket, "
         "3 ms a call), so its TransactWriteItems per session (marks and releases coalesced "
         "over whatever arrives during one call) differ from a deployment's; the quotas count "
         "their write units, which do not depend on it."

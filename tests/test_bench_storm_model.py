@@ -94,3 +94,21 @@ def test_two_batches_per_shard_let_the_ownership_table_bind() -> None:
     cpu = "cleanup CPU (shards × parallelization × vCPU ÷ CPU per session)"  # noqa: RUF001
     assert min(one, key=one.__getitem__) == cpu
     assert min(two, key=two.__getitem__) == OWNERSHIP
+
+
+def test_a_run_cut_by_its_time_guard_is_continued_by_the_next_minutes_run() -> None:
+    """Below a minute the sweeper runs on ``rate(1 minute)``: runs start a minute apart. The
+    storm fell due as one run's first pass began (at 0); that run stops once 55.5 s have passed
+    since it began (the page in progress finishes) and the next run, at 60 s, continues."""
+    latency = sm.Latency()
+    assert sm.Settings().sweeper_run_s == 55.5
+    # A page of 500 deletes takes 0.75 s (1.5 ms each), its Query 10 ms: 0.76 s a page from
+    # the first pass at 5 s, so the 67th page ends at 55.92 s, past the guard.
+    times = sm._worker_times(40_000, 0.0015, sm.Settings(), latency)
+    assert len(times) == 40_000
+    first = [t for t in times if t < sm.RUN_PERIOD_S]
+    assert len(first) == 67 * 500
+    assert max(first) == pytest.approx(5 + 67 * 0.76)
+    second = sorted(t for t in times if t >= sm.RUN_PERIOD_S)
+    assert second[0] == pytest.approx(60 + 0.01 + 0.0015)  # not a minute after the guard
+    assert second[-1] == pytest.approx(60 + 13 * 0.76)
