@@ -436,7 +436,9 @@ def test_rule_a_stopped_session_is_logged_with_its_verdict(
         caplog.clear()
         swept = sweeper(emulator, browser_id=None, dry_run=dry_run)
         with caplog.at_level(logging.INFO, logger=swept.logger.name):
-            swept.sweep()
+            report = swept.sweep()
+        counts = (report.would_stop, report.orphans_stopped, report.expired_stopped)
+        assert counts == ((2, 0, 0) if dry_run else (0, 1, 1))
         warned = [r for r in caplog.records if r.levelno == logging.WARNING]
         assert [r.getMessage() for r in warned] == [
             f"codeInterpreter session orphan1 of {INTERPRETER}: owner gone: orphan, {done}",
@@ -561,3 +563,15 @@ def test_rule_a_tool_session_named_as_the_latest_id_is_held(
     )
     swept = sweeper(emulator, browser_id=None)
     assert swept.judge(swept.tools[0], "mine1", OLD, NOW).verdict == "live"
+
+
+def test_rule_every_expired_owners_tool_session_is_counted(
+    emulator: LocalEmulator, ddb: Any
+) -> None:
+    started(emulator, ddb, "late1", live=True, expires_in=-60)
+    started(emulator, ddb, "late2", owner="s-2", live=True, expires_in=-60)
+
+    report = sweeper(emulator, browser_id=None).sweep()
+
+    assert (report.expired_stopped, report.orphans_stopped) == (2, 0)
+    assert sorted(stops(emulator)) == ["late1", "late2"]
