@@ -575,3 +575,14 @@ def test_rule_every_expired_owners_tool_session_is_counted(
 
     assert (report.expired_stopped, report.orphans_stopped) == (2, 0)
     assert sorted(stops(emulator)) == ["late1", "late2"]
+    for session_id in ("late1", "late2"):  # released: a REMOVE arriving later makes no call
+        assert record(ddb, session_id)["state"] == {"S": STATE_RELEASED}
+
+
+def test_rule_a_released_verdict_carries_its_record(emulator: LocalEmulator, ddb: Any) -> None:
+    started(emulator, ddb, "done1", state=STATE_RELEASED)
+    swept = sweeper(emulator)
+
+    judged = swept.judge(swept.tools[0], "done1", OLD, NOW)
+
+    assert judged.verdict == "released" and judged.claim == claim_of(ddb, "done1")
