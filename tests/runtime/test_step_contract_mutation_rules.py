@@ -232,3 +232,21 @@ def test_rule_id_union_names_an_unusable_single_id_invalid_and_never_uses_it() -
     )
 
     assert (ids, unusable, invalid) == (["c-2"], None, ["connectionId"])
+
+
+@pytest.mark.parametrize(
+    ("many", "ids", "invalid"),
+    [
+        ({"c-2", "c-3"}, ["c-1", "c-2", "c-3"], []),  # a String Set of usable ids
+        (frozenset({"c-2", ""}), ["c-1", "c-2"], ["connectionIds"]),  # the usable ones count
+        ("c-9", ["c-1"], ["connectionIds"]),  # a String, not a set: no id from it
+    ],
+)
+def test_rule_id_union_takes_the_usable_members_of_a_string_set_only(
+    many: object, ids: list[str], invalid: list[str]
+) -> None:
+    session = _session({"connectionId": "c-1", "connectionIds": many})
+
+    found = id_union(session, "connectionId", "connectionIds", lambda value: value != "")
+
+    assert found == (ids, None, invalid)
