@@ -250,3 +250,17 @@ def test_rule_id_union_takes_the_usable_members_of_a_string_set_only(
     found = id_union(session, "connectionId", "connectionIds", lambda value: value != "")
 
     assert found == (ids, None, invalid)
+
+
+def test_rule_id_union_without_a_usable_id_is_a_plan_naming_the_invalid_attributes() -> None:
+    session = _session({"connectionId": "", "connectionIds": {""}})
+
+    ids, plan, invalid = id_union(session, "connectionId", "connectionIds", lambda v: v != "")
+
+    assert (ids, invalid) == ([], ["connectionId", "connectionIds"])
+    assert plan is not None
+    assert (plan.status, plan.missing, plan.invalid) == (
+        PLAN_MISSING,
+        (),
+        ("connectionId", "connectionIds"),
+    )
