@@ -324,10 +324,10 @@ class LifetimePart(StoreCore):
                         raise _lost_races(holder.session_id, holder.partition) from None
                     self._replace_dead(key, item, holder.session_id, holder.partition)
                     continue
-                outcome = _take_over_refused(claims, cancelled, requests, taken)
+                outcome, index = _take_over_refused(claims, cancelled, requests, taken)
                 if outcome is TAKEN:
                     continue
-                error = _claim_refused(cancelled, requests)
+                error = _claim_refused(cancelled, requests, index)
             delay = next(waits, None) if (error.releasing or outcome is RACED) else None
             if delay is None:
                 raise error
@@ -566,30 +566,33 @@ def _take_over_refused(
     cancelled: TransactionCancelled,
     requests: list[ClaimRequest],
     taken: list[Claimed],
-) -> object:
+) -> tuple[object, int]:
     """Take over each claim the transaction refused whose record may be taken, replacing its
-    request by the successor's (``formerOwners``) and noting it in ``taken``: `TAKEN`
-    when all were, else `claims.NOT_TAKEABLE` or `claims.RACED` of the first
-    that was not."""
+    request by the successor's (``formerOwners``) and noting it in ``taken``: ``(TAKEN, 0)``
+    when all were, else `claims.NOT_TAKEABLE` or `claims.RACED` of the first that was not and
+    its index in the transaction; ``(None, 0)`` when the transaction refused no claim (it was
+    cancelled for another reason: asking again would loop)."""
+    refused = False
     for index, request in enumerate(list(requests), start=1):
         reason = cancelled.failed(index)
         if reason is None:
             continue
+        refused = True
         outcome = claims.take_over(request, reason.get("Item"))
         if not isinstance(outcome, Claimed):
-            return outcome
+            return outcome, index
         taken.append(outcome)
         requests[index - 1] = outcome.request
-    return TAKEN
+    return (TAKEN if refused else None), 0
 
 
 def _claim_refused(
-    cancelled: TransactionCancelled, requests: Sequence[ClaimRequest]
+    cancelled: TransactionCancelled, requests: Sequence[ClaimRequest], index: int
 ) -> ResourceOwnedError:
-    """The error of the first claim the transaction refused; the botocore error itself when
-    it was cancelled for another reason."""
-    for index, request in enumerate(requests, start=1):
-        reason = cancelled.failed(index)
-        if reason is not None:
-            return refusal(request, reason.get("Item"))
-    raise cancelled.error
+    """The error of the claim at ``index`` of the transaction (from 1), which it refused and
+    which could not be taken over — never one taken over meanwhile; the botocore error itself
+    when it was cancelled for another reason (``index`` 0)."""
+    reason = cancelled.failed(index) if index else None
+    if reason is None:
+        raise cancelled.error
+    return refusal(requests[index - 1], reason.get("Item"))

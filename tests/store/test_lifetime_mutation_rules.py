@@ -1,0 +1,231 @@
+"""The store's lifetime rules that mutation testing found unpinned (issue 40,
+``make mutation MUTATION_ARGS="store_parts/lifetime.py"``): each test fails on a mutant of
+`store_parts/lifetime.py` that the other store tests let live.
+
+moto's DynamoDB, real boto3 calls. A concurrent writer is another client writing through moto
+from the store's own ``before-call`` hook, so its write lands between the store's attempts.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from session_expiry_runtime.core.config import PREVIOUS_INCARNATION_ATTRIBUTE
+from session_expiry_runtime.core.ownership import owner_token
+from session_expiry_runtime.store import ResourceOwnedError, SessionConflictError, SessionStore
+from session_expiry_runtime.store_parts.claims import RELEASING_RETRY_DELAYS
+
+from ._support import OWNERSHIP_TABLE, T0_EPOCH, TABLE, FakeClock, claim_of, raw_item
+from .test_claim_registrar import SORT, A, Deployment
+
+HOUR = timedelta(hours=1)
+
+
+def _racing_writer(ddb: Any, operation: str, item: dict[str, Any]) -> list[str]:
+    """Before each ``operation`` call of the store, another writer puts ``item`` (a dead
+    session: its TTL is in the past), so every attempt of the store finds the key taken again.
+    The names of the calls seen, in order."""
+    other = boto3.client("dynamodb", region_name="us-east-1")
+    calls: list[str] = []
+
+    def race(**_: Any) -> None:
+        calls.append(operation)
+        other.put_item(TableName=TABLE, Item=item)
+
+    ddb.meta.events.register(f"before-call.dynamodb.{operation}", race)
+    ddb.meta.events.register(
+        "before-call.dynamodb.DeleteItem", lambda **_: calls.append("DeleteItem")
+    )
+    return calls
+
+
+@pytest.mark.parametrize("partition", [None, "u-1"])
+@pytest.mark.parametrize(
+    ("ownership", "operation", "kwargs"),
+    [(False, "PutItem", {}), (True, "TransactWriteItems", {"connection_id": "c-1"})],
+)
+def test_rule_create_gives_up_after_three_lost_races_naming_the_session(
+    make_store: Any,
+    ddb: Any,
+    ownership: bool,
+    operation: str,
+    kwargs: dict[str, Any],
+    partition: str | None,
+) -> None:
+    """A dead item put back before each attempt: ``create`` removes it and tries again, three
+    attempts in all, then raises ``SessionConflictError`` naming the session and the races."""
+    sort_key = "sk" if partition else None
+    store: SessionStore = make_store(ownership=ownership, sort_key=sort_key)
+    key = {"pk": {"S": partition}, "sk": {"S": "s-1"}} if partition else {"pk": {"S": "s-1"}}
+    dead = {**key, "expiresAt": {"N": str(T0_EPOCH - 10)}}
+    calls = _racing_writer(ddb, operation, dead)
+
+    with pytest.raises(SessionConflictError) as caught:
+        store.create("s-1", ttl=HOUR, partition=partition, **kwargs)
+
+    where = " in partition 'u-1'" if partition else ""
+    assert str(caught.value) == (
+        f"session 's-1'{where}: lost 3 races with concurrent writers of the same id"
+    )
+    assert (caught.value.session_id, caught.value.partition) == ("s-1", partition)
+    # attempt, remove the dead item, attempt, remove, attempt: the third lost race ends it.
+    expected = [operation, "DeleteItem", operation, "DeleteItem", operation]
+    assert calls == (expected if ownership else [*expected, "DeleteItem"])
+    assert raw_item(ddb, key) == (dead if ownership else None)
+
+
+# --- the claim registrar's create: over a dead item, over a live one ------------------------------
+@pytest.fixture
+def deployment(ddb: Any, clock: FakeClock, connections: Any) -> Deployment:
+    return Deployment(ddb, clock, connections)
+
+
+def test_rule_registrar_create_replaces_a_dead_item_of_its_own_key(
+    deployment: Deployment, clock: FakeClock, ddb: Any
+) -> None:
+    """With the claim registrar, ``create`` over an expired item of the same key removes that
+    item (not another key's) and names it as the new item's ``previousIncarnation``."""
+    store, _ = deployment.store()
+    old = store.create("s-1", partition=A, ttl=HOUR, connection_id="c-1")
+    clock.advance(HOUR.total_seconds() + 1)  # expired, not yet deleted by TTL
+
+    new = store.create("s-1", partition=A, ttl=HOUR, connection_id="c-1")
+
+    item = raw_item(ddb, {"tenant": {"S": A}, SORT: {"S": "s-1"}})
+    assert item is not None and item["incarnation"] == {"S": new.incarnation}
+    assert item[PREVIOUS_INCARNATION_ATTRIBUTE] == {"S": old.incarnation}
+
+
+def test_fails_a_registrar_create_over_a_live_session_naming_it_and_its_partition(
+    deployment: Deployment, ddb: Any
+) -> None:
+    store, _ = deployment.store()
+    store.create("s-1", partition=A, ttl=HOUR, connection_id="c-1")
+
+    with pytest.raises(SessionConflictError) as caught:
+        store.create("s-1", partition=A, ttl=HOUR, connection_id="c-2")
+
+    assert str(caught.value).startswith("session 's-1' in partition 'tenant-a' already exists")
+    assert (caught.value.session_id, caught.value.partition) == ("s-1", A)
+    assert claim_of(ddb, "connection#c-2") is None
+
+
+# --- takeovers within create's transaction --------------------------------------------------------
+def _release(ddb: Any, resource: str) -> None:
+    """What the cleanup leaves behind: the claim released."""
+    ddb.update_item(
+        TableName=OWNERSHIP_TABLE,
+        Key={"resource": {"S": resource}},
+        UpdateExpression="SET #s = :s, #since = :since",
+        ExpressionAttributeNames={"#s": "state", "#since": "stateSince"},
+        ExpressionAttributeValues={":s": {"S": "released"}, ":since": {"N": str(T0_EPOCH)}},
+    )
+
+
+def test_rule_a_takeover_replaces_the_request_of_its_own_id(make_store: Any, ddb: Any) -> None:
+    """The first of two ids is a released claim, taken over; the transaction then claims both
+    ids, each for the new session (the successor request replaces its own id's request)."""
+    store: SessionStore = make_store(ownership=True)
+    store.create("s-1", ttl=HOUR, connection_id="c-1")
+    _release(ddb, "connection#c-1")
+
+    store.create("s-2", ttl=HOUR, connection_id="c-1", browser_session_id="br02")
+
+    owner = owner_token({"pk": "s-2"})
+    for resource in ("connection#c-1", "browser#br02"):
+        claim = claim_of(ddb, resource)
+        assert claim is not None and (claim["owner"], claim["state"]) == (
+            {"S": owner},
+            {"S": "held"},
+        ), resource
+
+
+def test_rule_a_takeover_is_undone_when_another_id_is_refused(make_store: Any, ddb: Any) -> None:
+    """A released claim taken over, then another id of the same create refused: the error
+    names the id that is owned (not the one taken over), and the taken claim is put back as it
+    was (released, its former owner's)."""
+    store: SessionStore = make_store(ownership=True)
+    store.create("s-1", ttl=HOUR, connection_id="c-1")
+    _release(ddb, "connection#c-1")
+    released = claim_of(ddb, "connection#c-1")
+    store.create("s-3", ttl=HOUR, browser_session_id="br01")
+
+    with pytest.raises(ResourceOwnedError) as caught:
+        store.create("s-2", ttl=HOUR, connection_id="c-1", browser_session_id="br01")
+
+    assert str(caught.value).startswith("AgentCore browser session 'br01' is owned by session")
+    assert (caught.value.kind, caught.value.owner_key) == ("browser", {"pk": "s-3"})
+
+    assert claim_of(ddb, "connection#c-1") == released
+    assert raw_item(ddb, {"pk": {"S": "s-2"}}) is None
+
+
+def test_rule_a_transaction_cancelled_for_another_reason_is_raised_not_asked_again(
+    make_store: Any, ddb: Any, sleeps: list[float]
+) -> None:
+    """A ``TransactWriteItems`` cancelled with no failed condition (a ``TransactionConflict``
+    still there after the writer's waits) refuses no claim: ``create`` raises the botocore error
+    and writes nothing, rather than asking again for ever.
+
+    Stubbed (moto never reports ``TransactionConflict``): every ``TransactWriteItems`` of the
+    store's client answers the cancellation, from a ``before-call`` hook; past 20 calls the hook
+    fails the test instead of looping."""
+    store: SessionStore = make_store(ownership=True)
+    calls: list[int] = []
+
+    def cancel(**_: Any) -> None:
+        calls.append(1)
+        assert len(calls) <= 20, "create keeps asking again"
+        raise ClientError(
+            {
+                "Error": {"Code": "TransactionCanceledException", "Message": "cancelled"},
+                "CancellationReasons": [{"Code": "None"}, {"Code": "TransactionConflict"}],
+            },
+            "TransactWriteItems",
+        )
+
+    ddb.meta.events.register("before-call.dynamodb.TransactWriteItems", cancel)
+
+    with pytest.raises(ClientError, match="TransactionCanceledException"):
+        store.create("s-1", ttl=HOUR, connection_id="c-1")
+
+    assert len(calls) == len(RELEASING_RETRY_DELAYS) + 1  # the writer's own waits, once
+    assert raw_item(ddb, {"pk": {"S": "s-1"}}) is None
+    assert claim_of(ddb, "connection#c-1") is None
+
+
+# --- list and iter_sessions -----------------------------------------------------------------------
+@pytest.mark.parametrize("consistent", [None, False, True])
+@pytest.mark.parametrize("lazy", [False, True])
+def test_rule_list_reads_eventually_consistent_unless_asked(
+    make_store: Any, ddb: Any, consistent: bool | None, lazy: bool
+) -> None:
+    """``list`` and ``iter_sessions`` send ``ConsistentRead`` as asked, ``False`` by default
+    (a strongly consistent Query costs twice the read capacity)."""
+    store: SessionStore = make_store(sort_key="sk")
+    store.create("s-1", ttl=HOUR, partition="u-1")
+    sent: list[Any] = []
+    ddb.meta.events.register(
+        "provide-client-params.dynamodb.Query",
+        lambda params, **_: sent.append(params.get("ConsistentRead")),
+    )
+    kwargs = {} if consistent is None else {"consistent": consistent}
+
+    found = list(store.iter_sessions("u-1", **kwargs)) if lazy else store.list("u-1", **kwargs)
+
+    assert [s.session_id for s in found] == ["s-1"]
+    assert sent == [bool(consistent)]
+
+
+def test_fails_list_without_sort_key_saying_what_to_do(make_store: Any) -> None:
+    store: SessionStore = make_store()
+    with pytest.raises(ValueError) as caught:
+        store.list("u-1")
+    assert str(caught.value) == (
+        "list('u-1'): the table has no sort key, so a partition holds one session; configure "
+        "a sort key or use get()"
+    )
