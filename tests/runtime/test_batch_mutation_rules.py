@@ -134,3 +134,40 @@ def test_rule_the_kept_releases_are_waited_for_only_until_the_hard_stop() -> Non
 
     assert releases.finished == [("claims", 0.25)]
     assert releases.applied == [[]]
+
+
+class _HardStopAtFirstReading:
+    """The read-ahead's reading puts the hard stop at once (the reserve left); every later
+    reading, a record thread's, has plenty: a record that started would run to its end."""
+
+    def __init__(self) -> None:
+        self.readings = 0
+
+    def get_remaining_time_in_millis(self) -> int:
+        self.readings += 1
+        return batch.RETURN_RESERVE_MS if self.readings == 1 else 300_000
+
+
+def test_rule_a_read_ahead_still_running_at_the_hard_stop_starts_no_record(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    removes = _removed(sandbox, "s-1", "s-2")
+    cleaner = sandbox.cleaner()
+    release = threading.Event()
+    started: list[object] = []
+
+    def slow_read_ahead(records: Any, cleaner: Any, invocation: Any) -> None:
+        invocation.deadline.out_of_time()  # its one reading
+        release.wait(timeout=5)
+
+    monkeypatch.setattr(batch, "_read_ahead", slow_read_ahead)
+    monkeypatch.setattr(cleaner, "clean", lambda raw, **_: started.append(raw))
+    try:
+        response = process_batch(event(*removes), _HardStopAtFirstReading(), cleaner)
+    finally:
+        release.set()
+
+    assert sorted(f["itemIdentifier"] for f in response["batchItemFailures"]) == sorted(
+        r["dynamodb"]["SequenceNumber"] for r in removes
+    )
+    assert started == []
