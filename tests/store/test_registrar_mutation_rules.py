@@ -772,3 +772,27 @@ def test_rule_registrar_grant_claim_answers_when_it_was_claimed(deployment: Depl
     }
     claim = claim_of(deployment.registrar_ddb, "grant#g-1")
     assert claim is not None and claim["claimedAt"] == {"N": str(now)}
+
+
+def test_rule_registrar_makes_no_client_of_its_own(
+    ddb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every call goes through the client it is given (the handler's, with its retries and
+    # Region): its internal SessionStore, used only to read a session item, is handed that
+    # client and no registrar transport, rather than building a default DynamoDB or Lambda
+    # client (a cold start's cost, and NoRegionError outside Lambda).
+    def no_client(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"the registrar built a client of its own: {args} {kwargs}")
+
+    monkeypatch.setattr(boto3, "client", no_client)
+    # Named a claim registrar function too (a configuration shared with the app's): the
+    # registrar writes the ownership records itself and never invokes one.
+    config = RuntimeConfig(
+        table_name=TABLE,
+        ownership_table_name=OWNERSHIP_TABLE,
+        claim_registrar_function="claim-registrar",
+    )
+
+    registrar = Registrar(config, ddb)
+
+    assert registrar._sessions._ddb is ddb
