@@ -773,6 +773,8 @@ _UNLISTABLE = {
         "a continuation token it was sent before",
     ),
     "token-missing": ([(True, None)], 1, "a truncated page without a NextContinuationToken"),
+    # an empty token is no token (steps/scratch.py `_unlistable__mutmut_10`, issue 40)
+    "token-empty": ([(True, "")], 1, "a truncated page without a NextContinuationToken"),
     "not-truncated-with-token": (
         [(False, "A")],
         1,
