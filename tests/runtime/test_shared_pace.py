@@ -374,3 +374,104 @@ def test_calls_waiting_while_one_asks_are_asked_for_in_that_threads_next_write(
     assert results == [True] * 4
     assert calls == ["UpdateItem", "UpdateItem"]  # the first's, then one for the three
     assert _item(sandbox, int(START))["used"] == {"N": "4"}  # type: ignore[index]
+
+
+# --- a reviewer's findings on the reservation (issue 38) ----------------------------------------
+def test_a_request_taken_for_a_second_that_ended_meanwhile_is_not_spent(sandbox: Sandbox) -> None:
+    """A write answered after its second ended (a throttled write retried, a busy host) took a
+    request of a second that is over: the call asks again in its own second instead of going
+    out on it (else another environment's full second gets one more)."""
+    clock = WallClock()
+    budget = _budget(sandbox, clock, per_second=10)
+    real, writes = sandbox.ddb.update_item, []
+
+    def answered_late(**kw: Any) -> Any:
+        writes.append(kw["Key"]["resource"]["S"])
+        answer = real(**kw)
+        if len(writes) == 1:
+            clock.t += 1.5
+        return answer
+
+    budget._ddb = mock.Mock(update_item=answered_late)
+
+    assert budget.take(lambda: 5.0) is True
+
+    assert writes == [f"pace#RetireGrant#{int(START)}", f"pace#RetireGrant#{int(START) + 1}"]
+    assert _item(sandbox, int(START) + 1)["used"] == {"N": "1"}  # type: ignore[index]
+
+
+def test_an_invocations_demand_asks_no_more_than_it_sent_the_second_before(
+    sandbox: Sandbox,
+) -> None:
+    """The demand of a batch (60 grants) does not take the fleet's whole second when the
+    environment sends fewer (4 a second): it asks for what it sent, the rest stays for the
+    other environments."""
+    clock = WallClock()
+    greedy, other = _budget(sandbox, clock, per_second=10), _budget(sandbox, clock, per_second=10)
+    with invocation_demand():
+        assert greedy.reserve(60) == 10
+        assert [greedy.take(lambda: 0.0) for _ in range(4)] == [True] * 4
+        clock.t = START + 1
+
+        assert greedy.take(lambda: 0.0) is True
+
+    assert _item(sandbox, int(START) + 1)["used"] == {"N": "4"}  # type: ignore[index]
+    assert [other.take(lambda: 0.0) for _ in range(6)] == [True] * 6
+
+
+def test_calls_that_waited_for_a_failed_budget_write_fail_open_without_writing(
+    sandbox: Sandbox,
+) -> None:
+    """The budget is an economy: when the thread asking could not write it, the calls that
+    waited for it go out at once, not one failing write after another until their deadline."""
+    clock = WallClock()
+    asked, release = threading.Event(), threading.Event()
+    failing = mock.Mock()
+
+    def throttled(**_: Any) -> None:
+        asked.set()
+        release.wait(5)
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow"}}, "Update")
+
+    failing.update_item.side_effect = throttled
+    budget = _budget(sandbox, clock, ddb=failing)
+    results: list[bool] = []
+    threads = [threading.Thread(target=lambda: results.append(budget.take(lambda: 5.0)))]
+    threads[0].start()
+    asked.wait(5)
+    threads += [
+        threading.Thread(target=lambda: results.append(budget.take(lambda: 5.0))) for _ in range(3)
+    ]
+    for t in threads[1:]:
+        t.start()
+    waited_until = time.monotonic() + 5
+    while budget._waiting < 3 and time.monotonic() < waited_until:
+        pass  # until the three wait for the thread asking
+    release.set()
+    for t in threads:
+        t.join(5)
+
+    assert results == [True] * 4
+    assert failing.update_item.call_count == 1
+
+
+def test_a_dry_run_or_a_batch_without_grants_reserves_nothing(sandbox: Sandbox) -> None:
+    from session_expiry_runtime.core.ownership import KIND_CONNECTION, KIND_GRANT
+    from session_expiry_runtime.owners.claims import Claimant, ClaimRef
+
+    planned = [
+        (Claimant("o", "i1"), [ClaimRef(KIND_CONNECTION, "c1"), ClaimRef(KIND_GRANT, "g1")]),
+        (Claimant("o", "i2"), [ClaimRef(KIND_CONNECTION, "c2")]),
+    ]
+    budget = mock.Mock(reserve=mock.Mock(return_value=1))
+    cleaner = sandbox.cleaner()
+    cleaner.retire_grant_budget = budget
+
+    assert cleaner.reserve_retire_grants(planned) == 1
+    budget.reserve.assert_called_once_with(1, cleaner.metrics)  # the grant, not the connections
+    budget.reserve.reset_mock()
+
+    assert cleaner.with_levers(dry_run=True).reserve_retire_grants(planned) == 0
+    budget.reserve.assert_not_called()  # a dry run sends no RetireGrant
+    cleaner.reserve_retire_grants(planned[1:])
+    budget.reserve.assert_called_once_with(0, cleaner.metrics)  # takes none (reserve(0) == 0)

@@ -29,7 +29,7 @@ from typing import Any
 from ..core.config import ACTION_TIME_GUARD
 from ..core.decode import parse_record
 from ..core.invocation import InvocationScope, submit_in_context
-from ..core.shared_pace import invocation_demand
+from ..core.shared_pace import RESERVE_WAIT_SECONDS, invocation_demand
 from ..core.step_pool import StepPool
 from ..owners.claims import ClaimBatcher
 from ..owners.deferred_releases import DeferredReleases
@@ -233,7 +233,7 @@ def _read_ahead(records: list[object], cleaner: CleanupRunner, invocation: _Invo
         # one round trip for both, not one more before each grant (issue 38).
         reserving = invocation.step_pool.submit(cleaner.reserve_retire_grants, planned)
         invocation.claims.premark(planned)
-        wait([reserving])
+        wait([reserving], timeout=RESERVE_WAIT_SECONDS)  # a slow budget write holds no record
 
 
 def _record_work(raw: object, cleaner: CleanupRunner, invocation: _Invocation) -> RecordResult:

@@ -26,8 +26,12 @@ for all its grants: before its records start, beside its ownership marks, it **r
 requests of the grants it will retire (`SharedBudget.reserve`, one ``UpdateItem`` of ``k``, or
 of what the second has left: ``ReturnValuesOnConditionCheckFailure`` returns the item a refusal
 saw), and each ``RetireGrant`` of that second spends a held request with no call. A request is
-spent within its own second or not at all; the ones a second ended with are asked for together
-in the next (one write). So every invocation together sends at most ``per_second`` requests in
+spent within its own second or not at all (one whose write was answered after its second ended
+is not spent either: the call asks again); the ones a second ended with are asked for together
+in the next (one write), but never more than the environment sent the second before, so one
+environment's large batch cannot take the fleet's second from the others. One thread at a time
+asks; the calls that waited for a write that failed go out at once (failing open, below). So
+every invocation together sends at most ``per_second`` requests in
 any wall-clock second (Lambda's hosts keep their clocks by the Amazon Time Sync Service; a
 second's boundary can still let two seconds' budgets meet within a second's span, which is why
 the default budget stays well below KMS's 50 (two seconds meeting make 20) and leaves the rest
@@ -64,13 +68,25 @@ from .config import METRIC_SHARED_PACE_UNAVAILABLE, RuntimeConfig
 from .metrics import MetricsRecorder
 from .ownership import ATTR_EXPIRES_AT, ATTR_RESOURCE
 
-__all__ = ["PACE_KIND", "Demand", "SharedBudget", "invocation_demand", "retire_grant_budget"]
+__all__ = [
+    "PACE_KIND",
+    "RESERVE_WAIT_SECONDS",
+    "Demand",
+    "SharedBudget",
+    "invocation_demand",
+    "retire_grant_budget",
+]
 
 #: The ``resource`` prefix of budget items (not an ownership record kind).
 PACE_KIND = "pace"
 ATTR_USED = "used"
 #: How long a budget item is kept after its second (time to live).
 KEEP_SECONDS = 3600
+#: How long a batch waits for its reservation before its records start (seconds): a budget
+#: item that is slow to write (throttled, retried by the client) never holds the batch.
+RESERVE_WAIT_SECONDS = 1.0
+#: `SharedBudget._fetch`'s answer when the second ended while it was asked for: ask again.
+_AGAIN = object()
 
 logger = logging.getLogger(__name__)
 
@@ -146,6 +162,11 @@ class SharedBudget:
         #: one thread at a time asks for the requests of the calls waiting (`_fetch`)
         self._asking = threading.Lock()
         self._waiting = 0
+        #: the second whose write failed last (its waiting calls fail open at once)
+        self._failed_second: int | None = None
+        #: requests spent in the second being counted, and in the last second with any
+        self._counting: tuple[int | None, int] = (None, 0)
+        self._rate: tuple[int | None, int] = (None, 0)
 
     def take(
         self,
@@ -164,13 +185,13 @@ class SharedBudget:
         demand = _DEMAND.get()
         while True:
             second = math.floor(self.now())
-            if self._spend_held(second):
-                _took(demand)
+            if self._spend_held(second, demand):
                 return True
             if self._spent != second:
                 taken = self._fetch(second, demand, deadline, metrics or self.metrics)
+                if taken is _AGAIN:  # the second ended while it was asked for
+                    continue
                 if taken:
-                    _took(demand)
                     return True
                 if taken is None:  # fail open, but never past the call's deadline
                     return deadline() > 0
@@ -188,12 +209,14 @@ class SharedBudget:
         demand: Demand | None,
         deadline: Callable[[], float],
         metrics: MetricsRecorder,
-    ) -> bool | None:
+    ) -> object:
         """One request of ``second`` for the calling `take`, asked for by one thread at a time:
         ``True`` taken (with what else the asking wanted, held), ``False`` spent or no time
-        left to wait for the thread asking, ``None`` unknown (the write failed). The threads
-        that wait meanwhile are asked for together: the write takes the invocation's demand
-        left or the number of waiting calls, whichever is larger, at most `per_second`."""
+        left to wait for the thread asking, ``None`` unknown (the write failed: this one and
+        the calls that waited for it go out unpaced by the budget), `_AGAIN` when ``second``
+        ended meanwhile (a request is spent within its own second or not at all). The write
+        takes the calls waiting, or the invocation's demand left, at most what this
+        environment spent in its last second with any (`_want`) and `per_second`."""
         with self._lock:
             self._waiting += 1
         try:
@@ -204,21 +227,57 @@ class SharedBudget:
                 self._waiting -= 1
                 waiting = self._waiting
         try:
-            if self._spend_held(second):  # the thread asking before took this one's too
+            if math.floor(self.now()) != second:
+                return _AGAIN
+            if self._spend_held(second, demand):  # the thread asking before took this one's
                 return True
+            if self._failed_second == second:  # it could not be written a moment ago
+                return None
             if self._spent == second:
                 return False
-            want = max(1, min(max(demand.left if demand else 1, waiting + 1), self.per_second))
-            taken = self._take(second, want, metrics)
-            if taken == 0:
-                with self._lock:
-                    self._spent = second
-            if not taken:
-                return taken if taken is None else False
-            self._hold(second, taken - 1)
-            return True
+            want = self._want(second, demand, waiting)
+            fetched = self._fetched(second, self._take(second, want, metrics))
+            if fetched is True:
+                _took(demand, self._lock)
+            return fetched
         finally:
             self._asking.release()
+
+    def _fetched(self, second: int, taken: int | None) -> object:
+        """What `_fetch` answers for ``taken`` requests of ``second``."""
+        with self._lock:
+            if taken is None:
+                self._failed_second = second
+            elif taken == 0:
+                self._spent = second
+        if not taken:
+            return taken if taken is None else False
+        if math.floor(self.now()) != second:
+            return _AGAIN  # a slow write: its requests' second is over
+        self._hold(second, taken - 1)
+        self._count_spent(second)
+        return True
+
+    def _want(self, second: int, demand: Demand | None, waiting: int) -> int:
+        """How many requests one write for ``second`` asks for: the calls waiting and this
+        one, or the invocation's demand left when larger — but never more than this
+        environment spent in the second before (what it can send in a second, not what it
+        would like to: the rest of the fleet's second stays for the others; after a quiet
+        second, its last reservation's size), at most `per_second`."""
+        with self._lock:
+            counted, count = self._counting
+            rate = count if counted == second - 1 else self._rate[1]
+        planned = min(demand.left, rate) if demand is not None else 0
+        return max(1, min(max(waiting + 1, planned), self.per_second))
+
+    def _count_spent(self, second: int) -> None:
+        """Count one request spent in ``second`` (the environment's rate: `_want`)."""
+        with self._lock:
+            if self._counting[0] != second:
+                if self._counting[1]:
+                    self._rate = self._counting
+                self._counting = (second, 0)
+            self._counting = (second, self._counting[1] + 1)
 
     def reserve(self, requests: int, metrics: MetricsRecorder | None = None) -> int:
         """Take up to ``requests`` requests of the current second in one ``UpdateItem`` and
@@ -227,13 +286,17 @@ class SharedBudget:
         fewer left (none when it is spent: the calls then wait in `take`); never more than
         `per_second`. Within `invocation_demand`, ``requests`` becomes the invocation's demand:
         when a second ends before they are spent, its next `take` asks for all that are left
-        in one write. Returns how many were taken. Never raises and never waits: a budget that
-        cannot be written takes none (counted in ``metrics``, default the budget's own)."""
+        in one write. Returns how many were taken. Never raises and never waits for a spent
+        second (its one write may be retried by the client, as every budget write is; the
+        batch waits for it at most `RESERVE_WAIT_SECONDS`): a budget that cannot be written
+        takes none (counted in ``metrics``, default the budget's own)."""
         if requests < 1:
             return 0
         demand = _DEMAND.get()
         if demand is not None:
-            demand.left = requests
+            with self._lock:
+                demand.left = requests
+                self._rate = (None, requests)  # until it has spent a second of its own
         second = math.floor(self.now())
         if self._spent == second:
             return 0
@@ -244,17 +307,22 @@ class SharedBudget:
         self._hold(second, taken or 0)
         return taken or 0
 
-    def _spend_held(self, second: int) -> bool:
+    def _spend_held(self, second: int, demand: Demand | None = None) -> bool:
+        """Spend a request held for ``second``; the call then goes with no write."""
         with self._lock:
-            if self._held_second == second and self._held > 0:
-                self._held -= 1
-                return True
-            return False
+            if self._held_second != second or self._held < 1:
+                return False
+            self._held -= 1
+        self._count_spent(second)
+        _took(demand, self._lock)
+        return True
 
     def _hold(self, second: int, requests: int) -> None:
         """Hold ``requests`` more of ``second``; what was held for an earlier second is
         dropped (a request is spent within its own second or not at all)."""
         with self._lock:
+            if self._held_second is not None and second < self._held_second:
+                return  # a slow write for a second that is over: nothing to hold
             if self._held_second != second:
                 self._held_second, self._held = second, 0
             self._held += requests
@@ -311,9 +379,10 @@ class SharedBudget:
         metrics.count(METRIC_SHARED_PACE_UNAVAILABLE)
 
 
-def _took(demand: Demand | None) -> None:
+def _took(demand: Demand | None, lock: threading.Lock) -> None:
     if demand is not None:
-        demand.took()
+        with lock:
+            demand.took()
 
 
 def retire_grant_budget(
