@@ -302,7 +302,8 @@ def test_an_invocations_demand_left_when_its_second_ends_is_asked_for_in_one_wri
 ) -> None:
     """A request is spent within its own second or not at all; the calls a reservation still
     had to come — however many seconds later (a slow table, a slow batch) — ask for what is
-    left of the invocation's demand together, in one write, not one by one."""
+    left of the invocation's demand together, not one by one: as many a write as the
+    environment spent in its last second with any (2 here), so 2 writes for 3 calls."""
     clock = WallClock()
     budget = _budget(sandbox, clock, per_second=10)
     with invocation_demand() as demand:
@@ -314,7 +315,7 @@ def test_an_invocations_demand_left_when_its_second_ends_is_asked_for_in_one_wri
         clock.t = START + 3  # three of the five are still to come, seconds later
         assert [budget.take(lambda: 5.0) for _ in range(3)] == [True] * 3
 
-        assert calls == ["UpdateItem"] and demand.left == 0
+        assert calls == ["UpdateItem", "UpdateItem"] and demand.left == 0
     assert _item(sandbox, int(START) + 3)["used"] == {"N": "3"}  # type: ignore[index]
     assert _item(sandbox, int(START))["used"] == {"N": "5"}  # type: ignore[index]
 
@@ -419,11 +420,13 @@ def test_an_invocations_demand_asks_no_more_than_it_sent_the_second_before(
     assert [other.take(lambda: 0.0) for _ in range(6)] == [True] * 6
 
 
+@pytest.mark.parametrize("late", [False, True], ids=["within-its-second", "after-its-second"])
 def test_calls_that_waited_for_a_failed_budget_write_fail_open_without_writing(
-    sandbox: Sandbox,
+    sandbox: Sandbox, late: bool
 ) -> None:
     """The budget is an economy: when the thread asking could not write it, the calls that
-    waited for it go out at once, not one failing write after another until their deadline."""
+    waited for it go out at once, not one failing write after another until their deadline —
+    also when the failing write took longer than its second (connect timeouts, retries)."""
     clock = WallClock()
     asked, release = threading.Event(), threading.Event()
     failing = mock.Mock()
@@ -431,6 +434,8 @@ def test_calls_that_waited_for_a_failed_budget_write_fail_open_without_writing(
     def throttled(**_: Any) -> None:
         asked.set()
         release.wait(5)
+        if late:
+            clock.t += 1.3
         raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow"}}, "Update")
 
     failing.update_item.side_effect = throttled
@@ -475,3 +480,40 @@ def test_a_dry_run_or_a_batch_without_grants_reserves_nothing(sandbox: Sandbox) 
     budget.reserve.assert_not_called()  # a dry run sends no RetireGrant
     cleaner.reserve_retire_grants(planned[1:])
     budget.reserve.assert_called_once_with(0, cleaner.metrics)  # takes none (reserve(0) == 0)
+
+
+def test_a_call_whose_every_write_answers_after_its_second_stops_at_its_deadline(
+    sandbox: Sandbox,
+) -> None:
+    """Writes that each take longer than a second (a throttled budget item) never give a
+    request of the call's own second: the call asks again only while its deadline allows, then
+    fails (PacingTimeout, its record retried) instead of asking for ever."""
+    clock = WallClock()
+    budget = _budget(sandbox, clock, per_second=10)
+    real, writes = sandbox.ddb.update_item, []
+
+    def slow(**kw: Any) -> Any:
+        writes.append(kw["Key"]["resource"]["S"])
+        clock.t += 1.2
+        return real(**kw)
+
+    budget._ddb = mock.Mock(update_item=slow)
+
+    assert budget.take(lambda: START + 3 - clock.now()) is False
+    assert len(writes) == 3  # asked at 0, 1.2 and 2.4 s; none of them spent
+
+
+def test_after_a_second_it_spent_nothing_an_environment_asks_only_for_its_waiting_calls(
+    sandbox: Sandbox,
+) -> None:
+    """A reservation whose grants came only in the next second is no rate: that second's first
+    call asks for itself (and the calls waiting), not for the batch's whole demand."""
+    clock = WallClock()
+    greedy = _budget(sandbox, clock, per_second=10)
+    with invocation_demand():
+        assert greedy.reserve(60) == 10  # none of them spent within their second
+        clock.t = START + 1
+
+        assert greedy.take(lambda: 0.0) is True
+
+    assert _item(sandbox, int(START) + 1)["used"] == {"N": "1"}  # type: ignore[index]

@@ -190,6 +190,8 @@ class SharedBudget:
             if self._spent != second:
                 taken = self._fetch(second, demand, deadline, metrics or self.metrics)
                 if taken is _AGAIN:  # the second ended while it was asked for
+                    if deadline() <= 0:
+                        return False
                     continue
                 if taken:
                     return True
@@ -227,12 +229,12 @@ class SharedBudget:
                 self._waiting -= 1
                 waiting = self._waiting
         try:
+            if self._failed_second == second:  # it could not be written a moment ago
+                return None
             if math.floor(self.now()) != second:
                 return _AGAIN
             if self._spend_held(second, demand):  # the thread asking before took this one's
                 return True
-            if self._failed_second == second:  # it could not be written a moment ago
-                return None
             if self._spent == second:
                 return False
             want = self._want(second, demand, waiting)
@@ -261,12 +263,12 @@ class SharedBudget:
     def _want(self, second: int, demand: Demand | None, waiting: int) -> int:
         """How many requests one write for ``second`` asks for: the calls waiting and this
         one, or the invocation's demand left when larger — but never more than this
-        environment spent in the second before (what it can send in a second, not what it
-        would like to: the rest of the fleet's second stays for the others; after a quiet
-        second, its last reservation's size), at most `per_second`."""
+        environment spent in the last second it spent any (what it can send in a second, not
+        what it would like to: the rest of the fleet's second stays for the others), at most
+        `per_second`."""
         with self._lock:
             counted, count = self._counting
-            rate = count if counted == second - 1 else self._rate[1]
+            rate = count if counted is not None and counted < second else self._rate[1]
         planned = min(demand.left, rate) if demand is not None else 0
         return max(1, min(max(waiting + 1, planned), self.per_second))
 
@@ -296,7 +298,6 @@ class SharedBudget:
         if demand is not None:
             with self._lock:
                 demand.left = requests
-                self._rate = (None, requests)  # until it has spent a second of its own
         second = math.floor(self.now())
         if self._spent == second:
             return 0
