@@ -101,17 +101,24 @@ def test_two_runs_on_one_shard_never_both_delete(
     calls_a: list[tuple[str, dict[str, Any]]] = []
     calls_b: list[tuple[str, dict[str, Any]]] = []
     runs = [new_sweeper(config, calls_a), new_sweeper(config, calls_b)]
-    # generous: on a loaded machine a broken barrier would be the harness failing, not the sweep
-    both_listed = threading.Barrier(2, timeout=180)
+    # Each run's Query answer waits for the other's; every DeleteItem (the sweep deletes on a
+    # thread pool, so not only the first) waits until both have listed. Generous timeouts: on a
+    # loaded machine a broken barrier would be the harness failing, not the sweep.
+    both_listed = threading.Event()
+    listing = threading.Barrier(2, action=both_listed.set, timeout=180)
     for run in runs:
-        waited: list[bool] = []
+        queried: list[bool] = []
 
-        def wait_once(waited: list[bool] = waited, **_: Any) -> None:
-            if not waited:
-                waited.append(True)
-                both_listed.wait()
+        def after_query(queried: list[bool] = queried, **_: Any) -> None:
+            if not queried:
+                queried.append(True)
+                listing.wait()
 
-        run._ddb.meta.events.register("before-call.dynamodb.DeleteItem", wait_once)
+        def before_delete(**_: Any) -> None:
+            assert both_listed.wait(180), "the other run never listed shard 0"
+
+        run._ddb.meta.events.register("after-call.dynamodb.Query", after_query)
+        run._ddb.meta.events.register("before-call.dynamodb.DeleteItem", before_delete)
     now = wall_now()
     reports: list[Any] = [None, None]
 
