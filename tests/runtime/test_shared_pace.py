@@ -503,17 +503,37 @@ def test_a_call_whose_every_write_answers_after_its_second_stops_at_its_deadline
     assert len(writes) == 3  # asked at 0, 1.2 and 2.4 s; none of them spent
 
 
-def test_after_a_second_it_spent_nothing_an_environment_asks_only_for_its_waiting_calls(
+def test_before_an_invocation_has_spent_in_a_second_it_asks_for_half_the_budget(
     sandbox: Sandbox,
 ) -> None:
     """A reservation whose grants came only in the next second is no rate: that second's first
-    call asks for itself (and the calls waiting), not for the batch's whole demand."""
+    call asks for half the budget in one write (not one write a call, not the batch's whole
+    demand), and the other half stays for the other environments."""
     clock = WallClock()
-    greedy = _budget(sandbox, clock, per_second=10)
+    greedy, other = _budget(sandbox, clock, per_second=10), _budget(sandbox, clock, per_second=10)
     with invocation_demand():
         assert greedy.reserve(60) == 10  # none of them spent within their second
         clock.t = START + 1
 
-        assert greedy.take(lambda: 0.0) is True
+        assert [greedy.take(lambda: 0.0) for _ in range(5)] == [True] * 5
 
-    assert _item(sandbox, int(START) + 1)["used"] == {"N": "1"}  # type: ignore[index]
+    assert _item(sandbox, int(START) + 1)["used"] == {"N": "5"}  # type: ignore[index]
+    assert [other.take(lambda: 0.0) for _ in range(6)] == [True] * 5 + [False]
+
+
+def test_an_invocation_does_not_ask_by_what_an_earlier_one_sent(sandbox: Sandbox) -> None:
+    """The rate is the invocation's own: one that sent 1 a second does not hold back the next
+    invocation of the same environment (it asks for half the budget, as any first second)."""
+    clock = WallClock()
+    budget = _budget(sandbox, clock, per_second=10)
+    with invocation_demand():
+        assert budget.reserve(1) == 1
+        assert budget.take(lambda: 0.0) is True
+    clock.t = START + 1
+    with invocation_demand():
+        assert budget.reserve(60) == 10
+        clock.t = START + 2
+
+        assert budget.take(lambda: 0.0) is True
+
+    assert _item(sandbox, int(START) + 2)["used"] == {"N": "5"}  # type: ignore[index]

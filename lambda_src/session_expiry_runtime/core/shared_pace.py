@@ -28,8 +28,9 @@ of what the second has left: ``ReturnValuesOnConditionCheckFailure`` returns the
 saw), and each ``RetireGrant`` of that second spends a held request with no call. A request is
 spent within its own second or not at all (one whose write was answered after its second ended
 is not spent either: the call asks again); the ones a second ended with are asked for together
-in the next (one write), but never more than the environment sent the second before, so one
-environment's large batch cannot take the fleet's second from the others. One thread at a time
+in the next (one write), but never more than the invocation spent in its last second with any
+(half the budget before it has spent in one), so one invocation's large batch cannot take the
+fleet's second from the others. One thread at a time
 asks; the calls that waited for a write that failed go out at once (failing open, below). So
 every invocation together sends at most ``per_second`` requests in
 any wall-clock second (Lambda's hosts keep their clocks by the Amazon Time Sync Service; a
@@ -95,12 +96,31 @@ logger = logging.getLogger(__name__)
 class Demand:
     """The requests one invocation still expects to take: what it reserved (`SharedBudget.reserve`)
     less what its calls have taken since. When a second ends before they are spent, its next
-    call asks for all of them in one write."""
+    call asks for them in one write — no more than the invocation spent in its last second with
+    any (`sent`)."""
 
     left: int = 0
+    #: the second being counted and the requests spent in it
+    counting: tuple[int | None, int] = (None, 0)
+    #: the requests spent in the last second counted before it (0: none yet)
+    rate: int = 0
 
-    def took(self) -> None:
+    def took(self, second: int) -> None:
+        """Count one request spent in ``second`` (an epoch second)."""
         self.left = max(0, self.left - 1)
+        if self.counting[0] != second:
+            self.rate = self.counting[1] or self.rate
+            self.counting = (second, 0)
+        self.counting = (second, self.counting[1] + 1)
+
+    def sent(self, second: int) -> int | None:
+        """What the invocation spent in its last second with any before ``second``; ``None``
+        before it has spent in one (its first requests, or a reservation whose second ended
+        before its grants came)."""
+        counted, count = self.counting
+        if counted is not None and counted < second:
+            return count
+        return self.rate or None
 
 
 #: The demand of the invocation a call works for (`contextvars`: copied into its threads).
@@ -164,9 +184,6 @@ class SharedBudget:
         self._waiting = 0
         #: the second whose write failed last (its waiting calls fail open at once)
         self._failed_second: int | None = None
-        #: requests spent in the second being counted, and in the last second with any
-        self._counting: tuple[int | None, int] = (None, 0)
-        self._rate: tuple[int | None, int] = (None, 0)
 
     def take(
         self,
@@ -240,7 +257,7 @@ class SharedBudget:
             want = self._want(second, demand, waiting)
             fetched = self._fetched(second, self._take(second, want, metrics))
             if fetched is True:
-                _took(demand, self._lock)
+                _took(demand, second, self._lock)
             return fetched
         finally:
             self._asking.release()
@@ -257,29 +274,20 @@ class SharedBudget:
         if math.floor(self.now()) != second:
             return _AGAIN  # a slow write: its requests' second is over
         self._hold(second, taken - 1)
-        self._count_spent(second)
         return True
 
     def _want(self, second: int, demand: Demand | None, waiting: int) -> int:
         """How many requests one write for ``second`` asks for: the calls waiting and this
-        one, or the invocation's demand left when larger — but never more than this
-        environment spent in the last second it spent any (what it can send in a second, not
-        what it would like to: the rest of the fleet's second stays for the others), at most
-        `per_second`."""
-        with self._lock:
-            counted, count = self._counting
-            rate = count if counted is not None and counted < second else self._rate[1]
-        planned = min(demand.left, rate) if demand is not None else 0
+        one, or the invocation's demand left when larger — but never more than the invocation
+        spent in its last second with any (what it can send in a second, not what it would
+        like to: the rest of the fleet's second stays for the others), or half of
+        `per_second` before it has spent in one; at most `per_second`."""
+        planned = 0
+        if demand is not None:
+            with self._lock:
+                sent, left = demand.sent(second), demand.left
+            planned = min(left, self.per_second // 2 if sent is None else sent)
         return max(1, min(max(waiting + 1, planned), self.per_second))
-
-    def _count_spent(self, second: int) -> None:
-        """Count one request spent in ``second`` (the environment's rate: `_want`)."""
-        with self._lock:
-            if self._counting[0] != second:
-                if self._counting[1]:
-                    self._rate = self._counting
-                self._counting = (second, 0)
-            self._counting = (second, self._counting[1] + 1)
 
     def reserve(self, requests: int, metrics: MetricsRecorder | None = None) -> int:
         """Take up to ``requests`` requests of the current second in one ``UpdateItem`` and
@@ -314,8 +322,7 @@ class SharedBudget:
             if self._held_second != second or self._held < 1:
                 return False
             self._held -= 1
-        self._count_spent(second)
-        _took(demand, self._lock)
+        _took(demand, second, self._lock)
         return True
 
     def _hold(self, second: int, requests: int) -> None:
@@ -380,10 +387,10 @@ class SharedBudget:
         metrics.count(METRIC_SHARED_PACE_UNAVAILABLE)
 
 
-def _took(demand: Demand | None, lock: threading.Lock) -> None:
+def _took(demand: Demand | None, second: int, lock: threading.Lock) -> None:
     if demand is not None:
         with lock:
-            demand.took()
+            demand.took(second)
 
 
 def retire_grant_budget(
