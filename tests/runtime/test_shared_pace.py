@@ -302,8 +302,8 @@ def test_an_invocations_demand_left_when_its_second_ends_is_asked_for_in_one_wri
 ) -> None:
     """A request is spent within its own second or not at all; the calls a reservation still
     had to come — however many seconds later (a slow table, a slow batch) — ask for what is
-    left of the invocation's demand together, not one by one: as many a write as the
-    environment spent in its last second with any (2 here), so 2 writes for 3 calls."""
+    left of the invocation's demand together, not one by one: up to half the budget a write
+    (5 here), so one write for 3 calls."""
     clock = WallClock()
     budget = _budget(sandbox, clock, per_second=10)
     with invocation_demand() as demand:
@@ -315,7 +315,7 @@ def test_an_invocations_demand_left_when_its_second_ends_is_asked_for_in_one_wri
         clock.t = START + 3  # three of the five are still to come, seconds later
         assert [budget.take(lambda: 5.0) for _ in range(3)] == [True] * 3
 
-        assert calls == ["UpdateItem", "UpdateItem"] and demand.left == 0
+        assert calls == ["UpdateItem"] and demand.left == 0
     assert _item(sandbox, int(START) + 3)["used"] == {"N": "3"}  # type: ignore[index]
     assert _item(sandbox, int(START))["used"] == {"N": "5"}  # type: ignore[index]
 
@@ -401,23 +401,25 @@ def test_a_request_taken_for_a_second_that_ended_meanwhile_is_not_spent(sandbox:
     assert _item(sandbox, int(START) + 1)["used"] == {"N": "1"}  # type: ignore[index]
 
 
-def test_an_invocations_demand_asks_no_more_than_it_sent_the_second_before(
-    sandbox: Sandbox,
+@pytest.mark.parametrize(("sent", "asked"), [(4, 5), (8, 8)])
+def test_an_invocations_demand_asks_for_half_the_budget_or_what_it_sent_when_more(
+    sandbox: Sandbox, sent: int, asked: int
 ) -> None:
-    """The demand of a batch (60 grants) does not take the fleet's whole second when the
-    environment sends fewer (4 a second): it asks for what it sent, the rest stays for the
-    other environments."""
+    """The demand of a batch (60 grants) does not take the fleet's whole second: the next
+    second's write asks for half the budget (5 of 10), or for what the invocation sent in its
+    last second when that was more (8); the rest stays for the other environments."""
     clock = WallClock()
     greedy, other = _budget(sandbox, clock, per_second=10), _budget(sandbox, clock, per_second=10)
     with invocation_demand():
         assert greedy.reserve(60) == 10
-        assert [greedy.take(lambda: 0.0) for _ in range(4)] == [True] * 4
+        assert [greedy.take(lambda: 0.0) for _ in range(sent)] == [True] * sent
         clock.t = START + 1
 
         assert greedy.take(lambda: 0.0) is True
 
-    assert _item(sandbox, int(START) + 1)["used"] == {"N": "4"}  # type: ignore[index]
-    assert [other.take(lambda: 0.0) for _ in range(6)] == [True] * 6
+    assert _item(sandbox, int(START) + 1)["used"] == {"N": str(asked)}  # type: ignore[index]
+    left = 10 - asked
+    assert [other.take(lambda: 0.0) for _ in range(left + 1)] == [True] * left + [False]
 
 
 @pytest.mark.parametrize("late", [False, True], ids=["within-its-second", "after-its-second"])
@@ -522,13 +524,14 @@ def test_before_an_invocation_has_spent_in_a_second_it_asks_for_half_the_budget(
 
 
 def test_an_invocation_does_not_ask_by_what_an_earlier_one_sent(sandbox: Sandbox) -> None:
-    """The rate is the invocation's own: one that sent 1 a second does not hold back the next
-    invocation of the same environment (it asks for half the budget, as any first second)."""
+    """The rate is the invocation's own: one that sent 8 in a second does not let the next
+    invocation of the same environment ask for 8 (it asks for half the budget, as any first
+    second)."""
     clock = WallClock()
     budget = _budget(sandbox, clock, per_second=10)
     with invocation_demand():
-        assert budget.reserve(1) == 1
-        assert budget.take(lambda: 0.0) is True
+        assert budget.reserve(8) == 8
+        assert [budget.take(lambda: 0.0) for _ in range(8)] == [True] * 8
     clock.t = START + 1
     with invocation_demand():
         assert budget.reserve(60) == 10

@@ -28,8 +28,8 @@ of what the second has left: ``ReturnValuesOnConditionCheckFailure`` returns the
 saw), and each ``RetireGrant`` of that second spends a held request with no call. A request is
 spent within its own second or not at all (one whose write was answered after its second ended
 is not spent either: the call asks again); the ones a second ended with are asked for together
-in the next (one write), but never more than the invocation spent in its last second with any
-(half the budget before it has spent in one), so one invocation's large batch cannot take the
+in the next (one write), but never more than half the budget, or what the invocation spent in
+its last second with any when that was more, so one invocation's large batch cannot take the
 fleet's second from the others. One thread at a time
 asks; the calls that waited for a write that failed go out at once (failing open, below). So
 every invocation together sends at most ``per_second`` requests in
@@ -96,8 +96,8 @@ logger = logging.getLogger(__name__)
 class Demand:
     """The requests one invocation still expects to take: what it reserved (`SharedBudget.reserve`)
     less what its calls have taken since. When a second ends before they are spent, its next
-    call asks for them in one write — no more than the invocation spent in its last second with
-    any (`sent`)."""
+    call asks for them in one write — no more than half the budget, or what the invocation spent
+    in its last second with any (`sent`) when that was more."""
 
     left: int = 0
     #: the second being counted and the requests spent in it
@@ -278,15 +278,15 @@ class SharedBudget:
 
     def _want(self, second: int, demand: Demand | None, waiting: int) -> int:
         """How many requests one write for ``second`` asks for: the calls waiting and this
-        one, or the invocation's demand left when larger — but never more than the invocation
-        spent in its last second with any (what it can send in a second, not what it would
-        like to: the rest of the fleet's second stays for the others), or half of
-        `per_second` before it has spent in one; at most `per_second`."""
+        one, or the invocation's demand left when larger — but never more than half of
+        `per_second`, or what the invocation spent in its last second with any when that was
+        more (what it showed it can send in a second: the rest of the fleet's second stays
+        for the others); at most `per_second`."""
         planned = 0
         if demand is not None:
             with self._lock:
-                sent, left = demand.sent(second), demand.left
-            planned = min(left, self.per_second // 2 if sent is None else sent)
+                sent, left = demand.sent(second) or 0, demand.left
+            planned = min(left, max(self.per_second // 2, sent))
         return max(1, min(max(waiting + 1, planned), self.per_second))
 
     def reserve(self, requests: int, metrics: MetricsRecorder | None = None) -> int:
