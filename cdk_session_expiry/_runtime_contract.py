@@ -214,7 +214,9 @@ METRIC_GRANTS_ON_KEY = "GrantsOnKey"
 ENV_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND = "SESSION_EXPIRY_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND"
 DEFAULT_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND = 5
 #: The cleanup's KMS ``RetireGrant`` requests a second, every invocation together
-#: (`shared_pace`): two thirds of KMS's default 15, the rest to the application and the sweep.
+#: (`shared_pace`; the construct's ``grant_retire_budget``): a fifth of KMS's default request
+#: rate of 50 a second (AWS KMS Developer Guide, "Request quotas"); two seconds' budgets can meet
+#: in one second's span (20), the rest to the application and the grant sweep's 5.
 ENV_KMS_RETIRE_GRANT_BUDGET = "SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET"
 DEFAULT_KMS_RETIRE_GRANT_BUDGET = 10
 #: Paced requests sent without the shared budget because its item could not be written.

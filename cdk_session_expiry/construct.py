@@ -266,6 +266,15 @@ class SessionExpiry(Construct):
             key, before a ``CreateGrant`` fails. With a grant per live session it caps the live
             sessions of one key. An integer, 1 or more; set it to your account's raised quota.
             Only with ``grant_key``. Default: 50,000.
+        grant_retire_budget: ``RetireGrant`` requests a second for every cleanup invocation
+            together (``SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET`` on the cleanup function): one
+            counter per wall-clock second in the ownership table that every invocation takes
+            its requests from (`session_expiry_runtime.core.shared_pace`), under KMS's
+            ``RetireGrant`` request rate, which the whole account and Region share (AWS KMS
+            Developer Guide, "Request quotas": 50 a second by default, adjustable). Two
+            seconds' budgets can meet within one second's span, so keep twice the budget, plus
+            the grant sweep's 5 and the application's own grant calls, under the quota. An
+            integer, 1..10,000. Only with ``grant_key``. Default: 10.
         scratch_bucket: bucket holding per-session scratch objects under ``scratch_root``.
             Set: the cleanup role gets ``s3:ListBucket`` with condition ``s3:prefix`` =
             ``sessions/*`` and ``s3:DeleteObject`` on ``bucket/sessions/*``, and a bucket of this
@@ -655,6 +664,7 @@ class SessionExpiry(Construct):
         grant_key: kms.IKey | None = None,
         grant_sweep_interval: Duration | None = None,
         grant_key_grant_quota: int | None = None,
+        grant_retire_budget: int | None = None,
         scratch_bucket: s3.IBucket | None = None,
         scratch_root: str | None = None,
         tenant_scoped_scratch: bool = False,
@@ -799,8 +809,7 @@ class SessionExpiry(Construct):
         self.global_table = multi_region.settle_global_table(
             props.table, props.global_table, props.event_filter
         )
-        grant_sweep.check_grant_sweep_props(props.grant_key, props.grant_sweep_interval)
-        grant_sweep.check_grant_quota(props.grant_key, props.grant_key_grant_quota)
+        grant_sweep.check_grant_props(props)
         tool_session_sweep.check_tool_session_sweep_props(
             props.code_interpreter is not None or props.browser is not None,
             props.tool_session_sweep_interval,
@@ -1078,7 +1087,7 @@ class SessionExpiry(Construct):
         if props.websocket_stage is not None:
             targets.configure_connections(fn, props.websocket_stage)
         if props.grant_key is not None:
-            targets.configure_grants(fn, props.grant_key)
+            targets.configure_grants(fn, props.grant_key, props.grant_retire_budget)
         self._scratch.configure(self, fn)
         if props.archive_bucket is not None:
             archive.configure_archive(

@@ -54,6 +54,7 @@ from constructs import Construct
 from . import _runtime_contract as contract
 from . import validation
 from .monitoring import alarms as alarm_defaults
+from .props import SessionExpiryProps
 from .scheduled_sweep import SweepFunction, add_sweep_function, sum_metric
 
 #: How often the grant sweep runs unless ``grant_sweep_interval`` says otherwise.
@@ -64,6 +65,9 @@ GRANT_SWEEPER_MEMORY_SIZE = 256
 GRANT_SWEEPER_TIMEOUT = Duration.minutes(5)
 #: KMS's "Grants per KMS key" quota (AWS KMS Developer Guide, "Resource quotas"; adjustable).
 DEFAULT_GRANT_QUOTA = 50_000
+#: The largest ``grant_retire_budget`` accepted (requests a second): a bound, far above KMS's
+#: default ``RetireGrant`` request rate of 50 a second (AWS KMS Developer Guide, "Request quotas").
+MAX_RETIRE_GRANT_BUDGET = 10_000
 #: The share of the quota on the key above which ``GrantCeilingAlarm`` fires.
 GRANT_CEILING_SHARE = 0.8
 
@@ -117,6 +121,40 @@ def check_grant_quota(key: kms.IKey | None, quota: int | None) -> None:
         raise ValueError(
             f"grant_key_grant_quota={quota}: expected 1 or more (the grants the key may hold; "
             f"KMS's default quota is {DEFAULT_GRANT_QUOTA:,})"
+        )
+
+
+def check_grant_props(props: SessionExpiryProps) -> None:
+    """Check the grant props of a `SessionExpiryProps`: ``grant_sweep_interval``,
+    ``grant_key_grant_quota`` and ``grant_retire_budget``, each only with ``grant_key``.
+
+    Raises:
+        ValueError: the message names the value and what is expected.
+    """
+    check_grant_sweep_props(props.grant_key, props.grant_sweep_interval)
+    check_grant_quota(props.grant_key, props.grant_key_grant_quota)
+    check_retire_budget(props.grant_key, props.grant_retire_budget)
+
+
+def check_retire_budget(key: kms.IKey | None, budget: int | None) -> None:
+    """Reject a ``grant_retire_budget`` without ``grant_key``, or outside
+    1..`MAX_RETIRE_GRANT_BUDGET` requests a second.
+
+    Raises:
+        ValueError: the message names the value and what is expected.
+    """
+    if budget is None:
+        return
+    if key is None:
+        raise ValueError(
+            f"grant_retire_budget={budget} is set without grant_key: expected a grant_key, "
+            "or no grant_retire_budget"
+        )
+    if not 1 <= budget <= MAX_RETIRE_GRANT_BUDGET:
+        raise ValueError(
+            f"grant_retire_budget={budget}: expected 1..{MAX_RETIRE_GRANT_BUDGET:,} RetireGrant "
+            "requests a second for every cleanup invocation together (KMS's default request "
+            "rate is 50 a second for the account and Region)"
         )
 
 

@@ -76,6 +76,7 @@ class SessionExpiryProps:
     grant_key: kms.IKey | None
     grant_sweep_interval: Duration | None
     grant_key_grant_quota: int | None
+    grant_retire_budget: int | None
     scratch_bucket: s3.IBucket | None
     scratch_root: str | None
     tenant_scoped_scratch: bool

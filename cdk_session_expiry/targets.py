@@ -55,11 +55,16 @@ def configure_connections(function: lambda_.Function, stage: apigwv2.IWebSocketS
     function.add_to_role_policy(delete_connections_statement(stage))
 
 
-def configure_grants(function: lambda_.Function, key: kms.IKey) -> None:
+def configure_grants(
+    function: lambda_.Function, key: kms.IKey, retire_budget: int | None = None
+) -> None:
     """``RetireGrant`` of per-session grants on ``key``: its ARN, and ``kms:RetireGrant`` and
     ``kms:ListGrants`` on it only (the cleanup looks a grant up by id on the key to check its
-    name names the removed session before it retires it)."""
+    name names the removed session before it retires it); ``retire_budget`` (requests a second
+    for every invocation together) when set, else the runtime's default."""
     function.add_environment(contract.ENV_GRANT_KEY_ARN, key.key_arn)
+    if retire_budget is not None:
+        function.add_environment(contract.ENV_KMS_RETIRE_GRANT_BUDGET, str(retire_budget))
     # Retiring is authorized by the grant's retiring principal (this role), not by IAM; the IAM
     # permission only covers the account's own delegation (KMS developer guide, "Retiring and
     # revoking grants"). ListGrants is authorized by IAM on the key (KMS API Reference).

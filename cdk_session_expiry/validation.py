@@ -108,6 +108,7 @@ PROP_TYPES: Mapping[str, tuple[str, Callable[[object], bool]]] = {
     "grant_key": _KEY,
     "grant_sweep_interval": _DURATION,
     "grant_key_grant_quota": _INT,
+    "grant_retire_budget": _INT,
     "tool_session_sweep_interval": _DURATION,
     "scratch_bucket": _BUCKET,
     "tenant_scoped_scratch": _BOOL,

@@ -185,3 +185,42 @@ def test_fails_a_grant_key_grant_quota_of_the_wrong_type() -> None:
             grant_key=kms.Key(stack, "K"),
             grant_key_grant_quota="50000",  # type: ignore[arg-type]
         )
+
+
+# --- the shared RetireGrant budget as a prop (a fresh user found it only as an environment
+# variable, with a bad value caught only when the cleanup ran) --------------------------------
+def _cleanup_env(synth: Synth) -> dict[str, Any]:
+    return dict(synth.props(synth.sessions.cleanup_function)["Environment"]["Variables"])
+
+
+def test_grant_retire_budget_reaches_the_cleanup_function() -> None:
+    env = _cleanup_env(Synth(grant_retire_budget=20))
+    assert env[contract.ENV_KMS_RETIRE_GRANT_BUDGET] == "20"
+
+
+def test_without_grant_retire_budget_the_runtime_default_holds(synth: Synth) -> None:
+    assert contract.ENV_KMS_RETIRE_GRANT_BUDGET not in _cleanup_env(synth)
+    assert contract.DEFAULT_KMS_RETIRE_GRANT_BUDGET == 10
+
+
+def test_fails_grant_retire_budget_without_grant_key() -> None:
+    with pytest.raises(ValueError, match="grant_retire_budget=20 is set without grant_key"):
+        SessionExpiry(Stack(App(), "X"), "Sessions", grant_retire_budget=20)
+
+
+@pytest.mark.parametrize("budget", [0, -1, 10_001])
+def test_fails_a_grant_retire_budget_outside_its_range(budget: int) -> None:
+    stack = Stack(App(), "X")
+    with pytest.raises(ValueError, match=rf"grant_retire_budget={budget}: expected 1\.\.10,000"):
+        SessionExpiry(stack, "Sessions", grant_key=kms.Key(stack, "K"), grant_retire_budget=budget)
+
+
+def test_fails_a_grant_retire_budget_of_the_wrong_type() -> None:
+    stack = Stack(App(), "X")
+    with pytest.raises(TypeError, match="grant_retire_budget='10': expected a whole number"):
+        SessionExpiry(
+            stack,
+            "Sessions",
+            grant_key=kms.Key(stack, "K"),
+            grant_retire_budget="10",  # type: ignore[arg-type]
+        )

@@ -461,8 +461,8 @@ def test_the_typed_props_are_found() -> None:
     assert "cleanup_enabled" in BOOL_PROPS and "max_record_age" in DURATION_PROPS
     assert "archive_query" in BOOL_PROPS  # issue 24
     # issue 38: expiry_sweep_shards, expiry_sweep_workers, expiry_sweeper_memory_size and
-    # grant_key_grant_quota; issue 36: tool_session_sweep_interval
-    assert (len(INT_PROPS), len(BOOL_PROPS), len(DURATION_PROPS)) == (11, 12, 14)
+    # grant_key_grant_quota; issue 36: tool_session_sweep_interval; grant_retire_budget
+    assert (len(INT_PROPS), len(BOOL_PROPS), len(DURATION_PROPS)) == (12, 12, 14)
 
 
 def test_fails_on_a_str_for_feature_flags_with_a_prop_type_error(stack: Stack) -> None:
