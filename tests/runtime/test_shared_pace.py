@@ -540,3 +540,27 @@ def test_an_invocation_does_not_ask_by_what_an_earlier_one_sent(sandbox: Sandbox
         assert budget.take(lambda: 0.0) is True
 
     assert _item(sandbox, int(START) + 2)["used"] == {"N": "5"}  # type: ignore[index]
+
+
+# --- a hostile review of the budget (h3) --------------------------------------------------------
+def test_a_budget_write_answered_past_the_deadline_starts_no_attempt(sandbox: Sandbox) -> None:
+    """A write that succeeds but is answered after the call's deadline (the time guard; a slow
+    table, a retried write) starts no attempt, as a failed one does then (the call fails with
+    PacingTimeout, its record is retried); the request it took stays for the environment's next
+    call of that second, with no write of its own."""
+    clock = WallClock()
+    budget = _budget(sandbox, clock, per_second=10)
+    real = sandbox.ddb.update_item
+
+    def slow(**kw: Any) -> Any:
+        clock.t += 0.5  # still within its second, but past the call's deadline
+        return real(**kw)
+
+    budget._ddb = mock.Mock(update_item=slow)
+
+    assert budget.take(lambda: START + 0.3 - clock.now()) is False
+
+    budget._ddb = sandbox.ddb
+    calls = _update_items(sandbox)
+    assert budget.take(lambda: 5.0) is True and calls == []
+    assert _item(sandbox, int(START))["used"] == {"N": "1"}  # type: ignore[index]

@@ -197,7 +197,7 @@ class SharedBudget:
         with no call. A budget that cannot be read or written answers ``True`` at once
         (counted in ``metrics``, the calling invocation's, default the budget's own; logged) —
         ``False`` if ``deadline()`` ran out meanwhile (a throttled write retried until after
-        it).
+        it), as when a write that took the request was answered after it.
         """
         demand = _DEMAND.get()
         while True:
@@ -233,7 +233,9 @@ class SharedBudget:
         ``True`` taken (with what else the asking wanted, held), ``False`` spent or no time
         left to wait for the thread asking, ``None`` unknown (the write failed: this one and
         the calls that waited for it go out unpaced by the budget), `_AGAIN` when ``second``
-        ended meanwhile (a request is spent within its own second or not at all). The write
+        ended meanwhile (a request is spent within its own second or not at all); ``False``
+        also when the write was answered after ``deadline()`` (its request is held for the
+        next call of the second: an attempt never starts past its deadline). The write
         takes the calls waiting, or the invocation's demand left, at most what this
         environment spent in its last second with any (`_want`) and `per_second`."""
         with self._lock:
@@ -256,6 +258,9 @@ class SharedBudget:
                 return False
             want = self._want(second, demand, waiting)
             fetched = self._fetched(second, self._take(second, want, metrics))
+            if fetched is True and deadline() < 0:  # answered after the call's deadline
+                self._hold(second, 1)  # for this environment's next call of the second
+                return False
             if fetched is True:
                 _took(demand, second, self._lock)
             return fetched
