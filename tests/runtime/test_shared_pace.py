@@ -564,3 +564,28 @@ def test_a_budget_write_answered_past_the_deadline_starts_no_attempt(sandbox: Sa
     calls = _update_items(sandbox)
     assert budget.take(lambda: 5.0) is True and calls == []
     assert _item(sandbox, int(START))["used"] == {"N": "1"}  # type: ignore[index]
+
+
+def test_every_call_sent_without_the_budget_is_counted_in_its_own_invocation(
+    sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``SharedPaceUnavailable`` counts the ``RetireGrant`` calls sent without the budget
+    (docs/operating.md): the calls of a second whose write failed go out without writing again,
+    and each is counted — in the metrics of the invocation it works for, also when another
+    invocation of the process made the failed write."""
+    clock = WallClock()
+    failing = mock.Mock()
+    failing.update_item.side_effect = ClientError(
+        {"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "UpdateItem"
+    )
+    budget = _budget(sandbox, clock, ddb=failing)
+    first, other = MetricsRecorder("Test"), MetricsRecorder("Test")
+
+    assert budget.take(lambda: 5.0, metrics=first) is True
+    assert [budget.take(lambda: 5.0, metrics=other) for _ in range(3)] == [True] * 3
+
+    assert failing.update_item.call_count == 1  # the failed second is not written again
+    first.flush()
+    assert emf_totals(capsys.readouterr().out)[METRIC_SHARED_PACE_UNAVAILABLE] == 1
+    other.flush()
+    assert emf_totals(capsys.readouterr().out)[METRIC_SHARED_PACE_UNAVAILABLE] == 3

@@ -40,8 +40,10 @@ to the application and the grant sweep's 5: ``SESSION_EXPIRY_KMS_RETIRE_GRANT_BU
 default 10), and a batch of grants costs one write a second it runs, not one a grant.
 
 A budget item that cannot be written (a throttle, a missing permission) does not stop the
-call: it goes out paced by the adaptive limiter alone, and the failure is counted
-(``SharedPaceUnavailable``) and logged — the budget is an economy, not a safety rule. Unless
+call: it goes out paced by the adaptive limiter alone, counted (``SharedPaceUnavailable``, one
+a call, in its own invocation's metrics; the other calls of that second go out without writing
+again, each counted too; a batch's reservation that could not be written counts one) and
+logged — the budget is an economy, not a safety rule. Unless
 the call's deadline passed meanwhile (the ownership client retries a throttled write until
 then): then, as for a spent second, the call fails with `pacing.PacingTimeout`.
 
@@ -195,9 +197,10 @@ class SharedBudget:
         ``deadline()`` (seconds left) runs out first; ``on_wait`` is called before each wait.
         A request this environment holds for the current second (`reserve`) is spent first,
         with no call. A budget that cannot be read or written answers ``True`` at once
-        (counted in ``metrics``, the calling invocation's, default the budget's own; logged) —
-        ``False`` if ``deadline()`` ran out meanwhile (a throttled write retried until after
-        it), as when a write that took the request was answered after it.
+        (each such call counted in ``metrics``, the calling invocation's, default the
+        budget's own; logged) — ``False`` if ``deadline()`` ran out meanwhile (a throttled
+        write retried until after it), as when a write that took the request was answered
+        after it.
         """
         demand = _DEMAND.get()
         while True:
@@ -205,14 +208,15 @@ class SharedBudget:
             if self._spend_held(second, demand):
                 return True
             if self._spent != second:
-                taken = self._fetch(second, demand, deadline, metrics or self.metrics)
+                taken = self._fetch(second, demand, deadline)
                 if taken is _AGAIN:  # the second ended while it was asked for
                     if deadline() <= 0:
                         return False
                     continue
                 if taken:
                     return True
-                if taken is None:  # fail open, but never past the call's deadline
+                if taken is None:  # fail open (counted), but never past the call's deadline
+                    (metrics or self.metrics).count(METRIC_SHARED_PACE_UNAVAILABLE)
                     return deadline() > 0
             left = deadline()
             if left <= 0:
@@ -227,7 +231,6 @@ class SharedBudget:
         second: int,
         demand: Demand | None,
         deadline: Callable[[], float],
-        metrics: MetricsRecorder,
     ) -> object:
         """One request of ``second`` for the calling `take`, asked for by one thread at a time:
         ``True`` taken (with what else the asking wanted, held), ``False`` spent or no time
@@ -257,7 +260,7 @@ class SharedBudget:
             if self._spent == second:
                 return False
             want = self._want(second, demand, waiting)
-            fetched = self._fetched(second, self._take(second, want, metrics))
+            fetched = self._fetched(second, self._take(second, want))
             if fetched is True and deadline() < 0:  # answered after the call's deadline
                 self._hold(second, 1)  # for this environment's next call of the second
                 return False
@@ -314,7 +317,9 @@ class SharedBudget:
         second = math.floor(self.now())
         if self._spent == second:
             return 0
-        taken = self._take(second, min(requests, self.per_second), metrics or self.metrics)
+        taken = self._take(second, min(requests, self.per_second))
+        if taken is None:
+            (metrics or self.metrics).count(METRIC_SHARED_PACE_UNAVAILABLE)
         if taken == 0:
             with self._lock:
                 self._spent = second
@@ -340,11 +345,11 @@ class SharedBudget:
                 self._held_second, self._held = second, 0
             self._held += requests
 
-    def _take(self, second: int, want: int, metrics: MetricsRecorder) -> int | None:
+    def _take(self, second: int, want: int) -> int | None:
         """Take ``want`` requests of ``second``, or what is left of it when that is fewer:
         how many were taken (0: spent), ``None`` unknown (the write failed)."""
         while want > 0:
-            answer = self._try(second, want, metrics)
+            answer = self._try(second, want)
             if answer is None:
                 return None
             taken, left = answer
@@ -353,10 +358,10 @@ class SharedBudget:
             want = min(want - 1, left)  # what the second had left when it refused
         return 0
 
-    def _try(self, second: int, want: int, metrics: MetricsRecorder) -> tuple[bool, int] | None:
+    def _try(self, second: int, want: int) -> tuple[bool, int] | None:
         """Take ``want`` requests of ``second``: ``(True, want)`` taken; ``(False, left)``
         refused, with the requests the second still had; ``None`` unknown (the write
-        failed)."""
+        failed: logged; the callers count it, one per call sent without the budget)."""
         try:
             self._ddb.update_item(
                 TableName=self.table_name,
@@ -376,9 +381,9 @@ class SharedBudget:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                 return False, self._left(exc)
-            self._unavailable(exc, metrics)
+            self._unavailable(exc)
         except BotoCoreError as exc:
-            self._unavailable(exc, metrics)
+            self._unavailable(exc)
         return None
 
     def _left(self, refused: ClientError) -> int:
@@ -387,9 +392,8 @@ class SharedBudget:
         used = refused.response.get("Item", {}).get(ATTR_USED, {}).get("N")
         return max(0, self.per_second - int(used)) if used is not None else 0
 
-    def _unavailable(self, exc: BaseException, metrics: MetricsRecorder) -> None:
+    def _unavailable(self, exc: BaseException) -> None:
         logger.warning("shared %s budget unavailable, pacing alone: %s", self.operation, exc)
-        metrics.count(METRIC_SHARED_PACE_UNAVAILABLE)
 
 
 def _took(demand: Demand | None, second: int, lock: threading.Lock) -> None:
