@@ -28,9 +28,9 @@ of what the second has left: ``ReturnValuesOnConditionCheckFailure`` returns the
 saw), and each ``RetireGrant`` of that second spends a held request with no call. A request is
 spent within its own second or not at all (one whose write was answered after its second ended
 is not spent either: the call asks again); the ones a second ended with are asked for together
-in the next (one write), but never more than half the budget, or what the invocation spent in
-its last second with any when that was more, so one invocation's large batch cannot take the
-fleet's second from the others. One thread at a time
+in the next (one write), but never more than half the budget, so one invocation's large batch
+cannot take the fleet's second from the others (not even one that spent a whole second: what
+it spent is what it was given, not what the others could spare). One thread at a time
 asks; the calls that waited for a write that failed go out at once (failing open, below). So
 every invocation together sends at most ``per_second`` requests in
 any wall-clock second (Lambda's hosts keep their clocks by the Amazon Time Sync Service; a
@@ -98,31 +98,13 @@ logger = logging.getLogger(__name__)
 class Demand:
     """The requests one invocation still expects to take: what it reserved (`SharedBudget.reserve`)
     less what its calls have taken since. When a second ends before they are spent, its next
-    call asks for them in one write — no more than half the budget, or what the invocation spent
-    in its last second with any (`sent`) when that was more."""
+    call asks for them in one write — no more than half the budget."""
 
     left: int = 0
-    #: the second being counted and the requests spent in it
-    counting: tuple[int | None, int] = (None, 0)
-    #: the requests spent in the last second counted before it (0: none yet)
-    rate: int = 0
 
-    def took(self, second: int) -> None:
-        """Count one request spent in ``second`` (an epoch second)."""
+    def took(self) -> None:
+        """Count one request spent."""
         self.left = max(0, self.left - 1)
-        if self.counting[0] != second:
-            self.rate = self.counting[1] or self.rate
-            self.counting = (second, 0)
-        self.counting = (second, self.counting[1] + 1)
-
-    def sent(self, second: int) -> int | None:
-        """What the invocation spent in its last second with any before ``second``; ``None``
-        before it has spent in one (its first requests, or a reservation whose second ended
-        before its grants came)."""
-        counted, count = self.counting
-        if counted is not None and counted < second:
-            return count
-        return self.rate or None
 
 
 #: The demand of the invocation a call works for (`contextvars`: copied into its threads).
@@ -239,8 +221,8 @@ class SharedBudget:
         ended meanwhile (a request is spent within its own second or not at all); ``False``
         also when the write was answered after ``deadline()`` (its request is held for the
         next call of the second: an attempt never starts past its deadline). The write
-        takes the calls waiting, or the invocation's demand left, at most what this
-        environment spent in its last second with any (`_want`) and `per_second`."""
+        takes the calls waiting, or the invocation's demand left up to half of `per_second`
+        (`_want`)."""
         with self._lock:
             self._waiting += 1
         try:
@@ -259,13 +241,13 @@ class SharedBudget:
                 return True
             if self._spent == second:
                 return False
-            want = self._want(second, demand, waiting)
+            want = self._want(demand, waiting)
             fetched = self._fetched(second, self._take(second, want))
             if fetched is True and deadline() < 0:  # answered after the call's deadline
                 self._hold(second, 1)  # for this environment's next call of the second
                 return False
             if fetched is True:
-                _took(demand, second, self._lock)
+                _took(demand, self._lock)
             return fetched
         finally:
             self._asking.release()
@@ -284,17 +266,15 @@ class SharedBudget:
         self._hold(second, taken - 1)
         return True
 
-    def _want(self, second: int, demand: Demand | None, waiting: int) -> int:
-        """How many requests one write for ``second`` asks for: the calls waiting and this
+    def _want(self, demand: Demand | None, waiting: int) -> int:
+        """How many requests one write asks for: the calls waiting and this
         one, or the invocation's demand left when larger — but never more than half of
-        `per_second`, or what the invocation spent in its last second with any when that was
-        more (what it showed it can send in a second: the rest of the fleet's second stays
-        for the others); at most `per_second`."""
+        `per_second` for the demand (the rest of the fleet's second stays for the others);
+        at most `per_second`."""
         planned = 0
         if demand is not None:
             with self._lock:
-                sent, left = demand.sent(second) or 0, demand.left
-            planned = min(left, max(self.per_second // 2, sent))
+                planned = min(demand.left, self.per_second // 2)
         return max(1, min(max(waiting + 1, planned), self.per_second))
 
     def reserve(self, requests: int, metrics: MetricsRecorder | None = None) -> int:
@@ -332,7 +312,7 @@ class SharedBudget:
             if self._held_second != second or self._held < 1:
                 return False
             self._held -= 1
-        _took(demand, second, self._lock)
+        _took(demand, self._lock)
         return True
 
     def _hold(self, second: int, requests: int) -> None:
@@ -396,10 +376,10 @@ class SharedBudget:
         logger.warning("shared %s budget unavailable, pacing alone: %s", self.operation, exc)
 
 
-def _took(demand: Demand | None, second: int, lock: threading.Lock) -> None:
+def _took(demand: Demand | None, lock: threading.Lock) -> None:
     if demand is not None:
         with lock:
-            demand.took(second)
+            demand.took()
 
 
 def retire_grant_budget(
