@@ -8,6 +8,7 @@ invocations at once against a throttling target).
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from typing import Any
@@ -16,12 +17,15 @@ from unittest import mock
 import pytest
 from botocore.exceptions import ClientError
 from ownership_support import OWNERSHIP_TABLE, emf_totals
+from runtime_faults import answer, json_error
 from runtime_support import Sandbox
 from session_expiry_runtime.cleanup.cleaner import build_clients
 from session_expiry_runtime.core.config import METRIC_SHARED_PACE_UNAVAILABLE, RuntimeConfig
 from session_expiry_runtime.core.metrics import MetricsRecorder
+from session_expiry_runtime.core.pacing import ClientPacer
 from session_expiry_runtime.core.shared_pace import (
     KEEP_SECONDS,
+    RESERVE_WAIT_SECONDS,
     SharedBudget,
     invocation_demand,
     retire_grant_budget,
@@ -611,3 +615,38 @@ def test_an_invocation_that_spent_a_whole_second_does_not_ask_for_the_next_whole
             assert _item(sandbox, int(START) + second)["used"] == {"N": "5"}  # type: ignore[index]
             assert [other.take(lambda: 0.0) for _ in range(5)] == [True] * 5
             assert [greedy.take(lambda: 0.0) for _ in range(4)] == [True] * 4
+
+
+def test_a_throttled_budget_item_lets_the_call_go_within_a_moment_not_at_its_deadline(
+    sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The ownership client is paced (`pacing`): a throttled write is retried until the call's
+    deadline. A budget write must not be — the budget is an economy: a budget item that stays
+    throttled lets the call go (counted) after a moment, instead of holding it, and every other
+    RetireGrant of the environment waiting behind it, until the time guard fails them all (it
+    did: 290 s of a 300 s invocation, 145 writes, then PacingTimeout)."""
+    clock = WallClock()
+    writes: list[float] = []
+
+    def throttled(request: Any) -> tuple[int, dict[str, str], bytes] | None:
+        if b"pace#" not in (request.body or b""):
+            return None
+        writes.append(clock.t)
+        clock.t += 0.02  # a round trip
+        return json_error(400, "ProvisionedThroughputExceededException")
+
+    def invocation() -> bool:
+        pacer = ClientPacer(MetricsRecorder("Test"), budget=5.0, clock=clock.now, sleep=clock.sleep)
+        pacer.install(sandbox.ddb)
+        answer(sandbox.ddb, "UpdateItem", throttled)
+        pacer.start_invocation(300_000, 10_000)  # a 300 s invocation, the default time guard
+        return budget.take(lambda: pacer.deadline({}) - clock.now())
+
+    metrics = MetricsRecorder("Test")
+    budget = _budget(sandbox, clock, per_second=10, metrics=metrics)
+
+    assert contextvars.copy_context().run(invocation) is True
+
+    assert clock.t - START <= RESERVE_WAIT_SECONDS + 0.1 and len(writes) > 1  # retried a moment
+    metrics.flush()
+    assert emf_totals(capsys.readouterr().out)[METRIC_SHARED_PACE_UNAVAILABLE] == 1

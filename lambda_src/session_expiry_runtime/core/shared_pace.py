@@ -44,8 +44,10 @@ call: it goes out paced by the adaptive limiter alone, counted (``SharedPaceUnav
 a call, in its own invocation's metrics; the other calls of that second go out without writing
 again, each counted too; a batch's reservation that could not be written counts one) and
 logged — the budget is an economy, not a safety rule. Unless
-the call's deadline passed meanwhile (the ownership client retries a throttled write until
-then): then, as for a spent second, the call fails with `pacing.PacingTimeout`.
+the call's deadline passed meanwhile: then, as for a spent second, the call fails with
+`pacing.PacingTimeout`. The paced ownership client retries a throttled budget write for at
+most `RESERVE_WAIT_SECONDS` (`writing`), not until the call's deadline as its other writes, so
+a budget item that stays throttled holds each second's calls a moment, not the invocation.
 
 Cost: one write request unit per ``UpdateItem`` of an item under 1 KB — one per batch and
 second for a batch's reserved grants, one per request otherwise — at most about $0.625 per
@@ -78,6 +80,7 @@ __all__ = [
     "SharedBudget",
     "invocation_demand",
     "retire_grant_budget",
+    "writing",
 ]
 
 #: The ``resource`` prefix of budget items (not an ownership record kind).
@@ -85,8 +88,9 @@ PACE_KIND = "pace"
 ATTR_USED = "used"
 #: How long a budget item is kept after its second (time to live).
 KEEP_SECONDS = 3600
-#: How long a batch waits for its reservation before its records start (seconds): a budget
-#: item that is slow to write (throttled, retried by the client) never holds the batch.
+#: How long a budget write may hold anything (seconds): a batch waits at most this long for its
+#: reservation before its records start, and the paced ownership client retries a throttled
+#: budget write at most this long (`writing`), not until the call's deadline.
 RESERVE_WAIT_SECONDS = 1.0
 #: `SharedBudget._fetch`'s answer when the second ended while it was asked for: ask again.
 _AGAIN = object()
@@ -105,6 +109,18 @@ class Demand:
     def took(self) -> None:
         """Count one request spent."""
         self.left = max(0, self.left - 1)
+
+
+#: ``True`` on the thread sending a budget write (`writing`).
+_WRITING: ContextVar[bool] = ContextVar("session_expiry_shared_pace_writing", default=False)
+
+
+def writing() -> bool:
+    """``True`` while the calling thread sends a budget write: `pacing` then retries a throttle
+    for at most `RESERVE_WAIT_SECONDS`, after which the write fails and the call it was for
+    goes out without the budget (counted) — the budget is an economy; the ownership client
+    retries its other writes until the call's deadline."""
+    return _WRITING.get()
 
 
 #: The demand of the invocation a call works for (`contextvars`: copied into its threads).
@@ -342,6 +358,7 @@ class SharedBudget:
         """Take ``want`` requests of ``second``: ``(True, want)`` taken; ``(False, left)``
         refused, with the requests the second still had; ``None`` unknown (the write
         failed: logged; the callers count it, one per call sent without the budget)."""
+        writing = _WRITING.set(True)
         try:
             self._ddb.update_item(
                 TableName=self.table_name,
@@ -364,6 +381,8 @@ class SharedBudget:
             self._unavailable(exc)
         except BotoCoreError as exc:
             self._unavailable(exc)
+        finally:
+            _WRITING.reset(writing)
         return None
 
     def _left(self, refused: ClientError) -> int:
