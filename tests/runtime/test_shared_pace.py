@@ -650,3 +650,18 @@ def test_a_throttled_budget_item_lets_the_call_go_within_a_moment_not_at_its_dea
     assert clock.t - START <= RESERVE_WAIT_SECONDS + 0.1 and len(writes) > 1  # retried a moment
     metrics.flush()
     assert emf_totals(capsys.readouterr().out)[METRIC_SHARED_PACE_UNAVAILABLE] == 1
+
+
+def test_a_call_past_its_deadline_spends_no_held_request(sandbox: Sandbox) -> None:
+    """An attempt past its call's deadline (standard mode's second attempt of a call abandoned at
+    its invocation's hard stop) gets no request, not even a held one: it would go out past its
+    time guard on a request another invocation of the environment reserved for its grants."""
+    clock = WallClock()
+    budget = _budget(sandbox, clock, per_second=10)
+    with invocation_demand():
+        assert budget.reserve(2) == 2  # the next invocation's batch
+
+    assert budget.take(lambda: -1.0) is False  # the abandoned call, its time guard passed
+
+    calls = _update_items(sandbox)
+    assert [budget.take(lambda: 5.0) for _ in range(2)] == [True] * 2 and calls == []

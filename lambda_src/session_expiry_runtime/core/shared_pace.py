@@ -192,7 +192,8 @@ class SharedBudget:
         metrics: MetricsRecorder | None = None,
     ) -> bool:
         """Wait for one request of the budget; ``True`` once taken, ``False`` when
-        ``deadline()`` (seconds left) runs out first; ``on_wait`` is called before each wait.
+        ``deadline()`` (seconds left) runs out first (at once when it already has: no request,
+        not even a held one); ``on_wait`` is called before each wait.
         A request this environment holds for the current second (`reserve`) is spent first,
         with no call. A budget that cannot be read or written answers ``True`` at once
         (each such call counted in ``metrics``, the calling invocation's, default the
@@ -201,6 +202,8 @@ class SharedBudget:
         after it.
         """
         demand = _DEMAND.get()
+        if deadline() < 0:  # an attempt past its deadline gets none, not even a held one
+            return False
         while True:
             second = math.floor(self.now())
             if self._spend_held(second, demand):
