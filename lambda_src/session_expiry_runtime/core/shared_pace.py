@@ -37,7 +37,8 @@ any wall-clock second (Lambda's hosts keep their clocks by the Amazon Time Sync 
 second's boundary can still let two seconds' budgets meet within a second's span, which is why
 the default budget stays well below KMS's 50 (two seconds meeting make 20) and leaves the rest
 to the application and the grant sweep's 5: ``SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET``,
-default 10), and a batch of grants costs one write a second it runs, not one a grant.
+default 10), and a batch of grants costs a few writes a second it runs (each for up to half
+the budget), not one a grant.
 
 A budget item that cannot be written (a throttle, a missing permission) does not stop the
 call: it goes out paced by the adaptive limiter alone, counted (``SharedPaceUnavailable``, one
@@ -49,7 +50,7 @@ the call's deadline passed meanwhile: then, as for a spent second, the call fail
 most `RESERVE_WAIT_SECONDS` (`writing`), not until the call's deadline as its other writes, so
 a budget item that stays throttled holds each second's calls a moment, not the invocation.
 
-Cost: one write request unit per ``UpdateItem`` of an item under 1 KB — one per batch and
+Cost: one write request unit per ``UpdateItem`` of an item under 1 KB — a few per batch and
 second for a batch's reserved grants, one per request otherwise — at most about $0.625 per
 million ``RetireGrant`` calls beside KMS's $30 per million requests.
 """
