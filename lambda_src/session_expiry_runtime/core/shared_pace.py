@@ -303,10 +303,11 @@ class SharedBudget:
         retire ``requests`` grants asks once, not once a grant. Fewer when the second has
         fewer left (none when it is spent: the calls then wait in `take`); never more than
         `per_second`. Within `invocation_demand`, ``requests`` becomes the invocation's demand:
-        when a second ends before they are spent, its next `take` asks for all that are left
-        in one write. Returns how many were taken. Never raises and never waits for a spent
-        second (its one write may be retried by the client, as every budget write is; the
-        batch waits for it at most `RESERVE_WAIT_SECONDS`): a budget that cannot be written
+        when a second ends before they are spent, its next `take` asks for what is left in
+        one write, up to half of `per_second`. Returns how many were taken. Never raises and
+        never waits for a spent second (its one write may be retried by the client for at
+        most `RESERVE_WAIT_SECONDS`, as every budget write is, and the batch waits for it at
+        most as long): a budget that cannot be written
         takes none (counted in ``metrics``, default the budget's own)."""
         if requests < 1:
             return 0
