@@ -84,7 +84,7 @@ from botocore.retries import adaptive, bucket, standard, throttling
 from .clients import SDK_SHARE_OF_MARGIN, CleanupClients, call_timeouts
 from .config import DIMENSION_ACTION, METRIC_CALLS_PACED
 from .metrics import MetricsRecorder
-from .shared_pace import SharedBudget
+from .shared_pace import RESERVE_WAIT_SECONDS, SharedBudget, writing
 
 __all__ = [
     "ClientPacer",
@@ -273,13 +273,17 @@ class ClientPacer:
 
     def _start(self, context: dict[str, Any] | None = None, **_: Any) -> None:
         """``before-call`` (once per call, before its first attempt): the call's deadline is
-        fixed now, from the invocation it starts in, for all its attempts and waits."""
+        fixed now, from the invocation it starts in, for all its attempts and waits — a
+        shared budget's write (`shared_pace.writing`) at most `RESERVE_WAIT_SECONDS` away."""
         if context is not None:
             now = self.now()
             current = _CURRENT.get()
             until = self._until if current is None else current.until
+            deadline = until if until is not None else now + self.budget
+            if writing():  # a shared budget write: an economy, retried a moment at most
+                deadline = min(deadline, now + RESERVE_WAIT_SECONDS)
             context[_STARTED] = now
-            context[_DEADLINE] = until if until is not None else now + self.budget
+            context[_DEADLINE] = deadline
             context[_METRICS] = self.metrics if current is None else current.metrics
 
     def paced(self, context: dict[str, Any], event_name: str) -> None:

@@ -28,24 +28,29 @@ of what the second has left: ``ReturnValuesOnConditionCheckFailure`` returns the
 saw), and each ``RetireGrant`` of that second spends a held request with no call. A request is
 spent within its own second or not at all (one whose write was answered after its second ended
 is not spent either: the call asks again); the ones a second ended with are asked for together
-in the next (one write), but never more than half the budget, or what the invocation spent in
-its last second with any when that was more, so one invocation's large batch cannot take the
-fleet's second from the others. One thread at a time
+in the next (one write), but never more than half the budget, so one invocation's large batch
+cannot take the fleet's second from the others (not even one that spent a whole second: what
+it spent is what it was given, not what the others could spare). One thread at a time
 asks; the calls that waited for a write that failed go out at once (failing open, below). So
 every invocation together sends at most ``per_second`` requests in
 any wall-clock second (Lambda's hosts keep their clocks by the Amazon Time Sync Service; a
 second's boundary can still let two seconds' budgets meet within a second's span, which is why
 the default budget stays well below KMS's 50 (two seconds meeting make 20) and leaves the rest
 to the application and the grant sweep's 5: ``SESSION_EXPIRY_KMS_RETIRE_GRANT_BUDGET``,
-default 10), and a batch of grants costs one write a second it runs, not one a grant.
+default 10), and a batch of grants costs a few writes a second it runs (each for up to half
+the budget), not one a grant.
 
 A budget item that cannot be written (a throttle, a missing permission) does not stop the
-call: it goes out paced by the adaptive limiter alone, and the failure is counted
-(``SharedPaceUnavailable``) and logged — the budget is an economy, not a safety rule. Unless
-the call's deadline passed meanwhile (the ownership client retries a throttled write until
-then): then, as for a spent second, the call fails with `pacing.PacingTimeout`.
+call: it goes out paced by the adaptive limiter alone, counted (``SharedPaceUnavailable``, one
+a call, in its own invocation's metrics; the other calls of that second go out without writing
+again, each counted too; a batch's reservation that could not be written counts one) and
+logged — the budget is an economy, not a safety rule. Unless
+the call's deadline passed meanwhile: then, as for a spent second, the call fails with
+`pacing.PacingTimeout`. The paced ownership client retries a throttled budget write for at
+most `RESERVE_WAIT_SECONDS` (`writing`), not until the call's deadline as its other writes, so
+a budget item that stays throttled holds each second's calls a moment, not the invocation.
 
-Cost: one write request unit per ``UpdateItem`` of an item under 1 KB — one per batch and
+Cost: one write request unit per ``UpdateItem`` of an item under 1 KB — a few per batch and
 second for a batch's reserved grants, one per request otherwise — at most about $0.625 per
 million ``RetireGrant`` calls beside KMS's $30 per million requests.
 """
@@ -76,6 +81,7 @@ __all__ = [
     "SharedBudget",
     "invocation_demand",
     "retire_grant_budget",
+    "writing",
 ]
 
 #: The ``resource`` prefix of budget items (not an ownership record kind).
@@ -83,8 +89,9 @@ PACE_KIND = "pace"
 ATTR_USED = "used"
 #: How long a budget item is kept after its second (time to live).
 KEEP_SECONDS = 3600
-#: How long a batch waits for its reservation before its records start (seconds): a budget
-#: item that is slow to write (throttled, retried by the client) never holds the batch.
+#: How long a budget write may hold anything (seconds): a batch waits at most this long for its
+#: reservation before its records start, and the paced ownership client retries a throttled
+#: budget write at most this long (`writing`), not until the call's deadline.
 RESERVE_WAIT_SECONDS = 1.0
 #: `SharedBudget._fetch`'s answer when the second ended while it was asked for: ask again.
 _AGAIN = object()
@@ -96,31 +103,25 @@ logger = logging.getLogger(__name__)
 class Demand:
     """The requests one invocation still expects to take: what it reserved (`SharedBudget.reserve`)
     less what its calls have taken since. When a second ends before they are spent, its next
-    call asks for them in one write — no more than half the budget, or what the invocation spent
-    in its last second with any (`sent`) when that was more."""
+    call asks for them in one write — no more than half the budget."""
 
     left: int = 0
-    #: the second being counted and the requests spent in it
-    counting: tuple[int | None, int] = (None, 0)
-    #: the requests spent in the last second counted before it (0: none yet)
-    rate: int = 0
 
-    def took(self, second: int) -> None:
-        """Count one request spent in ``second`` (an epoch second)."""
+    def took(self) -> None:
+        """Count one request spent."""
         self.left = max(0, self.left - 1)
-        if self.counting[0] != second:
-            self.rate = self.counting[1] or self.rate
-            self.counting = (second, 0)
-        self.counting = (second, self.counting[1] + 1)
 
-    def sent(self, second: int) -> int | None:
-        """What the invocation spent in its last second with any before ``second``; ``None``
-        before it has spent in one (its first requests, or a reservation whose second ended
-        before its grants came)."""
-        counted, count = self.counting
-        if counted is not None and counted < second:
-            return count
-        return self.rate or None
+
+#: ``True`` on the thread sending a budget write (`writing`).
+_WRITING: ContextVar[bool] = ContextVar("session_expiry_shared_pace_writing", default=False)
+
+
+def writing() -> bool:
+    """``True`` while the calling thread sends a budget write: `pacing` then retries a throttle
+    for at most `RESERVE_WAIT_SECONDS`, after which the write fails and the call it was for
+    goes out without the budget (counted) — the budget is an economy; the ownership client
+    retries its other writes until the call's deadline."""
+    return _WRITING.get()
 
 
 #: The demand of the invocation a call works for (`contextvars`: copied into its threads).
@@ -192,27 +193,32 @@ class SharedBudget:
         metrics: MetricsRecorder | None = None,
     ) -> bool:
         """Wait for one request of the budget; ``True`` once taken, ``False`` when
-        ``deadline()`` (seconds left) runs out first; ``on_wait`` is called before each wait.
+        ``deadline()`` (seconds left) runs out first (at once when it already has: no request,
+        not even a held one); ``on_wait`` is called before each wait.
         A request this environment holds for the current second (`reserve`) is spent first,
         with no call. A budget that cannot be read or written answers ``True`` at once
-        (counted in ``metrics``, the calling invocation's, default the budget's own; logged) —
-        ``False`` if ``deadline()`` ran out meanwhile (a throttled write retried until after
-        it).
+        (each such call counted in ``metrics``, the calling invocation's, default the
+        budget's own; logged) — ``False`` if ``deadline()`` ran out meanwhile (a throttled
+        write retried until after it), as when a write that took the request was answered
+        after it.
         """
         demand = _DEMAND.get()
+        if deadline() < 0:  # an attempt past its deadline gets none, not even a held one
+            return False
         while True:
             second = math.floor(self.now())
             if self._spend_held(second, demand):
                 return True
             if self._spent != second:
-                taken = self._fetch(second, demand, deadline, metrics or self.metrics)
+                taken = self._fetch(second, demand, deadline)
                 if taken is _AGAIN:  # the second ended while it was asked for
                     if deadline() <= 0:
                         return False
                     continue
                 if taken:
                     return True
-                if taken is None:  # fail open, but never past the call's deadline
+                if taken is None:  # fail open (counted), but never past the call's deadline
+                    (metrics or self.metrics).count(METRIC_SHARED_PACE_UNAVAILABLE)
                     return deadline() > 0
             left = deadline()
             if left <= 0:
@@ -227,15 +233,16 @@ class SharedBudget:
         second: int,
         demand: Demand | None,
         deadline: Callable[[], float],
-        metrics: MetricsRecorder,
     ) -> object:
         """One request of ``second`` for the calling `take`, asked for by one thread at a time:
         ``True`` taken (with what else the asking wanted, held), ``False`` spent or no time
         left to wait for the thread asking, ``None`` unknown (the write failed: this one and
         the calls that waited for it go out unpaced by the budget), `_AGAIN` when ``second``
-        ended meanwhile (a request is spent within its own second or not at all). The write
-        takes the calls waiting, or the invocation's demand left, at most what this
-        environment spent in its last second with any (`_want`) and `per_second`."""
+        ended meanwhile (a request is spent within its own second or not at all); ``False``
+        also when the write was answered after ``deadline()`` (its request is held for the
+        next call of the second: an attempt never starts past its deadline). The write
+        takes the calls waiting, or the invocation's demand left up to half of `per_second`
+        (`_want`)."""
         with self._lock:
             self._waiting += 1
         try:
@@ -254,10 +261,13 @@ class SharedBudget:
                 return True
             if self._spent == second:
                 return False
-            want = self._want(second, demand, waiting)
-            fetched = self._fetched(second, self._take(second, want, metrics))
+            want = self._want(demand, waiting)
+            fetched = self._fetched(second, self._take(second, want))
+            if fetched is True and deadline() < 0:  # answered after the call's deadline
+                self._hold(second, 1)  # for this environment's next call of the second
+                return False
             if fetched is True:
-                _took(demand, second, self._lock)
+                _took(demand, self._lock)
             return fetched
         finally:
             self._asking.release()
@@ -276,17 +286,15 @@ class SharedBudget:
         self._hold(second, taken - 1)
         return True
 
-    def _want(self, second: int, demand: Demand | None, waiting: int) -> int:
-        """How many requests one write for ``second`` asks for: the calls waiting and this
+    def _want(self, demand: Demand | None, waiting: int) -> int:
+        """How many requests one write asks for: the calls waiting and this
         one, or the invocation's demand left when larger — but never more than half of
-        `per_second`, or what the invocation spent in its last second with any when that was
-        more (what it showed it can send in a second: the rest of the fleet's second stays
-        for the others); at most `per_second`."""
+        `per_second` for the demand (the rest of the fleet's second stays for the others);
+        at most `per_second`."""
         planned = 0
         if demand is not None:
             with self._lock:
-                sent, left = demand.sent(second) or 0, demand.left
-            planned = min(left, max(self.per_second // 2, sent))
+                planned = min(demand.left, self.per_second // 2)
         return max(1, min(max(waiting + 1, planned), self.per_second))
 
     def reserve(self, requests: int, metrics: MetricsRecorder | None = None) -> int:
@@ -295,10 +303,11 @@ class SharedBudget:
         retire ``requests`` grants asks once, not once a grant. Fewer when the second has
         fewer left (none when it is spent: the calls then wait in `take`); never more than
         `per_second`. Within `invocation_demand`, ``requests`` becomes the invocation's demand:
-        when a second ends before they are spent, its next `take` asks for all that are left
-        in one write. Returns how many were taken. Never raises and never waits for a spent
-        second (its one write may be retried by the client, as every budget write is; the
-        batch waits for it at most `RESERVE_WAIT_SECONDS`): a budget that cannot be written
+        when a second ends before they are spent, its next `take` asks for what is left in
+        one write, up to half of `per_second`. Returns how many were taken. Never raises and
+        never waits for a spent second (its one write may be retried by the client for at
+        most `RESERVE_WAIT_SECONDS`, as every budget write is, and the batch waits for it at
+        most as long): a budget that cannot be written
         takes none (counted in ``metrics``, default the budget's own)."""
         if requests < 1:
             return 0
@@ -309,7 +318,9 @@ class SharedBudget:
         second = math.floor(self.now())
         if self._spent == second:
             return 0
-        taken = self._take(second, min(requests, self.per_second), metrics or self.metrics)
+        taken = self._take(second, min(requests, self.per_second))
+        if taken is None:
+            (metrics or self.metrics).count(METRIC_SHARED_PACE_UNAVAILABLE)
         if taken == 0:
             with self._lock:
                 self._spent = second
@@ -322,7 +333,7 @@ class SharedBudget:
             if self._held_second != second or self._held < 1:
                 return False
             self._held -= 1
-        _took(demand, second, self._lock)
+        _took(demand, self._lock)
         return True
 
     def _hold(self, second: int, requests: int) -> None:
@@ -335,11 +346,11 @@ class SharedBudget:
                 self._held_second, self._held = second, 0
             self._held += requests
 
-    def _take(self, second: int, want: int, metrics: MetricsRecorder) -> int | None:
+    def _take(self, second: int, want: int) -> int | None:
         """Take ``want`` requests of ``second``, or what is left of it when that is fewer:
         how many were taken (0: spent), ``None`` unknown (the write failed)."""
         while want > 0:
-            answer = self._try(second, want, metrics)
+            answer = self._try(second, want)
             if answer is None:
                 return None
             taken, left = answer
@@ -348,10 +359,11 @@ class SharedBudget:
             want = min(want - 1, left)  # what the second had left when it refused
         return 0
 
-    def _try(self, second: int, want: int, metrics: MetricsRecorder) -> tuple[bool, int] | None:
+    def _try(self, second: int, want: int) -> tuple[bool, int] | None:
         """Take ``want`` requests of ``second``: ``(True, want)`` taken; ``(False, left)``
         refused, with the requests the second still had; ``None`` unknown (the write
-        failed)."""
+        failed: logged; the callers count it, one per call sent without the budget)."""
+        writing = _WRITING.set(True)
         try:
             self._ddb.update_item(
                 TableName=self.table_name,
@@ -371,9 +383,11 @@ class SharedBudget:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                 return False, self._left(exc)
-            self._unavailable(exc, metrics)
+            self._unavailable(exc)
         except BotoCoreError as exc:
-            self._unavailable(exc, metrics)
+            self._unavailable(exc)
+        finally:
+            _WRITING.reset(writing)
         return None
 
     def _left(self, refused: ClientError) -> int:
@@ -382,15 +396,14 @@ class SharedBudget:
         used = refused.response.get("Item", {}).get(ATTR_USED, {}).get("N")
         return max(0, self.per_second - int(used)) if used is not None else 0
 
-    def _unavailable(self, exc: BaseException, metrics: MetricsRecorder) -> None:
+    def _unavailable(self, exc: BaseException) -> None:
         logger.warning("shared %s budget unavailable, pacing alone: %s", self.operation, exc)
-        metrics.count(METRIC_SHARED_PACE_UNAVAILABLE)
 
 
-def _took(demand: Demand | None, second: int, lock: threading.Lock) -> None:
+def _took(demand: Demand | None, lock: threading.Lock) -> None:
     if demand is not None:
         with lock:
-            demand.took(second)
+            demand.took()
 
 
 def retire_grant_budget(
