@@ -421,9 +421,10 @@ def test_an_invocations_demand_asks_for_half_the_budget_whatever_it_sent(
 
         assert greedy.take(lambda: 0.0) is True
 
-    assert _item(sandbox, int(START) + 1)["used"] == {"N": str(asked)}  # type: ignore[index]
-    left = 10 - asked
-    assert [other.take(lambda: 0.0) for _ in range(left + 1)] == [True] * left + [False]
+        # while the invocation runs (when it ends, what it holds unspent is given back)
+        assert _item(sandbox, int(START) + 1)["used"] == {"N": str(asked)}  # type: ignore[index]
+        left = 10 - asked
+        assert [other.take(lambda: 0.0) for _ in range(left + 1)] == [True] * left + [False]
 
 
 @pytest.mark.parametrize("late", [False, True], ids=["within-its-second", "after-its-second"])
@@ -542,7 +543,7 @@ def test_an_invocation_does_not_ask_by_what_an_earlier_one_sent(sandbox: Sandbox
 
         assert budget.take(lambda: 0.0) is True
 
-    assert _item(sandbox, int(START) + 2)["used"] == {"N": "5"}  # type: ignore[index]
+        assert _item(sandbox, int(START) + 2)["used"] == {"N": "5"}  # type: ignore[index]
 
 
 # --- a hostile review of the budget (h3) --------------------------------------------------------
@@ -661,7 +662,57 @@ def test_a_call_past_its_deadline_spends_no_held_request(sandbox: Sandbox) -> No
     with invocation_demand():
         assert budget.reserve(2) == 2  # the next invocation's batch
 
-    assert budget.take(lambda: -1.0) is False  # the abandoned call, its time guard passed
+        assert budget.take(lambda: -1.0) is False  # the abandoned call, its time guard passed
 
-    calls = _update_items(sandbox)
-    assert [budget.take(lambda: 5.0) for _ in range(2)] == [True] * 2 and calls == []
+        calls = _update_items(sandbox)
+        assert [budget.take(lambda: 5.0) for _ in range(2)] == [True] * 2 and calls == []
+
+
+# --- what an invocation reserved and did not spend goes back to the fleet ---------------------
+def test_an_invocation_gives_back_what_it_reserved_and_did_not_spend(sandbox: Sandbox) -> None:
+    """A redelivered batch reserves for grants whose claims are already released and retires
+    none of them (a hostile review's repro: 10 of 10 taken, 0 sent, another environment refused
+    for the second): when the invocation ends within the second, what it did not spend is given
+    back in one write, and another environment takes it."""
+    clock = WallClock()
+    redelivered, other = (_budget(sandbox, clock, per_second=10) for _ in range(2))
+    with invocation_demand():
+        assert redelivered.reserve(40) == 10
+        assert [redelivered.take(lambda: 0.0) for _ in range(3)] == [True] * 3
+        calls = _update_items(sandbox)
+
+    assert calls == ["UpdateItem"]
+    assert _item(sandbox, int(START))["used"] == {"N": "3"}  # type: ignore[index]
+    assert [other.take(lambda: 0.0) for _ in range(8)] == [True] * 7 + [False]
+    assert redelivered.take(lambda: 0.0) is False  # nothing is held for it any more
+
+
+def test_nothing_is_given_back_once_everything_is_spent_or_the_second_is_over(
+    sandbox: Sandbox,
+) -> None:
+    clock = WallClock()
+    budget = _budget(sandbox, clock, per_second=10)
+    with invocation_demand():
+        assert budget.reserve(4) == 4
+        assert [budget.take(lambda: 0.0) for _ in range(4)] == [True] * 4
+        calls = _update_items(sandbox)
+    with invocation_demand():
+        assert budget.reserve(6) == 6
+        clock.t = START + 1  # its requests' second ended: they were not spent, and are gone
+
+    assert calls == ["UpdateItem"]  # the second reservation; no give-back write
+    assert _item(sandbox, int(START))["used"] == {"N": "10"}  # type: ignore[index]
+    assert budget.give_back(6) == 0
+
+
+def test_a_give_back_that_cannot_be_written_is_logged_and_raises_nothing(
+    sandbox: Sandbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = WallClock()
+    budget = _budget(sandbox, clock, per_second=10)
+    with invocation_demand():
+        assert budget.reserve(5) == 5
+        answer(sandbox.ddb, "UpdateItem", lambda _r: json_error(400, "AccessDeniedException"))
+
+    assert "could not give back 5 RetireGrant requests" in caplog.text
+    assert _item(sandbox, int(START))["used"] == {"N": "5"}  # type: ignore[index]

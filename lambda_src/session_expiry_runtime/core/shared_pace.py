@@ -31,7 +31,10 @@ is not spent either: the call asks again); the ones a second ended with are aske
 in the next (one write), but never more than half the budget, so one invocation's large batch
 cannot take the fleet's second from the others (not even one that spent a whole second: what
 it spent is what it was given, not what the others could spare). One thread at a time
-asks; the calls that waited for a write that failed go out at once (failing open, below). So
+asks; the calls that waited for a write that failed go out at once (failing open, below). What an
+invocation reserved for the current second and did not spend when it ends (grants it did not
+retire: their claims already released, as in a redelivered batch) is given back to the fleet
+in one more write (`SharedBudget.give_back`). So
 every invocation together sends at most ``per_second`` requests in
 any wall-clock second (Lambda's hosts keep their clocks by the Amazon Time Sync Service; a
 second's boundary can still let two seconds' budgets meet within a second's span, which is why
@@ -106,6 +109,9 @@ class Demand:
     call asks for them in one write — no more than half the budget."""
 
     left: int = 0
+    #: the budget it reserved from (`SharedBudget.reserve`): what is left unspent when the
+    #: invocation ends is given back to it (`SharedBudget.give_back`)
+    budget: SharedBudget | None = None
 
     def took(self) -> None:
         """Count one request spent."""
@@ -132,13 +138,18 @@ _DEMAND: ContextVar[Demand | None] = ContextVar("session_expiry_shared_pace", de
 def invocation_demand() -> Iterator[Demand]:
     """The block is one invocation's: `SharedBudget.reserve` records its demand here, and the
     calls of threads started in the block (their context copied from it) take from it. Gone
-    with the block, so nothing an invocation left unspent outlives it."""
+    with the block, so nothing an invocation left unspent outlives it: what it reserved for
+    the current second and did not spend (grants it did not retire — their claims already
+    released, as in a redelivered batch) is given back to the fleet (`SharedBudget.give_back`,
+    one ``UpdateItem``; none when everything was spent or the second is over)."""
     demand = Demand()
     token = _DEMAND.set(demand)
     try:
         yield demand
     finally:
         _DEMAND.reset(token)
+        if demand.budget is not None and demand.left > 0:
+            demand.budget.give_back(demand.left)
 
 
 class SharedBudget:
@@ -314,7 +325,7 @@ class SharedBudget:
         demand = _DEMAND.get()
         if demand is not None:
             with self._lock:
-                demand.left = requests
+                demand.left, demand.budget = requests, self
         second = math.floor(self.now())
         if self._spent == second:
             return 0
@@ -326,6 +337,37 @@ class SharedBudget:
                 self._spent = second
         self._hold(second, taken or 0)
         return taken or 0
+
+    def give_back(self, requests: int) -> int:
+        """Give back to the current second up to ``requests`` of the requests this environment
+        holds for it, which no call will then spend, in one ``UpdateItem`` (``used`` less them,
+        on the condition that it holds at least as many): another environment may take them
+        within the second. Returns how many were given back: none when nothing is held for the
+        current second (a request is spent within its own second or not at all). Never raises:
+        a write that fails is logged, and the requests are lost to the fleet for the rest of
+        the second, as they were before."""
+        second = math.floor(self.now())
+        with self._lock:
+            given = min(self._held, requests) if self._held_second == second else 0
+            self._held -= max(0, given)
+        if given < 1:
+            return 0
+        writing = _WRITING.set(True)
+        try:
+            self._ddb.update_item(
+                TableName=self.table_name,
+                Key={ATTR_RESOURCE: {"S": f"{PACE_KIND}#{self.operation}#{second}"}},
+                UpdateExpression="SET #used = #used - :given",
+                ConditionExpression="#used >= :given",
+                ExpressionAttributeNames={"#used": ATTR_USED},
+                ExpressionAttributeValues={":given": {"N": str(given)}},
+            )
+        except (ClientError, BotoCoreError) as exc:
+            logger.warning("could not give back %d %s requests: %s", given, self.operation, exc)
+            return 0
+        finally:
+            _WRITING.reset(writing)
+        return given
 
     def _spend_held(self, second: int, demand: Demand | None = None) -> bool:
         """Spend a request held for ``second``; the call then goes with no write."""
