@@ -387,3 +387,18 @@ def test_fails_a_page_without_is_truncated_saying_the_rest_cannot_be_listed(s3: 
         "ListObjectsV2 under 'sessions/s-1/i1/' answered a page without IsTruncated: the rest "
         "of the prefix cannot be listed",
     )
+
+
+def test_fails_a_token_sent_before_even_when_a_last_page_would_follow(s3: Any) -> None:
+    """Tokens A, A, then a last page: the second A fails the listing at once (a listing that
+    goes round may never end), never a third call."""
+    urls = _pages(s3, _listing([], token="A"), _listing([], token="A"), _listing([f"{OWN}a"]))
+
+    failure = _failure(s3)
+
+    assert (failure.action, failure.detail) == (
+        "DeleteScratch",
+        "ListObjectsV2 under 'sessions/s-1/i1/' answered a continuation token it was sent "
+        "before: the rest of the prefix cannot be listed",
+    )
+    assert len(urls) == 2
