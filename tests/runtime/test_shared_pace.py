@@ -716,3 +716,17 @@ def test_a_give_back_that_cannot_be_written_is_logged_and_raises_nothing(
 
     assert "could not give back 5 RetireGrant requests" in caplog.text
     assert _item(sandbox, int(START))["used"] == {"N": "5"}  # type: ignore[index]
+
+
+def test_a_give_back_that_raises_anything_fails_no_invocation(sandbox: Sandbox) -> None:
+    """At an invocation's end nothing of the budget may fail it: not even an error that is no
+    botocore error (a client wrapped by the application's instrumentation, say)."""
+    clock = WallClock()
+    failing = mock.Mock()
+    failing.update_item.side_effect = [{}, RuntimeError("instrumentation broke")]
+    budget = _budget(sandbox, clock, per_second=10, ddb=failing)
+    with invocation_demand():
+        assert budget.reserve(5) == 5
+
+    assert failing.update_item.call_count == 2  # the reservation, then the give-back
+    assert budget.give_back(5) == 0  # nothing held any more
