@@ -586,3 +586,22 @@ def test_rule_a_released_verdict_carries_its_record(emulator: LocalEmulator, ddb
     judged = swept.judge(swept.tools[0], "done1", OLD, NOW)
 
     assert judged.verdict == "released" and judged.claim == claim_of(ddb, "done1")
+
+
+def test_rule_every_failed_session_is_counted(emulator: LocalEmulator, ddb: Any) -> None:
+    started(emulator, ddb, "orphan1")
+    started(emulator, ddb, "orphan2", owner="s-2")
+    swept = sweeper(emulator, browser_id=None)
+
+    def refuse(**_: Any) -> None:
+        raise ClientError({"Error": {"Code": "InternalServerError"}}, "GetItem")
+
+    event = "before-parameter-build.dynamodb.GetItem"
+    swept._ddb.meta.events.register(event, refuse)
+    try:
+        report = swept.sweep()
+    finally:
+        swept._ddb.meta.events.unregister(event, refuse)
+
+    assert (report.failures, report.checked) == (2, 2)
+    assert swept.metrics.snapshot()["ToolSessionSweepFailures"] == 2
