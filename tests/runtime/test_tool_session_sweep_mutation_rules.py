@@ -586,3 +586,97 @@ def test_rule_a_released_verdict_carries_its_record(emulator: LocalEmulator, ddb
     judged = swept.judge(swept.tools[0], "done1", OLD, NOW)
 
     assert judged.verdict == "released" and judged.claim == claim_of(ddb, "done1")
+
+
+def test_rule_every_failed_session_is_counted(emulator: LocalEmulator, ddb: Any) -> None:
+    started(emulator, ddb, "orphan1")
+    started(emulator, ddb, "orphan2", owner="s-2")
+    swept = sweeper(emulator, browser_id=None)
+
+    def refuse(**_: Any) -> None:
+        raise ClientError({"Error": {"Code": "InternalServerError"}}, "GetItem")
+
+    event = "before-parameter-build.dynamodb.GetItem"
+    swept._ddb.meta.events.register(event, refuse)
+    try:
+        report = swept.sweep()
+    finally:
+        swept._ddb.meta.events.unregister(event, refuse)
+
+    assert (report.failures, report.checked) == (2, 2)
+    assert swept.metrics.snapshot()["ToolSessionSweepFailures"] == 2
+
+
+def test_rule_the_metrics_carry_the_reports_counts(emulator: LocalEmulator, ddb: Any) -> None:
+    started(emulator, ddb, "orphan1")
+    gone_since(ddb, "orphan1", PENDING + 60)
+    started(emulator, ddb, "orphan2", owner="s-2")
+    gone_since(ddb, "orphan2", PENDING + 60)
+    started(emulator, ddb, "mine1", owner="s-3", live=True)
+    swept = sweeper(emulator, browser_id=None, dry_run=True)
+
+    report = swept.sweep()
+
+    assert (report.checked, report.would_stop) == (3, 2)
+    assert swept.metrics.snapshot() == {
+        "OrphanToolSessionsStopped": 0,
+        "ExpiredSessionToolSessionsStopped": 0,
+        "ToolSessionSweepIncomplete": 0,
+        "ToolSessionsChecked": 3,
+        "ToolSessionsWouldBeStopped": 2,
+    }
+
+
+def test_rule_a_failed_listing_is_counted_beside_the_failed_sessions_and_logged(
+    emulator: LocalEmulator, ddb: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    started(emulator, ddb, "orphan1")
+    started(emulator, ddb, "orphan2", owner="s-2")
+    swept = sweeper(emulator)
+
+    def refuse_read(**_: Any) -> None:
+        raise ClientError({"Error": {"Code": "InternalServerError"}}, "GetItem")
+
+    def refuse_list(**_: Any) -> None:
+        raise ClientError({"Error": {"Code": "AccessDeniedException"}}, "ListBrowserSessions")
+
+    events = (
+        ("before-parameter-build.dynamodb.GetItem", refuse_read, swept._ddb),
+        (
+            "before-parameter-build.bedrock-agentcore.ListBrowserSessions",
+            refuse_list,
+            swept._agentcore,
+        ),
+    )
+    for event, handler, client in events:
+        client.meta.events.register(event, handler)
+    try:
+        with caplog.at_level(logging.INFO, logger=swept.logger.name):
+            report = swept.sweep()
+    finally:
+        for event, handler, client in events:
+            client.meta.events.unregister(event, handler)
+
+    assert (report.failures, report.checked, report.incomplete) == (3, 2, True)
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert errors[-1] == (
+        f"list_browser_sessions of {BROWSER_ID} failed: An error occurred "
+        "(AccessDeniedException) when calling the ListBrowserSessions operation: Unknown"
+    )
+
+
+def test_rule_the_sweepers_own_settings_and_pace_are_kept(emulator: LocalEmulator) -> None:
+    swept = sweeper(emulator)
+    assert swept.settings == SweepSettings(pending_seconds=PENDING, requests_per_second=1000)
+    assert swept.pacer.per_second == 1000
+
+
+def test_rule_every_list_call_is_paced(emulator: LocalEmulator, ddb: Any) -> None:
+    started(emulator, ddb, "mine1", live=True)
+    swept = sweeper(emulator, browser_id=None)
+    waits: list[None] = []
+    swept.pacer = SimpleNamespace(wait=lambda: waits.append(None))  # type: ignore[assignment]
+
+    assert swept.sweep().kept_live == 1
+
+    assert len(waits) == len(emulator.agentcore.list_calls) > 0
