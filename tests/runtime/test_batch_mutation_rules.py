@@ -339,3 +339,25 @@ def test_rule_without_a_fan_out_to_run_a_cleaned_record_stays_cleaned_past_the_t
     monkeypatch.setattr(cleaner, "clean", then_time_runs_out)
 
     assert process_batch(event(remove), context, cleaner) == {"batchItemFailures": []}
+
+
+def test_rule_with_every_record_done_the_batch_waits_for_its_threads_to_end(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only at the hard stop (or an interrupt) are threads left running; a batch whose records
+    # are all done shuts its record threads and its step pool down waiting for them, so no
+    # work of this invocation runs on while Lambda freezes the environment.
+    removes = _removed(sandbox, "s-1", "s-2")
+    waits: list[tuple[str, object]] = []
+
+    class Recording(ThreadPoolExecutor):
+        def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+            waits.append((self._thread_name_prefix, wait))
+            super().shutdown(wait=wait, cancel_futures=cancel_futures)
+
+    monkeypatch.setattr(batch, "ThreadPoolExecutor", Recording)
+
+    assert process_batch(event(*removes), FakeContext(), sandbox.cleaner()) == {
+        "batchItemFailures": []
+    }
+    assert [w for p, w in waits if p == "cleanup"] == [True]
