@@ -1,7 +1,10 @@
 """The batch's rules that mutants of `cleanup.batch` broke without failing a test (issue 40's
-mutation testing, third pass): how many record threads, an interrupt never waits for them, a
-Kinesis batch reads its items back once, and the kept releases are waited for only until the
-hard stop. Each was seen to fail on its mutant applied to the source."""
+mutation testing, third and fourth passes): how many record threads, an interrupt never waits
+for them, a Kinesis batch reads its items back once and marks its proven records ahead, the kept
+releases are waited for only until the hard stop, what the read-ahead does (and does not) before
+the records start — the batch's one reservation of the shared `RetireGrant` budget, waited for
+at most `RESERVE_WAIT_SECONDS` — and a record cleaned with no fan-out to run stays cleaned. Each
+was seen to fail on its mutant applied to the source."""
 
 from __future__ import annotations
 
@@ -12,9 +15,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from ownership_support import calls_of
 from runtime_support import FakeContext, Sandbox, event
 from session_expiry_runtime.cleanup import batch
 from session_expiry_runtime.cleanup.batch import process_batch
+from session_expiry_runtime.owners.claims import ClaimBatcher
 
 KINESIS_STREAM = "arn:aws:kinesis:us-east-1:123456789012:stream/changes"
 
@@ -171,3 +176,188 @@ def test_rule_a_read_ahead_still_running_at_the_hard_stop_starts_no_record(
         r["dynamodb"]["SequenceNumber"] for r in removes
     )
     assert started == []
+
+
+class _Budget:
+    """The shared ``RetireGrant`` budget as the batch's read-ahead sees it
+    (`CleanupRunner.reserve_retire_grants`): what it was asked to reserve. With ``until``, a
+    reservation that answers only once that event is set (or after 5 s): a slow budget write."""
+
+    def __init__(self, until: threading.Event | None = None) -> None:
+        self.until = until
+        self.reserved: list[int] = []
+        self.saw_until: list[bool] = []
+
+    def reserve(self, requests: int, metrics: object = None) -> int:
+        if self.until is not None:
+            self.saw_until.append(self.until.wait(timeout=5))
+        self.reserved.append(requests)
+        return requests
+
+
+def _budgeted(sandbox: Sandbox, budget: _Budget) -> Any:
+    cleaner = sandbox.cleaner()
+    cleaner.retire_grant_budget = budget
+    return cleaner
+
+
+def test_rule_a_batch_reserves_its_grants_requests_once_before_its_records_start(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, session_logs: pytest.LogCaptureFixture
+) -> None:
+    # The read-ahead asks the shared budget for every grant the batch will retire in one write,
+    # beside the marks, and waits for the answer before the records start (issue 38): their
+    # RetireGrant calls then take from what it reserved, not one budget write each.
+    removes = _removed(sandbox, "s-1", "s-2")  # a connection and a grant a session
+    budget = _Budget()
+    cleaner = _budgeted(sandbox, budget)
+    clean = cleaner.clean
+    reserved_at_start: list[int] = []
+
+    def counted(raw: Any, **kw: Any) -> Any:
+        reserved_at_start.append(len(budget.reserved))
+        return clean(raw, **kw)
+
+    monkeypatch.setattr(cleaner, "clean", counted)
+
+    assert process_batch(event(*removes), FakeContext(), cleaner) == {"batchItemFailures": []}
+    assert budget.reserved == [2]
+    assert reserved_at_start == [1, 1]
+    assert [r for r in session_logs.records if "read-ahead" in r.getMessage()] == []
+
+
+def test_rule_a_slow_reservation_holds_the_records_no_longer_than_the_reserve_wait(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A budget write that answers late (a throttled budget item) must not hold the batch: the
+    # records start after RESERVE_WAIT_SECONDS whatever the reservation is doing. Here the
+    # reservation answers only once a record has started.
+    removes = _removed(sandbox, "s-1", "s-2")
+    started = threading.Event()
+    budget = _Budget(until=started)
+    cleaner = _budgeted(sandbox, budget)
+    clean = cleaner.clean
+
+    def starting(raw: Any, **kw: Any) -> Any:
+        started.set()
+        return clean(raw, **kw)
+
+    monkeypatch.setattr(cleaner, "clean", starting)
+    monkeypatch.setattr(batch, "RESERVE_WAIT_SECONDS", 0.01)
+
+    assert process_batch(event(*removes), FakeContext(), cleaner) == {"batchItemFailures": []}
+    assert budget.saw_until == [True]  # a record started while the reservation was unanswered
+
+
+@pytest.mark.parametrize("kinesis", [False, True], ids=["dynamodb", "kinesis"])
+def test_rule_a_batch_of_one_record_plans_and_reserves_nothing_ahead(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, kinesis: bool
+) -> None:
+    # Premarking starts at two records: a batch of one has nothing to gather, and its record
+    # asks its own ownership check and takes its own request of the budget. A Kinesis record
+    # is still read back ahead (the read-ahead's other half), but nothing is planned from it.
+    (remove,) = _removed(sandbox, "s-1")
+    if kinesis:
+        remove["eventSourceARN"] = KINESIS_STREAM
+        remove["kinesisArrivalTime"] = int(time.time())
+    budget = _Budget()
+    cleaner = _budgeted(sandbox, budget)
+    planned: list[object] = []
+    monkeypatch.setattr(cleaner, "planned_claims", lambda raw, *_: planned.append(raw))
+
+    assert process_batch(event(remove), FakeContext(), cleaner) == {"batchItemFailures": []}
+    assert (planned, budget.reserved) == ([], [])
+
+
+def test_rule_a_batch_out_of_time_marks_and_reserves_nothing_ahead(sandbox: Sandbox) -> None:
+    # Below the time guard no call starts, the read-ahead's neither: no record will run to use
+    # the marks (each would stay "releasing" until a retry) or the reserved requests.
+    removes = _removed(sandbox, "s-1", "s-2")
+    budget = _Budget()
+    cleaner = _budgeted(sandbox, budget)
+    calls = calls_of(cleaner.clients.ownership)
+
+    response = process_batch(
+        event(*removes), FakeContext(cleaner.config.time_guard_ms - 1), cleaner
+    )
+
+    assert len(response["batchItemFailures"]) == 2  # the time guard kept both from starting
+    assert (calls, budget.reserved) == ([], [])
+
+
+def test_rule_a_kinesis_batch_marks_its_records_proven_gone_ahead(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The read-ahead plans a Kinesis REMOVE's claims from its own read-back (a forged one's ids
+    # are never marked): every record proven gone is marked in the batch's one premark.
+    removes = _removed(sandbox, "s-1", "s-2", "s-3")
+    for record in removes:
+        record["eventSourceARN"] = KINESIS_STREAM
+        record["kinesisArrivalTime"] = int(time.time())
+    premarked: list[int] = []
+    premark = ClaimBatcher.premark
+
+    def counted(self: ClaimBatcher, requests: Any) -> int:
+        premarked.append(len(requests))
+        return premark(self, requests)
+
+    monkeypatch.setattr(ClaimBatcher, "premark", counted)
+
+    assert process_batch(event(*removes), FakeContext(), sandbox.cleaner()) == {
+        "batchItemFailures": []
+    }
+    assert premarked == [3]
+
+
+class _TimeRunsOut(FakeContext):
+    """Plenty of time until ``run_out`` is called, then less than the time guard."""
+
+    def __init__(self, margin_ms: int) -> None:
+        super().__init__()
+        self.margin_ms = margin_ms
+
+    def run_out(self) -> None:
+        self.remaining_ms = self.margin_ms - 1
+
+
+def test_rule_without_a_fan_out_to_run_a_cleaned_record_stays_cleaned_past_the_time_guard(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only a fan-out that did not start fails a cleaned record (to be published on retry); with
+    # none to run, time running out after the record was cleaned changes nothing, and the
+    # record is not redelivered.
+    (remove,) = _removed(sandbox, "s-1")
+    cleaner = sandbox.cleaner()
+    assert cleaner.after_success_steps == []  # no event bus: no fan-out
+    context = _TimeRunsOut(cleaner.config.time_guard_ms)
+    clean = cleaner.clean
+
+    def then_time_runs_out(raw: Any, **kw: Any) -> Any:
+        result = clean(raw, **kw)
+        context.run_out()
+        return result
+
+    monkeypatch.setattr(cleaner, "clean", then_time_runs_out)
+
+    assert process_batch(event(remove), context, cleaner) == {"batchItemFailures": []}
+
+
+def test_rule_with_every_record_done_the_batch_waits_for_its_threads_to_end(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only at the hard stop (or an interrupt) are threads left running; a batch whose records
+    # are all done shuts its record threads and its step pool down waiting for them, so no
+    # work of this invocation runs on while Lambda freezes the environment.
+    removes = _removed(sandbox, "s-1", "s-2")
+    waits: list[tuple[str, object]] = []
+
+    class Recording(ThreadPoolExecutor):
+        def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+            waits.append((self._thread_name_prefix, wait))
+            super().shutdown(wait=wait, cancel_futures=cancel_futures)
+
+    monkeypatch.setattr(batch, "ThreadPoolExecutor", Recording)
+
+    assert process_batch(event(*removes), FakeContext(), sandbox.cleaner()) == {
+        "batchItemFailures": []
+    }
+    assert [w for p, w in waits if p == "cleanup"] == [True]
