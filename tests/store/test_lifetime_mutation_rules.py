@@ -8,6 +8,7 @@ from the store's own ``before-call`` hook, so its write lands between the store'
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +24,7 @@ from ._support import OWNERSHIP_TABLE, T0_EPOCH, TABLE, FakeClock, claim_of, raw
 from .test_claim_registrar import SORT, A, Deployment
 
 HOUR = timedelta(hours=1)
+HOME = "eu-west-1"
 
 
 def _racing_writer(ddb: Any, operation: str, item: dict[str, Any]) -> list[str]:
@@ -95,7 +97,7 @@ def test_rule_registrar_create_replaces_a_dead_item_of_its_own_key(
 
     new = store.create("s-1", partition=A, ttl=HOUR, connection_id="c-1")
 
-    item = raw_item(ddb, {"tenant": {"S": A}, SORT: {"S": "s-1"}})
+    item = raw_item(ddb, {"tenant": {"S": HOME}, SORT: {"S": "s-1"}})
     assert item is not None and item["incarnation"] == {"S": new.incarnation}
     assert item[PREVIOUS_INCARNATION_ATTRIBUTE] == {"S": old.incarnation}
 
@@ -229,3 +231,63 @@ def test_fails_list_without_sort_key_saying_what_to_do(make_store: Any) -> None:
         "list('u-1'): the table has no sort key, so a partition holds one session; configure "
         "a sort key or use get()"
     )
+
+
+def _second_store(store: SessionStore, ddb: Any, **config: Any) -> SessionStore:
+    """Another store on the same table: ``store``'s settings but ``config`` (another Region,
+    another shard count), as a second deployment or a redeployed one would write."""
+    cfg = dataclasses.replace(store._config, **config)
+    return SessionStore(dynamodb_client=ddb, config=cfg, clock=store._clock)
+
+
+def test_rule_a_heartbeat_stamps_the_owner_and_shard_only_where_absent(
+    make_store: Any, ddb: Any
+) -> None:
+    """On a global table a heartbeat gives an item written before the index attributes existed
+    its owner Region and sweep shard (this Region's); a heartbeat from another Region after a
+    failover changes neither, and still sets the new TTL."""
+    store = make_store(
+        owner_region_attribute="ownerRegion", sweep_shard_attribute="sweepShard", region=HOME
+    )
+    key = {"pk": {"S": "s-1"}}
+    ddb.put_item(TableName=TABLE, Item={**key, "expiresAt": {"N": str(T0_EPOCH + 60)}})
+    store.touch("s-1", ttl=HOUR)
+    shard = store._sweep_shard(key)
+    assert shard.startswith(f"{HOME}#")
+    item = raw_item(ddb, key)
+    assert item is not None
+    assert item["ownerRegion"] == {"S": HOME}
+    assert item["sweepShard"] == {"S": shard}
+    other = _second_store(store, ddb, region="us-west-2")
+    other.touch("s-1", ttl=2 * HOUR)
+    item = raw_item(ddb, key)
+    assert item is not None
+    assert item["ownerRegion"] == {"S": HOME}
+    assert item["sweepShard"] == {"S": shard}
+    assert item["expiresAt"] == {"N": str(T0_EPOCH + 7200)}
+
+
+def test_rule_a_one_region_heartbeat_moves_the_session_to_its_current_shard(
+    make_store: Any, ddb: Any
+) -> None:
+    """On a one-Region table a heartbeat writes the shard of the store's current shard count
+    (a session created before the sweeper was turned on, or under another shard count, joins
+    a shard the sweeper reads), not the one the item already has."""
+    store = make_store(sweep_shard_attribute="sweepShard", sweep_shards=4)
+    key = {"pk": {"S": "s-1"}}
+    ddb.put_item(TableName=TABLE, Item={**key, "expiresAt": {"N": str(T0_EPOCH + 60)}})
+    store.touch("s-1", ttl=HOUR)
+    item = raw_item(ddb, key)
+    assert item is not None
+    assert item["sweepShard"] == {"S": store._sweep_shard(key)}
+    assert "ownerRegion" not in item
+    ddb.update_item(
+        TableName=TABLE,
+        Key=key,
+        UpdateExpression="SET sweepShard = :s",
+        ExpressionAttributeValues={":s": {"S": "stale"}},
+    )
+    store.touch("s-1", ttl=HOUR)
+    item = raw_item(ddb, key)
+    assert item is not None
+    assert item["sweepShard"] == {"S": store._sweep_shard(key)}
