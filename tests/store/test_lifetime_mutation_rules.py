@@ -17,7 +17,12 @@ import pytest
 from botocore.exceptions import ClientError
 from session_expiry_runtime.core.config import PREVIOUS_INCARNATION_ATTRIBUTE
 from session_expiry_runtime.core.ownership import owner_token
-from session_expiry_runtime.store import ResourceOwnedError, SessionConflictError, SessionStore
+from session_expiry_runtime.store import (
+    ResourceOwnedError,
+    SessionConflictError,
+    SessionGoneError,
+    SessionStore,
+)
 from session_expiry_runtime.store_parts.claims import RELEASING_RETRY_DELAYS
 
 from ._support import OWNERSHIP_TABLE, T0_EPOCH, TABLE, FakeClock, claim_of, raw_item
@@ -291,3 +296,14 @@ def test_rule_a_one_region_heartbeat_moves_the_session_to_its_current_shard(
     item = raw_item(ddb, key)
     assert item is not None
     assert item["sweepShard"] == {"S": store._sweep_shard(key)}
+
+
+def test_fails_a_heartbeat_of_a_missing_session_naming_it_and_its_partition(
+    make_store: Any,
+) -> None:
+    """The `SessionGoneError` of a heartbeat that finds no live session carries the session id
+    and the partition asked for, and says nothing was written."""
+    store = make_store(sort_key=SORT)
+    with pytest.raises(SessionGoneError, match="nothing was written") as caught:
+        store.touch("s-1", partition="u-1", ttl=HOUR)
+    assert (caught.value.session_id, caught.value.partition) == ("s-1", "u-1")
