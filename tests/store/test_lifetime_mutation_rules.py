@@ -311,3 +311,18 @@ def test_fails_a_heartbeat_of_a_missing_session_naming_it_and_its_partition(
         "session 's-1' in partition 'u-1' is missing, expired or past its absolute lifetime; "
         "nothing was written"
     )
+
+
+def test_fails_a_create_over_a_live_session_saying_what_to_do(make_store: Any) -> None:
+    """``create`` of an id a live session holds: `SessionConflictError` naming the session and
+    its partition and saying to end it or wait for it to expire; the live item is left."""
+    store = make_store(sort_key=SORT)
+    first = store.create("s-1", partition="u-1", ttl=HOUR)
+    with pytest.raises(SessionConflictError) as caught:
+        store.create("s-1", partition="u-1", ttl=HOUR)
+    assert str(caught.value) == (
+        "session 's-1' in partition 'u-1' already exists and is live; end it or wait for it to "
+        "expire before creating it again"
+    )
+    assert (caught.value.session_id, caught.value.partition) == ("s-1", "u-1")
+    assert store.get("s-1", partition="u-1", consistent=True) == first
