@@ -313,13 +313,17 @@ def test_fails_a_heartbeat_of_a_missing_session_naming_it_and_its_partition(
     )
 
 
-def test_fails_a_create_over_a_live_session_saying_what_to_do(make_store: Any) -> None:
-    """``create`` of an id a live session holds: `SessionConflictError` naming the session and
+@pytest.mark.parametrize("ownership", [False, True])
+def test_fails_a_create_over_a_live_session_saying_what_to_do(
+    make_store: Any, ownership: bool
+) -> None:
+    """``create`` of an id a live session holds, by ``PutItem`` or (with ownership records and
+    a connection id) by the claim transaction: `SessionConflictError` naming the session and
     its partition and saying to end it or wait for it to expire; the live item is left."""
-    store = make_store(sort_key=SORT)
-    first = store.create("s-1", partition="u-1", ttl=HOUR)
+    store = make_store(sort_key=SORT, ownership=ownership)
+    first = store.create("s-1", partition="u-1", ttl=HOUR, connection_id="c-1")
     with pytest.raises(SessionConflictError) as caught:
-        store.create("s-1", partition="u-1", ttl=HOUR)
+        store.create("s-1", partition="u-1", ttl=HOUR, connection_id="c-2")
     assert str(caught.value) == (
         "session 's-1' in partition 'u-1' already exists and is live; end it or wait for it to "
         "expire before creating it again"
