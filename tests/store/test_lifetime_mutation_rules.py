@@ -330,3 +330,16 @@ def test_fails_a_create_over_a_live_session_saying_what_to_do(
     )
     assert (caught.value.session_id, caught.value.partition) == ("s-1", "u-1")
     assert store.get("s-1", partition="u-1", consistent=True) == first
+
+
+def test_rule_an_id_a_live_session_owns_is_refused_at_once_without_waiting(
+    make_store: Any, sleeps: list[float]
+) -> None:
+    """A claim refused by a live owner (not ``releasing``, not a lost race) cannot be taken
+    over and will not free itself: ``create`` raises `ResourceOwnedError` at once, with no
+    wait of ``RELEASING_RETRY_DELAYS``."""
+    store = make_store(ownership=True)
+    store.create("s-1", ttl=HOUR, connection_id="c-1")
+    with pytest.raises(ResourceOwnedError):
+        store.create("s-2", ttl=HOUR, connection_id="c-1")
+    assert sleeps == []
