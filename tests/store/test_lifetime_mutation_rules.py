@@ -102,7 +102,7 @@ def test_rule_registrar_create_replaces_a_dead_item_of_its_own_key(
 
     new = store.create("s-1", partition=A, ttl=HOUR, connection_id="c-1")
 
-    item = raw_item(ddb, {"tenant": {"S": HOME}, SORT: {"S": "s-1"}})
+    item = raw_item(ddb, {"tenant": {"S": A}, SORT: {"S": "s-1"}})
     assert item is not None and item["incarnation"] == {"S": new.incarnation}
     assert item[PREVIOUS_INCARNATION_ATTRIBUTE] == {"S": old.incarnation}
 
