@@ -8,6 +8,7 @@ from the store's own ``before-call`` hook, so its write lands between the store'
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -16,13 +17,19 @@ import pytest
 from botocore.exceptions import ClientError
 from session_expiry_runtime.core.config import PREVIOUS_INCARNATION_ATTRIBUTE
 from session_expiry_runtime.core.ownership import owner_token
-from session_expiry_runtime.store import ResourceOwnedError, SessionConflictError, SessionStore
+from session_expiry_runtime.store import (
+    ResourceOwnedError,
+    SessionConflictError,
+    SessionGoneError,
+    SessionStore,
+)
 from session_expiry_runtime.store_parts.claims import RELEASING_RETRY_DELAYS
 
 from ._support import OWNERSHIP_TABLE, T0_EPOCH, TABLE, FakeClock, claim_of, raw_item
 from .test_claim_registrar import SORT, A, Deployment
 
 HOUR = timedelta(hours=1)
+HOME = "eu-west-1"
 
 
 def _racing_writer(ddb: Any, operation: str, item: dict[str, Any]) -> list[str]:
@@ -229,3 +236,110 @@ def test_fails_list_without_sort_key_saying_what_to_do(make_store: Any) -> None:
         "list('u-1'): the table has no sort key, so a partition holds one session; configure "
         "a sort key or use get()"
     )
+
+
+def _second_store(store: SessionStore, ddb: Any, **config: Any) -> SessionStore:
+    """Another store on the same table: ``store``'s settings but ``config`` (another Region,
+    another shard count), as a second deployment or a redeployed one would write."""
+    cfg = dataclasses.replace(store._config, **config)
+    return SessionStore(dynamodb_client=ddb, config=cfg, clock=store._clock)
+
+
+def test_rule_a_heartbeat_stamps_the_owner_and_shard_only_where_absent(
+    make_store: Any, ddb: Any
+) -> None:
+    """On a global table a heartbeat gives an item written before the index attributes existed
+    its owner Region and sweep shard (this Region's); a heartbeat from another Region after a
+    failover changes neither, and still sets the new TTL."""
+    store = make_store(
+        owner_region_attribute="ownerRegion", sweep_shard_attribute="sweepShard", region=HOME
+    )
+    key = {"pk": {"S": "s-1"}}
+    ddb.put_item(TableName=TABLE, Item={**key, "expiresAt": {"N": str(T0_EPOCH + 60)}})
+    store.touch("s-1", ttl=HOUR)
+    shard = store._sweep_shard(key)
+    assert shard.startswith(f"{HOME}#")
+    item = raw_item(ddb, key)
+    assert item is not None
+    assert item["ownerRegion"] == {"S": HOME}
+    assert item["sweepShard"] == {"S": shard}
+    other = _second_store(store, ddb, region="us-west-2")
+    other.touch("s-1", ttl=2 * HOUR)
+    item = raw_item(ddb, key)
+    assert item is not None
+    assert item["ownerRegion"] == {"S": HOME}
+    assert item["sweepShard"] == {"S": shard}
+    assert item["expiresAt"] == {"N": str(T0_EPOCH + 7200)}
+
+
+def test_rule_a_one_region_heartbeat_moves_the_session_to_its_current_shard(
+    make_store: Any, ddb: Any
+) -> None:
+    """On a one-Region table a heartbeat writes the shard of the store's current shard count
+    (a session created before the sweeper was turned on, or under another shard count, joins
+    a shard the sweeper reads), not the one the item already has."""
+    store = make_store(sweep_shard_attribute="sweepShard", sweep_shards=4)
+    key = {"pk": {"S": "s-1"}}
+    ddb.put_item(TableName=TABLE, Item={**key, "expiresAt": {"N": str(T0_EPOCH + 60)}})
+    store.touch("s-1", ttl=HOUR)
+    item = raw_item(ddb, key)
+    assert item is not None
+    assert item["sweepShard"] == {"S": store._sweep_shard(key)}
+    assert "ownerRegion" not in item
+    ddb.update_item(
+        TableName=TABLE,
+        Key=key,
+        UpdateExpression="SET sweepShard = :s",
+        ExpressionAttributeValues={":s": {"S": "stale"}},
+    )
+    store.touch("s-1", ttl=HOUR)
+    item = raw_item(ddb, key)
+    assert item is not None
+    assert item["sweepShard"] == {"S": store._sweep_shard(key)}
+
+
+def test_fails_a_heartbeat_of_a_missing_session_naming_it_and_its_partition(
+    make_store: Any,
+) -> None:
+    """The `SessionGoneError` of a heartbeat that finds no live session carries the session id
+    and the partition asked for, and says nothing was written."""
+    store = make_store(sort_key=SORT)
+    with pytest.raises(SessionGoneError) as caught:
+        store.touch("s-1", partition="u-1", ttl=HOUR)
+    assert (caught.value.session_id, caught.value.partition) == ("s-1", "u-1")
+    assert str(caught.value) == (
+        "session 's-1' in partition 'u-1' is missing, expired or past its absolute lifetime; "
+        "nothing was written"
+    )
+
+
+@pytest.mark.parametrize("ownership", [False, True])
+def test_fails_a_create_over_a_live_session_saying_what_to_do(
+    make_store: Any, ownership: bool
+) -> None:
+    """``create`` of an id a live session holds, by ``PutItem`` or (with ownership records and
+    a connection id) by the claim transaction: `SessionConflictError` naming the session and
+    its partition and saying to end it or wait for it to expire; the live item is left."""
+    store = make_store(sort_key=SORT, ownership=ownership)
+    first = store.create("s-1", partition="u-1", ttl=HOUR, connection_id="c-1")
+    with pytest.raises(SessionConflictError) as caught:
+        store.create("s-1", partition="u-1", ttl=HOUR, connection_id="c-2")
+    assert str(caught.value) == (
+        "session 's-1' in partition 'u-1' already exists and is live; end it or wait for it to "
+        "expire before creating it again"
+    )
+    assert (caught.value.session_id, caught.value.partition) == ("s-1", "u-1")
+    assert store.get("s-1", partition="u-1", consistent=True) == first
+
+
+def test_rule_an_id_a_live_session_owns_is_refused_at_once_without_waiting(
+    make_store: Any, sleeps: list[float]
+) -> None:
+    """A claim refused by a live owner (not ``releasing``, not a lost race) cannot be taken
+    over and will not free itself: ``create`` raises `ResourceOwnedError` at once, with no
+    wait of ``RELEASING_RETRY_DELAYS``."""
+    store = make_store(ownership=True)
+    store.create("s-1", ttl=HOUR, connection_id="c-1")
+    with pytest.raises(ResourceOwnedError):
+        store.create("s-2", ttl=HOUR, connection_id="c-1")
+    assert sleeps == []
