@@ -730,3 +730,28 @@ def test_a_give_back_that_raises_anything_fails_no_invocation(sandbox: Sandbox) 
 
     assert failing.update_item.call_count == 2  # the reservation, then the give-back
     assert budget.give_back(5) == 0  # nothing held any more
+
+
+def test_a_give_back_whose_answer_is_lost_is_not_sent_again(sandbox: Sandbox) -> None:
+    """A write may be applied and its answer lost (a read timeout, a 500: "the request may have
+    succeeded", Amazon DynamoDB Developer Guide, "Error handling"); the client's ``standard``
+    retries send it again. Taking again only counts more, but giving back twice frees requests
+    another environment then spends: the fleet's second went over its budget (6 sent + 8 taken
+    by another of 10). The lost answer is stubbed (moto answers every write): botocore retries
+    the applied first attempt."""
+    clock = WallClock()
+    budget, other = (_budget(sandbox, clock, per_second=10) for _ in range(2))
+
+    def lose_the_first_answer(attempts: int = 0, **_: Any) -> float | None:
+        return 0.0 if attempts == 1 else None
+
+    with invocation_demand():
+        assert budget.reserve(10) == 10
+        assert [budget.take(lambda: 0.0) for _ in range(6)] == [True] * 6
+        sandbox.ddb.meta.events.register_first(
+            "needs-retry.dynamodb.UpdateItem", lose_the_first_answer
+        )
+
+    assert _item(sandbox, int(START))["used"] == {"N": "6"}  # type: ignore[index]
+    sandbox.ddb.meta.events.unregister("needs-retry.dynamodb.UpdateItem", lose_the_first_answer)
+    assert [other.take(lambda: 0.0) for _ in range(5)] == [True] * 4 + [False]

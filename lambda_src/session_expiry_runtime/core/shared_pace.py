@@ -98,6 +98,8 @@ KEEP_SECONDS = 3600
 RESERVE_WAIT_SECONDS = 1.0
 #: `SharedBudget._fetch`'s answer when the second ended while it was asked for: ask again.
 _AGAIN = object()
+#: The ``unique_id`` of `_give_back_once` on a client (registered once however many budgets).
+_GIVE_BACK_ONCE = "session_expiry_shared_pace_give_back_once"
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +130,26 @@ def writing() -> bool:
     goes out without the budget (counted) — the budget is an economy; the ownership client
     retries its other writes until the call's deadline."""
     return _WRITING.get()
+
+
+#: ``True`` on the thread sending a give-back (`SharedBudget.give_back`): sent once, not retried.
+_GIVING_BACK: ContextVar[bool] = ContextVar("session_expiry_shared_pace_giving_back", default=False)
+
+
+class _NotSentAgain(RuntimeError):
+    """A give-back's retry, not sent: its first attempt may have been applied."""
+
+
+def _give_back_once(request: Any = None, **_: Any) -> None:
+    """``before-send`` of ``UpdateItem``: a give-back is sent once. A write whose answer was
+    lost (a read timeout, a 500) may have been applied (Amazon DynamoDB Developer Guide,
+    "Error handling"); taking again only counts more, but giving back again would free
+    requests another environment then spends, over the budget."""
+    if not _GIVING_BACK.get():
+        return
+    retries = (getattr(request, "context", None) or {}).get("retries") or {}
+    if retries.get("attempt", 1) > 1:
+        raise _NotSentAgain("a give-back is sent once: its first attempt may have been applied")
 
 
 #: The demand of the invocation a call works for (`contextvars`: copied into its threads).
@@ -196,6 +218,11 @@ class SharedBudget:
         self._waiting = 0
         #: the second whose write failed last (its waiting calls fail open at once)
         self._failed_second: int | None = None
+        events = getattr(getattr(dynamodb, "meta", None), "events", None)
+        if events is not None:
+            events.register(
+                "before-send.dynamodb.UpdateItem", _give_back_once, unique_id=_GIVE_BACK_ONCE
+            )
 
     def take(
         self,
@@ -343,7 +370,9 @@ class SharedBudget:
         holds for it, which no call will then spend, in one ``UpdateItem`` (``used`` less them,
         on the condition that it holds at least as many): another environment may take them
         within the second. Returns how many were given back: none when nothing is held for the
-        current second (a request is spent within its own second or not at all). Never raises:
+        current second (a request is spent within its own second or not at all). Sent once, never
+        retried (`_give_back_once`: a write whose answer was lost may have been applied, and
+        a decrement sent twice would let the fleet spend over the budget). Never raises:
         a write that fails is logged, and the requests are lost to the fleet for the rest of
         the second, as they were before."""
         second = math.floor(self.now())
@@ -352,7 +381,7 @@ class SharedBudget:
             self._held -= max(0, given)
         if given < 1:
             return 0
-        writing = _WRITING.set(True)
+        writing, once = _WRITING.set(True), _GIVING_BACK.set(True)
         try:
             self._ddb.update_item(
                 TableName=self.table_name,
@@ -366,6 +395,7 @@ class SharedBudget:
             logger.warning("could not give back %d %s requests: %s", given, self.operation, exc)
             return 0
         finally:
+            _GIVING_BACK.reset(once)
             _WRITING.reset(writing)
         return given
 
