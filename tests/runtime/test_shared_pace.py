@@ -755,3 +755,31 @@ def test_a_give_back_whose_answer_is_lost_is_not_sent_again(sandbox: Sandbox) ->
     assert _item(sandbox, int(START))["used"] == {"N": "6"}  # type: ignore[index]
     sandbox.ddb.meta.events.unregister("needs-retry.dynamodb.UpdateItem", lose_the_first_answer)
     assert [other.take(lambda: 0.0) for _ in range(5)] == [True] * 4 + [False]
+
+
+def test_a_batch_past_its_time_guard_gives_nothing_back(sandbox: Sandbox) -> None:
+    """No new call starts within the time guard's margin (``runner``'s module docstring): the
+    give-back, one more ``UpdateItem`` at the batch's end, would otherwise start after the
+    hard stop, whose 1 s kept for the response is less than one attempt's connect and read
+    timeouts (4 s at the default margin); a Lambda timeout loses the partial batch response
+    and the whole batch is retried. Stub: the batch's records (a reservation of 10 and 3
+    grants retired, as `_clean_batch` would)."""
+    from runtime_support import FakeContext
+    from session_expiry_runtime.cleanup import batch
+
+    clock = WallClock()
+    budget = _budget(sandbox, clock, per_second=10)
+    cleaner = sandbox.cleaner()
+
+    def records_until_the_guard(*_: Any) -> list[Any]:
+        assert budget.reserve(10) == 10
+        assert [budget.take(lambda: 5.0) for _ in range(3)] == [True] * 3
+        writes.append(_update_items(sandbox))  # from now on
+        return []
+
+    writes: list[list[str]] = []
+    with mock.patch.object(batch, "_clean_batch", records_until_the_guard):
+        batch.process_batch({"Records": []}, FakeContext(remaining_ms=500), cleaner)
+
+    assert writes == [[]]  # no give-back write: the guard had tripped
+    assert _item(sandbox, int(START))["used"] == {"N": "10"}  # type: ignore[index]

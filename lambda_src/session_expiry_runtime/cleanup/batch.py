@@ -348,7 +348,9 @@ def process_batch(event: object, context: object, cleaner: CleanupRunner) -> dic
         LOGGER.warning("event without a Records list; nothing to clean")
         return batch_response(())
     try:
-        with invocation_demand():  # the batch's own share of the RetireGrant budget
+        # the batch's own share of the RetireGrant budget, given back only within the guard
+        # (the context read then, only when there is something to give back)
+        with invocation_demand(Deadline(context, cleaner.config.time_guard_ms).out_of_time):
             results = _clean_batch(records, context, cleaner)
     finally:
         try:

@@ -34,7 +34,8 @@ it spent is what it was given, not what the others could spare). One thread at a
 asks; the calls that waited for a write that failed go out at once (failing open, below). What an
 invocation reserved for the current second and did not spend when it ends (grants it did not
 retire: their claims already released, as in a redelivered batch) is given back to the fleet
-in one more write (`SharedBudget.give_back`). So
+in one more write (`SharedBudget.give_back`; sent once, never retried, and not once the
+invocation's time guard has tripped). So
 every invocation together sends at most ``per_second`` requests in
 any wall-clock second (Lambda's hosts keep their clocks by the Amazon Time Sync Service; a
 second's boundary can still let two seconds' budgets meet within a second's span, which is why
@@ -157,20 +158,22 @@ _DEMAND: ContextVar[Demand | None] = ContextVar("session_expiry_shared_pace", de
 
 
 @contextmanager
-def invocation_demand() -> Iterator[Demand]:
+def invocation_demand(out_of_time: Callable[[], bool] = lambda: False) -> Iterator[Demand]:
     """The block is one invocation's: `SharedBudget.reserve` records its demand here, and the
     calls of threads started in the block (their context copied from it) take from it. Gone
     with the block, so nothing an invocation left unspent outlives it: what it reserved for
     the current second and did not spend (grants it did not retire — their claims already
     released, as in a redelivered batch) is given back to the fleet (`SharedBudget.give_back`,
-    one ``UpdateItem``; none when everything was spent or the second is over)."""
+    one ``UpdateItem``; none when everything was spent or the second is over, nor once
+    ``out_of_time()``, the invocation's time guard, is ``True``: no new call starts within its
+    margin; default never)."""
     demand = Demand()
     token = _DEMAND.set(demand)
     try:
         yield demand
     finally:
         _DEMAND.reset(token)
-        if demand.budget is not None and demand.left > 0:
+        if demand.budget is not None and demand.left > 0 and not out_of_time():
             demand.budget.give_back(demand.left)
 
 
