@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
@@ -138,7 +138,8 @@ def check_grant_props(props: SessionExpiryProps) -> None:
 
 def check_retire_budget(key: kms.IKey | None, budget: int | None) -> None:
     """Reject a ``grant_retire_budget`` without ``grant_key``, or outside
-    1..`MAX_RETIRE_GRANT_BUDGET` requests a second.
+    1..`MAX_RETIRE_GRANT_BUDGET` requests a second (a token, known only at deploy time, is not
+    checked: the runtime rejects one below 1 when it starts).
 
     Raises:
         ValueError: the message names the value and what is expected.
@@ -150,7 +151,7 @@ def check_retire_budget(key: kms.IKey | None, budget: int | None) -> None:
             f"grant_retire_budget={budget} is set without grant_key: expected a grant_key, "
             "or no grant_retire_budget"
         )
-    if not 1 <= budget <= MAX_RETIRE_GRANT_BUDGET:
+    if not Token.is_unresolved(budget) and not 1 <= budget <= MAX_RETIRE_GRANT_BUDGET:
         raise ValueError(
             f"grant_retire_budget={budget}: expected 1..{MAX_RETIRE_GRANT_BUDGET:,} RetireGrant "
             "requests a second for every cleanup invocation together (KMS's default request "

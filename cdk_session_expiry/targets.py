@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Annotations, ArnFormat, Duration, Stack
+from aws_cdk import Annotations, ArnFormat, Duration, Stack, Tokenization
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -64,7 +64,9 @@ def configure_grants(
     for every invocation together) when set, else the runtime's default."""
     function.add_environment(contract.ENV_GRANT_KEY_ARN, key.key_arn)
     if retire_budget is not None:
-        function.add_environment(contract.ENV_KMS_RETIRE_GRANT_BUDGET, str(retire_budget))
+        function.add_environment(
+            contract.ENV_KMS_RETIRE_GRANT_BUDGET, Tokenization.stringify_number(retire_budget)
+        )
     # Retiring is authorized by the grant's retiring principal (this role), not by IAM; the IAM
     # permission only covers the account's own delegation (KMS developer guide, "Retiring and
     # revoking grants"). ListGrants is authorized by IAM on the key (KMS API Reference).

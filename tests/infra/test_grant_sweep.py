@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from aws_cdk import App, Duration, Stack
+from aws_cdk import App, CfnParameter, Duration, Stack
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Template
 
@@ -224,3 +224,19 @@ def test_fails_a_grant_retire_budget_of_the_wrong_type() -> None:
             grant_key=kms.Key(stack, "K"),
             grant_retire_budget="10",  # type: ignore[arg-type]
         )
+
+
+def test_a_grant_retire_budget_token_is_left_to_deploy_time() -> None:
+    """A number token (a `CfnParameter`) is known only at deploy time, as for every other prop
+    (`validation`): not checked at synth, and the variable is the parameter's value, not the
+    token's placeholder number."""
+    stack = Stack(App(), "X")
+    budget = CfnParameter(stack, "Budget", type="Number")
+    sessions = SessionExpiry(
+        stack, "Sessions", grant_key=kms.Key(stack, "K"), grant_retire_budget=budget.value_as_number
+    )
+
+    fn = Template.from_stack(stack).find_resources("AWS::Lambda::Function")
+    variables = fn[stack.get_logical_id(sessions.cleanup_function.node.default_child)]
+    env = variables["Properties"]["Environment"]["Variables"]
+    assert env[contract.ENV_KMS_RETIRE_GRANT_BUDGET] == {"Ref": "Budget"}
