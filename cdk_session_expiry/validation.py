@@ -10,6 +10,7 @@ what is expected.
 from __future__ import annotations
 
 import keyword
+import math
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -73,10 +74,13 @@ def _breaker_alarms(value: object) -> bool:
 
 
 def _whole_number(value: object) -> bool:
-    # bool is an int in Python, but True is no batch size; a CDK number token is a float.
+    # bool is an int in Python, but True is no batch size; a CDK number token is a float, a
+    # finite one (NaN and infinity are no JSON: asking jsii about them crashes its kernel).
     if isinstance(value, bool):
         return False
-    return isinstance(value, int) or (isinstance(value, float) and Token.is_unresolved(value))
+    if isinstance(value, float):
+        return math.isfinite(value) and Token.is_unresolved(value)
+    return isinstance(value, int)
 
 
 _DURATION = ("a Duration, e.g. Duration.hours(6)", _is(Duration))

@@ -240,3 +240,13 @@ def test_a_grant_retire_budget_token_is_left_to_deploy_time() -> None:
     variables = fn[stack.get_logical_id(sessions.cleanup_function.node.default_child)]
     env = variables["Properties"]["Environment"]["Variables"]
     assert env[contract.ENV_KMS_RETIRE_GRANT_BUDGET] == {"Ref": "Budget"}
+
+
+@pytest.mark.parametrize("budget", [float("nan"), float("inf")])
+def test_fails_a_grant_retire_budget_that_is_no_number(budget: float) -> None:
+    """A float that JSON cannot carry crashed the jsii kernel (``Token.is_unresolved(nan)``:
+    "Unexpected token 'N'") and broke every later CDK call of the process, instead of the
+    type error."""
+    stack = Stack(App(), "X")
+    with pytest.raises(TypeError, match=rf"grant_retire_budget={budget}: expected a whole number"):
+        SessionExpiry(stack, "Sessions", grant_key=kms.Key(stack, "K"), grant_retire_budget=budget)  # type: ignore[arg-type]
