@@ -373,12 +373,12 @@ class SharedBudget:
         holds for it, which no call will then spend, in one ``UpdateItem`` (``used`` less them,
         on the condition that it holds at least as many): another environment may take them
         within the second — one that has not found it spent yet: one refused in it asks no
-        more until the next second (no write a call while it waits). Returns how many were given back: none when nothing is held for the
-        current second (a request is spent within its own second or not at all). Sent once, never
-        retried (`_give_back_once`: a write whose answer was lost may have been applied, and
-        a decrement sent twice would let the fleet spend over the budget). Never raises:
-        a write that fails is logged, and the requests are lost to the fleet for the rest of
-        the second, as they were before."""
+        more until the next second (no write a call while it waits). Returns how many were
+        given back: none when nothing is held for the current second (a request is spent
+        within its own second or not at all). Sent once, never retried (`_give_back_once`: a
+        write whose answer was lost may have been applied, and a decrement sent twice would
+        let the fleet spend over the budget). Never raises: a write that fails is logged, and
+        the requests are lost to the fleet for the rest of the second, as they were before."""
         second = math.floor(self.now())
         with self._lock:
             given = min(self._held, requests) if self._held_second == second else 0
