@@ -96,11 +96,7 @@ def check_grant_sweep_props(key: kms.IKey | None, interval: Duration | None) -> 
     """
     if interval is None:
         return
-    if key is None:
-        raise ValueError(
-            f"grant_sweep_interval={validation.shown(interval)} is set without grant_key: "
-            "expected a grant_key, or no grant_sweep_interval"
-        )
+    _needs_key(key, "grant_sweep_interval", validation.shown(interval))
     check_grant_sweep_interval(interval)
 
 
@@ -112,15 +108,19 @@ def check_grant_quota(key: kms.IKey | None, quota: int | None) -> None:
     """
     if quota is None:
         return
-    if key is None:
-        raise ValueError(
-            f"grant_key_grant_quota={quota} is set without grant_key: expected a grant_key, "
-            "or no grant_key_grant_quota"
-        )
+    _needs_key(key, "grant_key_grant_quota", quota)
     if quota < 1:
         raise ValueError(
             f"grant_key_grant_quota={quota}: expected 1 or more (the grants the key may hold; "
             f"KMS's default quota is {DEFAULT_GRANT_QUOTA:,})"
+        )
+
+
+def _needs_key(key: kms.IKey | None, prop: str, shown: object) -> None:
+    """Reject ``prop`` (set, shown as ``shown``) without ``grant_key``: ValueError."""
+    if key is None:
+        raise ValueError(
+            f"{prop}={shown} is set without grant_key: expected a grant_key, or no {prop}"
         )
 
 
@@ -146,11 +146,7 @@ def check_retire_budget(key: kms.IKey | None, budget: int | None) -> None:
     """
     if budget is None:
         return
-    if key is None:
-        raise ValueError(
-            f"grant_retire_budget={budget} is set without grant_key: expected a grant_key, "
-            "or no grant_retire_budget"
-        )
+    _needs_key(key, "grant_retire_budget", budget)
     if not Token.is_unresolved(budget) and not 1 <= budget <= MAX_RETIRE_GRANT_BUDGET:
         raise ValueError(
             f"grant_retire_budget={budget}: expected 1..{MAX_RETIRE_GRANT_BUDGET:,} RetireGrant "
