@@ -7,7 +7,9 @@ it, as KMS answers above its request quota. The real handler path cleans a batch
 
 Time is simulated, not slept: one clock drives the target's bucket, the pacer's limiter and its
 waits, and every request advances it by ``LATENCY`` (a call's round trip), so the run is fast,
-deterministic in outcome, and independent of the machine's speed.
+deterministic in outcome, and independent of the machine's speed. Which second a request lands in
+depends on how the step pool's threads interleave on that one clock, so the tests assert what
+holds for every interleaving (records, grants retired, requests refused), not each second's count.
 """
 
 from __future__ import annotations
@@ -130,10 +132,13 @@ def test_a_throttling_target_is_called_at_its_rate_and_no_record_fails(
     arrivals = endpoint.STATE.arrivals["RetireGrant"]
     per_second = _windows(arrivals)
     # Before its first throttle the limiter is off: the first second sees the burst. From then
-    # on the target is asked at about its rate, not hammered with retries.
-    assert max(per_second[1:]) <= 1.5 * QUOTA, per_second
+    # on the target is asked at about its rate, not hammered with retries: it refuses few of the
+    # requests (without pacing, more than one for each session: the next test). Not a bound on
+    # each second's requests: the target's bucket banks a second, so a second after a quiet one
+    # accepts up to 2 x QUOTA, and the limiter's cubic rate, grown in the quiet, takes them all
+    # (which seconds are quiet depends on how the step threads interleave on the one clock).
     throttled = endpoint.STATE.throttled["RetireGrant"]
-    assert throttled < SESSIONS, (throttled, per_second)
+    assert throttled <= SESSIONS // 10, (throttled, per_second)
     assert pacer.counts["RetireGrant"] > 0
     emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
     paced = [d for d in emf if METRIC_CALLS_PACED in d]  # CallsPaced by Action, flushed
