@@ -453,11 +453,13 @@ DEFAULTS: dict[str, Any] = {
 
 # --- backpressure in real time ------------------------------------------------------------------
 #: ``RetireGrant``'s quota in the pacing table, shared by the concurrent invocations as by every
-#: principal of an account: 15 a second, the figure of an earlier revision of the AWS KMS
-#: Developer Guide's request-quota table (today's lists 50: ``storm_model.KMS_RETIRE_GRANT_QUOTA``),
-#: so that a quota binds just above the shared budget's default of 10 a second, as it does in an
-#: account whose own grant calls take most of KMS's 50.
-PACING_QUOTA = 15.0
+#: principal of an account: 20 a second, so that it binds just at what the shared budget's
+#: default of 10 a second can send within one second's span (two wall-clock seconds' budgets can
+#: meet in it: ``shared_pace``), as it does in an account whose own grant calls take most of
+#: KMS's 50 (``storm_model.KMS_RETIRE_GRANT_QUOTA``). Under a smaller quota the budget is set to
+#: at most half of it (docs/operating.md); 15, an earlier revision's figure, saw 4 of 304
+#: attempts throttled with the default budget (BENCHMARKS.md at 973e4c5).
+PACING_QUOTA = 20.0
 #: Concurrent invocations (as many stream shards' batches at once) and sessions each.
 PACING_INVOCATIONS = 4
 PACING_SESSIONS = 75

@@ -395,10 +395,10 @@ def pacing_table(data: dict[str, Any]) -> str:
 PACING_NOTE = (
     "\n\nEach row: the real handler in as many processes at once, against the HTTP bench "
     "endpoint that answers `ThrottlingException` above "
-    "the quota in the title in all (15 a second: the figure of an earlier revision of the AWS "
-    'KMS Developer Guide\'s "Request quotas" table, which lists 50 today; kept so that a quota '
-    "binds just above the shared budget, as in an account whose own grant calls take most of "
-    "KMS's 50), 20 ms a call. "
+    "the quota in the title in all (20 a second: what the shared budget's default of 10 a "
+    "second can send within one second's span, two wall-clock seconds' budgets meeting in it; "
+    "so that the quota binds just at the budget, as in an account whose own grant calls take "
+    "most of KMS's 50), 20 ms a call. "
     "botocore's `standard` mode retries a throttled call once after a jittered backoff: the "
     "quota is asked for several times over and records fail (the event source mapping would "
     "retry them, bisecting, adding load, and after its retries send them to the on-failure "
