@@ -3,13 +3,15 @@ mutation testing, third and fourth passes): how many record threads, an interrup
 for them, a Kinesis batch reads its items back once and marks its proven records ahead, the kept
 releases are waited for only until the hard stop, what the read-ahead does (and does not) before
 the records start — the batch's one reservation of the shared `RetireGrant` budget, waited for
-at most `RESERVE_WAIT_SECONDS` — and a record cleaned with no fan-out to run stays cleaned. Each
-was seen to fail on its mutant applied to the source."""
+at most `RESERVE_WAIT_SECONDS` — a record cleaned with no fan-out to run stays cleaned, and at the
+hard stop the steps still queued on the step pool are cancelled, not run. Each was seen to fail on
+its mutant applied to the source."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 from typing import Any
@@ -19,7 +21,12 @@ from ownership_support import calls_of
 from runtime_support import FakeContext, Sandbox, event
 from session_expiry_runtime.cleanup import batch
 from session_expiry_runtime.cleanup.batch import process_batch
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner
+from session_expiry_runtime.core.metrics import MetricsRecorder
+from session_expiry_runtime.core.step_pool import StepPool
 from session_expiry_runtime.owners.claims import ClaimBatcher
+from session_expiry_runtime.owners.outcomes import STEP_DONE
+from session_expiry_runtime.steps.base import CleanupStep, Plan, StepContext
 
 KINESIS_STREAM = "arn:aws:kinesis:us-east-1:123456789012:stream/changes"
 
@@ -361,3 +368,80 @@ def test_rule_with_every_record_done_the_batch_waits_for_its_threads_to_end(
         "batchItemFailures": []
     }
     assert [w for p, w in waits if p == "cleanup"] == [True]
+
+
+class _Step(CleanupStep):
+    """A session step of this test's own, named ``name``, that does ``act(ctx)``."""
+
+    def __init__(self, name: str, act: Callable[[StepContext], None]) -> None:
+        self.name = name
+        self.act = act
+
+    @classmethod
+    def build(cls, config: Any, clients: Any) -> None:
+        return None
+
+    def plan(self, session: Any) -> Plan:
+        return Plan.run()
+
+    def run(self, plan: Plan, ctx: StepContext) -> str:
+        self.act(ctx)
+        return STEP_DONE
+
+
+def test_rule_at_the_hard_stop_steps_not_yet_started_are_cancelled_not_run(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At max_workers 1 the step pool has two threads. A record's first step runs on its own
+    # thread and the pool's two take the next two; all three wait (their call slot lent, as for
+    # a shared call) past the hard stop, so the fourth is still in the pool's queue when the
+    # batch returns, its record unfinished. That step must never start: it would make its call
+    # after the invocation returned (on the next thaw), its result dropped. The two already
+    # started finish.
+    sandbox = Sandbox(max_workers=1)
+    (remove,) = _removed(sandbox, "s-1")
+    context = FakeContext()
+    release = threading.Event()
+    started = {name: threading.Event() for name in ("Second", "Third")}
+    ran: list[str] = []
+
+    def past_the_hard_stop(name: str) -> Callable[[StepContext], None]:
+        def act(ctx: StepContext) -> None:
+            with ctx.waiting():
+                if name == "First":  # once the pool's two threads hold a step each
+                    assert all(e.wait(timeout=5) for e in started.values())
+                    context.remaining_ms = batch.RETURN_RESERVE_MS  # the hard stop is here
+                    ctx.out_of_time()  # a step that reads the time (as a paging step does)
+                else:
+                    started[name].set()
+                release.wait(timeout=5)
+            ran.append(name)
+
+        return act
+
+    steps = [
+        *(_Step(name, past_the_hard_stop(name)) for name in ("First", "Second", "Third")),
+        _Step("Queued", lambda ctx: ran.append("Queued")),
+    ]
+    cleaner = SessionCleaner(
+        sandbox.config, sandbox.cleaner().clients, MetricsRecorder("t"), steps=steps
+    )
+    pools: list[StepPool] = []
+
+    class Recording(StepPool):
+        def __init__(self, max_calls: int) -> None:
+            super().__init__(max_calls)
+            pools.append(self)
+
+    monkeypatch.setattr(batch, "StepPool", Recording)
+    try:
+        response = process_batch(event(remove), context, cleaner)
+    finally:
+        release.set()
+    (pool,) = pools
+    pool.shutdown(wait=True, cancel_futures=False)  # whatever the pool still holds, run
+
+    sequence_number = remove["dynamodb"]["SequenceNumber"]
+    assert response == {"batchItemFailures": [{"itemIdentifier": sequence_number}]}
+    assert "Queued" not in ran
+    assert {"Second", "Third"} <= set(ran)  # the steps already started finish
