@@ -3,9 +3,10 @@ mutation testing, third and fourth passes): how many record threads, an interrup
 for them, a Kinesis batch reads its items back once and marks its proven records ahead, the kept
 releases are waited for only until the hard stop, what the read-ahead does (and does not) before
 the records start — the batch's one reservation of the shared `RetireGrant` budget, waited for
-at most `RESERVE_WAIT_SECONDS` — a record cleaned with no fan-out to run stays cleaned, and at the
-hard stop the steps still queued on the step pool are cancelled, not run. Each was seen to fail on
-its mutant applied to the source."""
+at most `RESERVE_WAIT_SECONDS`, and what it left unspent given back only within the time guard —
+a record cleaned with no fan-out to run stays cleaned, and at the hard stop the steps still queued
+on the step pool are cancelled, not run. Each was seen to fail on its mutant applied to the
+source."""
 
 from __future__ import annotations
 
@@ -17,12 +18,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from ownership_support import calls_of
+from ownership_support import OWNERSHIP_TABLE, calls_of
 from runtime_support import FakeContext, Sandbox, event
 from session_expiry_runtime.cleanup import batch
 from session_expiry_runtime.cleanup.batch import process_batch
 from session_expiry_runtime.cleanup.cleaner import SessionCleaner
 from session_expiry_runtime.core.metrics import MetricsRecorder
+from session_expiry_runtime.core.shared_pace import SharedBudget
 from session_expiry_runtime.core.step_pool import StepPool
 from session_expiry_runtime.owners.claims import ClaimBatcher
 from session_expiry_runtime.owners.outcomes import STEP_DONE
@@ -445,3 +447,40 @@ def test_rule_at_the_hard_stop_steps_not_yet_started_are_cancelled_not_run(
     assert response == {"batchItemFailures": [{"itemIdentifier": sequence_number}]}
     assert "Queued" not in ran
     assert {"Second", "Third"} <= set(ran)  # the steps already started finish
+
+
+@pytest.mark.parametrize(
+    ("below_the_guard_ms", "given_back"), [(0, 7), (1, 0)], ids=["within", "past"]
+)
+def test_rule_a_batch_gives_back_its_unspent_budget_only_within_its_time_guard(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, below_the_guard_ms: int, given_back: int
+) -> None:
+    # What the batch reserved of the shared RetireGrant budget and did not spend goes back to
+    # the fleet at its end, in one UpdateItem — but no new call starts within the time guard's
+    # margin: past it, the give-back would start after the hard stop, and the 1 s kept for the
+    # response is less than one attempt's timeouts. The context is the batch's own, read then.
+    # Stub: the batch's records (10 reserved, 3 retired), as in test_shared_pace.
+    second = 1_800_000_000
+    budget = SharedBudget(
+        sandbox.ddb,
+        OWNERSHIP_TABLE,
+        "RetireGrant",
+        10,
+        MetricsRecorder("t"),
+        wall_clock=lambda: second + 0.25,
+        sleep=lambda s: pytest.fail("waited for the budget"),
+    )
+    cleaner = sandbox.cleaner()
+
+    def records(*_: Any) -> list[Any]:
+        assert budget.reserve(10) == 10
+        assert [budget.take(lambda: 5.0) for _ in range(3)] == [True] * 3
+        return []
+
+    monkeypatch.setattr(batch, "_clean_batch", records)
+    context = FakeContext(cleaner.config.time_guard_ms - below_the_guard_ms)
+
+    assert process_batch({"Records": []}, context, cleaner) == {"batchItemFailures": []}
+    key = {"resource": {"S": f"pace#RetireGrant#{second}"}}
+    item = sandbox.ddb.get_item(TableName=OWNERSHIP_TABLE, Key=key, ConsistentRead=True)["Item"]
+    assert item["used"] == {"N": str(10 - given_back)}
