@@ -3,23 +3,32 @@ mutation testing, third and fourth passes): how many record threads, an interrup
 for them, a Kinesis batch reads its items back once and marks its proven records ahead, the kept
 releases are waited for only until the hard stop, what the read-ahead does (and does not) before
 the records start — the batch's one reservation of the shared `RetireGrant` budget, waited for
-at most `RESERVE_WAIT_SECONDS` — and a record cleaned with no fan-out to run stays cleaned. Each
-was seen to fail on its mutant applied to the source."""
+at most `RESERVE_WAIT_SECONDS`, and what it left unspent given back only within the time guard —
+a record cleaned with no fan-out to run stays cleaned, and at the hard stop the steps still queued
+on the step pool are cancelled, not run. Each was seen to fail on its mutant applied to the
+source."""
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from ownership_support import calls_of
+from ownership_support import OWNERSHIP_TABLE, calls_of
 from runtime_support import FakeContext, Sandbox, event
 from session_expiry_runtime.cleanup import batch
 from session_expiry_runtime.cleanup.batch import process_batch
+from session_expiry_runtime.cleanup.cleaner import SessionCleaner
+from session_expiry_runtime.core.metrics import MetricsRecorder
+from session_expiry_runtime.core.shared_pace import SharedBudget
+from session_expiry_runtime.core.step_pool import StepPool
 from session_expiry_runtime.owners.claims import ClaimBatcher
+from session_expiry_runtime.owners.outcomes import STEP_DONE
+from session_expiry_runtime.steps.base import CleanupStep, Plan, StepContext
 
 KINESIS_STREAM = "arn:aws:kinesis:us-east-1:123456789012:stream/changes"
 
@@ -361,3 +370,117 @@ def test_rule_with_every_record_done_the_batch_waits_for_its_threads_to_end(
         "batchItemFailures": []
     }
     assert [w for p, w in waits if p == "cleanup"] == [True]
+
+
+class _Step(CleanupStep):
+    """A session step of this test's own, named ``name``, that does ``act(ctx)``."""
+
+    def __init__(self, name: str, act: Callable[[StepContext], None]) -> None:
+        self.name = name
+        self.act = act
+
+    @classmethod
+    def build(cls, config: Any, clients: Any) -> None:
+        return None
+
+    def plan(self, session: Any) -> Plan:
+        return Plan.run()
+
+    def run(self, plan: Plan, ctx: StepContext) -> str:
+        self.act(ctx)
+        return STEP_DONE
+
+
+def test_rule_at_the_hard_stop_steps_not_yet_started_are_cancelled_not_run(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At max_workers 1 the step pool has two threads. A record's first step runs on its own
+    # thread and the pool's two take the next two; all three wait (their call slot lent, as for
+    # a shared call) past the hard stop, so the fourth is still in the pool's queue when the
+    # batch returns, its record unfinished. That step must never start: it would make its call
+    # after the invocation returned (on the next thaw), its result dropped. The two already
+    # started finish.
+    sandbox = Sandbox(max_workers=1)
+    (remove,) = _removed(sandbox, "s-1")
+    context = FakeContext()
+    release = threading.Event()
+    started = {name: threading.Event() for name in ("Second", "Third")}
+    ran: list[str] = []
+
+    def past_the_hard_stop(name: str) -> Callable[[StepContext], None]:
+        def act(ctx: StepContext) -> None:
+            with ctx.waiting():
+                if name == "First":  # once the pool's two threads hold a step each
+                    assert all(e.wait(timeout=5) for e in started.values())
+                    context.remaining_ms = batch.RETURN_RESERVE_MS  # the hard stop is here
+                    ctx.out_of_time()  # a step that reads the time (as a paging step does)
+                else:
+                    started[name].set()
+                release.wait(timeout=5)
+            ran.append(name)
+
+        return act
+
+    steps = [
+        *(_Step(name, past_the_hard_stop(name)) for name in ("First", "Second", "Third")),
+        _Step("Queued", lambda ctx: ran.append("Queued")),
+    ]
+    cleaner = SessionCleaner(
+        sandbox.config, sandbox.cleaner().clients, MetricsRecorder("t"), steps=steps
+    )
+    pools: list[StepPool] = []
+
+    class Recording(StepPool):
+        def __init__(self, max_calls: int) -> None:
+            super().__init__(max_calls)
+            pools.append(self)
+
+    monkeypatch.setattr(batch, "StepPool", Recording)
+    try:
+        response = process_batch(event(remove), context, cleaner)
+    finally:
+        release.set()
+    (pool,) = pools
+    pool.shutdown(wait=True, cancel_futures=False)  # whatever the pool still holds, run
+
+    sequence_number = remove["dynamodb"]["SequenceNumber"]
+    assert response == {"batchItemFailures": [{"itemIdentifier": sequence_number}]}
+    assert "Queued" not in ran
+    assert {"Second", "Third"} <= set(ran)  # the steps already started finish
+
+
+@pytest.mark.parametrize(
+    ("below_the_guard_ms", "given_back"), [(0, 7), (1, 0)], ids=["within", "past"]
+)
+def test_rule_a_batch_gives_back_its_unspent_budget_only_within_its_time_guard(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, below_the_guard_ms: int, given_back: int
+) -> None:
+    # What the batch reserved of the shared RetireGrant budget and did not spend goes back to
+    # the fleet at its end, in one UpdateItem — but no new call starts within the time guard's
+    # margin: past it, the give-back would start after the hard stop, and the 1 s kept for the
+    # response is less than one attempt's timeouts. The context is the batch's own, read then.
+    # Stub: the batch's records (10 reserved, 3 retired), as in test_shared_pace.
+    second = 1_800_000_000
+    budget = SharedBudget(
+        sandbox.ddb,
+        OWNERSHIP_TABLE,
+        "RetireGrant",
+        10,
+        MetricsRecorder("t"),
+        wall_clock=lambda: second + 0.25,
+        sleep=lambda s: pytest.fail("waited for the budget"),
+    )
+    cleaner = sandbox.cleaner()
+
+    def records(*_: Any) -> list[Any]:
+        assert budget.reserve(10) == 10
+        assert [budget.take(lambda: 5.0) for _ in range(3)] == [True] * 3
+        return []
+
+    monkeypatch.setattr(batch, "_clean_batch", records)
+    context = FakeContext(cleaner.config.time_guard_ms - below_the_guard_ms)
+
+    assert process_batch({"Records": []}, context, cleaner) == {"batchItemFailures": []}
+    key = {"resource": {"S": f"pace#RetireGrant#{second}"}}
+    item = sandbox.ddb.get_item(TableName=OWNERSHIP_TABLE, Key=key, ConsistentRead=True)["Item"]
+    assert item["used"] == {"N": str(10 - given_back)}
