@@ -10,20 +10,26 @@ added to moto's ``ListGrants`` answer).
 
 from __future__ import annotations
 
-from datetime import timedelta
+import logging
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 from ownership_support import OWNERSHIP_TABLE, calls_of, put_claim, raw_claim
-from runtime_support import TABLE
-from session_expiry_runtime.core.grant_names import GrantOwner
+from runtime_support import CLEANUP_ROLE, TABLE
+from session_expiry_runtime.core.config import RuntimeConfig
+from session_expiry_runtime.core.grant_names import GrantOwner, grant_name
+from session_expiry_runtime.core.metrics import MetricsRecorder
 from session_expiry_runtime.core.ownership import (
     KIND_GRANT,
     STATE_RELEASED,
     Claim,
     owner_token,
 )
+from session_expiry_runtime.sweeps import grant_sweeper
 from test_grant_sweeper import NOW, Grants, grants
 
 __all__ = ["grants"]  # the fixture, shared with test_grant_sweeper.py
@@ -177,3 +183,176 @@ def test_rule_a_dry_run_counts_every_expired_grant_and_retires_nothing(grants: G
 
     assert (report.would_retire, report.expired_retired, report.orphans_retired) == (2, 0, 0)
     assert set(expired) <= grants.alive()
+
+
+# --- the sweep's settings, clients, helpers and handler (mutation pass on part A) -------------
+
+
+def test_rule_clients_have_bounded_timeouts_and_retries() -> None:
+    config = grant_sweeper.client_config()
+    assert config.retries == {"mode": "standard", "total_max_attempts": 3}
+    assert (config.connect_timeout, config.read_timeout) == (3, 5)
+
+
+def test_rule_the_process_sweeper_is_built_once_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    key_arn = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    monkeypatch.setenv("SESSION_EXPIRY_TABLE_NAME", TABLE)
+    monkeypatch.setenv("SESSION_EXPIRY_GRANT_KEY_ARN", key_arn)
+    monkeypatch.setenv("SESSION_EXPIRY_RETIRING_PRINCIPAL", CLEANUP_ROLE)
+    monkeypatch.setenv("SESSION_EXPIRY_OWNERSHIP_TABLE_NAME", OWNERSHIP_TABLE)
+    monkeypatch.setenv("SESSION_EXPIRY_METRICS_NAMESPACE", "Swept")
+    monkeypatch.setenv("SESSION_EXPIRY_GRANT_SWEEP_KMS_REQUESTS_PER_SECOND", "3")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setattr(grant_sweeper, "_sweeper", None)
+
+    built = grant_sweeper.get_grant_sweeper()
+
+    assert grant_sweeper.get_grant_sweeper() is built
+    assert built.config.table_name == TABLE and built.config.grant_key_arn == key_arn
+    assert built.metrics.namespace == "Swept" and built.pacer.per_second == 3
+    for client, service in ((built._kms, "kms"), (built._ddb, "dynamodb")):
+        assert client.meta.service_model.service_name == service
+        assert (client.meta.config.connect_timeout, client.meta.config.read_timeout) == (3, 5)
+        assert client.meta.config.retries == {"mode": "standard", "total_max_attempts": 3}
+
+
+def config(**settings: Any) -> RuntimeConfig:
+    return RuntimeConfig(
+        table_name=TABLE,
+        grant_key_arn="arn:aws:kms:us-east-1:123456789012:key/k",
+        retiring_principal=CLEANUP_ROLE,
+        **settings,
+    )
+
+
+def built(**settings: Any) -> grant_sweeper.GrantSweeper:
+    return grant_sweeper.GrantSweeper(
+        config(**settings), kms_client="kms", dynamodb_client="ddb", metrics=MetricsRecorder("M")
+    )
+
+
+@pytest.mark.parametrize(
+    ("missing", "setting"),
+    [
+        ("SESSION_EXPIRY_TABLE_NAME", "table_name"),
+        ("SESSION_EXPIRY_GRANT_KEY_ARN", "grant_key_arn"),
+        ("SESSION_EXPIRY_RETIRING_PRINCIPAL", "retiring_principal"),
+    ],
+)
+def test_fails_without_each_setting_it_needs_naming_it(missing: str, setting: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        grant_sweeper.GrantSweeper(
+            RuntimeConfig(**{**config().__dict__, setting: None}),
+            kms_client=None,
+            dynamodb_client=None,
+            metrics=MetricsRecorder("x"),
+        )
+    assert str(raised.value) == f"{missing} is not set: the grant sweep needs it"
+
+
+def test_rule_the_defaults_are_the_utc_clock_and_the_configured_pace() -> None:
+    sweeper = built(grant_sweep_kms_requests_per_second=7)
+    before = datetime.now(timezone.utc)
+    now = sweeper._clock()
+    assert now.tzinfo is not None and before <= now <= datetime.now(timezone.utc)
+    assert sweeper.pacer.per_second == 7
+    assert sweeper.logger is grant_sweeper.LOGGER
+    assert (sweeper._kms, sweeper._ddb, sweeper.metrics.namespace) == ("kms", "ddb", "M")
+
+
+def test_rule_the_marker_lives_in_the_ownership_table_under_the_grant_key() -> None:
+    sweeper = built(ownership_table_name=OWNERSHIP_TABLE)
+    assert sweeper.marker is not None
+    assert (sweeper.marker._ddb, sweeper.marker.table_name, sweeper.marker.key_arn) == (
+        "ddb",
+        OWNERSHIP_TABLE,
+        "arn:aws:kms:us-east-1:123456789012:key/k",
+    )
+    assert built(ownership_table_name=None).marker is None
+
+
+def test_rule_a_grant_name_must_give_the_tables_partition_and_sort_key() -> None:
+    sweeper = built(partition_key="userId", sort_key="sessionId")
+    report = grant_sweeper.GrantSweepReport()
+
+    def grant(key: dict[str, str]) -> dict[str, Any]:
+        return {
+            "GrantId": "g1",
+            "Name": grant_name(key, "inc1"),
+            "RetiringPrincipal": CLEANUP_ROLE,
+        }
+
+    both = sweeper.owner(grant({"userId": "u", "sessionId": "s"}), report)
+    assert both == GrantOwner(key={"userId": "u", "sessionId": "s"}, incarnation="inc1")
+    assert sweeper.owner(grant({"userId": "u"}), report) is None
+    assert report.unusable_names == 1
+    assert built().owner(grant({"pk": "s"}), report) == GrantOwner({"pk": "s"}, "inc1")
+
+
+def test_rule_an_unusable_name_is_logged_with_the_grant_and_the_table(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    name = "session-expiry:inc1:bm90IGpzb24"  # "not json"
+    report = grant_sweeper.GrantSweepReport()
+    with caplog.at_level(logging.WARNING, logger=grant_sweeper.LOGGER.name):
+        owner = built().owner(
+            {"GrantId": "g7", "Name": name, "RetiringPrincipal": CLEANUP_ROLE}, report
+        )
+
+    assert owner is None and report.unusable_names == 1
+    (record,) = caplog.records
+    assert record.getMessage() == (
+        f"grant g7: name {name!r} gives no key of table {TABLE}; skipped, never retired"
+    )
+    assert record.grantSweep == {"grantId": "g7", "name": name}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("remaining", "out"), [(9_999, True), (10_000, False)])
+def test_rule_out_of_time_below_the_margin(remaining: int, out: bool) -> None:
+    context = SimpleNamespace(get_remaining_time_in_millis=lambda: remaining)
+    assert grant_sweeper._out_of_time(context, 10_000)() is out
+    assert grant_sweeper._out_of_time(None, 10_000)() is False
+
+
+def test_rule_seconds_of_a_number_attribute_only() -> None:
+    seconds = grant_sweeper._seconds
+    assert seconds({"N": "12.5"}) == Decimal("12.5")
+    assert seconds({"N": "soon"}) is None and seconds({"S": "12"}) is None
+    assert seconds({"N": 12}) is None and seconds(None) is None
+
+
+def test_rule_the_error_code_and_text_of_a_failure() -> None:
+    refused = ClientError({"Error": {"Code": "Throttled", "Message": "slow down"}}, "ListGrants")
+    bare = ClientError({}, "ListGrants")
+    assert grant_sweeper._code(refused) == "Throttled" and grant_sweeper._code(bare) == ""
+    assert grant_sweeper._error_text(refused) == "Throttled: slow down"
+    assert grant_sweeper._error_text(bare) == "Unknown: "
+    assert grant_sweeper._error_text(ValueError("boom")) == "ValueError: boom"
+
+
+def test_rule_the_handler_heeds_the_time_guard_of_its_context(
+    grants: Grants, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    orphan = grants.grant("s-gone", "inc1")
+    monkeypatch.setattr(grant_sweeper, "_sweeper", grants.sweeper(time_guard_ms=10_000))
+    late = SimpleNamespace(get_remaining_time_in_millis=lambda: 9_999)
+
+    report = grant_sweeper.handler({}, late)
+
+    assert report["incomplete"] and report["checked"] == 0 and orphan in grants.alive()
+    on_time = SimpleNamespace(get_remaining_time_in_millis=lambda: 10_000)
+    assert grant_sweeper.handler({}, on_time)["orphans_retired"] == 1
+
+
+def test_rule_the_handler_names_how_many_grants_failed(
+    grants: Grants, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    grants.grant("s-gone", "inc1")
+    failing = grants.sweeper(ownership_table_name="no-such-table")
+    monkeypatch.setattr(grant_sweeper, "_sweeper", failing)
+
+    with pytest.raises(grant_sweeper.GrantSweepFailed) as raised:
+        grant_sweeper.handler({}, None)
+    assert str(raised.value) == "2 grant(s) could not be checked or retired"
