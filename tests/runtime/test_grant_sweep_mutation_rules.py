@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from botocore.stub import Stubber
 from ownership_support import OWNERSHIP_TABLE, calls_of, put_claim, raw_claim
-from runtime_support import CLEANUP_ROLE, TABLE
+from runtime_support import CLEANUP_ROLE, SESSION, TABLE
 from session_expiry_runtime.core.config import RuntimeConfig
 from session_expiry_runtime.core.grant_names import GrantOwner, grant_name
 from session_expiry_runtime.core.metrics import MetricsRecorder
@@ -356,3 +357,131 @@ def test_rule_the_handler_names_how_many_grants_failed(
     with pytest.raises(grant_sweeper.GrantSweepFailed) as raised:
         grant_sweeper.handler({}, None)
     assert str(raised.value) == "2 grant(s) could not be checked or retired"
+
+
+def refusing(client: Any, operation: str, code: str, message: str) -> Any:
+    """A ``before-call`` handler on ``client`` refusing ``operation`` with ``code`` (what the
+    service would answer); unregister it with the returned function."""
+
+    def refuse(**_: Any) -> None:
+        raise ClientError({"Error": {"Code": code, "Message": message}}, operation)
+
+    event = f"before-call.{client.meta.service_model.service_id.hyphenize()}.{operation}"
+    client.meta.events.register(event, refuse)
+    return lambda: client.meta.events.unregister(event, refuse)
+
+
+def errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+
+
+def test_rule_a_failed_list_ends_the_run_failed_incomplete_and_logged(
+    grants: Grants, caplog: pytest.LogCaptureFixture
+) -> None:
+    kms = SESSION.client("kms")
+    stub = Stubber(kms)
+    stub.add_client_error("list_grants", "KMSInternalException", "try later")
+    # No ownership table: the marker cannot be read either, a failure of its own.
+    sweeper = grants.sweeper(kms=kms, ownership_table_name="no-such-table")
+
+    with stub, caplog.at_level(logging.ERROR, logger=grant_sweeper.LOGGER.name):
+        report = sweeper.sweep()
+
+    assert (report.failures, report.incomplete, report.grants_on_key) == (2, True, None)
+    unreadable, listing = errors(caplog)
+    assert unreadable.startswith(
+        "grant sweep marker unreadable, starting at page one: An error occurred "
+        "(ResourceNotFoundException) when calling the GetItem operation"
+    )
+    assert listing == "ListGrants failed: KMSInternalException: try later"
+    assert sweeper.metrics.snapshot()["GrantSweepFailures"] == 2
+
+
+def test_rule_a_marker_that_cannot_be_written_is_a_failure_logged(
+    grants: Grants, caplog: pytest.LogCaptureFixture
+) -> None:
+    kms = SESSION.client("kms")
+    stub = Stubber(kms)
+    key = grants.sandbox.key_arn
+    stub.add_response(
+        "list_grants",
+        {"Grants": [], "Truncated": True, "NextMarker": "page-2"},
+        {"KeyId": key, "Limit": 100},
+    )
+    stub.add_client_error(
+        "list_grants",
+        "KMSInternalException",
+        "down",
+        expected_params={"KeyId": key, "Limit": 100, "Marker": "page-2"},
+    )
+    sweeper = grants.sweeper(kms=kms)
+    undo = refusing(sweeper._ddb, "UpdateItem", "ThrottlingException", "slow down")
+    try:
+        with stub, caplog.at_level(logging.ERROR, logger=grant_sweeper.LOGGER.name):
+            report = sweeper.sweep()
+    finally:
+        undo()
+
+    # The failed page, then the marker that would have kept it for the next run.
+    assert (report.failures, report.next_marker, report.incomplete) == (2, "page-2", True)
+    assert errors(caplog) == [
+        "ListGrants failed: KMSInternalException: down",
+        "grant sweep marker not written: ThrottlingException: slow down",
+    ]
+
+
+def test_rule_a_stored_marker_kms_refuses_restarts_the_pass_at_page_one_logged(
+    grants: Grants, caplog: pytest.LogCaptureFixture
+) -> None:
+    kms = SESSION.client("kms")
+    stub = Stubber(kms)
+    key = grants.sandbox.key_arn
+    stub.add_client_error(
+        "list_grants",
+        "InvalidMarkerException",
+        "bad marker",
+        expected_params={"KeyId": key, "Limit": 100, "Marker": "stale"},
+    )
+    stub.add_response(
+        "list_grants", {"Grants": [], "Truncated": False}, {"KeyId": key, "Limit": 100}
+    )
+    sweeper = grants.sweeper(kms=kms)
+    assert sweeper.marker is not None
+    sweeper.marker.save("stale", NOW_S, 100)  # the last run stopped there, 100 grants listed
+
+    with stub, caplog.at_level(logging.WARNING, logger=grant_sweeper.LOGGER.name):
+        report = sweeper.sweep()
+
+    assert (report.resumed, report.pages, report.failures, report.grants_on_key) == (
+        False,
+        1,
+        0,
+        0,
+    )
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        "KMS refused the stored marker (An error occurred (InvalidMarkerException) when "
+        "calling the ListGrants operation: bad marker): starting at page one"
+    ]
+
+
+def test_rule_a_marker_of_this_run_kms_refuses_fails_the_run_there(grants: Grants) -> None:
+    kms = SESSION.client("kms")
+    stub = Stubber(kms)
+    key = grants.sandbox.key_arn
+    stub.add_response(
+        "list_grants",
+        {"Grants": [], "Truncated": True, "NextMarker": "page-2"},
+        {"KeyId": key, "Limit": 100},
+    )
+    stub.add_client_error(
+        "list_grants",
+        "InvalidMarkerException",
+        "bad marker",
+        expected_params={"KeyId": key, "Limit": 100, "Marker": "page-2"},
+    )
+
+    with stub:
+        report = grants.sweeper(kms=kms).sweep()
+        stub.assert_no_pending_responses()
+
+    assert (report.failures, report.incomplete, report.next_marker) == (1, True, "page-2")
