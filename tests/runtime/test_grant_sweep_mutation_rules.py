@@ -359,12 +359,14 @@ def test_rule_the_handler_names_how_many_grants_failed(
     assert str(raised.value) == "2 grant(s) could not be checked or retired"
 
 
-def refusing(client: Any, operation: str, code: str, message: str) -> Any:
+def refusing(client: Any, operation: str, code: str | None, message: str = "") -> Any:
     """A ``before-call`` handler on ``client`` refusing ``operation`` with ``code`` (what the
-    service would answer); unregister it with the returned function."""
+    service would answer; ``None``: an error response without its ``Error``); unregister it
+    with the returned function."""
+    response: dict[str, Any] = {} if code is None else {"Error": {"Code": code, "Message": message}}
 
     def refuse(**_: Any) -> None:
-        raise ClientError({"Error": {"Code": code, "Message": message}}, operation)
+        raise ClientError(response, operation)
 
     event = f"before-call.{client.meta.service_model.service_id.hyphenize()}.{operation}"
     client.meta.events.register(event, refuse)
@@ -485,3 +487,19 @@ def test_rule_a_marker_of_this_run_kms_refuses_fails_the_run_there(grants: Grant
         stub.assert_no_pending_responses()
 
     assert (report.failures, report.incomplete, report.next_marker) == (1, True, "page-2")
+
+
+def test_rule_a_grant_kms_no_longer_knows_is_already_retired(grants: Grants) -> None:
+    # moto retires an unknown grant without complaint; KMS answers NotFoundException.
+    sweeper = grants.sweeper()
+    undo = refusing(sweeper._kms, "RetireGrant", "NotFoundException", "no such grant")
+    try:
+        sweeper.retire({"GrantId": "g" * 64})  # no error: done
+    finally:
+        undo()
+    undo = refusing(sweeper._kms, "RetireGrant", None)
+    try:
+        with pytest.raises(ClientError):  # no error code: not known to be retired
+            sweeper.retire({"GrantId": "g" * 64})
+    finally:
+        undo()
