@@ -288,7 +288,8 @@ def test_rule_a_grant_name_must_give_the_tables_partition_and_sort_key() -> None
     both = sweeper.owner(grant({"userId": "u", "sessionId": "s"}), report)
     assert both == GrantOwner(key={"userId": "u", "sessionId": "s"}, incarnation="inc1")
     assert sweeper.owner(grant({"userId": "u"}), report) is None
-    assert report.unusable_names == 1
+    assert sweeper.owner(grant({"sessionId": "s"}), report) is None
+    assert report.unusable_names == 2  # each counted
     assert built().owner(grant({"pk": "s"}), report) == GrantOwner({"pk": "s"}, "inc1")
 
 
@@ -466,27 +467,138 @@ def test_rule_a_stored_marker_kms_refuses_restarts_the_pass_at_page_one_logged(
     ]
 
 
-def test_rule_a_marker_of_this_run_kms_refuses_fails_the_run_there(grants: Grants) -> None:
+def paged(grants: Grants, *pages: tuple[str | None, dict[str, Any]]) -> tuple[Any, Stubber]:
+    """A KMS client whose ``ListGrants`` answers ``pages`` in order, each (the ``Marker`` it
+    expects, the answer or, for a refusal, ``{"refused": code}``)."""
     kms = SESSION.client("kms")
     stub = Stubber(kms)
-    key = grants.sandbox.key_arn
-    stub.add_response(
-        "list_grants",
-        {"Grants": [], "Truncated": True, "NextMarker": "page-2"},
-        {"KeyId": key, "Limit": 100},
+    for marker, answer in pages:
+        params: dict[str, Any] = {"KeyId": grants.sandbox.key_arn, "Limit": 100}
+        if marker is not None:
+            params["Marker"] = marker
+        if "refused" in answer:
+            stub.add_client_error("list_grants", answer["refused"], "no", expected_params=params)
+        else:
+            stub.add_response("list_grants", answer, params)
+    return kms, stub
+
+
+def foreign(grant_id: str) -> dict[str, Any]:
+    """A grant of the key that is not this store's (no calls made for it)."""
+    return {"GrantId": grant_id, "Name": "other-app", "RetiringPrincipal": "arn:aws:iam::1:role/x"}
+
+
+def resumed_at(grants: Grants, kms: Any, marker: str) -> grant_sweeper.GrantSweeper:
+    sweeper = grants.sweeper(kms=kms)
+    assert sweeper.marker is not None
+    sweeper.marker.save(marker, NOW_S, 100)  # the last run stopped there, 100 grants listed
+    return sweeper
+
+
+@pytest.mark.parametrize("resumed", [False, True])
+def test_rule_a_marker_of_this_run_kms_refuses_fails_the_run_there(
+    grants: Grants, resumed: bool
+) -> None:
+    # Only the marker the last run stored may be dropped for page one; one KMS gave this run
+    # is no stale marker, its refusal a failure (resumed or not).
+    first = "stored" if resumed else None
+    kms, stub = paged(
+        grants,
+        (first, {"Grants": [], "Truncated": True, "NextMarker": "page-2"}),
+        ("page-2", {"refused": "InvalidMarkerException"}),
     )
-    stub.add_client_error(
-        "list_grants",
-        "InvalidMarkerException",
-        "bad marker",
-        expected_params={"KeyId": key, "Limit": 100, "Marker": "page-2"},
+    sweeper = resumed_at(grants, kms, "stored") if resumed else grants.sweeper(kms=kms)
+
+    with stub:
+        report = sweeper.sweep()
+        stub.assert_no_pending_responses()
+
+    assert (report.failures, report.incomplete, report.next_marker) == (1, True, "page-2")
+    assert report.resumed is resumed
+
+
+def test_rule_a_stored_marker_refused_otherwise_fails_the_run_and_is_kept(grants: Grants) -> None:
+    kms, stub = paged(grants, ("stored", {"refused": "KMSInternalException"}))
+    sweeper = resumed_at(grants, kms, "stored")
+
+    with stub:
+        report = sweeper.sweep()
+        stub.assert_no_pending_responses()
+
+    assert (report.failures, report.incomplete, report.next_marker) == (1, True, "stored")
+    assert sweeper.marker is not None and sweeper.marker.load()[0] == "stored"
+
+
+def test_rule_page_one_refused_after_a_stale_marker_fails_the_run(
+    grants: Grants, caplog: pytest.LogCaptureFixture
+) -> None:
+    # KMS refusing the first page is no stale marker: the run fails, never asks again.
+    kms, stub = paged(
+        grants,
+        ("stale", {"refused": "InvalidMarkerException"}),
+        (None, {"refused": "InvalidMarkerException"}),
     )
+
+    with stub, caplog.at_level(logging.ERROR, logger=grant_sweeper.LOGGER.name):
+        report = resumed_at(grants, kms, "stale").sweep()
+        stub.assert_no_pending_responses()
+
+    assert (report.failures, report.incomplete, report.pages) == (1, True, 0)
+    assert errors(caplog) == ["ListGrants failed: InvalidMarkerException: no"]
+
+
+def test_rule_a_run_cut_inside_a_page_resumes_at_that_page(grants: Grants) -> None:
+    kms, stub = paged(
+        grants,
+        (None, {"Grants": [], "Truncated": True, "NextMarker": "page-2"}),
+        ("page-2", {"Grants": [foreign("g1"), foreign("g2")], "Truncated": False}),
+    )
+    sweeper = grants.sweeper(kms=kms)
+    asked = iter([False, False, True])  # between the pages, before g1, before g2
+
+    with stub:
+        report = sweeper.sweep(out_of_time=lambda: next(asked))
+        stub.assert_no_pending_responses()
+
+    assert (report.checked, report.incomplete, report.next_marker) == (1, True, "page-2")
+    assert sweeper.marker is not None and sweeper.marker.load() == ("page-2", 0)
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        {"Grants": [], "Truncated": False, "NextMarker": "more"},
+        {"Grants": [], "Truncated": True},
+    ],
+    ids=["not-truncated-with-a-marker", "truncated-without-a-marker"],
+)
+def test_rule_a_page_ends_the_pass_unless_truncated_with_a_next_marker(
+    grants: Grants, last: dict[str, Any]
+) -> None:
+    kms, stub = paged(grants, (None, last))
 
     with stub:
         report = grants.sweeper(kms=kms).sweep()
         stub.assert_no_pending_responses()
 
-    assert (report.failures, report.incomplete, report.next_marker) == (1, True, "page-2")
+    assert (report.pages, report.incomplete, report.next_marker) == (1, False, None)
+
+
+def test_rule_grants_the_store_did_not_create_are_not_unusable_names(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    report = grant_sweeper.GrantSweepReport()
+    sweeper = built()
+    ours = grant_name({"pk": "s"}, "inc1")
+    with caplog.at_level(logging.WARNING, logger=grant_sweeper.LOGGER.name):
+        for grant in (
+            {"GrantId": "g1", "RetiringPrincipal": CLEANUP_ROLE},  # no name
+            {"GrantId": "g2", "Name": "other-app", "RetiringPrincipal": CLEANUP_ROLE},
+            {"GrantId": "g3", "Name": ours, "RetiringPrincipal": "arn:aws:iam::1:role/x"},
+            {"GrantId": "g4", "Name": ours},
+        ):
+            assert sweeper.owner(grant, report) is None
+    assert report.unusable_names == 0 and caplog.records == []
 
 
 def test_rule_a_grant_kms_no_longer_knows_is_already_retired(grants: Grants) -> None:
