@@ -19,14 +19,17 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
-from ownership_support import OWNERSHIP_TABLE, calls_of, put_claim, raw_claim
+from ownership_support import OWNERSHIP_TABLE, calls_of, claim_item, put_claim, raw_claim
 from runtime_support import CLEANUP_ROLE, SESSION, TABLE
 from session_expiry_runtime.core.config import RuntimeConfig
 from session_expiry_runtime.core.grant_names import GrantOwner, grant_name
 from session_expiry_runtime.core.metrics import MetricsRecorder
 from session_expiry_runtime.core.ownership import (
+    ATTR_HANDED_OVER_AT,
     KIND_GRANT,
+    STATE_HELD,
     STATE_RELEASED,
+    STATE_RELEASING,
     Claim,
     owner_token,
 )
@@ -615,3 +618,28 @@ def test_rule_a_grant_kms_no_longer_knows_is_already_retired(grants: Grants) -> 
             sweeper.retire({"GrantId": "g" * 64})
     finally:
         undo()
+
+
+@pytest.mark.parametrize(
+    ("state", "handed_over_at", "retired"),
+    [
+        (STATE_RELEASING, {"N": str(NOW_S - 60)}, True),  # the cleanup gave it up: at once
+        (STATE_HELD, {"N": str(NOW_S - 60)}, False),  # put back, held again: pending
+        (STATE_RELEASING, {"S": "a minute ago"}, False),  # no time it was handed over
+        (STATE_RELEASING, None, False),  # still the stream path's
+    ],
+    ids=["releasing-handed-over", "held-again", "unreadable-time", "not-handed-over"],
+)
+def test_rule_only_a_releasing_record_handed_over_is_retired_at_once(
+    grants: Grants, state: str, handed_over_at: dict[str, str] | None, retired: bool
+) -> None:
+    gone = grants.grant("s-gone", "inc1")
+    item = claim_item(KIND_GRANT, gone, key={"pk": "s-gone"}, incarnation="inc1", state=state)
+    if handed_over_at is not None:
+        item[ATTR_HANDED_OVER_AT] = handed_over_at
+    grants.sandbox.ddb.put_item(TableName=OWNERSHIP_TABLE, Item=item)
+
+    report = grants.sweeper().sweep()
+
+    assert (report.orphans_retired, report.kept_pending) == ((1, 0) if retired else (0, 1))
+    assert (gone in grants.alive()) is not retired
