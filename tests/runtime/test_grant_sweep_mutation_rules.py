@@ -34,6 +34,7 @@ from session_expiry_runtime.core.ownership import (
     owner_token,
 )
 from session_expiry_runtime.sweeps import grant_sweeper
+from session_expiry_runtime.sweeps.grant_sweep_marker import marker_resource
 from test_grant_sweeper import NOW, Grants, grants
 
 __all__ = ["grants"]  # the fixture, shared with test_grant_sweeper.py
@@ -643,3 +644,44 @@ def test_rule_only_a_releasing_record_handed_over_is_retired_at_once(
 
     assert (report.orphans_retired, report.kept_pending) == ((1, 0) if retired else (0, 1))
     assert (gone in grants.alive()) is not retired
+
+
+def stored_marker(grants: Grants) -> dict[str, Any]:
+    item = grants.sandbox.ddb.get_item(
+        TableName=OWNERSHIP_TABLE,
+        Key={"resource": {"S": marker_resource(grants.sandbox.key_arn)}},
+        ConsistentRead=True,
+    )["Item"]
+    return item  # type: ignore[no-any-return]
+
+
+def test_rule_the_marker_records_when_each_run_saved_or_reset_it(grants: Grants) -> None:
+    kms, stub = paged(
+        grants,
+        (None, {"Grants": [foreign("g1")], "Truncated": True, "NextMarker": "page-2"}),
+        ("page-2", {"Grants": [], "Truncated": False}),
+    )
+    later = WHOLE + timedelta(seconds=60)
+    with stub:
+        grants.sweeper(kms=kms, now=WHOLE).sweep(out_of_time=iter([False, True]).__next__)
+        cut = stored_marker(grants)
+        grants.sweeper(kms=kms, now=later).sweep()
+        stub.assert_no_pending_responses()
+
+    assert (cut["nextMarker"], cut["savedAt"], cut["passListed"]) == (
+        {"S": "page-2"},
+        {"N": str(NOW_S)},
+        {"N": "1"},
+    )
+    reset = stored_marker(grants)
+    assert reset["savedAt"] == {"N": str(NOW_S + 60)} and "nextMarker" not in reset
+
+
+def test_rule_the_sweep_judges_by_its_own_clock(grants: Grants) -> None:
+    # Created now by the wall clock: recent to a sweep at now, an orphan to one an hour later.
+    orphan = grants.grant("s-gone", "inc1", created=datetime.now(timezone.utc))
+
+    assert grants.sweeper(now=datetime.now(timezone.utc)).sweep().kept_recent == 1
+    report = grants.sweeper(now=datetime.now(timezone.utc) + timedelta(hours=1)).sweep()
+
+    assert report.orphans_retired == 1 and orphan not in grants.alive()
