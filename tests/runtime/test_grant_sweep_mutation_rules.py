@@ -2,7 +2,12 @@
 rule: the exact end of the grace period, a session item's ``notAfter`` at or past now or
 unreadable, the strongly consistent read of the session named, ``RetireGrant`` by the grant
 key, and the release of a retired grant's record only while it names the same owner and
-incarnation.
+incarnation; and (the pass on the rest of the module) the clients and the process sweeper
+built from the environment, the settings it refuses to run without, the marker (only the
+stored one dropped for page one, kept when refused otherwise, the page a cut run resumes at,
+when it was saved), the end of a pass, names that are not this store's, a grant handed over
+by the cleanup, the failures and the exact text of their log lines, and the handler's time
+guard.
 
 Real boto3 calls against moto, with the stand-ins of `test_grant_sweeper` (``CreationDate``
 added to moto's ``ListGrants`` answer).
