@@ -11,10 +11,20 @@ added to moto's ``ListGrants`` answer).
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
+from typing import Any
 
 import pytest
-from ownership_support import raw_claim
-from session_expiry_runtime.core.ownership import ATTR_GONE_SINCE, KIND_GRANT
+from botocore.exceptions import ClientError
+from botocore.stub import Stubber
+from ownership_support import OWNERSHIP_TABLE, calls_of, raw_claim
+from runtime_support import APP_ROLE, SESSION
+from session_expiry_runtime.core.ownership import (
+    ATTR_GONE_SINCE,
+    KIND_GRANT,
+    STATE_RELEASED,
+    STATE_RELEASING,
+)
 from test_grant_sweep_ownership import PENDING, ended_with_claim, held_by_another, set_gone_since
 from test_grant_sweeper import NOW, Grants, grants
 
@@ -79,3 +89,277 @@ def test_rule_a_grant_recorded_for_its_own_key_is_logged_in_the_records_incarnat
     assert "(incarnation inc-record): session pending" in line.getMessage()
     stored = raw_claim(grants.sandbox.ddb, KIND_GRANT, grant_id)
     assert stored is not None and ATTR_GONE_SINCE in stored
+
+
+class Sweep:
+    """One grant of each verdict on the key: the ids, by what the sweep must do with them."""
+
+    def __init__(self, grants: Grants) -> None:
+        self.recent = grants.grant("s-recent", "inc1", created=NOW - timedelta(minutes=1))
+        self.live = grants.grant("s-live", "inc1")
+        grants.session("s-live", "inc1", holds=self.live)
+        self.pending = ended_with_claim(grants, "s-pending")
+        self.released = ended_with_claim(grants, "s-released", state=STATE_RELEASED)
+        self.orphans = [grants.grant(s, "inc1") for s in ("s-gone-1", "s-gone-2")]
+        self.expired = grants.grant("s-expired", "inc1")
+        grants.session("s-expired", "inc1", holds=self.expired, expires_in=-60)
+        grants.sandbox.claim(KIND_GRANT, self.expired, "s-expired", "inc1")
+        self.unusable = grants.grant("s-x", "inc1", name="session-expiry:inc1:not-a-key")
+        self.not_ours = grants.grant("s-gone-1", "inc1", retiring=APP_ROLE)
+
+
+def per_grant_lines(caplog: pytest.LogCaptureFixture) -> dict[str, logging.LogRecord]:
+    """The sweep's line for each grant it retired or kept pending, by grant id."""
+    lines = {}
+    for record in sweep_lines(caplog):
+        extra = getattr(record, "grantSweep", {})
+        if "verdict" in extra:
+            assert extra["grantId"] not in lines
+            lines[extra["grantId"]] = record
+    return lines
+
+
+def test_rule_a_run_counts_each_grant_of_this_store_under_its_verdict(grants: Grants) -> None:
+    sweep = Sweep(grants)
+
+    report = grants.sweeper().sweep()
+
+    assert report.as_dict() == {
+        "pages": 1,
+        "listed": 9,
+        "checked": 9,
+        "resumed": False,
+        "next_marker": None,
+        "ours": 7,  # neither the grant another role retires nor the unusable name
+        "kept_live": 1,
+        "kept_recent": 1,
+        "orphans_retired": 2,
+        "expired_retired": 1,
+        "would_retire": 0,
+        "kept_pending": 1,
+        "kept_released": 1,
+        "unusable_names": 1,
+        "failures": 0,
+        "incomplete": False,
+        "pass_listed": 9,
+        "grants_on_key": 9,
+    }
+    gone = {*sweep.orphans, sweep.expired}
+    assert grants.alive() & gone == set()
+    assert {sweep.recent, sweep.live, sweep.pending, sweep.released} <= grants.alive()
+    record = raw_claim(grants.sandbox.ddb, KIND_GRANT, sweep.expired)
+    assert record is not None and record["state"] == {"S": STATE_RELEASED}
+
+
+def test_rule_a_run_writes_every_count_and_the_optional_ones_only_when_not_zero(
+    grants: Grants,
+) -> None:
+    Sweep(grants)
+    sweeper = grants.sweeper()
+    sweeper.sweep()
+    assert sweeper.metrics.snapshot() == {
+        "OrphanGrantsRetired": 2,
+        "ExpiredSessionGrantsRetired": 1,
+        "GrantSweepIncomplete": 0,
+        "GrantsChecked": 9,
+        "GrantsOnKey": 9,
+        "GrantSweepUnusableNames": 1,
+    }
+
+    quiet = grants.sweeper()  # the next run: nothing left to retire, nothing to report
+    quiet.sweep(out_of_time=lambda: True)
+    assert quiet.metrics.snapshot() == {
+        "OrphanGrantsRetired": 0,
+        "ExpiredSessionGrantsRetired": 0,
+        "GrantSweepIncomplete": 1,
+        "GrantsChecked": 0,
+    }
+
+
+def test_rule_a_dry_run_counts_what_it_would_retire_and_logs_it_as_such(
+    grants: Grants, caplog: pytest.LogCaptureFixture
+) -> None:
+    sweep = Sweep(grants)
+    sweeper = grants.sweeper(dry_run=True)
+
+    report = sweeper.sweep()
+
+    assert (report.would_retire, report.orphans_retired, report.expired_retired) == (3, 0, 0)
+    assert sweeper.metrics.snapshot()["GrantsWouldBeRetired"] == 3
+    lines = per_grant_lines(caplog)
+    assert (
+        lines[sweep.orphans[0]]
+        .getMessage()
+        .endswith(": session gone, grant orphan, would be retired (dry run)")
+    )
+    assert (
+        lines[sweep.expired]
+        .getMessage()
+        .endswith(": session expired, grant would be retired (dry run)")
+    )
+    assert {*sweep.orphans, sweep.expired} <= grants.alive()
+
+
+def test_rule_each_grant_retired_or_kept_pending_is_logged_with_its_verdict_the_others_not(
+    grants: Grants, caplog: pytest.LogCaptureFixture
+) -> None:
+    sweep = Sweep(grants)
+
+    grants.sweeper().sweep()
+
+    lines = per_grant_lines(caplog)
+    assert set(lines) == {*sweep.orphans, sweep.expired, sweep.pending}
+    orphan, expired, pending = lines[sweep.orphans[0]], lines[sweep.expired], lines[sweep.pending]
+    assert (orphan.levelno, expired.levelno, pending.levelno) == (
+        logging.WARNING,
+        logging.WARNING,
+        logging.INFO,
+    )
+    assert orphan.getMessage() == (
+        f"grant {sweep.orphans[0]} of session {{'pk': 's-gone-1'}} (incarnation inc1): "
+        "session gone, grant orphan, retired"
+    )
+    assert expired.getMessage() == (
+        f"grant {sweep.expired} of session {{'pk': 's-expired'}} (incarnation inc1): "
+        "session expired, grant retired"
+    )
+    assert pending.getMessage() == (
+        f"grant {sweep.pending} of session {{'pk': 's-pending'}} (incarnation inc1): "
+        "session pending, grant kept: its ownership record is unreleased, the stream path may "
+        "still retire it"
+    )
+    assert orphan.grantSweep == {  # type: ignore[attr-defined]
+        "grantId": sweep.orphans[0],
+        "key": {"pk": "s-gone-1"},
+        "verdict": "gone",
+    }
+
+
+def test_rule_a_grant_whose_check_fails_is_counted_and_logged_and_the_run_goes_on(
+    grants: Grants, caplog: pytest.LogCaptureFixture
+) -> None:
+    failing = grants.grant("s-bad", "inc1")
+    orphan = grants.grant("s-gone", "inc1")
+    sweeper = grants.sweeper()
+
+    def refuse(params: dict[str, Any], **_: Any) -> None:
+        if params.get("Key") == {"pk": {"S": "s-bad"}}:
+            raise ClientError(
+                {"Error": {"Code": "InternalServerError", "Message": "try again"}}, "GetItem"
+            )
+
+    grants.sandbox.ddb.meta.events.register("before-parameter-build.dynamodb.GetItem", refuse)
+    try:
+        report = sweeper.sweep()
+    finally:
+        grants.sandbox.ddb.meta.events.unregister("before-parameter-build.dynamodb.GetItem", refuse)
+
+    assert (report.failures, report.orphans_retired, report.ours) == (1, 1, 2)
+    assert failing in grants.alive() and orphan not in grants.alive()
+    errors = [r for r in sweep_lines(caplog) if r.levelno == logging.ERROR]
+    assert [r.getMessage() for r in errors] == [
+        f"grant {failing} of {{'pk': 's-bad'}}: InternalServerError: try again"
+    ]
+    assert set(per_grant_lines(caplog)) == {orphan}  # no verdict line for the failed grant
+    assert sweeper.metrics.snapshot()["GrantSweepFailures"] == 1
+
+
+def stubbed_pages(grants: Grants, sizes: list[int]) -> Any:
+    """A KMS client whose ``ListGrants`` answers pages of ``sizes`` grants another role retires
+    (stub: moto never truncates), each but the last ``Truncated`` with ``page-<n+1>``."""
+    kms, key = SESSION.client("kms"), grants.sandbox.key_arn
+    stub = Stubber(kms)
+    for index, size in enumerate(sizes):
+        params: dict[str, Any] = {"KeyId": key, "Limit": 100}
+        if index:
+            params["Marker"] = f"page-{index + 1}"
+        ids = [f"{index}{i:063x}" for i in range(size)]
+        page = [{"KeyId": key, "GrantId": i, "RetiringPrincipal": APP_ROLE} for i in ids]
+        answer: dict[str, Any] = {"Grants": page, "Truncated": index < len(sizes) - 1}
+        if index < len(sizes) - 1:
+            answer["NextMarker"] = f"page-{index + 2}"
+        stub.add_response("list_grants", answer, params)
+    stub.activate()
+    return kms
+
+
+@pytest.mark.parametrize(
+    ("looks", "resumes"),
+    [
+        (2, "at page one"),  # cut within page one: its marker is none
+        (6, "where this one stopped (grant sweep marker)"),  # cut within page two
+    ],
+)
+def test_rule_an_incomplete_run_says_how_far_it_got_and_where_the_next_one_resumes(
+    grants: Grants, caplog: pytest.LogCaptureFixture, looks: int, resumes: str
+) -> None:
+    kms = stubbed_pages(grants, [3, 3])
+    budget = iter(range(1_000))
+
+    report = grants.sweeper(kms=kms).sweep(out_of_time=lambda: next(budget) >= looks)
+
+    checked, pages = (2, 1) if looks == 2 else (5, 2)
+    assert (report.checked, report.listed, report.pages) == (checked, 3 * pages, pages)
+    (warning,) = [r for r in sweep_lines(caplog) if r.levelno == logging.WARNING]
+    assert warning.getMessage() == (
+        f"grant sweep incomplete after checking {checked} of {3 * pages} grant(s) listed on "
+        f"{pages} page(s): the next run resumes {resumes}"
+    )
+
+
+def test_rule_every_run_logs_its_whole_report(
+    grants: Grants, caplog: pytest.LogCaptureFixture
+) -> None:
+    Sweep(grants)
+
+    report = grants.sweeper().sweep()
+
+    (line,) = [r for r in sweep_lines(caplog) if r.getMessage().startswith("grant sweep {")]
+    assert line.levelno == logging.INFO
+    assert line.getMessage() == f"grant sweep {report.as_dict()}"
+    assert line.grantSweep == report.as_dict()  # type: ignore[attr-defined]
+    assert not [r for r in sweep_lines(caplog) if "sweep incomplete" in r.getMessage()]
+
+
+def hand_over(grants: Grants, grant_id: str) -> None:
+    """``handedOverAt`` on the grant's record, as the cleanup's grant step writes it."""
+    grants.sandbox.ddb.update_item(
+        TableName=OWNERSHIP_TABLE,
+        Key={"resource": {"S": f"grant#{grant_id}"}},
+        UpdateExpression="SET handedOverAt = :at",
+        ExpressionAttributeValues={":at": {"N": str(NOW_S - 60)}},
+    )
+
+
+def test_rule_a_gone_grant_the_cleanup_handed_over_is_retired_at_once_without_a_sighting(
+    grants: Grants,
+) -> None:
+    handed = ended_with_claim(grants, "s-handed", state=STATE_RELEASING)
+    hand_over(grants, handed)
+    releasing = ended_with_claim(grants, "s-releasing", state=STATE_RELEASING)  # not handed over
+    held_again = ended_with_claim(grants, "s-held")  # put back (held) after a hand-over
+    hand_over(grants, held_again)
+
+    report = grants.sweeper().sweep()
+
+    assert (report.orphans_retired, report.kept_pending) == (1, 2)
+    assert handed not in grants.alive() and {releasing, held_again} <= grants.alive()
+    record = raw_claim(grants.sandbox.ddb, KIND_GRANT, handed)
+    assert record is not None and record["state"] == {"S": STATE_RELEASED}
+    assert ATTR_GONE_SINCE not in record
+    for pending in (releasing, held_again):
+        assert ATTR_GONE_SINCE in (raw_claim(grants.sandbox.ddb, KIND_GRANT, pending) or {})
+
+
+def test_rule_the_grants_ownership_record_is_read_strongly_consistent(grants: Grants) -> None:
+    grant_id = ended_with_claim(grants)
+    sweeper = grants.sweeper()
+    calls = calls_of(grants.sandbox.ddb)
+
+    assert sweeper.sweep().kept_pending == 1
+
+    reads = [p for name, p in calls if name == "GetItem" and p["TableName"] == OWNERSHIP_TABLE]
+    records = [p for p in reads if p["Key"]["resource"]["S"].startswith("grant#")]  # no marker
+    assert [(p["Key"], p["ConsistentRead"]) for p in records] == [
+        ({"resource": {"S": f"grant#{grant_id}"}}, True)
+    ]
