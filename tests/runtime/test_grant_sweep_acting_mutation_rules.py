@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -363,3 +364,115 @@ def test_rule_the_grants_ownership_record_is_read_strongly_consistent(grants: Gr
     assert [(p["Key"], p["ConsistentRead"]) for p in records] == [
         ({"resource": {"S": f"grant#{grant_id}"}}, True)
     ]
+
+
+def record_key(grant_id: str) -> dict[str, Any]:
+    return {"resource": {"S": f"grant#{grant_id}"}}
+
+
+def gone_since(grants: Grants, grant_id: str) -> object:
+    return (raw_claim(grants.sandbox.ddb, KIND_GRANT, grant_id) or {}).get(ATTR_GONE_SINCE)
+
+
+def test_rule_a_sighting_is_written_once_and_only_on_an_existing_record(grants: Grants) -> None:
+    grant_id = ended_with_claim(grants)
+    sweeper = grants.sweeper()
+
+    assert sweeper._mark_gone(record_key(grant_id), WHOLE) == NOW_S
+    sweeper._mark_gone(record_key(grant_id), WHOLE + timedelta(hours=1))  # the first one stays
+    assert gone_since(grants, grant_id) == {"N": str(NOW_S)}
+
+    assert sweeper._mark_gone(record_key("g-none"), WHOLE) is None  # the record went away
+    assert raw_claim(grants.sandbox.ddb, KIND_GRANT, "g-none") is None  # and is not made up
+
+
+def test_rule_a_sighting_written_elsewhere_fails_loudly(grants: Grants) -> None:
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):
+        grants.sweeper(ownership_table_name="no-such-table")._mark_gone(record_key("g"), WHOLE)
+
+
+def test_rule_a_sighting_is_taken_back_only_while_it_is_the_one_written(grants: Grants) -> None:
+    grant_id = ended_with_claim(grants)
+    set_gone_since(grants, grant_id, NOW_S)
+    sweeper = grants.sweeper()
+
+    sweeper._unmark_gone(record_key(grant_id), Decimal(NOW_S - 1))  # another sighting: kept
+    assert gone_since(grants, grant_id) == {"N": str(NOW_S)}
+    sweeper._unmark_gone(record_key(grant_id), Decimal(NOW_S))
+    assert gone_since(grants, grant_id) is None
+    sweeper._unmark_gone(record_key(grant_id), Decimal(NOW_S))  # already gone: quietly
+    assert gone_since(grants, grant_id) is None
+
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):
+        grants.sweeper(ownership_table_name="no-such-table")._unmark_gone(
+            record_key(grant_id), Decimal(NOW_S)
+        )
+
+
+def refused(code: str) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": "no"}}, "GetItem")
+
+
+def test_rule_a_sighting_whose_session_check_fails_is_taken_back_and_the_failure_raised(
+    grants: Grants,
+) -> None:
+    grant_id = ended_with_claim(grants)
+    set_gone_since(grants, grant_id, NOW_S)
+    sweeper = grants.sweeper()
+    assert sweeper._back(lambda: True, record_key(grant_id), Decimal(NOW_S)) is True
+    assert sweeper._back(lambda: False, record_key(grant_id), Decimal(NOW_S)) is False
+    assert gone_since(grants, grant_id) == {"N": str(NOW_S)}  # an answer: nothing taken back
+
+    def fails() -> bool:
+        raise refused("ProvisionedThroughputExceededException")
+
+    with pytest.raises(ClientError, match="ProvisionedThroughputExceededException"):
+        sweeper._back(fails, record_key(grant_id), Decimal(NOW_S))
+    assert gone_since(grants, grant_id) is None
+
+
+def test_rule_a_sighting_that_cannot_be_taken_back_is_logged_and_the_check_failure_raised(
+    grants: Grants, caplog: pytest.LogCaptureFixture
+) -> None:
+    sweeper = grants.sweeper(ownership_table_name="no-such-table")
+
+    def fails() -> bool:
+        raise refused("ProvisionedThroughputExceededException")
+
+    with pytest.raises(ClientError, match="ProvisionedThroughputExceededException"):
+        sweeper._back(fails, record_key("g1"), Decimal(NOW_S))
+
+    (error,) = [r for r in sweep_lines(caplog) if r.levelno == logging.ERROR]
+    assert error.getMessage().startswith(
+        f"grant#g1: goneSince {NOW_S} not taken back after its session check failed: "
+        "ResourceNotFoundException: "
+    )
+
+
+def test_rule_a_check_that_fails_outside_botocore_takes_nothing_back(grants: Grants) -> None:
+    grant_id = ended_with_claim(grants)
+    set_gone_since(grants, grant_id, NOW_S)
+
+    def breaks() -> bool:
+        raise RuntimeError("a bug")
+
+    with pytest.raises(RuntimeError, match="a bug"):
+        grants.sweeper()._back(breaks, record_key(grant_id), Decimal(NOW_S))
+    assert gone_since(grants, grant_id) == {"N": str(NOW_S)}
+
+
+def test_rule_a_stale_sighting_is_forgotten_by_its_value_and_never_in_a_dry_run(
+    grants: Grants,
+) -> None:
+    grant_id = ended_with_claim(grants)
+    set_gone_since(grants, grant_id, NOW_S)
+    item = {ATTR_GONE_SINCE: {"N": str(NOW_S)}}
+
+    grants.sweeper(dry_run=True)._forget_sighting(record_key(grant_id), item)
+    assert gone_since(grants, grant_id) == {"N": str(NOW_S)}
+    sweeper = grants.sweeper()
+    calls = calls_of(grants.sandbox.ddb)
+    sweeper._forget_sighting(record_key(grant_id), {})  # no sighting on the record read: no call
+    assert calls == []
+    sweeper._forget_sighting(record_key(grant_id), item)
+    assert gone_since(grants, grant_id) is None
