@@ -105,7 +105,9 @@ class Sweep:
         self.expired = grants.grant("s-expired", "inc1")
         grants.session("s-expired", "inc1", holds=self.expired, expires_in=-60)
         grants.sandbox.claim(KIND_GRANT, self.expired, "s-expired", "inc1")
-        self.unusable = grants.grant("s-x", "inc1", name="session-expiry:inc1:not-a-key")
+        self.unusable = [
+            grants.grant("s-x", "inc1", name=f"session-expiry:inc1:not-a-key-{i}") for i in (1, 2)
+        ]
         self.not_ours = grants.grant("s-gone-1", "inc1", retiring=APP_ROLE)
 
 
@@ -127,8 +129,8 @@ def test_rule_a_run_counts_each_grant_of_this_store_under_its_verdict(grants: Gr
 
     assert report.as_dict() == {
         "pages": 1,
-        "listed": 9,
-        "checked": 9,
+        "listed": 10,
+        "checked": 10,
         "resumed": False,
         "next_marker": None,
         "ours": 7,  # neither the grant another role retires nor the unusable name
@@ -139,11 +141,11 @@ def test_rule_a_run_counts_each_grant_of_this_store_under_its_verdict(grants: Gr
         "would_retire": 0,
         "kept_pending": 1,
         "kept_released": 1,
-        "unusable_names": 1,
+        "unusable_names": 2,
         "failures": 0,
         "incomplete": False,
-        "pass_listed": 9,
-        "grants_on_key": 9,
+        "pass_listed": 10,
+        "grants_on_key": 10,
     }
     gone = {*sweep.orphans, sweep.expired}
     assert grants.alive() & gone == set()
@@ -162,9 +164,9 @@ def test_rule_a_run_writes_every_count_and_the_optional_ones_only_when_not_zero(
         "OrphanGrantsRetired": 2,
         "ExpiredSessionGrantsRetired": 1,
         "GrantSweepIncomplete": 0,
-        "GrantsChecked": 9,
-        "GrantsOnKey": 9,
-        "GrantSweepUnusableNames": 1,
+        "GrantsChecked": 10,
+        "GrantsOnKey": 10,
+        "GrantSweepUnusableNames": 2,
     }
 
     quiet = grants.sweeper()  # the next run: nothing left to retire, nothing to report
