@@ -105,6 +105,8 @@ class Sweep:
         self.expired = grants.grant("s-expired", "inc1")
         grants.session("s-expired", "inc1", holds=self.expired, expires_in=-60)
         grants.sandbox.claim(KIND_GRANT, self.expired, "s-expired", "inc1")
+        self.expired_legacy = grants.grant("s-expired-2", "inc1")  # no ownership record
+        grants.session("s-expired-2", "inc1", holds=self.expired_legacy, expires_in=-60)
         self.unusable = [
             grants.grant("s-x", "inc1", name=f"session-expiry:inc1:not-a-key-{i}") for i in (1, 2)
         ]
@@ -129,25 +131,25 @@ def test_rule_a_run_counts_each_grant_of_this_store_under_its_verdict(grants: Gr
 
     assert report.as_dict() == {
         "pages": 1,
-        "listed": 10,
-        "checked": 10,
+        "listed": 11,
+        "checked": 11,
         "resumed": False,
         "next_marker": None,
-        "ours": 7,  # neither the grant another role retires nor the unusable name
+        "ours": 8,  # neither the grant another role retires nor the unusable name
         "kept_live": 1,
         "kept_recent": 1,
         "orphans_retired": 2,
-        "expired_retired": 1,
+        "expired_retired": 2,
         "would_retire": 0,
         "kept_pending": 1,
         "kept_released": 1,
         "unusable_names": 2,
         "failures": 0,
         "incomplete": False,
-        "pass_listed": 10,
-        "grants_on_key": 10,
+        "pass_listed": 11,
+        "grants_on_key": 11,
     }
-    gone = {*sweep.orphans, sweep.expired}
+    gone = {*sweep.orphans, sweep.expired, sweep.expired_legacy}
     assert grants.alive() & gone == set()
     assert {sweep.recent, sweep.live, sweep.pending, sweep.released} <= grants.alive()
     record = raw_claim(grants.sandbox.ddb, KIND_GRANT, sweep.expired)
@@ -162,10 +164,10 @@ def test_rule_a_run_writes_every_count_and_the_optional_ones_only_when_not_zero(
     sweeper.sweep()
     assert sweeper.metrics.snapshot() == {
         "OrphanGrantsRetired": 2,
-        "ExpiredSessionGrantsRetired": 1,
+        "ExpiredSessionGrantsRetired": 2,
         "GrantSweepIncomplete": 0,
-        "GrantsChecked": 10,
-        "GrantsOnKey": 10,
+        "GrantsChecked": 11,
+        "GrantsOnKey": 11,
         "GrantSweepUnusableNames": 2,
     }
 
@@ -187,8 +189,8 @@ def test_rule_a_dry_run_counts_what_it_would_retire_and_logs_it_as_such(
 
     report = sweeper.sweep()
 
-    assert (report.would_retire, report.orphans_retired, report.expired_retired) == (3, 0, 0)
-    assert sweeper.metrics.snapshot()["GrantsWouldBeRetired"] == 3
+    assert (report.would_retire, report.orphans_retired, report.expired_retired) == (4, 0, 0)
+    assert sweeper.metrics.snapshot()["GrantsWouldBeRetired"] == 4
     lines = per_grant_lines(caplog)
     assert (
         lines[sweep.orphans[0]]
@@ -200,7 +202,7 @@ def test_rule_a_dry_run_counts_what_it_would_retire_and_logs_it_as_such(
         .getMessage()
         .endswith(": session expired, grant would be retired (dry run)")
     )
-    assert {*sweep.orphans, sweep.expired} <= grants.alive()
+    assert {*sweep.orphans, sweep.expired, sweep.expired_legacy} <= grants.alive()
 
 
 def test_rule_each_grant_retired_or_kept_pending_is_logged_with_its_verdict_the_others_not(
@@ -211,7 +213,7 @@ def test_rule_each_grant_retired_or_kept_pending_is_logged_with_its_verdict_the_
     grants.sweeper().sweep()
 
     lines = per_grant_lines(caplog)
-    assert set(lines) == {*sweep.orphans, sweep.expired, sweep.pending}
+    assert set(lines) == {*sweep.orphans, sweep.expired, sweep.expired_legacy, sweep.pending}
     orphan, expired, pending = lines[sweep.orphans[0]], lines[sweep.expired], lines[sweep.pending]
     assert (orphan.levelno, expired.levelno, pending.levelno) == (
         logging.WARNING,
