@@ -12,10 +12,11 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from difflib import unified_diff
 from pathlib import Path
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -73,28 +74,65 @@ def _load_mutmut_config() -> None:
 
 
 @functools.cache
-def changes(module: str) -> dict[str, tuple[str, ...]]:
+def changes(module: str) -> Mapping[str, tuple[str, ...]]:
     """Every mutant mutmut generates for ``module`` (``"claims.py"``, ``"steps/grant.py"``):
     its name -> the changed lines of its diff (``-``/``+`` lines, without the file header)."""
-    import libcst as cst
-    from mutmut.mutation.diff_apply import read_mutant_function, read_original_function
-    from mutmut.mutation.file_mutation import mutate_file_contents
-    from mutmut.utils.format_utils import get_mutant_name
+    return _Changes(module)
 
-    _load_mutmut_config()
-    relative = Path(PACKAGE) / module
-    mutated = mutate_file_contents(str(relative), (RUNTIME / module).read_text("utf-8"))
-    # As mutmut's get_diff_for_mutant, with the mutated module parsed once, not per mutant.
-    tree = cst.parse_module(mutated.code)
-    out: dict[str, tuple[str, ...]] = {}
-    for method in mutated.mutant_names:
-        name = get_mutant_name(relative, method)
+
+class _Changes(Mapping[str, tuple[str, ...]]):
+    """A module's mutants, each diff made the first time it is asked for: mutmut generates a
+    thousand for a large module, and the equivalents test and a run's survivors read a few."""
+
+    def __init__(self, module: str) -> None:
+        from mutmut.mutation.file_mutation import mutate_file_contents
+        from mutmut.utils.format_utils import get_mutant_name
+
+        _load_mutmut_config()
+        relative = Path(PACKAGE) / module
+        self._mutated = mutate_file_contents(str(relative), (RUNTIME / module).read_text("utf-8"))
+        self._lines = self._mutated.code.splitlines()
+        self._order = [get_mutant_name(relative, m) for m in self._mutated.mutant_names]
+        self._names = set(self._order)
+        self._made: dict[str, tuple[str, ...]] = {}
+
+    def __getitem__(self, name: str) -> tuple[str, ...]:
+        if name not in self._names:
+            raise KeyError(name)
+        if name not in self._made:
+            self._made[name] = self._change(name)
+        return self._made[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._order)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def _change(self, name: str) -> tuple[str, ...]:
+        """As mutmut's ``get_diff_for_mutant``, with only the two functions' lines parsed (the
+        spans mutmut keeps of each generated function), not the whole mutated module."""
+        import libcst as cst
+        from mutmut.mutation.diff_apply import generated_function_names
+        from mutmut.utils.format_utils import orig_function_and_class_names_from_key
+
+        original, class_name = orig_function_and_class_names_from_key(name)
         before, after = (
-            cst.Module([f(tree, name)]).code.strip().split("\n")
-            for f in (read_original_function, read_mutant_function)
+            self._function(generated, class_name is not None).with_changes(name=cst.Name(original))
+            for generated in generated_function_names(name)
         )
-        out[name] = changed_lines("\n".join(unified_diff(before, after, lineterm="")))
-    return out
+        old, new = (cst.Module([f]).code.strip().split("\n") for f in (before, after))
+        return changed_lines("\n".join(unified_diff(old, new, lineterm="")))
+
+    def _function(self, generated: str, is_method: bool) -> Any:
+        from mutmut.mutation.diff_apply import parse_generated_function
+
+        span = self._mutated.line_span_by_function_name[generated]
+        source = "\n".join(self._lines[span.start - 1 : span.end]) + "\n"
+        function = parse_generated_function(source, name=generated, is_method=is_method)
+        if function is None:
+            raise ValueError(f"{generated}: mutmut's line span holds no such function")
+        return function
 
 
 def changed_lines(diff: str) -> tuple[str, ...]:
