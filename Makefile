@@ -61,7 +61,7 @@ clean:
 
 # Mutation testing of the safety-critical modules (issue 40), on demand, never part of `make test`:
 # mutmut per module of mutation/modules.toml, then the kill rate of each beside its goal and the
-# surviving mutants. CPU-heavy (minutes per module): MUTATION_ARGS="claims.py --jobs 2" narrows it.
+# surviving mutants. CPU-heavy (minutes per module): MUTATION_ARGS="--jobs 2 owners/claims.py" narrows it.
 mutation: setup
 	$(PY) mutation/run.py $(MUTATION_ARGS)
 
