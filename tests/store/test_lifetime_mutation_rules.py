@@ -9,13 +9,14 @@ from the store's own ``before-call`` hook, so its write lands between the store'
 from __future__ import annotations
 
 import dataclasses
+import re
 from datetime import timedelta
 from typing import Any
 
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from session_expiry_runtime.core.config import PREVIOUS_INCARNATION_ATTRIBUTE
+from session_expiry_runtime.core.config import CLAIM_TOKEN_ATTRIBUTE, PREVIOUS_INCARNATION_ATTRIBUTE
 from session_expiry_runtime.core.ownership import owner_token
 from session_expiry_runtime.store import (
     ResourceOwnedError,
@@ -343,3 +344,63 @@ def test_rule_an_id_a_live_session_owns_is_refused_at_once_without_waiting(
     with pytest.raises(ResourceOwnedError):
         store.create("s-2", ttl=HOUR, connection_id="c-1")
     assert sleeps == []
+
+
+# --- what create writes: the scratch prefix, the claim token, the ids' order ----------------------
+def test_rule_a_sorted_table_scratch_prefix_names_the_partition_then_the_id(
+    make_store: Any, ddb: Any
+) -> None:
+    """On a table with a sort key the new incarnation's scratch prefix is
+    ``{root}{partition}/{id}/{incarnation}/``, on the item and on the `Session`."""
+    store = make_store(sort_key=SORT, scratch_root="scratch/")
+    session = store.create("s-1", partition="u-1", ttl=HOUR)
+    prefix = f"scratch/u-1/s-1/{session.incarnation}/"
+    assert session.scratch_prefix == prefix
+    item = raw_item(ddb, {"pk": {"S": "u-1"}, SORT: {"S": "s-1"}})
+    assert item is not None and item["scratchPrefix"] == {"S": prefix}
+
+
+def test_rule_the_claim_token_is_32_random_hex_characters(make_store: Any, ddb: Any) -> None:
+    """The registrar's secret on a new item (``claimToken``): 32 hex characters, another one
+    for each incarnation, as `registrar` documents."""
+    store = make_store()
+    tokens = []
+    for session_id in ("s-1", "s-2"):
+        store.create(session_id, ttl=HOUR)
+        item = raw_item(ddb, {"pk": {"S": session_id}})
+        assert item is not None
+        tokens.append(item[CLAIM_TOKEN_ATTRIBUTE]["S"])
+    assert all(re.fullmatch("[0-9a-f]{32}", token) for token in tokens), tokens
+    assert tokens[0] != tokens[1]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "what"),
+    [({"connection_id": "a\nb"}, "connection id"), ({"tenant_id": "a\nb"}, "tenant id")],
+)
+def test_fails_a_create_with_a_bad_connection_or_tenant_id_naming_which(
+    make_store: Any, ddb: Any, kwargs: dict[str, str], what: str
+) -> None:
+    store = make_store()
+    with pytest.raises(ValueError) as caught:
+        store.create("s-1", ttl=HOUR, **kwargs)
+    assert str(caught.value) == (
+        f"{what} 'a\\nb': expected a non-empty string without control characters"
+    )
+    assert raw_item(ddb, {"pk": {"S": "s-1"}}) is None
+
+
+def test_rule_create_claims_the_connection_before_the_agent_sessions(
+    make_store: Any, ddb: Any
+) -> None:
+    """The connection id is the first id of a create's claims, the AgentCore sessions after it:
+    when both are owned by other live sessions, the refusal names the connection's owner."""
+    store: SessionStore = make_store(ownership=True)
+    store.create("s-1", ttl=HOUR, connection_id="c-1")
+    store.create("s-3", ttl=HOUR, browser_session_id="br01")
+
+    with pytest.raises(ResourceOwnedError) as caught:
+        store.create("s-2", ttl=HOUR, connection_id="c-1", browser_session_id="br01")
+
+    assert (caught.value.kind, caught.value.owner_key) == ("connection", {"pk": "s-1"})
+    assert raw_item(ddb, {"pk": {"S": "s-2"}}) is None
