@@ -404,3 +404,71 @@ def test_rule_create_claims_the_connection_before_the_agent_sessions(
 
     assert (caught.value.kind, caught.value.owner_key) == ("connection", {"pk": "s-1"})
     assert raw_item(ddb, {"pk": {"S": "s-2"}}) is None
+
+
+def test_rule_a_global_create_stamps_its_owner_region_and_sweep_shard(
+    make_store: Any, ddb: Any
+) -> None:
+    """On a global table a new item carries this Region as its owner and the sweep shard of its
+    own key (the expiry sweeper's sparse index), on the item and on the `Session`."""
+    store = make_store(
+        owner_region_attribute="ownerRegion", sweep_shard_attribute="sweepShard", region=HOME
+    )
+    session = store.create("s-1", ttl=HOUR)
+    key = {"pk": {"S": "s-1"}}
+    shard = store._sweep_shard(key)
+    assert shard.startswith(f"{HOME}#") and shard != store._sweep_shard({"pk": {"S": "s-2"}})
+    item = raw_item(ddb, key)
+    assert item is not None
+    assert (item["ownerRegion"], item["sweepShard"]) == ({"S": HOME}, {"S": shard})
+    assert session.owner_region == HOME
+
+
+def test_rule_with_the_tenant_as_partition_key_the_tenant_is_the_partition(
+    make_store: Any, ddb: Any
+) -> None:
+    """When the tenant attribute is the partition key, a session's tenant is its partition:
+    ``tenant_id`` may be left out or be the same value, the tenant-scoped scratch prefix has
+    the partition once as its tenant segment, and no other tenant attribute is written."""
+    store = make_store(
+        sort_key=SORT,
+        partition_key="tenantId",
+        tenant_scoped_scratch=True,
+        scratch_root="scratch/",
+    )
+    for session_id, tenant_id in (("s-1", None), ("s-2", "t-1")):
+        session = store.create(session_id, partition="t-1", ttl=HOUR, tenant_id=tenant_id)
+        assert session.tenant_id == "t-1"
+        assert session.scratch_prefix == f"scratch/t-1/{session_id}/{session.incarnation}/"
+        item = raw_item(ddb, {"tenantId": {"S": "t-1"}, SORT: {"S": session_id}})
+        assert item is not None and item["tenantId"] == {"S": "t-1"}
+
+
+def test_fails_a_create_naming_a_tenant_other_than_its_partition(make_store: Any, ddb: Any) -> None:
+    store = make_store(sort_key=SORT, partition_key="tenantId")
+    with pytest.raises(ValueError) as caught:
+        store.create("s-1", partition="t-1", ttl=HOUR, tenant_id="t-2")
+    assert str(caught.value) == (
+        "tenant id 't-2': the tenant attribute 'tenantId' is the partition key, so the tenant "
+        "is the partition 't-1'; pass no tenant_id or the same value"
+    )
+    assert raw_item(ddb, {"tenantId": {"S": "t-1"}, SORT: {"S": "s-1"}}) is None
+
+
+@pytest.mark.parametrize("consistent", [None, False, True])
+def test_rule_get_reads_eventually_consistent_unless_asked(
+    make_store: Any, ddb: Any, consistent: bool | None
+) -> None:
+    """``get`` sends ``ConsistentRead`` as asked, ``False`` by default (a strongly consistent
+    read costs twice the read capacity)."""
+    store: SessionStore = make_store(sort_key=SORT)
+    created = store.create("s-1", ttl=HOUR, partition="u-1")
+    sent: list[Any] = []
+    ddb.meta.events.register(
+        "provide-client-params.dynamodb.GetItem",
+        lambda params, **_: sent.append(params.get("ConsistentRead")),
+    )
+    kwargs = {} if consistent is None else {"consistent": consistent}
+
+    assert store.get("s-1", partition="u-1", **kwargs) == created
+    assert sent == [bool(consistent)]
