@@ -472,3 +472,23 @@ def test_rule_get_reads_eventually_consistent_unless_asked(
 
     assert store.get("s-1", partition="u-1", **kwargs) == created
     assert sent == [bool(consistent)]
+
+
+def test_rule_the_claims_of_a_create_carry_the_items_absolute_end(
+    make_store: Any, ddb: Any, clock: FakeClock
+) -> None:
+    """Each ownership record a create writes holds the new item's own ``notAfter`` (the
+    owner's absolute end the refusal classes compare with), not one read again from a clock
+    that has moved on meanwhile: here a clock one second later at every read."""
+
+    def ticking() -> Any:
+        clock.advance(1)
+        return clock()
+
+    store = make_store(ownership=True, store_kwargs={"clock": ticking})
+    store.create("s-1", ttl=HOUR, connection_id="c-1")
+
+    item = raw_item(ddb, {"pk": {"S": "s-1"}})
+    claim = claim_of(ddb, "connection#c-1")
+    assert item is not None and claim is not None
+    assert claim["notAfter"] == item["notAfter"]
