@@ -9,13 +9,14 @@ from the store's own ``before-call`` hook, so its write lands between the store'
 from __future__ import annotations
 
 import dataclasses
+import re
 from datetime import timedelta
 from typing import Any
 
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from session_expiry_runtime.core.config import PREVIOUS_INCARNATION_ATTRIBUTE
+from session_expiry_runtime.core.config import CLAIM_TOKEN_ATTRIBUTE, PREVIOUS_INCARNATION_ATTRIBUTE
 from session_expiry_runtime.core.ownership import owner_token
 from session_expiry_runtime.store import (
     ResourceOwnedError,
@@ -343,3 +344,151 @@ def test_rule_an_id_a_live_session_owns_is_refused_at_once_without_waiting(
     with pytest.raises(ResourceOwnedError):
         store.create("s-2", ttl=HOUR, connection_id="c-1")
     assert sleeps == []
+
+
+# --- what create writes: the scratch prefix, the claim token, the ids' order ----------------------
+def test_rule_a_sorted_table_scratch_prefix_names_the_partition_then_the_id(
+    make_store: Any, ddb: Any
+) -> None:
+    """On a table with a sort key the new incarnation's scratch prefix is
+    ``{root}{partition}/{id}/{incarnation}/``, on the item and on the `Session`."""
+    store = make_store(sort_key=SORT, scratch_root="scratch/")
+    session = store.create("s-1", partition="u-1", ttl=HOUR)
+    prefix = f"scratch/u-1/s-1/{session.incarnation}/"
+    assert session.scratch_prefix == prefix
+    item = raw_item(ddb, {"pk": {"S": "u-1"}, SORT: {"S": "s-1"}})
+    assert item is not None and item["scratchPrefix"] == {"S": prefix}
+
+
+def test_rule_the_claim_token_is_32_random_hex_characters(make_store: Any, ddb: Any) -> None:
+    """The registrar's secret on a new item (``claimToken``): 32 hex characters, another one
+    for each incarnation, as `registrar` documents."""
+    store = make_store()
+    tokens = []
+    for session_id in ("s-1", "s-2"):
+        store.create(session_id, ttl=HOUR)
+        item = raw_item(ddb, {"pk": {"S": session_id}})
+        assert item is not None
+        tokens.append(item[CLAIM_TOKEN_ATTRIBUTE]["S"])
+    assert all(re.fullmatch("[0-9a-f]{32}", token) for token in tokens), tokens
+    assert tokens[0] != tokens[1]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "what"),
+    [({"connection_id": "a\nb"}, "connection id"), ({"tenant_id": "a\nb"}, "tenant id")],
+)
+def test_fails_a_create_with_a_bad_connection_or_tenant_id_naming_which(
+    make_store: Any, ddb: Any, kwargs: dict[str, str], what: str
+) -> None:
+    store = make_store()
+    with pytest.raises(ValueError) as caught:
+        store.create("s-1", ttl=HOUR, **kwargs)
+    assert str(caught.value) == (
+        f"{what} 'a\\nb': expected a non-empty string without control characters"
+    )
+    assert raw_item(ddb, {"pk": {"S": "s-1"}}) is None
+
+
+def test_rule_create_claims_the_connection_before_the_agent_sessions(
+    make_store: Any, ddb: Any
+) -> None:
+    """The connection id is the first id of a create's claims, the AgentCore sessions after it:
+    when both are owned by other live sessions, the refusal names the connection's owner."""
+    store: SessionStore = make_store(ownership=True)
+    store.create("s-1", ttl=HOUR, connection_id="c-1")
+    store.create("s-3", ttl=HOUR, browser_session_id="br01")
+
+    with pytest.raises(ResourceOwnedError) as caught:
+        store.create("s-2", ttl=HOUR, connection_id="c-1", browser_session_id="br01")
+
+    assert (caught.value.kind, caught.value.owner_key) == ("connection", {"pk": "s-1"})
+    assert raw_item(ddb, {"pk": {"S": "s-2"}}) is None
+
+
+def test_rule_a_global_create_stamps_its_owner_region_and_sweep_shard(
+    make_store: Any, ddb: Any
+) -> None:
+    """On a global table a new item carries this Region as its owner and the sweep shard of its
+    own key (the expiry sweeper's sparse index), on the item and on the `Session`."""
+    store = make_store(
+        owner_region_attribute="ownerRegion", sweep_shard_attribute="sweepShard", region=HOME
+    )
+    session = store.create("s-1", ttl=HOUR)
+    key = {"pk": {"S": "s-1"}}
+    shard = store._sweep_shard(key)
+    assert shard.startswith(f"{HOME}#") and shard != store._sweep_shard({"pk": {"S": "s-2"}})
+    item = raw_item(ddb, key)
+    assert item is not None
+    assert (item["ownerRegion"], item["sweepShard"]) == ({"S": HOME}, {"S": shard})
+    assert session.owner_region == HOME
+
+
+def test_rule_with_the_tenant_as_partition_key_the_tenant_is_the_partition(
+    make_store: Any, ddb: Any
+) -> None:
+    """When the tenant attribute is the partition key, a session's tenant is its partition:
+    ``tenant_id`` may be left out or be the same value, the tenant-scoped scratch prefix has
+    the partition once as its tenant segment, and no other tenant attribute is written."""
+    store = make_store(
+        sort_key=SORT,
+        partition_key="tenantId",
+        tenant_scoped_scratch=True,
+        scratch_root="scratch/",
+    )
+    for session_id, tenant_id in (("s-1", None), ("s-2", "t-1")):
+        session = store.create(session_id, partition="t-1", ttl=HOUR, tenant_id=tenant_id)
+        assert session.tenant_id == "t-1"
+        assert session.scratch_prefix == f"scratch/t-1/{session_id}/{session.incarnation}/"
+        item = raw_item(ddb, {"tenantId": {"S": "t-1"}, SORT: {"S": session_id}})
+        assert item is not None and item["tenantId"] == {"S": "t-1"}
+
+
+def test_fails_a_create_naming_a_tenant_other_than_its_partition(make_store: Any, ddb: Any) -> None:
+    store = make_store(sort_key=SORT, partition_key="tenantId")
+    with pytest.raises(ValueError) as caught:
+        store.create("s-1", partition="t-1", ttl=HOUR, tenant_id="t-2")
+    assert str(caught.value) == (
+        "tenant id 't-2': the tenant attribute 'tenantId' is the partition key, so the tenant "
+        "is the partition 't-1'; pass no tenant_id or the same value"
+    )
+    assert raw_item(ddb, {"tenantId": {"S": "t-1"}, SORT: {"S": "s-1"}}) is None
+
+
+@pytest.mark.parametrize("consistent", [None, False, True])
+def test_rule_get_reads_eventually_consistent_unless_asked(
+    make_store: Any, ddb: Any, consistent: bool | None
+) -> None:
+    """``get`` sends ``ConsistentRead`` as asked, ``False`` by default (a strongly consistent
+    read costs twice the read capacity)."""
+    store: SessionStore = make_store(sort_key=SORT)
+    created = store.create("s-1", ttl=HOUR, partition="u-1")
+    sent: list[Any] = []
+    ddb.meta.events.register(
+        "provide-client-params.dynamodb.GetItem",
+        lambda params, **_: sent.append(params.get("ConsistentRead")),
+    )
+    kwargs = {} if consistent is None else {"consistent": consistent}
+
+    assert store.get("s-1", partition="u-1", **kwargs) == created
+    assert sent == [bool(consistent)]
+
+
+def test_rule_the_claims_of_a_create_carry_the_items_absolute_end(
+    make_store: Any, ddb: Any, clock: FakeClock
+) -> None:
+    """Each ownership record a create writes holds the new item's own ``notAfter`` (the
+    owner's absolute end the refusal classes compare with), not one read again from a clock
+    that has moved on meanwhile: here a clock one second later at every read."""
+
+    def ticking() -> Any:
+        clock.advance(1)
+        return clock()
+
+    store = make_store(ownership=True, store_kwargs={"clock": ticking})
+    store.create("s-1", ttl=HOUR, connection_id="c-1")
+
+    item = raw_item(ddb, {"pk": {"S": "s-1"}})
+    claim = claim_of(ddb, "connection#c-1")
+    assert item is not None and claim is not None
+    assert claim["notAfter"] == item["notAfter"]
