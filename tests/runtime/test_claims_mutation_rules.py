@@ -8,10 +8,17 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ownership_support import OWNERSHIP_TABLE, calls_of, put_claim
+import pytest
+from botocore.exceptions import ClientError
+from ownership_support import OWNERSHIP_TABLE, calls_of, claim_state, put_claim, raw_claim
 from runtime_support import Sandbox
+from session_expiry_runtime.core.config import DEFAULT_MAX_WORKERS
 from session_expiry_runtime.core.ownership import (
+    ATTR_HANDED_OVER_AT,
     KIND_CONNECTION,
+    KIND_GRANT,
+    STATE_RELEASED,
+    STATE_RELEASING,
     VERDICT_OWNED,
     Verdict,
     owner_token,
@@ -142,3 +149,199 @@ def test_rule_coalescer_the_same_request_of_two_records_goes_in_one_call(
     assert sorted(map(str, results)) == sorted(
         map(str, [{ref("x="): Verdict(VERDICT_OWNED)}] + [{ref("y="): Verdict(VERDICT_OWNED)}] * 2)
     )
+
+
+# ``ClaimBatcher.hand_over``: the grant step leaves a grant KMS has not found within its
+# consistency window to the grant sweep (``handedOverAt``), only on the record this run marked.
+
+GRANT = "g-handed"
+HOLDER = {"pk": "s-handed"}
+
+
+def grant_ref() -> ClaimRef:
+    return ClaimRef(KIND_GRANT, GRANT)
+
+
+def handed_over_at(sandbox: Sandbox) -> str | None:
+    record = raw_claim(sandbox.ddb, KIND_GRANT, GRANT)
+    assert record is not None
+    return record.get(ATTR_HANDED_OVER_AT, {}).get("N")  # type: ignore[no-any-return]
+
+
+def test_rule_hand_over_writes_now_on_the_record_this_run_marked(sandbox: Sandbox) -> None:
+    """The record names the claimant and is ``releasing``: ``handedOverAt`` is the clock's now
+    (seconds), and the answer is ``True``."""
+    put_claim(sandbox.ddb, KIND_GRANT, GRANT, key=HOLDER, incarnation="inc1", state=STATE_RELEASING)
+    claims = ClaimBatcher(sandbox.ddb, OWNERSHIP_TABLE, clock=lambda: NOW + 0.7)
+
+    assert claims.hand_over(Claimant(owner_token(HOLDER), "inc1"), grant_ref()) is True
+    assert handed_over_at(sandbox) == str(NOW)
+
+
+@pytest.mark.parametrize(
+    ("owner", "incarnation", "dry_run"),
+    [
+        pytest.param(None, "inc1", False, id="no-owner"),
+        pytest.param(owner_token(HOLDER), None, False, id="no-incarnation"),
+        pytest.param(owner_token(HOLDER), "inc1", True, id="dry-run"),
+    ],
+)
+def test_rule_hand_over_without_an_owner_an_incarnation_or_in_a_dry_run_writes_nothing(
+    sandbox: Sandbox, owner: str | None, incarnation: str | None, dry_run: bool
+) -> None:
+    """A claimant no record can name (no owner, or no incarnation: an item from before
+    ownership records) has nothing to hand over, and a dry run writes nothing: ``False``, no
+    call at all."""
+    put_claim(sandbox.ddb, KIND_GRANT, GRANT, key=HOLDER, incarnation="inc1", state=STATE_RELEASING)
+    claims = ClaimBatcher(sandbox.ddb, OWNERSHIP_TABLE, clock=lambda: NOW, dry_run=dry_run)
+    calls = calls_of(sandbox.ddb)
+
+    assert claims.hand_over(Claimant(owner, incarnation), grant_ref()) is False
+    assert [name for name, _ in calls] == []
+    assert handed_over_at(sandbox) is None
+
+
+@pytest.mark.parametrize(
+    ("owner", "incarnation", "state"),
+    [
+        pytest.param({"pk": "s-other"}, "inc1", STATE_RELEASING, id="taken-over"),
+        pytest.param(HOLDER, "inc2", STATE_RELEASING, id="a-later-incarnation"),
+        pytest.param(HOLDER, "inc1", STATE_RELEASED, id="released"),
+    ],
+)
+def test_rule_hand_over_of_a_record_no_longer_the_claimants_is_false_and_writes_nothing(
+    sandbox: Sandbox, owner: dict[str, str], incarnation: str, state: str
+) -> None:
+    """The condition names the owner, the incarnation and ``releasing``: a record another
+    owner took over, a later incarnation holds or already released is not ours to hand over —
+    ``False`` (the condition's failure is an answer, not an error), the record unchanged."""
+    put_claim(sandbox.ddb, KIND_GRANT, GRANT, key=owner, incarnation=incarnation, state=state)
+    claims = ClaimBatcher(sandbox.ddb, OWNERSHIP_TABLE, clock=lambda: NOW)
+
+    assert claims.hand_over(Claimant(owner_token(HOLDER), "inc1"), grant_ref()) is False
+    assert handed_over_at(sandbox) is None
+
+
+def test_rule_hand_over_raises_any_other_error(sandbox: Sandbox) -> None:
+    """Only the condition's failure is an answer: any other error of the ``UpdateItem`` (here
+    the table is missing) is raised, for the step to fail its record."""
+    claims = ClaimBatcher(sandbox.ddb, "no-such-ownership-table", clock=lambda: NOW)
+
+    with pytest.raises(ClientError) as raised:
+        claims.hand_over(Claimant(owner_token(HOLDER), "inc1"), grant_ref())
+    assert raised.value.response["Error"]["Code"] == "ResourceNotFoundException"
+
+
+# ``_Coalescer.submit_all``: the calls of a large batch side by side, from threads of their own.
+
+OWNER = {"pk": "s-many"}
+
+
+def releasing(sandbox: Sandbox, count: int) -> list[ClaimRef]:
+    """``count`` connection ids this run marked ``releasing`` for ``OWNER``'s ``inc1``."""
+    refs = [ref(f"m{i}=") for i in range(count)]
+    for each in refs:
+        put_claim(
+            sandbox.ddb,
+            KIND_CONNECTION,
+            each.resource_id,
+            key=OWNER,
+            incarnation="inc1",
+            state=STATE_RELEASING,
+        )
+    return refs
+
+
+def threads_of_calls(sandbox: Sandbox, in_flight_together: int = 0) -> list[str]:
+    """The name of the thread each ``TransactWriteItems`` goes from; with
+    ``in_flight_together``, no call goes until that many are in flight (a barrier)."""
+    names: list[str] = []
+    barrier = threading.Barrier(in_flight_together, timeout=5) if in_flight_together else None
+
+    def note(**_: Any) -> None:
+        names.append(threading.current_thread().name)
+        if barrier is not None:
+            barrier.wait()
+
+    sandbox.ddb.meta.events.register("before-call.dynamodb.TransactWriteItems", note)
+    return names
+
+
+def test_rule_the_calls_of_a_two_call_batch_go_side_by_side_from_named_threads(
+    sandbox: Sandbox,
+) -> None:
+    """150 ids are two calls (100 + 50): both in flight together (the barrier lets neither
+    through alone), each from a ``cleanup-claims`` thread (a thread dump names them)."""
+    refs = releasing(sandbox, 150)
+    claims = ClaimBatcher(sandbox.ddb, OWNERSHIP_TABLE, clock=lambda: NOW, calls_at_once=2)
+    names = threads_of_calls(sandbox, in_flight_together=2)
+
+    assert claims.release_all([(Claimant(owner_token(OWNER), "inc1"), refs)]) == [[]]
+    assert len(names) == 2
+    assert {name.rsplit("_", 1)[0] for name in names} == {"cleanup-claims"}
+
+
+@pytest.mark.parametrize(
+    ("count", "at_once"),
+    [pytest.param(50, 32, id="one-call"), pytest.param(250, 1, id="one-at-a-time")],
+)
+def test_rule_one_call_or_one_at_a_time_starts_no_thread(
+    sandbox: Sandbox, count: int, at_once: int
+) -> None:
+    """A batch that fits one call, or a bound of one call at a time, starts no thread: every
+    call goes from the caller's thread, in turn."""
+    refs = releasing(sandbox, count)
+    claims = ClaimBatcher(sandbox.ddb, OWNERSHIP_TABLE, clock=lambda: NOW, calls_at_once=at_once)
+    names = threads_of_calls(sandbox)
+
+    assert claims.release_all([(Claimant(owner_token(OWNER), "inc1"), refs)]) == [[]]
+    assert names == [threading.current_thread().name] * -(-count // 100)
+
+
+def test_rule_a_failed_call_of_a_batch_sent_side_by_side_is_reported_not_lost(
+    sandbox: Sandbox,
+) -> None:
+    """Three calls side by side, the second fails with something other than a botocore error
+    (botocore's errors are answers per id, asked again): the request's failure names it, the
+    other calls' ids are released, and nothing raises (``release_all`` never raises)."""
+    refs = releasing(sandbox, 250)
+    claims = ClaimBatcher(sandbox.ddb, OWNERSHIP_TABLE, clock=lambda: NOW)
+    broken = ref("m150=").resource
+
+    def fail_the_second_call(params: dict[str, Any], **_: Any) -> None:
+        keys = {i["Update"]["Key"]["resource"]["S"] for i in params["TransactItems"]}
+        if broken in keys:
+            raise RuntimeError("a fault outside botocore")
+
+    sandbox.ddb.meta.events.register(
+        "provide-client-params.dynamodb.TransactWriteItems", fail_the_second_call
+    )
+
+    failures = claims.release_all([(Claimant(owner_token(OWNER), "inc1"), refs)])
+
+    assert failures == [["releasing the ownership records: a fault outside botocore"]]
+    states = [claim_state(sandbox.ddb, KIND_CONNECTION, each.resource_id) for each in refs]
+    assert states.count(STATE_RELEASED) == 150 and states.count(STATE_RELEASING) == 100
+
+
+def test_rule_calls_at_once_defaults_to_the_constructs_max_workers(sandbox: Sandbox) -> None:
+    """Without ``calls_at_once``, at most 32 calls are in flight together (the construct's
+    default ``max_workers``): 33 one-item calls, each held until 33 are in flight or half a
+    second has passed, never see more than 32."""
+    refs = releasing(sandbox, DEFAULT_MAX_WORKERS + 1)
+    claims = ClaimBatcher(sandbox.ddb, OWNERSHIP_TABLE, clock=lambda: NOW, max_items=1)
+    gate = threading.Condition()
+    in_flight = [0, 0]  # now, most
+
+    def hold(**_: Any) -> None:
+        with gate:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight[1], in_flight[0])
+            gate.notify_all()
+            gate.wait_for(lambda: in_flight[0] > DEFAULT_MAX_WORKERS, timeout=0.5)
+            in_flight[0] -= 1
+
+    sandbox.ddb.meta.events.register("before-call.dynamodb.TransactWriteItems", hold)
+
+    assert claims.release_all([(Claimant(owner_token(OWNER), "inc1"), refs)]) == [[]]
+    assert in_flight[1] == DEFAULT_MAX_WORKERS == 32
