@@ -135,8 +135,11 @@ def run_module(
 def report(outcomes: list[Outcome]) -> bool:
     """Print the table and the surviving mutants; ``True`` when every module met its goal."""
     head = ("module", "mutants", "killed", "equivalent", "survived", "kill rate", "goal")
+    # The module column as wide as the longest name and two spaces, 26 at least.
+    width = max([26, *(len(o.module) + 2 for o in outcomes)])
     print(
-        f"{head[0]:<26}{head[1]:>8}{head[2]:>8}{head[3]:>11}{head[4]:>9}{head[5]:>10}{head[6]:>6}"
+        f"{head[0]:<{width}}{head[1]:>8}{head[2]:>8}{head[3]:>11}{head[4]:>9}{head[5]:>10}"
+        f"{head[6]:>6}"
     )
     ok = True
     for o in outcomes:
@@ -144,7 +147,7 @@ def report(outcomes: list[Outcome]) -> bool:
         met = o.rate >= o.goal and not unchecked
         ok = ok and met
         print(
-            f"{o.module:<26}{len(o.statuses):>8}{len(o.killed):>8}"
+            f"{o.module:<{width}}{len(o.statuses):>8}{len(o.killed):>8}"
             f"{len(o.equivalent & set(o.statuses)):>11}{len(o.surviving):>9}"
             f"{o.rate:>10.1%}{o.goal:>6.0%}{'' if met else '  BELOW GOAL'}"
         )

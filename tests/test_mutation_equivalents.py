@@ -73,3 +73,21 @@ def test_report_of_a_partial_run_counts_only_the_checked_equivalents(
     out = capsys.readouterr().out
     assert "2 mutants not checked" in out
     assert "of the 3 non-equivalent checked, 66.7% killed" in out
+
+
+def test_report_columns_line_up_under_a_module_name_longer_than_the_column(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sweeps/tool_session_sweeper.py`` is 30 characters: the figures of every line still
+    end under their headings (the column is as wide as the longest name)."""
+    from mutation import run
+    from mutation.run import Outcome, report
+
+    monkeypatch.setattr(run, "changes", lambda module: {})
+    long, short = "sweeps/tool_session_sweeper.py", "registrar.py"
+    report([Outcome(long, 0.95, {"k": 1}, set()), Outcome(short, 0.95, {"k": 1}, set())])
+
+    head, first, second = capsys.readouterr().out.splitlines()[:3]
+    assert first.startswith(long + "  ") and second.startswith(short + " ")
+    assert len(head) == len(first) == len(second)
+    assert head.index("kill rate") + len("kill rate") == first.index("100.0%") + len("100.0%")
