@@ -326,22 +326,26 @@ def test_rule_a_failed_call_of_a_batch_sent_side_by_side_is_reported_not_lost(
 
 def test_rule_calls_at_once_defaults_to_the_constructs_max_workers(sandbox: Sandbox) -> None:
     """Without ``calls_at_once``, at most 32 calls are in flight together (the construct's
-    default ``max_workers``): 33 one-item calls, each held until 33 are in flight or half a
-    second has passed, never see more than 32."""
-    refs = releasing(sandbox, DEFAULT_MAX_WORKERS + 1)
+    default ``max_workers``): of 33 one-item calls, the first 32 are held until all 32 are in
+    flight and then half a second more, time for a 33rd to join them if it were let."""
+    bound = DEFAULT_MAX_WORKERS
+    refs = releasing(sandbox, bound + 1)
     claims = ClaimBatcher(sandbox.ddb, OWNERSHIP_TABLE, clock=lambda: NOW, max_items=1)
     gate = threading.Condition()
-    in_flight = [0, 0]  # now, most
+    counts = {"seen": 0, "in_flight": 0, "most": 0}
 
     def hold(**_: Any) -> None:
         with gate:
-            in_flight[0] += 1
-            in_flight[1] = max(in_flight[1], in_flight[0])
+            counts["seen"] += 1
+            counts["in_flight"] += 1
+            counts["most"] = max(counts["most"], counts["in_flight"])
             gate.notify_all()
-            gate.wait_for(lambda: in_flight[0] > DEFAULT_MAX_WORKERS, timeout=0.5)
-            in_flight[0] -= 1
+            if counts["seen"] <= bound:
+                gate.wait_for(lambda: counts["in_flight"] >= bound, timeout=30)
+                gate.wait_for(lambda: counts["in_flight"] > bound, timeout=0.5)
+            counts["in_flight"] -= 1
 
     sandbox.ddb.meta.events.register("before-call.dynamodb.TransactWriteItems", hold)
 
     assert claims.release_all([(Claimant(owner_token(OWNER), "inc1"), refs)]) == [[]]
-    assert in_flight[1] == DEFAULT_MAX_WORKERS == 32
+    assert counts["most"] == bound == 32
