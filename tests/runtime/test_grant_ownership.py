@@ -11,13 +11,28 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from typing import Any
 
 import pytest
 from botocore.exceptions import NoCredentialsError
+from ownership_support import OWNERSHIP_TABLE, claim_state
 from runtime_faults import answer, json_error
 from runtime_support import APP_ROLE, CLEANUP_ROLE, FakeContext, Sandbox, event
 from session_expiry_runtime.cleanup.cleaner import process_batch
+from session_expiry_runtime.core.config import RuntimeConfig
+from session_expiry_runtime.core.decode import parse_record
+from session_expiry_runtime.core.ownership import (
+    KIND_GRANT,
+    STATE_RELEASING,
+    VERDICT_OWNED,
+    Verdict,
+    owner_token,
+)
+from session_expiry_runtime.owners.claims import Claimant, ClaimBatcher
+from session_expiry_runtime.owners.outcomes import StepFailed
+from session_expiry_runtime.steps.base import PLAN_RUN, ClaimRef, Plan, Session, StepContext
+from session_expiry_runtime.steps.grant import GrantStep
 
 from cdk_session_expiry import _runtime_contract as contract
 
@@ -449,3 +464,68 @@ def test_the_log_names_the_grant_id_and_never_its_token(
     line = lines(session_logs)["s-1"]
     assert line["grantId"] == session.grant_id
     assert session.grant_token not in json.dumps(line)
+
+
+# ``GrantStep``'s hand-over (``_hand_over``): a grant KMS does not find within its consistency
+# window is left to the grant sweep; when that cannot be done, the step fails as ``Ownership``.
+# ``RetireGrant``'s ``NotFoundException`` is stubbed (moto retires any grant id at once).
+
+YOUNG_GRANT = "g-young"
+
+
+def young_grant_step(sandbox: Sandbox) -> tuple[GrantStep, Plan, ClaimBatcher]:
+    """The step for a grant claimed a minute ago (``releasing``: this run marked it), whose
+    ``RetireGrant`` KMS answers ``NotFoundException``; its plan, with the grant owned."""
+    sandbox.claim(
+        KIND_GRANT, YOUNG_GRANT, "s-1", "inc1", claimed_at=time.time() - 60, state=STATE_RELEASING
+    )
+    kms = sandbox.cleaner().clients.kms
+    answer(kms, "RetireGrant", lambda _: json_error(400, "NotFoundException"))
+    step = GrantStep(RuntimeConfig(grant_key_arn=sandbox.key_arn), kms)
+    ref = ClaimRef(KIND_GRANT, YOUNG_GRANT)
+    plan = Plan(PLAN_RUN, claims=(ref,), ownership={ref: Verdict(VERDICT_OWNED)})
+    return step, plan, ClaimBatcher(sandbox.ddb, OWNERSHIP_TABLE)
+
+
+def young_context(batcher: ClaimBatcher, claimant: Claimant | None) -> StepContext:
+    session = Session(
+        {"incarnation": "inc1"}, {"pk": "s-1"}, "explicit", None, parse_record({}), "0" * 32
+    )
+    return StepContext(session, claim_batcher=batcher, claimant=claimant)
+
+
+def test_rule_a_hand_over_without_a_claimant_fails_the_step_as_ownership(
+    sandbox: Sandbox,
+) -> None:
+    """The claim was read, but the context names no claimant (the runner always gives one;
+    a custom runner might not): nothing is handed over, the step fails as ``Ownership`` naming
+    the grant, and the record stays ``releasing``."""
+    step, plan, batcher = young_grant_step(sandbox)
+
+    with pytest.raises(StepFailed) as caught:
+        step.run(plan, young_context(batcher, None))
+
+    assert (caught.value.action, caught.value.detail) == (
+        "Ownership",
+        f"grant {YOUNG_GRANT}: no claim to hand over",
+    )
+    assert claim_state(sandbox.ddb, KIND_GRANT, YOUNG_GRANT) == STATE_RELEASING
+
+
+def test_rule_a_hand_over_that_fails_fails_the_step_as_ownership_with_its_error(
+    sandbox: Sandbox,
+) -> None:
+    """The hand-over's ``UpdateItem`` fails (a fault outside botocore): the step fails as
+    ``Ownership`` with that error's text, never counted done or refused."""
+    step, plan, batcher = young_grant_step(sandbox)
+
+    def broken(**_: Any) -> None:
+        raise RuntimeError("the hand-over's write broke")
+
+    sandbox.ddb.meta.events.register("before-call.dynamodb.UpdateItem", broken)
+
+    with pytest.raises(StepFailed) as caught:
+        step.run(plan, young_context(batcher, Claimant(owner_token({"pk": "s-1"}), "inc1")))
+
+    assert caught.value.action == "Ownership"
+    assert caught.value.detail == "RuntimeError: the hand-over's write broke"

@@ -291,3 +291,40 @@ def test_an_image_without_an_incarnation_is_not_the_former_holder_named_none() -
     # incarnation written "None" must not make that image Superseded (it is NotOwned: alarmed).
     taken = claim(owner=OTHER, former_owners=(own.former_owner(ME, "None"),))
     assert verdict(taken, incarnation=None) == own.REFUSAL_NOT_OWNED
+
+
+# ``names_incarnation``: the proof a Kinesis REMOVE of a re-created key needs that the
+# incarnation it names existed (a made-up incarnation is named by no claim).
+
+
+@pytest.mark.parametrize(
+    ("record", "named"),
+    [
+        pytest.param(None, False, id="no-record"),
+        pytest.param(claim(), True, id="the-holder"),
+        pytest.param(claim(incarnation="inc2"), False, id="the-owners-other-incarnation"),
+        pytest.param(claim(owner=OTHER), False, id="another-owner-same-incarnation"),
+        pytest.param(
+            claim(OTHER, "inc9", former_owners=(own.former_owner(ME, "inc1"),)),
+            True,
+            id="a-former-holder",
+        ),
+        pytest.param(
+            claim(OTHER, "inc9", former_owners=(own.former_owner(OTHER, "inc1"),)),
+            False,
+            id="another-owners-former-incarnation",
+        ),
+        pytest.param(
+            claim(OTHER, "inc9", former_owners=(own.former_owner(ME, "inc2"),)),
+            False,
+            id="the-owners-other-former-incarnation",
+        ),
+    ],
+)
+def test_rule_an_incarnation_is_named_only_by_its_holder_or_a_former_holder(
+    record: own.Claim | None, named: bool
+) -> None:
+    """A claim names ``ME``'s ``inc1`` when it holds the id for exactly that owner and
+    incarnation, or lists exactly that pair among the holders it took the id over from; no
+    record names nothing."""
+    assert own.names_incarnation(record, owner=ME, incarnation="inc1") is named
