@@ -75,7 +75,7 @@ def _load_mutmut_config() -> None:
 
 @functools.cache
 def changes(module: str) -> Mapping[str, tuple[str, ...]]:
-    """Every mutant mutmut generates for ``module`` (``"claims.py"``, ``"steps/grant.py"``):
+    """Every mutant mutmut generates for ``module`` (``"owners/claims.py"``, ``"steps/grant.py"``):
     its name -> the changed lines of its diff (``-``/``+`` lines, without the file header)."""
     return _Changes(module)
 

@@ -71,6 +71,9 @@ def _emf(out: str) -> list[dict[str, Any]]:
     return [json.loads(x) for x in out.splitlines() if x.startswith('{"_aws"')]
 
 
+# Noisy's __del__ raises on purpose; Python reports it as "Exception ignored in" (pytest's
+# PytestUnraisableExceptionWarning), which is the point of the case, not a defect of the run.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("kind", ["Unprintable", "BadMessage", "Custom", "Noisy"])
 def test_an_exception_that_cannot_be_formatted_fails_only_its_record(
     kind: str,
