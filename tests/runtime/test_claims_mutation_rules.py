@@ -23,6 +23,7 @@ from session_expiry_runtime.core.ownership import (
     Verdict,
     owner_token,
 )
+from session_expiry_runtime.owners import claims as claims_module
 from session_expiry_runtime.owners.claims import Claimant, ClaimBatcher, ClaimRef
 
 NOW = 2_000_000_000
@@ -252,33 +253,76 @@ def releasing(sandbox: Sandbox, count: int) -> list[ClaimRef]:
     return refs
 
 
-def threads_of_calls(sandbox: Sandbox, in_flight_together: int = 0) -> list[str]:
-    """The name of the thread each ``TransactWriteItems`` goes from; with
-    ``in_flight_together``, no call goes until that many are in flight (a barrier)."""
+def threads_of_calls(sandbox: Sandbox) -> list[str]:
+    """The name of the thread each ``TransactWriteItems`` goes from."""
     names: list[str] = []
-    barrier = threading.Barrier(in_flight_together, timeout=5) if in_flight_together else None
-
-    def note(**_: Any) -> None:
-        names.append(threading.current_thread().name)
-        if barrier is not None:
-            barrier.wait()
-
-    sandbox.ddb.meta.events.register("before-call.dynamodb.TransactWriteItems", note)
+    sandbox.ddb.meta.events.register(
+        "before-call.dynamodb.TransactWriteItems",
+        lambda **_: names.append(threading.current_thread().name),
+    )
     return names
 
 
+def calls_held_together(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, calls: int
+) -> dict[str, Any]:
+    """Holds each ``TransactWriteItems`` sent from a thread ``release_all`` started until all
+    ``calls`` of the batch were handed to the pool and every thread it started is in a call;
+    then lets them all go. ``together`` is how many were in flight at that moment (the most
+    there can be: every thread is in one), ``threads`` how many the pool started, ``names``
+    the thread of every call. No timing: the hold ends on what the threads did (the wait's
+    limit is reached only when the rule is broken). ``submit_in_context`` is wrapped, not
+    replaced, to count the hand-overs; a call from the caller's own thread is never held."""
+    caller, before = threading.current_thread(), set(threading.enumerate())
+    gate = threading.Condition()
+    seen: dict[str, Any] = {"handed": 0, "in_flight": 0, "together": 0, "threads": 0}
+    seen["names"], seen["released"] = [], False
+    handing = claims_module.submit_in_context
+
+    def counted(*args: Any) -> Any:
+        future = handing(*args)
+        with gate:
+            seen["handed"] += 1
+            gate.notify_all()
+        return future
+
+    def everyone_in_a_call() -> bool:
+        started = len(set(threading.enumerate()) - before)
+        return bool(seen["released"]) or (seen["handed"] == calls and seen["in_flight"] == started)
+
+    def hold(**_: Any) -> None:
+        with gate:
+            seen["names"].append(threading.current_thread().name)
+            if threading.current_thread() is caller or seen["released"]:
+                return
+            seen["in_flight"] += 1
+            gate.notify_all()
+            gate.wait_for(everyone_in_a_call, timeout=60)
+            if not seen["released"]:
+                seen["released"] = True
+                seen["together"] = seen["in_flight"]
+                seen["threads"] = len(set(threading.enumerate()) - before)
+                gate.notify_all()
+            seen["in_flight"] -= 1
+
+    monkeypatch.setattr(claims_module, "submit_in_context", counted)
+    sandbox.ddb.meta.events.register("before-call.dynamodb.TransactWriteItems", hold)
+    return seen
+
+
 def test_rule_the_calls_of_a_two_call_batch_go_side_by_side_from_named_threads(
-    sandbox: Sandbox,
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """150 ids are two calls (100 + 50): both in flight together (the barrier lets neither
-    through alone), each from a ``cleanup-claims`` thread (a thread dump names them)."""
+    """150 ids are two calls (100 + 50): both in flight together, from two threads the batch
+    started, each a ``cleanup-claims`` thread (a thread dump names them)."""
     refs = releasing(sandbox, 150)
     claims = ClaimBatcher(sandbox.ddb, OWNERSHIP_TABLE, clock=lambda: NOW, calls_at_once=2)
-    names = threads_of_calls(sandbox, in_flight_together=2)
+    seen = calls_held_together(sandbox, monkeypatch, calls=2)
 
     assert claims.release_all([(Claimant(owner_token(OWNER), "inc1"), refs)]) == [[]]
-    assert len(names) == 2
-    assert {name.rsplit("_", 1)[0] for name in names} == {"cleanup-claims"}
+    assert (seen["together"], seen["threads"]) == (2, 2)
+    assert len(seen["names"]) == 2
+    assert {name.rsplit("_", 1)[0] for name in seen["names"]} == {"cleanup-claims"}
 
 
 @pytest.mark.parametrize(
@@ -301,51 +345,52 @@ def test_rule_one_call_or_one_at_a_time_starts_no_thread(
 def test_rule_a_failed_call_of_a_batch_sent_side_by_side_is_reported_not_lost(
     sandbox: Sandbox,
 ) -> None:
-    """Three calls side by side, the second fails with something other than a botocore error
-    (botocore's errors are answers per id, asked again): the request's failure names it, the
-    other calls' ids are released, and nothing raises (``release_all`` never raises)."""
+    """250 ids, three calls or more side by side; the one carrying ``m150=`` fails with
+    something other than a botocore error (botocore's errors are answers per id, asked again):
+    the request's failure names it, exactly that call's ids stay ``releasing``, every other
+    call's ids are released, and nothing raises (``release_all`` never raises). Which ids
+    share a call depends on the order the threads queue them in: the test reads the call."""
     refs = releasing(sandbox, 250)
     claims = ClaimBatcher(sandbox.ddb, OWNERSHIP_TABLE, clock=lambda: NOW)
     broken = ref("m150=").resource
+    failed: set[str] = set()
+    calls: list[set[str]] = []
 
-    def fail_the_second_call(params: dict[str, Any], **_: Any) -> None:
+    def fail_the_call_with_m150(params: dict[str, Any], **_: Any) -> None:
         keys = {i["Update"]["Key"]["resource"]["S"] for i in params["TransactItems"]}
+        calls.append(keys)
         if broken in keys:
+            failed.update(keys)
             raise RuntimeError("a fault outside botocore")
 
     sandbox.ddb.meta.events.register(
-        "provide-client-params.dynamodb.TransactWriteItems", fail_the_second_call
+        "provide-client-params.dynamodb.TransactWriteItems", fail_the_call_with_m150
     )
 
     failures = claims.release_all([(Claimant(owner_token(OWNER), "inc1"), refs)])
 
     assert failures == [["releasing the ownership records: a fault outside botocore"]]
-    states = [claim_state(sandbox.ddb, KIND_CONNECTION, each.resource_id) for each in refs]
-    assert states.count(STATE_RELEASED) == 150 and states.count(STATE_RELEASING) == 100
+    assert len(calls) >= 3 and 0 < len(failed) <= 100
+    states = {
+        each.resource: claim_state(sandbox.ddb, KIND_CONNECTION, each.resource_id) for each in refs
+    }
+    assert {r for r, state in states.items() if state == STATE_RELEASING} == failed
+    assert [state for r, state in states.items() if r not in failed] == [STATE_RELEASED] * (
+        250 - len(failed)
+    )
 
 
-def test_rule_calls_at_once_defaults_to_the_constructs_max_workers(sandbox: Sandbox) -> None:
+def test_rule_calls_at_once_defaults_to_the_constructs_max_workers(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Without ``calls_at_once``, at most 32 calls are in flight together (the construct's
-    default ``max_workers``): of 33 one-item calls, the first 32 are held until all 32 are in
-    flight and then half a second more, time for a 33rd to join them if it were let."""
+    default ``max_workers``): of 33 one-item calls, 32 are in flight at once from 32 threads
+    once all 33 were handed to the pool, and no 33rd thread is there to send the last."""
     bound = DEFAULT_MAX_WORKERS
     refs = releasing(sandbox, bound + 1)
     claims = ClaimBatcher(sandbox.ddb, OWNERSHIP_TABLE, clock=lambda: NOW, max_items=1)
-    gate = threading.Condition()
-    counts = {"seen": 0, "in_flight": 0, "most": 0}
-
-    def hold(**_: Any) -> None:
-        with gate:
-            counts["seen"] += 1
-            counts["in_flight"] += 1
-            counts["most"] = max(counts["most"], counts["in_flight"])
-            gate.notify_all()
-            if counts["seen"] <= bound:
-                gate.wait_for(lambda: counts["in_flight"] >= bound, timeout=30)
-                gate.wait_for(lambda: counts["in_flight"] > bound, timeout=0.5)
-            counts["in_flight"] -= 1
-
-    sandbox.ddb.meta.events.register("before-call.dynamodb.TransactWriteItems", hold)
+    seen = calls_held_together(sandbox, monkeypatch, calls=bound + 1)
 
     assert claims.release_all([(Claimant(owner_token(OWNER), "inc1"), refs)]) == [[]]
-    assert counts["most"] == bound == 32
+    assert (seen["together"], seen["threads"]) == (bound, bound) == (32, 32)
+    assert len(seen["names"]) == bound + 1
