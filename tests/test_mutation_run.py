@@ -23,9 +23,10 @@ def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def kept(work: Path, module: str, codes: dict[str, int | None]) -> None:
-    """The results a run of ``module`` keeps: mutmut's ``.meta`` file."""
-    meta = work / run.work_path(module).name / "mutants" / run.PACKAGE / f"{module}.meta"
+def kept(module: str, codes: dict[str, int | None]) -> None:
+    """The results a run of ``module`` keeps: mutmut's ``.meta`` file (under the ``work``
+    fixture's directory)."""
+    meta = run.work_path(module) / "mutants" / run.PACKAGE / f"{module}.meta"
     meta.parent.mkdir(parents=True)
     meta.write_text(json.dumps({"exit_code_by_key": codes}), "utf-8")
 
@@ -89,7 +90,7 @@ def test_report_prints_every_module_kept_when_one_has_no_results(
 ) -> None:
     """``--report`` after a run of one module: its line, and the other named as not run (it
     used to stop at the first module without results and print nothing)."""
-    kept(work, "owners/claims.py", {"a": 1, "b": 3, "c": 24})
+    kept("owners/claims.py", {"a": 1, "b": 3, "c": 24})
 
     status = main(["--report", "steps/grant.py", "owners/claims.py"])
 
@@ -120,7 +121,7 @@ def test_fails_jobs_that_is_not_a_whole_number_of_at_least_one(
     jobs: str, work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Refused before anything is run or deleted: the module's earlier results stay."""
-    kept(work, "registrar.py", {"a": 1})
+    kept("registrar.py", {"a": 1})
 
     with pytest.raises(SystemExit) as stopped:
         main(["--jobs", jobs, "registrar.py"])
@@ -135,7 +136,7 @@ def test_fails_jobs_that_is_not_a_whole_number_of_at_least_one(
 def test_fails_a_module_not_in_modules_toml_before_deleting_anything(
     work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    kept(work, "registrar.py", {"a": 1})
+    kept("registrar.py", {"a": 1})
 
     with pytest.raises(SystemExit) as stopped:
         main(["registrar.py", "core/nope.py"])
